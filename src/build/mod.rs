@@ -1,0 +1,1 @@
+//! Build engine: placeholder until the engine lands.

@@ -1,0 +1,1 @@
+//! Tree-walk differ (owned by the layer work).

@@ -1,0 +1,137 @@
+//! The `Executor` seam: run one build step's process inside a root.
+//!
+//! A RUN or PKG step is a process started with a root directory (an active
+//! snapshot), a command line, an environment, a working directory and a
+//! user. The executor confines it (a FreeBSD jail; Linux namespaces and
+//! chroot), streams its output line by line to an [`OutputSink`], and
+//! reports how it ended. It does not decide *what* runs — the build engine
+//! does — and it leaves nothing behind in the root that the step itself did
+//! not write (mount points it had to create are removed again).
+//!
+//! Implementations:
+//! - [`linux::LinuxExecutor`]: new mount, PID, UTS, IPC (and, unless the
+//!   step asks for the network, network) namespaces, then `chroot`.
+//! - `freebsd::JailExecutor` (FreeBSD only): a jail made with jail(8).
+
+#[cfg(target_os = "freebsd")]
+pub mod freebsd;
+#[cfg(target_os = "linux")]
+pub mod linux;
+
+use std::path::Path;
+
+/// What to run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunSpec {
+    /// The program and its arguments; `argv[0]` is looked up in `PATH`
+    /// inside the root when it has no `/`.
+    pub argv: Vec<String>,
+    /// The whole environment (nothing is inherited from jbuild's).
+    pub env: Vec<(String, String)>,
+    /// Working directory inside the root; created if missing.
+    pub cwd: String,
+    /// `user`, `uid`, `user:group` or `uid:gid`, resolved against the root's
+    /// `/etc/passwd` and `/etc/group`; `None` is root.
+    pub user: Option<String>,
+    /// Whether the step may use the host's network.
+    pub network: bool,
+    /// The hostname the step sees.
+    pub hostname: String,
+    /// Extra jail(8) parameters from `JAIL` lines (ignored on Linux).
+    pub jail_params: Vec<(String, String)>,
+    /// Host directories made visible inside the root for the step only
+    /// (e.g. a package cache); never part of the layer.
+    pub mounts: Vec<BindMount>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BindMount {
+    pub host: std::path::PathBuf,
+    /// Absolute path inside the root.
+    pub target: String,
+    pub read_only: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+/// Receives a step's output, one line at a time (without the newline; a
+/// last line without one is passed as it is).
+pub trait OutputSink: Send {
+    fn line(&mut self, stream: Stream, line: &[u8]);
+}
+
+impl<F: FnMut(Stream, &[u8]) + Send> OutputSink for F {
+    fn line(&mut self, stream: Stream, line: &[u8]) {
+        self(stream, line)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Exited(i32),
+    Signaled(i32),
+}
+
+impl Outcome {
+    pub fn success(self) -> bool {
+        self == Outcome::Exited(0)
+    }
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Outcome::Exited(c) => write!(f, "exit code {c}"),
+            Outcome::Signaled(s) => write!(f, "killed by signal {s}"),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    #[error("cannot run `{program}` in {root}: {reason}")]
+    Spawn { program: String, root: String, reason: String },
+    #[error("user `{0}` is not in the root's /etc/passwd (give a numeric uid, or create the user first)")]
+    UnknownUser(String),
+    #[error("group `{0}` is not in the root's /etc/group")]
+    UnknownGroup(String),
+    #[error("{context}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("this host cannot run build steps: {0}")]
+    Unsupported(String),
+}
+
+/// Runs one step's process confined to a root. See the module docs.
+pub trait Executor: Send + Sync {
+    /// A short name for messages (`linux-namespaces`, `jail`).
+    fn name(&self) -> &'static str;
+
+    /// Runs `spec` in `root` and waits for it. An `Err` means the process
+    /// could not be run at all; a process that ran and failed is `Ok` with
+    /// its [`Outcome`].
+    fn run(&self, root: &Path, spec: &RunSpec, out: &mut dyn OutputSink) -> Result<Outcome, ExecError>;
+}
+
+/// The executor for this host, or why there is none.
+pub fn host_executor() -> Result<Box<dyn Executor>, ExecError> {
+    #[cfg(target_os = "linux")]
+    {
+        Ok(Box::new(linux::LinuxExecutor::new()))
+    }
+    #[cfg(target_os = "freebsd")]
+    {
+        Ok(Box::new(freebsd::JailExecutor::new()))
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "freebsd")))]
+    {
+        Err(ExecError::Unsupported("RUN and PKG need FreeBSD or Linux".into()))
+    }
+}

@@ -1,0 +1,158 @@
+//! A Jailfile after parsing, INCLUDE expansion and variable substitution:
+//! what the planner consumes. Every string here is final — `$VAR` has been
+//! replaced with Dockerfile's ARG/ENV scoping — and every step knows where
+//! it came from.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Where an instruction was written: file, 1-based line and column.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Location {
+    pub file: Arc<PathBuf>,
+    pub line: u32,
+    pub column: u32,
+}
+
+impl std::fmt::Display for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}:{}", self.file.display(), self.line, self.column)
+    }
+}
+
+/// The whole build: stages in file order. The last stage is the image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Build {
+    pub stages: Vec<Stage>,
+    /// Build arguments given with `--build-arg` that no ARG declared
+    /// (reported as a warning, as docker does).
+    pub unused_build_args: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stage {
+    /// Position in the file, from 0.
+    pub index: usize,
+    /// `AS name`, lowercased.
+    pub name: Option<String>,
+    pub base: Base,
+    /// `--platform` on FROM, e.g. `freebsd/amd64`.
+    pub platform: Option<String>,
+    pub location: Location,
+    /// The FROM line as history records it, after substitution.
+    pub from_text: String,
+    pub steps: Vec<Step>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Base {
+    /// `FROM scratch`: an empty root.
+    Scratch,
+    /// `FROM freebsd:<release>`, e.g. `14.2-RELEASE`.
+    FreeBsdRelease(String),
+    /// An earlier stage of this file, by index.
+    Stage(usize),
+    /// Any other image reference, as written (after substitution).
+    Image(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Step {
+    pub location: Location,
+    /// The instruction after substitution, as one line (history's
+    /// `created_by`), e.g. `RUN pkg install -y nginx`.
+    pub text: String,
+    /// The ARG values this step depends on: for RUN and PKG every ARG in
+    /// scope (they are its environment); for other instructions the ones
+    /// its text referenced. Part of the cache key.
+    pub args: BTreeMap<String, String>,
+    pub op: Op,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// Shell form: run with `/bin/sh -c`.
+    Shell(String),
+    /// JSON exec form: run as given.
+    Exec(Vec<String>),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CopySource {
+    /// A path or glob relative to the build context (or to the `--from`
+    /// stage's root).
+    Path(String),
+    /// A heredoc: `COPY <<EOF /dest` — file name and content.
+    Inline { name: String, content: String },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SysrcOp {
+    /// `name=value`
+    Set,
+    /// `name+=value`: append, space-separated, if not already present.
+    Append,
+    /// `name-=value`: remove the word.
+    Remove,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    /// Run a command through the executor. `env` is the ENV in effect plus
+    /// ARGs in scope; `network` from `--network=host`.
+    Run { command: Command, network: bool },
+    /// `pkg install -y <packages>` through the executor (with the network).
+    Pkg { packages: Vec<String> },
+    Copy {
+        /// `--from=<stage name or index or image>`; `None` is the context.
+        from: Option<CopyFrom>,
+        sources: Vec<CopySource>,
+        dest: String,
+        /// `--chown=user[:group]` as written.
+        chown: Option<String>,
+        /// `--chmod=0644` (octal).
+        chmod: Option<u32>,
+    },
+    /// `SYSRC [-f file] name=value` (file defaults to `/etc/rc.conf`).
+    Sysrc { file: String, name: String, op: SysrcOp, value: String },
+    /// `SERVICE name enable|disable`: `name_enable="YES"|"NO"` in rc.conf.
+    Service { name: String, enable: bool },
+    /// `LINE_IN_FILE line file`: append the line unless already present.
+    LineInFile { line: String, file: String },
+    /// `RENDER path`: substitute `${VAR}` in the file (or every file under
+    /// the directory) with these values (the ARGs and ENV in scope).
+    Render { path: String, vars: BTreeMap<String, String> },
+    Env(Vec<(String, String)>),
+    Label(Vec<(String, String)>),
+    User(String),
+    Workdir(String),
+    Expose(Vec<String>),
+    Volume(Vec<String>),
+    Cmd(Command),
+    Entrypoint(Command),
+    /// `JAIL name=value ...`: jail(8) parameters stored with the image.
+    Jail(Vec<(String, String)>),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CopyFrom {
+    Stage(usize),
+    Image(String),
+}
+
+impl Op {
+    /// Whether this instruction changes the filesystem (and so makes a layer).
+    pub fn changes_filesystem(&self) -> bool {
+        matches!(
+            self,
+            Op::Run { .. }
+                | Op::Pkg { .. }
+                | Op::Copy { .. }
+                | Op::Sysrc { .. }
+                | Op::Service { .. }
+                | Op::LineInFile { .. }
+                | Op::Render { .. }
+        )
+    }
+}

@@ -1,0 +1,1 @@
+//! Layer tar writer, compression and applier (owned by the layer work).

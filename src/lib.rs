@@ -1,0 +1,26 @@
+//! jbuild: Jailfiles → layered snapshots → OCI images.
+//!
+//! The path of the data, and which module owns each part, is described in
+//! `docs/architecture.md`. In short:
+//!
+//! - [`jailfile`] parses recipes and resolves variables;
+//! - [`plan`] turns them into steps with cache keys (nothing runs there);
+//! - [`build`] runs the steps: [`snapshot`] holds the trees, [`exec`] runs
+//!   processes in them, native instructions edit them directly;
+//! - [`diff`] and [`layer`] turn snapshots into layer tars and back;
+//! - [`store`] is the local OCI image layout; [`transport`] moves images
+//!   between it and other places;
+//! - [`report`] is how any of it talks to the user.
+
+pub mod build;
+pub mod config;
+pub mod diff;
+pub mod digest;
+pub mod exec;
+pub mod jailfile;
+pub mod layer;
+pub mod plan;
+pub mod report;
+pub mod snapshot;
+pub mod store;
+pub mod transport;

@@ -1,0 +1,1 @@
+//! Planner and cache keys: placeholder until the planner lands.

@@ -1,0 +1,2 @@
+//! json reporter
+pub struct JsonReporter;

@@ -1,0 +1,74 @@
+//! The `Reporter` seam: how progress and step output reach the user.
+//!
+//! The library never prints. Whatever it wants to say goes to a `Reporter`:
+//! the CLI picks one (bars on a terminal, plain lines in CI or a pipe, JSON
+//! events for scripts, nothing with `--quiet`), tests record the calls.
+//! Calls may come from several threads; implementations keep their own
+//! locking.
+
+mod json;
+mod plain;
+mod record;
+mod tty;
+
+pub use json::JsonReporter;
+pub use plain::PlainReporter;
+pub use record::{Event, RecordingReporter};
+pub use tty::TtyReporter;
+
+use std::time::Duration;
+
+use crate::exec::Stream;
+
+/// One build step as the reporter sees it.
+#[derive(Debug, Clone)]
+pub struct StepInfo {
+    /// 1-based position across all stages.
+    pub index: usize,
+    pub total: usize,
+    /// The stage name or number.
+    pub stage: String,
+    /// The instruction, after substitution, as history records it.
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepResult {
+    /// Found in the cache; nothing ran.
+    Cached,
+    /// Ran and was committed.
+    Done,
+    /// Metadata only; no filesystem change.
+    Metadata,
+    Failed,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    Info,
+    Warn,
+}
+
+pub trait Reporter: Send + Sync {
+    fn step_start(&self, step: &StepInfo);
+    fn step_output(&self, step: &StepInfo, stream: Stream, line: &[u8]);
+    fn step_done(&self, step: &StepInfo, result: StepResult, elapsed: Duration);
+    /// A transfer or export of `total` bytes (if known) named `what` begins.
+    fn transfer_start(&self, id: &str, what: &str, total: Option<u64>);
+    fn transfer_progress(&self, id: &str, done: u64);
+    fn transfer_done(&self, id: &str, skipped: bool);
+    fn message(&self, level: Level, text: &str);
+}
+
+/// Says nothing (`--quiet`).
+pub struct SilentReporter;
+
+impl Reporter for SilentReporter {
+    fn step_start(&self, _: &StepInfo) {}
+    fn step_output(&self, _: &StepInfo, _: Stream, _: &[u8]) {}
+    fn step_done(&self, _: &StepInfo, _: StepResult, _: Duration) {}
+    fn transfer_start(&self, _: &str, _: &str, _: Option<u64>) {}
+    fn transfer_progress(&self, _: &str, _: u64) {}
+    fn transfer_done(&self, _: &str, _: bool) {}
+    fn message(&self, _: Level, _: &str) {}
+}

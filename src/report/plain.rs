@@ -1,0 +1,2 @@
+//! plain reporter
+pub struct PlainReporter;

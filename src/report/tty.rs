@@ -1,0 +1,2 @@
+//! tty reporter
+pub struct TtyReporter;

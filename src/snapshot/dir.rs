@@ -1,0 +1,1 @@
+//! The dir snapshotter (owned by the store work).

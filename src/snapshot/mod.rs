@@ -1,0 +1,159 @@
+//! The `Snapshotter` seam: where the filesystem of every layer lives.
+//!
+//! # Vocabulary
+//!
+//! A *snapshot* is a whole root filesystem tree. It is either
+//!
+//! - **active**: writable, named by a *key*, made by [`Snapshotter::prepare`]
+//!   from a committed parent (or from nothing). A build step runs in an
+//!   active snapshot; a pulled layer is unpacked into one.
+//! - **committed**: read-only, named by a *name*, made by
+//!   [`Snapshotter::commit`] from an active snapshot, which then no longer
+//!   exists. Committed snapshots are parents of further snapshots and what
+//!   layers are exported from.
+//!
+//! Keys and names share one namespace and are short strings of
+//! `[A-Za-z0-9_.:-]` (see [`validate_name`]); jbuild uses the step's cache
+//! key or the layer's chain ID as the name.
+//!
+//! A snapshot carries its own identity: *labels* (`jbuild:key`,
+//! `jbuild:diffid`, `jbuild:chainid`, ...) stored on the snapshot itself — ZFS
+//! user properties for the ZFS backend, a metadata file beside the tree for
+//! the `dir` backend. There is no second database to fall out of step.
+//!
+//! # Importing a layer, step by step
+//!
+//! ```text
+//! let root = sn.prepare("active-7f3a", Some(&parent_chain_id))?; // writable copy/clone
+//! apply_layer(tar, &root)?;                                      // write into it
+//! sn.commit(&chain_id, "active-7f3a", &labels)?;                 // now read-only, named
+//! ```
+//!
+//! If anything fails between `prepare` and `commit`, `remove("active-7f3a")`
+//! throws the work away; nothing committed has changed. A crash leaves an
+//! active snapshot behind, which [`Snapshotter::list`] shows and prune removes.
+//!
+//! `prepare` returns a path to work in; it does not mount anything the caller
+//! must unmount (backends that need mounts keep them mounted while the
+//! snapshot exists).
+
+pub mod dir;
+pub mod testsuite;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use crate::diff::Differ;
+
+/// Labels stored on a snapshot (string keys to string values).
+pub type Labels = BTreeMap<String, String>;
+
+/// Label names jbuild writes.
+pub mod label {
+    /// The build-step cache key this snapshot is the result of.
+    pub const KEY: &str = "jbuild:key";
+    /// The uncompressed digest of this snapshot's layer (diff against parent).
+    pub const DIFF_ID: &str = "jbuild:diffid";
+    /// The chain ID of this snapshot's layer stack.
+    pub const CHAIN_ID: &str = "jbuild:chainid";
+    /// Prefix for the blob digest of this layer in a given compression:
+    /// `jbuild:blob.gzip`, `jbuild:blob.zstd`.
+    pub const BLOB_PREFIX: &str = "jbuild:blob.";
+    /// Unix seconds at which the snapshot was committed.
+    pub const CREATED: &str = "jbuild:created";
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Active,
+    Committed,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Info {
+    pub name: String,
+    pub kind: Kind,
+    /// The committed snapshot this one was prepared from.
+    pub parent: Option<String>,
+    pub labels: Labels,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    #[error("snapshot name `{0}` is not valid: use 1 to 200 characters of A-Z a-z 0-9 _ . : -")]
+    InvalidName(String),
+    #[error("snapshot `{0}` does not exist")]
+    NotFound(String),
+    #[error("snapshot `{0}` already exists")]
+    AlreadyExists(String),
+    #[error("snapshot `{name}` is {actual:?}, but this needs a {wanted:?} one")]
+    WrongKind { name: String, actual: Kind, wanted: Kind },
+    #[error("snapshot `{name}` still has children ({children}); remove them first")]
+    HasChildren { name: String, children: String },
+    #[error("{context}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Backend(String),
+}
+
+impl SnapshotError {
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        SnapshotError::Io { context: context.into(), source }
+    }
+}
+
+pub type Result<T, E = SnapshotError> = std::result::Result<T, E>;
+
+/// Where the layers of images and build steps live. See the module docs for
+/// the vocabulary.
+pub trait Snapshotter: Send + Sync {
+    /// The backend's name as users select it (`dir`, `zfs`).
+    fn backend(&self) -> &'static str;
+
+    /// Creates the active snapshot `key` as a copy (or clone) of the committed
+    /// snapshot `parent`, or empty when `parent` is `None`, and returns the
+    /// path of its writable root.
+    fn prepare(&self, key: &str, parent: Option<&str>) -> Result<PathBuf>;
+
+    /// Turns the active snapshot `key` into the committed snapshot `name`
+    /// with `labels`. Fails with `AlreadyExists` (leaving `key` in place) if
+    /// `name` is already committed: another process got there first.
+    fn commit(&self, name: &str, key: &str, labels: &Labels) -> Result<()>;
+
+    /// The read-only root of a committed snapshot.
+    fn view(&self, name: &str) -> Result<PathBuf>;
+
+    /// Information about a snapshot, `None` if it does not exist.
+    fn stat(&self, name: &str) -> Result<Option<Info>>;
+
+    /// Adds or replaces labels on a committed snapshot (e.g. the diff ID once
+    /// its layer was exported). Other labels are kept.
+    fn set_labels(&self, name: &str, labels: &Labels) -> Result<()>;
+
+    /// Removes an active or committed snapshot. A committed snapshot that is
+    /// the parent of others is refused with `HasChildren`.
+    fn remove(&self, name: &str) -> Result<()>;
+
+    /// Every snapshot, active and committed, in name order.
+    fn list(&self) -> Result<Vec<Info>>;
+
+    /// The fastest correct differ for snapshots of this backend.
+    fn differ(&self) -> Box<dyn Differ>;
+}
+
+/// Checks that a key or name fits every backend's rules.
+pub fn validate_name(name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 200
+        && !name.starts_with(['.', '-'])
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.:-".contains(&b));
+    if ok {
+        Ok(())
+    } else {
+        Err(SnapshotError::InvalidName(name.to_string()))
+    }
+}

@@ -1,0 +1,1 @@
+//! Snapshotter conformance suite (owned by the store work).

@@ -1,0 +1,1 @@
+//! Local OCI image layout store (owned by the store work).

@@ -1,0 +1,1 @@
+//! Transport seam (owned by the store work).
