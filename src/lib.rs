@@ -17,6 +17,7 @@ pub mod config;
 pub mod diff;
 pub mod digest;
 pub mod exec;
+pub mod fsutil;
 pub mod jailfile;
 pub mod layer;
 pub mod plan;

@@ -1,0 +1,137 @@
+//! Filesystem helpers shared by everything that writes into a root on behalf
+//! of a recipe or a layer: resolving a path *inside* a root the way the
+//! jail would see it, and writing files atomically.
+
+use std::ffi::OsString;
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Component, Path, PathBuf};
+
+/// Symlinks followed while resolving one path before giving up (as Linux's
+/// and FreeBSD's own limits do).
+const MAX_SYMLINK_HOPS: u32 = 255;
+
+/// Resolves `path` (absolute or relative, as a process inside `root` would
+/// name it) to a host path that is guaranteed to lie under `root`.
+///
+/// Symlinks met on the way are followed as if `root` were `/`: an absolute
+/// target restarts at `root`, and `..` never climbs above it. This is what
+/// stops a recipe or a crafted layer from writing through `etc -> /etc` to
+/// the host. The last component is followed only when `follow_last` is set
+/// (set it to read or write a file's content; clear it to create, replace,
+/// chown or remove the entry itself).
+///
+/// Missing components are fine: they are taken literally, so the result can
+/// name something to be created.
+pub fn resolve_in_root(root: &Path, path: &Path, follow_last: bool) -> io::Result<PathBuf> {
+    let mut pending: Vec<OsString> = Vec::new();
+    push_components(&mut pending, path);
+    let mut resolved: Vec<OsString> = Vec::new();
+    let mut hops = 0;
+    while let Some(name) = pending.pop() {
+        if name == ".." {
+            resolved.pop();
+            continue;
+        }
+        if !follow_last && pending.is_empty() {
+            resolved.push(name);
+            break;
+        }
+        let candidate = join_all(root, &resolved).join(&name);
+        match fs::symlink_metadata(&candidate) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                hops += 1;
+                if hops > MAX_SYMLINK_HOPS {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!("too many levels of symbolic links resolving {}", path.display()),
+                    ));
+                }
+                let target = fs::read_link(&candidate)?;
+                if target.is_absolute() {
+                    resolved.clear();
+                }
+                push_components(&mut pending, &target);
+            }
+            _ => resolved.push(name),
+        }
+    }
+    Ok(join_all(root, &resolved))
+}
+
+/// Pushes the components of `path` onto `stack` so that popping yields them
+/// in order; `.` and root markers are dropped, `..` kept for the caller.
+fn push_components(stack: &mut Vec<OsString>, path: &Path) {
+    let parts: Vec<OsString> = path
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(n) => Some(n.to_os_string()),
+            Component::ParentDir => Some(OsString::from("..")),
+            Component::CurDir | Component::RootDir | Component::Prefix(_) => None,
+        })
+        .collect();
+    stack.extend(parts.into_iter().rev());
+}
+
+fn join_all(root: &Path, parts: &[OsString]) -> PathBuf {
+    let mut p = root.to_path_buf();
+    for part in parts {
+        p.push(part);
+    }
+    p
+}
+
+/// Writes `bytes` to `path` so that readers see the old content or the new,
+/// never a part: a temporary file beside it, fsync, rename, fsync of the
+/// directory.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut tmp = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    sync_dir(dir)
+}
+
+/// fsyncs a directory, so a rename in it survives a crash.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    fs::File::open(dir)?.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    #[test]
+    fn symlinks_stay_inside_the_root() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path();
+        fs::create_dir_all(root.join("usr/lib")).unwrap();
+        symlink("/etc", root.join("etc-abs")).unwrap();
+        symlink("../../../../..", root.join("usr/up")).unwrap();
+        symlink("usr/lib", root.join("lib")).unwrap();
+        symlink("loop2", root.join("loop1")).unwrap();
+        symlink("loop1", root.join("loop2")).unwrap();
+
+        let r = |p: &str, f| resolve_in_root(root, Path::new(p), f).unwrap();
+        assert_eq!(r("/etc-abs/passwd", true), root.join("etc/passwd"));
+        assert_eq!(r("usr/up/etc/shadow", true), root.join("etc/shadow"));
+        assert_eq!(r("/../../x", true), root.join("x"));
+        assert_eq!(r("/lib/libc.so", true), root.join("usr/lib/libc.so"));
+        // The last component itself is kept when not following.
+        assert_eq!(r("/lib", false), root.join("lib"));
+        assert_eq!(r("/lib", true), root.join("usr/lib"));
+        assert!(resolve_in_root(root, Path::new("loop1/x"), true).is_err());
+    }
+
+    #[test]
+    fn write_atomic_replaces() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path().join("f");
+        write_atomic(&p, b"one").unwrap();
+        write_atomic(&p, b"two").unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"two");
+        assert_eq!(fs::read_dir(t.path()).unwrap().count(), 1);
+    }
+}
