@@ -1,1 +1,84 @@
-//! Configuration: placeholder.
+//! Where jbuild keeps its state, and the settings that do not come from the
+//! command line.
+//!
+//! Everything lives under one root directory:
+//!
+//! ```text
+//! $JBUILD_ROOT            (else /var/db/jbuild for root, else $XDG_DATA_HOME/jbuild)
+//! ├── store/              the local image store: an OCI image layout
+//! ├── snapshots/dir/      the `dir` snapshotter's trees
+//! └── tmp/                scratch space for work in progress
+//! ```
+
+use std::path::{Path, PathBuf};
+
+/// The directories jbuild works in.
+#[derive(Debug, Clone)]
+pub struct Paths {
+    root: PathBuf,
+}
+
+impl Paths {
+    /// The root chosen from the environment: `$JBUILD_ROOT`, else
+    /// `/var/db/jbuild` when running as root, else the XDG data directory.
+    pub fn from_env() -> Paths {
+        if let Some(root) = std::env::var_os("JBUILD_ROOT").filter(|v| !v.is_empty()) {
+            return Paths::at(PathBuf::from(root));
+        }
+        if nix::unistd::geteuid().is_root() {
+            return Paths::at(PathBuf::from("/var/db/jbuild"));
+        }
+        let data = std::env::var_os("XDG_DATA_HOME")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
+            .unwrap_or_else(|| PathBuf::from("."));
+        Paths::at(data.join("jbuild"))
+    }
+
+    pub fn at(root: PathBuf) -> Paths {
+        Paths { root }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn store(&self) -> PathBuf {
+        self.root.join("store")
+    }
+
+    pub fn dir_snapshots(&self) -> PathBuf {
+        self.root.join("snapshots").join("dir")
+    }
+
+    pub fn tmp(&self) -> PathBuf {
+        self.root.join("tmp")
+    }
+}
+
+/// The time recorded in image configs and history, and the upper bound for
+/// file times in layers: `$SOURCE_DATE_EPOCH` when set (the reproducible
+/// builds convention), else 0, so that the same recipe and inputs give the
+/// same bytes on any day.
+pub fn source_date_epoch() -> Result<u64, String> {
+    match std::env::var("SOURCE_DATE_EPOCH") {
+        Ok(v) if !v.trim().is_empty() => v
+            .trim()
+            .parse::<u64>()
+            .map_err(|_| format!("SOURCE_DATE_EPOCH=`{v}` is not a number of seconds since 1970")),
+        _ => Ok(0),
+    }
+}
+
+/// `os/arch` of this host in OCI's vocabulary (`amd64`, `arm64`, ...).
+pub fn host_architecture() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        "x86" => "386",
+        "powerpc64" => "ppc64",
+        "riscv64" => "riscv64",
+        other => other,
+    }
+}

@@ -1,1 +1,294 @@
-//! Planner and cache keys: placeholder until the planner lands.
+//! The planner: a resolved Jailfile in, steps with cache keys out. Nothing
+//! runs here, so caching can be tested with fake inputs (BuildKit's split
+//! of what a step *is* from running it).
+//!
+//! A filesystem-changing step's key covers what decides its result:
+//!
+//! - the identity of what it starts from (the previous layer's key, or the
+//!   base: `scratch` and the platform, a base image's manifest digest, an
+//!   earlier stage's top layer);
+//! - the instruction after substitution and the ARG values it uses;
+//! - for RUN and PKG, the execution context (ENV, USER, WORKDIR, `JAIL`
+//!   parameters) — nothing else of the config, so a changed LABEL does not
+//!   re-run a single step;
+//! - for COPY, the content digest of its sources (including mode and owner,
+//!   not mtimes) and the WORKDIR a relative destination is taken against.
+//!
+//! Metadata instructions (ENV, LABEL, CMD, ...) have no key of their own;
+//! they are history entries with `empty_layer` and edit the config.
+
+pub mod key;
+pub mod state;
+
+use std::collections::BTreeSet;
+
+use crate::digest::Digest;
+use crate::jailfile::{Base, Build, CopyFrom, CopySource, Location, Op, Step};
+use key::KeyEncoder;
+pub use state::{ImageState, Platform};
+
+/// What the planner needs from the outside world.
+pub trait PlanInputs {
+    /// The manifest digest and config of an image named in FROM or
+    /// `COPY --from`, for `platform`.
+    fn image(&self, reference: &str, platform: &Platform) -> Result<BaseImage, String>;
+    /// The content digest of what a COPY from the build context reads.
+    fn context_sources(&self, sources: &[CopySource]) -> Result<Digest, String>;
+}
+
+#[derive(Debug, Clone)]
+pub struct BaseImage {
+    pub manifest: Digest,
+    pub config: oci_spec::image::ImageConfiguration,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct PlanOptions {
+    /// `--platform`: overrides FROM's and the base image's.
+    pub platform: Option<Platform>,
+    /// `--no-cache`: a nonce mixed into every key, so nothing matches.
+    pub no_cache_nonce: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{location}: {message}")]
+pub struct PlanError {
+    pub location: Location,
+    pub message: String,
+}
+
+#[derive(Debug, Clone)]
+pub enum PlannedBase {
+    Scratch,
+    FreeBsdRelease(String),
+    Image { reference: String, manifest: Digest },
+    Stage(usize),
+}
+
+/// What a RUN or PKG step runs with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecContext {
+    pub env: Vec<(String, String)>,
+    pub user: Option<String>,
+    pub workdir: String,
+    pub jail: Vec<(String, String)>,
+}
+
+#[derive(Debug, Clone)]
+pub enum StepKind {
+    /// Edits the config only.
+    Metadata,
+    /// Makes a layer: committed as snapshot `key`, on top of `parent` (the
+    /// previous layer step of this stage) or of the stage's base.
+    Layer { key: Digest, parent: Option<Digest>, exec: ExecContext },
+}
+
+#[derive(Debug, Clone)]
+pub struct PlannedStep {
+    /// 1-based across the whole plan (FROM lines count), for progress.
+    pub number: usize,
+    pub step: Step,
+    pub kind: StepKind,
+}
+
+#[derive(Debug, Clone)]
+pub struct PlannedStage {
+    pub index: usize,
+    pub name: Option<String>,
+    pub base: PlannedBase,
+    pub from_text: String,
+    pub from_number: usize,
+    pub location: Location,
+    pub steps: Vec<PlannedStep>,
+    /// The config state at the start (from the base) and at the end.
+    pub base_state: ImageState,
+    pub state: ImageState,
+    /// The identity of the stage's top filesystem: its last layer key, or
+    /// its base's identity when it has no layer step.
+    pub top_identity: Digest,
+    /// The key of the stage's last layer step, if any.
+    pub top_key: Option<Digest>,
+}
+
+impl PlannedStage {
+    /// How users name the stage in messages.
+    pub fn label(&self) -> String {
+        self.name.clone().unwrap_or_else(|| self.index.to_string())
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Only the stages the target needs, in file order. `stages[i].index`
+    /// is the position in the Jailfile.
+    pub stages: Vec<PlannedStage>,
+    pub total_steps: usize,
+}
+
+impl Plan {
+    pub fn stage(&self, index: usize) -> Option<&PlannedStage> {
+        self.stages.iter().find(|s| s.index == index)
+    }
+
+    pub fn target(&self) -> &PlannedStage {
+        self.stages.last().expect("a plan has at least one stage")
+    }
+}
+
+/// The stages the last one needs, directly or through others.
+fn needed_stages(build: &Build) -> BTreeSet<usize> {
+    let mut needed = BTreeSet::new();
+    let mut todo = vec![build.stages.len() - 1];
+    while let Some(i) = todo.pop() {
+        if !needed.insert(i) {
+            continue;
+        }
+        let stage = &build.stages[i];
+        if let Base::Stage(b) = stage.base {
+            todo.push(b);
+        }
+        for step in &stage.steps {
+            if let Op::Copy { from: Some(CopyFrom::Stage(s)), .. } = &step.op {
+                todo.push(*s);
+            }
+        }
+    }
+    needed
+}
+
+pub fn plan(build: &Build, inputs: &dyn PlanInputs, opts: &PlanOptions) -> Result<Plan, PlanError> {
+    if build.stages.is_empty() {
+        return Err(PlanError {
+            location: crate::jailfile::Location { file: Default::default(), line: 1, column: 1 },
+            message: "the Jailfile has no FROM line".into(),
+        });
+    }
+    let needed = needed_stages(build);
+    let mut stages: Vec<PlannedStage> = Vec::new();
+    let mut number = 0;
+    for stage in build.stages.iter().filter(|s| needed.contains(&s.index)) {
+        let err = |message: String| PlanError { location: stage.location.clone(), message };
+        let platform = match (&opts.platform, &stage.platform) {
+            (Some(p), _) => Some(p.clone()),
+            (None, Some(p)) => Some(Platform::parse(p).map_err(err)?),
+            (None, None) => None,
+        };
+        let (base, base_state, base_identity) = match &stage.base {
+            Base::Scratch => {
+                let p = platform.unwrap_or_else(Platform::default_for_host);
+                let id = KeyEncoder::new().str("base", "scratch").str("platform", &p.to_string()).finish();
+                (PlannedBase::Scratch, ImageState::empty(p), id)
+            }
+            Base::FreeBsdRelease(rel) => {
+                let p = platform.unwrap_or_else(Platform::default_for_host);
+                let id = KeyEncoder::new().str("base", "freebsd-release").str("release", rel).str("platform", &p.to_string()).finish();
+                (PlannedBase::FreeBsdRelease(rel.clone()), ImageState::empty(p), id)
+            }
+            Base::Image(reference) => {
+                let p = platform.unwrap_or_else(Platform::default_for_host);
+                let img = inputs.image(reference, &p).map_err(err)?;
+                let id = KeyEncoder::new().str("base", "image").str("manifest", &img.manifest.to_string()).finish();
+                let state = ImageState::from_config(&img.config);
+                (PlannedBase::Image { reference: reference.clone(), manifest: img.manifest }, state, id)
+            }
+            Base::Stage(i) => {
+                let parent = stages.iter().find(|s| s.index == *i).ok_or_else(|| err(format!("stage {i} is not built before this one")))?;
+                let mut state = parent.state.clone();
+                if let Some(p) = platform {
+                    state.platform = p;
+                }
+                (PlannedBase::Stage(*i), state, parent.top_identity.clone())
+            }
+        };
+        number += 1;
+        let from_number = number;
+        let mut state = base_state.clone();
+        let mut steps = Vec::with_capacity(stage.steps.len());
+        let mut identity = base_identity;
+        let mut top_key = None;
+        for step in &stage.steps {
+            number += 1;
+            let kind = if step.op.changes_filesystem() {
+                let exec = ExecContext {
+                    env: state.env.clone(),
+                    user: state.user.clone(),
+                    workdir: state.cwd().to_string(),
+                    jail: state.jail.clone(),
+                };
+                let key = step_key(&identity, step, &exec, &stages, inputs, opts)
+                    .map_err(|message| PlanError { location: step.location.clone(), message })?;
+                identity = key.clone();
+                let parent = top_key.replace(key.clone());
+                StepKind::Layer { key, parent, exec }
+            } else {
+                state.apply(&step.op);
+                StepKind::Metadata
+            };
+            state.history.push(state::HistoryEntry {
+                created_by: step.text.clone(),
+                empty_layer: matches!(kind, StepKind::Metadata),
+                inherited: None,
+            });
+            steps.push(PlannedStep { number, step: step.clone(), kind });
+        }
+        stages.push(PlannedStage {
+            index: stage.index,
+            name: stage.name.clone(),
+            base,
+            from_text: stage.from_text.clone(),
+            from_number,
+            location: stage.location.clone(),
+            steps,
+            base_state,
+            state,
+            top_identity: identity,
+            top_key,
+        });
+    }
+    Ok(Plan { stages, total_steps: number })
+}
+
+fn step_key(
+    parent: &Digest,
+    step: &Step,
+    exec: &ExecContext,
+    done: &[PlannedStage],
+    inputs: &dyn PlanInputs,
+    opts: &PlanOptions,
+) -> Result<Digest, String> {
+    let mut e = KeyEncoder::new();
+    e.str("parent", &parent.to_string());
+    key::encode_op(&mut e, &step.op);
+    e.pairs("arg", step.args.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    match &step.op {
+        Op::Run { .. } | Op::Pkg { .. } => {
+            e.pairs("env", exec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+            e.opt("user", exec.user.as_deref());
+            e.str("workdir", &exec.workdir);
+            e.pairs("jail", exec.jail.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        }
+        Op::Copy { from, sources, .. } => {
+            e.str("workdir", &exec.workdir);
+            let digest = match from {
+                None => inputs.context_sources(sources)?,
+                Some(CopyFrom::Stage(i)) => {
+                    let s = done.iter().find(|s| s.index == *i).ok_or_else(|| format!("COPY --from stage {i} is not built before this one"))?;
+                    s.top_identity.clone()
+                }
+                Some(CopyFrom::Image(r)) => {
+                    let platform = Platform::default_for_host();
+                    inputs.image(r, &platform)?.manifest
+                }
+            };
+            e.str("sources", &digest.to_string());
+        }
+        _ => {}
+    }
+    if let Some(nonce) = &opts.no_cache_nonce {
+        e.str("no-cache", nonce);
+    }
+    Ok(e.finish())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,183 @@
+//! The cache-key encoding. jbuild owns it and versions it: a key is the
+//! sha256 of a byte string built here field by field, never the serde
+//! output of an internal struct, so refactoring a type cannot silently
+//! change (or freeze) what a key means.
+//!
+//! # Encoding, version 1
+//!
+//! The byte string starts with `jbuild-step-v1\n`. Each field follows as
+//! `<tag>=<len>:<bytes>\n`, where `<tag>` is a fixed ASCII name and `<len>`
+//! the decimal byte length of `<bytes>` (a netstring, so no value can forge
+//! a field boundary). Lists are a count field followed by their items.
+//! Changing anything in this file that changes the bytes for an existing
+//! input requires bumping [`KEY_VERSION`].
+
+use crate::digest::Digest;
+use crate::jailfile::{Command, CopyFrom, CopySource, Op, SysrcOp};
+
+pub const KEY_VERSION: &str = "jbuild-step-v1";
+
+/// Builds the byte string a key is the hash of.
+pub struct KeyEncoder {
+    buf: Vec<u8>,
+}
+
+impl Default for KeyEncoder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl KeyEncoder {
+    pub fn new() -> Self {
+        let mut buf = Vec::with_capacity(256);
+        buf.extend_from_slice(KEY_VERSION.as_bytes());
+        buf.push(b'\n');
+        KeyEncoder { buf }
+    }
+
+    pub fn field(&mut self, tag: &str, value: &[u8]) -> &mut Self {
+        self.buf.extend_from_slice(tag.as_bytes());
+        self.buf.push(b'=');
+        self.buf.extend_from_slice(value.len().to_string().as_bytes());
+        self.buf.push(b':');
+        self.buf.extend_from_slice(value);
+        self.buf.push(b'\n');
+        self
+    }
+
+    pub fn str(&mut self, tag: &str, value: &str) -> &mut Self {
+        self.field(tag, value.as_bytes())
+    }
+
+    pub fn opt(&mut self, tag: &str, value: Option<&str>) -> &mut Self {
+        match value {
+            Some(v) => self.str(tag, v),
+            None => self.field(&format!("{tag}.none"), b""),
+        }
+    }
+
+    pub fn list<'a>(&mut self, tag: &str, items: impl ExactSizeIterator<Item = &'a str>) -> &mut Self {
+        self.str(&format!("{tag}.count"), &items.len().to_string());
+        for item in items {
+            self.str(tag, item);
+        }
+        self
+    }
+
+    pub fn pairs<'a>(&mut self, tag: &str, items: impl ExactSizeIterator<Item = (&'a str, &'a str)>) -> &mut Self {
+        self.str(&format!("{tag}.count"), &items.len().to_string());
+        for (k, v) in items {
+            self.str(&format!("{tag}.key"), k);
+            self.str(&format!("{tag}.value"), v);
+        }
+        self
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        &self.buf
+    }
+
+    pub fn finish(&self) -> Digest {
+        Digest::of(&self.buf)
+    }
+}
+
+fn command(e: &mut KeyEncoder, tag: &str, c: &Command) {
+    match c {
+        Command::Shell(s) => {
+            e.str(&format!("{tag}.shell"), s);
+        }
+        Command::Exec(argv) => {
+            e.list(&format!("{tag}.exec"), argv.iter().map(String::as_str));
+        }
+    }
+}
+
+/// Encodes what a filesystem-changing instruction does, after substitution.
+pub fn encode_op(e: &mut KeyEncoder, op: &Op) {
+    match op {
+        Op::Run { command: c, network } => {
+            e.str("op", "run");
+            command(e, "command", c);
+            e.str("network", if *network { "host" } else { "none" });
+        }
+        Op::Pkg { packages } => {
+            e.str("op", "pkg");
+            e.list("package", packages.iter().map(String::as_str));
+        }
+        Op::Copy { from, sources, dest, chown, chmod } => {
+            e.str("op", "copy");
+            match from {
+                None => e.str("from", "context"),
+                Some(CopyFrom::Stage(i)) => e.str("from.stage", &i.to_string()),
+                Some(CopyFrom::Image(r)) => e.str("from.image", r),
+            };
+            e.str("sources.count", &sources.len().to_string());
+            for s in sources {
+                match s {
+                    CopySource::Path(p) => e.str("source.path", p),
+                    CopySource::Inline { name, content } => e.str("source.inline.name", name).str("source.inline.content", content),
+                };
+            }
+            e.str("dest", dest);
+            e.opt("chown", chown.as_deref());
+            e.opt("chmod", chmod.map(|m| format!("{m:o}")).as_deref());
+        }
+        Op::Sysrc { file, name, op, value } => {
+            let op = match op {
+                SysrcOp::Set => "=",
+                SysrcOp::Append => "+=",
+                SysrcOp::Remove => "-=",
+            };
+            e.str("op", "sysrc").str("file", file).str("name", name).str("assign", op).str("value", value);
+        }
+        Op::Service { name, enable } => {
+            e.str("op", "service").str("name", name).str("enable", if *enable { "yes" } else { "no" });
+        }
+        Op::LineInFile { line, file } => {
+            e.str("op", "line-in-file").str("line", line).str("file", file);
+        }
+        Op::Render { path, vars } => {
+            e.str("op", "render").str("path", path);
+            e.pairs("var", vars.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        }
+        // Metadata instructions make no snapshot and so have no key; they
+        // reach keys only through the execution context they set.
+        Op::Env(_)
+        | Op::Label(_)
+        | Op::User(_)
+        | Op::Workdir(_)
+        | Op::Expose(_)
+        | Op::Volume(_)
+        | Op::Cmd(_)
+        | Op::Entrypoint(_)
+        | Op::Jail(_) => {
+            e.str("op", "metadata");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_cannot_run_into_each_other() {
+        let a = KeyEncoder::new().str("x", "a\ny=1:b").finish();
+        let b = KeyEncoder::new().str("x", "a").str("y", "b").finish();
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn encoding_is_stable() {
+        // This digest is part of the on-disk format: if it changes, every
+        // user's cache is invalidated, so bump KEY_VERSION deliberately.
+        let mut e = KeyEncoder::new();
+        encode_op(&mut e, &Op::Pkg { packages: vec!["nginx".into(), "curl".into()] });
+        assert_eq!(
+            String::from_utf8(e.bytes().to_vec()).unwrap(),
+            "jbuild-step-v1\nop=3:pkg\npackage.count=1:2\npackage=5:nginx\npackage=4:curl\n"
+        );
+    }
+}
