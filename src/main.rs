@@ -1,8 +1,8 @@
-fn main() {
-    std::process::exit(jbuild_cli_main());
-}
+//! The `jbuild` command line. The library does the work; this file sorts
+//! errors into exit codes and prints one report.
 
-fn jbuild_cli_main() -> i32 {
-    eprintln!("jbuild: the command line arrives with the build engine");
-    2
+mod cli;
+
+fn main() {
+    std::process::exit(cli::main());
 }

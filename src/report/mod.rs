@@ -7,7 +7,7 @@
 //! locking.
 
 mod json;
-mod plain;
+pub mod plain;
 mod record;
 mod tty;
 

@@ -1,0 +1,488 @@
+//! The build loop: plan, then for each step either reuse its snapshot
+//! (cache hit: nothing runs) or prepare a snapshot from its parent, run the
+//! step in it and commit it under the step's key; then export the target's
+//! layers and write its config and manifest.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::time::Instant;
+
+use oci_spec::image::Descriptor;
+
+use super::error::BuildError;
+use super::image::{self, ImageMeta, LayerRef, LoadedImage};
+use super::native::{self, CopyOptions, Ignore};
+use crate::digest::Digest;
+use crate::diff::SnapshotRef;
+use crate::exec::{self, Executor, RunSpec};
+use crate::jailfile::{self, Command, CopyFrom, CopySource, Location, Op};
+use crate::layer::{self, Compression, TarOptions};
+use crate::plan::{self, BaseImage, ExecContext, Plan, PlanInputs, PlanOptions, PlannedBase, PlannedStage, Platform, StepKind};
+use crate::report::{Level, Reporter, StepInfo, StepResult};
+use crate::snapshot::{label, Labels, SnapshotError, Snapshotter};
+use crate::store::{ImageName, Store};
+
+/// What a build runs against.
+pub struct BuildEnv<'a> {
+    pub store: &'a Store,
+    pub snapshotter: &'a dyn Snapshotter,
+    pub reporter: &'a dyn Reporter,
+    /// The executor is made only when a step needs one, so builds of native
+    /// instructions work on any host, without privileges.
+    pub executor: OnceLock<Box<dyn Executor>>,
+}
+
+impl<'a> BuildEnv<'a> {
+    pub fn new(store: &'a Store, snapshotter: &'a dyn Snapshotter, reporter: &'a dyn Reporter) -> Self {
+        BuildEnv { store, snapshotter, reporter, executor: OnceLock::new() }
+    }
+
+    /// Uses `executor` instead of the host's (tests, or a recording one).
+    pub fn with_executor(self, executor: Box<dyn Executor>) -> Self {
+        let _ = self.executor.set(executor);
+        self
+    }
+
+    fn executor(&self) -> Result<&dyn Executor, exec::ExecError> {
+        if let Some(e) = self.executor.get() {
+            return Ok(e.as_ref());
+        }
+        let made = exec::host_executor()?;
+        Ok(self.executor.get_or_init(|| made).as_ref())
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct BuildOptions {
+    pub context: PathBuf,
+    pub jailfile: PathBuf,
+    pub tags: Vec<ImageName>,
+    pub build_args: BTreeMap<String, String>,
+    pub no_cache: bool,
+    pub platform: Option<Platform>,
+    pub compression: Compression,
+    /// Image times and the clamp for file times (`SOURCE_DATE_EPOCH`).
+    pub epoch: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct BuildOutput {
+    pub manifest: Descriptor,
+    pub manifest_digest: Digest,
+    pub config_digest: Digest,
+    pub steps_run: usize,
+    pub steps_cached: usize,
+}
+
+/// The name of the snapshot a build step commits.
+pub fn step_snapshot(key: &Digest) -> String {
+    format!("step-{}", key.hex())
+}
+
+/// The name of the snapshot an unpacked image layer is committed as.
+pub fn chain_snapshot(chain_id: &Digest) -> String {
+    format!("chain-{}", chain_id.hex())
+}
+
+static ACTIVE_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+fn active_key() -> String {
+    format!("active-{}-{}", std::process::id(), ACTIVE_COUNTER.fetch_add(1, Ordering::Relaxed))
+}
+
+/// Answers the planner's questions from the store and the build context.
+struct Inputs<'a> {
+    store: &'a Store,
+    context: &'a Path,
+    ignore: Option<&'a Ignore>,
+    images: std::cell::RefCell<HashMap<String, LoadedImage>>,
+}
+
+impl Inputs<'_> {
+    fn load(&self, reference: &str, platform: &Platform) -> Result<LoadedImage, String> {
+        let key = format!("{reference}|{platform}");
+        if let Some(img) = self.images.borrow().get(&key) {
+            return Ok(img.clone());
+        }
+        let img = image::load(self.store, reference, platform)?;
+        self.images.borrow_mut().insert(key, img.clone());
+        Ok(img)
+    }
+}
+
+impl PlanInputs for Inputs<'_> {
+    fn image(&self, reference: &str, platform: &Platform) -> Result<BaseImage, String> {
+        let img = self.load(reference, platform)?;
+        Ok(BaseImage { manifest: img.manifest_digest, config: img.config })
+    }
+
+    fn context_sources(&self, sources: &[CopySource]) -> Result<Digest, String> {
+        native::sources_digest(self.context, sources, self.ignore).map_err(|e| e.to_string())
+    }
+}
+
+/// A layer of the stage being built: the snapshot holding it, and its blob
+/// once exported (or inherited from a base image).
+#[derive(Debug, Clone)]
+struct Layer {
+    snapshot: String,
+    blob: Option<LayerRef>,
+}
+
+/// The result of one stage: its top snapshot and its layers.
+#[derive(Debug, Clone)]
+struct StageResult {
+    layers: Vec<Layer>,
+}
+
+impl StageResult {
+    fn top(&self) -> Option<&str> {
+        self.layers.last().map(|l| l.snapshot.as_str())
+    }
+}
+
+pub fn build(env: &BuildEnv<'_>, opts: &BuildOptions) -> Result<BuildOutput, BuildError> {
+    let parsed = jailfile::load(&opts.jailfile, &opts.build_args)?;
+    for name in &parsed.unused_build_args {
+        env.reporter.message(Level::Warn, &format!("build argument `{name}` was given but no ARG uses it"));
+    }
+    let jailfile_text = std::fs::read_to_string(&opts.jailfile).map_err(|e| BuildError::io(format!("reading {}", opts.jailfile.display()), e))?;
+    let ignore = Ignore::load(&opts.context).map_err(|e| BuildError::Context(e.to_string()))?;
+    let inputs = Inputs { store: env.store, context: &opts.context, ignore: ignore.as_ref(), images: Default::default() };
+    let nonce = opts.no_cache.then(|| format!("{}-{:?}", std::process::id(), std::time::SystemTime::now()));
+    let plan = plan::plan(&parsed, &inputs, &PlanOptions { platform: opts.platform.clone(), no_cache_nonce: nonce })?;
+
+    let mut run = Run { env, opts, plan: &plan, inputs: &inputs, ignore: ignore.as_ref(), results: HashMap::new(), steps_run: 0, steps_cached: 0 };
+    for stage in &plan.stages {
+        let result = run.stage(stage)?;
+        run.results.insert(stage.index, result);
+    }
+    let target = plan.target();
+    let mut result = run.results.remove(&target.index).expect("target stage was built");
+    let layers = export_layers(env, &mut result, opts.compression, opts.epoch)?;
+    let base = match &target.base {
+        PlannedBase::Image { reference, manifest } => Some((reference.as_str(), manifest)),
+        _ => None,
+    };
+    let meta = ImageMeta { epoch: opts.epoch, jailfile_text: &jailfile_text, base };
+    let (manifest, config_digest) = image::write(env.store, &target.state, &layers, &meta).map_err(BuildError::Store)?;
+    for tag in &opts.tags {
+        env.store.tag(tag, &manifest).map_err(|e| BuildError::Store(e.to_string()))?;
+    }
+    let manifest_digest: Digest = manifest.digest().to_string().parse().map_err(|e| BuildError::Store(format!("{e}")))?;
+    Ok(BuildOutput { manifest, manifest_digest, config_digest, steps_run: run.steps_run, steps_cached: run.steps_cached })
+}
+
+struct Run<'a, 'b> {
+    env: &'a BuildEnv<'b>,
+    opts: &'a BuildOptions,
+    plan: &'a Plan,
+    inputs: &'a Inputs<'a>,
+    ignore: Option<&'a Ignore>,
+    results: HashMap<usize, StageResult>,
+    steps_run: usize,
+    steps_cached: usize,
+}
+
+impl Run<'_, '_> {
+    fn info(&self, stage: &PlannedStage, number: usize, text: &str) -> StepInfo {
+        StepInfo { index: number, total: self.plan.total_steps, stage: stage.label(), text: text.to_string() }
+    }
+
+    fn stage(&mut self, stage: &PlannedStage) -> Result<StageResult, BuildError> {
+        let from = self.info(stage, stage.from_number, &stage.from_text);
+        let started = Instant::now();
+        self.env.reporter.step_start(&from);
+        let mut layers = match &stage.base {
+            PlannedBase::Scratch => Vec::new(),
+            PlannedBase::Stage(i) => self.results.get(i).expect("base stage built first").layers.clone(),
+            PlannedBase::Image { reference, .. } => {
+                let img = self.inputs.load(reference, &stage.base_state.platform).map_err(|m| BuildError::at(&stage.location, m))?;
+                unpack_image(self.env, &img).map_err(|e| e.located(&stage.location))?
+            }
+            PlannedBase::FreeBsdRelease(rel) => {
+                return Err(BuildError::at(
+                    &stage.location,
+                    format!(
+                        "FROM freebsd:{rel} needs the release bootstrap (base.txz from a FreeBSD mirror), which this jbuild does not have yet; \
+                         start FROM scratch or from an image in the store"
+                    ),
+                ));
+            }
+        };
+        self.env.reporter.step_done(&from, StepResult::Metadata, started.elapsed());
+
+        for ps in &stage.steps {
+            let info = self.info(stage, ps.number, &ps.step.text);
+            let started = Instant::now();
+            self.env.reporter.step_start(&info);
+            let StepKind::Layer { key, exec, .. } = &ps.kind else {
+                self.env.reporter.step_done(&info, StepResult::Metadata, started.elapsed());
+                continue;
+            };
+            let name = step_snapshot(key);
+            if self.env.snapshotter.stat(&name)?.is_some_and(|i| i.kind == crate::snapshot::Kind::Committed) {
+                self.steps_cached += 1;
+                self.env.reporter.step_done(&info, StepResult::Cached, started.elapsed());
+                layers.push(Layer { snapshot: name, blob: None });
+                continue;
+            }
+            let parent = layers.last().map(|l| l.snapshot.clone());
+            let active = active_key();
+            let root = self.env.snapshotter.prepare(&active, parent.as_deref())?;
+            let outcome = self.execute(&ps.step.op, &ps.step.args, exec, &root, &info);
+            let outcome = outcome.and_then(|()| {
+                let labels: Labels = [(label::KEY.to_string(), key.to_string())].into();
+                match self.env.snapshotter.commit(&name, &active, &labels) {
+                    Err(SnapshotError::AlreadyExists(_)) => {
+                        // Another build committed the same step first: same key, same result.
+                        self.env.snapshotter.remove(&active).map_err(BuildError::from)
+                    }
+                    other => other.map_err(BuildError::from),
+                }
+            });
+            if let Err(e) = outcome {
+                if let Err(cleanup) = self.env.snapshotter.remove(&active) {
+                    tracing::debug!("removing {active} after a failed step: {cleanup}");
+                }
+                self.env.reporter.step_done(&info, StepResult::Failed, started.elapsed());
+                return Err(e.located(&ps.step.location).with_step(&ps.step.text));
+            }
+            self.steps_run += 1;
+            self.env.reporter.step_done(&info, StepResult::Done, started.elapsed());
+            layers.push(Layer { snapshot: name, blob: None });
+        }
+        Ok(StageResult { layers })
+    }
+
+    fn execute(&self, op: &Op, args: &BTreeMap<String, String>, ctx: &ExecContext, root: &Path, info: &StepInfo) -> Result<(), BuildError> {
+        match op {
+            Op::Run { command, network } => {
+                let argv = match command {
+                    Command::Shell(s) => vec!["/bin/sh".to_string(), "-c".to_string(), s.clone()],
+                    Command::Exec(v) => v.clone(),
+                };
+                self.run_process(argv, args, ctx, *network, root, info)
+            }
+            Op::Pkg { packages } => {
+                let mut argv = vec!["pkg".to_string(), "install".to_string(), "-y".to_string()];
+                argv.extend(packages.iter().cloned());
+                self.run_process(argv, args, ctx, true, root, info)
+            }
+            Op::Copy { from, sources, dest, chown, chmod } => {
+                let owner = match chown {
+                    Some(spec) => Some(exec::user::resolve_owner(root, spec).map_err(|e| BuildError::Step(e.to_string()))?),
+                    None => None,
+                };
+                let copy_opts = CopyOptions { chown: owner, chmod: *chmod };
+                let (src_root, ignore) = match from {
+                    None => (self.opts.context.clone(), self.ignore),
+                    Some(CopyFrom::Stage(i)) => {
+                        let top = self.results.get(i).and_then(|r| r.top().map(str::to_string));
+                        match top {
+                            Some(name) => (self.env.snapshotter.view(&name)?, None),
+                            None => return Ok(()), // an empty stage has nothing to copy; sources then fail to match below
+                        }
+                    }
+                    Some(CopyFrom::Image(r)) => {
+                        let img = self.inputs.load(r, &Platform::default_for_host()).map_err(BuildError::Step)?;
+                        let layers = unpack_image(self.env, &img)?;
+                        match layers.last() {
+                            Some(l) => (self.env.snapshotter.view(&l.snapshot)?, None),
+                            None => return Err(BuildError::Step(format!("image `{r}` has no layers to copy from"))),
+                        }
+                    }
+                };
+                native::copy(&src_root, sources, dest, root, &ctx.workdir, ignore, &copy_opts).map_err(|e| BuildError::Step(e.to_string()))?;
+                Ok(())
+            }
+            Op::Sysrc { file, name, op, value } => native::sysrc(root, file, name, *op, value).map_err(|e| BuildError::Step(e.to_string())),
+            Op::Service { name, enable } => native::service(root, name, *enable).map_err(|e| BuildError::Step(e.to_string())),
+            Op::LineInFile { line, file } => native::line_in_file(root, line, file).map_err(|e| BuildError::Step(e.to_string())),
+            Op::Render { path, vars } => native::render(root, path, vars).map_err(|e| BuildError::Step(e.to_string())),
+            _ => Ok(()),
+        }
+    }
+
+    fn run_process(
+        &self,
+        argv: Vec<String>,
+        args: &BTreeMap<String, String>,
+        ctx: &ExecContext,
+        network: bool,
+        root: &Path,
+        info: &StepInfo,
+    ) -> Result<(), BuildError> {
+        // ARGs are the step's environment too; ENV wins over an ARG of the same name.
+        let mut env: Vec<(String, String)> = args.iter().filter(|(k, _)| !ctx.env.iter().any(|(e, _)| e == *k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+        env.extend(ctx.env.iter().cloned());
+        let spec = RunSpec {
+            argv,
+            env,
+            cwd: ctx.workdir.clone(),
+            user: ctx.user.clone(),
+            network,
+            hostname: "jbuild".into(),
+            jail_params: ctx.jail.clone(),
+            mounts: Vec::new(),
+        };
+        let executor = self.env.executor().map_err(|e| BuildError::Step(e.to_string()))?;
+        let reporter = self.env.reporter;
+        let mut sink = |stream, line: &[u8]| reporter.step_output(info, stream, line);
+        let outcome = executor.run(root, &spec, &mut sink).map_err(|e| BuildError::Step(e.to_string()))?;
+        if outcome.success() {
+            Ok(())
+        } else {
+            Err(BuildError::StepFailed(outcome))
+        }
+    }
+}
+
+/// Makes sure every layer of `img` exists as a committed snapshot (keyed by
+/// chain ID, so images sharing a base share its snapshots) and returns them.
+fn unpack_image(env: &BuildEnv<'_>, img: &LoadedImage) -> Result<Vec<Layer>, BuildError> {
+    let diff_ids: Vec<Digest> = img
+        .config
+        .rootfs()
+        .diff_ids()
+        .iter()
+        .map(|d| d.parse::<Digest>().map_err(|e| BuildError::Store(format!("image {}: {e}", img.manifest_digest))))
+        .collect::<Result<_, _>>()?;
+    let chains = image::chain_ids(&diff_ids);
+    // A layer built here is a `step-` snapshot labelled with its chain ID.
+    let mut by_chain: HashMap<String, String> = HashMap::new();
+    for info in env.snapshotter.list()? {
+        if let Some(c) = info.labels.get(label::CHAIN_ID) {
+            if info.kind == crate::snapshot::Kind::Committed {
+                by_chain.entry(c.clone()).or_insert(info.name);
+            }
+        }
+    }
+    let mut layers = Vec::with_capacity(chains.len());
+    let mut parent: Option<String> = None;
+    for ((desc, diff_id), chain) in img.manifest.layers().iter().zip(&diff_ids).zip(&chains) {
+        let digest: Digest = desc.digest().to_string().parse().map_err(|e| BuildError::Store(format!("{e}")))?;
+        let blob = LayerRef { digest: digest.clone(), diff_id: diff_id.clone(), size: desc.size(), media_type: desc.media_type().to_string() };
+        let name = match by_chain.get(&chain.to_string()) {
+            Some(existing) => existing.clone(),
+            None => {
+                let name = chain_snapshot(chain);
+                if env.snapshotter.stat(&name)?.is_none() {
+                    apply_layer(env, &blob, chain, parent.as_deref(), &name)?;
+                }
+                name
+            }
+        };
+        parent = Some(name.clone());
+        layers.push(Layer { snapshot: name, blob: Some(blob) });
+    }
+    Ok(layers)
+}
+
+fn apply_layer(env: &BuildEnv<'_>, blob: &LayerRef, chain: &Digest, parent: Option<&str>, name: &str) -> Result<(), BuildError> {
+    let active = active_key();
+    let root = env.snapshotter.prepare(&active, parent)?;
+    let result = (|| {
+        let file = env.store.open_blob(&blob.digest).map_err(|e| BuildError::Store(e.to_string()))?;
+        let stats = layer::apply(std::io::BufReader::new(file), &blob.media_type, &root, &layer::ApplyOptions::default())
+            .map_err(|e| BuildError::Layer(e.to_string()))?;
+        if stats.diff_id != blob.diff_id {
+            return Err(BuildError::Store(format!(
+                "layer {} unpacks to {} but the image config says {}: the store is damaged (run `jbuild check`)",
+                blob.digest, stats.diff_id, blob.diff_id
+            )));
+        }
+        let mut labels: Labels = Labels::new();
+        labels.insert(label::DIFF_ID.into(), blob.diff_id.to_string());
+        labels.insert(label::CHAIN_ID.into(), chain.to_string());
+        env.snapshotter.commit(name, &active, &labels).or_else(|e| match e {
+            SnapshotError::AlreadyExists(_) => env.snapshotter.remove(&active),
+            e => Err(e),
+        })?;
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = env.snapshotter.remove(&active);
+    }
+    result
+}
+
+/// Exports every layer of `result` that has no blob yet in `compression`,
+/// reusing blobs recorded on the snapshots; returns the layer list.
+fn export_layers(env: &BuildEnv<'_>, result: &mut StageResult, compression: Compression, epoch: u64) -> Result<Vec<LayerRef>, BuildError> {
+    let blob_label = format!("{}{}", label::BLOB_PREFIX, compression.name());
+    let differ = env.snapshotter.differ();
+    let mut out: Vec<LayerRef> = Vec::with_capacity(result.layers.len());
+    let mut parent_chain: Option<Digest> = None;
+    for i in 0..result.layers.len() {
+        let layer = &result.layers[i];
+        let blob = match &layer.blob {
+            Some(b) => b.clone(),
+            None => {
+                let info = env.snapshotter.stat(&layer.snapshot)?.ok_or_else(|| SnapshotError::NotFound(layer.snapshot.clone()))?;
+                let recorded = info
+                    .labels
+                    .get(&blob_label)
+                    .zip(info.labels.get(label::DIFF_ID))
+                    .and_then(|(d, id)| Some((d.parse::<Digest>().ok()?, id.parse::<Digest>().ok()?)))
+                    .filter(|(d, _)| env.store.has_blob(d));
+                match recorded {
+                    Some((digest, diff_id)) => {
+                        let size = std::fs::metadata(env.store.blob_path(&digest)).map_err(|e| BuildError::io("blob size", e))?.len();
+                        LayerRef { digest, diff_id, size, media_type: compression.media_type().to_string() }
+                    }
+                    None => {
+                        let parent_name = if i == 0 { None } else { Some(result.layers[i - 1].snapshot.clone()) };
+                        export_one(env, differ.as_ref(), parent_name.as_deref(), &layer.snapshot, compression, epoch)?
+                    }
+                }
+            }
+        };
+        let chain = match &parent_chain {
+            None => blob.diff_id.clone(),
+            Some(p) => Digest::of(format!("{p} {}", blob.diff_id).as_bytes()),
+        };
+        if layer.blob.is_none() {
+            let mut labels = Labels::new();
+            labels.insert(label::DIFF_ID.into(), blob.diff_id.to_string());
+            labels.insert(label::CHAIN_ID.into(), chain.to_string());
+            labels.insert(blob_label.clone(), blob.digest.to_string());
+            env.snapshotter.set_labels(&layer.snapshot, &labels)?;
+        }
+        parent_chain = Some(chain);
+        result.layers[i].blob = Some(blob.clone());
+        out.push(blob);
+    }
+    Ok(out)
+}
+
+fn export_one(
+    env: &BuildEnv<'_>,
+    differ: &dyn crate::diff::Differ,
+    parent: Option<&str>,
+    child: &str,
+    compression: Compression,
+    epoch: u64,
+) -> Result<LayerRef, BuildError> {
+    let child_root = env.snapshotter.view(child)?;
+    let parent_root = parent.map(|p| env.snapshotter.view(p)).transpose()?;
+    let changes = differ
+        .changes(parent.zip(parent_root.as_deref()).map(|(name, root)| SnapshotRef { name, root }), SnapshotRef { name: child, root: &child_root })
+        .map_err(|e| BuildError::Layer(e.to_string()))?;
+    let id = format!("export-{child}");
+    env.reporter.transfer_start(&id, &format!("exporting layer {}", &child[..child.len().min(17)]), None);
+    let writer = env.store.blob_writer().map_err(|e| BuildError::Store(e.to_string()))?;
+    let (exported, writer) = layer::export(&child_root, &changes, &TarOptions { clamp_mtime: epoch }, compression, writer)
+        .map_err(|e| BuildError::Layer(e.to_string()))?;
+    writer.commit(Some(&exported.digest)).map_err(|e| BuildError::Store(e.to_string()))?;
+    env.reporter.transfer_done(&id, false);
+    Ok(LayerRef { digest: exported.digest, diff_id: exported.diff_id, size: exported.size, media_type: exported.media_type.to_string() })
+}
+
+impl BuildError {
+    fn at(location: &Location, message: String) -> BuildError {
+        BuildError::Located { location: location.clone(), step: None, source: Box::new(BuildError::Step(message)) }
+    }
+}

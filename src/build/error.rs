@@ -1,0 +1,80 @@
+//! What can go wrong in a build, sorted into the user's mistakes (exit 1)
+//! and jbuild's or the system's faults (exit 2).
+
+use crate::exec::Outcome;
+use crate::jailfile::{Diagnostic, Location};
+use crate::plan::PlanError;
+use crate::snapshot::SnapshotError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("{0}")]
+    Jailfile(#[from] Diagnostic),
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error("build context: {0}")]
+    Context(String),
+    /// A step that could not be carried out (bad COPY source, unknown
+    /// user, a native edit that failed).
+    #[error("{0}")]
+    Step(String),
+    /// A RUN or PKG process that ran and failed.
+    #[error("the command ended with {0}")]
+    StepFailed(Outcome),
+    /// The step (or stage) this error happened in.
+    #[error("{location}: {}{source}", step.as_deref().map(|s| format!("`{s}`: ")).unwrap_or_default())]
+    Located {
+        location: Location,
+        step: Option<String>,
+        #[source]
+        source: Box<BuildError>,
+    },
+    #[error("snapshot: {0}")]
+    Snapshot(#[from] SnapshotError),
+    #[error("layer: {0}")]
+    Layer(String),
+    #[error("image store: {0}")]
+    Store(String),
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl BuildError {
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        BuildError::Io { context: context.into(), source }
+    }
+
+    /// Attaches the Jailfile location (once: an error already located keeps
+    /// its innermost location).
+    pub fn located(self, location: &Location) -> BuildError {
+        match self {
+            e @ BuildError::Located { .. } | e @ BuildError::Jailfile(_) | e @ BuildError::Plan(_) => e,
+            e => BuildError::Located { location: location.clone(), step: None, source: Box::new(e) },
+        }
+    }
+
+    pub fn with_step(self, text: &str) -> BuildError {
+        match self {
+            BuildError::Located { location, step: None, source } => {
+                let short: String = text.lines().next().unwrap_or("").chars().take(80).collect();
+                BuildError::Located { location, step: Some(short), source }
+            }
+            e => e,
+        }
+    }
+
+    /// Whether the user can fix this by changing the recipe, the context
+    /// or the command line (exit code 1) rather than it being a fault of
+    /// jbuild or the system (exit code 2).
+    pub fn is_user_error(&self) -> bool {
+        match self {
+            BuildError::Jailfile(_) | BuildError::Plan(_) | BuildError::Context(_) | BuildError::Step(_) | BuildError::StepFailed(_) => true,
+            BuildError::Located { source, .. } => source.is_user_error(),
+            BuildError::Snapshot(_) | BuildError::Layer(_) | BuildError::Store(_) | BuildError::Io { .. } => false,
+        }
+    }
+}

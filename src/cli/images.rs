@@ -1,0 +1,273 @@
+//! Commands on the local store: images, inspect, history, tag, rmi, prune,
+//! info.
+
+use anyhow::anyhow;
+use clap::Args;
+use serde_json::json;
+
+use super::{CmdResult, Ctx, Failure};
+use jbuild::build::image::{self, JAILFILE_LABEL};
+use jbuild::digest::Digest;
+use jbuild::plan::Platform;
+use jbuild::report::plain::bytes;
+use jbuild::snapshot::Kind;
+use jbuild::store::{ImageName, Store};
+
+#[derive(Args, Debug)]
+pub struct ImagesArgs {
+    /// Print only manifest digests.
+    #[arg(long = "digests-only")]
+    digests: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct InspectArgs {
+    /// Image name, digest or digest prefix.
+    image: String,
+    /// Print the Jailfile the image was built from.
+    #[arg(long)]
+    jailfile: bool,
+    /// Platform to pick from a multi-platform image.
+    #[arg(long, value_name = "OS/ARCH")]
+    platform: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct HistoryArgs {
+    image: String,
+    /// Show full instructions instead of cutting them at 60 characters.
+    #[arg(long = "no-trunc")]
+    no_trunc: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct TagArgs {
+    /// The existing image (name, digest or prefix).
+    source: String,
+    /// The new name.
+    target: String,
+}
+
+#[derive(Args, Debug)]
+pub struct RmiArgs {
+    /// Names to remove.
+    #[arg(required = true)]
+    names: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct PruneArgs {
+    /// Also remove the build cache (every committed snapshot).
+    #[arg(long)]
+    cache: bool,
+}
+
+fn platform(p: &Option<String>) -> Result<Platform, Failure> {
+    match p {
+        Some(p) => Platform::parse(p).map_err(|e| Failure::user(anyhow!("--platform: {e}"))),
+        None => Ok(Platform::default_for_host()),
+    }
+}
+
+fn load(store: &Store, reference: &str, p: &Platform) -> Result<image::LoadedImage, Failure> {
+    match store.resolve(reference).map_err(Failure::internal)? {
+        None => Err(Failure::user(anyhow!("no image `{reference}` in the store (see `jbuild images`)"))),
+        Some(desc) => image::load_descriptor(store, &desc, p, reference).or_else(|e| {
+            // A single-platform image is shown whatever the host is.
+            if desc.media_type().to_string() == image::MEDIA_MANIFEST {
+                Err(Failure::internal(anyhow!(e)))
+            } else {
+                Err(Failure::user(anyhow!(e)))
+            }
+        }),
+    }
+}
+
+pub fn images(ctx: &Ctx, args: ImagesArgs) -> CmdResult {
+    let store = ctx.store()?;
+    let list = store.list().map_err(Failure::internal)?;
+    let mut rows = Vec::new();
+    for (name, desc) in &list {
+        let digest = desc.digest().to_string();
+        let any = Platform::default_for_host();
+        let (platform, size) = match image::load_descriptor(&store, desc, &any, &digest) {
+            Ok(img) => (format!("{}/{}", img.config.os(), img.config.architecture()), img.manifest.layers().iter().map(|l| l.size()).sum::<u64>()),
+            Err(_) => ("(index)".to_string(), 0),
+        };
+        rows.push((name.to_string(), digest, platform, size));
+    }
+    if ctx.json {
+        let v: Vec<_> = rows.iter().map(|(n, d, p, s)| json!({"name": n, "digest": d, "platform": p, "size": s})).collect();
+        println!("{}", serde_json::to_string_pretty(&v).map_err(Failure::internal)?);
+        return Ok(());
+    }
+    if args.digests {
+        for (_, d, _, _) in &rows {
+            println!("{d}");
+        }
+        return Ok(());
+    }
+    println!("{:<40} {:<19} {:<16} {:>10}", "NAME", "DIGEST", "PLATFORM", "SIZE");
+    for (n, d, p, s) in rows {
+        println!("{:<40} {:<19} {:<16} {:>10}", n, &d[..d.len().min(19)], p, bytes(s));
+    }
+    Ok(())
+}
+
+pub fn inspect(ctx: &Ctx, args: InspectArgs) -> CmdResult {
+    let store = ctx.store()?;
+    let img = load(&store, &args.image, &platform(&args.platform)?)?;
+    if args.jailfile {
+        let text = img.config.config().as_ref().and_then(|c| c.labels().as_ref()).and_then(|l| l.get(JAILFILE_LABEL)).cloned();
+        return match text {
+            Some(t) => {
+                print!("{t}");
+                Ok(())
+            }
+            None => Err(Failure::user(anyhow!("image `{}` carries no Jailfile (it was not built by jbuild)", args.image))),
+        };
+    }
+    let out = json!({
+        "name": args.image,
+        "digest": img.manifest_digest.to_string(),
+        "manifest": img.manifest,
+        "config": img.config,
+    });
+    println!("{}", serde_json::to_string_pretty(&out).map_err(Failure::internal)?);
+    Ok(())
+}
+
+pub fn history(ctx: &Ctx, args: HistoryArgs) -> CmdResult {
+    let store = ctx.store()?;
+    let img = load(&store, &args.image, &Platform::default_for_host())?;
+    let mut sizes = img.manifest.layers().iter().map(|l| l.size());
+    let mut rows = Vec::new();
+    for h in img.config.history().iter().flatten() {
+        let empty = h.empty_layer().unwrap_or(false);
+        let size = if empty { 0 } else { sizes.next().unwrap_or(0) };
+        rows.push((h.created_by().clone().unwrap_or_default(), empty, size));
+    }
+    if ctx.json {
+        let v: Vec<_> = rows.iter().map(|(c, e, s)| json!({"created_by": c, "empty_layer": e, "size": s})).collect();
+        println!("{}", serde_json::to_string_pretty(&v).map_err(Failure::internal)?);
+        return Ok(());
+    }
+    println!("{:>10}  CREATED BY", "SIZE");
+    for (created_by, empty, size) in rows.iter().rev() {
+        let one_line = created_by.replace('\n', " ");
+        let shown: String = if args.no_trunc || one_line.chars().count() <= 60 {
+            one_line
+        } else {
+            one_line.chars().take(57).chain("...".chars()).collect()
+        };
+        println!("{:>10}  {}", if *empty { "-".to_string() } else { bytes(*size) }, shown);
+    }
+    Ok(())
+}
+
+pub fn tag(ctx: &Ctx, args: TagArgs) -> CmdResult {
+    let store = ctx.store()?;
+    let target: ImageName = args.target.parse().map_err(|e| Failure::user(anyhow!("{}: {e}", args.target)))?;
+    let desc = store
+        .resolve(&args.source)
+        .map_err(Failure::internal)?
+        .ok_or_else(|| Failure::user(anyhow!("no image `{}` in the store", args.source)))?;
+    store.tag(&target, &desc).map_err(Failure::internal)?;
+    Ok(())
+}
+
+pub fn rmi(ctx: &Ctx, args: RmiArgs) -> CmdResult {
+    let store = ctx.store()?;
+    let mut missing = Vec::new();
+    for n in &args.names {
+        let name: ImageName = n.parse().map_err(|e| Failure::user(anyhow!("{n}: {e}")))?;
+        match store.untag(&name).map_err(Failure::internal)? {
+            Some(d) => {
+                if !ctx.quiet {
+                    println!("untagged {name} ({})", d.digest());
+                }
+            }
+            None => missing.push(n.clone()),
+        }
+    }
+    if !missing.is_empty() {
+        return Err(Failure::user(anyhow!("no image named {} in the store", missing.join(", "))));
+    }
+    Ok(())
+}
+
+pub fn prune(ctx: &Ctx, args: PruneArgs) -> CmdResult {
+    let store = ctx.store()?;
+    let sn = ctx.snapshotter()?;
+    let mut removed_snapshots = 0;
+    // Active snapshots are work in progress: keep those of live processes.
+    for info in sn.list().map_err(Failure::internal)? {
+        if info.kind == Kind::Active && !owner_alive(&info.name) {
+            sn.remove(&info.name).map_err(Failure::internal)?;
+            removed_snapshots += 1;
+        }
+    }
+    if args.cache {
+        // Children before parents: repeat until nothing more can go.
+        loop {
+            let committed: Vec<_> = sn.list().map_err(Failure::internal)?.into_iter().filter(|i| i.kind == Kind::Committed).collect();
+            let mut progress = false;
+            for info in &committed {
+                if !committed.iter().any(|c| c.parent.as_deref() == Some(info.name.as_str())) {
+                    sn.remove(&info.name).map_err(Failure::internal)?;
+                    removed_snapshots += 1;
+                    progress = true;
+                }
+            }
+            if !progress {
+                break;
+            }
+        }
+    }
+    let mut freed = 0u64;
+    let blobs: Vec<Digest> = store.unreferenced_blobs().map_err(Failure::internal)?;
+    for d in &blobs {
+        freed += std::fs::metadata(store.blob_path(d)).map(|m| m.len()).unwrap_or(0);
+        store.remove_blob(d).map_err(Failure::internal)?;
+    }
+    if ctx.json {
+        println!("{}", json!({"snapshots_removed": removed_snapshots, "blobs_removed": blobs.len(), "bytes_freed": freed}));
+    } else if !ctx.quiet {
+        println!("removed {removed_snapshots} snapshots and {} blobs ({})", blobs.len(), bytes(freed));
+    }
+    Ok(())
+}
+
+/// Active snapshots are named `active-<pid>-<n>`: whether that process lives.
+fn owner_alive(name: &str) -> bool {
+    let pid = name.strip_prefix("active-").and_then(|r| r.split('-').next()).and_then(|p| p.parse::<i32>().ok());
+    match pid {
+        Some(pid) => nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok(),
+        None => false,
+    }
+}
+
+pub fn info(ctx: &Ctx) -> CmdResult {
+    let executor = match jbuild::exec::host_executor() {
+        Ok(e) => e.name().to_string(),
+        Err(e) => format!("none ({e})"),
+    };
+    let v = json!({
+        "root": ctx.paths.root(),
+        "store": ctx.paths.store(),
+        "backend": ctx.backend,
+        "backend_reason": "dir is the only backend in this build; it works on any filesystem",
+        "snapshots": ctx.paths.dir_snapshots(),
+        "executor": executor,
+        "platform": Platform::default_for_host().to_string(),
+        "version": env!("CARGO_PKG_VERSION"),
+    });
+    if ctx.json {
+        println!("{v}");
+    } else {
+        for (k, val) in v.as_object().into_iter().flatten() {
+            println!("{k:<16} {}", val.as_str().map(str::to_string).unwrap_or_else(|| val.to_string()));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,184 @@
+//! Command-line parsing (raw flags, exactly as typed) and dispatch to one
+//! module per group of commands. Every command returns `Result<(), Failure>`;
+//! `main` prints the failure once, as `error: ...` followed by its causes,
+//! and maps it to the exit code.
+
+mod build;
+mod images;
+mod transfer;
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use jbuild::config::Paths;
+use jbuild::report::{JsonReporter, PlainReporter, Reporter, SilentReporter, TtyReporter};
+use jbuild::snapshot::dir::DirSnapshotter;
+use jbuild::snapshot::Snapshotter;
+use jbuild::store::Store;
+
+/// Exit codes: 0 success, 1 the user's mistake (recipe, arguments, input),
+/// 2 an internal fault or a failure of the system.
+pub const EXIT_USER: i32 = 1;
+pub const EXIT_INTERNAL: i32 = 2;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "jbuild",
+    version,
+    about = "Build FreeBSD jail templates from Jailfiles into layered snapshots and OCI images",
+    long_about = "jbuild builds jail templates from plain-text recipes (Jailfiles), caches every step as a \
+                  snapshot, and exports the result as a standard OCI image that skopeo, podman and any \
+                  registry accept.\n\nState lives under $JBUILD_ROOT (default /var/db/jbuild for root, \
+                  else $XDG_DATA_HOME/jbuild).",
+    after_help = "Examples:\n  jbuild build -t web:1.0 Jailfile.examples/static-site\n  jbuild images\n  jbuild export web:1.0 oci-archive:web.tar"
+)]
+pub struct Cli {
+    /// Where jbuild keeps its store and snapshots.
+    #[arg(long, global = true, env = "JBUILD_ROOT", value_name = "DIR")]
+    root: Option<PathBuf>,
+    /// Snapshot backend.
+    #[arg(long, global = true, env = "JBUILD_BACKEND", value_name = "BACKEND", default_value = "dir", value_parser = ["dir"])]
+    backend: String,
+    /// Print nothing but results and errors.
+    #[arg(short, long, global = true)]
+    quiet: bool,
+    /// Print machine-readable JSON (events, then a result object).
+    #[arg(long, global = true)]
+    json: bool,
+    /// Debug logging to standard error (or set RUST_LOG).
+    #[arg(long, global = true)]
+    debug: bool,
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Build an image from a Jailfile and a build context directory.
+    Build(build::BuildArgs),
+    /// List the images in the local store.
+    #[command(alias = "ls")]
+    Images(images::ImagesArgs),
+    /// Show an image's manifest and configuration.
+    Inspect(images::InspectArgs),
+    /// Show the history (one line per instruction) of an image.
+    History(images::HistoryArgs),
+    /// Give an image another name.
+    Tag(images::TagArgs),
+    /// Remove image names (and, once nothing names it, the image).
+    #[command(alias = "rm")]
+    Rmi(images::RmiArgs),
+    /// Remove blobs and snapshots that no image needs.
+    Prune(images::PruneArgs),
+    /// Write an image to an OCI layout directory or archive.
+    Export(transfer::ExportArgs),
+    /// Read an image from an OCI layout directory or archive into the store.
+    Import(transfer::ImportArgs),
+    /// Show where jbuild keeps its state and what it will use.
+    Info,
+}
+
+/// A failed command: what went wrong, and whose mistake it was.
+pub struct Failure {
+    pub user: bool,
+    pub error: anyhow::Error,
+}
+
+impl Failure {
+    pub fn user(error: impl Into<anyhow::Error>) -> Self {
+        Failure { user: true, error: error.into() }
+    }
+    pub fn internal(error: impl Into<anyhow::Error>) -> Self {
+        Failure { user: false, error: error.into() }
+    }
+}
+
+pub type CmdResult = Result<(), Failure>;
+
+/// What every command gets: the parsed global flags and the state paths.
+pub struct Ctx {
+    pub paths: Paths,
+    pub quiet: bool,
+    pub json: bool,
+    pub backend: String,
+}
+
+impl Ctx {
+    pub fn store(&self) -> Result<Store, Failure> {
+        std::fs::create_dir_all(self.paths.root())
+            .map_err(|e| Failure::user(anyhow::anyhow!("cannot create {}: {e}", self.paths.root().display())))?;
+        Store::open(&self.paths.store()).map_err(Failure::internal)
+    }
+
+    pub fn snapshotter(&self) -> Result<Box<dyn Snapshotter>, Failure> {
+        match self.backend.as_str() {
+            "dir" => Ok(Box::new(DirSnapshotter::new(self.paths.dir_snapshots()).map_err(Failure::internal)?)),
+            other => Err(Failure::user(anyhow::anyhow!("unknown backend `{other}`"))),
+        }
+    }
+
+    /// The reporter the flags and the terminal call for.
+    pub fn reporter(&self) -> Box<dyn Reporter> {
+        if self.json {
+            Box::new(JsonReporter::stdout())
+        } else if self.quiet {
+            Box::new(SilentReporter)
+        } else if std::io::stderr().is_terminal() {
+            Box::new(TtyReporter::new())
+        } else {
+            Box::new(PlainReporter::stderr())
+        }
+    }
+}
+
+pub fn main() -> i32 {
+    let cli = Cli::parse();
+    let filter = if cli.debug { "jbuild=debug".to_string() } else { std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()) };
+    tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(tracing_subscriber::EnvFilter::new(filter)).without_time().init();
+    let ctx = Ctx {
+        paths: cli.root.clone().map(Paths::at).unwrap_or_else(Paths::from_env),
+        quiet: cli.quiet,
+        json: cli.json,
+        backend: cli.backend.clone(),
+    };
+    let result = match cli.command {
+        Cmd::Build(a) => build::run(&ctx, a),
+        Cmd::Images(a) => images::images(&ctx, a),
+        Cmd::Inspect(a) => images::inspect(&ctx, a),
+        Cmd::History(a) => images::history(&ctx, a),
+        Cmd::Tag(a) => images::tag(&ctx, a),
+        Cmd::Rmi(a) => images::rmi(&ctx, a),
+        Cmd::Prune(a) => images::prune(&ctx, a),
+        Cmd::Export(a) => transfer::export(&ctx, a),
+        Cmd::Import(a) => transfer::import(&ctx, a),
+        Cmd::Info => images::info(&ctx),
+    };
+    match result {
+        Ok(()) => 0,
+        Err(f) => {
+            report(&f.error);
+            if f.user {
+                EXIT_USER
+            } else {
+                EXIT_INTERNAL
+            }
+        }
+    }
+}
+
+/// `error: <top>` then `  caused by: <each source>`, skipping a cause whose
+/// text the previous line already contains (transparent wrappers).
+fn report(e: &anyhow::Error) {
+    let mut shown = e.to_string();
+    eprintln!("error: {shown}");
+    for cause in e.chain().skip(1) {
+        let text = cause.to_string();
+        if shown.contains(&text) {
+            continue;
+        }
+        eprintln!("  caused by: {text}");
+        shown = text;
+    }
+}
