@@ -1,1 +1,3 @@
 //! Build engine: placeholder until the engine lands.
+
+pub mod native;
