@@ -194,30 +194,37 @@ pub(crate) fn set_owner_mode(
 }
 
 /// Makes sure the directory `dir` (a path inside `root`) exists and returns
-/// its host path. Existing components are followed inside the root;
-/// missing ones are created with mode 0755 and the default owner.
+/// its host path. Existing symlinks on the way are followed inside the
+/// root; missing directories (also those a symlink points to) are created
+/// with mode 0755 and the default owner.
 pub(crate) fn ensure_dir(root: &Path, dir: &Path) -> Result<PathBuf, NativeError> {
+    let dir = lexical(dir);
+    let host = resolve_in_root(root, &dir, true).map_err(NativeError::io("resolve", &dir))?;
+    // Every existing component of `host` is a real directory (resolving
+    // followed the symlinks), and the missing ones are taken literally.
     let mut walked = PathBuf::from("/");
-    let mut host = root.to_path_buf();
-    for part in lexical(dir).components() {
-        let std::path::Component::Normal(name) = part else {
-            continue;
-        };
-        walked.push(name);
-        host = resolve_in_root(root, &walked, true).map_err(NativeError::io("resolve", &walked))?;
-        match fs::symlink_metadata(&host) {
+    let mut at = root.to_path_buf();
+    for part in host
+        .strip_prefix(root)
+        .unwrap_or(Path::new(""))
+        .components()
+    {
+        walked.push(part);
+        at.push(part);
+        match fs::symlink_metadata(&at) {
             Ok(m) if m.is_dir() => continue,
             Ok(_) => {
+                let reason = "it exists and is not a directory";
                 return Err(NativeError::Conflict {
                     path: walked,
-                    reason: "it exists and is not a directory",
+                    reason,
                 });
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(NativeError::io("inspect", &walked)(e)),
         }
-        fs::create_dir(&host).map_err(NativeError::io("create directory", &walked))?;
-        let created = fs::File::open(&host).map_err(NativeError::io("open", &walked))?;
+        fs::create_dir(&at).map_err(NativeError::io("create directory", &walked))?;
+        let created = fs::File::open(&at).map_err(NativeError::io("open", &walked))?;
         set_owner_mode(&created, default_owner(), 0o755)
             .map_err(NativeError::io("set owner and mode of", &walked))?;
     }

@@ -293,7 +293,7 @@ fn delimiter(arg: &str) -> Option<char> {
         .filter(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '/' | ' ' | '\t' | '\n')))
 }
 
-fn words<'a>(s: &'a str, delim: Option<char>) -> Vec<&'a str> {
+fn words(s: &str, delim: Option<char>) -> Vec<&str> {
     match delim {
         Some(d) => s.split(d).filter(|w| !w.is_empty()).collect(),
         None => s.split_ascii_whitespace().collect(),
