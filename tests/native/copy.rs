@@ -435,3 +435,18 @@ fn conflicts_are_errors() {
     let err = run(&s, &["conf"], "/f/").unwrap_err();
     assert!(err.to_string().contains("/f/app.conf"), "{err}");
 }
+
+#[test]
+fn dangling_destination_symlink_is_created_inside() {
+    let s = Scratch::create();
+    context(&s);
+    // `/srv/conf -> /data/deep/conf`, none of which exists yet.
+    fs::create_dir(s.root.join("srv")).unwrap();
+    symlink("/data/deep/conf", s.root.join("srv/conf")).unwrap();
+    run(&s, &["."], "/srv/").unwrap();
+    assert_eq!(s.read("data/deep/conf/app.conf"), "app");
+    assert!(fs::symlink_metadata(s.root.join("srv/conf"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+}

@@ -210,6 +210,11 @@ impl Writer<'_> {
             Err(err) if err.kind() == io::ErrorKind::NotFound => {}
             Err(err) => return Err(NativeError::io("inspect", target)(err)),
         }
+        // A dangling symlink in the root may point into missing directories.
+        if let Some(parent) = host.parent().filter(|p| !p.is_dir()) {
+            let in_root = Path::new("/").join(parent.strip_prefix(self.root).unwrap_or(parent));
+            ensure_dir(self.root, &in_root)?;
+        }
         fs::create_dir(&host).map_err(NativeError::io("create directory", target))?;
         if let Some((uid, gid)) = self.owner {
             std::os::unix::fs::lchown(&host, Some(uid), Some(gid))
