@@ -1,0 +1,114 @@
+//! `jbuild export` and `jbuild import`: the store to and from OCI layout
+//! directories and archives, through the Transport seam.
+
+use anyhow::anyhow;
+use clap::Args;
+use serde_json::json;
+
+use super::{CmdResult, Ctx, Failure};
+use jbuild::report::Reporter;
+use jbuild::store::ImageName;
+use jbuild::transport::{self, copy_image, CopyEvent, LayoutTransport, Transport, TransportError};
+
+#[derive(Args, Debug)]
+pub struct ExportArgs {
+    /// The image to export (name, digest or digest prefix).
+    image: String,
+    /// `oci:DIR[:TAG]` or `oci-archive:FILE[:TAG]`. Without TAG, the image's
+    /// own tag is used when it was named by a tag.
+    destination: String,
+}
+
+#[derive(Args, Debug)]
+pub struct ImportArgs {
+    /// `oci:DIR[:REF]` or `oci-archive:FILE[:REF]`; without REF, the only
+    /// image there.
+    source: String,
+    /// The name to give the image in the store (default: REF, when it is a
+    /// valid image name).
+    name: Option<String>,
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(Failure::internal)
+}
+
+/// A transport failure is the user's when it is about what they named
+/// (a location, a reference, a missing image), jbuild's or the system's
+/// otherwise.
+fn failure(e: TransportError) -> Failure {
+    Failure { user: e.is_user_error(), error: e.into() }
+}
+
+fn progress(reporter: &dyn Reporter) -> impl Fn(CopyEvent) + Send + Sync + '_ {
+    move |ev| match ev {
+        CopyEvent::BlobSkipped { digest, .. } => {
+            let id = digest.to_string();
+            reporter.transfer_start(&id, &short(&id), None);
+            reporter.transfer_done(&id, true);
+        }
+        CopyEvent::BlobStarted { digest, size } => reporter.transfer_start(&digest.to_string(), &short(&digest.to_string()), Some(size)),
+        CopyEvent::BlobDone { digest, size } => {
+            reporter.transfer_progress(&digest.to_string(), size);
+            reporter.transfer_done(&digest.to_string(), false);
+        }
+        CopyEvent::ManifestDone { .. } => {}
+    }
+}
+
+fn short(digest: &str) -> String {
+    format!("blob {}", &digest[..digest.len().min(19)])
+}
+
+pub fn export(ctx: &Ctx, args: ExportArgs) -> CmdResult {
+    let store = ctx.store()?;
+    let desc = store
+        .resolve(&args.image)
+        .map_err(Failure::internal)?
+        .ok_or_else(|| Failure::user(anyhow!("no image `{}` in the store (see `jbuild images`)", args.image)))?;
+    let (dst, tag) = transport::parse_location(&args.destination).map_err(failure)?;
+    let tag = tag.or_else(|| args.image.parse::<ImageName>().ok().filter(|_| !args.image.starts_with("sha256:")).map(|n| n.tag().to_string()));
+    let src = LayoutTransport::from_store(store);
+    let reporter = ctx.reporter();
+    let digest = desc.digest().to_string();
+    let out = runtime()?.block_on(async {
+        let d = copy_image(&src, &digest, dst.as_ref(), tag.as_deref(), &progress(reporter.as_ref())).await?;
+        dst.finish().await?;
+        Ok::<_, TransportError>(d)
+    });
+    let out = out.map_err(failure)?;
+    done(ctx, &out.digest().to_string(), &args.destination, tag.as_deref());
+    Ok(())
+}
+
+pub fn import(ctx: &Ctx, args: ImportArgs) -> CmdResult {
+    let (src, reference) = transport::parse_location(&args.source).map_err(failure)?;
+    let name: Option<ImageName> = match (&args.name, &reference) {
+        (Some(n), _) => Some(n.parse().map_err(|e| Failure::user(anyhow!("{n}: {e}")))?),
+        (None, Some(r)) => r.parse().ok(),
+        (None, None) => None,
+    };
+    let store = ctx.store()?;
+    let dst = LayoutTransport::from_store(store);
+    let reporter = ctx.reporter();
+    let tag = name.as_ref().map(|n| n.to_string());
+    let out = runtime()?.block_on(async {
+        let d = copy_image(src.as_ref(), reference.as_deref().unwrap_or(""), &dst, tag.as_deref(), &progress(reporter.as_ref())).await?;
+        dst.finish().await?;
+        Ok::<_, TransportError>(d)
+    });
+    let out = out.map_err(failure)?;
+    done(ctx, &out.digest().to_string(), &tag.clone().unwrap_or_else(|| "(untagged)".into()), None);
+    Ok(())
+}
+
+fn done(ctx: &Ctx, digest: &str, place: &str, tag: Option<&str>) {
+    if ctx.json {
+        println!("{}", json!({"event": "result", "digest": digest, "to": place, "tag": tag}));
+    } else {
+        if !ctx.quiet {
+            eprintln!("copied {digest} to {place}");
+        }
+        println!("{digest}");
+    }
+}
