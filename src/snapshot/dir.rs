@@ -81,9 +81,12 @@ impl DirSnapshotter {
         }
         let sn = DirSnapshotter { root };
         let trash = sn.root.join("trash");
-        for entry in fs::read_dir(&trash).map_err(io_err("read", &trash))? {
-            let entry = entry.map_err(io_err("read", &trash))?;
-            remove_tree(&entry.path())?;
+        // Best effort: another process may be deleting the same entries.
+        for entry in fs::read_dir(&trash)
+            .map_err(io_err("read", &trash))?
+            .flatten()
+        {
+            let _ = remove_tree(&entry.path());
         }
         Ok(sn)
     }

@@ -10,7 +10,8 @@ use async_trait::async_trait;
 use oci_spec::image::Descriptor;
 
 use super::{
-    blocking, check_bytes, copy_checked, digest_of, ManifestRole, Transport, TransportError,
+    blocking, check_bytes, check_size, copy_checked, digest_of, ManifestRole, Transport,
+    TransportError,
 };
 use crate::store::json::MAX_MANIFEST_SIZE;
 use crate::store::{Store, StoreError, StoreLock};
@@ -163,18 +164,7 @@ impl Inner {
         let n = io::copy(&mut file.take(desc.size() + 1), &mut writer).map_err(|e| {
             TransportError::io(format!("{}: cannot write {digest}", self.location()), e)
         })?;
-        if n != desc.size() {
-            return Err(TransportError::Mismatch {
-                location: self.location(),
-                what: format!("size of {digest}"),
-                expected: desc.size().to_string(),
-                actual: if n > desc.size() {
-                    format!("more than {}", desc.size())
-                } else {
-                    n.to_string()
-                },
-            });
-        }
+        check_size(desc, &digest, n, &self.location())?;
         writer
             .commit(Some(&digest))
             .map(drop)

@@ -244,28 +244,39 @@ fn check(
     size: u64,
     location: &str,
 ) -> Result<(), TransportError> {
-    let mismatch = |what: &str, e: String, a: String| TransportError::Mismatch {
+    check_size(desc, expected, size, location)?;
+    if actual != expected {
+        return Err(TransportError::Mismatch {
+            location: location.to_string(),
+            what: format!("content of {expected}"),
+            expected: expected.to_string(),
+            actual: actual.to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// Checks the number of bytes read (at most one more than expected) of
+/// the blob `expected` against its descriptor.
+fn check_size(
+    desc: &Descriptor,
+    expected: &Digest,
+    size: u64,
+    location: &str,
+) -> Result<(), TransportError> {
+    if size == desc.size() {
+        return Ok(());
+    }
+    Err(TransportError::Mismatch {
         location: location.to_string(),
-        what: format!("{what} of {expected}"),
-        expected: e,
-        actual: a,
-    };
-    if size != desc.size() {
-        let got = if size > desc.size() {
+        what: format!("size of {expected}"),
+        expected: desc.size().to_string(),
+        actual: if size > desc.size() {
             format!("more than {}", desc.size())
         } else {
             size.to_string()
-        };
-        return Err(mismatch("size", desc.size().to_string(), got));
-    }
-    if actual != expected {
-        return Err(mismatch(
-            "content",
-            expected.to_string(),
-            actual.to_string(),
-        ));
-    }
-    Ok(())
+        },
+    })
 }
 
 #[cfg(test)]
