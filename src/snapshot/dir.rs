@@ -1,1 +1,400 @@
-//! The dir snapshotter (owned by the store work).
+//! The `dir` snapshotter: snapshots as plain directories. It runs anywhere
+//! (no ZFS, no privileges beyond what the tree's owners need) at the price
+//! of a full copy per `prepare`.
+//!
+//! ```text
+//! ROOT/
+//!   active/<key>/meta.json, fs/      writable snapshots
+//!   committed/<name>/meta.json, fs/  committed snapshots
+//!   trash/                           snapshots being deleted
+//!   lock                             flock for the bookkeeping steps
+//! ```
+//!
+//! Where a snapshot's directory is *is* its kind and its name: `commit` is a
+//! single `rename(2)` from `active/` to `committed/`, so a snapshot is either
+//! wholly active or wholly committed, never half of each. `meta.json` beside
+//! the tree holds the parent and the labels (and repeats name and kind for
+//! people reading it; the location wins if they ever disagree, e.g. after a
+//! crash between writing the final meta and the rename).
+//!
+//! Keys and names contain `:` (`sha256:…` chain IDs); that is fine on Linux
+//! and FreeBSD, and [`validate_name`] keeps `/` and a leading `.` out, so a
+//! name is always exactly one path component.
+//!
+//! The flock is held only for the bookkeeping (checking names and parents,
+//! renaming), never while copying a tree. `prepare` writes the child's
+//! `meta.json` (naming its parent) before it starts copying, so `remove`
+//! sees the child and refuses to take the parent away mid-copy.
+
+mod copy;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::{validate_name, Info, Kind, Labels, Result, SnapshotError, Snapshotter};
+use crate::diff::walk::TreeWalkDiffer;
+use crate::diff::Differ;
+use crate::fsutil::{sync_dir, write_atomic};
+
+pub use copy::copy_tree;
+
+const META: &str = "meta.json";
+
+/// Plain-directory snapshots under one root directory.
+#[derive(Debug)]
+pub struct DirSnapshotter {
+    root: PathBuf,
+}
+
+/// What `meta.json` holds.
+#[derive(Debug, Serialize, Deserialize)]
+struct Meta {
+    version: u32,
+    name: String,
+    kind: MetaKind,
+    parent: Option<String>,
+    #[serde(default)]
+    labels: Labels,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum MetaKind {
+    Active,
+    Committed,
+}
+
+fn io_err(what: &str, path: &Path) -> impl FnOnce(std::io::Error) -> SnapshotError {
+    let context = format!("cannot {what} {}", path.display());
+    move |e| SnapshotError::io(context, e)
+}
+
+impl DirSnapshotter {
+    /// Uses (creating) `root`. Snapshots left half-deleted in its trash by
+    /// a killed process are removed now.
+    pub fn new(root: PathBuf) -> Result<Self> {
+        for sub in ["active", "committed", "trash"] {
+            let dir = root.join(sub);
+            fs::create_dir_all(&dir).map_err(io_err("create", &dir))?;
+        }
+        let sn = DirSnapshotter { root };
+        let trash = sn.root.join("trash");
+        // Best effort: another process may be deleting the same entries.
+        for entry in fs::read_dir(&trash)
+            .map_err(io_err("read", &trash))?
+            .flatten()
+        {
+            let _ = remove_tree(&entry.path());
+        }
+        Ok(sn)
+    }
+
+    fn dir(&self, kind: Kind, name: &str) -> PathBuf {
+        self.root
+            .join(match kind {
+                Kind::Active => "active",
+                Kind::Committed => "committed",
+            })
+            .join(name)
+    }
+
+    fn lock(&self) -> Result<nix::fcntl::Flock<fs::File>> {
+        let path = self.root.join("lock");
+        crate::store::lock::flock(&path, true).map_err(io_err("lock", &path))
+    }
+
+    /// Where the snapshot `name` is, if anywhere.
+    fn find(&self, name: &str) -> Result<Option<Kind>> {
+        validate_name(name)?;
+        for kind in [Kind::Committed, Kind::Active] {
+            let dir = self.dir(kind, name);
+            match fs::symlink_metadata(&dir) {
+                Ok(m) if m.is_dir() => return Ok(Some(kind)),
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(SnapshotError::io(
+                        format!("cannot read {}", dir.display()),
+                        e,
+                    ))
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    fn info(&self, kind: Kind, name: &str) -> Result<Info> {
+        let meta = self.read_meta(kind, name)?;
+        Ok(Info {
+            name: name.to_string(),
+            kind,
+            parent: meta.as_ref().and_then(|m| m.parent.clone()),
+            labels: meta.map(|m| m.labels).unwrap_or_default(),
+        })
+    }
+
+    /// The snapshot's `meta.json`; `None` for an active snapshot whose
+    /// `prepare` was killed before writing it.
+    fn read_meta(&self, kind: Kind, name: &str) -> Result<Option<Meta>> {
+        let path = self.dir(kind, name).join(META);
+        match fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+                let e = std::io::Error::new(std::io::ErrorKind::InvalidData, e);
+                SnapshotError::io(format!("{} is corrupt", path.display()), e)
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(SnapshotError::io(
+                format!("cannot read {}", path.display()),
+                e,
+            )),
+        }
+    }
+
+    fn write_meta(&self, dir: &Path, meta: &Meta) -> Result<()> {
+        let path = dir.join(META);
+        let bytes = serde_json::to_vec_pretty(meta).expect("meta serialises");
+        write_atomic(&path, &bytes).map_err(io_err("write", &path))
+    }
+
+    fn require(&self, name: &str, wanted: Kind) -> Result<()> {
+        match self.find(name)? {
+            Some(actual) if actual == wanted => Ok(()),
+            Some(actual) => Err(SnapshotError::WrongKind {
+                name: name.to_string(),
+                actual,
+                wanted,
+            }),
+            None => Err(SnapshotError::NotFound(name.to_string())),
+        }
+    }
+
+    /// Moves a snapshot to the trash: from then on it no longer exists, and
+    /// deleting it can take its time (or be finished by the next `new`).
+    /// Call with the lock held.
+    fn to_trash(&self, kind: Kind, name: &str) -> Result<PathBuf> {
+        let from = self.dir(kind, name);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        let to = self
+            .root
+            .join("trash")
+            .join(format!("{name}.{}.{nanos}", std::process::id()));
+        fs::rename(&from, &to).map_err(io_err("move to the trash", &from))?;
+        let parent = from.parent().expect("snapshot dirs have a parent");
+        sync_dir(parent).map_err(io_err("sync", parent))?;
+        Ok(to)
+    }
+
+    fn list_kind(&self, kind: Kind, out: &mut Vec<Info>) -> Result<()> {
+        let dir = self.dir(kind, "");
+        for entry in fs::read_dir(&dir).map_err(io_err("read", &dir))? {
+            let entry = entry.map_err(io_err("read", &dir))?;
+            let name = entry.file_name();
+            // Anything not named like a snapshot (a temporary file) is not one.
+            let Some(name) = name.to_str().filter(|n| validate_name(n).is_ok()) else {
+                continue;
+            };
+            if entry
+                .file_type()
+                .map_err(io_err("read", &entry.path()))?
+                .is_dir()
+            {
+                out.push(self.info(kind, name)?);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Snapshotter for DirSnapshotter {
+    fn backend(&self) -> &'static str {
+        "dir"
+    }
+
+    fn prepare(&self, key: &str, parent: Option<&str>) -> Result<PathBuf> {
+        let dir = self.dir(Kind::Active, key);
+        {
+            let _lock = self.lock()?;
+            if self.find(key)?.is_some() {
+                return Err(SnapshotError::AlreadyExists(key.to_string()));
+            }
+            if let Some(parent) = parent {
+                self.require(parent, Kind::Committed)?;
+            }
+            fs::create_dir(&dir).map_err(io_err("create", &dir))?;
+            let meta = Meta {
+                version: 1,
+                name: key.to_string(),
+                kind: MetaKind::Active,
+                parent: parent.map(str::to_string),
+                labels: Labels::new(),
+            };
+            self.write_meta(&dir, &meta)?;
+        }
+        let root = dir.join("fs");
+        let made = match parent {
+            Some(parent) => copy_tree(&self.dir(Kind::Committed, parent).join("fs"), &root),
+            None => fs::create_dir(&root),
+        };
+        if let Err(e) = made {
+            // Best effort: the error that matters is the copy's.
+            let trashed = self
+                .lock()
+                .and_then(|_lock| self.to_trash(Kind::Active, key));
+            let _ = trashed.and_then(|t| remove_tree(&t));
+            return Err(SnapshotError::io(
+                format!("cannot prepare snapshot `{key}`"),
+                e,
+            ));
+        }
+        Ok(root)
+    }
+
+    fn commit(&self, name: &str, key: &str, labels: &Labels) -> Result<()> {
+        validate_name(name)?;
+        let _lock = self.lock()?;
+        self.require(key, Kind::Active)?;
+        if name != key && self.find(name)?.is_some() {
+            return Err(SnapshotError::AlreadyExists(name.to_string()));
+        }
+        let from = self.dir(Kind::Active, key);
+        let to = self.dir(Kind::Committed, name);
+        sync_tree(&from)?;
+        let before = self.read_meta(Kind::Active, key)?;
+        let parent = before.as_ref().and_then(|m| m.parent.clone());
+        let meta = Meta {
+            version: 1,
+            name: name.to_string(),
+            kind: MetaKind::Committed,
+            parent,
+            labels: labels.clone(),
+        };
+        self.write_meta(&from, &meta)?;
+        if let Err(e) = fs::rename(&from, &to) {
+            if let Some(before) = before {
+                let _ = self.write_meta(&from, &before);
+            }
+            if matches!(e.raw_os_error(), Some(libc::EEXIST) | Some(libc::ENOTEMPTY)) {
+                return Err(SnapshotError::AlreadyExists(name.to_string()));
+            }
+            return Err(SnapshotError::io(
+                format!("cannot commit {} as {}", from.display(), to.display()),
+                e,
+            ));
+        }
+        for dir in [to.parent(), from.parent()].into_iter().flatten() {
+            sync_dir(dir).map_err(io_err("sync", dir))?;
+        }
+        Ok(())
+    }
+
+    fn view(&self, name: &str) -> Result<PathBuf> {
+        self.require(name, Kind::Committed)?;
+        Ok(self.dir(Kind::Committed, name).join("fs"))
+    }
+
+    fn stat(&self, name: &str) -> Result<Option<Info>> {
+        match self.find(name)? {
+            Some(kind) => self.info(kind, name).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn set_labels(&self, name: &str, labels: &Labels) -> Result<()> {
+        let _lock = self.lock()?;
+        self.require(name, Kind::Committed)?;
+        let dir = self.dir(Kind::Committed, name);
+        let mut meta = self.read_meta(Kind::Committed, name)?.ok_or_else(|| {
+            SnapshotError::Backend(format!("committed snapshot `{name}` has no {META}"))
+        })?;
+        meta.labels
+            .extend(labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+        self.write_meta(&dir, &meta)
+    }
+
+    fn remove(&self, name: &str) -> Result<()> {
+        let lock = self.lock()?;
+        let kind = self
+            .find(name)?
+            .ok_or_else(|| SnapshotError::NotFound(name.to_string()))?;
+        if kind == Kind::Committed {
+            let children: Vec<String> = self
+                .list()?
+                .into_iter()
+                .filter(|i| i.parent.as_deref() == Some(name))
+                .map(|i| i.name)
+                .collect();
+            if !children.is_empty() {
+                return Err(SnapshotError::HasChildren {
+                    name: name.to_string(),
+                    children: children.join(", "),
+                });
+            }
+        }
+        let trashed = self.to_trash(kind, name)?;
+        drop(lock);
+        remove_tree(&trashed)
+    }
+
+    fn list(&self) -> Result<Vec<Info>> {
+        let mut all = Vec::new();
+        self.list_kind(Kind::Active, &mut all)?;
+        self.list_kind(Kind::Committed, &mut all)?;
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(all)
+    }
+
+    fn differ(&self) -> Box<dyn Differ> {
+        Box::new(TreeWalkDiffer::new())
+    }
+}
+
+/// Makes the tree's data durable before it becomes a committed snapshot.
+fn sync_tree(dir: &Path) -> Result<()> {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        let f = fs::File::open(dir).map_err(io_err("open", dir))?;
+        nix::unistd::syncfs(&f)
+            .map_err(|e| SnapshotError::io(format!("cannot sync {}", dir.display()), e.into()))
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    {
+        let _ = dir;
+        nix::unistd::sync();
+        Ok(())
+    }
+}
+
+/// Deletes a tree that is no longer a snapshot. Entries that forbid it
+/// (directories without write permission when not root; FreeBSD `schg`
+/// and similar flags) are made deletable first.
+fn remove_tree(path: &Path) -> Result<()> {
+    if fs::remove_dir_all(path).is_ok() || fs::symlink_metadata(path).is_err() {
+        return Ok(());
+    }
+    make_deletable(path).map_err(io_err("make deletable", path))?;
+    fs::remove_dir_all(path).map_err(io_err("remove", path))
+}
+
+fn make_deletable(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = fs::symlink_metadata(path)?;
+    #[cfg(target_os = "freebsd")]
+    {
+        use std::os::freebsd::fs::MetadataExt as _;
+        if meta.st_flags() != 0 {
+            copy::set_flags(path, 0)?;
+        }
+    }
+    if meta.is_dir() {
+        fs::set_permissions(path, fs::Permissions::from_mode(0o700))?;
+        for entry in fs::read_dir(path)? {
+            make_deletable(&entry?.path())?;
+        }
+    }
+    Ok(())
+}

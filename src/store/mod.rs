@@ -1,1 +1,160 @@
-//! Local OCI image layout store (owned by the store work).
+//! The local image store: an OCI image layout directory.
+//!
+//! ```text
+//! STORE/
+//!   oci-layout            {"imageLayoutVersion":"1.0.0"}
+//!   index.json            the images the store holds, tagged or not
+//!   blobs/sha256/<hex>    manifests, configs, layers: named by their digest
+//!   .jbuild/              jbuild's own: lock files, tmp/ for blobs being written
+//! ```
+//!
+//! There is no database beside it: the layout is the one source of truth,
+//! and any OCI tool reads it directly (`skopeo inspect oci:STORE:name:tag`,
+//! `umoci ls --layout STORE`). Tools ignore `.jbuild/` (the layout spec only
+//! defines the three entries above, and skopeo and umoci look at nothing
+//! else); its temporary files never sit under `blobs/`, where a tool
+//! listing blobs would find them.
+//!
+//! # How tags are written
+//!
+//! Each tagged image is one descriptor in `index.json` whose annotation
+//! `org.opencontainers.image.ref.name` is the whole normalised name,
+//! `[registry/]repository:tag`. skopeo splits `oci:PATH:REF` at the *first*
+//! `:` (containers/image `SplitPathAndImage`), so the reference may itself
+//! contain `:` and `/` — `oci:/var/db/jbuild/images:localhost:5000/base:14.1`
+//! finds ref `localhost:5000/base:14.1` — but the store's own path must not
+//! contain a `:`. References also have to match containers/image's
+//! `refRegexp` (alphanumerics joined by `-._:@+`, `--` or `/`), which every
+//! [`ImageName`] does.
+//!
+//! Descriptors are kept sorted by ref name, so the same images always give
+//! the same `index.json` bytes.
+//!
+//! # Writing safely
+//!
+//! Blobs are written to `.jbuild/tmp/`, hashed on the way, fsynced, checked
+//! and renamed into `blobs/sha256/` ([`BlobWriter`]); `index.json` is replaced
+//! atomically under a lock ([`lock`]). A killed process leaves at most a
+//! temporary file behind, never a half-written blob or index.
+
+mod blob;
+mod gc;
+mod index;
+pub mod json;
+mod layout;
+pub mod lock;
+pub mod name;
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+pub use blob::BlobWriter;
+pub(crate) use index::valid_ref_name;
+pub use index::RefName;
+pub use json::canonical_json;
+pub use lock::StoreLock;
+pub use name::{ImageName, NameError};
+
+use crate::digest::{Digest, DigestError};
+
+/// The annotation that names a descriptor in `index.json`.
+pub const REF_NAME: &str = "org.opencontainers.image.ref.name";
+
+/// An OCI image layout on disk, used as jbuild's image store.
+#[derive(Debug, Clone)]
+pub struct Store {
+    root: PathBuf,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{path} is not an OCI image layout: {reason}")]
+    NotALayout { path: PathBuf, reason: String },
+    #[error("{path} is corrupt: {reason} (it was left as it is)")]
+    Corrupt { path: PathBuf, reason: String },
+    #[error("blob {digest} is not in the store ({path})")]
+    BlobNotFound { digest: Digest, path: PathBuf },
+    #[error("content does not match its digest: expected {expected}, got {actual} ({size} bytes)")]
+    DigestMismatch {
+        expected: Digest,
+        actual: Digest,
+        size: u64,
+    },
+    #[error("blob {digest} is {size} bytes, more than the {max} allowed here")]
+    TooLarge { digest: Digest, size: u64, max: u64 },
+    #[error(transparent)]
+    Name(#[from] NameError),
+    #[error("`{0}` is not a valid reference name for an OCI layout")]
+    BadRefName(String),
+    #[error("`{reference}` matches more than one image: {}", candidates.join(", "))]
+    Ambiguous {
+        reference: String,
+        candidates: Vec<String>,
+    },
+    #[error("descriptor has an unusable digest: {0}")]
+    Digest(#[from] DigestError),
+    #[error("{context}")]
+    Io {
+        context: String,
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl StoreError {
+    pub(crate) fn io(context: impl Into<String>, source: io::Error) -> StoreError {
+        StoreError::Io {
+            context: context.into(),
+            source,
+        }
+    }
+}
+
+impl Store {
+    /// The layout's directory.
+    pub fn path(&self) -> &Path {
+        &self.root
+    }
+
+    /// Where the blob `d` is (or would be).
+    pub fn blob_path(&self, d: &Digest) -> PathBuf {
+        self.root.join("blobs/sha256").join(d.hex())
+    }
+
+    fn index_path(&self) -> PathBuf {
+        self.root.join("index.json")
+    }
+
+    /// jbuild's private directory inside the layout, created on first use so
+    /// that only reading a layout never changes it.
+    fn private_dir(&self, sub: &str) -> Result<PathBuf, StoreError> {
+        let dir = self.root.join(".jbuild").join(sub);
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| StoreError::io(format!("cannot create {}", dir.display()), e))?;
+        Ok(dir)
+    }
+
+    fn lock_file(
+        &self,
+        name: &str,
+        exclusive: bool,
+    ) -> Result<nix::fcntl::Flock<std::fs::File>, StoreError> {
+        let path = self.private_dir("")?.join(name);
+        lock::flock(&path, exclusive)
+            .map_err(|e| StoreError::io(format!("cannot lock {}", path.display()), e))
+    }
+}
+
+/// The digest of a descriptor as jbuild's [`Digest`]. Only sha256 is
+/// accepted; every path in the store is derived from the result, which is
+/// what keeps a hostile descriptor from naming a file outside `blobs/`.
+pub fn descriptor_digest(desc: &oci_spec::image::Descriptor) -> Result<Digest, DigestError> {
+    desc.digest().to_string().parse()
+}
+
+/// jbuild's [`Digest`] as oci-spec's.
+pub fn oci_digest(d: &Digest) -> oci_spec::image::Digest {
+    d.to_string()
+        .parse()
+        .expect("a sha256 digest is a valid OCI digest")
+}

@@ -1,1 +1,328 @@
-//! Transport seam (owned by the store work).
+//! The `Transport` seam: moving images in and out, one blob or manifest at
+//! a time.
+//!
+//! # Vocabulary
+//!
+//! An *image* is a tree of content-addressed pieces: a *manifest* (JSON)
+//! names a *config* blob and *layer* blobs; an *index* (JSON) names
+//! manifests, one per platform, or further indexes. Each piece is referred
+//! to by a *descriptor*: media type, digest, size. A *reference* is how the
+//! user names the top of the tree at a location: a tag, or a digest.
+//!
+//! A transport is one location that holds images — a registry repository
+//! (`docker://`, next), an OCI layout directory (`oci:DIR`, jbuild's own
+//! store is one), an OCI archive (`oci-archive:FILE`) — and knows how to
+//! read and write pieces there. It knows nothing about trees: walking them
+//! is [`copy_image`]'s job, so every pair of transports copies the same way
+//! (blobs first, skipping those the destination has; manifests last,
+//! children before the index that names them).
+//!
+//! # Every byte from outside is checked
+//!
+//! A transport checks what it *reads* against the descriptor it was given
+//! — size and digest, while streaming — before anyone sees it, and checks
+//! again what it is asked to *write* before it becomes visible at the
+//! destination. A descriptor is never trusted to name a path: digests are
+//! parsed into [`Digest`], which only has hex digits to offer.
+//!
+//! Blobs go file to file, so memory stays bounded whatever their size;
+//! manifests are read whole but never beyond [`MAX_MANIFEST_SIZE`]. File
+//! work runs in `spawn_blocking`, off the async runtime.
+
+mod archive;
+mod copy;
+mod layout;
+
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+
+use async_trait::async_trait;
+use oci_spec::image::Descriptor;
+
+pub use archive::ArchiveTransport;
+pub use copy::{copy_image, CopyEvent};
+pub use layout::LayoutTransport;
+
+use crate::digest::{Digest, HashingWriter};
+pub use crate::store::json::MAX_MANIFEST_SIZE;
+use crate::store::{descriptor_digest, StoreError};
+
+/// What a pushed manifest is to the destination.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ManifestRole<'a> {
+    /// A manifest named by an index being copied: stored by digest only.
+    Child,
+    /// The image being copied: recorded under `tag`, or (with `None`) by
+    /// digest only — an OCI layout then lists it untagged in `index.json`,
+    /// so it stays reachable.
+    Root { tag: Option<&'a str> },
+}
+
+/// One location that holds images. See the module docs.
+#[async_trait]
+pub trait Transport: Send + Sync {
+    /// The location as the user would write it (`oci:/srv/images`).
+    fn describe(&self) -> String;
+
+    /// The descriptor of the manifest or index `reference` names: a tag,
+    /// or a digest. `""` means the only image there (an error if there are
+    /// several, or none).
+    async fn resolve(&self, reference: &str) -> Result<Descriptor, TransportError>;
+
+    /// The bytes of the manifest or index `desc` describes, checked against
+    /// its size and digest; refused beyond [`MAX_MANIFEST_SIZE`].
+    async fn fetch_manifest(&self, desc: &Descriptor) -> Result<Vec<u8>, TransportError>;
+
+    /// Whether the location already has the blob (so a copy can skip it).
+    async fn has_blob(&self, desc: &Descriptor) -> Result<bool, TransportError>;
+
+    /// Writes the blob into the file `dest` (created or truncated), checking
+    /// size and digest on the way. On error, `dest` holds garbage; the
+    /// caller removes it.
+    async fn fetch_blob(&self, desc: &Descriptor, dest: &Path) -> Result<(), TransportError>;
+
+    /// Stores the blob read from the file `src`. It becomes visible only if
+    /// it matches `desc`.
+    async fn push_blob(&self, desc: &Descriptor, src: &Path) -> Result<(), TransportError>;
+
+    /// Stores a manifest or index (after checking `bytes` against `desc`).
+    /// Push every blob and child it names first.
+    async fn push_manifest(
+        &self,
+        bytes: &[u8],
+        desc: &Descriptor,
+        role: ManifestRole<'_>,
+    ) -> Result<(), TransportError>;
+
+    /// Completes what was pushed (an archive is written here). Call once,
+    /// after the last push; a transport that was only read from does
+    /// nothing.
+    async fn finish(&self) -> Result<(), TransportError>;
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TransportError {
+    #[error("`{0}` is not a location jbuild knows: use oci:DIR[:REF], oci-archive:FILE[:REF] or docker://NAME")]
+    InvalidLocation(String),
+    #[error("{0}")]
+    Unsupported(String),
+    #[error("{location}: no image `{reference}`")]
+    NotFound { location: String, reference: String },
+    #[error("{location}: {what} does not match its descriptor: expected {expected}, got {actual}")]
+    Mismatch {
+        location: String,
+        what: String,
+        expected: String,
+        actual: String,
+    },
+    #[error("{location}: {what} is {size} bytes, more than the {max} allowed")]
+    TooLarge {
+        location: String,
+        what: String,
+        size: u64,
+        max: u64,
+    },
+    #[error("{location}: {what} is not valid: {reason}")]
+    Invalid {
+        location: String,
+        what: String,
+        reason: String,
+    },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{context}")]
+    Io {
+        context: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("a background task failed: {0}")]
+    Task(String),
+}
+
+impl TransportError {
+    fn io(context: impl Into<String>, source: io::Error) -> TransportError {
+        TransportError::Io {
+            context: context.into(),
+            source,
+        }
+    }
+}
+
+/// Turns a user's `oci:DIR[:REF]` or `oci-archive:FILE[:REF]` into a
+/// transport and the reference (a tag to write, or what to read).
+///
+/// As in skopeo, the path ends at the first `:` after the transport name
+/// and everything after it is the reference, which may itself contain `:`
+/// and `/` (`oci:/srv/images:localhost:5000/base:14.1`); so the path cannot
+/// contain a `:`.
+pub fn parse_location(s: &str) -> Result<(Box<dyn Transport>, Option<String>), TransportError> {
+    if s.starts_with("docker://") {
+        return Err(TransportError::Unsupported(format!(
+            "`{s}`: registry support (docker://) is not in this version yet; \
+             copy through oci:DIR or oci-archive:FILE for now"
+        )));
+    }
+    let (kind, rest) = s
+        .split_once(':')
+        .ok_or_else(|| TransportError::InvalidLocation(s.to_string()))?;
+    let (path, reference) = match rest.split_once(':') {
+        Some((p, r)) => (p, Some(r.to_string())),
+        None => (rest, None),
+    };
+    if path.is_empty() {
+        return Err(TransportError::InvalidLocation(s.to_string()));
+    }
+    if let Some(r) = &reference {
+        if !crate::store::valid_ref_name(r) {
+            return Err(TransportError::Invalid {
+                location: s.to_string(),
+                what: format!("reference `{r}`"),
+                reason: "use letters and digits joined by one of - . _ : @ + or by --, and / between parts".into(),
+            });
+        }
+    }
+    let transport: Box<dyn Transport> = match kind {
+        "oci" => Box::new(LayoutTransport::new(PathBuf::from(path))),
+        "oci-archive" => Box::new(ArchiveTransport::new(PathBuf::from(path))),
+        _ => return Err(TransportError::InvalidLocation(s.to_string())),
+    };
+    Ok((transport, reference))
+}
+
+/// Runs blocking file work off the async runtime.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, TransportError> + Send + 'static,
+) -> Result<T, TransportError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| TransportError::Task(e.to_string()))?
+}
+
+/// The digest of `desc`, or why it cannot be used.
+fn digest_of(desc: &Descriptor, location: &str) -> Result<Digest, TransportError> {
+    descriptor_digest(desc).map_err(|e| TransportError::Invalid {
+        location: location.to_string(),
+        what: format!("descriptor {}", desc.digest()),
+        reason: e.to_string(),
+    })
+}
+
+/// Copies `reader` to `writer`, checking size and digest against `desc`.
+/// Reads at most one byte more than the descriptor's size.
+fn copy_checked<W: Write>(
+    reader: impl Read,
+    writer: W,
+    desc: &Descriptor,
+    location: &str,
+) -> Result<W, TransportError> {
+    let expected = digest_of(desc, location)?;
+    let mut hashing = HashingWriter::new(writer);
+    io::copy(&mut reader.take(desc.size() + 1), &mut hashing)
+        .map_err(|e| TransportError::io(format!("{location}: cannot copy {expected}"), e))?;
+    let (actual, size, writer) = hashing.finish();
+    check(desc, &expected, &actual, size, location)?;
+    Ok(writer)
+}
+
+/// Checks bytes already read against their descriptor.
+fn check_bytes(bytes: &[u8], desc: &Descriptor, location: &str) -> Result<(), TransportError> {
+    let expected = digest_of(desc, location)?;
+    check(
+        desc,
+        &expected,
+        &Digest::of(bytes),
+        bytes.len() as u64,
+        location,
+    )
+}
+
+fn check(
+    desc: &Descriptor,
+    expected: &Digest,
+    actual: &Digest,
+    size: u64,
+    location: &str,
+) -> Result<(), TransportError> {
+    check_size(desc, expected, size, location)?;
+    if actual != expected {
+        return Err(TransportError::Mismatch {
+            location: location.to_string(),
+            what: format!("content of {expected}"),
+            expected: expected.to_string(),
+            actual: actual.to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// Checks the number of bytes read (at most one more than expected) of
+/// the blob `expected` against its descriptor.
+fn check_size(
+    desc: &Descriptor,
+    expected: &Digest,
+    size: u64,
+    location: &str,
+) -> Result<(), TransportError> {
+    if size == desc.size() {
+        return Ok(());
+    }
+    Err(TransportError::Mismatch {
+        location: location.to_string(),
+        what: format!("size of {expected}"),
+        expected: desc.size().to_string(),
+        actual: if size > desc.size() {
+            format!("more than {}", desc.size())
+        } else {
+            size.to_string()
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_locations() {
+        let (t, r) = parse_location("oci:/srv/images:localhost:5000/jails/base:14.1").unwrap();
+        assert_eq!(t.describe(), "oci:/srv/images");
+        assert_eq!(r.as_deref(), Some("localhost:5000/jails/base:14.1"));
+        let (t, r) = parse_location("oci-archive:out.tar").unwrap();
+        assert_eq!((t.describe().as_str(), r), ("oci-archive:out.tar", None));
+        let err = parse_location("docker://ghcr.io/a/b:1").err().unwrap();
+        assert!(
+            matches!(&err, TransportError::Unsupported(m) if m.contains("registry support")),
+            "{err}"
+        );
+        for bad in [
+            "",
+            "oci",
+            "oci:",
+            "tar:x",
+            "dir:/x",
+            "oci:/x:bad ref",
+            "oci:/x:",
+        ] {
+            assert!(parse_location(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn copy_checked_refuses_wrong_size_and_content() {
+        let desc = |bytes: &[u8], size| {
+            Descriptor::new(
+                oci_spec::image::MediaType::ImageLayer,
+                size,
+                crate::store::oci_digest(&Digest::of(bytes)),
+            )
+        };
+        assert!(copy_checked(&b"abc"[..], Vec::new(), &desc(b"abc", 3), "t").is_ok());
+        let long = copy_checked(&b"abcd"[..], Vec::new(), &desc(b"abc", 3), "t").unwrap_err();
+        assert!(matches!(long, TransportError::Mismatch { .. }), "{long}");
+        let short = copy_checked(&b"ab"[..], Vec::new(), &desc(b"abc", 3), "t").unwrap_err();
+        assert!(matches!(short, TransportError::Mismatch { .. }), "{short}");
+        let other = copy_checked(&b"abd"[..], Vec::new(), &desc(b"abc", 3), "t").unwrap_err();
+        assert!(other.to_string().contains("content"), "{other}");
+    }
+}

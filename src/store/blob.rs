@@ -1,0 +1,229 @@
+//! Blobs: written to a temporary file, checked, then renamed into place.
+
+use std::fs::{self, File};
+use std::io::{self, BufWriter, Read, Write};
+use std::path::PathBuf;
+
+use tempfile::NamedTempFile;
+
+use super::{Store, StoreError};
+use crate::digest::{Digest, HashingReader, HashingWriter};
+use crate::fsutil::sync_dir;
+
+/// A blob being written. Bytes are hashed as they pass; [`commit`] makes the
+/// blob visible under its digest, and dropping the writer without committing
+/// removes the temporary file.
+///
+/// [`commit`]: BlobWriter::commit
+pub struct BlobWriter {
+    blobs_dir: PathBuf,
+    inner: HashingWriter<BufWriter<NamedTempFile>>,
+}
+
+impl Write for BlobWriter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.inner.write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+impl BlobWriter {
+    /// Finishes the blob: fsync, check against `expected` (if given), rename
+    /// to `blobs/sha256/<hex>` and fsync the directory. If the store already
+    /// has the blob, ours is discarded (the content is the same). On a
+    /// mismatch nothing is left behind.
+    pub fn commit(self, expected: Option<&Digest>) -> Result<(Digest, u64), StoreError> {
+        let (digest, size, buffered) = self.inner.finish();
+        let tmp = buffered
+            .into_inner()
+            .map_err(|e| StoreError::io("cannot write a blob to the store", e.into_error()))?;
+        if let Some(expected) = expected {
+            if *expected != digest {
+                return Err(StoreError::DigestMismatch {
+                    expected: expected.clone(),
+                    actual: digest,
+                    size,
+                });
+            }
+        }
+        let target = self.blobs_dir.join(digest.hex());
+        if target.is_file() {
+            return Ok((digest, size));
+        }
+        tmp.as_file()
+            .sync_all()
+            .map_err(|e| StoreError::io(format!("cannot write {}", tmp.path().display()), e))?;
+        fs::create_dir_all(&self.blobs_dir).map_err(|e| {
+            StoreError::io(format!("cannot create {}", self.blobs_dir.display()), e)
+        })?;
+        tmp.persist(&target).map_err(|e| {
+            StoreError::io(
+                format!("cannot move a blob into {}", target.display()),
+                e.error,
+            )
+        })?;
+        sync_dir(&self.blobs_dir)
+            .map_err(|e| StoreError::io(format!("cannot sync {}", self.blobs_dir.display()), e))?;
+        Ok((digest, size))
+    }
+}
+
+impl Store {
+    /// Whether the store has the blob `d`.
+    pub fn has_blob(&self, d: &Digest) -> bool {
+        self.blob_path(d).is_file()
+    }
+
+    /// A writer for a new blob, in a temporary file under `.jbuild/tmp/`.
+    pub fn blob_writer(&self) -> Result<BlobWriter, StoreError> {
+        let dir = self.private_dir("tmp")?;
+        let tmp = tempfile::Builder::new()
+            .prefix("blob-")
+            .tempfile_in(&dir)
+            .map_err(|e| {
+                StoreError::io(
+                    format!("cannot create a temporary file in {}", dir.display()),
+                    e,
+                )
+            })?;
+        Ok(BlobWriter {
+            blobs_dir: self.root.join("blobs/sha256"),
+            inner: HashingWriter::new(BufWriter::with_capacity(256 * 1024, tmp)),
+        })
+    }
+
+    /// Stores `bytes` as a blob.
+    pub fn put_bytes(&self, bytes: &[u8]) -> Result<(Digest, u64), StoreError> {
+        let mut w = self.blob_writer()?;
+        w.write_all(bytes)
+            .map_err(|e| StoreError::io("cannot write a blob to the store", e))?;
+        w.commit(None)
+    }
+
+    /// Reads a whole blob that is at most `max` bytes (a manifest, a
+    /// config), checking it against its digest.
+    pub fn read_blob(&self, d: &Digest, max: u64) -> Result<Vec<u8>, StoreError> {
+        let file = self.open_blob(d)?;
+        let path = self.blob_path(d);
+        let size = file
+            .metadata()
+            .map_err(|e| StoreError::io(format!("cannot read {}", path.display()), e))?
+            .len();
+        if size > max {
+            return Err(StoreError::TooLarge {
+                digest: d.clone(),
+                size,
+                max,
+            });
+        }
+        let mut reader = HashingReader::new(file.take(max + 1));
+        let mut bytes = Vec::with_capacity(size as usize);
+        reader
+            .read_to_end(&mut bytes)
+            .map_err(|e| StoreError::io(format!("cannot read {}", path.display()), e))?;
+        let (actual, n, _) = reader.finish();
+        if n > max {
+            return Err(StoreError::TooLarge {
+                digest: d.clone(),
+                size: n,
+                max,
+            });
+        }
+        if actual != *d {
+            return Err(StoreError::Corrupt {
+                path,
+                reason: format!("its content has digest {actual}, not the one it is named by"),
+            });
+        }
+        Ok(bytes)
+    }
+
+    /// Opens a blob for streaming. The caller checks the digest if the bytes
+    /// leave the store (the transports do).
+    pub fn open_blob(&self, d: &Digest) -> Result<File, StoreError> {
+        let path = self.blob_path(d);
+        File::open(&path).map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound => StoreError::BlobNotFound {
+                digest: d.clone(),
+                path,
+            },
+            _ => StoreError::io(format!("cannot open {}", path.display()), e),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tmp_files(s: &Store) -> usize {
+        fs::read_dir(s.path().join(".jbuild/tmp")).map_or(0, |d| d.count())
+    }
+
+    #[test]
+    fn put_and_read() {
+        let t = tempfile::tempdir().unwrap();
+        let s = Store::open(t.path()).unwrap();
+        let (d, n) = s.put_bytes(b"hello").unwrap();
+        assert_eq!((d.clone(), n), (Digest::of(b"hello"), 5));
+        assert!(s.has_blob(&d));
+        assert_eq!(s.read_blob(&d, 5).unwrap(), b"hello");
+        assert!(matches!(
+            s.read_blob(&d, 4),
+            Err(StoreError::TooLarge { .. })
+        ));
+        assert_eq!(
+            s.put_bytes(b"hello").unwrap(),
+            (d.clone(), 5),
+            "writing it again is fine"
+        );
+        let mut f = s.open_blob(&d).unwrap();
+        let mut back = String::new();
+        f.read_to_string(&mut back).unwrap();
+        assert_eq!(back, "hello");
+        assert_eq!(tmp_files(&s), 0);
+
+        let missing = Digest::of(b"nope");
+        assert!(!s.has_blob(&missing));
+        assert!(matches!(
+            s.read_blob(&missing, 10),
+            Err(StoreError::BlobNotFound { .. })
+        ));
+    }
+
+    #[test]
+    fn mismatch_is_refused_and_leaves_nothing() {
+        let t = tempfile::tempdir().unwrap();
+        let s = Store::open(t.path()).unwrap();
+        let mut w = s.blob_writer().unwrap();
+        w.write_all(b"evil").unwrap();
+        let expected = Digest::of(b"good");
+        let err = w.commit(Some(&expected)).unwrap_err();
+        assert!(matches!(err, StoreError::DigestMismatch { .. }), "{err}");
+        assert!(!s.has_blob(&expected) && !s.has_blob(&Digest::of(b"evil")));
+        assert_eq!(tmp_files(&s), 0);
+        assert_eq!(
+            fs::read_dir(t.path().join("blobs/sha256")).unwrap().count(),
+            0
+        );
+
+        let mut w = s.blob_writer().unwrap();
+        w.write_all(b"abandoned").unwrap();
+        drop(w);
+        assert_eq!(tmp_files(&s), 0);
+    }
+
+    #[test]
+    fn corrupt_blob_is_detected_on_read() {
+        let t = tempfile::tempdir().unwrap();
+        let s = Store::open(t.path()).unwrap();
+        let (d, _) = s.put_bytes(b"{}").unwrap();
+        fs::write(s.blob_path(&d), b"[]").unwrap();
+        assert!(matches!(
+            s.read_blob(&d, 100),
+            Err(StoreError::Corrupt { .. })
+        ));
+    }
+}

@@ -1,0 +1,221 @@
+//! Opening a layout directory, and creating one where there is none.
+
+use std::fs;
+use std::path::Path;
+
+use oci_spec::image::{ImageIndexBuilder, MediaType};
+
+use super::json::canonical_json;
+use super::{Store, StoreError};
+use crate::fsutil::write_atomic;
+
+const LAYOUT_FILE: &str = "oci-layout";
+const LAYOUT_JSON: &[u8] = br#"{"imageLayoutVersion":"1.0.0"}"#;
+
+/// What a directory may hold when an earlier `Store::open` was interrupted
+/// while creating the layout: `oci-layout` is written last, so these
+/// (with `blobs/` still empty) are the only traces that can exist without it.
+const CREATION_LEFTOVERS: &[&str] = &["blobs", "index.json", ".jbuild"];
+
+impl Store {
+    /// Opens the layout at `dir`, creating it (and `dir`) if there is
+    /// nothing there yet. A directory that holds something other than an
+    /// OCI layout is refused, never written into.
+    pub fn open(dir: &Path) -> Result<Store, StoreError> {
+        let store = Store {
+            root: dir.to_path_buf(),
+        };
+        match fs::metadata(dir) {
+            Ok(m) if !m.is_dir() => return Err(store.not_a_layout("it is not a directory")),
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                fs::create_dir_all(dir)
+                    .map_err(|e| StoreError::io(format!("cannot create {}", dir.display()), e))?;
+            }
+            Err(e) => return Err(StoreError::io(format!("cannot read {}", dir.display()), e)),
+        }
+        let has_layout = dir
+            .join(LAYOUT_FILE)
+            .try_exists()
+            .map_err(|e| StoreError::io(format!("cannot read {}", dir.display()), e))?;
+        if !has_layout {
+            store.check_creatable()?;
+            store.create_layout()?;
+        }
+        store.check_layout()?;
+        Ok(store)
+    }
+
+    /// Opens the layout at `dir`, which must exist. Opening never writes.
+    pub fn open_existing(dir: &Path) -> Result<Store, StoreError> {
+        let store = Store {
+            root: dir.to_path_buf(),
+        };
+        store.check_layout()?;
+        Ok(store)
+    }
+
+    fn not_a_layout(&self, reason: impl Into<String>) -> StoreError {
+        StoreError::NotALayout {
+            path: self.root.clone(),
+            reason: reason.into(),
+        }
+    }
+
+    /// Refuses a directory with anything in it that an interrupted creation
+    /// could not have left.
+    fn check_creatable(&self) -> Result<(), StoreError> {
+        let read_err = |e| StoreError::io(format!("cannot read {}", self.root.display()), e);
+        for entry in fs::read_dir(&self.root).map_err(read_err)? {
+            let name = entry.map_err(read_err)?.file_name();
+            let name = name.to_string_lossy();
+            if !(CREATION_LEFTOVERS.contains(&name.as_ref()) || name.starts_with(".tmp-")) {
+                return Err(self.not_a_layout(format!(
+                    "it is not empty (has `{name}`) and has no oci-layout file"
+                )));
+            }
+        }
+        let blobs = self.root.join("blobs/sha256");
+        if fs::read_dir(&blobs).is_ok_and(|mut d| d.next().is_some()) {
+            return Err(self.not_a_layout("it has blobs but no oci-layout file"));
+        }
+        Ok(())
+    }
+
+    fn create_layout(&self) -> Result<(), StoreError> {
+        let blobs = self.root.join("blobs/sha256");
+        fs::create_dir_all(&blobs)
+            .map_err(|e| StoreError::io(format!("cannot create {}", blobs.display()), e))?;
+        let index = ImageIndexBuilder::default()
+            .schema_version(2u32)
+            .media_type(MediaType::ImageIndex)
+            .manifests(vec![])
+            .build()
+            .expect("an empty index is valid");
+        for (name, bytes) in [
+            ("index.json", canonical_json(&index)),
+            (LAYOUT_FILE, LAYOUT_JSON.to_vec()),
+        ] {
+            let path = self.root.join(name);
+            write_atomic(&path, &bytes)
+                .map_err(|e| StoreError::io(format!("cannot write {}", path.display()), e))?;
+        }
+        Ok(())
+    }
+
+    /// A layout has a readable `oci-layout` of version 1.x and a readable
+    /// `index.json`.
+    fn check_layout(&self) -> Result<(), StoreError> {
+        match fs::metadata(&self.root) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return Err(self.not_a_layout("it is not a directory")),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(self.not_a_layout("it does not exist"))
+            }
+            Err(e) => {
+                return Err(StoreError::io(
+                    format!("cannot read {}", self.root.display()),
+                    e,
+                ))
+            }
+        }
+        let path = self.root.join(LAYOUT_FILE);
+        let bytes = match fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(self.not_a_layout("it has no oci-layout file"));
+            }
+            Err(e) => return Err(StoreError::io(format!("cannot read {}", path.display()), e)),
+        };
+        #[derive(serde::Deserialize)]
+        struct Layout {
+            #[serde(rename = "imageLayoutVersion")]
+            version: String,
+        }
+        let layout: Layout = serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
+        if !layout.version.starts_with("1.") {
+            return Err(self.not_a_layout(format!(
+                "layout version {} is not supported (1.x is)",
+                layout.version
+            )));
+        }
+        self.read_index().map(drop)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn creates_and_reopens() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("a/b/store");
+        let s = Store::open(&dir).unwrap();
+        assert_eq!(fs::read(dir.join("oci-layout")).unwrap(), LAYOUT_JSON);
+        assert!(dir.join("blobs/sha256").is_dir());
+        assert!(s.list().unwrap().is_empty());
+        assert!(
+            !dir.join(".jbuild").exists(),
+            "opening does not create jbuild's directory"
+        );
+        let before = fs::read(dir.join("index.json")).unwrap();
+        Store::open(&dir).unwrap();
+        Store::open_existing(&dir).unwrap();
+        assert_eq!(fs::read(dir.join("index.json")).unwrap(), before);
+    }
+
+    #[test]
+    fn refuses_what_is_not_a_layout() {
+        let t = tempfile::tempdir().unwrap();
+        fs::write(t.path().join("notes.txt"), "mine").unwrap();
+        let err = Store::open(t.path()).unwrap_err();
+        assert!(matches!(err, StoreError::NotALayout { .. }), "{err}");
+        assert!(err.to_string().contains("notes.txt"), "{err}");
+        assert!(!t.path().join("oci-layout").exists());
+
+        let file = t.path().join("notes.txt");
+        assert!(matches!(
+            Store::open(&file),
+            Err(StoreError::NotALayout { .. })
+        ));
+        assert!(matches!(
+            Store::open_existing(&t.path().join("none")),
+            Err(StoreError::NotALayout { .. })
+        ));
+
+        let v2 = t.path().join("v2");
+        fs::create_dir(&v2).unwrap();
+        fs::write(v2.join("oci-layout"), r#"{"imageLayoutVersion":"2.0.0"}"#).unwrap();
+        assert!(matches!(
+            Store::open(&v2),
+            Err(StoreError::NotALayout { .. })
+        ));
+    }
+
+    #[test]
+    fn finishes_an_interrupted_creation() {
+        let t = tempfile::tempdir().unwrap();
+        fs::create_dir_all(t.path().join("blobs/sha256")).unwrap();
+        fs::write(t.path().join("index.json"), "{").unwrap();
+        Store::open(t.path()).unwrap();
+        assert!(t.path().join("oci-layout").exists());
+    }
+
+    #[test]
+    fn corrupt_index_is_reported_not_replaced() {
+        let t = tempfile::tempdir().unwrap();
+        Store::open(t.path()).unwrap();
+        fs::write(t.path().join("index.json"), b"{\"schemaVersion\":2,\"manif").unwrap();
+        let err = Store::open(t.path()).unwrap_err();
+        assert!(matches!(err, StoreError::Corrupt { .. }), "{err}");
+        assert!(err.to_string().contains("index.json"), "{err}");
+        assert_eq!(
+            fs::read(t.path().join("index.json")).unwrap(),
+            b"{\"schemaVersion\":2,\"manif"
+        );
+    }
+}

@@ -1,0 +1,75 @@
+//! Locks between processes sharing one store.
+//!
+//! Two lock files live in the store's private `.jbuild/` directory, each
+//! taken with `flock(2)` (released by the kernel when a process dies, so a
+//! killed jbuild never leaves the store locked):
+//!
+//! - `.jbuild/index.lock`, exclusive, held only for one read-modify-write of
+//!   `index.json` ([`Store::update_index`], `tag`, `untag`). Readers take no
+//!   lock: `index.json` is only ever replaced by an atomic rename.
+//! - `.jbuild/lock`, the [`StoreLock`]: *shared* by anyone adding content
+//!   whose blobs are not reachable from `index.json` yet (a build, a pull: from
+//!   the first blob written until the image is tagged), *exclusive* for
+//!   removing content ([`Store::prune`]), so garbage collection never deletes
+//!   a blob that is about to be tagged.
+//!
+//! Lock order: a `StoreLock` first, the index lock inside it. The index lock
+//! is taken and released within one `Store` call and never held while taking
+//! a `StoreLock`, so a process holding a `StoreLock` (of either kind) can tag.
+//! Blob writes need neither: they go to a temporary file and are renamed in.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::path::Path;
+
+use nix::errno::Errno;
+use nix::fcntl::{Flock, FlockArg};
+
+use super::{Store, StoreError};
+
+/// A held [`StoreLock`] (see the module docs). Released on drop.
+#[derive(Debug)]
+pub struct StoreLock {
+    _lock: Flock<File>,
+}
+
+impl StoreLock {
+    /// Waits for and takes the store lock exclusively: no one else is adding
+    /// content. Hold it to remove blobs.
+    pub fn exclusive(store: &Store) -> Result<StoreLock, StoreError> {
+        store
+            .lock_file("lock", true)
+            .map(|l| StoreLock { _lock: l })
+    }
+
+    /// Waits for and takes the store lock shared: content this process adds
+    /// is safe from garbage collection until it is tagged.
+    pub fn shared(store: &Store) -> Result<StoreLock, StoreError> {
+        store
+            .lock_file("lock", false)
+            .map(|l| StoreLock { _lock: l })
+    }
+}
+
+/// Opens (creating) `path` and takes a `flock` on it, waiting as long as it
+/// takes.
+pub(crate) fn flock(path: &Path, exclusive: bool) -> io::Result<Flock<File>> {
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)?;
+    let arg = if exclusive {
+        FlockArg::LockExclusive
+    } else {
+        FlockArg::LockShared
+    };
+    loop {
+        match Flock::lock(file, arg) {
+            Ok(lock) => return Ok(lock),
+            Err((f, Errno::EINTR)) => file = f,
+            Err((_, errno)) => return Err(io::Error::from(errno)),
+        }
+    }
+}

@@ -1,0 +1,266 @@
+//! `oci:DIR`: an OCI image layout directory — jbuild's own store, or one
+//! skopeo, umoci or another jbuild wrote.
+
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use async_trait::async_trait;
+use oci_spec::image::Descriptor;
+
+use super::{
+    blocking, check_bytes, check_size, copy_checked, digest_of, ManifestRole, Transport,
+    TransportError,
+};
+use crate::store::json::MAX_MANIFEST_SIZE;
+use crate::store::{Store, StoreError, StoreLock};
+
+/// An OCI layout directory as a transport. Reading never changes the
+/// directory; the first write creates the layout if there is none.
+#[derive(Clone)]
+pub struct LayoutTransport(Arc<Inner>);
+
+struct Inner {
+    dir: PathBuf,
+    store: OnceLock<Store>,
+    /// A shared [`StoreLock`] from the first push to `finish`, so a prune
+    /// running meanwhile cannot remove blobs not yet named by `index.json`.
+    writing: Mutex<Option<StoreLock>>,
+}
+
+impl LayoutTransport {
+    pub fn new(dir: PathBuf) -> LayoutTransport {
+        LayoutTransport(Arc::new(Inner {
+            dir,
+            store: OnceLock::new(),
+            writing: Mutex::new(None),
+        }))
+    }
+
+    /// The layout of an open store (jbuild's own).
+    pub fn from_store(store: Store) -> LayoutTransport {
+        let t = LayoutTransport::new(store.path().to_path_buf());
+        let _ = t.0.store.set(store);
+        t
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0.dir
+    }
+
+    async fn run<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Inner) -> Result<T, TransportError> + Send + 'static,
+    ) -> Result<T, TransportError> {
+        let inner = self.0.clone();
+        blocking(move || f(&inner)).await
+    }
+}
+
+/// What `index.json` gets for a pushed manifest ([`ManifestRole`], owned).
+enum Record {
+    Child,
+    Tag(String),
+    Untagged,
+}
+
+impl Inner {
+    fn location(&self) -> String {
+        format!("oci:{}", self.dir.display())
+    }
+
+    fn store(&self, create: bool) -> Result<Store, TransportError> {
+        if let Some(s) = self.store.get() {
+            return Ok(s.clone());
+        }
+        let store = if create {
+            Store::open(&self.dir)?
+        } else {
+            Store::open_existing(&self.dir)?
+        };
+        Ok(self.store.get_or_init(|| store).clone())
+    }
+
+    /// The store, opened (or created) for writing under the shared lock.
+    fn writable(&self) -> Result<Store, TransportError> {
+        let store = self.store(true)?;
+        let mut writing = self.writing.lock().unwrap_or_else(|e| e.into_inner());
+        if writing.is_none() {
+            *writing = Some(StoreLock::shared(&store)?);
+        }
+        Ok(store)
+    }
+
+    fn resolve(&self, reference: &str) -> Result<Descriptor, TransportError> {
+        let store = self.store(false)?;
+        if reference.is_empty() {
+            let mut all = store.list()?;
+            return match all.len() {
+                1 => Ok(all.remove(0).1),
+                n => Err(TransportError::Invalid {
+                    location: self.location(),
+                    what: "the reference".into(),
+                    reason: format!("none was given, and the layout holds {n} images, not one"),
+                }),
+            };
+        }
+        store
+            .resolve(reference)?
+            .ok_or_else(|| TransportError::NotFound {
+                location: self.location(),
+                reference: reference.to_string(),
+            })
+    }
+
+    fn fetch_manifest(&self, desc: &Descriptor) -> Result<Vec<u8>, TransportError> {
+        if desc.size() > MAX_MANIFEST_SIZE {
+            return Err(TransportError::TooLarge {
+                location: self.location(),
+                what: format!("manifest {}", desc.digest()),
+                size: desc.size(),
+                max: MAX_MANIFEST_SIZE,
+            });
+        }
+        let file = self
+            .store(false)?
+            .open_blob(&digest_of(desc, &self.location())?)?;
+        copy_checked(
+            file,
+            Vec::with_capacity(desc.size() as usize),
+            desc,
+            &self.location(),
+        )
+    }
+
+    fn has_blob(&self, desc: &Descriptor) -> Result<bool, TransportError> {
+        let path = self
+            .store(true)?
+            .blob_path(&digest_of(desc, &self.location())?);
+        Ok(std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() == desc.size()))
+    }
+
+    fn fetch_blob(&self, desc: &Descriptor, dest: &Path) -> Result<(), TransportError> {
+        let src = self
+            .store(false)?
+            .open_blob(&digest_of(desc, &self.location())?)?;
+        let out = File::create(dest)
+            .map_err(|e| TransportError::io(format!("cannot create {}", dest.display()), e))?;
+        let mut out = copy_checked(src, io::BufWriter::new(out), desc, &self.location())?;
+        out.flush()
+            .map_err(|e| TransportError::io(format!("cannot write {}", dest.display()), e))
+    }
+
+    fn push_blob(&self, desc: &Descriptor, src: &Path) -> Result<(), TransportError> {
+        let store = self.writable()?;
+        let digest = digest_of(desc, &self.location())?;
+        if self.has_blob(desc)? {
+            return Ok(());
+        }
+        let file = File::open(src)
+            .map_err(|e| TransportError::io(format!("cannot open {}", src.display()), e))?;
+        let mut writer = store.blob_writer()?;
+        // The blob writer hashes; here only the size is checked on the way.
+        let n = io::copy(&mut file.take(desc.size() + 1), &mut writer).map_err(|e| {
+            TransportError::io(format!("{}: cannot write {digest}", self.location()), e)
+        })?;
+        check_size(desc, &digest, n, &self.location())?;
+        writer
+            .commit(Some(&digest))
+            .map(drop)
+            .map_err(|e| self.mismatch(e))
+    }
+
+    fn push_manifest(
+        &self,
+        bytes: &[u8],
+        desc: &Descriptor,
+        record: Record,
+    ) -> Result<(), TransportError> {
+        check_bytes(bytes, desc, &self.location())?;
+        let store = self.writable()?;
+        let mut writer = store.blob_writer()?;
+        writer.write_all(bytes).map_err(|e| {
+            TransportError::io(format!("{}: cannot write a manifest", self.location()), e)
+        })?;
+        writer
+            .commit(Some(&digest_of(desc, &self.location())?))
+            .map_err(|e| self.mismatch(e))?;
+        match record {
+            Record::Child => Ok(()),
+            Record::Tag(tag) => Ok(store.tag_ref(&tag, desc)?),
+            Record::Untagged => Ok(store.add_untagged(desc)?),
+        }
+    }
+
+    fn mismatch(&self, e: StoreError) -> TransportError {
+        match e {
+            StoreError::DigestMismatch {
+                expected, actual, ..
+            } => TransportError::Mismatch {
+                location: self.location(),
+                what: format!("content of {expected}"),
+                expected: expected.to_string(),
+                actual: actual.to_string(),
+            },
+            other => other.into(),
+        }
+    }
+}
+
+#[async_trait]
+impl Transport for LayoutTransport {
+    fn describe(&self) -> String {
+        self.0.location()
+    }
+
+    async fn resolve(&self, reference: &str) -> Result<Descriptor, TransportError> {
+        let reference = reference.to_string();
+        self.run(move |i| i.resolve(&reference)).await
+    }
+
+    async fn fetch_manifest(&self, desc: &Descriptor) -> Result<Vec<u8>, TransportError> {
+        let desc = desc.clone();
+        self.run(move |i| i.fetch_manifest(&desc)).await
+    }
+
+    async fn has_blob(&self, desc: &Descriptor) -> Result<bool, TransportError> {
+        let desc = desc.clone();
+        self.run(move |i| i.has_blob(&desc)).await
+    }
+
+    async fn fetch_blob(&self, desc: &Descriptor, dest: &Path) -> Result<(), TransportError> {
+        let (desc, dest) = (desc.clone(), dest.to_path_buf());
+        self.run(move |i| i.fetch_blob(&desc, &dest)).await
+    }
+
+    async fn push_blob(&self, desc: &Descriptor, src: &Path) -> Result<(), TransportError> {
+        let (desc, src) = (desc.clone(), src.to_path_buf());
+        self.run(move |i| i.push_blob(&desc, &src)).await
+    }
+
+    async fn push_manifest(
+        &self,
+        bytes: &[u8],
+        desc: &Descriptor,
+        role: ManifestRole<'_>,
+    ) -> Result<(), TransportError> {
+        let (bytes, desc) = (bytes.to_vec(), desc.clone());
+        let record = match role {
+            ManifestRole::Child => Record::Child,
+            ManifestRole::Root { tag: Some(tag) } => Record::Tag(tag.to_string()),
+            ManifestRole::Root { tag: None } => Record::Untagged,
+        };
+        self.run(move |i| i.push_manifest(&bytes, &desc, record))
+            .await
+    }
+
+    async fn finish(&self) -> Result<(), TransportError> {
+        self.0
+            .writing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        Ok(())
+    }
+}
