@@ -17,6 +17,11 @@
 pub mod freebsd;
 #[cfg(target_os = "linux")]
 pub mod linux;
+pub mod output;
+#[cfg(unix)]
+mod prepare;
+#[cfg(unix)]
+pub mod user;
 
 use std::path::Path;
 
@@ -94,7 +99,11 @@ impl std::fmt::Display for Outcome {
 #[derive(Debug, thiserror::Error)]
 pub enum ExecError {
     #[error("cannot run `{program}` in {root}: {reason}")]
-    Spawn { program: String, root: String, reason: String },
+    Spawn {
+        program: String,
+        root: String,
+        reason: String,
+    },
     #[error("user `{0}` is not in the root's /etc/passwd (give a numeric uid, or create the user first)")]
     UnknownUser(String),
     #[error("group `{0}` is not in the root's /etc/group")]
@@ -107,6 +116,10 @@ pub enum ExecError {
     },
     #[error("this host cannot run build steps: {0}")]
     Unsupported(String),
+    /// The spec itself is wrong (a malformed user, a forbidden jail
+    /// parameter, a NUL byte in an argument...); nothing was run.
+    #[error("{0}")]
+    Invalid(String),
 }
 
 /// Runs one step's process confined to a root. See the module docs.
@@ -117,7 +130,12 @@ pub trait Executor: Send + Sync {
     /// Runs `spec` in `root` and waits for it. An `Err` means the process
     /// could not be run at all; a process that ran and failed is `Ok` with
     /// its [`Outcome`].
-    fn run(&self, root: &Path, spec: &RunSpec, out: &mut dyn OutputSink) -> Result<Outcome, ExecError>;
+    fn run(
+        &self,
+        root: &Path,
+        spec: &RunSpec,
+        out: &mut dyn OutputSink,
+    ) -> Result<Outcome, ExecError>;
 }
 
 /// The executor for this host, or why there is none.
@@ -132,6 +150,8 @@ pub fn host_executor() -> Result<Box<dyn Executor>, ExecError> {
     }
     #[cfg(not(any(target_os = "linux", target_os = "freebsd")))]
     {
-        Err(ExecError::Unsupported("RUN and PKG need FreeBSD or Linux".into()))
+        Err(ExecError::Unsupported(
+            "RUN and PKG need FreeBSD or Linux".into(),
+        ))
     }
 }
