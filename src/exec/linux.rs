@@ -39,18 +39,16 @@
 mod child;
 
 use std::ffi::CString;
-use std::fs;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
 
 use self::child::{BindPlan, ChildPlan, DevPlan};
 use super::prepare::{self, MountPoints};
 use super::user::{resolve_user, Identity};
 use super::*;
-use crate::fsutil::resolve_in_root;
 
 /// Runs steps in Linux namespaces with `chroot`. Needs root.
 #[derive(Debug, Default)]
@@ -152,16 +150,7 @@ impl Executor for LinuxExecutor {
                 },
             }
         })();
-        match (result, points.cleanup()) {
-            (Ok(outcome), Ok(())) => Ok(outcome),
-            (Ok(_), Err(e)) => Err(e),
-            (Err(e), cleanup) => {
-                if let Err(c) = cleanup {
-                    tracing::warn!("{c}");
-                }
-                Err(e)
-            }
-        }
+        prepare::finish(result, points.cleanup())
     }
 }
 
@@ -189,13 +178,7 @@ fn plan(
     cwd: &str,
     points: &mut MountPoints,
 ) -> Result<(ChildPlan, Vec<String>), ExecError> {
-    let inside = |p: &str| {
-        resolve_in_root(root, Path::new(p), true).map_err(|source| ExecError::Io {
-            context: format!("cannot resolve {p} in {}", root.display()),
-            source,
-        })
-    };
-
+    let inside = |p: &str| prepare::inside(root, p);
     let proc_dir = inside("/proc")?;
     points.dir(&proc_dir)?;
     let dev_dir = inside("/dev")?;
@@ -226,41 +209,20 @@ fn plan(
         shm: in_dev("shm")?,
     };
 
-    let mut mounts: Vec<(PathBuf, String, bool)> = spec
-        .mounts
-        .iter()
-        .map(|m| (m.host.clone(), m.target.clone(), m.read_only))
-        .collect();
-    if spec.network
-        && fs::metadata(inside("/etc")?).is_ok_and(|m| m.is_dir())
-        && Path::new("/etc/resolv.conf").exists()
-    {
-        mounts.push(("/etc/resolv.conf".into(), "/etc/resolv.conf".into(), true));
-    }
     let mut binds = Vec::new();
     let mut names = Vec::new();
-    for (host, target, read_only) in mounts {
-        let meta = fs::metadata(&host).map_err(|source| ExecError::Io {
-            context: format!("cannot bind-mount {} into the step", host.display()),
-            source,
-        })?;
-        let at = inside(&target)?;
-        if meta.is_dir() {
-            points.dir(&at)?;
-        } else {
-            points.file(&at)?;
-        }
-        let read_only = if read_only {
-            Some(mount_flags_to_keep(&host)?)
+    for m in prepare::plan_mounts(root, spec, points)? {
+        let read_only = if m.read_only {
+            Some(mount_flags_to_keep(&m.host)?)
         } else {
             None
         };
         binds.push(BindPlan {
-            source: cstr(&host)?,
-            target: cstr(&at)?,
+            source: cstr(&m.host)?,
+            target: cstr(&m.at)?,
             read_only,
         });
-        names.push(target);
+        names.push(m.target);
     }
 
     let mut unshare_flags =

@@ -15,6 +15,9 @@
 
 #[cfg(target_os = "freebsd")]
 pub mod freebsd;
+pub mod jail_params;
+#[cfg(unix)]
+pub mod jail_session;
 #[cfg(target_os = "linux")]
 pub mod linux;
 pub mod output;

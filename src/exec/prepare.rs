@@ -173,7 +173,87 @@ pub(crate) fn setup_error(stage: u8, index: u8, errno: i32) -> io::Error {
 /// for an error from `execve`.
 pub(crate) fn decode_setup_error(e: &io::Error) -> Option<(u8, u8, i32)> {
     let code = e.raw_os_error()?;
-    (code >= 1 << 16).then(|| ((code >> 16) as u8, (code >> 8) as u8, code & 0xff))
+    (code >= 1 << 16).then_some(((code >> 16) as u8, (code >> 8) as u8, code & 0xff))
+}
+
+/// A bind (Linux) or nullfs (FreeBSD) mount a step gets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PlannedMount {
+    pub host: PathBuf,
+    /// The target as named inside the root, for messages.
+    pub target: String,
+    /// The target resolved to a host path under the root.
+    pub at: PathBuf,
+    pub read_only: bool,
+}
+
+/// Resolves `path` (named inside the root) to a host path under it.
+pub(crate) fn inside(root: &Path, path: &str) -> Result<PathBuf, ExecError> {
+    resolve_in_root(root, Path::new(path), true).map_err(io_err(format!(
+        "cannot resolve {path} in {}",
+        root.display()
+    )))
+}
+
+/// The step's mounts: `spec.mounts`, then the host's `/etc/resolv.conf`
+/// (read-only, so a step cannot write the host's) when the step has the
+/// network and the root has an `/etc`. Creates their mount points.
+pub(crate) fn plan_mounts(
+    root: &Path,
+    spec: &RunSpec,
+    points: &mut MountPoints,
+) -> Result<Vec<PlannedMount>, ExecError> {
+    let mut wanted: Vec<(PathBuf, String, bool)> = spec
+        .mounts
+        .iter()
+        .map(|m| (m.host.clone(), m.target.clone(), m.read_only))
+        .collect();
+    let resolv = Path::new("/etc/resolv.conf");
+    if spec.network
+        && fs::metadata(inside(root, "/etc")?).is_ok_and(|m| m.is_dir())
+        && resolv.exists()
+    {
+        wanted.push((resolv.into(), "/etc/resolv.conf".into(), true));
+    }
+    let mut planned = Vec::new();
+    for (host, target, read_only) in wanted {
+        let meta = fs::metadata(&host).map_err(io_err(format!(
+            "cannot mount {} into the step",
+            host.display()
+        )))?;
+        let at = inside(root, &target)?;
+        if meta.is_dir() {
+            points.dir(&at)?;
+        } else {
+            points.file(&at)?;
+        }
+        planned.push(PlannedMount {
+            host,
+            target,
+            at,
+            read_only,
+        });
+    }
+    Ok(planned)
+}
+
+/// The result of a run once its cleanup is done: the run's own error
+/// comes first; a cleanup error alone fails the run (the layer would keep
+/// a trace of the executor).
+pub(crate) fn finish<T>(
+    result: Result<T, ExecError>,
+    cleanup: Result<(), ExecError>,
+) -> Result<T, ExecError> {
+    match (result, cleanup) {
+        (Ok(v), Ok(())) => Ok(v),
+        (Ok(_), Err(e)) => Err(e),
+        (Err(e), cleanup) => {
+            if let Err(c) = cleanup {
+                tracing::warn!("{c}");
+            }
+            Err(e)
+        }
+    }
 }
 
 /// Mount points an executor had to create inside the root: removed again
