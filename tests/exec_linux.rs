@@ -166,6 +166,63 @@ fn killed_step_is_signaled() {
     assert_eq!(runner.join().unwrap().unwrap(), Outcome::Signaled(9));
 }
 
+#[test]
+fn ctrl_c_stops_the_step_and_everything_it_started() {
+    let Some(t) = busybox_root() else { return };
+    let marker = format!("jbuild-test-sigint-{}", std::process::id());
+    let root = t.path().to_path_buf();
+    // PID 1 ignores SIGINT; a background child would outlive a naive kill.
+    let s = spec(&format!("sleep 60 & sleep 60; : {marker}"));
+    let runner = std::thread::spawn(move || run(&root, &s).0);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let step = loop {
+        assert!(Instant::now() < deadline, "the step never showed up");
+        if let Some(pid) = find_step(&marker) {
+            break pid;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // The terminal sends SIGINT to the foreground process group: jbuild
+    // (which handles it) and the supervisor, the step's parent.
+    let ns = fs::read_link(format!("/proc/{step}/ns/pid")).unwrap();
+    let status = fs::read_to_string(format!("/proc/{step}/status")).unwrap();
+    let ppid: i32 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("PPid:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(ppid),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    assert_eq!(
+        runner.join().unwrap().unwrap(),
+        Outcome::Signaled(libc_sigint())
+    );
+    // Every process of the step's PID namespace goes (zombies waiting for
+    // the host's init to reap them have no namespace any more).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while in_namespace(&ns) > 0 {
+        assert!(Instant::now() < deadline, "processes of the step survived");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn in_namespace(ns: &Path) -> usize {
+    fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| fs::read_link(e.path().join("ns/pid")).is_ok_and(|l| l == ns))
+        .count()
+}
+
+fn libc_sigint() -> i32 {
+    nix::sys::signal::Signal::SIGINT as i32
+}
+
 fn find_step(marker: &str) -> Option<i32> {
     for e in fs::read_dir("/proc").ok()? {
         let Ok(pid) = e.ok()?.file_name().to_string_lossy().parse::<i32>() else {

@@ -18,7 +18,7 @@
 //!
 //! Decisions:
 //!
-//! - **Ctrl-C.** The supervisor process (see [`child`]) stays in jbuild's
+//! - **Ctrl-C.** The supervisor process (see the `child` module) stays in jbuild's
 //!   process group with default signal handling, so the terminal's
 //!   SIGINT kills it as it kills jbuild; the step dies with it
 //!   (`PR_SET_PDEATHSIG`), and with the step, as PID 1, every process of

@@ -9,9 +9,20 @@
 //! not write (mount points it had to create are removed again).
 //!
 //! Implementations:
-//! - [`linux::LinuxExecutor`]: new mount, PID, UTS, IPC (and, unless the
+//! - `linux::LinuxExecutor` (Linux only): new mount, PID, UTS, IPC (and, unless the
 //!   step asks for the network, network) namespaces, then `chroot`.
-//! - `freebsd::JailExecutor` (FreeBSD only): a jail made with jail(8).
+//! - `freebsd::JailExecutor` (FreeBSD only): a jail made with jail(8),
+//!   the step attached to it with `jail_attach(2)`.
+//!
+//! Around them: [`user`] resolves `USER` (and `COPY --chown`) in the
+//! root's own passwd and group files; [`output`] turns the two output
+//! pipes into lines; [`jail_params`] and [`jail_session`] are the jail's
+//! command lines and its setup/teardown sequence, kept apart from FreeBSD
+//! so they are tested everywhere.
+//!
+//! Both executors answer the same way to a program that is not in the
+//! root: `Ok(Outcome::Exited(127))` with `exec: NAME: not found ...` on
+//! the step's stderr, as a shell does (126 for one that cannot be run).
 
 #[cfg(target_os = "freebsd")]
 pub mod freebsd;
@@ -43,7 +54,7 @@ pub struct RunSpec {
     pub user: Option<String>,
     /// Whether the step may use the host's network.
     pub network: bool,
-    /// The hostname the step sees.
+    /// The hostname the step sees (`localhost` when empty).
     pub hostname: String,
     /// Extra jail(8) parameters from `JAIL` lines (ignored on Linux).
     pub jail_params: Vec<(String, String)>,
