@@ -25,7 +25,7 @@
 
 use std::ffi::CString;
 use std::io;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -130,7 +130,7 @@ impl Executor for JailExecutor {
                                 context: format!("running `{argv0}`"),
                                 source,
                             });
-                    waited.and_then(|status| removed.map(|()| outcome(status)))
+                    waited.and_then(|status| removed.map(|()| prepare::outcome(status)))
                 }
                 _ => Err(spawn_error("the output pipes were not set up".into())),
             },
@@ -149,14 +149,6 @@ impl Executor for JailExecutor {
             },
         };
         prepare::finish(result, session.teardown())
-    }
-}
-
-fn outcome(status: ExitStatus) -> Outcome {
-    match (status.code(), status.signal()) {
-        (Some(code), _) => Outcome::Exited(code),
-        (None, Some(sig)) => Outcome::Signaled(sig),
-        (None, None) => Outcome::Exited(255),
     }
 }
 

@@ -41,9 +41,9 @@ mod child;
 use std::ffi::CString;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{Command, Stdio};
 
 use self::child::{BindPlan, ChildPlan, DevPlan};
 use super::prepare::{self, MountPoints};
@@ -128,7 +128,7 @@ impl Executor for LinuxExecutor {
                                 context: format!("running `{argv0}`"),
                                 source,
                             })?;
-                    Ok(outcome(status))
+                    Ok(prepare::outcome(status))
                 }
                 Err(e) => match prepare::decode_setup_error(&e) {
                     Some((stage, index, errno)) => Err(spawn_error(describe_stage(
@@ -155,14 +155,6 @@ impl Executor for LinuxExecutor {
 }
 
 const NEED_ROOT: &str = "namespaces, mounts and chroot are privileged";
-
-fn outcome(status: ExitStatus) -> Outcome {
-    match (status.code(), status.signal()) {
-        (Some(code), _) => Outcome::Exited(code),
-        (None, Some(sig)) => Outcome::Signaled(sig),
-        (None, None) => Outcome::Exited(255),
-    }
-}
 
 fn cstr(p: &Path) -> Result<CString, ExecError> {
     CString::new(p.as_os_str().as_bytes())

@@ -10,9 +10,11 @@
 use std::fs;
 use std::io;
 use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
+use std::process::ExitStatus;
 
-use super::{ExecError, RunSpec};
+use super::{ExecError, Outcome, RunSpec};
 use crate::fsutil::resolve_in_root;
 
 /// `PATH` when the step's environment has none (FreeBSD's and Linux's
@@ -156,6 +158,15 @@ pub(crate) fn exec_failure(program: &str, errno: i32) -> Option<(i32, String)> {
         libc::EACCES => Some((126, format!("exec: {program}: Permission denied"))),
         libc::ENOEXEC => Some((126, format!("exec: {program}: Exec format error (not a program for this system)"))),
         _ => None,
+    }
+}
+
+/// How a process ended, as an [`Outcome`].
+pub(crate) fn outcome(status: ExitStatus) -> Outcome {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => Outcome::Exited(code),
+        (None, Some(sig)) => Outcome::Signaled(sig),
+        (None, None) => Outcome::Exited(255),
     }
 }
 
