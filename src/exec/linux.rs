@@ -1,21 +1,295 @@
-//! Linux executor (owned by the executor work).
+//! The Linux executor: a step runs as PID 1 of new mount, PID, UTS and IPC
+//! namespaces (and a new network namespace unless it asks for the
+//! network), chrooted into the root. This is what lets the whole build
+//! path run in Linux CI; FreeBSD uses jails.
+//!
+//! What the step sees: `/proc` of its own PID namespace; a tmpfs `/dev`
+//! with `null`, `zero`, `full`, `random`, `urandom`, `tty`, `fd`, the std
+//! streams, `pts` and `shm`; the spec's bind mounts (read-only ones are
+//! remounted read-only; mounts are not recursive); the host's
+//! `/etc/resolv.conf`, read-only, when it has the network and the root
+//! has `/etc`; `lo` up in its own network namespace. Its environment is
+//! exactly `spec.env` plus `PATH` and `HOME` defaults, stdin is
+//! `/dev/null`, umask 022.
+//!
+//! Mount points missing from the root are created for the run and
+//! removed afterwards when empty; the mounts themselves vanish with the
+//! mount namespace when the step's processes are gone.
+//!
+//! Decisions:
+//!
+//! - **Ctrl-C.** The supervisor process (see the `child` module) stays in jbuild's
+//!   process group with default signal handling, so the terminal's
+//!   SIGINT kills it as it kills jbuild; the step dies with it
+//!   (`PR_SET_PDEATHSIG`), and with the step, as PID 1, every process of
+//!   its namespace. The step itself cannot be reached by the SIGINT: PID 1
+//!   ignores signals it has no handler for. The same chain runs when
+//!   jbuild is killed outright. The run then returns
+//!   `Outcome::Signaled(SIGINT)`. Nothing is left running.
+//! - **A missing program** is `Ok(Outcome::Exited(127))` with
+//!   `exec: NAME: not found (searched PATH=...)` on the step's stderr, as a
+//!   shell would do; a program that exists but cannot be executed gives
+//!   126. The step failed, not jbuild: the build reports it like any
+//!   failing RUN, with the line above it.
+//! - **PID 1 is the step** (`echo $$` prints 1, as in BuildKit). So a
+//!   step cannot kill itself with `kill -9 $$` (the kernel ignores it);
+//!   a signal from outside or the kernel (OOM, segfault) is reported as
+//!   `Outcome::Signaled`.
+
+mod child;
+
+use std::ffi::CString;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use self::child::{BindPlan, ChildPlan, DevPlan};
+use super::prepare::{self, MountPoints};
+use super::user::{resolve_user, Identity};
 use super::*;
+
+/// Runs steps in Linux namespaces with `chroot`. Needs root.
+#[derive(Debug, Default)]
 pub struct LinuxExecutor;
+
 impl LinuxExecutor {
     pub fn new() -> Self {
         LinuxExecutor
     }
 }
-impl Default for LinuxExecutor {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+
 impl Executor for LinuxExecutor {
     fn name(&self) -> &'static str {
         "linux-namespaces"
     }
-    fn run(&self, _: &Path, _: &RunSpec, _: &mut dyn OutputSink) -> Result<Outcome, ExecError> {
-        Err(ExecError::Unsupported("the Linux executor is not written yet".into()))
+
+    fn run(
+        &self,
+        root: &Path,
+        spec: &RunSpec,
+        out: &mut dyn OutputSink,
+    ) -> Result<Outcome, ExecError> {
+        prepare::check_spec(spec)?;
+        let root = root.canonicalize().map_err(|source| ExecError::Io {
+            context: format!("the root {} is not usable", root.display()),
+            source,
+        })?;
+        let spawn_error = |reason: String| ExecError::Spawn {
+            program: spec.argv[0].clone(),
+            root: root.display().to_string(),
+            reason,
+        };
+        if !nix::unistd::geteuid().is_root() {
+            return Err(spawn_error(format!(
+                "build steps need root on Linux (run `jbuild` with sudo); {NEED_ROOT}"
+            )));
+        }
+
+        let ident = resolve_user(&root, spec.user.as_deref())?;
+        let env = prepare::step_env(spec, &ident.home);
+        let cwd = prepare::prepare_cwd(&root, &spec.cwd)?;
+        let path = prepare::env_value(&env, "PATH").unwrap_or_default();
+        let argv0 = &spec.argv[0];
+        let Some(program) = prepare::find_program(&root, &cwd, argv0, path)? else {
+            out.line(
+                Stream::Stderr,
+                prepare::not_found_message(argv0, path).as_bytes(),
+            );
+            return Ok(Outcome::Exited(127));
+        };
+
+        let mut points = MountPoints::new(&root);
+        let result = (|| {
+            let (plan, bind_names) = plan(&root, spec, &ident, &cwd, &mut points)?;
+            let mut cmd = Command::new(&program);
+            cmd.arg0(argv0)
+                .args(&spec.argv[1..])
+                .env_clear()
+                .envs(env)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            // SAFETY: `enter` only makes async-signal-safe calls on data
+            // computed before the fork (see the `child` module).
+            unsafe { cmd.pre_exec(move || child::enter(&plan)) };
+            match cmd.spawn() {
+                Ok(mut process) => {
+                    let (Some(stdout), Some(stderr)) =
+                        (process.stdout.take(), process.stderr.take())
+                    else {
+                        return Err(spawn_error("the output pipes were not set up".into()));
+                    };
+                    let status =
+                        output::collect(stdout, stderr, out, move || process.wait(), |_| {})
+                            .and_then(|waited| waited)
+                            .map_err(|source| ExecError::Io {
+                                context: format!("running `{argv0}`"),
+                                source,
+                            })?;
+                    Ok(prepare::outcome(status))
+                }
+                Err(e) => match prepare::decode_setup_error(&e) {
+                    Some((stage, index, errno)) => Err(spawn_error(describe_stage(
+                        stage,
+                        index,
+                        errno,
+                        &bind_names,
+                    ))),
+                    None => match e
+                        .raw_os_error()
+                        .and_then(|errno| prepare::exec_failure(&program, errno))
+                    {
+                        Some((code, message)) => {
+                            out.line(Stream::Stderr, message.as_bytes());
+                            Ok(Outcome::Exited(code))
+                        }
+                        None => Err(spawn_error(e.to_string())),
+                    },
+                },
+            }
+        })();
+        prepare::finish(result, points.cleanup())
+    }
+}
+
+const NEED_ROOT: &str = "namespaces, mounts and chroot are privileged";
+
+fn cstr(p: &Path) -> Result<CString, ExecError> {
+    CString::new(p.as_os_str().as_bytes())
+        .map_err(|_| ExecError::Invalid(format!("path {} contains a NUL byte", p.display())))
+}
+
+/// Computes everything the child needs and creates the mount points.
+/// Returns the plan and the names of the bind mounts, for messages.
+fn plan(
+    root: &Path,
+    spec: &RunSpec,
+    ident: &Identity,
+    cwd: &str,
+    points: &mut MountPoints,
+) -> Result<(ChildPlan, Vec<String>), ExecError> {
+    let inside = |p: &str| prepare::inside(root, p);
+    let proc_dir = inside("/proc")?;
+    points.dir(&proc_dir)?;
+    let dev_dir = inside("/dev")?;
+    points.dir(&dev_dir)?;
+    let in_dev = |name: &str| cstr(&dev_dir.join(name));
+    let mut nodes = Vec::new();
+    for name in ["null", "zero", "full", "random", "urandom", "tty"] {
+        let host = Path::new("/dev").join(name);
+        if host.exists() {
+            nodes.push((cstr(&host)?, in_dev(name)?));
+        }
+    }
+    let mut links = Vec::new();
+    for (target, name) in [
+        ("/proc/self/fd", "fd"),
+        ("/proc/self/fd/0", "stdin"),
+        ("/proc/self/fd/1", "stdout"),
+        ("/proc/self/fd/2", "stderr"),
+    ] {
+        links.push((cstr(Path::new(target))?, in_dev(name)?));
+    }
+    let dev = DevPlan {
+        dir: cstr(&dev_dir)?,
+        nodes,
+        links,
+        pts: in_dev("pts")?,
+        ptmx: in_dev("ptmx")?,
+        shm: in_dev("shm")?,
+    };
+
+    let mut binds = Vec::new();
+    let mut names = Vec::new();
+    for m in prepare::plan_mounts(root, spec, points)? {
+        let read_only = if m.read_only {
+            Some(mount_flags_to_keep(&m.host)?)
+        } else {
+            None
+        };
+        binds.push(BindPlan {
+            source: cstr(&m.host)?,
+            target: cstr(&m.at)?,
+            read_only,
+        });
+        names.push(m.target);
+    }
+
+    let mut unshare_flags =
+        libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWUTS | libc::CLONE_NEWIPC;
+    if !spec.network {
+        unshare_flags |= libc::CLONE_NEWNET;
+    }
+    let hostname = if spec.hostname.is_empty() {
+        "localhost"
+    } else {
+        &spec.hostname
+    };
+    let plan = ChildPlan {
+        parent_pid: std::process::id() as libc::pid_t,
+        unshare_flags,
+        root: cstr(root)?,
+        proc_dir: cstr(&proc_dir)?,
+        dev,
+        binds,
+        hostname: CString::new(hostname)
+            .map_err(|_| ExecError::Invalid("hostname has a NUL byte".into()))?,
+        loopback_up: !spec.network,
+        cwd: CString::new(cwd).map_err(|_| ExecError::Invalid("cwd has a NUL byte".into()))?,
+        uid: ident.uid,
+        gid: ident.gid,
+        groups: ident.groups.clone(),
+    };
+    Ok((plan, names))
+}
+
+/// The flags of the mount `host` is on that a read-only remount of a bind
+/// of it must repeat (the kernel refuses to drop locked ones).
+fn mount_flags_to_keep(host: &Path) -> Result<libc::c_ulong, ExecError> {
+    let st = nix::sys::statvfs::statvfs(host).map_err(|e| ExecError::Io {
+        context: format!("cannot inspect the mount of {}", host.display()),
+        source: io::Error::from(e),
+    })?;
+    use nix::sys::statvfs::FsFlags;
+    let f = st.flags();
+    let mut keep = 0;
+    for (flag, ms) in [
+        (FsFlags::ST_NOSUID, libc::MS_NOSUID),
+        (FsFlags::ST_NODEV, libc::MS_NODEV),
+        (FsFlags::ST_NOEXEC, libc::MS_NOEXEC),
+        (FsFlags::ST_NOATIME, libc::MS_NOATIME),
+        (FsFlags::ST_NODIRATIME, libc::MS_NODIRATIME),
+        (FsFlags::ST_RELATIME, libc::MS_RELATIME),
+    ] {
+        if f.contains(flag) {
+            keep |= ms;
+        }
+    }
+    Ok(keep)
+}
+
+/// Says which part of the setup failed, for a person.
+fn describe_stage(stage: u8, index: u8, errno: i32, binds: &[String]) -> String {
+    let err = io::Error::from_raw_os_error(errno);
+    let bind = binds.get(usize::from(index)).map_or("?", String::as_str);
+    match stage {
+        child::UNSHARE if errno == libc::EPERM => format!(
+            "cannot create namespaces: {err} — build steps need root on Linux (run `jbuild` with sudo; in a container, it needs CAP_SYS_ADMIN)"
+        ),
+        child::UNSHARE => format!("cannot create namespaces: {err}"),
+        child::PDEATHSIG => format!("cannot tie the step's life to jbuild's: {err}"),
+        child::FORK => format!("cannot start the step's process: {err}"),
+        child::PRIVATE => format!("cannot make the step's mounts private: {err}"),
+        child::PROC => format!("cannot mount /proc in the root: {err}"),
+        child::DEV | child::DEV_NODE => format!("cannot set up /dev in the root: {err}"),
+        child::BIND => format!("cannot bind-mount {bind} into the root: {err}"),
+        child::BIND_RO => format!("cannot make the mount {bind} read-only: {err}"),
+        child::HOSTNAME => format!("cannot set the hostname: {err}"),
+        child::CHROOT => format!("cannot chroot into the root: {err}"),
+        child::CHDIR => format!("cannot enter the working directory: {err}"),
+        child::SETGROUPS | child::SETGID | child::SETUID => format!("cannot switch to the step's user: {err}"),
+        _ => format!("setup failed: {err}"),
     }
 }

@@ -9,14 +9,33 @@
 //! not write (mount points it had to create are removed again).
 //!
 //! Implementations:
-//! - [`linux::LinuxExecutor`]: new mount, PID, UTS, IPC (and, unless the
+//! - `linux::LinuxExecutor` (Linux only): new mount, PID, UTS, IPC (and, unless the
 //!   step asks for the network, network) namespaces, then `chroot`.
-//! - `freebsd::JailExecutor` (FreeBSD only): a jail made with jail(8).
+//! - `freebsd::JailExecutor` (FreeBSD only): a jail made with jail(8),
+//!   the step attached to it with `jail_attach(2)`.
+//!
+//! Around them: [`user`] resolves `USER` (and `COPY --chown`) in the
+//! root's own passwd and group files; [`output`] turns the two output
+//! pipes into lines; [`jail_params`] and [`jail_session`] are the jail's
+//! command lines and its setup/teardown sequence, kept apart from FreeBSD
+//! so they are tested everywhere.
+//!
+//! Both executors answer the same way to a program that is not in the
+//! root: `Ok(Outcome::Exited(127))` with `exec: NAME: not found ...` on
+//! the step's stderr, as a shell does (126 for one that cannot be run).
 
 #[cfg(target_os = "freebsd")]
 pub mod freebsd;
+pub mod jail_params;
+#[cfg(unix)]
+pub mod jail_session;
 #[cfg(target_os = "linux")]
 pub mod linux;
+pub mod output;
+#[cfg(unix)]
+mod prepare;
+#[cfg(unix)]
+pub mod user;
 
 use std::path::Path;
 
@@ -35,7 +54,7 @@ pub struct RunSpec {
     pub user: Option<String>,
     /// Whether the step may use the host's network.
     pub network: bool,
-    /// The hostname the step sees.
+    /// The hostname the step sees (`localhost` when empty).
     pub hostname: String,
     /// Extra jail(8) parameters from `JAIL` lines (ignored on Linux).
     pub jail_params: Vec<(String, String)>,
@@ -94,7 +113,11 @@ impl std::fmt::Display for Outcome {
 #[derive(Debug, thiserror::Error)]
 pub enum ExecError {
     #[error("cannot run `{program}` in {root}: {reason}")]
-    Spawn { program: String, root: String, reason: String },
+    Spawn {
+        program: String,
+        root: String,
+        reason: String,
+    },
     #[error("user `{0}` is not in the root's /etc/passwd (give a numeric uid, or create the user first)")]
     UnknownUser(String),
     #[error("group `{0}` is not in the root's /etc/group")]
@@ -107,6 +130,10 @@ pub enum ExecError {
     },
     #[error("this host cannot run build steps: {0}")]
     Unsupported(String),
+    /// The spec itself is wrong (a malformed user, a forbidden jail
+    /// parameter, a NUL byte in an argument...); nothing was run.
+    #[error("{0}")]
+    Invalid(String),
 }
 
 /// Runs one step's process confined to a root. See the module docs.
@@ -117,7 +144,12 @@ pub trait Executor: Send + Sync {
     /// Runs `spec` in `root` and waits for it. An `Err` means the process
     /// could not be run at all; a process that ran and failed is `Ok` with
     /// its [`Outcome`].
-    fn run(&self, root: &Path, spec: &RunSpec, out: &mut dyn OutputSink) -> Result<Outcome, ExecError>;
+    fn run(
+        &self,
+        root: &Path,
+        spec: &RunSpec,
+        out: &mut dyn OutputSink,
+    ) -> Result<Outcome, ExecError>;
 }
 
 /// The executor for this host, or why there is none.
@@ -132,6 +164,8 @@ pub fn host_executor() -> Result<Box<dyn Executor>, ExecError> {
     }
     #[cfg(not(any(target_os = "linux", target_os = "freebsd")))]
     {
-        Err(ExecError::Unsupported("RUN and PKG need FreeBSD or Linux".into()))
+        Err(ExecError::Unsupported(
+            "RUN and PKG need FreeBSD or Linux".into(),
+        ))
     }
 }

@@ -1,0 +1,226 @@
+//! The FreeBSD executor: each step runs in a jail of its own, made with
+//! jail(8) for the step and removed after it (see [`super::jail_params`]
+//! for the parameters, [`super::jail_session`] for the sequence).
+//!
+//! The step's process is started by jbuild itself and enters the jail with
+//! `jail_attach(2)` between fork and exec, rather than through jexec(8):
+//! jexec cannot take a numeric uid without a passwd entry, applies the
+//! login class's environment and PATH with `-U` (`setusercontext`), and
+//! only recent releases have `-d` for the working directory. Attaching
+//! ourselves gives exactly the step's environment, user, groups,
+//! directory and umask, with nothing needed inside the root.
+//!
+//! Decisions:
+//!
+//! - **Ctrl-C.** The step stays in jbuild's process group, so the
+//!   terminal's SIGINT reaches it as it reaches jbuild. When its process
+//!   ends, the jail is removed at once (`jail -R` kills anything it left
+//!   running), then unmounted and cleaned. If jbuild itself dies, the
+//!   step's process gets SIGKILL (`PROC_PDEATHSIG_CTL`); the teardown runs
+//!   when jbuild handles SIGINT and unwinds, as the build loop must.
+//!   A jail left by a jbuild killed outright is named `jbuild-<pid>-<n>`.
+//! - **A missing program** is `Ok(Outcome::Exited(127))` with
+//!   `exec: NAME: not found` on stderr, as on Linux.
+//! - **securelevel** is not raised; see [`super::jail_params`].
+
+use std::ffi::CString;
+use std::io;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::jail_session::{JailSession, SystemRunner};
+use super::prepare::{self, setup_error};
+use super::user::resolve_user;
+use super::*;
+
+/// Runs steps in jails. Needs root.
+#[derive(Debug, Default)]
+pub struct JailExecutor {
+    next: AtomicU64,
+}
+
+impl JailExecutor {
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+impl Executor for JailExecutor {
+    fn name(&self) -> &'static str {
+        "jail"
+    }
+
+    fn run(
+        &self,
+        root: &Path,
+        spec: &RunSpec,
+        out: &mut dyn OutputSink,
+    ) -> Result<Outcome, ExecError> {
+        prepare::check_spec(spec)?;
+        let root = root.canonicalize().map_err(|source| ExecError::Io {
+            context: format!("the root {} is not usable", root.display()),
+            source,
+        })?;
+        let spawn_error = |reason: String| ExecError::Spawn {
+            program: spec.argv[0].clone(),
+            root: root.display().to_string(),
+            reason,
+        };
+        if !nix::unistd::geteuid().is_root() {
+            return Err(spawn_error(
+                "build steps need root on FreeBSD: jail(8) and jail_attach(2) are privileged (run `jbuild` with sudo or doas)"
+                    .into(),
+            ));
+        }
+
+        let ident = resolve_user(&root, spec.user.as_deref())?;
+        let env = prepare::step_env(spec, &ident.home);
+        let cwd = prepare::prepare_cwd(&root, &spec.cwd)?;
+        let path = prepare::env_value(&env, "PATH").unwrap_or_default();
+        let argv0 = &spec.argv[0];
+        let Some(program) = prepare::find_program(&root, &cwd, argv0, path)? else {
+            out.line(
+                Stream::Stderr,
+                prepare::not_found_message(argv0, path).as_bytes(),
+            );
+            return Ok(Outcome::Exited(127));
+        };
+
+        let name = format!(
+            "jbuild-{}-{}",
+            std::process::id(),
+            self.next.fetch_add(1, Ordering::Relaxed)
+        );
+        let mut runner = SystemRunner;
+        let mut session = JailSession::start(&mut runner, &root, &name, spec)?;
+        let plan = AttachPlan {
+            parent_pid: std::process::id() as libc::pid_t,
+            jid: session.jid(),
+            cwd: CString::new(cwd.as_bytes())
+                .map_err(|_| ExecError::Invalid("cwd has a NUL byte".into()))?,
+            uid: ident.uid,
+            gid: ident.gid,
+            groups: ident.groups.clone(),
+        };
+
+        let mut cmd = Command::new(&program);
+        cmd.arg0(argv0)
+            .args(&spec.argv[1..])
+            .env_clear()
+            .envs(env)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        // SAFETY: `attach` only makes async-signal-safe calls on data
+        // computed before the fork.
+        unsafe { cmd.pre_exec(move || attach(&plan)) };
+        let result = match cmd.spawn() {
+            Ok(mut process) => match (process.stdout.take(), process.stderr.take()) {
+                (Some(stdout), Some(stderr)) => {
+                    let mut removed = Ok(());
+                    // The jail goes as soon as the step's process ends, so
+                    // anything it left running lets go of the pipes.
+                    let on_exit = |_: &io::Result<ExitStatus>| removed = session.remove_jail();
+                    let waited =
+                        output::collect(stdout, stderr, out, move || process.wait(), on_exit)
+                            .and_then(|w| w)
+                            .map_err(|source| ExecError::Io {
+                                context: format!("running `{argv0}`"),
+                                source,
+                            });
+                    waited.and_then(|status| removed.map(|()| prepare::outcome(status)))
+                }
+                _ => Err(spawn_error("the output pipes were not set up".into())),
+            },
+            Err(e) => match prepare::decode_setup_error(&e) {
+                Some((stage, _, errno)) => Err(spawn_error(describe_stage(stage, errno, &name))),
+                None => match e
+                    .raw_os_error()
+                    .and_then(|errno| prepare::exec_failure(&program, errno))
+                {
+                    Some((code, message)) => {
+                        out.line(Stream::Stderr, message.as_bytes());
+                        Ok(Outcome::Exited(code))
+                    }
+                    None => Err(spawn_error(e.to_string())),
+                },
+            },
+        };
+        prepare::finish(result, session.teardown())
+    }
+}
+
+const PDEATHSIG: u8 = 1;
+const ATTACH: u8 = 2;
+const CHDIR: u8 = 3;
+const CREDENTIALS: u8 = 4;
+
+fn describe_stage(stage: u8, errno: i32, jail: &str) -> String {
+    let err = io::Error::from_raw_os_error(errno);
+    match stage {
+        PDEATHSIG => format!("cannot tie the step's life to jbuild's: {err}"),
+        ATTACH => format!("cannot enter jail {jail}: {err}"),
+        CHDIR => format!("cannot enter the working directory: {err}"),
+        CREDENTIALS => format!("cannot switch to the step's user: {err}"),
+        _ => format!("setup failed: {err}"),
+    }
+}
+
+/// What the child needs, computed before the fork.
+struct AttachPlan {
+    parent_pid: libc::pid_t,
+    jid: libc::c_int,
+    /// Named inside the jail.
+    cwd: CString,
+    uid: libc::uid_t,
+    gid: libc::gid_t,
+    /// The primary gid first: before FreeBSD 14.3, setgroups(2) also sets
+    /// the effective gid from the first entry.
+    groups: Vec<libc::gid_t>,
+}
+
+fn check(ret: libc::c_int, stage: u8) -> io::Result<()> {
+    if ret == 0 {
+        Ok(())
+    } else {
+        Err(setup_error(
+            stage,
+            0,
+            io::Error::last_os_error().raw_os_error().unwrap_or(0),
+        ))
+    }
+}
+
+/// Between fork and exec: only syscalls on the precomputed plan.
+unsafe fn attach(p: &AttachPlan) -> io::Result<()> {
+    // exec keeps ignored signals ignored; the step must stop on Ctrl-C.
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
+        libc::signal(sig, libc::SIG_DFL);
+    }
+    let mut death = libc::SIGKILL;
+    let death_ptr = (&mut death as *mut libc::c_int).cast::<libc::c_void>();
+    check(
+        libc::procctl(
+            libc::P_PID,
+            libc::getpid() as libc::id_t,
+            libc::PROC_PDEATHSIG_CTL,
+            death_ptr,
+        ),
+        PDEATHSIG,
+    )?;
+    if libc::getppid() != p.parent_pid {
+        libc::_exit(1);
+    }
+    check(libc::jail_attach(p.jid), ATTACH)?;
+    check(libc::chdir(p.cwd.as_ptr()), CHDIR)?;
+    check(
+        libc::setgroups(p.groups.len() as libc::c_int, p.groups.as_ptr()),
+        CREDENTIALS,
+    )?;
+    check(libc::setgid(p.gid), CREDENTIALS)?;
+    check(libc::setuid(p.uid), CREDENTIALS)?;
+    libc::umask(0o022);
+    Ok(())
+}

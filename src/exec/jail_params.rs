@@ -1,0 +1,319 @@
+//! The command lines the FreeBSD executor runs around a step: `jail -c`
+//! to make the jail, `mount`/`umount` for nullfs mounts, `jail -R` to
+//! remove it. Pure functions, compiled and tested on every platform.
+//!
+//! The jail a step gets (jail(8), "Jail Parameters"):
+//!
+//! - `name=jbuild-<pid>-<n>`, `path=<root>`, `host.hostname=<spec>`.
+//! - `persist`: the jail exists without processes; jbuild creates it,
+//!   attaches the step's process to it (`jail_attach(2)`), and removes it.
+//! - `mount.devfs` with `devfs_ruleset=4` (`devfsrules_jail` in
+//!   `/etc/defaults/devfs.rules`): a `/dev` with only the safe nodes.
+//! - `enforce_statfs=2` (the default, said aloud): the step sees only the
+//!   mount its root is on. `children.max=0`: no jails inside.
+//! - `ip4=inherit ip6=inherit` when the step has the network (the host's
+//!   addresses, as a Docker build's default network), else
+//!   `ip4=disable ip6=disable`.
+//! - No `securelevel`: the jail keeps the host's (normally -1). A higher
+//!   one forbids clearing `schg` flags, which installing FreeBSD base
+//!   packages (pkgbase) and `chflags` in recipes need; a build step is
+//!   recipe code the user chose to run, as with a Dockerfile `RUN`, and the
+//!   template's runtime securelevel is the jail manager's business. A
+//!   recipe can still ask for one: `JAIL securelevel=3`.
+//! - No `exec.clean`: jail(8) runs no command here (no `exec.*`,
+//!   no `command`), and the step's environment is set exactly by jbuild.
+//!
+//! Recipe parameters (`JAIL name=value` lines) are passed after these; a
+//! value for one of the defaults above replaces it. Parameters that jbuild
+//! owns or that act on the host are refused (see [`check_param`]).
+
+use std::path::Path;
+
+use super::{ExecError, RunSpec};
+
+pub const JAIL: &str = "/usr/sbin/jail";
+pub const MOUNT: &str = "/sbin/mount";
+pub const UMOUNT: &str = "/sbin/umount";
+
+/// `devfsrules_jail` in FreeBSD's `/etc/defaults/devfs.rules`.
+pub const DEVFS_RULESET_JAIL: u32 = 4;
+
+/// Parameters a recipe may not set, and why.
+const REFUSED: &[(&str, &str)] = &[
+    ("name", "jbuild names the jail"),
+    ("jid", "jbuild names the jail"),
+    ("path", "the jail's root is the step's snapshot"),
+    ("command", "jbuild runs the step itself"),
+    ("exec", "exec.* commands run on the host, outside the jail"),
+    ("persist", "jbuild manages the jail's life"),
+    (
+        "host.hostname",
+        "the hostname comes from the build's settings",
+    ),
+    ("ip4", "the network comes from the build's network setting"),
+    ("ip6", "the network comes from the build's network setting"),
+    ("vnet", "the network comes from the build's network setting"),
+    ("interface", "it adds addresses to the host's interfaces"),
+    (
+        "ip_hostname",
+        "the network comes from the build's network setting",
+    ),
+    (
+        "mount",
+        "mount parameters mount host file systems; jbuild mounts /dev itself",
+    ),
+    ("depend", "it starts other jails"),
+];
+
+/// The defaults a recipe parameter of the same name replaces.
+const DEFAULTS: &[&str] = &["devfs_ruleset", "enforce_statfs", "children.max"];
+
+/// Checks one recipe parameter: a name of `[a-z0-9_.]` (jail(8) names,
+/// e.g. `allow.raw_sockets`, `sysvshm`, `osrelease`), not one jbuild owns
+/// or one that would act on the host.
+pub fn check_param(name: &str, value: &str) -> Result<(), ExecError> {
+    let invalid = |why: &str| {
+        Err(ExecError::Invalid(format!(
+            "JAIL parameter `{name}`: {why}"
+        )))
+    };
+    let well_formed = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'.')
+        && !name.starts_with('.')
+        && !name.ends_with('.')
+        && !name.contains("..");
+    if !well_formed {
+        return invalid("a parameter name is made of a-z, 0-9, `_` and `.` (see `sysctl -d security.jail.param`)");
+    }
+    if value.contains('\0') {
+        return invalid("the value contains a NUL byte");
+    }
+    // Booleans can be negated with a `no` prefix on their last part
+    // (`nopersist`, `allow.nomount`); judge the parameter underneath.
+    let base = match name.rsplit_once('.') {
+        Some((head, last)) => format!("{head}.{}", last.strip_prefix("no").unwrap_or(last)),
+        None => name.strip_prefix("no").unwrap_or(name).to_string(),
+    };
+    for candidate in [name, base.as_str()] {
+        for (refused, why) in REFUSED {
+            let under = candidate
+                .strip_prefix(refused)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'));
+            if under {
+                return invalid(&format!("not allowed in a recipe: {why}"));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn param(name: &str, value: &str) -> String {
+    if value.is_empty() {
+        name.to_string()
+    } else {
+        format!("{name}={value}")
+    }
+}
+
+/// `jail -i -c ...`: creates the persistent jail for one step and prints
+/// its jid. Refuses bad recipe parameters before anything runs.
+pub fn jail_create_args(root: &Path, name: &str, spec: &RunSpec) -> Result<Vec<String>, ExecError> {
+    for (k, v) in &spec.jail_params {
+        check_param(k, v)?;
+    }
+    let user = |k: &str| {
+        spec.jail_params
+            .iter()
+            .rev()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| v.clone())
+    };
+    let hostname = if spec.hostname.is_empty() {
+        "localhost"
+    } else {
+        &spec.hostname
+    };
+    let (ip4, ip6) = if spec.network {
+        ("inherit", "inherit")
+    } else {
+        ("disable", "disable")
+    };
+
+    let mut args: Vec<String> = vec![JAIL.into(), "-i".into(), "-c".into()];
+    args.push(param("name", name));
+    args.push(param("path", &root.display().to_string()));
+    args.push(param("host.hostname", hostname));
+    args.push("persist".into());
+    args.push("mount.devfs".into());
+    for (k, default) in [
+        ("devfs_ruleset", DEVFS_RULESET_JAIL.to_string()),
+        ("enforce_statfs", "2".into()),
+        ("children.max", "0".into()),
+    ] {
+        args.push(param(k, &user(k).unwrap_or(default)));
+    }
+    args.push(param("ip4", ip4));
+    args.push(param("ip6", ip6));
+    for (k, v) in &spec.jail_params {
+        if !DEFAULTS.contains(&k.as_str()) {
+            args.push(param(k, v));
+        }
+    }
+    Ok(args)
+}
+
+/// `jail -R NAME`: removes the jail and kills what still runs in it. `-R`
+/// rather than `-r`, so nothing from the host's `/etc/jail.conf` (a `*`
+/// section's `exec.stop`, say) is applied. It unmounts nothing: jail(8)
+/// unmounts `mount.devfs` only for jails it knows the parameters of
+/// (from `jail.conf` or the same command line), so the devfs it mounted
+/// at creation is unmounted separately ([`umount_args`]).
+pub fn jail_remove_args(name: &str) -> Vec<String> {
+    vec![JAIL.into(), "-R".into(), name.into()]
+}
+
+/// `mount -t nullfs -o ro|rw HOST TARGET` (nullfs(5); a file onto a file
+/// works since FreeBSD 13).
+pub fn nullfs_mount_args(host: &Path, target: &Path, read_only: bool) -> Vec<String> {
+    let mode = if read_only { "ro" } else { "rw" };
+    vec![
+        MOUNT.into(),
+        "-t".into(),
+        "nullfs".into(),
+        "-o".into(),
+        mode.into(),
+        host.display().to_string(),
+        target.display().to_string(),
+    ]
+}
+
+/// `umount -f TARGET`: forced, since the jail and its processes are gone.
+pub fn umount_args(target: &Path) -> Vec<String> {
+    vec![UMOUNT.into(), "-f".into(), target.display().to_string()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> RunSpec {
+        RunSpec {
+            argv: vec!["/bin/sh".into()],
+            env: vec![],
+            cwd: "/".into(),
+            user: None,
+            network: false,
+            hostname: "builder".into(),
+            jail_params: vec![],
+            mounts: vec![],
+        }
+    }
+
+    #[test]
+    fn create_without_network() {
+        let args = jail_create_args(Path::new("/j/root"), "jbuild-1-0", &spec()).unwrap();
+        assert_eq!(
+            args.join(" "),
+            "/usr/sbin/jail -i -c name=jbuild-1-0 path=/j/root host.hostname=builder persist mount.devfs \
+             devfs_ruleset=4 enforce_statfs=2 children.max=0 ip4=disable ip6=disable"
+        );
+    }
+
+    #[test]
+    fn network_and_recipe_parameters() {
+        let mut s = spec();
+        s.network = true;
+        s.jail_params = vec![
+            ("allow.raw_sockets".into(), "".into()),
+            ("sysvshm".into(), "new".into()),
+            ("securelevel".into(), "3".into()),
+            ("enforce_statfs".into(), "1".into()),
+        ];
+        let args = jail_create_args(Path::new("/r"), "j", &s).unwrap();
+        let tail: Vec<&str> = args[8..].iter().map(String::as_str).collect();
+        assert_eq!(
+            tail,
+            [
+                "devfs_ruleset=4",
+                "enforce_statfs=1",
+                "children.max=0",
+                "ip4=inherit",
+                "ip6=inherit",
+                "allow.raw_sockets",
+                "sysvshm=new",
+                "securelevel=3"
+            ]
+        );
+    }
+
+    #[test]
+    fn refused_parameters() {
+        for name in [
+            "path",
+            "name",
+            "command",
+            "exec.prestart",
+            "exec.poststop",
+            "exec.clean",
+            "persist",
+            "nopersist",
+            "ip4.addr",
+            "vnet",
+            "vnet.interface",
+            "mount.fstab",
+            "mount",
+            "interface",
+            "host.hostname",
+        ] {
+            let err = check_param(name, "x").unwrap_err().to_string();
+            assert!(
+                err.contains(name) && err.contains("not allowed"),
+                "{name}: {err}"
+            );
+        }
+        for bad in [
+            "Allow.mount",
+            "allow-mount",
+            "",
+            ".x",
+            "x.",
+            "a..b",
+            "a=b",
+            "a b",
+        ] {
+            assert!(check_param(bad, "").is_err(), "{bad:?}");
+        }
+        for ok in [
+            "allow.raw_sockets",
+            "allow.nomount",
+            "osrelease",
+            "sysvmsg",
+            "allow.mount.zfs",
+            "devfs_ruleset",
+        ] {
+            check_param(ok, "1").unwrap();
+        }
+        assert!(check_param("osrelease", "a\0b").is_err());
+        let mut s = spec();
+        s.jail_params = vec![("exec.start".into(), "/bin/sh".into())];
+        assert!(matches!(
+            jail_create_args(Path::new("/r"), "j", &s),
+            Err(ExecError::Invalid(_))
+        ));
+    }
+
+    #[test]
+    fn teardown_commands() {
+        assert_eq!(jail_remove_args("j").join(" "), "/usr/sbin/jail -R j");
+        assert_eq!(
+            nullfs_mount_args(Path::new("/cache"), Path::new("/r/var/cache"), true).join(" "),
+            "/sbin/mount -t nullfs -o ro /cache /r/var/cache"
+        );
+        assert_eq!(
+            umount_args(Path::new("/r/dev")).join(" "),
+            "/sbin/umount -f /r/dev"
+        );
+    }
+}
