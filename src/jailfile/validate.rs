@@ -90,7 +90,7 @@ fn domain(d: &str) -> bool {
 }
 
 /// `14.2-RELEASE`, `13.4-RELEASE-p2`, `15.0-CURRENT`, `14.3-BETA1`,
-/// `14.3-RC2`, `14-STABLE`... given any case; returned uppercase.
+/// `14.3-RC2`, `14.1-STABLE`... in any case; returned as FreeBSD spells it.
 pub(crate) fn freebsd_release(tag: &str) -> Result<String, Problem> {
     let up = tag.to_ascii_uppercase();
     let bad = || {
@@ -115,7 +115,10 @@ pub(crate) fn freebsd_release(tag: &str) -> Result<String, Problem> {
     if !ok || (patch.is_some() && branch != "RELEASE") {
         return Err(bad());
     }
-    Ok(up)
+    Ok(match patch {
+        Some(p) => format!("{version}-{branch}-p{p}"),
+        None => up,
+    })
 }
 
 /// Stage names: `[a-z][a-z0-9-_.]*` (after lowercasing).
@@ -203,6 +206,7 @@ mod tests {
     #[test]
     fn releases() {
         assert_eq!(freebsd_release("14.2-release").unwrap(), "14.2-RELEASE");
+        assert_eq!(freebsd_release("13.4-release-P2").unwrap(), "13.4-RELEASE-p2");
         for ok in ["13.4-RELEASE-p2", "15.0-CURRENT", "14.3-BETA1", "14.3-RC2", "14.1-STABLE"] {
             assert!(freebsd_release(ok).is_ok(), "{ok}");
         }
