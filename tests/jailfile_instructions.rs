@@ -232,3 +232,9 @@ fn changes_filesystem_matches_the_instruction() {
     let layers: Vec<bool> = o.iter().map(Op::changes_filesystem).collect();
     assert_eq!(layers, [true, false, true, false]);
 }
+
+#[test]
+fn a_whole_port_range_is_cheap() {
+    let Op::Expose(p) = op("EXPOSE 1-65535/udp 80") else { panic!() };
+    assert_eq!((p.len(), p[0].as_str(), p[65535].as_str()), (65536, "1/udp", "80/tcp"));
+}

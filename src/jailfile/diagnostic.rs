@@ -62,7 +62,7 @@ impl fmt::Display for Diagnostic {
             write!(f, "\n{:pad$}--> {}:{}:{}", "", self.file.display(), self.line, self.column)?;
             let (shown, caret_at, caret_len) = caret(&self.source_line, self.column, self.span_len);
             write!(f, "\n{:pad$} |", "")?;
-            write!(f, "\n{:>pad$} | {}", self.line, shown)?;
+            write!(f, "\n{}", format!("{:>pad$} | {shown}", self.line).trim_end())?;
             write!(f, "\n{:pad$} | {:caret_at$}{}", "", "", "^".repeat(caret_len))?;
         }
         if let Some(help) = &self.help {

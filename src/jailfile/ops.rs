@@ -209,9 +209,10 @@ impl Resolver<'_> {
             }
             Body::Expose(words) => {
                 let mut ports: Vec<String> = Vec::new();
+                let mut seen = BTreeSet::new();
                 for (f, w) in self.fields(words, esc)? {
                     for p in validate::ports(&f).map_err(|(m, h)| Error::new(w.span(), m).with_help(h))? {
-                        if !ports.contains(&p) {
+                        if seen.insert(p.clone()) {
                             ports.push(p);
                         }
                     }

@@ -181,7 +181,7 @@ impl Parser<'_> {
         }
         match serde_json::from_str::<Vec<String>>(&t.as_string()) {
             Ok(items) => Ok(Some(items.iter().map(|s| Text::synthetic(s, t.start())).collect())),
-            Err(e) => Err(Error::new(t.span(), format!("invalid JSON array: {e}")).with_help(format!(
+            Err(e) => Err(json_error(t, &e).with_help(format!(
                 "write a JSON array of double-quoted strings, or drop the brackets; usage: {}",
                 self.kw.usage()
             ))),
@@ -367,13 +367,17 @@ impl Parser<'_> {
         let Some((assign, more)) = rest.split_first() else {
             return Err(Error::at(self.args.end, "SYSRC needs an assignment").with_help(HELP));
         };
+        let Some(eq) = find_unquoted(assign, '=', self.escape) else {
+            let help = match more {
+                [value] => format!("write `SYSRC {}={}`", assign.as_string(), value.as_string()),
+                _ => HELP.to_string(),
+            };
+            return Err(Error::new(assign.span(), format!("expected name=value, found `{}`", assign.as_string())).with_help(help));
+        };
         if let Some(extra) = more.first() {
             return Err(Error::new(extra.span(), "SYSRC takes one assignment per line")
                 .with_help(format!("write `SYSRC {}` on a line of its own", extra.as_string())));
         }
-        let Some(eq) = find_unquoted(assign, '=', self.escape) else {
-            return Err(Error::new(assign.span(), format!("expected name=value, found `{}`", assign.as_string())).with_help(HELP));
-        };
         let (name, op) = match assign.char_at(eq.wrapping_sub(1)) {
             Some('+') => (assign.slice(0, eq - 1), SysrcOp::Append),
             Some('-') => (assign.slice(0, eq - 1), SysrcOp::Remove),
@@ -384,6 +388,28 @@ impl Parser<'_> {
         }
         Ok(Body::Sysrc { file, name, op, value: assign.slice_from(eq + 1) })
     }
+}
+
+/// Points at the character serde_json complained about (its line and
+/// column count within the JSON text; columns in bytes).
+fn json_error(t: &Text, e: &serde_json::Error) -> Error {
+    let msg = e.to_string();
+    let msg = msg.rfind(" at line ").map_or(msg.as_str(), |i| &msg[..i]);
+    let (mut line, mut col) = (1, 0);
+    let mut at = t.end;
+    for &(c, pos) in &t.chars {
+        if c == '\n' {
+            line += 1;
+            col = 0;
+            continue;
+        }
+        col += c.len_utf8();
+        if line == e.line() && col >= e.column() {
+            at = pos;
+            break;
+        }
+    }
+    Error::at(at, format!("invalid JSON array: {msg}"))
 }
 
 /// `[A-Za-z_][A-Za-z0-9_]*`

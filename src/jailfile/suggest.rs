@@ -9,9 +9,10 @@ pub(crate) fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a s
         3..=5 => 2,
         _ => 3,
     };
+    let abbreviates = |c: &str| word.chars().count() >= 3 && c.to_lowercase().starts_with(&word);
     candidates
         .into_iter()
-        .map(|c| (strsim::damerau_levenshtein(&word, &c.to_lowercase()), c))
+        .map(|c| (if abbreviates(c) { 0 } else { strsim::damerau_levenshtein(&word, &c.to_lowercase()) }, c))
         .filter(|&(d, _)| d <= limit)
         .min_by_key(|&(d, _)| d)
         .map(|(_, c)| c)
@@ -34,5 +35,6 @@ mod tests {
         assert_eq!(closest("WORKDR", kws), Some("WORKDIR"));
         assert_eq!(closest("FROBNICATE", kws), None);
         assert_eq!(closest("", kws), None);
+        assert_eq!(closest("entry", kws), Some("ENTRYPOINT"));
     }
 }
