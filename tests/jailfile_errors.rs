@@ -17,7 +17,12 @@ fn error(src: &str) -> Diagnostic {
 fn check(src: &str, line: u32, column: u32, message: &str) -> Diagnostic {
     let e = error(src);
     assert_eq!(
-        (e.file.to_str().unwrap(), e.line, e.column, e.message.as_str()),
+        (
+            e.file.to_str().unwrap(),
+            e.line,
+            e.column,
+            e.message.as_str()
+        ),
         ("web/Jailfile", line, column, message),
         "\n{e}"
     );
@@ -81,7 +86,12 @@ cases! {
 
 #[test]
 fn renders_unknown_instruction_with_a_suggestion() {
-    let e = check("FROM scratch\n\nRUNN pkg install -y nginx\n", 3, 1, "unknown instruction `RUNN`");
+    let e = check(
+        "FROM scratch\n\nRUNN pkg install -y nginx\n",
+        3,
+        1,
+        "unknown instruction `RUNN`",
+    );
     let want = "unknown instruction `RUNN`
   --> web/Jailfile:3:1
    |
@@ -93,7 +103,12 @@ fn renders_unknown_instruction_with_a_suggestion() {
 
 #[test]
 fn renders_a_caret_under_the_offending_word() {
-    let e = check("FROM scratch\nCOPY --form=builder a /b", 2, 6, "`--form` is not supported on COPY");
+    let e = check(
+        "FROM scratch\nCOPY --form=builder a /b",
+        2,
+        6,
+        "`--form` is not supported on COPY",
+    );
     let want = "`--form` is not supported on COPY
   --> web/Jailfile:2:6
    |
@@ -107,7 +122,10 @@ fn renders_a_caret_under_the_offending_word() {
 fn columns_count_characters_and_carets_expand_tabs() {
     let src = "FROM scratch\n\tLABEL ünïcødé=\"x\" k=\"v";
     let e = check(src, 2, 22, "unterminated quote: this `\"` is never closed");
-    let want = format!(" 2 |     LABEL ünïcødé=\"x\" k=\"v\n   | {}^\n", " ".repeat(24));
+    let want = format!(
+        " 2 |     LABEL ünïcødé=\"x\" k=\"v\n   | {}^\n",
+        " ".repeat(24)
+    );
     assert!(e.to_string().contains(&want), "{e}");
 }
 
@@ -126,18 +144,34 @@ fn two_digit_line_numbers_widen_the_gutter() {
 
 #[test]
 fn errors_in_continued_lines_point_at_the_right_physical_line() {
-    let e = check("FROM scratch\nEXPOSE 80 \\\n  # comment\n  443 \\\n  99999", 5, 3, "invalid port `99999`");
+    let e = check(
+        "FROM scratch\nEXPOSE 80 \\\n  # comment\n  443 \\\n  99999",
+        5,
+        3,
+        "invalid port `99999`",
+    );
     assert_eq!(e.source_line, "  99999");
 }
 
 #[test]
 fn errors_in_included_files_name_that_file() {
     let dir = tempfile::tempdir().unwrap();
-    fs::write(dir.path().join("Jailfile"), "FROM scratch\nINCLUDE parts/svc.jf\n").unwrap();
+    fs::write(
+        dir.path().join("Jailfile"),
+        "FROM scratch\nINCLUDE parts/svc.jf\n",
+    )
+    .unwrap();
     fs::create_dir(dir.path().join("parts")).unwrap();
-    fs::write(dir.path().join("parts/svc.jf"), "PKG nginx\nSERVICE nginx sometimes\n").unwrap();
+    fs::write(
+        dir.path().join("parts/svc.jf"),
+        "PKG nginx\nSERVICE nginx sometimes\n",
+    )
+    .unwrap();
     let e = load(&dir.path().join("Jailfile"), &BTreeMap::new()).unwrap_err();
-    assert_eq!((e.line, e.column, e.message.as_str()), (2, 15, "unknown SERVICE action `sometimes`"));
+    assert_eq!(
+        (e.line, e.column, e.message.as_str()),
+        (2, 15, "unknown SERVICE action `sometimes`")
+    );
     assert!(e.file.ends_with("parts/svc.jf"), "{e}");
     assert_eq!(e.source_line, "SERVICE nginx sometimes");
 }
@@ -148,7 +182,10 @@ fn include_cycle_is_an_error() {
     fs::write(dir.path().join("Jailfile"), "FROM scratch\nINCLUDE a.jf\n").unwrap();
     fs::write(dir.path().join("a.jf"), "INCLUDE Jailfile\n").unwrap();
     let e = load(&dir.path().join("Jailfile"), &BTreeMap::new()).unwrap_err();
-    assert!(e.file.ends_with("a.jf") && (e.line, e.column) == (1, 9), "{e}");
+    assert!(
+        e.file.ends_with("a.jf") && (e.line, e.column) == (1, 9),
+        "{e}"
+    );
     let root = dir.path().join("Jailfile").display().to_string();
     let a = dir.path().join("a.jf").display().to_string();
     assert_eq!(e.message, format!("INCLUDE cycle: {root} → {a} → {root}"));
@@ -156,7 +193,15 @@ fn include_cycle_is_an_error() {
 
 #[test]
 fn include_of_a_missing_file() {
-    let e = check("FROM scratch\nINCLUDE common/base.jf", 2, 9, "cannot read included file `web/common/base.jf`: no such file");
+    let e = check(
+        "FROM scratch\nINCLUDE common/base.jf",
+        2,
+        9,
+        "cannot read included file `web/common/base.jf`: no such file",
+    );
     assert_eq!(e.span_len, 14);
-    assert_eq!(e.help.as_deref(), Some("INCLUDE paths are relative to the including file's directory (`web`)"));
+    assert_eq!(
+        e.help.as_deref(),
+        Some("INCLUDE paths are relative to the including file's directory (`web`)")
+    );
 }

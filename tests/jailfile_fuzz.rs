@@ -34,18 +34,116 @@ impl XorShift {
 }
 
 const KEYWORDS: &[&str] = &[
-    "FROM", "from", "ARG", "ENV", "LABEL", "RUN", "PKG", "COPY", "SYSRC", "SERVICE", "LINE_IN_FILE", "LIF", "RENDER",
-    "INCLUDE", "JAIL", "USER", "WORKDIR", "EXPOSE", "VOLUME", "CMD", "ENTRYPOINT", "ADD", "ONBUILD", "RUNN", "É", "#",
-    "# escape=`", "# escape=\\", "",
+    "FROM",
+    "from",
+    "ARG",
+    "ENV",
+    "LABEL",
+    "RUN",
+    "PKG",
+    "COPY",
+    "SYSRC",
+    "SERVICE",
+    "LINE_IN_FILE",
+    "LIF",
+    "RENDER",
+    "INCLUDE",
+    "JAIL",
+    "USER",
+    "WORKDIR",
+    "EXPOSE",
+    "VOLUME",
+    "CMD",
+    "ENTRYPOINT",
+    "ADD",
+    "ONBUILD",
+    "RUNN",
+    "É",
+    "#",
+    "# escape=`",
+    "# escape=\\",
+    "",
 ];
 
 const TOKENS: &[&str] = &[
-    "scratch", "freebsd:14.2-RELEASE", "freebsd:", "AS", "as", "b", "builder", "0", "1", "99999999999999999999",
-    "--platform=freebsd/amd64", "--from=", "--from=b", "--from=0", "--chown=", "--chmod=0644", "--chmod=9", "--network=host",
-    "--network", "--", "-f", "=", "+=", "-=", "a=b", "k=\"v w\"", "'", "\"", "\\", "`", "$", "${", "}", "${A}", "${A:-x}",
-    "${A:+", "${:}", "$A", "$$", "\\$", "<<", "<<EOF", "<<-EOF", "<<'EOF'", "<<\"E\"", "<<<", "EOF", "E", "\tEOF", "[", "]",
-    "[\"a\",", "\"b\"]", "[]", ",", "80", "80/tcp", "1-65535/udp", "0-0", "/", "..", ".", "/etc/rc.conf", "x.jf", "../y",
-    "enable", "off", "日本語", "é", "🦀", "\u{0301}", "\u{feff}", " ", "  ", "\t", "\r", "a.b", "nginx",
+    "scratch",
+    "freebsd:14.2-RELEASE",
+    "freebsd:",
+    "AS",
+    "as",
+    "b",
+    "builder",
+    "0",
+    "1",
+    "99999999999999999999",
+    "--platform=freebsd/amd64",
+    "--from=",
+    "--from=b",
+    "--from=0",
+    "--chown=",
+    "--chmod=0644",
+    "--chmod=9",
+    "--network=host",
+    "--network",
+    "--",
+    "-f",
+    "=",
+    "+=",
+    "-=",
+    "a=b",
+    "k=\"v w\"",
+    "'",
+    "\"",
+    "\\",
+    "`",
+    "$",
+    "${",
+    "}",
+    "${A}",
+    "${A:-x}",
+    "${A:+",
+    "${:}",
+    "$A",
+    "$$",
+    "\\$",
+    "<<",
+    "<<EOF",
+    "<<-EOF",
+    "<<'EOF'",
+    "<<\"E\"",
+    "<<<",
+    "EOF",
+    "E",
+    "\tEOF",
+    "[",
+    "]",
+    "[\"a\",",
+    "\"b\"]",
+    "[]",
+    ",",
+    "80",
+    "80/tcp",
+    "1-65535/udp",
+    "0-0",
+    "/",
+    "..",
+    ".",
+    "/etc/rc.conf",
+    "x.jf",
+    "../y",
+    "enable",
+    "off",
+    "日本語",
+    "é",
+    "🦀",
+    "\u{0301}",
+    "\u{feff}",
+    " ",
+    "  ",
+    "\t",
+    "\r",
+    "a.b",
+    "nginx",
 ];
 
 fn random_jailfile(rng: &mut XorShift) -> String {
@@ -98,14 +196,23 @@ fn mutate(rng: &mut XorShift, base: &str) -> String {
 #[test]
 fn no_input_makes_the_parser_panic() {
     let env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
-    let seed = env("JAILFILE_FUZZ_SEED").unwrap_or(0x9e37_79b9_7f4a_7c15).max(1);
+    let seed = env("JAILFILE_FUZZ_SEED")
+        .unwrap_or(0x9e37_79b9_7f4a_7c15)
+        .max(1);
     let iterations = env("JAILFILE_FUZZ_ITERATIONS").unwrap_or(20_000) as usize;
     let mut rng = XorShift(seed);
-    let args = BTreeMap::from([("A".to_string(), "1".to_string()), ("REL".to_string(), "14.1-RELEASE".to_string())]);
+    let args = BTreeMap::from([
+        ("A".to_string(), "1".to_string()),
+        ("REL".to_string(), "14.1-RELEASE".to_string()),
+    ]);
     let path = Path::new("fuzz/Jailfile");
     let (mut ok, mut err) = (0, 0);
     for i in 0..iterations {
-        let src = if i % 2 == 0 { random_jailfile(&mut rng) } else { mutate(&mut rng, VALID) };
+        let src = if i % 2 == 0 {
+            random_jailfile(&mut rng)
+        } else {
+            mutate(&mut rng, VALID)
+        };
         let src_for_load = src.clone();
         let result = panic::catch_unwind(|| load_str(path, &src_for_load, &args));
         match result {
@@ -122,5 +229,8 @@ fn no_input_makes_the_parser_panic() {
     eprintln!("fuzz: {ok} loaded, {err} rejected");
     assert_eq!(ok + err, iterations);
     // The generator must exercise both paths, or it tests little.
-    assert!(ok > iterations / 40 && err > iterations / 4, "ok={ok} err={err}");
+    assert!(
+        ok > iterations / 40 && err > iterations / 4,
+        "ok={ok} err={err}"
+    );
 }

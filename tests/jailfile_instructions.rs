@@ -31,7 +31,9 @@ fn strings(v: &[&str]) -> Vec<String> {
 }
 
 fn pairs(v: &[(&str, &str)]) -> Vec<(String, String)> {
-    v.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+    v.iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
 }
 
 #[test]
@@ -55,9 +57,19 @@ fn from_forms() {
     assert_eq!(b.stages[0].name.as_deref(), Some("base"));
     assert_eq!(b.stages[1].name.as_deref(), Some("builder"));
     assert_eq!(b.stages[2].platform.as_deref(), Some("freebsd/arm64"));
-    assert_eq!(b.stages[2].from_text, "FROM --platform=freebsd/arm64 BUILDER");
+    assert_eq!(
+        b.stages[2].from_text,
+        "FROM --platform=freebsd/arm64 BUILDER"
+    );
     assert_eq!(b.stages[5].from_text, "FROM nginx");
-    assert_eq!((b.stages[2].index, b.stages[2].location.line, b.stages[2].location.column), (2, 3, 1));
+    assert_eq!(
+        (
+            b.stages[2].index,
+            b.stages[2].location.line,
+            b.stages[2].location.column
+        ),
+        (2, 3, 1)
+    );
     assert!(b.unused_build_args.is_empty());
 }
 
@@ -65,13 +77,27 @@ fn from_forms() {
 fn arg_declares_without_a_step() {
     let s = steps("ARG A B=2 C=\"x y\"\nRUN true");
     assert_eq!(s.len(), 1);
-    assert_eq!(s[0].args, BTreeMap::from([("B".into(), "2".into()), ("C".into(), "x y".into())]));
+    assert_eq!(
+        s[0].args,
+        BTreeMap::from([("B".into(), "2".into()), ("C".into(), "x y".into())])
+    );
 }
 
 #[test]
 fn env_both_forms() {
-    assert_eq!(op("ENV A=1 B=\"two words\" C='$A' D=a\\ b"), Op::Env(pairs(&[("A", "1"), ("B", "two words"), ("C", "$A"), ("D", "a b")])));
-    assert_eq!(op("ENV PATH /usr/local/bin:/bin  with space"), Op::Env(pairs(&[("PATH", "/usr/local/bin:/bin  with space")])));
+    assert_eq!(
+        op("ENV A=1 B=\"two words\" C='$A' D=a\\ b"),
+        Op::Env(pairs(&[
+            ("A", "1"),
+            ("B", "two words"),
+            ("C", "$A"),
+            ("D", "a b")
+        ]))
+    );
+    assert_eq!(
+        op("ENV PATH /usr/local/bin:/bin  with space"),
+        Op::Env(pairs(&[("PATH", "/usr/local/bin:/bin  with space")]))
+    );
     // Every value on a line sees the variables as they were before it.
     let o = ops("ENV A=1\nENV A=2 B=$A\nENV C=$A");
     assert_eq!(o[1], Op::Env(pairs(&[("A", "2"), ("B", "1")])));
@@ -81,29 +107,85 @@ fn env_both_forms() {
 #[test]
 fn label_quoted_keys_and_values() {
     let s = steps("LABEL \"org.opencontainers.image.title\"=web version=\"1.0 beta\" x=");
-    assert_eq!(s[0].op, Op::Label(pairs(&[("org.opencontainers.image.title", "web"), ("version", "1.0 beta"), ("x", "")])));
-    assert_eq!(s[0].text, "LABEL \"org.opencontainers.image.title\"=web version=\"1.0 beta\" x=");
-    assert_eq!(op("LABEL maintainer Jane Doe"), Op::Label(pairs(&[("maintainer", "Jane Doe")])));
+    assert_eq!(
+        s[0].op,
+        Op::Label(pairs(&[
+            ("org.opencontainers.image.title", "web"),
+            ("version", "1.0 beta"),
+            ("x", "")
+        ]))
+    );
+    assert_eq!(
+        s[0].text,
+        "LABEL \"org.opencontainers.image.title\"=web version=\"1.0 beta\" x="
+    );
+    assert_eq!(
+        op("LABEL maintainer Jane Doe"),
+        Op::Label(pairs(&[("maintainer", "Jane Doe")]))
+    );
 }
 
 #[test]
 fn run_shell_exec_and_network() {
     let s = steps("RUN pkg install -y nginx && echo $HOME");
-    assert_eq!(s[0].op, Op::Run { command: Command::Shell("pkg install -y nginx && echo $HOME".into()), network: false });
+    assert_eq!(
+        s[0].op,
+        Op::Run {
+            command: Command::Shell("pkg install -y nginx && echo $HOME".into()),
+            network: false
+        }
+    );
     assert_eq!(s[0].text, "RUN pkg install -y nginx && echo $HOME");
     assert_eq!((s[0].location.line, s[0].location.column), (2, 1));
-    assert_eq!(op("RUN [\"/bin/echo\", \"a b\"]"), Op::Run { command: Command::Exec(strings(&["/bin/echo", "a b"])), network: false });
-    assert_eq!(op("RUN --network=host fetch https://x"), Op::Run { command: Command::Shell("fetch https://x".into()), network: true });
-    assert_eq!(op("RUN --network=none true"), Op::Run { command: Command::Shell("true".into()), network: false });
+    assert_eq!(
+        op("RUN [\"/bin/echo\", \"a b\"]"),
+        Op::Run {
+            command: Command::Exec(strings(&["/bin/echo", "a b"])),
+            network: false
+        }
+    );
+    assert_eq!(
+        op("RUN --network=host fetch https://x"),
+        Op::Run {
+            command: Command::Shell("fetch https://x".into()),
+            network: true
+        }
+    );
+    assert_eq!(
+        op("RUN --network=none true"),
+        Op::Run {
+            command: Command::Shell("true".into()),
+            network: false
+        }
+    );
     // Not valid JSON: the shell form, as Docker does.
-    assert_eq!(op("RUN ['a', 'b']"), Op::Run { command: Command::Shell("['a', 'b']".into()), network: false });
-    assert_eq!(steps("run --network=default true")[0].text, "RUN --network=default true");
+    assert_eq!(
+        op("RUN ['a', 'b']"),
+        Op::Run {
+            command: Command::Shell("['a', 'b']".into()),
+            network: false
+        }
+    );
+    assert_eq!(
+        steps("run --network=default true")[0].text,
+        "RUN --network=default true"
+    );
 }
 
 #[test]
 fn pkg_lists_packages() {
-    assert_eq!(op("PKG nginx  py311-certbot"), Op::Pkg { packages: strings(&["nginx", "py311-certbot"]) });
-    assert_eq!(op("ARG EXTRA=\"curl git\"\nPKG nginx $EXTRA"), Op::Pkg { packages: strings(&["nginx", "curl", "git"]) });
+    assert_eq!(
+        op("PKG nginx  py311-certbot"),
+        Op::Pkg {
+            packages: strings(&["nginx", "py311-certbot"])
+        }
+    );
+    assert_eq!(
+        op("ARG EXTRA=\"curl git\"\nPKG nginx $EXTRA"),
+        Op::Pkg {
+            packages: strings(&["nginx", "curl", "git"])
+        }
+    );
 }
 
 #[test]
@@ -119,11 +201,24 @@ fn copy_forms() {
             chmod: Some(0o640),
         }
     );
-    assert_eq!(s[0].text, "COPY --chown=www:www --chmod=0640 site/ /usr/local/www/");
-    let Op::Copy { sources, dest, .. } = op("COPY [\"my file\", \"b\", \"/dst dir/\"]") else { panic!() };
-    assert_eq!(sources, [CopySource::Path("my file".into()), CopySource::Path("b".into())]);
+    assert_eq!(
+        s[0].text,
+        "COPY --chown=www:www --chmod=0640 site/ /usr/local/www/"
+    );
+    let Op::Copy { sources, dest, .. } = op("COPY [\"my file\", \"b\", \"/dst dir/\"]") else {
+        panic!()
+    };
+    assert_eq!(
+        sources,
+        [
+            CopySource::Path("my file".into()),
+            CopySource::Path("b".into())
+        ]
+    );
     assert_eq!(dest, "/dst dir/");
-    let Op::Copy { sources, .. } = op("COPY \"a b\" 'c d' *.conf /etc/") else { panic!() };
+    let Op::Copy { sources, .. } = op("COPY \"a b\" 'c d' *.conf /etc/") else {
+        panic!()
+    };
     assert_eq!(sources.len(), 3);
 }
 
@@ -155,18 +250,66 @@ fn copy_from_stage_index_and_image() {
 
 #[test]
 fn sysrc_service_lif() {
-    assert_eq!(op("SYSRC nginx_enable=YES"), Op::Sysrc { file: "/etc/rc.conf".into(), name: "nginx_enable".into(), op: SysrcOp::Set, value: "YES".into() });
+    assert_eq!(
+        op("SYSRC nginx_enable=YES"),
+        Op::Sysrc {
+            file: "/etc/rc.conf".into(),
+            name: "nginx_enable".into(),
+            op: SysrcOp::Set,
+            value: "YES".into()
+        }
+    );
     assert_eq!(
         op("SYSRC -f /etc/rc.conf.local ifconfig_lo0+=\"alias 10.0.0.1\""),
-        Op::Sysrc { file: "/etc/rc.conf.local".into(), name: "ifconfig_lo0".into(), op: SysrcOp::Append, value: "alias 10.0.0.1".into() }
+        Op::Sysrc {
+            file: "/etc/rc.conf.local".into(),
+            name: "ifconfig_lo0".into(),
+            op: SysrcOp::Append,
+            value: "alias 10.0.0.1".into()
+        }
     );
-    assert_eq!(op("SYSRC cloned_interfaces-=lo1"), Op::Sysrc { file: "/etc/rc.conf".into(), name: "cloned_interfaces".into(), op: SysrcOp::Remove, value: "lo1".into() });
-    assert_eq!(op("SYSRC x="), Op::Sysrc { file: "/etc/rc.conf".into(), name: "x".into(), op: SysrcOp::Set, value: String::new() });
-    for (action, enable) in [("enable", true), ("ON", true), ("yes", true), ("disable", false), ("off", false), ("No", false)] {
-        assert_eq!(op(&format!("SERVICE nginx {action}")), Op::Service { name: "nginx".into(), enable });
+    assert_eq!(
+        op("SYSRC cloned_interfaces-=lo1"),
+        Op::Sysrc {
+            file: "/etc/rc.conf".into(),
+            name: "cloned_interfaces".into(),
+            op: SysrcOp::Remove,
+            value: "lo1".into()
+        }
+    );
+    assert_eq!(
+        op("SYSRC x="),
+        Op::Sysrc {
+            file: "/etc/rc.conf".into(),
+            name: "x".into(),
+            op: SysrcOp::Set,
+            value: String::new()
+        }
+    );
+    for (action, enable) in [
+        ("enable", true),
+        ("ON", true),
+        ("yes", true),
+        ("disable", false),
+        ("off", false),
+        ("No", false),
+    ] {
+        assert_eq!(
+            op(&format!("SERVICE nginx {action}")),
+            Op::Service {
+                name: "nginx".into(),
+                enable
+            }
+        );
     }
-    let want = Op::LineInFile { line: "nameserver 10.0.0.1".into(), file: "/etc/resolv.conf".into() };
-    assert_eq!(op("LINE_IN_FILE \"nameserver 10.0.0.1\" /etc/resolv.conf"), want);
+    let want = Op::LineInFile {
+        line: "nameserver 10.0.0.1".into(),
+        file: "/etc/resolv.conf".into(),
+    };
+    assert_eq!(
+        op("LINE_IN_FILE \"nameserver 10.0.0.1\" /etc/resolv.conf"),
+        want
+    );
     assert_eq!(op("lif 'nameserver 10.0.0.1' /etc/resolv.conf"), want);
     assert!(steps("LIF \"a\" /b")[0].text.starts_with("LINE_IN_FILE "));
 }
@@ -178,7 +321,10 @@ fn render_sees_args_and_env() {
         o[1],
         Op::Render {
             path: "/usr/local/etc/nginx/".into(),
-            vars: BTreeMap::from([("DOMAIN".into(), "env.example".into()), ("PORT".into(), "8080".into())]),
+            vars: BTreeMap::from([
+                ("DOMAIN".into(), "env.example".into()),
+                ("PORT".into(), "8080".into())
+            ]),
         }
     );
 }
@@ -187,7 +333,11 @@ fn render_sees_args_and_env() {
 fn jail_parameters() {
     assert_eq!(
         op("JAIL allow.raw_sockets host.hostname=web exec.start=\"/bin/sh /etc/rc\""),
-        Op::Jail(pairs(&[("allow.raw_sockets", ""), ("host.hostname", "web"), ("exec.start", "/bin/sh /etc/rc")]))
+        Op::Jail(pairs(&[
+            ("allow.raw_sockets", ""),
+            ("host.hostname", "web"),
+            ("exec.start", "/bin/sh /etc/rc")
+        ]))
     );
 }
 
@@ -195,7 +345,16 @@ fn jail_parameters() {
 fn user_workdir() {
     assert_eq!(op("USER www:www"), Op::User("www:www".into()));
     let o = ops("WORKDIR /usr/local\nWORKDIR etc/./nginx/\nWORKDIR ../..\nWORKDIR \"/a b\"\nWORKDIR /x/../../y");
-    let dirs: Vec<Op> = ["/usr/local", "/usr/local/etc/nginx", "/usr/local", "/a b", "/y"].iter().map(|d| Op::Workdir(d.to_string())).collect();
+    let dirs: Vec<Op> = [
+        "/usr/local",
+        "/usr/local/etc/nginx",
+        "/usr/local",
+        "/a b",
+        "/y",
+    ]
+    .iter()
+    .map(|d| Op::Workdir(d.to_string()))
+    .collect();
     assert_eq!(o, dirs);
     assert_eq!(op("WORKDIR rel"), Op::Workdir("/rel".into()));
     // A stage built on another starts in its working directory.
@@ -205,18 +364,45 @@ fn user_workdir() {
 
 #[test]
 fn expose_volume() {
-    assert_eq!(op("EXPOSE 80 443/tcp 53/UDP 80/tcp 9000-9001/sctp"), Op::Expose(strings(&["80/tcp", "443/tcp", "53/udp", "9000/sctp", "9001/sctp"])));
-    assert_eq!(op("VOLUME /var/db /var/log"), Op::Volume(strings(&["/var/db", "/var/log"])));
-    assert_eq!(ops("ENV D=/data\nVOLUME [\"$D\", \"/var/log\"]")[1], Op::Volume(strings(&["/data", "/var/log"])));
+    assert_eq!(
+        op("EXPOSE 80 443/tcp 53/UDP 80/tcp 9000-9001/sctp"),
+        Op::Expose(strings(&[
+            "80/tcp",
+            "443/tcp",
+            "53/udp",
+            "9000/sctp",
+            "9001/sctp"
+        ]))
+    );
+    assert_eq!(
+        op("VOLUME /var/db /var/log"),
+        Op::Volume(strings(&["/var/db", "/var/log"]))
+    );
+    assert_eq!(
+        ops("ENV D=/data\nVOLUME [\"$D\", \"/var/log\"]")[1],
+        Op::Volume(strings(&["/data", "/var/log"]))
+    );
 }
 
 #[test]
 fn cmd_entrypoint() {
-    assert_eq!(op("CMD [\"nginx\", \"-g\", \"daemon off;\"]"), Op::Cmd(Command::Exec(strings(&["nginx", "-g", "daemon off;"]))));
-    assert_eq!(op("CMD nginx -g 'daemon off;' $X"), Op::Cmd(Command::Shell("nginx -g 'daemon off;' $X".into())));
+    assert_eq!(
+        op("CMD [\"nginx\", \"-g\", \"daemon off;\"]"),
+        Op::Cmd(Command::Exec(strings(&["nginx", "-g", "daemon off;"])))
+    );
+    assert_eq!(
+        op("CMD nginx -g 'daemon off;' $X"),
+        Op::Cmd(Command::Shell("nginx -g 'daemon off;' $X".into()))
+    );
     assert_eq!(op("CMD []"), Op::Cmd(Command::Exec(vec![])));
-    assert_eq!(op("ENTRYPOINT [\"/usr/local/bin/app\"]"), Op::Entrypoint(Command::Exec(strings(&["/usr/local/bin/app"]))));
-    assert_eq!(op("ENTRYPOINT exec /app"), Op::Entrypoint(Command::Shell("exec /app".into())));
+    assert_eq!(
+        op("ENTRYPOINT [\"/usr/local/bin/app\"]"),
+        Op::Entrypoint(Command::Exec(strings(&["/usr/local/bin/app"])))
+    );
+    assert_eq!(
+        op("ENTRYPOINT exec /app"),
+        Op::Entrypoint(Command::Shell("exec /app".into()))
+    );
 }
 
 #[test]
@@ -235,6 +421,11 @@ fn changes_filesystem_matches_the_instruction() {
 
 #[test]
 fn a_whole_port_range_is_cheap() {
-    let Op::Expose(p) = op("EXPOSE 1-65535/udp 80") else { panic!() };
-    assert_eq!((p.len(), p[0].as_str(), p[65535].as_str()), (65536, "1/udp", "80/tcp"));
+    let Op::Expose(p) = op("EXPOSE 1-65535/udp 80") else {
+        panic!()
+    };
+    assert_eq!(
+        (p.len(), p[0].as_str(), p[65535].as_str()),
+        (65536, "1/udp", "80/tcp")
+    );
 }

@@ -33,25 +33,61 @@ pub(crate) enum Keyword {
 
 /// Every keyword with its canonical spelling and usage line.
 pub(crate) const KEYWORDS: &[(Keyword, &str, &str)] = &[
-    (Keyword::From, "FROM", "FROM [--platform=os/arch] image [AS name]"),
+    (
+        Keyword::From,
+        "FROM",
+        "FROM [--platform=os/arch] image [AS name]",
+    ),
     (Keyword::Arg, "ARG", "ARG name[=default] ..."),
     (Keyword::Env, "ENV", "ENV key=value ..."),
     (Keyword::Label, "LABEL", "LABEL key=value ..."),
-    (Keyword::Run, "RUN", "RUN [--network=host|none|default] command"),
+    (
+        Keyword::Run,
+        "RUN",
+        "RUN [--network=host|none|default] command",
+    ),
     (Keyword::Pkg, "PKG", "PKG package ..."),
-    (Keyword::Copy, "COPY", "COPY [--from=stage] [--chown=user[:group]] [--chmod=0644] source... dest"),
-    (Keyword::Sysrc, "SYSRC", "SYSRC [-f file] name=value (or name+=value, name-=value)"),
+    (
+        Keyword::Copy,
+        "COPY",
+        "COPY [--from=stage] [--chown=user[:group]] [--chmod=0644] source... dest",
+    ),
+    (
+        Keyword::Sysrc,
+        "SYSRC",
+        "SYSRC [-f file] name=value (or name+=value, name-=value)",
+    ),
     (Keyword::Service, "SERVICE", "SERVICE name enable|disable"),
-    (Keyword::LineInFile, "LINE_IN_FILE", "LINE_IN_FILE \"line\" file"),
+    (
+        Keyword::LineInFile,
+        "LINE_IN_FILE",
+        "LINE_IN_FILE \"line\" file",
+    ),
     (Keyword::Render, "RENDER", "RENDER path"),
     (Keyword::Include, "INCLUDE", "INCLUDE path"),
     (Keyword::Jail, "JAIL", "JAIL name[=value] ..."),
     (Keyword::User, "USER", "USER user[:group]"),
     (Keyword::Workdir, "WORKDIR", "WORKDIR path"),
-    (Keyword::Expose, "EXPOSE", "EXPOSE port[/tcp|/udp|/sctp] ..."),
-    (Keyword::Volume, "VOLUME", "VOLUME path ... (or VOLUME [\"path\", ...])"),
-    (Keyword::Cmd, "CMD", "CMD command (or CMD [\"executable\", \"arg\", ...])"),
-    (Keyword::Entrypoint, "ENTRYPOINT", "ENTRYPOINT command (or ENTRYPOINT [\"executable\", \"arg\", ...])"),
+    (
+        Keyword::Expose,
+        "EXPOSE",
+        "EXPOSE port[/tcp|/udp|/sctp] ...",
+    ),
+    (
+        Keyword::Volume,
+        "VOLUME",
+        "VOLUME path ... (or VOLUME [\"path\", ...])",
+    ),
+    (
+        Keyword::Cmd,
+        "CMD",
+        "CMD command (or CMD [\"executable\", \"arg\", ...])",
+    ),
+    (
+        Keyword::Entrypoint,
+        "ENTRYPOINT",
+        "ENTRYPOINT command (or ENTRYPOINT [\"executable\", \"arg\", ...])",
+    ),
 ];
 
 /// Dockerfile instructions jbuild deliberately lacks, and what to do instead.
@@ -71,15 +107,24 @@ impl Keyword {
         if upper == "LIF" {
             return Some(Keyword::LineInFile);
         }
-        KEYWORDS.iter().find(|(_, name, _)| *name == upper).map(|&(k, _, _)| k)
+        KEYWORDS
+            .iter()
+            .find(|(_, name, _)| *name == upper)
+            .map(|&(k, _, _)| k)
     }
 
     pub fn name(self) -> &'static str {
-        KEYWORDS.iter().find(|(k, _, _)| *k == self).map_or("", |&(_, n, _)| n)
+        KEYWORDS
+            .iter()
+            .find(|(k, _, _)| *k == self)
+            .map_or("", |&(_, n, _)| n)
     }
 
     pub fn usage(self) -> &'static str {
-        KEYWORDS.iter().find(|(k, _, _)| *k == self).map_or("", |&(_, _, u)| u)
+        KEYWORDS
+            .iter()
+            .find(|(k, _, _)| *k == self)
+            .map_or("", |&(_, _, u)| u)
     }
 
     /// Whether jbuild substitutes variables in the arguments (RUN, CMD and
@@ -134,17 +179,35 @@ pub(crate) struct CopySrc {
 /// The arguments of each instruction, split but not substituted.
 #[derive(Debug, Clone)]
 pub(crate) enum Body {
-    From { platform: Option<Text>, image: Text, alias: Option<Text> },
+    From {
+        platform: Option<Text>,
+        image: Text,
+        alias: Option<Text>,
+    },
     /// Name and optional default.
     Arg(Vec<(Text, Option<Text>)>),
     Env(Vec<(Text, Text)>),
     Label(Vec<(Text, Text)>),
-    Run { network: bool, command: CommandSrc },
+    Run {
+        network: bool,
+        command: CommandSrc,
+    },
     Pkg(Vec<Text>),
     Copy(CopySrc),
-    Sysrc { file: Option<Text>, name: Text, op: SysrcOp, value: Text },
-    Service { name: Text, action: Text },
-    LineInFile { line: Text, file: Text },
+    Sysrc {
+        file: Option<Text>,
+        name: Text,
+        op: SysrcOp,
+        value: Text,
+    },
+    Service {
+        name: Text,
+        action: Text,
+    },
+    LineInFile {
+        line: Text,
+        file: Text,
+    },
     Render(Text),
     Include(Text),
     /// Name and optional value (a bare name is a boolean parameter).

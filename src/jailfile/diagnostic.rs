@@ -59,11 +59,28 @@ impl fmt::Display for Diagnostic {
         if self.line == 0 {
             write!(f, "\n{:pad$}--> {}", "", self.file.display())?;
         } else {
-            write!(f, "\n{:pad$}--> {}:{}:{}", "", self.file.display(), self.line, self.column)?;
+            write!(
+                f,
+                "\n{:pad$}--> {}:{}:{}",
+                "",
+                self.file.display(),
+                self.line,
+                self.column
+            )?;
             let (shown, caret_at, caret_len) = caret(&self.source_line, self.column, self.span_len);
             write!(f, "\n{:pad$} |", "")?;
-            write!(f, "\n{}", format!("{:>pad$} | {shown}", self.line).trim_end())?;
-            write!(f, "\n{:pad$} | {:caret_at$}{}", "", "", "^".repeat(caret_len))?;
+            write!(
+                f,
+                "\n{}",
+                format!("{:>pad$} | {shown}", self.line).trim_end()
+            )?;
+            write!(
+                f,
+                "\n{:pad$} | {:caret_at$}{}",
+                "",
+                "",
+                "^".repeat(caret_len)
+            )?;
         }
         if let Some(help) = &self.help {
             write!(f, "\n{:pad$} = help: {help}", "")?;
@@ -78,7 +95,16 @@ impl std::error::Error for Diagnostic {}
 /// where the caret goes, in display cells.
 fn caret(line: &str, column: u32, len: u32) -> (String, usize, usize) {
     let width = |c: char| if c == '\t' { 4 } else { 1 };
-    let shown: String = line.chars().map(|c| if c == '\t' { "    ".to_string() } else { c.to_string() }).collect();
+    let shown: String = line
+        .chars()
+        .map(|c| {
+            if c == '\t' {
+                "    ".to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect();
     let before = column.saturating_sub(1) as usize;
     let at: usize = line.chars().take(before).map(width).sum();
     let at = at + before.saturating_sub(line.chars().count());
@@ -99,7 +125,11 @@ pub(crate) struct Error {
 
 impl Error {
     pub fn new(span: Span, message: impl Into<String>) -> Error {
-        Error { span, message: message.into(), help: None }
+        Error {
+            span,
+            message: message.into(),
+            help: None,
+        }
     }
 
     pub fn at(pos: Pos, message: impl Into<String>) -> Error {
@@ -129,12 +159,17 @@ struct SourceFile {
 
 impl Sources {
     pub fn add(&mut self, path: PathBuf, text: String) -> FileId {
-        self.files.push(SourceFile { path: Arc::new(path), text });
+        self.files.push(SourceFile {
+            path: Arc::new(path),
+            text,
+        });
         FileId::try_from(self.files.len() - 1).unwrap_or(FileId::MAX)
     }
 
     pub fn path(&self, id: FileId) -> Arc<PathBuf> {
-        self.files.get(id as usize).map_or_else(|| Arc::new(PathBuf::new()), |f| f.path.clone())
+        self.files
+            .get(id as usize)
+            .map_or_else(|| Arc::new(PathBuf::new()), |f| f.path.clone())
     }
 
     pub fn text(&self, id: FileId) -> &str {
@@ -170,9 +205,15 @@ mod tests {
     #[test]
     fn renders_like_rustc() {
         let mut s = Sources::default();
-        let f = s.add(PathBuf::from("web/Jailfile"), "FROM scratch\n\nRUNN pkg install -y nginx\n".into());
-        let e = Error::new(Span::new(Pos::new(f, 3, 1), 4), "unknown instruction `RUNN`")
-            .with_help("did you mean `RUN`?");
+        let f = s.add(
+            PathBuf::from("web/Jailfile"),
+            "FROM scratch\n\nRUNN pkg install -y nginx\n".into(),
+        );
+        let e = Error::new(
+            Span::new(Pos::new(f, 3, 1), 4),
+            "unknown instruction `RUNN`",
+        )
+        .with_help("did you mean `RUN`?");
         let want = "unknown instruction `RUNN`
   --> web/Jailfile:3:1
    |

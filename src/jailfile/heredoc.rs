@@ -56,8 +56,12 @@ pub(crate) fn find_markers(args: &Text, escape: char) -> Vec<Marker> {
             Some(_) => {}
             None if c == escape => i += 1,
             None if c == '\'' || c == '"' => quote = Some(c),
-            None if c == '$' && args.char_at(i + 1) == Some('(') && args.char_at(i + 2) == Some('(') => {
-                let close = (i + 3..args.len()).find(|&j| args.char_at(j) == Some(')') && args.char_at(j + 1) == Some(')'));
+            None if c == '$'
+                && args.char_at(i + 1) == Some('(')
+                && args.char_at(i + 2) == Some('(') =>
+            {
+                let close = (i + 3..args.len())
+                    .find(|&j| args.char_at(j) == Some(')') && args.char_at(j + 1) == Some(')'));
                 match close {
                     Some(j) => i = j + 1,
                     None => break,
@@ -115,12 +119,24 @@ fn marker_at(args: &Text, start: usize, escape: char) -> Option<(Marker, usize)>
         return None;
     }
     let marker = args.slice(start, j);
-    Some((Marker { name, quoted, strip_tabs, marker }, j))
+    Some((
+        Marker {
+            name,
+            quoted,
+            strip_tabs,
+            marker,
+        },
+        j,
+    ))
 }
 
 /// Reads the bodies of `markers` from `lines[*next..]`, moving `*next`
 /// past them. A missing terminator is an error at its marker.
-pub(crate) fn read_bodies(markers: Vec<Marker>, lines: &[Line<'_>], next: &mut usize) -> Result<Vec<Heredoc>> {
+pub(crate) fn read_bodies(
+    markers: Vec<Marker>,
+    lines: &[Line<'_>],
+    next: &mut usize,
+) -> Result<Vec<Heredoc>> {
     let mut out = Vec::with_capacity(markers.len());
     for m in markers {
         let mut body = Text::new(m.marker.end);
@@ -129,13 +145,24 @@ pub(crate) fn read_bodies(markers: Vec<Marker>, lines: &[Line<'_>], next: &mut u
             let Some(line) = lines.get(*next) else {
                 return Err(Error::new(
                     m.marker.span(),
-                    format!("unterminated heredoc: no line `{}` ends `{}`", m.name, m.marker.as_string()),
+                    format!(
+                        "unterminated heredoc: no line `{}` ends `{}`",
+                        m.name,
+                        m.marker.as_string()
+                    ),
                 )
-                .with_help(format!("end the heredoc with a line that contains only `{}`", m.name)));
+                .with_help(format!(
+                    "end the heredoc with a line that contains only `{}`",
+                    m.name
+                )));
             };
             *next += 1;
             raw.push(line.text);
-            let content = if m.strip_tabs { line.text.trim_start_matches('\t') } else { line.text };
+            let content = if m.strip_tabs {
+                line.text.trim_start_matches('\t')
+            } else {
+                line.text
+            };
             if content == m.name {
                 break;
             }
@@ -172,14 +199,23 @@ mod tests {
     }
 
     fn names(s: &str) -> Vec<(String, bool, bool)> {
-        find_markers(&text(s), '\\').into_iter().map(|m| (m.name, m.quoted, m.strip_tabs)).collect()
+        find_markers(&text(s), '\\')
+            .into_iter()
+            .map(|m| (m.name, m.quoted, m.strip_tabs))
+            .collect()
     }
 
     #[test]
     fn finds_markers_like_a_shell() {
         assert_eq!(names("<<EOF"), [("EOF".into(), false, false)]);
         assert_eq!(names("cat <<-\"E F\" >x"), [("E F".into(), true, true)]);
-        assert_eq!(names("<<a.conf <<'b.conf' /etc/"), [("a.conf".into(), false, false), ("b.conf".into(), true, false)]);
+        assert_eq!(
+            names("<<a.conf <<'b.conf' /etc/"),
+            [
+                ("a.conf".into(), false, false),
+                ("b.conf".into(), true, false)
+            ]
+        );
         assert_eq!(names("cat<<EOF|sh"), [("EOF".into(), false, false)]);
         assert!(names("echo '<<EOF' \"<<X\" $((1<<2)) cat <<<x").is_empty());
         assert!(names("<<").is_empty());

@@ -50,7 +50,10 @@ pub(crate) struct Line<'a> {
 impl Line<'_> {
     pub fn chars(&self) -> impl Iterator<Item = (char, Pos)> + '_ {
         let (file, line) = (self.file, self.number);
-        self.text.chars().enumerate().map(move |(i, c)| (c, Pos::new(file, line, col(i))))
+        self.text
+            .chars()
+            .enumerate()
+            .map(move |(i, c)| (c, Pos::new(file, line, col(i))))
     }
 
     pub fn is_blank_or_comment(&self) -> bool {
@@ -65,7 +68,9 @@ impl Line<'_> {
 }
 
 fn col(index: usize) -> u32 {
-    u32::try_from(index).unwrap_or(u32::MAX - 1).saturating_add(1)
+    u32::try_from(index)
+        .unwrap_or(u32::MAX - 1)
+        .saturating_add(1)
 }
 
 pub(crate) fn lines(file: FileId, text: &str) -> Vec<Line<'_>> {
@@ -73,7 +78,11 @@ pub(crate) fn lines(file: FileId, text: &str) -> Vec<Line<'_>> {
     let mut lines: Vec<Line<'_>> = text
         .split('\n')
         .enumerate()
-        .map(|(i, l)| Line { number: col(i), text: l.strip_suffix('\r').unwrap_or(l), file })
+        .map(|(i, l)| Line {
+            number: col(i),
+            text: l.strip_suffix('\r').unwrap_or(l),
+            file,
+        })
         .collect();
     if lines.last().is_some_and(|l| l.text.is_empty()) {
         lines.pop();
@@ -96,10 +105,17 @@ pub(crate) fn lex(file: FileId, source: &str) -> Result<Vec<RawInstr>> {
         let mut first = true;
         loop {
             let chars: Vec<(char, Pos)> = current.chars().collect();
-            let skip = if first { chars.iter().take_while(|(c, _)| c.is_whitespace()).count() } else { 0 };
+            let skip = if first {
+                chars.iter().take_while(|(c, _)| c.is_whitespace()).count()
+            } else {
+                0
+            };
             first = false;
             let content = chars.get(skip..).unwrap_or_default();
-            let trimmed_len = content.iter().rposition(|(c, _)| !c.is_whitespace()).map_or(0, |p| p + 1);
+            let trimmed_len = content
+                .iter()
+                .rposition(|(c, _)| !c.is_whitespace())
+                .map_or(0, |p| p + 1);
             let content = content.get(..trimmed_len).unwrap_or_default();
             match content.split_last() {
                 Some((&(c, pos), rest)) if c == escape => {
@@ -132,10 +148,18 @@ pub(crate) fn lex(file: FileId, source: &str) -> Result<Vec<RawInstr>> {
             }
         }
         let logical = logical.trim();
-        let kw_len = logical.chars.iter().position(|(c, _)| c.is_whitespace()).unwrap_or(logical.len());
+        let kw_len = logical
+            .chars
+            .iter()
+            .position(|(c, _)| c.is_whitespace())
+            .unwrap_or(logical.len());
         let keyword = logical.slice(0, kw_len);
         let args = logical.slice_from(kw_len).trim();
-        let args = if args.is_empty() { Text::new(keyword.end) } else { args };
+        let args = if args.is_empty() {
+            Text::new(keyword.end)
+        } else {
+            args
+        };
         let upper = keyword.as_string().to_uppercase();
         let heredocs = if upper == "RUN" || upper == "COPY" {
             let markers = heredoc::find_markers(&args, escape);
@@ -146,7 +170,12 @@ pub(crate) fn lex(file: FileId, source: &str) -> Result<Vec<RawInstr>> {
         if keyword.is_empty() {
             continue;
         }
-        out.push(RawInstr { keyword, args, heredocs, escape });
+        out.push(RawInstr {
+            keyword,
+            args,
+            heredocs,
+            escape,
+        });
     }
     Ok(out)
 }
@@ -171,8 +200,11 @@ fn directives(lines: &[Line<'_>]) -> Result<(char, usize)> {
                 "\\" => '\\',
                 "`" => '`',
                 _ => {
-                    return Err(Error::new(Span::new(pos, col(value.chars().count()) - 1), format!("invalid escape character `{value}`"))
-                        .with_help("the escape directive takes `\\` or a backtick"))
+                    return Err(Error::new(
+                        Span::new(pos, col(value.chars().count()) - 1),
+                        format!("invalid escape character `{value}`"),
+                    )
+                    .with_help("the escape directive takes `\\` or a backtick"))
                 }
             };
         }
@@ -201,7 +233,11 @@ mod tests {
     use super::*;
 
     fn lexed(src: &str) -> Vec<(String, String)> {
-        lex(0, src).unwrap().iter().map(|r| (r.keyword.as_string(), r.args.as_string())).collect()
+        lex(0, src)
+            .unwrap()
+            .iter()
+            .map(|r| (r.keyword.as_string(), r.args.as_string()))
+            .collect()
     }
 
     #[test]
@@ -209,7 +245,11 @@ mod tests {
         let src = "# c\nFROM scratch\nRUN a \\\n  # inner\n\n   b\n  \nrun c";
         assert_eq!(
             lexed(src),
-            [("FROM".into(), "scratch".into()), ("RUN".into(), "a    b".into()), ("run".into(), "c".into())]
+            [
+                ("FROM".into(), "scratch".into()),
+                ("RUN".into(), "a    b".into()),
+                ("run".into(), "c".into())
+            ]
         );
     }
 

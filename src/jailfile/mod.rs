@@ -42,13 +42,20 @@ pub fn load(path: &Path, build_args: &BTreeMap<String, String>) -> Result<Build,
             std::io::ErrorKind::InvalidData => "not UTF-8 text".to_string(),
             _ => e.to_string(),
         };
-        Diagnostic::for_file(path, format!("cannot read Jailfile `{}`: {why}", path.display()))
+        Diagnostic::for_file(
+            path,
+            format!("cannot read Jailfile `{}`: {why}", path.display()),
+        )
     })?;
     load_str(path, &text, build_args)
 }
 
 /// Like [`load`], with the text given; `path` names the file in messages
 /// and is the base for relative INCLUDE paths.
-pub fn load_str(path: &Path, text: &str, build_args: &BTreeMap<String, String>) -> Result<Build, Diagnostic> {
+pub fn load_str(
+    path: &Path,
+    text: &str,
+    build_args: &BTreeMap<String, String>,
+) -> Result<Build, Diagnostic> {
     resolve::resolve(path, text, build_args)
 }

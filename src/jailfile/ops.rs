@@ -24,11 +24,21 @@ impl Resolver<'_> {
         }
         let (text, refs) = self.history_text(ins)?;
         let args = match ins.keyword {
-            Keyword::Run | Keyword::Pkg => self.scope().args.iter().filter_map(|(k, v)| Some((k.clone(), v.clone()?))).collect(),
+            Keyword::Run | Keyword::Pkg => self
+                .scope()
+                .args
+                .iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.clone()?)))
+                .collect(),
             _ => self.referenced_args(&refs),
         };
         let op = self.op(ins)?;
-        Ok(Some(Step { location: self.location(ins.span()), text, args, op }))
+        Ok(Some(Step {
+            location: self.location(ins.span()),
+            text,
+            args,
+            op,
+        }))
     }
 
     fn scope(&self) -> &Scope {
@@ -66,7 +76,9 @@ impl Resolver<'_> {
         } else {
             (ins.args.as_string(), BTreeSet::new())
         };
-        text = format!("{} {text}", ins.keyword.name()).trim_end().to_string();
+        text = format!("{} {text}", ins.keyword.name())
+            .trim_end()
+            .to_string();
         for h in &ins.heredocs {
             if ins.keyword == Keyword::Copy && !h.quoted {
                 let body = subst::heredoc(&h.body, ins.escape, &lookup)?;
@@ -88,8 +100,11 @@ impl Resolver<'_> {
     fn nonempty(&self, t: &Text, esc: char, what: &str) -> Result<String> {
         let v = self.word(t, esc)?;
         if v.is_empty() {
-            return Err(Error::new(t.span(), format!("{what} is empty (`{}` expands to nothing)", t.as_string()))
-                .with_help("give the variable a value, e.g. with ARG name=default or --build-arg"));
+            return Err(Error::new(
+                t.span(),
+                format!("{what} is empty (`{}` expands to nothing)", t.as_string()),
+            )
+            .with_help("give the variable a value, e.g. with ARG name=default or --build-arg"));
         }
         Ok(v)
     }
@@ -128,7 +143,10 @@ impl Resolver<'_> {
                 Op::Env(pairs)
             }
             Body::Label(pairs) => Op::Label(self.pairs(pairs, esc, "LABEL")?),
-            Body::Run { network, command } => Op::Run { command: command_of(command), network: *network },
+            Body::Run { network, command } => Op::Run {
+                command: command_of(command),
+                network: *network,
+            },
             Body::Pkg(words) => {
                 let mut packages = Vec::new();
                 for (p, w) in self.fields(words, esc)? {
@@ -139,56 +157,95 @@ impl Resolver<'_> {
                     packages.push(p);
                 }
                 if packages.is_empty() {
-                    return Err(Error::new(ins.args.span(), "PKG has no packages after substitution")
-                        .with_help("usage: PKG package ..."));
+                    return Err(Error::new(
+                        ins.args.span(),
+                        "PKG has no packages after substitution",
+                    )
+                    .with_help("usage: PKG package ..."));
                 }
                 Op::Pkg { packages }
             }
             Body::Copy(c) => self.copy(c, ins)?,
-            Body::Sysrc { file, name, op, value } => {
+            Body::Sysrc {
+                file,
+                name,
+                op,
+                value,
+            } => {
                 let file = match file {
                     Some(f) => self.nonempty(f, esc, "the SYSRC file")?,
                     None => "/etc/rc.conf".to_string(),
                 };
                 let n = self.word(name, esc)?;
                 if !parser::is_identifier(&n) {
-                    return Err(Error::new(name.span(), format!("invalid rc.conf variable name `{n}`"))
-                        .with_help("names are letters, digits and `_`, e.g. SYSRC nginx_enable=YES"));
+                    return Err(Error::new(
+                        name.span(),
+                        format!("invalid rc.conf variable name `{n}`"),
+                    )
+                    .with_help("names are letters, digits and `_`, e.g. SYSRC nginx_enable=YES"));
                 }
-                Op::Sysrc { file, name: n, op: *op, value: self.word(value, esc)? }
+                Op::Sysrc {
+                    file,
+                    name: n,
+                    op: *op,
+                    value: self.word(value, esc)?,
+                }
             }
             Body::Service { name, action } => {
                 let n = self.nonempty(name, esc, "the service name")?;
                 if n.contains(|c: char| c.is_whitespace() || c == '/' || c == '=') {
-                    return Err(Error::new(name.span(), format!("invalid service name `{n}`")).with_help("give the rc.d script's name, e.g. SERVICE nginx enable"));
+                    return Err(
+                        Error::new(name.span(), format!("invalid service name `{n}`"))
+                            .with_help("give the rc.d script's name, e.g. SERVICE nginx enable"),
+                    );
                 }
                 let a = self.word(action, esc)?;
                 let enable = match a.to_ascii_lowercase().as_str() {
                     "enable" | "on" | "yes" => true,
                     "disable" | "off" | "no" => false,
                     _ => {
-                        return Err(Error::new(action.span(), format!("unknown SERVICE action `{a}`"))
-                            .with_help("use enable or disable (on/off and yes/no also work)"))
+                        return Err(Error::new(
+                            action.span(),
+                            format!("unknown SERVICE action `{a}`"),
+                        )
+                        .with_help("use enable or disable (on/off and yes/no also work)"))
                     }
                 };
                 Op::Service { name: n, enable }
             }
-            Body::LineInFile { line, file } => {
-                Op::LineInFile { line: self.word(line, esc)?, file: self.nonempty(file, esc, "the LINE_IN_FILE file")? }
-            }
+            Body::LineInFile { line, file } => Op::LineInFile {
+                line: self.word(line, esc)?,
+                file: self.nonempty(file, esc, "the LINE_IN_FILE file")?,
+            },
             Body::Render(path) => {
                 let scope = self.scope();
-                let mut vars: BTreeMap<String, String> = scope.args.iter().filter_map(|(k, v)| Some((k.clone(), v.clone()?))).collect();
+                let mut vars: BTreeMap<String, String> = scope
+                    .args
+                    .iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.clone()?)))
+                    .collect();
                 vars.extend(scope.env.iter().map(|(k, v)| (k.clone(), v.clone())));
-                Op::Render { path: self.nonempty(path, esc, "the RENDER path")?, vars }
+                Op::Render {
+                    path: self.nonempty(path, esc, "the RENDER path")?,
+                    vars,
+                }
             }
             Body::Jail(params) => {
                 let mut out = Vec::new();
                 for (name, value) in params {
                     let n = self.word(name, esc)?;
-                    if n.is_empty() || !n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.') {
-                        return Err(Error::new(name.span(), format!("invalid jail parameter name `{n}`"))
-                            .with_help("jail(8) parameters look like host.hostname=web or allow.raw_sockets"));
+                    if n.is_empty()
+                        || !n
+                            .chars()
+                            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+                    {
+                        return Err(Error::new(
+                            name.span(),
+                            format!("invalid jail parameter name `{n}`"),
+                        )
+                        .with_help(
+                            "jail(8) parameters look like host.hostname=web or allow.raw_sockets",
+                        ));
                     }
                     let v = match value {
                         Some(v) => self.word(v, esc)?,
@@ -211,28 +268,44 @@ impl Resolver<'_> {
                 let mut ports: Vec<String> = Vec::new();
                 let mut seen = BTreeSet::new();
                 for (f, w) in self.fields(words, esc)? {
-                    for p in validate::ports(&f).map_err(|(m, h)| Error::new(w.span(), m).with_help(h))? {
+                    for p in validate::ports(&f)
+                        .map_err(|(m, h)| Error::new(w.span(), m).with_help(h))?
+                    {
                         if seen.insert(p.clone()) {
                             ports.push(p);
                         }
                     }
                 }
                 if ports.is_empty() {
-                    return Err(Error::new(ins.args.span(), "EXPOSE has no ports after substitution"));
+                    return Err(Error::new(
+                        ins.args.span(),
+                        "EXPOSE has no ports after substitution",
+                    ));
                 }
                 Op::Expose(ports)
             }
             Body::Volume(words) => {
-                let vols: Vec<String> = self.fields(words, esc)?.into_iter().map(|(f, _)| f).filter(|f| !f.is_empty()).collect();
+                let vols: Vec<String> = self
+                    .fields(words, esc)?
+                    .into_iter()
+                    .map(|(f, _)| f)
+                    .filter(|f| !f.is_empty())
+                    .collect();
                 if vols.is_empty() {
-                    return Err(Error::new(ins.args.span(), "VOLUME has no paths after substitution"));
+                    return Err(Error::new(
+                        ins.args.span(),
+                        "VOLUME has no paths after substitution",
+                    ));
                 }
                 Op::Volume(vols)
             }
             Body::Cmd(c) => Op::Cmd(command_of(c)),
             Body::Entrypoint(c) => Op::Entrypoint(command_of(c)),
             Body::Arg(_) | Body::From { .. } | Body::Include(_) => {
-                return Err(Error::new(ins.span(), "internal error: instruction handled elsewhere"))
+                return Err(Error::new(
+                    ins.span(),
+                    "internal error: instruction handled elsewhere",
+                ))
             }
         })
     }
@@ -248,7 +321,10 @@ impl Resolver<'_> {
             None => None,
         };
         let chmod = match &c.chmod {
-            Some(t) => Some(validate::chmod(&self.word(t, esc)?).map_err(|(m, h)| Error::new(t.span(), m).with_help(h))?),
+            Some(t) => Some(
+                validate::chmod(&self.word(t, esc)?)
+                    .map_err(|(m, h)| Error::new(t.span(), m).with_help(h))?,
+            ),
             None => None,
         };
         let mut sources = Vec::new();
@@ -256,9 +332,18 @@ impl Resolver<'_> {
             sources.push(match s {
                 SourceSrc::Path(p) => CopySource::Path(self.nonempty(p, esc, "the COPY source")?),
                 SourceSrc::Heredoc(k) => {
-                    let Some(h) = ins.heredocs.get(*k) else { continue };
-                    let content = if h.quoted { h.body.as_string() } else { subst::heredoc(&h.body, esc, &|n| self.lookup(n))?.value };
-                    CopySource::Inline { name: h.name.clone(), content }
+                    let Some(h) = ins.heredocs.get(*k) else {
+                        continue;
+                    };
+                    let content = if h.quoted {
+                        h.body.as_string()
+                    } else {
+                        subst::heredoc(&h.body, esc, &|n| self.lookup(n))?.value
+                    };
+                    CopySource::Inline {
+                        name: h.name.clone(),
+                        content,
+                    }
                 }
             });
         }
@@ -267,7 +352,13 @@ impl Resolver<'_> {
             return Err(Error::new(c.dest.span(), format!("COPY has {} sources, so the destination `{dest}` must be a directory ending in `/`", sources.len()))
                 .with_help(format!("write `{dest}/`")));
         }
-        Ok(Op::Copy { from, sources, dest, chown, chmod })
+        Ok(Op::Copy {
+            from,
+            sources,
+            dest,
+            chown,
+            chmod,
+        })
     }
 
     /// `--from=`: an earlier stage by name or index, else an image.
@@ -286,8 +377,11 @@ impl Resolver<'_> {
         }
         if let Some(i) = self.stage_index(&lower) {
             if i == current {
-                return Err(Error::new(t.span(), format!("COPY --from={lower} is the stage this COPY is in"))
-                    .with_help("--from can only use an earlier stage"));
+                return Err(Error::new(
+                    t.span(),
+                    format!("COPY --from={lower} is the stage this COPY is in"),
+                )
+                .with_help("--from can only use an earlier stage"));
             }
             return Ok(CopyFrom::Stage(i));
         }

@@ -3,7 +3,9 @@
 //! heredoc references. Only syntax is checked here; values (which may
 //! contain variables) are checked by the resolver after substitution.
 
-use super::ast::{Body, CommandSrc, CopySrc, Instruction, Keyword, SourceSrc, KEYWORDS, UNSUPPORTED};
+use super::ast::{
+    Body, CommandSrc, CopySrc, Instruction, Keyword, SourceSrc, KEYWORDS, UNSUPPORTED,
+};
 use super::diagnostic::{Error, Result};
 use super::heredoc::Heredoc;
 use super::lexer::RawInstr;
@@ -16,16 +18,32 @@ pub(crate) fn parse(raw: RawInstr) -> Result<Instruction> {
     let Some(keyword) = Keyword::lookup(&raw.keyword.as_string()) else {
         return Err(unknown(&raw));
     };
-    let p = Parser { kw: keyword, args: &raw.args, escape: raw.escape, heredocs: &raw.heredocs };
+    let p = Parser {
+        kw: keyword,
+        args: &raw.args,
+        escape: raw.escape,
+        heredocs: &raw.heredocs,
+    };
     let body = p.body()?;
-    Ok(Instruction { keyword, keyword_text: raw.keyword, args: raw.args, heredocs: raw.heredocs, escape: raw.escape, body })
+    Ok(Instruction {
+        keyword,
+        keyword_text: raw.keyword,
+        args: raw.args,
+        heredocs: raw.heredocs,
+        escape: raw.escape,
+        body,
+    })
 }
 
 fn unknown(raw: &RawInstr) -> Error {
     let word = raw.keyword.as_string();
     let upper = raw.keyword_upper();
     if let Some((name, advice)) = UNSUPPORTED.iter().find(|(n, _)| *n == upper) {
-        return Error::new(raw.keyword_span(), format!("`{name}` is not supported by jbuild")).with_help(*advice);
+        return Error::new(
+            raw.keyword_span(),
+            format!("`{name}` is not supported by jbuild"),
+        )
+        .with_help(*advice);
     }
     let names = KEYWORDS.iter().map(|&(_, n, _)| n).chain(["LIF"]);
     let help = suggest::did_you_mean(&word, names).unwrap_or_else(|| {
@@ -50,7 +68,8 @@ struct Parser<'a> {
 
 impl Parser<'_> {
     fn missing(&self, at: &Text) -> Error {
-        Error::at(at.end, format!("{} needs more arguments", self.kw.name())).with_help(format!("usage: {}", self.kw.usage()))
+        Error::at(at.end, format!("{} needs more arguments", self.kw.name()))
+            .with_help(format!("usage: {}", self.kw.usage()))
     }
 
     fn words(&self, t: &Text) -> Result<Vec<Text>> {
@@ -64,8 +83,18 @@ impl Parser<'_> {
             return Err(self.missing(t));
         }
         if let Some(extra) = words.get(n) {
-            return Err(Error::new(extra.span(), format!("{} takes {what}; unexpected `{}`", self.kw.name(), extra.as_string()))
-                .with_help(format!("usage: {} (quote arguments that contain spaces)", self.kw.usage())));
+            return Err(Error::new(
+                extra.span(),
+                format!(
+                    "{} takes {what}; unexpected `{}`",
+                    self.kw.name(),
+                    extra.as_string()
+                ),
+            )
+            .with_help(format!(
+                "usage: {} (quote arguments that contain spaces)",
+                self.kw.usage()
+            )));
         }
         Ok(words)
     }
@@ -90,12 +119,20 @@ impl Parser<'_> {
             Keyword::Copy => Body::Copy(self.copy()?),
             Keyword::Sysrc => self.sysrc()?,
             Keyword::Service => {
-                let mut w = self.exactly(args, 2, "a service name and an action")?.into_iter();
-                Body::Service { name: w.next().unwrap_or_default(), action: w.next().unwrap_or_default() }
+                let mut w = self
+                    .exactly(args, 2, "a service name and an action")?
+                    .into_iter();
+                Body::Service {
+                    name: w.next().unwrap_or_default(),
+                    action: w.next().unwrap_or_default(),
+                }
             }
             Keyword::LineInFile => {
                 let mut w = self.exactly(args, 2, "a line and a file")?.into_iter();
-                Body::LineInFile { line: w.next().unwrap_or_default(), file: w.next().unwrap_or_default() }
+                Body::LineInFile {
+                    line: w.next().unwrap_or_default(),
+                    file: w.next().unwrap_or_default(),
+                }
             }
             Keyword::Render => Body::Render(self.one(args)?),
             Keyword::Include => Body::Include(self.one(args)?),
@@ -123,7 +160,11 @@ impl Parser<'_> {
     }
 
     fn one(&self, t: &Text) -> Result<Text> {
-        Ok(self.exactly(t, 1, "one argument")?.into_iter().next().unwrap_or_default())
+        Ok(self
+            .exactly(t, 1, "one argument")?
+            .into_iter()
+            .next()
+            .unwrap_or_default())
     }
 
     /// Leading `--name=value` flags, each checked against `allowed`.
@@ -148,13 +189,23 @@ impl Parser<'_> {
                 None => (word.slice_from(2).as_string(), None),
             };
             let kw = self.kw.name();
-            let supported = || allowed.iter().map(|a| format!("--{a}")).collect::<Vec<_>>().join(", ");
+            let supported = || {
+                allowed
+                    .iter()
+                    .map(|a| format!("--{a}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
             if !allowed.contains(&name.as_str()) {
                 let mut help = format!("supported: {}", supported());
                 if let Some(s) = suggest::closest(&name, allowed.iter().copied()) {
                     help = format!("did you mean `--{s}`? {help}");
                 }
-                return Err(Error::new(word.span(), format!("`--{name}` is not supported on {kw}")).with_help(help));
+                return Err(Error::new(
+                    word.span(),
+                    format!("`--{name}` is not supported on {kw}"),
+                )
+                .with_help(help));
             }
             let value = match value {
                 Some(v) if !v.is_empty() => v,
@@ -164,7 +215,10 @@ impl Parser<'_> {
                 }
             };
             if flags.iter().any(|f| f.name == name) {
-                return Err(Error::new(word.span(), format!("`--{name}` is given twice")));
+                return Err(Error::new(
+                    word.span(),
+                    format!("`--{name}` is given twice"),
+                ));
             }
             flags.push(Flag { name, value });
             i = j;
@@ -180,7 +234,12 @@ impl Parser<'_> {
             return Ok(None);
         }
         match serde_json::from_str::<Vec<String>>(&t.as_string()) {
-            Ok(items) => Ok(Some(items.iter().map(|s| Text::synthetic(s, t.start())).collect())),
+            Ok(items) => Ok(Some(
+                items
+                    .iter()
+                    .map(|s| Text::synthetic(s, t.start()))
+                    .collect(),
+            )),
             Err(e) => Err(json_error(t, &e).with_help(format!(
                 "write a JSON array of double-quoted strings, or drop the brackets; usage: {}",
                 self.kw.usage()
@@ -210,19 +269,35 @@ impl Parser<'_> {
         let image = it.next().ok_or_else(|| self.missing(&rest))?;
         let alias = match it.next() {
             None => None,
-            Some(w) if w.as_string().eq_ignore_ascii_case("as") => Some(it.next().ok_or_else(|| {
-                Error::at(w.end, "`AS` needs a stage name").with_help("usage: FROM image AS name")
-            })?),
+            Some(w) if w.as_string().eq_ignore_ascii_case("as") => {
+                Some(it.next().ok_or_else(|| {
+                    Error::at(w.end, "`AS` needs a stage name")
+                        .with_help("usage: FROM image AS name")
+                })?)
+            }
             Some(w) => {
-                return Err(Error::new(w.span(), format!("expected `AS name` after the image, found `{}`", w.as_string()))
-                    .with_help(format!("usage: {}", self.kw.usage())))
+                return Err(Error::new(
+                    w.span(),
+                    format!(
+                        "expected `AS name` after the image, found `{}`",
+                        w.as_string()
+                    ),
+                )
+                .with_help(format!("usage: {}", self.kw.usage())))
             }
         };
         if let Some(extra) = it.next() {
-            return Err(Error::new(extra.span(), format!("unexpected `{}` after the stage name", extra.as_string()))
-                .with_help(format!("usage: {}", self.kw.usage())));
+            return Err(Error::new(
+                extra.span(),
+                format!("unexpected `{}` after the stage name", extra.as_string()),
+            )
+            .with_help(format!("usage: {}", self.kw.usage())));
         }
-        Ok(Body::From { platform: flags.into_iter().next().map(|f| f.value), image, alias })
+        Ok(Body::From {
+            platform: flags.into_iter().next().map(|f| f.value),
+            image,
+            alias,
+        })
     }
 
     fn arg(&self) -> Result<Vec<(Text, Option<Text>)>> {
@@ -245,14 +320,19 @@ impl Parser<'_> {
     fn pairs(&self, legacy: bool) -> Result<Vec<(Text, Text)>> {
         let args = self.args;
         let ranges = word_ranges(args, self.escape)?;
-        let Some(&(a, b)) = ranges.first() else { return Err(self.missing(args)) };
+        let Some(&(a, b)) = ranges.first() else {
+            return Err(self.missing(args));
+        };
         let first = args.slice(a, b);
         if legacy && find_unquoted(&first, '=', self.escape).is_none() {
             let value = args.slice_from(b).trim();
             if value.is_empty() {
                 let k = first.as_string();
-                return Err(Error::at(value.end, format!("{} `{k}` needs a value", self.kw.name()))
-                    .with_help(format!("write {} {k}=value", self.kw.name())));
+                return Err(Error::at(
+                    value.end,
+                    format!("{} `{k}` needs a value", self.kw.name()),
+                )
+                .with_help(format!("write {} {k}=value", self.kw.name())));
             }
             return Ok(vec![(first, value)]);
         }
@@ -260,11 +340,19 @@ impl Parser<'_> {
         for (a, b) in ranges {
             let w = args.slice(a, b);
             match find_unquoted(&w, '=', self.escape) {
-                Some(0) => return Err(Error::new(w.span(), format!("missing name before `=` in `{}`", w.as_string()))),
+                Some(0) => {
+                    return Err(Error::new(
+                        w.span(),
+                        format!("missing name before `=` in `{}`", w.as_string()),
+                    ))
+                }
                 Some(eq) => out.push((w.slice(0, eq), w.slice_from(eq + 1))),
                 None => {
-                    return Err(Error::new(w.span(), format!("expected key=value, found `{}`", w.as_string()))
-                        .with_help("quote values that contain spaces: key=\"a b\""))
+                    return Err(Error::new(
+                        w.span(),
+                        format!("expected key=value, found `{}`", w.as_string()),
+                    )
+                    .with_help("quote values that contain spaces: key=\"a b\""))
                 }
             }
         }
@@ -279,8 +367,11 @@ impl Parser<'_> {
                 "host" => true,
                 "none" | "default" => false,
                 other => {
-                    return Err(Error::new(f.value.span(), format!("unknown network mode `{other}`"))
-                        .with_help("use --network=host, --network=none or --network=default"))
+                    return Err(Error::new(
+                        f.value.span(),
+                        format!("unknown network mode `{other}`"),
+                    )
+                    .with_help("use --network=host, --network=none or --network=default"))
                 }
             },
         };
@@ -308,8 +399,11 @@ impl Parser<'_> {
         let dest;
         if let Some(items) = self.json(&rest)? {
             let Some((last, srcs)) = items.split_last().filter(|(_, s)| !s.is_empty()) else {
-                return Err(Error::new(rest.span(), "COPY needs at least one source and a destination")
-                    .with_help(format!("usage: {}", self.kw.usage())));
+                return Err(Error::new(
+                    rest.span(),
+                    "COPY needs at least one source and a destination",
+                )
+                .with_help(format!("usage: {}", self.kw.usage())));
             };
             sources.extend(srcs.iter().cloned().map(SourceSrc::Path));
             dest = last.clone();
@@ -317,9 +411,17 @@ impl Parser<'_> {
             let words = self.words(&rest)?;
             let mut used = vec![false; self.heredocs.len()];
             for w in &words {
-                let doc = self.heredocs.iter().position(|h| h.marker.start() == w.start());
+                let doc = self
+                    .heredocs
+                    .iter()
+                    .position(|h| h.marker.start() == w.start());
                 match doc {
-                    Some(k) if self.heredocs.get(k).is_some_and(|h| h.marker.len() == w.len()) => {
+                    Some(k)
+                        if self
+                            .heredocs
+                            .get(k)
+                            .is_some_and(|h| h.marker.len() == w.len()) =>
+                    {
                         if let Some(u) = used.get_mut(k) {
                             *u = true;
                         }
@@ -329,39 +431,70 @@ impl Parser<'_> {
                 }
             }
             if let Some(k) = used.iter().position(|u| !u) {
-                let m = self.heredocs.get(k).map(|h| h.marker.clone()).unwrap_or_default();
-                return Err(Error::new(m.span(), format!("heredoc `{}` must be a source argument of its own", m.as_string()))
-                    .with_help("usage: COPY <<name /dest/ (the heredoc's name is the file name)"));
+                let m = self
+                    .heredocs
+                    .get(k)
+                    .map(|h| h.marker.clone())
+                    .unwrap_or_default();
+                return Err(Error::new(
+                    m.span(),
+                    format!(
+                        "heredoc `{}` must be a source argument of its own",
+                        m.as_string()
+                    ),
+                )
+                .with_help("usage: COPY <<name /dest/ (the heredoc's name is the file name)"));
             }
             match sources.pop() {
                 Some(SourceSrc::Path(d)) if !sources.is_empty() => dest = d,
                 Some(SourceSrc::Heredoc(k)) => {
-                    let m = self.heredocs.get(k).map(|h| h.marker.clone()).unwrap_or_default();
-                    return Err(Error::at(m.end, "COPY needs a destination after the heredoc")
-                        .with_help("usage: COPY <<name /dest/"));
+                    let m = self
+                        .heredocs
+                        .get(k)
+                        .map(|h| h.marker.clone())
+                        .unwrap_or_default();
+                    return Err(
+                        Error::at(m.end, "COPY needs a destination after the heredoc")
+                            .with_help("usage: COPY <<name /dest/"),
+                    );
                 }
                 _ => {
-                    return Err(Error::at(rest.end, "COPY needs at least one source and a destination")
-                        .with_help(format!("usage: {}", self.kw.usage())))
+                    return Err(Error::at(
+                        rest.end,
+                        "COPY needs at least one source and a destination",
+                    )
+                    .with_help(format!("usage: {}", self.kw.usage())))
                 }
             }
         }
-        Ok(CopySrc { from: flag("from"), chown: flag("chown"), chmod: flag("chmod"), sources, dest })
+        Ok(CopySrc {
+            from: flag("from"),
+            chown: flag("chown"),
+            chmod: flag("chmod"),
+            sources,
+            dest,
+        })
     }
 
     fn sysrc(&self) -> Result<Body> {
-        const HELP: &str = "usage: SYSRC [-f file] name=value (or name+=value to append, name-=value to remove)";
+        const HELP: &str =
+            "usage: SYSRC [-f file] name=value (or name+=value to append, name-=value to remove)";
         let words = self.at_least_one(self.args)?;
         let mut rest = words.as_slice();
         let mut file = None;
         if let Some((first, more)) = rest.split_first() {
             let opt = first.as_string();
             if opt == "-f" {
-                let (f, more) = more.split_first().ok_or_else(|| Error::at(first.end, "`-f` needs a file").with_help(HELP))?;
+                let (f, more) = more
+                    .split_first()
+                    .ok_or_else(|| Error::at(first.end, "`-f` needs a file").with_help(HELP))?;
                 file = Some(f.clone());
                 rest = more;
             } else if opt.starts_with('-') {
-                return Err(Error::new(first.span(), format!("unknown SYSRC option `{opt}`")).with_help(HELP));
+                return Err(
+                    Error::new(first.span(), format!("unknown SYSRC option `{opt}`"))
+                        .with_help(HELP),
+                );
             }
         }
         let Some((assign, more)) = rest.split_first() else {
@@ -372,11 +505,19 @@ impl Parser<'_> {
                 [value] => format!("write `SYSRC {}={}`", assign.as_string(), value.as_string()),
                 _ => HELP.to_string(),
             };
-            return Err(Error::new(assign.span(), format!("expected name=value, found `{}`", assign.as_string())).with_help(help));
+            return Err(Error::new(
+                assign.span(),
+                format!("expected name=value, found `{}`", assign.as_string()),
+            )
+            .with_help(help));
         };
         if let Some(extra) = more.first() {
-            return Err(Error::new(extra.span(), "SYSRC takes one assignment per line")
-                .with_help(format!("write `SYSRC {}` on a line of its own", extra.as_string())));
+            return Err(
+                Error::new(extra.span(), "SYSRC takes one assignment per line").with_help(format!(
+                    "write `SYSRC {}` on a line of its own",
+                    extra.as_string()
+                )),
+            );
         }
         let (name, op) = match assign.char_at(eq.wrapping_sub(1)) {
             Some('+') => (assign.slice(0, eq - 1), SysrcOp::Append),
@@ -384,9 +525,16 @@ impl Parser<'_> {
             _ => (assign.slice(0, eq), SysrcOp::Set),
         };
         if name.is_empty() {
-            return Err(Error::new(assign.span(), "missing variable name before `=`").with_help(HELP));
+            return Err(
+                Error::new(assign.span(), "missing variable name before `=`").with_help(HELP),
+            );
         }
-        Ok(Body::Sysrc { file, name, op, value: assign.slice_from(eq + 1) })
+        Ok(Body::Sysrc {
+            file,
+            name,
+            op,
+            value: assign.slice_from(eq + 1),
+        })
     }
 }
 
@@ -415,5 +563,8 @@ fn json_error(t: &Text, e: &serde_json::Error) -> Error {
 /// `[A-Za-z_][A-Za-z0-9_]*`
 pub(crate) fn is_identifier(s: &str) -> bool {
     let mut chars = s.chars();
-    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_') && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }

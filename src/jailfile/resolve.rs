@@ -37,7 +37,10 @@ pub(super) struct Scope {
 
 impl Scope {
     pub fn lookup(&self, name: &str) -> Option<String> {
-        self.env.get(name).cloned().or_else(|| self.args.get(name).cloned().flatten())
+        self.env
+            .get(name)
+            .cloned()
+            .or_else(|| self.args.get(name).cloned().flatten())
     }
 }
 
@@ -67,7 +70,11 @@ pub(super) struct Resolver<'a> {
 }
 
 /// Reads, parses and resolves `text` (the contents of `path`).
-pub(crate) fn resolve(path: &Path, text: &str, build_args: &BTreeMap<String, String>) -> Result<Build, Diagnostic> {
+pub(crate) fn resolve(
+    path: &Path,
+    text: &str,
+    build_args: &BTreeMap<String, String>,
+) -> Result<Build, Diagnostic> {
     let mut r = Resolver {
         sources: Sources::default(),
         build_args,
@@ -106,7 +113,12 @@ impl Resolver<'_> {
                     let value = match self.build_arg(&name) {
                         Some(v) => Some(v),
                         None => match default {
-                            Some(d) => Some(subst::word(d, ins.escape, &|n| self.globals.get(n).cloned().flatten())?.value),
+                            Some(d) => Some(
+                                subst::word(d, ins.escape, &|n| {
+                                    self.globals.get(n).cloned().flatten()
+                                })?
+                                .value,
+                            ),
                             None => None,
                         },
                     };
@@ -116,7 +128,10 @@ impl Resolver<'_> {
             }
             _ if self.scopes.is_empty() => Err(Error::new(
                 ins.span(),
-                format!("{} comes before the first FROM; only ARG may", ins.keyword.name()),
+                format!(
+                    "{} comes before the first FROM; only ARG may",
+                    ins.keyword.name()
+                ),
             )
             .with_help("start the Jailfile with FROM, e.g. `FROM freebsd:14.2-RELEASE`")),
             _ => {
@@ -140,7 +155,11 @@ impl Resolver<'_> {
     }
 
     pub(super) fn location(&self, span: Span) -> Location {
-        Location { file: self.sources.path(span.pos.file), line: span.pos.line, column: span.pos.col }
+        Location {
+            file: self.sources.path(span.pos.file),
+            line: span.pos.line,
+            column: span.pos.col,
+        }
     }
 
     /// Looks `name` up in the current scope (or the globals before FROM).
@@ -152,7 +171,14 @@ impl Resolver<'_> {
     }
 
     fn from(&mut self, ins: &Instruction) -> Result<()> {
-        let Body::From { platform, image, alias } = &ins.body else { return Ok(()) };
+        let Body::From {
+            platform,
+            image,
+            alias,
+        } = &ins.body
+        else {
+            return Ok(());
+        };
         let esc = ins.escape;
         let globals = &self.globals;
         let lookup = |n: &str| globals.get(n).cloned().flatten();
@@ -172,8 +198,18 @@ impl Resolver<'_> {
         let image_ref = subst::word(image, esc, &lookup)?.value;
         let base = self.base(&image_ref, image, name.as_deref())?;
         let scope = match base {
-            Base::Stage(i) => self.scopes.get(i).map(|s| Scope { args: BTreeMap::new(), ..s.clone() }).unwrap_or_default(),
-            _ => Scope { workdir: "/".into(), ..Scope::default() },
+            Base::Stage(i) => self
+                .scopes
+                .get(i)
+                .map(|s| Scope {
+                    args: BTreeMap::new(),
+                    ..s.clone()
+                })
+                .unwrap_or_default(),
+            _ => Scope {
+                workdir: "/".into(),
+                ..Scope::default()
+            },
         };
         self.scopes.push(scope);
         self.stages.push(Stage {
@@ -191,9 +227,19 @@ impl Resolver<'_> {
     fn stage_name(&self, alias: &Text) -> Result<String> {
         let name = alias.as_string().to_lowercase();
         validate::stage_name(&name).map_err(|(m, h)| Error::new(alias.span(), m).with_help(h))?;
-        if let Some(first) = self.stages.iter().find(|s| s.name.as_deref() == Some(name.as_str())) {
-            return Err(Error::new(alias.span(), format!("duplicate stage name `{name}`"))
-                .with_help(format!("`{name}` is already the name of the stage at line {}; choose another name", first.location.line)));
+        if let Some(first) = self
+            .stages
+            .iter()
+            .find(|s| s.name.as_deref() == Some(name.as_str()))
+        {
+            return Err(
+                Error::new(alias.span(), format!("duplicate stage name `{name}`")).with_help(
+                    format!(
+                        "`{name}` is already the name of the stage at line {}; choose another name",
+                        first.location.line
+                    ),
+                ),
+            );
         }
         Ok(name)
     }
@@ -212,7 +258,10 @@ impl Resolver<'_> {
             return Ok(Base::Stage(i));
         }
         if own_name == Some(lower.as_str()) {
-            return Err(err(format!("stage `{lower}` cannot build FROM itself"), "name an earlier stage or an image".into()));
+            return Err(err(
+                format!("stage `{lower}` cannot build FROM itself"),
+                "name an earlier stage or an image".into(),
+            ));
         }
         if lower == "scratch" {
             return Ok(Base::Scratch);
@@ -222,40 +271,72 @@ impl Resolver<'_> {
             return Ok(Base::FreeBsdRelease(release));
         }
         if lower == "freebsd" {
-            return Err(err("`freebsd` needs a release".into(), "write e.g. `FROM freebsd:14.2-RELEASE`".into()));
+            return Err(err(
+                "`freebsd` needs a release".into(),
+                "write e.g. `FROM freebsd:14.2-RELEASE`".into(),
+            ));
         }
         validate::image_reference(image).map_err(|(m, h)| err(m, h))?;
         if validate::stage_name(&lower).is_ok() {
-            self.pending.push(Pending { name: lower, span: text.span(), must_be_stage: false });
+            self.pending.push(Pending {
+                name: lower,
+                span: text.span(),
+                must_be_stage: false,
+            });
         }
         Ok(Base::Image(image.to_string()))
     }
 
     /// The index of the earlier stage called `name` (lowercase).
     pub(super) fn stage_index(&self, name: &str) -> Option<usize> {
-        self.stages.iter().position(|s| s.name.as_deref() == Some(name))
+        self.stages
+            .iter()
+            .position(|s| s.name.as_deref() == Some(name))
     }
 
     /// Records a COPY --from name that must turn out to be a stage.
     pub(super) fn expect_stage(&mut self, name: String, span: Span) {
-        self.pending.push(Pending { name, span, must_be_stage: true });
+        self.pending.push(Pending {
+            name,
+            span,
+            must_be_stage: true,
+        });
     }
 
     fn include(&mut self, path: &Text, escape: char) -> Result<()> {
         let rel = subst::word(path, escape, &|n| self.lookup(n))?.value;
         if rel.is_empty() {
-            return Err(Error::new(path.span(), "INCLUDE path is empty").with_help("usage: INCLUDE path"));
+            return Err(
+                Error::new(path.span(), "INCLUDE path is empty").with_help("usage: INCLUDE path")
+            );
         }
-        let dir = self.sources.path(path.start().file).parent().map(Path::to_path_buf).unwrap_or_default();
+        let dir = self
+            .sources
+            .path(path.start().file)
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
         let full = dir.join(&rel);
         let id = identity(&full);
         if let Some(i) = self.includes.iter().position(|(seen, _)| *seen == id) {
-            let chain: Vec<String> = self.includes.get(i..).unwrap_or_default().iter().map(|(_, p)| p.display().to_string()).collect();
-            return Err(Error::new(path.span(), format!("INCLUDE cycle: {} → {}", chain.join(" → "), full.display()))
-                .with_help("remove one of these INCLUDEs"));
+            let chain: Vec<String> = self
+                .includes
+                .get(i..)
+                .unwrap_or_default()
+                .iter()
+                .map(|(_, p)| p.display().to_string())
+                .collect();
+            return Err(Error::new(
+                path.span(),
+                format!("INCLUDE cycle: {} → {}", chain.join(" → "), full.display()),
+            )
+            .with_help("remove one of these INCLUDEs"));
         }
         if self.includes.len() > MAX_INCLUDE_DEPTH {
-            return Err(Error::new(path.span(), format!("INCLUDEs nest more than {MAX_INCLUDE_DEPTH} deep")));
+            return Err(Error::new(
+                path.span(),
+                format!("INCLUDEs nest more than {MAX_INCLUDE_DEPTH} deep"),
+            ));
         }
         let text = std::fs::read_to_string(&full).map_err(|e| {
             let why = match e.kind() {
@@ -263,8 +344,14 @@ impl Resolver<'_> {
                 std::io::ErrorKind::InvalidData => "not UTF-8 text".to_string(),
                 _ => e.to_string(),
             };
-            Error::new(path.span(), format!("cannot read included file `{}`: {why}", full.display()))
-                .with_help(format!("INCLUDE paths are relative to the including file's directory (`{}`)", dir.display()))
+            Error::new(
+                path.span(),
+                format!("cannot read included file `{}`: {why}", full.display()),
+            )
+            .with_help(format!(
+                "INCLUDE paths are relative to the including file's directory (`{}`)",
+                dir.display()
+            ))
         })?;
         let file = self.sources.add(full.clone(), text);
         self.includes.push((id, full));
@@ -277,29 +364,49 @@ impl Resolver<'_> {
         let start = Span::at(super::text::Pos::new(root, 1, 1));
         if self.stages.is_empty() {
             let (msg, help) = if self.seen_instruction {
-                ("no FROM instruction", "a Jailfile needs at least one FROM, e.g. `FROM freebsd:14.2-RELEASE`")
+                (
+                    "no FROM instruction",
+                    "a Jailfile needs at least one FROM, e.g. `FROM freebsd:14.2-RELEASE`",
+                )
             } else {
-                ("the Jailfile is empty", "start with FROM, e.g. `FROM freebsd:14.2-RELEASE`")
+                (
+                    "the Jailfile is empty",
+                    "start with FROM, e.g. `FROM freebsd:14.2-RELEASE`",
+                )
             };
             return Err(Error::new(start, msg).with_help(help));
         }
         for p in std::mem::take(&mut self.pending) {
-            if let Some(later) = self.stages.iter().find(|s| s.name.as_deref() == Some(p.name.as_str())) {
+            if let Some(later) = self
+                .stages
+                .iter()
+                .find(|s| s.name.as_deref() == Some(p.name.as_str()))
+            {
                 return Err(Error::new(p.span, format!("stage `{}` is defined later, at line {}", p.name, later.location.line))
                     .with_help("a stage can only use stages defined before it; move this instruction or that stage"));
             }
             if p.must_be_stage {
                 let names = self.stages.iter().filter_map(|s| s.name.as_deref());
-                let hint = suggest::did_you_mean(&p.name, names).map(|h| format!("{h} ")).unwrap_or_default();
+                let hint = suggest::did_you_mean(&p.name, names)
+                    .map(|h| format!("{h} "))
+                    .unwrap_or_default();
                 return Err(Error::new(p.span, format!("unknown stage `{}`", p.name)).with_help(format!(
                     "{hint}--from names an earlier stage (by name or index); to copy from an image, give its tag: `--from={}:latest`",
                     p.name
                 )));
             }
         }
-        let mut unused: Vec<String> = self.build_args.keys().filter(|k| !self.used_args.contains(*k)).cloned().collect();
+        let mut unused: Vec<String> = self
+            .build_args
+            .keys()
+            .filter(|k| !self.used_args.contains(*k))
+            .cloned()
+            .collect();
         unused.sort();
-        Ok(Build { stages: std::mem::take(&mut self.stages), unused_build_args: unused })
+        Ok(Build {
+            stages: std::mem::take(&mut self.stages),
+            unused_build_args: unused,
+        })
     }
 }
 

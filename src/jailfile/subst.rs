@@ -34,7 +34,10 @@ pub(crate) struct Expanded<T> {
 
 /// One word: quotes and escapes removed, variables replaced.
 pub(crate) fn word(t: &Text, escape: char, lookup: Lookup<'_>) -> Result<Expanded<String>> {
-    run(t, escape, lookup, Mode::Word).map(|e| Expanded { value: e.value.join(""), refs: e.refs })
+    run(t, escape, lookup, Mode::Word).map(|e| Expanded {
+        value: e.value.join(""),
+        refs: e.refs,
+    })
 }
 
 /// Like [`word`], but unquoted expansions are split at whitespace into
@@ -46,20 +49,36 @@ pub(crate) fn fields(t: &Text, escape: char, lookup: Lookup<'_>) -> Result<Expan
 /// Variables replaced, everything else (quotes, escapes) kept as written:
 /// the instruction text that history records.
 pub(crate) fn raw(t: &Text, escape: char, lookup: Lookup<'_>) -> Result<Expanded<String>> {
-    run(t, escape, lookup, Mode::Raw).map(|e| Expanded { value: e.value.join(""), refs: e.refs })
+    run(t, escape, lookup, Mode::Raw).map(|e| Expanded {
+        value: e.value.join(""),
+        refs: e.refs,
+    })
 }
 
 /// A heredoc body: quotes are plain characters; the escape character only
 /// escapes `$`, itself and a backtick.
 pub(crate) fn heredoc(t: &Text, escape: char, lookup: Lookup<'_>) -> Result<Expanded<String>> {
-    run(t, escape, lookup, Mode::Heredoc).map(|e| Expanded { value: e.value.join(""), refs: e.refs })
+    run(t, escape, lookup, Mode::Heredoc).map(|e| Expanded {
+        value: e.value.join(""),
+        refs: e.refs,
+    })
 }
 
 fn run(t: &Text, escape: char, lookup: Lookup<'_>, mode: Mode) -> Result<Expanded<Vec<String>>> {
-    let mut s = Scanner { chars: &t.chars, i: 0, mode, escape, lookup, refs: BTreeSet::new() };
+    let mut s = Scanner {
+        chars: &t.chars,
+        i: 0,
+        mode,
+        escape,
+        lookup,
+        refs: BTreeSet::new(),
+    };
     let mut out = Out::new(mode == Mode::Fields);
     s.scan(&mut out, None)?;
-    Ok(Expanded { value: out.finish(mode), refs: s.refs })
+    Ok(Expanded {
+        value: out.finish(mode),
+        refs: s.refs,
+    })
 }
 
 /// Output under construction; with `split`, a list of fields.
@@ -72,7 +91,12 @@ struct Out {
 
 impl Out {
     fn new(split: bool) -> Out {
-        Out { fields: Vec::new(), cur: String::new(), started: false, split }
+        Out {
+            fields: Vec::new(),
+            cur: String::new(),
+            started: false,
+            split,
+        }
     }
 
     fn lit(&mut self, c: char) {
@@ -131,7 +155,9 @@ impl Scanner<'_> {
                     return Ok(true);
                 }
                 None if self.mode == Mode::Heredoc => match c {
-                    _ if c == self.escape && matches!(self.peek(1), Some(n) if n == '$' || n == '`' || n == self.escape) => {
+                    _ if c == self.escape
+                        && matches!(self.peek(1), Some(n) if n == '$' || n == '`' || n == self.escape) =>
+                    {
                         out.lit(self.peek(1).unwrap_or(c));
                         self.i += 2;
                     }
@@ -181,7 +207,10 @@ impl Scanner<'_> {
                     }
                     self.i += 1;
                 }
-                Some((_, _)) if c == self.escape && matches!(self.peek(1), Some(n) if n == '"' || n == '$' || n == self.escape) => {
+                Some((_, _))
+                    if c == self.escape
+                        && matches!(self.peek(1), Some(n) if n == '"' || n == '$' || n == self.escape) =>
+                {
                     if raw {
                         out.lit(c);
                     }
@@ -196,15 +225,24 @@ impl Scanner<'_> {
             }
         }
         if let Some((q, pos)) = quote {
-            return Err(Error::at(pos, format!("unterminated quote: this `{q}` is never closed"))
-                .with_help(format!("close it with a matching `{q}`, or escape it as `{}{q}`", self.escape)));
+            return Err(Error::at(
+                pos,
+                format!("unterminated quote: this `{q}` is never closed"),
+            )
+            .with_help(format!(
+                "close it with a matching `{q}`, or escape it as `{}{q}`",
+                self.escape
+            )));
         }
         Ok(false)
     }
 
     /// At a `$`: a variable reference, or a literal `$`.
     fn dollar(&mut self, out: &mut Out, quoted: bool) -> Result<()> {
-        let dollar = self.chars.get(self.i).map_or_else(Pos::default, |&(_, p)| p);
+        let dollar = self
+            .chars
+            .get(self.i)
+            .map_or_else(Pos::default, |&(_, p)| p);
         match self.peek(1) {
             Some('{') => self.braced(out, quoted, dollar),
             Some(c) if c.is_ascii_alphabetic() || c == '_' => {
@@ -224,7 +262,10 @@ impl Scanner<'_> {
 
     fn name(&mut self) -> String {
         let mut name = String::new();
-        while let Some(c) = self.peek(0).filter(|c| c.is_ascii_alphanumeric() || *c == '_') {
+        while let Some(c) = self
+            .peek(0)
+            .filter(|c| c.is_ascii_alphanumeric() || *c == '_')
+        {
             name.push(c);
             self.i += 1;
         }
@@ -238,7 +279,8 @@ impl Scanner<'_> {
 
     /// `${NAME}` and `${NAME<modifier>word}`; `self.i` is at the `$`.
     fn braced(&mut self, out: &mut Out, quoted: bool, dollar: Pos) -> Result<()> {
-        const HELP: &str = "supported forms: ${NAME}, ${NAME:-default}, ${NAME-default}, ${NAME:+alternative}, \
+        const HELP: &str =
+            "supported forms: ${NAME}, ${NAME:-default}, ${NAME-default}, ${NAME:+alternative}, \
                             ${NAME+alternative}, ${NAME:?message}";
         self.i += 2;
         let name = self.name();
@@ -249,8 +291,11 @@ impl Scanner<'_> {
         if name.is_empty() {
             return Err(match self.peek(0) {
                 None => unterminated(),
-                Some(_) => Error::new(Span::new(dollar, 2), "bad substitution: expected a variable name after `${`")
-                    .with_help(HELP),
+                Some(_) => Error::new(
+                    Span::new(dollar, 2),
+                    "bad substitution: expected a variable name after `${`",
+                )
+                .with_help(HELP),
             });
         }
         let colon = self.peek(0) == Some(':');
@@ -260,8 +305,19 @@ impl Scanner<'_> {
             (None, _) => return Err(unterminated()),
             (Some(_), _) => {
                 let at = self.chars.get(self.i).map_or(dollar, |&(_, p)| p);
-                let shown: String = self.chars.get(self.i..).unwrap_or_default().iter().take(if colon { 2 } else { 1 }).map(|&(c, _)| c).collect();
-                return Err(Error::at(at, format!("unsupported modifier `{shown}` in `${{{name}...}}`")).with_help(HELP));
+                let shown: String = self
+                    .chars
+                    .get(self.i..)
+                    .unwrap_or_default()
+                    .iter()
+                    .take(if colon { 2 } else { 1 })
+                    .map(|&(c, _)| c)
+                    .collect();
+                return Err(Error::at(
+                    at,
+                    format!("unsupported modifier `{shown}` in `${{{name}...}}`"),
+                )
+                .with_help(HELP));
             }
         };
         let value = self.get(&name);
@@ -282,7 +338,11 @@ impl Scanner<'_> {
             return Err(unterminated());
         }
         let word = word.cur;
-        let set = if colon { value.as_deref().is_some_and(|v| !v.is_empty()) } else { value.is_some() };
+        let set = if colon {
+            value.as_deref().is_some_and(|v| !v.is_empty())
+        } else {
+            value.is_some()
+        };
         let result = match op {
             '-' if set => value.unwrap_or_default(),
             '-' => word,
@@ -290,9 +350,16 @@ impl Scanner<'_> {
             '+' => String::new(),
             _ if set => value.unwrap_or_default(),
             _ => {
-                let why = if word.is_empty() { "is not set".to_string() } else { word };
-                return Err(Error::new(Span::new(dollar, 2), format!("{name}: {why}"))
-                    .with_help(format!("pass it with `--build-arg {name}=...` or declare it with ARG/ENV")));
+                let why = if word.is_empty() {
+                    "is not set".to_string()
+                } else {
+                    word
+                };
+                return Err(
+                    Error::new(Span::new(dollar, 2), format!("{name}: {why}")).with_help(format!(
+                        "pass it with `--build-arg {name}=...` or declare it with ARG/ENV"
+                    )),
+                );
             }
         };
         out.expansion(&result, quoted);
@@ -336,11 +403,16 @@ mod tests {
 
     #[test]
     fn quotes_and_escapes() {
-        assert_eq!(w(r#"'$A' "$A" \$A "\$A \n" $ $1 a\ b"#), r#"$A alpha $A $A \n $ $1 a b"#);
+        assert_eq!(
+            w(r#"'$A' "$A" \$A "\$A \n" $ $1 a\ b"#),
+            r#"$A alpha $A $A \n $ $1 a b"#
+        );
         let r = raw(&text(r#"k="$A b" '$A' \$A"#), '\\', &vars).unwrap();
         assert_eq!(r.value, r#"k="alpha b" '$A' \$A"#);
         assert_eq!(r.refs.into_iter().collect::<Vec<_>>(), ["A"]);
-        let h = heredoc(&text(r#"'$A' "$A" \$A \n"#), '\\', &vars).unwrap().value;
+        let h = heredoc(&text(r#"'$A' "$A" \$A \n"#), '\\', &vars)
+            .unwrap()
+            .value;
         assert_eq!(h, r#"'alpha' "alpha" $A \n"#);
     }
 
@@ -361,11 +433,29 @@ mod tests {
             let e = word(&text(s), '\\', &vars).unwrap_err();
             (e.span.pos.col, e.message)
         };
-        assert_eq!(e("ab ${A"), (4, "unterminated `${`: no `}` closes it".into()));
-        assert_eq!(e("${}"), (1, "bad substitution: expected a variable name after `${`".into()));
-        assert_eq!(e("x${A%.c}"), (5, "unsupported modifier `%` in `${A...}`".into()));
-        assert_eq!(e("${A:-x"), (1, "unterminated `${`: no `}` closes it".into()));
+        assert_eq!(
+            e("ab ${A"),
+            (4, "unterminated `${`: no `}` closes it".into())
+        );
+        assert_eq!(
+            e("${}"),
+            (
+                1,
+                "bad substitution: expected a variable name after `${`".into()
+            )
+        );
+        assert_eq!(
+            e("x${A%.c}"),
+            (5, "unsupported modifier `%` in `${A...}`".into())
+        );
+        assert_eq!(
+            e("${A:-x"),
+            (1, "unterminated `${`: no `}` closes it".into())
+        );
         assert_eq!(e("${U:?set U}"), (1, "U: set U".into()));
-        assert_eq!(e("'abc"), (1, "unterminated quote: this `'` is never closed".into()));
+        assert_eq!(
+            e("'abc"),
+            (1, "unterminated quote: this `'` is never closed".into())
+        );
     }
 }

@@ -2,7 +2,10 @@
 
 /// The candidate closest to `word` (case-insensitive), if it is close
 /// enough to be a plausible typo.
-pub(crate) fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+pub(crate) fn closest<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
     let word = word.to_lowercase();
     let limit = match word.chars().count() {
         0..=2 => 1,
@@ -12,14 +15,26 @@ pub(crate) fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a s
     let abbreviates = |c: &str| word.chars().count() >= 3 && c.to_lowercase().starts_with(&word);
     candidates
         .into_iter()
-        .map(|c| (if abbreviates(c) { 0 } else { strsim::damerau_levenshtein(&word, &c.to_lowercase()) }, c))
+        .map(|c| {
+            (
+                if abbreviates(c) {
+                    0
+                } else {
+                    strsim::damerau_levenshtein(&word, &c.to_lowercase())
+                },
+                c,
+            )
+        })
         .filter(|&(d, _)| d <= limit)
         .min_by_key(|&(d, _)| d)
         .map(|(_, c)| c)
 }
 
 /// `did you mean `X`?` help text, if something is close.
-pub(crate) fn did_you_mean<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<String> {
+pub(crate) fn did_you_mean<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<String> {
     closest(word, candidates).map(|c| format!("did you mean `{c}`?"))
 }
 

@@ -27,7 +27,10 @@ impl Pos {
 
     /// The position `n` characters further on the same line.
     pub fn right(self, n: u32) -> Pos {
-        Pos { col: self.col.saturating_add(n), ..self }
+        Pos {
+            col: self.col.saturating_add(n),
+            ..self
+        }
     }
 }
 
@@ -60,13 +63,19 @@ pub(crate) struct Text {
 
 impl Text {
     pub fn new(end: Pos) -> Text {
-        Text { chars: Vec::new(), end }
+        Text {
+            chars: Vec::new(),
+            end,
+        }
     }
 
     /// A text whose every character claims to be at `pos`: for strings that
     /// came out of JSON, where only the opening `[` has a useful position.
     pub fn synthetic(s: &str, pos: Pos) -> Text {
-        Text { chars: s.chars().map(|c| (c, pos)).collect(), end: pos }
+        Text {
+            chars: s.chars().map(|c| (c, pos)).collect(),
+            end: pos,
+        }
     }
 
     pub fn push(&mut self, c: char, pos: Pos) {
@@ -114,7 +123,10 @@ impl Text {
             Some(&(_, last)) if to > from => last.right(1),
             _ => self.chars.get(from).map_or(self.end, |&(_, p)| p),
         };
-        Text { chars: self.chars[from..to].to_vec(), end }
+        Text {
+            chars: self.chars[from..to].to_vec(),
+            end,
+        }
     }
 
     pub fn slice_from(&self, from: usize) -> Text {
@@ -135,7 +147,9 @@ impl Text {
 
     pub fn starts_with(&self, prefix: &str) -> bool {
         let mut it = self.chars.iter();
-        prefix.chars().all(|p| it.next().is_some_and(|&(c, _)| c == p))
+        prefix
+            .chars()
+            .all(|p| it.next().is_some_and(|&(c, _)| c == p))
     }
 }
 
@@ -143,7 +157,10 @@ impl Text {
 /// quotes in the words (substitution removes them later). An unterminated
 /// quote is an error pointing at the opening quote.
 pub(crate) fn split_words(text: &Text, escape: char) -> Result<Vec<Text>, Error> {
-    Ok(word_ranges(text, escape)?.into_iter().map(|(a, b)| text.slice(a, b)).collect())
+    Ok(word_ranges(text, escape)?
+        .into_iter()
+        .map(|(a, b)| text.slice(a, b))
+        .collect())
 }
 
 /// Like [`split_words`], as character index ranges into `text`.
@@ -163,11 +180,8 @@ pub(crate) fn word_ranges(text: &Text, escape: char) -> Result<Vec<(usize, usize
         }
         start.get_or_insert(i);
         match quote {
-            Some(('\'', _)) => {
-                if c == '\'' {
-                    quote = None;
-                }
-            }
+            Some(('\'', _)) if c == '\'' => quote = None,
+            Some(('\'', _)) => {}
             _ if c == escape => i += 1,
             Some((q, _)) if c == q => quote = None,
             None if c == '\'' || c == '"' => quote = Some((c, pos)),
@@ -181,8 +195,13 @@ pub(crate) fn word_ranges(text: &Text, escape: char) -> Result<Vec<(usize, usize
         i += 1;
     }
     if let Some((q, pos)) = quote {
-        return Err(Error::new(Span::at(pos), format!("unterminated quote: this `{q}` is never closed"))
-            .with_help(format!("close it with a matching `{q}`, or escape it as `{escape}{q}`")));
+        return Err(Error::new(
+            Span::at(pos),
+            format!("unterminated quote: this `{q}` is never closed"),
+        )
+        .with_help(format!(
+            "close it with a matching `{q}`, or escape it as `{escape}{q}`"
+        )));
     }
     if let Some(s) = start {
         words.push((s, text.len().min(i)));
@@ -231,7 +250,11 @@ mod tests {
     #[test]
     fn words_respect_quotes_and_braces() {
         let t = text(r#"a "b c" ${X:-d e} f\ g 'h"'"#);
-        let w: Vec<String> = split_words(&t, '\\').unwrap().iter().map(Text::as_string).collect();
+        let w: Vec<String> = split_words(&t, '\\')
+            .unwrap()
+            .iter()
+            .map(Text::as_string)
+            .collect();
         assert_eq!(w, ["a", "\"b c\"", "${X:-d e}", "f\\ g", "'h\"'"]);
     }
 
