@@ -10,12 +10,20 @@
 //!         heredoc bodies)                key=value, JSON)     substitution, checks)
 //! ```
 //!
-//! Every character keeps its file, line and column ([`text`]), so any error
+//! Helpers on the way: `heredoc` (markers and bodies, for the lexer),
+//! `forms` (flags, JSON arrays, word counts, for the parser), `subst`
+//! (variable substitution), `include` (INCLUDE, for the resolver),
+//! `validate` (image references, releases, ports, modes) and `suggest`
+//! ("did you mean").
+//!
+//! Every character keeps its file, line and column (`text`), so any error
 //! becomes a [`Diagnostic`] that shows the source line with a caret.
 
 mod ast;
 mod diagnostic;
+mod forms;
 mod heredoc;
+mod include;
 mod lexer;
 mod ops;
 mod parser;

@@ -9,7 +9,7 @@ use super::diagnostic::{Error, Result};
 use super::resolve::{Resolver, Scope};
 use super::resolved::{Command, CopyFrom, CopySource, Op, Step};
 use super::text::Text;
-use super::{parser, subst, validate};
+use super::{forms, subst, validate};
 
 impl Resolver<'_> {
     /// The step for `ins`, or `None` for instructions that only change
@@ -177,7 +177,7 @@ impl Resolver<'_> {
                     None => "/etc/rc.conf".to_string(),
                 };
                 let n = self.word(name, esc)?;
-                if !parser::is_identifier(&n) {
+                if !forms::is_identifier(&n) {
                     return Err(Error::new(
                         name.span(),
                         format!("invalid rc.conf variable name `{n}`"),

@@ -14,16 +14,13 @@
 //! lives in `ops.rs`; this file keeps the state it works on.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use super::ast::{Body, Instruction};
 use super::diagnostic::{Diagnostic, Error, Result, Sources};
 use super::resolved::{Base, Build, Location, Stage};
 use super::text::{Span, Text};
-use super::{lexer, parser, subst, suggest, validate};
-
-/// How deep INCLUDEs may nest before we suspect a mistake.
-const MAX_INCLUDE_DEPTH: usize = 32;
+use super::{include, lexer, parser, subst, suggest, validate};
 
 /// The variables of the stage being resolved.
 #[derive(Debug, Clone, Default)]
@@ -62,7 +59,7 @@ pub(super) struct Resolver<'a> {
     /// One per stage, parallel to `stages`; the last is the current one.
     pub scopes: Vec<Scope>,
     /// Files being included (identity, as shown), outermost first.
-    includes: Vec<(PathBuf, PathBuf)>,
+    pub includes: Vec<(PathBuf, PathBuf)>,
     pending: Vec<Pending>,
     seen_instruction: bool,
     /// Stands in for the scope before the first FROM.
@@ -82,7 +79,7 @@ pub(crate) fn resolve(
         globals: BTreeMap::new(),
         stages: Vec::new(),
         scopes: Vec::new(),
-        includes: vec![(identity(path), path.to_path_buf())],
+        includes: vec![(include::identity(path), path.to_path_buf())],
         pending: Vec::new(),
         seen_instruction: false,
         no_scope: Scope::default(),
@@ -93,7 +90,7 @@ pub(crate) fn resolve(
 }
 
 impl Resolver<'_> {
-    fn file(&mut self, id: u32) -> Result<()> {
+    pub(super) fn file(&mut self, id: u32) -> Result<()> {
         let text = self.sources.text(id).to_string();
         for raw in lexer::lex(id, &text)? {
             self.seen_instruction = true;
@@ -303,63 +300,6 @@ impl Resolver<'_> {
         });
     }
 
-    fn include(&mut self, path: &Text, escape: char) -> Result<()> {
-        let rel = subst::word(path, escape, &|n| self.lookup(n))?.value;
-        if rel.is_empty() {
-            return Err(
-                Error::new(path.span(), "INCLUDE path is empty").with_help("usage: INCLUDE path")
-            );
-        }
-        let dir = self
-            .sources
-            .path(path.start().file)
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_default();
-        let full = dir.join(&rel);
-        let id = identity(&full);
-        if let Some(i) = self.includes.iter().position(|(seen, _)| *seen == id) {
-            let chain: Vec<String> = self
-                .includes
-                .get(i..)
-                .unwrap_or_default()
-                .iter()
-                .map(|(_, p)| p.display().to_string())
-                .collect();
-            return Err(Error::new(
-                path.span(),
-                format!("INCLUDE cycle: {} → {}", chain.join(" → "), full.display()),
-            )
-            .with_help("remove one of these INCLUDEs"));
-        }
-        if self.includes.len() > MAX_INCLUDE_DEPTH {
-            return Err(Error::new(
-                path.span(),
-                format!("INCLUDEs nest more than {MAX_INCLUDE_DEPTH} deep"),
-            ));
-        }
-        let text = std::fs::read_to_string(&full).map_err(|e| {
-            let why = match e.kind() {
-                std::io::ErrorKind::NotFound => "no such file".to_string(),
-                std::io::ErrorKind::InvalidData => "not UTF-8 text".to_string(),
-                _ => e.to_string(),
-            };
-            Error::new(
-                path.span(),
-                format!("cannot read included file `{}`: {why}", full.display()),
-            )
-            .with_help(format!(
-                "INCLUDE paths are relative to the including file's directory (`{}`)",
-                dir.display()
-            ))
-        })?;
-        let file = self.sources.add(full.clone(), text);
-        self.includes.push((id, full));
-        self.file(file)?;
-        self.includes.pop();
-        Ok(())
-    }
-
     fn finish(&mut self, root: u32) -> Result<Build> {
         let start = Span::at(super::text::Pos::new(root, 1, 1));
         if self.stages.is_empty() {
@@ -408,24 +348,4 @@ impl Resolver<'_> {
             unused_build_args: unused,
         })
     }
-}
-
-/// What makes two INCLUDE paths the same file: the canonical path when the
-/// file exists, else the absolute path with `.` and `..` folded.
-fn identity(path: &Path) -> PathBuf {
-    if let Ok(p) = std::fs::canonicalize(path) {
-        return p;
-    }
-    let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
-    let mut out = PathBuf::new();
-    for c in abs.components() {
-        match c {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::CurDir => {}
-            c => out.push(c),
-        }
-    }
-    out
 }
