@@ -423,3 +423,33 @@ fn include_cycle_and_missing_file() {
     let e = load(&dir.path().join("missing"), &BTreeMap::new()).unwrap_err();
     assert!(e.message.contains("no such file") && e.line == 0, "{e}");
 }
+
+// ---- the reference's examples ----
+
+/// Every `dockerfile` example in docs/jailfile.md loads (fragments without
+/// a FROM get a `build` stage and a stage to live in; INCLUDE examples
+/// need files and are skipped).
+#[test]
+fn the_reference_examples_load() {
+    let doc = include_str!("../docs/jailfile.md");
+    let mut blocks = 0;
+    for block in doc.split("```dockerfile\n").skip(1) {
+        let body = block.split("\n```").next().unwrap();
+        if body.contains("INCLUDE") {
+            continue;
+        }
+        let has_from = body
+            .lines()
+            .any(|l| l.trim_start().to_uppercase().starts_with("FROM "));
+        let src = if has_from {
+            format!("{body}\n")
+        } else {
+            format!("FROM scratch AS build\nFROM scratch\n{body}\n")
+        };
+        if let Err(e) = load_str(Path::new("docs/jailfile.md"), &src, &BTreeMap::new()) {
+            panic!("example does not load:\n{src}\n{e}");
+        }
+        blocks += 1;
+    }
+    assert!(blocks >= 15, "only {blocks} examples found");
+}
