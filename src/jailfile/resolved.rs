@@ -101,9 +101,14 @@ pub enum SysrcOp {
 pub enum Op {
     /// Run a command through the executor. `env` is the ENV in effect plus
     /// ARGs in scope; `network` from `--network=host`.
-    Run { command: Command, network: bool },
+    Run {
+        command: Command,
+        network: bool,
+    },
     /// `pkg install -y <packages>` through the executor (with the network).
-    Pkg { packages: Vec<String> },
+    Pkg {
+        packages: Vec<String>,
+    },
     Copy {
         /// `--from=<stage name or index or image>`; `None` is the context.
         from: Option<CopyFrom>,
@@ -115,14 +120,28 @@ pub enum Op {
         chmod: Option<u32>,
     },
     /// `SYSRC [-f file] name=value` (file defaults to `/etc/rc.conf`).
-    Sysrc { file: String, name: String, op: SysrcOp, value: String },
+    Sysrc {
+        file: String,
+        name: String,
+        op: SysrcOp,
+        value: String,
+    },
     /// `SERVICE name enable|disable`: `name_enable="YES"|"NO"` in rc.conf.
-    Service { name: String, enable: bool },
+    Service {
+        name: String,
+        enable: bool,
+    },
     /// `LINE_IN_FILE line file`: append the line unless already present.
-    LineInFile { line: String, file: String },
+    LineInFile {
+        line: String,
+        file: String,
+    },
     /// `RENDER path`: substitute `${VAR}` in the file (or every file under
     /// the directory) with these values (the ARGs and ENV in scope).
-    Render { path: String, vars: BTreeMap<String, String> },
+    Render {
+        path: String,
+        vars: BTreeMap<String, String>,
+    },
     Env(Vec<(String, String)>),
     Label(Vec<(String, String)>),
     User(String),

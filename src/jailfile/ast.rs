@@ -1,0 +1,221 @@
+//! The syntax tree: each instruction's arguments split into their parts,
+//! still as [`Text`] with positions and still unsubstituted (the values of
+//! variables depend on where the instruction ends up, which only the
+//! resolver knows).
+
+use super::heredoc::Heredoc;
+use super::resolved::SysrcOp;
+use super::text::{Span, Text};
+
+/// Instruction keywords jbuild understands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Keyword {
+    From,
+    Arg,
+    Env,
+    Label,
+    Run,
+    Pkg,
+    Copy,
+    Sysrc,
+    Service,
+    LineInFile,
+    Render,
+    Include,
+    Jail,
+    User,
+    Workdir,
+    Expose,
+    Volume,
+    Cmd,
+    Entrypoint,
+}
+
+/// Every keyword with its canonical spelling and usage line.
+pub(crate) const KEYWORDS: &[(Keyword, &str, &str)] = &[
+    (
+        Keyword::From,
+        "FROM",
+        "FROM [--platform=os/arch] image [AS name]",
+    ),
+    (Keyword::Arg, "ARG", "ARG name[=default] ..."),
+    (Keyword::Env, "ENV", "ENV key=value ..."),
+    (Keyword::Label, "LABEL", "LABEL key=value ..."),
+    (
+        Keyword::Run,
+        "RUN",
+        "RUN [--network=host|none|default] command",
+    ),
+    (Keyword::Pkg, "PKG", "PKG package ..."),
+    (
+        Keyword::Copy,
+        "COPY",
+        "COPY [--from=stage] [--chown=user[:group]] [--chmod=0644] source... dest",
+    ),
+    (
+        Keyword::Sysrc,
+        "SYSRC",
+        "SYSRC [-f file] name=value (or name+=value, name-=value)",
+    ),
+    (Keyword::Service, "SERVICE", "SERVICE name enable|disable"),
+    (
+        Keyword::LineInFile,
+        "LINE_IN_FILE",
+        "LINE_IN_FILE \"line\" file",
+    ),
+    (Keyword::Render, "RENDER", "RENDER path"),
+    (Keyword::Include, "INCLUDE", "INCLUDE path"),
+    (Keyword::Jail, "JAIL", "JAIL name[=value] ..."),
+    (Keyword::User, "USER", "USER user[:group]"),
+    (Keyword::Workdir, "WORKDIR", "WORKDIR path"),
+    (
+        Keyword::Expose,
+        "EXPOSE",
+        "EXPOSE port[/tcp|/udp|/sctp] ...",
+    ),
+    (
+        Keyword::Volume,
+        "VOLUME",
+        "VOLUME path ... (or VOLUME [\"path\", ...])",
+    ),
+    (
+        Keyword::Cmd,
+        "CMD",
+        "CMD command (or CMD [\"executable\", \"arg\", ...])",
+    ),
+    (
+        Keyword::Entrypoint,
+        "ENTRYPOINT",
+        "ENTRYPOINT command (or ENTRYPOINT [\"executable\", \"arg\", ...])",
+    ),
+];
+
+/// Dockerfile instructions jbuild deliberately lacks, and what to do instead.
+pub(crate) const UNSUPPORTED: &[(&str, &str)] = &[
+    ("ADD", "use COPY; jbuild does not fetch URLs or unpack archives implicitly (RUN fetch/tar can, explicitly)"),
+    ("HEALTHCHECK", "jails have no health checks; let the service supervisor (daemon(8), rc.d) watch the service"),
+    ("ONBUILD", "put the instructions in the Jailfile that builds on this image; INCLUDE can share them"),
+    ("SHELL", "RUN always uses /bin/sh -c; for another shell use the exec form, e.g. RUN [\"/usr/local/bin/bash\", \"-c\", \"...\"]"),
+    ("STOPSIGNAL", "the jail manager stops jails; set a stop command with JAIL exec.stop=\"...\""),
+    ("MAINTAINER", "use LABEL maintainer=\"name <email>\""),
+];
+
+impl Keyword {
+    /// The keyword for `word` (any case); `LIF` is LINE_IN_FILE.
+    pub fn lookup(word: &str) -> Option<Keyword> {
+        let upper = word.to_ascii_uppercase();
+        if upper == "LIF" {
+            return Some(Keyword::LineInFile);
+        }
+        KEYWORDS
+            .iter()
+            .find(|(_, name, _)| *name == upper)
+            .map(|&(k, _, _)| k)
+    }
+
+    pub fn name(self) -> &'static str {
+        KEYWORDS
+            .iter()
+            .find(|(k, _, _)| *k == self)
+            .map_or("", |&(_, n, _)| n)
+    }
+
+    pub fn usage(self) -> &'static str {
+        KEYWORDS
+            .iter()
+            .find(|(k, _, _)| *k == self)
+            .map_or("", |&(_, _, u)| u)
+    }
+
+    /// Whether jbuild substitutes variables in the arguments (RUN, CMD and
+    /// ENTRYPOINT leave that to the shell).
+    pub fn substitutes(self) -> bool {
+        !matches!(self, Keyword::Run | Keyword::Cmd | Keyword::Entrypoint)
+    }
+}
+
+/// One parsed instruction.
+#[derive(Debug, Clone)]
+pub(crate) struct Instruction {
+    pub keyword: Keyword,
+    /// The keyword as written, for its position.
+    pub keyword_text: Text,
+    /// All arguments as written (continuations joined).
+    pub args: Text,
+    pub heredocs: Vec<Heredoc>,
+    pub escape: char,
+    pub body: Body,
+}
+
+impl Instruction {
+    pub fn span(&self) -> Span {
+        self.keyword_text.span()
+    }
+}
+
+/// A command as written: RUN, CMD and ENTRYPOINT are not substituted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum CommandSrc {
+    Shell(String),
+    Exec(Vec<String>),
+}
+
+/// A COPY source: a path (or glob), or the heredoc with this index.
+#[derive(Debug, Clone)]
+pub(crate) enum SourceSrc {
+    Path(Text),
+    Heredoc(usize),
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct CopySrc {
+    pub from: Option<Text>,
+    pub chown: Option<Text>,
+    pub chmod: Option<Text>,
+    pub sources: Vec<SourceSrc>,
+    pub dest: Text,
+}
+
+/// The arguments of each instruction, split but not substituted.
+#[derive(Debug, Clone)]
+pub(crate) enum Body {
+    From {
+        platform: Option<Text>,
+        image: Text,
+        alias: Option<Text>,
+    },
+    /// Name and optional default.
+    Arg(Vec<(Text, Option<Text>)>),
+    Env(Vec<(Text, Text)>),
+    Label(Vec<(Text, Text)>),
+    Run {
+        network: bool,
+        command: CommandSrc,
+    },
+    Pkg(Vec<Text>),
+    Copy(CopySrc),
+    Sysrc {
+        file: Option<Text>,
+        name: Text,
+        op: SysrcOp,
+        value: Text,
+    },
+    Service {
+        name: Text,
+        action: Text,
+    },
+    LineInFile {
+        line: Text,
+        file: Text,
+    },
+    Render(Text),
+    Include(Text),
+    /// Name and optional value (a bare name is a boolean parameter).
+    Jail(Vec<(Text, Option<Text>)>),
+    User(Text),
+    Workdir(Text),
+    Expose(Vec<Text>),
+    Volume(Vec<Text>),
+    Cmd(CommandSrc),
+    Entrypoint(CommandSrc),
+}

@@ -1,0 +1,95 @@
+//! INCLUDE: another file's instructions, inlined where the INCLUDE stands.
+//!
+//! The path is substituted in the scope at that point and is relative to
+//! the directory of the file that says INCLUDE. The included file's
+//! instructions keep their own file and line. A file that (directly or
+//! not) includes itself is an error naming the chain.
+
+use std::path::{Component, Path, PathBuf};
+
+use super::diagnostic::{Error, Result};
+use super::resolve::Resolver;
+use super::subst;
+use super::text::Text;
+
+/// How deep INCLUDEs may nest before we suspect a mistake.
+const MAX_INCLUDE_DEPTH: usize = 32;
+
+impl Resolver<'_> {
+    pub(super) fn include(&mut self, path: &Text, escape: char) -> Result<()> {
+        let rel = subst::word(path, escape, &|n| self.lookup(n))?.value;
+        if rel.is_empty() {
+            return Err(
+                Error::new(path.span(), "INCLUDE path is empty").with_help("usage: INCLUDE path")
+            );
+        }
+        let dir = self
+            .sources
+            .path(path.start().file)
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        let full = dir.join(&rel);
+        let id = identity(&full);
+        if let Some(i) = self.includes.iter().position(|(seen, _)| *seen == id) {
+            let chain: Vec<String> = self
+                .includes
+                .get(i..)
+                .unwrap_or_default()
+                .iter()
+                .map(|(_, p)| p.display().to_string())
+                .collect();
+            return Err(Error::new(
+                path.span(),
+                format!("INCLUDE cycle: {} → {}", chain.join(" → "), full.display()),
+            )
+            .with_help("remove one of these INCLUDEs"));
+        }
+        if self.includes.len() > MAX_INCLUDE_DEPTH {
+            return Err(Error::new(
+                path.span(),
+                format!("INCLUDEs nest more than {MAX_INCLUDE_DEPTH} deep"),
+            ));
+        }
+        let text = std::fs::read_to_string(&full).map_err(|e| {
+            let why = match e.kind() {
+                std::io::ErrorKind::NotFound => "no such file".to_string(),
+                std::io::ErrorKind::InvalidData => "not UTF-8 text".to_string(),
+                _ => e.to_string(),
+            };
+            Error::new(
+                path.span(),
+                format!("cannot read included file `{}`: {why}", full.display()),
+            )
+            .with_help(format!(
+                "INCLUDE paths are relative to the including file's directory (`{}`)",
+                dir.display()
+            ))
+        })?;
+        let file = self.sources.add(full.clone(), text);
+        self.includes.push((id, full));
+        self.file(file)?;
+        self.includes.pop();
+        Ok(())
+    }
+}
+
+/// What makes two INCLUDE paths the same file: the canonical path when the
+/// file exists, else the absolute path with `.` and `..` folded.
+pub(super) fn identity(path: &Path) -> PathBuf {
+    if let Ok(p) = std::fs::canonicalize(path) {
+        return p;
+    }
+    let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut out = PathBuf::new();
+    for c in abs.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            c => out.push(c),
+        }
+    }
+    out
+}

@@ -1,0 +1,275 @@
+//! From file text to logical instructions.
+//!
+//! A Jailfile is read line by line, as Docker reads a Dockerfile:
+//!
+//! - parser directives (`# escape=\``, `# syntax=...`) may open the file;
+//! - blank lines and lines whose first non-blank character is `#` are
+//!   skipped;
+//! - a line ending in the escape character (`\` unless changed) continues
+//!   on the next line; comment and blank lines inside such a continuation
+//!   are skipped, and the pieces are joined without anything in between;
+//! - after a RUN or COPY line with heredoc markers (`<<EOF`), the following
+//!   lines are the heredoc bodies, read verbatim up to their terminators.
+//!
+//! The result is a list of [`RawInstr`]: a keyword and its arguments as
+//! [`Text`] (characters with positions), plus the heredoc bodies.
+
+use super::diagnostic::{Error, Result};
+use super::heredoc::{self, Heredoc};
+use super::text::{FileId, Pos, Span, Text};
+
+/// One instruction as written, before its arguments are understood.
+#[derive(Debug, Clone)]
+pub(crate) struct RawInstr {
+    /// The keyword as written (any case).
+    pub keyword: Text,
+    /// Everything after the keyword, continuations joined, trimmed.
+    pub args: Text,
+    pub heredocs: Vec<Heredoc>,
+    /// The escape character in effect for this file.
+    pub escape: char,
+}
+
+impl RawInstr {
+    pub fn keyword_upper(&self) -> String {
+        self.keyword.as_string().to_uppercase()
+    }
+
+    pub fn keyword_span(&self) -> Span {
+        self.keyword.span()
+    }
+}
+
+/// A physical line: its number and characters with positions.
+pub(crate) struct Line<'a> {
+    pub number: u32,
+    pub text: &'a str,
+    file: FileId,
+}
+
+impl Line<'_> {
+    pub fn chars(&self) -> impl Iterator<Item = (char, Pos)> + '_ {
+        let (file, line) = (self.file, self.number);
+        self.text
+            .chars()
+            .enumerate()
+            .map(move |(i, c)| (c, Pos::new(file, line, col(i))))
+    }
+
+    pub fn is_blank_or_comment(&self) -> bool {
+        let t = self.text.trim_start();
+        t.is_empty() || t.starts_with('#')
+    }
+
+    /// The position just past the line's last character.
+    pub fn end(&self) -> Pos {
+        Pos::new(self.file, self.number, col(self.text.chars().count()))
+    }
+}
+
+fn col(index: usize) -> u32 {
+    u32::try_from(index)
+        .unwrap_or(u32::MAX - 1)
+        .saturating_add(1)
+}
+
+pub(crate) fn lines(file: FileId, text: &str) -> Vec<Line<'_>> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut lines: Vec<Line<'_>> = text
+        .split('\n')
+        .enumerate()
+        .map(|(i, l)| Line {
+            number: col(i),
+            text: l.strip_suffix('\r').unwrap_or(l),
+            file,
+        })
+        .collect();
+    if lines.last().is_some_and(|l| l.text.is_empty()) {
+        lines.pop();
+    }
+    lines
+}
+
+/// Splits a file into instructions.
+pub(crate) fn lex(file: FileId, source: &str) -> Result<Vec<RawInstr>> {
+    let lines = lines(file, source);
+    let (escape, mut i) = directives(&lines)?;
+    let mut out = Vec::new();
+    while let Some(line) = lines.get(i) {
+        i += 1;
+        if line.is_blank_or_comment() {
+            continue;
+        }
+        let mut logical = Text::new(line.end());
+        let mut current = line;
+        let mut first = true;
+        loop {
+            let chars: Vec<(char, Pos)> = current.chars().collect();
+            let skip = if first {
+                chars.iter().take_while(|(c, _)| c.is_whitespace()).count()
+            } else {
+                0
+            };
+            first = false;
+            let content = chars.get(skip..).unwrap_or_default();
+            let trimmed_len = content
+                .iter()
+                .rposition(|(c, _)| !c.is_whitespace())
+                .map_or(0, |p| p + 1);
+            let content = content.get(..trimmed_len).unwrap_or_default();
+            match content.split_last() {
+                Some((&(c, pos), rest)) if c == escape => {
+                    for &(c, p) in rest {
+                        logical.push(c, p);
+                    }
+                    while lines.get(i).is_some_and(Line::is_blank_or_comment) {
+                        i += 1;
+                    }
+                    match lines.get(i) {
+                        Some(next) => {
+                            current = next;
+                            i += 1;
+                        }
+                        None => {
+                            return Err(Error::at(pos, format!("the file ends after a line continuation `{escape}`"))
+                                .with_help("remove the trailing escape character or add the rest of the instruction"));
+                        }
+                    }
+                }
+                _ => {
+                    for &(c, p) in content {
+                        logical.push(c, p);
+                    }
+                    if logical.is_empty() {
+                        logical.end = current.end();
+                    }
+                    break;
+                }
+            }
+        }
+        let logical = logical.trim();
+        let kw_len = logical
+            .chars
+            .iter()
+            .position(|(c, _)| c.is_whitespace())
+            .unwrap_or(logical.len());
+        let keyword = logical.slice(0, kw_len);
+        let args = logical.slice_from(kw_len).trim();
+        let args = if args.is_empty() {
+            Text::new(keyword.end)
+        } else {
+            args
+        };
+        let upper = keyword.as_string().to_uppercase();
+        let heredocs = if upper == "RUN" || upper == "COPY" {
+            let markers = heredoc::find_markers(&args, escape);
+            heredoc::read_bodies(markers, &lines, &mut i)?
+        } else {
+            Vec::new()
+        };
+        if keyword.is_empty() {
+            continue;
+        }
+        out.push(RawInstr {
+            keyword,
+            args,
+            heredocs,
+            escape,
+        });
+    }
+    Ok(out)
+}
+
+/// Parser directives at the top of the file: `# escape=`` ` and the
+/// ignored `# syntax=` and `# check=`. They end at the first line that is
+/// not one. Returns the escape character and the first line after them.
+fn directives(lines: &[Line<'_>]) -> Result<(char, usize)> {
+    let mut escape = '\\';
+    let mut seen_escape = false;
+    for (i, line) in lines.iter().enumerate() {
+        let Some((key, value, value_col)) = directive(line.text) else {
+            return Ok((escape, i));
+        };
+        if key == "escape" {
+            let pos = Pos::new(line.file, line.number, value_col);
+            if seen_escape {
+                return Err(Error::at(pos, "the `escape` directive is given twice"));
+            }
+            seen_escape = true;
+            escape = match value {
+                "\\" => '\\',
+                "`" => '`',
+                _ => {
+                    return Err(Error::new(
+                        Span::new(pos, col(value.chars().count()) - 1),
+                        format!("invalid escape character `{value}`"),
+                    )
+                    .with_help("the escape directive takes `\\` or a backtick"))
+                }
+            };
+        }
+    }
+    Ok((escape, lines.len()))
+}
+
+/// `# key=value` with a known key: (key lowercased, value, value's column).
+fn directive(line: &str) -> Option<(&'static str, &str, u32)> {
+    let rest = line.trim_start().strip_prefix('#')?;
+    let (key, value) = rest.split_once('=')?;
+    let key = match key.trim().to_ascii_lowercase().as_str() {
+        "escape" => "escape",
+        "syntax" => "syntax",
+        "check" => "check",
+        _ => return None,
+    };
+    let value_trimmed = value.trim();
+    let offset = line.len() - value.len() + (value.len() - value.trim_start().len());
+    let value_col = col(line.get(..offset).map_or(0, |s| s.chars().count()));
+    Some((key, value_trimmed, value_col))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lexed(src: &str) -> Vec<(String, String)> {
+        lex(0, src)
+            .unwrap()
+            .iter()
+            .map(|r| (r.keyword.as_string(), r.args.as_string()))
+            .collect()
+    }
+
+    #[test]
+    fn continuation_skips_comments_and_blank_lines() {
+        let src = "# c\nFROM scratch\nRUN a \\\n  # inner\n\n   b\n  \nrun c";
+        assert_eq!(
+            lexed(src),
+            [
+                ("FROM".into(), "scratch".into()),
+                ("RUN".into(), "a    b".into()),
+                ("run".into(), "c".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn escape_directive_and_positions() {
+        let src = "# escape=`\r\nFROM scratch\r\nRUN dir c:\\ `\r\n  x";
+        let r = lex(0, src).unwrap();
+        assert_eq!(r[1].args.as_string(), "dir c:\\   x");
+        assert_eq!(r[1].args.chars.last().unwrap().1, Pos::new(0, 4, 3));
+    }
+
+    #[test]
+    fn trailing_continuation_is_an_error() {
+        let e = lex(0, "FROM scratch\nRUN a \\\n# only a comment\n").unwrap_err();
+        assert_eq!((e.span.pos.line, e.span.pos.col), (2, 7));
+    }
+
+    #[test]
+    fn bad_escape_directive() {
+        let e = lex(0, "#escape=x\nFROM scratch").unwrap_err();
+        assert_eq!((e.span.pos.line, e.span.pos.col), (1, 9));
+    }
+}

@@ -1,0 +1,402 @@
+//! One instruction inside a stage → one [`Step`] (or a change of scope, for
+//! ARG). Variables are substituted here, in the scope the instruction sits
+//! in, and values are checked after substitution.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::ast::{Body, CommandSrc, CopySrc, Instruction, Keyword, SourceSrc};
+use super::diagnostic::{Error, Result};
+use super::resolve::{Resolver, Scope};
+use super::resolved::{Command, CopyFrom, CopySource, Op, Step};
+use super::text::Text;
+use super::{forms, subst, validate};
+
+impl Resolver<'_> {
+    /// The step for `ins`, or `None` for instructions that only change
+    /// the scope (ARG).
+    pub(super) fn step(&mut self, ins: &Instruction) -> Result<Option<Step>> {
+        let esc = ins.escape;
+        if let Body::Arg(decls) = &ins.body {
+            for (name, default) in decls {
+                self.declare_arg(&name.as_string(), default.as_ref(), esc)?;
+            }
+            return Ok(None);
+        }
+        let (text, refs) = self.history_text(ins)?;
+        let args = match ins.keyword {
+            Keyword::Run | Keyword::Pkg => self
+                .scope()
+                .args
+                .iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.clone()?)))
+                .collect(),
+            _ => self.referenced_args(&refs),
+        };
+        let op = self.op(ins)?;
+        Ok(Some(Step {
+            location: self.location(ins.span()),
+            text,
+            args,
+            op,
+        }))
+    }
+
+    fn scope(&self) -> &Scope {
+        self.scopes.last().unwrap_or(&self.no_scope)
+    }
+
+    fn declare_arg(&mut self, name: &str, default: Option<&Text>, esc: char) -> Result<()> {
+        let value = match (self.build_arg(name), default) {
+            (Some(v), _) => Some(v),
+            (None, Some(d)) => Some(self.word(d, esc)?),
+            (None, None) => self.globals.get(name).cloned().flatten(),
+        };
+        if let Some(scope) = self.scopes.last_mut() {
+            scope.args.insert(name.to_string(), value);
+        }
+        Ok(())
+    }
+
+    /// The ARGs (with values) among `refs` that ENV does not shadow.
+    fn referenced_args(&self, refs: &BTreeSet<String>) -> BTreeMap<String, String> {
+        let scope = self.scope();
+        refs.iter()
+            .filter(|r| !scope.env.contains_key(*r))
+            .filter_map(|r| Some((r.clone(), scope.args.get(r).cloned().flatten()?)))
+            .collect()
+    }
+
+    /// `KEYWORD args` after substitution (RUN/CMD/ENTRYPOINT: as written),
+    /// heredoc bodies appended; and the variables it referenced.
+    fn history_text(&self, ins: &Instruction) -> Result<(String, BTreeSet<String>)> {
+        let lookup = |n: &str| self.lookup(n);
+        let (mut text, mut refs) = if ins.keyword.substitutes() {
+            let e = subst::raw(&ins.args, ins.escape, &lookup)?;
+            (e.value, e.refs)
+        } else {
+            (ins.args.as_string(), BTreeSet::new())
+        };
+        text = format!("{} {text}", ins.keyword.name())
+            .trim_end()
+            .to_string();
+        for h in &ins.heredocs {
+            if ins.keyword == Keyword::Copy && !h.quoted {
+                let body = subst::heredoc(&h.body, ins.escape, &lookup)?;
+                refs.extend(body.refs);
+                let terminator = h.raw.rsplit('\n').next().unwrap_or_default();
+                text = format!("{text}\n{}{terminator}", body.value);
+            } else {
+                text = format!("{text}\n{}", h.raw);
+            }
+        }
+        Ok((text, refs))
+    }
+
+    fn word(&self, t: &Text, esc: char) -> Result<String> {
+        Ok(subst::word(t, esc, &|n| self.lookup(n))?.value)
+    }
+
+    /// A word that must not be empty after substitution.
+    fn nonempty(&self, t: &Text, esc: char, what: &str) -> Result<String> {
+        let v = self.word(t, esc)?;
+        if v.is_empty() {
+            return Err(Error::new(
+                t.span(),
+                format!("{what} is empty (`{}` expands to nothing)", t.as_string()),
+            )
+            .with_help("give the variable a value, e.g. with ARG name=default or --build-arg"));
+        }
+        Ok(v)
+    }
+
+    fn fields<'w>(&self, words: &'w [Text], esc: char) -> Result<Vec<(String, &'w Text)>> {
+        let mut out = Vec::new();
+        for w in words {
+            for f in subst::fields(w, esc, &|n| self.lookup(n))?.value {
+                out.push((f, w));
+            }
+        }
+        Ok(out)
+    }
+
+    fn pairs(&self, pairs: &[(Text, Text)], esc: char, kw: &str) -> Result<Vec<(String, String)>> {
+        let mut out = Vec::new();
+        for (k, v) in pairs {
+            let key = self.word(k, esc)?;
+            if key.is_empty() || key.contains(|c: char| c.is_whitespace() || c == '=') {
+                return Err(Error::new(k.span(), format!("invalid {kw} name `{key}`"))
+                    .with_help("names must not be empty or contain whitespace or `=`"));
+            }
+            out.push((key, self.word(v, esc)?));
+        }
+        Ok(out)
+    }
+
+    fn op(&mut self, ins: &Instruction) -> Result<Op> {
+        let esc = ins.escape;
+        Ok(match &ins.body {
+            Body::Env(pairs) => {
+                let pairs = self.pairs(pairs, esc, "ENV")?;
+                if let Some(scope) = self.scopes.last_mut() {
+                    scope.env.extend(pairs.iter().cloned());
+                }
+                Op::Env(pairs)
+            }
+            Body::Label(pairs) => Op::Label(self.pairs(pairs, esc, "LABEL")?),
+            Body::Run { network, command } => Op::Run {
+                command: command_of(command),
+                network: *network,
+            },
+            Body::Pkg(words) => {
+                let mut packages = Vec::new();
+                for (p, w) in self.fields(words, esc)? {
+                    if p.starts_with('-') {
+                        return Err(Error::new(w.span(), format!("PKG takes package names, not options (`{p}`)"))
+                            .with_help("PKG runs `pkg install -y <packages>`; use RUN for other pkg(8) options"));
+                    }
+                    packages.push(p);
+                }
+                if packages.is_empty() {
+                    return Err(Error::new(
+                        ins.args.span(),
+                        "PKG has no packages after substitution",
+                    )
+                    .with_help("usage: PKG package ..."));
+                }
+                Op::Pkg { packages }
+            }
+            Body::Copy(c) => self.copy(c, ins)?,
+            Body::Sysrc {
+                file,
+                name,
+                op,
+                value,
+            } => {
+                let file = match file {
+                    Some(f) => self.nonempty(f, esc, "the SYSRC file")?,
+                    None => "/etc/rc.conf".to_string(),
+                };
+                let n = self.word(name, esc)?;
+                if !forms::is_identifier(&n) {
+                    return Err(Error::new(
+                        name.span(),
+                        format!("invalid rc.conf variable name `{n}`"),
+                    )
+                    .with_help("names are letters, digits and `_`, e.g. SYSRC nginx_enable=YES"));
+                }
+                Op::Sysrc {
+                    file,
+                    name: n,
+                    op: *op,
+                    value: self.word(value, esc)?,
+                }
+            }
+            Body::Service { name, action } => {
+                let n = self.nonempty(name, esc, "the service name")?;
+                if n.contains(|c: char| c.is_whitespace() || c == '/' || c == '=') {
+                    return Err(
+                        Error::new(name.span(), format!("invalid service name `{n}`"))
+                            .with_help("give the rc.d script's name, e.g. SERVICE nginx enable"),
+                    );
+                }
+                let a = self.word(action, esc)?;
+                let enable = match a.to_ascii_lowercase().as_str() {
+                    "enable" | "on" | "yes" => true,
+                    "disable" | "off" | "no" => false,
+                    _ => {
+                        return Err(Error::new(
+                            action.span(),
+                            format!("unknown SERVICE action `{a}`"),
+                        )
+                        .with_help("use enable or disable (on/off and yes/no also work)"))
+                    }
+                };
+                Op::Service { name: n, enable }
+            }
+            Body::LineInFile { line, file } => Op::LineInFile {
+                line: self.word(line, esc)?,
+                file: self.nonempty(file, esc, "the LINE_IN_FILE file")?,
+            },
+            Body::Render(path) => {
+                let scope = self.scope();
+                let mut vars: BTreeMap<String, String> = scope
+                    .args
+                    .iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.clone()?)))
+                    .collect();
+                vars.extend(scope.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+                Op::Render {
+                    path: self.nonempty(path, esc, "the RENDER path")?,
+                    vars,
+                }
+            }
+            Body::Jail(params) => {
+                let mut out = Vec::new();
+                for (name, value) in params {
+                    let n = self.word(name, esc)?;
+                    if n.is_empty()
+                        || !n
+                            .chars()
+                            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+                    {
+                        return Err(Error::new(
+                            name.span(),
+                            format!("invalid jail parameter name `{n}`"),
+                        )
+                        .with_help(
+                            "jail(8) parameters look like host.hostname=web or allow.raw_sockets",
+                        ));
+                    }
+                    let v = match value {
+                        Some(v) => self.word(v, esc)?,
+                        None => String::new(),
+                    };
+                    out.push((n, v));
+                }
+                Op::Jail(out)
+            }
+            Body::User(u) => Op::User(self.nonempty(u, esc, "the USER")?),
+            Body::Workdir(w) => {
+                let path = self.nonempty(w, esc, "the WORKDIR")?;
+                let dir = validate::join_workdir(&self.scope().workdir, &path);
+                if let Some(scope) = self.scopes.last_mut() {
+                    scope.workdir = dir.clone();
+                }
+                Op::Workdir(dir)
+            }
+            Body::Expose(words) => {
+                let mut ports: Vec<String> = Vec::new();
+                let mut seen = BTreeSet::new();
+                for (f, w) in self.fields(words, esc)? {
+                    for p in validate::ports(&f)
+                        .map_err(|(m, h)| Error::new(w.span(), m).with_help(h))?
+                    {
+                        if seen.insert(p.clone()) {
+                            ports.push(p);
+                        }
+                    }
+                }
+                if ports.is_empty() {
+                    return Err(Error::new(
+                        ins.args.span(),
+                        "EXPOSE has no ports after substitution",
+                    ));
+                }
+                Op::Expose(ports)
+            }
+            Body::Volume(words) => {
+                let vols: Vec<String> = self
+                    .fields(words, esc)?
+                    .into_iter()
+                    .map(|(f, _)| f)
+                    .filter(|f| !f.is_empty())
+                    .collect();
+                if vols.is_empty() {
+                    return Err(Error::new(
+                        ins.args.span(),
+                        "VOLUME has no paths after substitution",
+                    ));
+                }
+                Op::Volume(vols)
+            }
+            Body::Cmd(c) => Op::Cmd(command_of(c)),
+            Body::Entrypoint(c) => Op::Entrypoint(command_of(c)),
+            Body::Arg(_) | Body::From { .. } | Body::Include(_) => {
+                return Err(Error::new(
+                    ins.span(),
+                    "internal error: instruction handled elsewhere",
+                ))
+            }
+        })
+    }
+
+    fn copy(&mut self, c: &CopySrc, ins: &Instruction) -> Result<Op> {
+        let esc = ins.escape;
+        let from = match &c.from {
+            Some(f) => Some(self.copy_from(f, esc)?),
+            None => None,
+        };
+        let chown = match &c.chown {
+            Some(t) => Some(self.nonempty(t, esc, "--chown")?),
+            None => None,
+        };
+        let chmod = match &c.chmod {
+            Some(t) => Some(
+                validate::chmod(&self.word(t, esc)?)
+                    .map_err(|(m, h)| Error::new(t.span(), m).with_help(h))?,
+            ),
+            None => None,
+        };
+        let mut sources = Vec::new();
+        for s in &c.sources {
+            sources.push(match s {
+                SourceSrc::Path(p) => CopySource::Path(self.nonempty(p, esc, "the COPY source")?),
+                SourceSrc::Heredoc(k) => {
+                    let Some(h) = ins.heredocs.get(*k) else {
+                        continue;
+                    };
+                    let content = if h.quoted {
+                        h.body.as_string()
+                    } else {
+                        subst::heredoc(&h.body, esc, &|n| self.lookup(n))?.value
+                    };
+                    CopySource::Inline {
+                        name: h.name.clone(),
+                        content,
+                    }
+                }
+            });
+        }
+        let dest = self.nonempty(&c.dest, esc, "the COPY destination")?;
+        if sources.len() > 1 && !dest.ends_with('/') {
+            return Err(Error::new(c.dest.span(), format!("COPY has {} sources, so the destination `{dest}` must be a directory ending in `/`", sources.len()))
+                .with_help(format!("write `{dest}/`")));
+        }
+        Ok(Op::Copy {
+            from,
+            sources,
+            dest,
+            chown,
+            chmod,
+        })
+    }
+
+    /// `--from=`: an earlier stage by name or index, else an image.
+    fn copy_from(&mut self, t: &Text, esc: char) -> Result<CopyFrom> {
+        let v = self.nonempty(t, esc, "--from")?;
+        let current = self.stages.len().saturating_sub(1);
+        let lower = v.to_lowercase();
+        if !v.is_empty() && v.chars().all(|c| c.is_ascii_digit()) {
+            return match v.parse::<usize>() {
+                Ok(i) if i < current => Ok(CopyFrom::Stage(i)),
+                Ok(i) if i == current => Err(Error::new(t.span(), format!("COPY --from={i} is the stage this COPY is in"))
+                    .with_help("--from can only use an earlier stage")),
+                _ => Err(Error::new(t.span(), format!("there is no stage {v} before this one (this is stage {current}, counting from 0)"))
+                    .with_help("--from can only use an earlier stage")),
+            };
+        }
+        if let Some(i) = self.stage_index(&lower) {
+            if i == current {
+                return Err(Error::new(
+                    t.span(),
+                    format!("COPY --from={lower} is the stage this COPY is in"),
+                )
+                .with_help("--from can only use an earlier stage"));
+            }
+            return Ok(CopyFrom::Stage(i));
+        }
+        if validate::stage_name(&lower).is_ok() {
+            self.expect_stage(lower, t.span());
+            return Ok(CopyFrom::Image(v));
+        }
+        validate::image_reference(&v).map_err(|(m, h)| Error::new(t.span(), m).with_help(h))?;
+        Ok(CopyFrom::Image(v))
+    }
+}
+
+fn command_of(c: &CommandSrc) -> Command {
+    match c {
+        CommandSrc::Shell(s) => Command::Shell(s.clone()),
+        CommandSrc::Exec(v) => Command::Exec(v.clone()),
+    }
+}

@@ -1,0 +1,351 @@
+//! From instructions to a [`Build`]: stages, variable scopes, INCLUDE.
+//!
+//! Scoping follows Dockerfile's rules:
+//!
+//! - an ARG before the first FROM is *global*: usable in FROM lines, and
+//!   inside a stage only after `ARG NAME` (without a value) re-declares it;
+//! - an ARG inside a stage is in scope from its line to the end of the stage;
+//! - `--build-arg NAME=value` overrides an ARG's default wherever NAME is
+//!   declared;
+//! - ENV is in scope from its line on, wins over an ARG of the same name,
+//!   and is inherited by a stage built `FROM` an earlier stage.
+//!
+//! The per-instruction work (turning an [`Instruction`] into a [`Step`])
+//! lives in `ops.rs`; this file keeps the state it works on.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use super::ast::{Body, Instruction};
+use super::diagnostic::{Diagnostic, Error, Result, Sources};
+use super::resolved::{Base, Build, Location, Stage};
+use super::text::{Span, Text};
+use super::{include, lexer, parser, subst, suggest, validate};
+
+/// The variables of the stage being resolved.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Scope {
+    /// ARGs declared in this stage; `None` when declared without a value.
+    pub args: BTreeMap<String, Option<String>>,
+    pub env: BTreeMap<String, String>,
+    /// Always absolute and normalised.
+    pub workdir: String,
+}
+
+impl Scope {
+    pub fn lookup(&self, name: &str) -> Option<String> {
+        self.env
+            .get(name)
+            .cloned()
+            .or_else(|| self.args.get(name).cloned().flatten())
+    }
+}
+
+/// A name that may refer to a stage defined later; checked at the end.
+struct Pending {
+    name: String,
+    span: Span,
+    /// A COPY --from that looks like a stage name must be one; a FROM
+    /// image that is not a later stage is simply an image.
+    must_be_stage: bool,
+}
+
+pub(super) struct Resolver<'a> {
+    pub sources: Sources,
+    pub build_args: &'a BTreeMap<String, String>,
+    pub used_args: BTreeSet<String>,
+    pub globals: BTreeMap<String, Option<String>>,
+    pub stages: Vec<Stage>,
+    /// One per stage, parallel to `stages`; the last is the current one.
+    pub scopes: Vec<Scope>,
+    /// Files being included (identity, as shown), outermost first.
+    pub includes: Vec<(PathBuf, PathBuf)>,
+    pending: Vec<Pending>,
+    seen_instruction: bool,
+    /// Stands in for the scope before the first FROM.
+    pub no_scope: Scope,
+}
+
+/// Reads, parses and resolves `text` (the contents of `path`).
+pub(crate) fn resolve(
+    path: &Path,
+    text: &str,
+    build_args: &BTreeMap<String, String>,
+) -> Result<Build, Diagnostic> {
+    let mut r = Resolver {
+        sources: Sources::default(),
+        build_args,
+        used_args: BTreeSet::new(),
+        globals: BTreeMap::new(),
+        stages: Vec::new(),
+        scopes: Vec::new(),
+        includes: vec![(include::identity(path), path.to_path_buf())],
+        pending: Vec::new(),
+        seen_instruction: false,
+        no_scope: Scope::default(),
+    };
+    let root = r.sources.add(path.to_path_buf(), text.to_string());
+    let result = r.file(root).and_then(|()| r.finish(root));
+    result.map_err(|e| r.sources.diagnostic(e))
+}
+
+impl Resolver<'_> {
+    pub(super) fn file(&mut self, id: u32) -> Result<()> {
+        let text = self.sources.text(id).to_string();
+        for raw in lexer::lex(id, &text)? {
+            self.seen_instruction = true;
+            let ins = parser::parse(raw)?;
+            self.instruction(ins)?;
+        }
+        Ok(())
+    }
+
+    fn instruction(&mut self, ins: Instruction) -> Result<()> {
+        match &ins.body {
+            Body::Include(path) => self.include(path, ins.escape),
+            Body::From { .. } => self.from(&ins),
+            Body::Arg(decls) if self.scopes.is_empty() => {
+                for (name, default) in decls {
+                    let name = name.as_string();
+                    let value = match self.build_arg(&name) {
+                        Some(v) => Some(v),
+                        None => match default {
+                            Some(d) => Some(
+                                subst::word(d, ins.escape, &|n| {
+                                    self.globals.get(n).cloned().flatten()
+                                })?
+                                .value,
+                            ),
+                            None => None,
+                        },
+                    };
+                    self.globals.insert(name, value);
+                }
+                Ok(())
+            }
+            _ if self.scopes.is_empty() => Err(Error::new(
+                ins.span(),
+                format!(
+                    "{} comes before the first FROM; only ARG may",
+                    ins.keyword.name()
+                ),
+            )
+            .with_help("start the Jailfile with FROM, e.g. `FROM freebsd:14.2-RELEASE`")),
+            _ => {
+                if let Some(step) = self.step(&ins)? {
+                    if let Some(stage) = self.stages.last_mut() {
+                        stage.steps.push(step);
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// The `--build-arg` value for `name`, noting that it was used.
+    pub(super) fn build_arg(&mut self, name: &str) -> Option<String> {
+        let v = self.build_args.get(name).cloned();
+        if v.is_some() {
+            self.used_args.insert(name.to_string());
+        }
+        v
+    }
+
+    pub(super) fn location(&self, span: Span) -> Location {
+        Location {
+            file: self.sources.path(span.pos.file),
+            line: span.pos.line,
+            column: span.pos.col,
+        }
+    }
+
+    /// Looks `name` up in the current scope (or the globals before FROM).
+    pub(super) fn lookup(&self, name: &str) -> Option<String> {
+        match self.scopes.last() {
+            Some(scope) => scope.lookup(name),
+            None => self.globals.get(name).cloned().flatten(),
+        }
+    }
+
+    fn from(&mut self, ins: &Instruction) -> Result<()> {
+        let Body::From {
+            platform,
+            image,
+            alias,
+        } = &ins.body
+        else {
+            return Ok(());
+        };
+        let esc = ins.escape;
+        let globals = &self.globals;
+        let lookup = |n: &str| globals.get(n).cloned().flatten();
+        let from_text = format!("FROM {}", subst::raw(&ins.args, esc, &lookup)?.value);
+        let platform = match platform {
+            Some(p) => {
+                let v = subst::word(p, esc, &lookup)?.value;
+                validate::platform(&v).map_err(|(m, h)| Error::new(p.span(), m).with_help(h))?;
+                Some(v)
+            }
+            None => None,
+        };
+        let name = match alias {
+            Some(a) => Some(self.stage_name(a)?),
+            None => None,
+        };
+        let image_ref = subst::word(image, esc, &lookup)?.value;
+        let base = self.base(&image_ref, image, name.as_deref())?;
+        let scope = match base {
+            Base::Stage(i) => self
+                .scopes
+                .get(i)
+                .map(|s| Scope {
+                    args: BTreeMap::new(),
+                    ..s.clone()
+                })
+                .unwrap_or_default(),
+            _ => Scope {
+                workdir: "/".into(),
+                ..Scope::default()
+            },
+        };
+        self.scopes.push(scope);
+        self.stages.push(Stage {
+            index: self.stages.len(),
+            name,
+            base,
+            platform,
+            location: self.location(ins.span()),
+            from_text,
+            steps: Vec::new(),
+        });
+        Ok(())
+    }
+
+    fn stage_name(&self, alias: &Text) -> Result<String> {
+        let name = alias.as_string().to_lowercase();
+        validate::stage_name(&name).map_err(|(m, h)| Error::new(alias.span(), m).with_help(h))?;
+        if let Some(first) = self
+            .stages
+            .iter()
+            .find(|s| s.name.as_deref() == Some(name.as_str()))
+        {
+            return Err(
+                Error::new(alias.span(), format!("duplicate stage name `{name}`")).with_help(
+                    format!(
+                        "`{name}` is already the name of the stage at line {}; choose another name",
+                        first.location.line
+                    ),
+                ),
+            );
+        }
+        Ok(name)
+    }
+
+    /// What `FROM <image>` builds on.
+    fn base(&mut self, image: &str, text: &Text, own_name: Option<&str>) -> Result<Base> {
+        let err = |m: String, h: String| Error::new(text.span(), m).with_help(h);
+        let lower = image.to_lowercase();
+        if image.is_empty() {
+            return Err(err(
+                format!("`{}` expands to an empty image name", text.as_string()),
+                "give the ARG a default or pass it with --build-arg".into(),
+            ));
+        }
+        if let Some(i) = self.stage_index(&lower) {
+            return Ok(Base::Stage(i));
+        }
+        if own_name == Some(lower.as_str()) {
+            return Err(err(
+                format!("stage `{lower}` cannot build FROM itself"),
+                "name an earlier stage or an image".into(),
+            ));
+        }
+        if lower == "scratch" {
+            return Ok(Base::Scratch);
+        }
+        if let Some(tag) = lower.strip_prefix("freebsd:") {
+            let release = validate::freebsd_release(tag).map_err(|(m, h)| err(m, h))?;
+            return Ok(Base::FreeBsdRelease(release));
+        }
+        if lower == "freebsd" {
+            return Err(err(
+                "`freebsd` needs a release".into(),
+                "write e.g. `FROM freebsd:14.2-RELEASE`".into(),
+            ));
+        }
+        validate::image_reference(image).map_err(|(m, h)| err(m, h))?;
+        if validate::stage_name(&lower).is_ok() {
+            self.pending.push(Pending {
+                name: lower,
+                span: text.span(),
+                must_be_stage: false,
+            });
+        }
+        Ok(Base::Image(image.to_string()))
+    }
+
+    /// The index of the earlier stage called `name` (lowercase).
+    pub(super) fn stage_index(&self, name: &str) -> Option<usize> {
+        self.stages
+            .iter()
+            .position(|s| s.name.as_deref() == Some(name))
+    }
+
+    /// Records a COPY --from name that must turn out to be a stage.
+    pub(super) fn expect_stage(&mut self, name: String, span: Span) {
+        self.pending.push(Pending {
+            name,
+            span,
+            must_be_stage: true,
+        });
+    }
+
+    fn finish(&mut self, root: u32) -> Result<Build> {
+        let start = Span::at(super::text::Pos::new(root, 1, 1));
+        if self.stages.is_empty() {
+            let (msg, help) = if self.seen_instruction {
+                (
+                    "no FROM instruction",
+                    "a Jailfile needs at least one FROM, e.g. `FROM freebsd:14.2-RELEASE`",
+                )
+            } else {
+                (
+                    "the Jailfile is empty",
+                    "start with FROM, e.g. `FROM freebsd:14.2-RELEASE`",
+                )
+            };
+            return Err(Error::new(start, msg).with_help(help));
+        }
+        for p in std::mem::take(&mut self.pending) {
+            if let Some(later) = self
+                .stages
+                .iter()
+                .find(|s| s.name.as_deref() == Some(p.name.as_str()))
+            {
+                return Err(Error::new(p.span, format!("stage `{}` is defined later, at line {}", p.name, later.location.line))
+                    .with_help("a stage can only use stages defined before it; move this instruction or that stage"));
+            }
+            if p.must_be_stage {
+                let names = self.stages.iter().filter_map(|s| s.name.as_deref());
+                let hint = suggest::did_you_mean(&p.name, names)
+                    .map(|h| format!("{h} "))
+                    .unwrap_or_default();
+                return Err(Error::new(p.span, format!("unknown stage `{}`", p.name)).with_help(format!(
+                    "{hint}--from names an earlier stage (by name or index); to copy from an image, give its tag: `--from={}:latest`",
+                    p.name
+                )));
+            }
+        }
+        let mut unused: Vec<String> = self
+            .build_args
+            .keys()
+            .filter(|k| !self.used_args.contains(*k))
+            .cloned()
+            .collect();
+        unused.sort();
+        Ok(Build {
+            stages: std::mem::take(&mut self.stages),
+            unused_build_args: unused,
+        })
+    }
+}

@@ -1,0 +1,461 @@
+//! Variable substitution: `$VAR`, `${VAR}`, `${VAR:-default}`,
+//! `${VAR-default}`, `${VAR:+alt}`, `${VAR+alt}`, `${VAR:?message}`,
+//! `${VAR?message}`, with quotes and the escape character handled as
+//! Docker's shell lexer does.
+//!
+//! One scanner serves four [`Mode`]s, because the same rules produce the
+//! value of a word (quotes removed), a list of fields (unquoted expansions
+//! split at whitespace, for PKG/EXPOSE/VOLUME), the instruction text for
+//! history (quotes kept, only variables replaced) and a COPY heredoc body
+//! (quotes are ordinary characters there).
+
+use std::collections::BTreeSet;
+
+use super::diagnostic::{Error, Result};
+use super::text::{Pos, Span, Text};
+
+/// How to look a variable up: `None` when it is not set.
+pub(crate) type Lookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Word,
+    Fields,
+    Raw,
+    Heredoc,
+}
+
+/// The result of a substitution and the variable names it looked at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Expanded<T> {
+    pub value: T,
+    pub refs: BTreeSet<String>,
+}
+
+/// One word: quotes and escapes removed, variables replaced.
+pub(crate) fn word(t: &Text, escape: char, lookup: Lookup<'_>) -> Result<Expanded<String>> {
+    run(t, escape, lookup, Mode::Word).map(|e| Expanded {
+        value: e.value.join(""),
+        refs: e.refs,
+    })
+}
+
+/// Like [`word`], but unquoted expansions are split at whitespace into
+/// several fields (and an unquoted empty expansion gives no field).
+pub(crate) fn fields(t: &Text, escape: char, lookup: Lookup<'_>) -> Result<Expanded<Vec<String>>> {
+    run(t, escape, lookup, Mode::Fields)
+}
+
+/// Variables replaced, everything else (quotes, escapes) kept as written:
+/// the instruction text that history records.
+pub(crate) fn raw(t: &Text, escape: char, lookup: Lookup<'_>) -> Result<Expanded<String>> {
+    run(t, escape, lookup, Mode::Raw).map(|e| Expanded {
+        value: e.value.join(""),
+        refs: e.refs,
+    })
+}
+
+/// A heredoc body: quotes are plain characters; the escape character only
+/// escapes `$`, itself and a backtick.
+pub(crate) fn heredoc(t: &Text, escape: char, lookup: Lookup<'_>) -> Result<Expanded<String>> {
+    run(t, escape, lookup, Mode::Heredoc).map(|e| Expanded {
+        value: e.value.join(""),
+        refs: e.refs,
+    })
+}
+
+fn run(t: &Text, escape: char, lookup: Lookup<'_>, mode: Mode) -> Result<Expanded<Vec<String>>> {
+    let mut s = Scanner {
+        chars: &t.chars,
+        i: 0,
+        mode,
+        escape,
+        lookup,
+        refs: BTreeSet::new(),
+    };
+    let mut out = Out::new(mode == Mode::Fields);
+    s.scan(&mut out, None)?;
+    Ok(Expanded {
+        value: out.finish(mode),
+        refs: s.refs,
+    })
+}
+
+/// Output under construction; with `split`, a list of fields.
+struct Out {
+    fields: Vec<String>,
+    cur: String,
+    started: bool,
+    split: bool,
+}
+
+impl Out {
+    fn new(split: bool) -> Out {
+        Out {
+            fields: Vec::new(),
+            cur: String::new(),
+            started: false,
+            split,
+        }
+    }
+
+    fn lit(&mut self, c: char) {
+        self.cur.push(c);
+        self.started = true;
+    }
+
+    fn expansion(&mut self, value: &str, quoted: bool) {
+        if !self.split || quoted {
+            self.cur.push_str(value);
+            self.started |= quoted || !value.is_empty();
+            return;
+        }
+        for c in value.chars() {
+            if c.is_whitespace() {
+                if self.started {
+                    self.fields.push(std::mem::take(&mut self.cur));
+                    self.started = false;
+                }
+            } else {
+                self.lit(c);
+            }
+        }
+    }
+
+    fn finish(mut self, mode: Mode) -> Vec<String> {
+        if self.started || mode != Mode::Fields {
+            self.fields.push(self.cur);
+        }
+        self.fields
+    }
+}
+
+struct Scanner<'a> {
+    chars: &'a [(char, Pos)],
+    i: usize,
+    mode: Mode,
+    escape: char,
+    lookup: Lookup<'a>,
+    refs: BTreeSet<String>,
+}
+
+impl Scanner<'_> {
+    fn peek(&self, ahead: usize) -> Option<char> {
+        self.chars.get(self.i + ahead).map(|&(c, _)| c)
+    }
+
+    /// Scans until `stop` (outside quotes) or the end; says whether `stop` was found.
+    fn scan(&mut self, out: &mut Out, stop: Option<char>) -> Result<bool> {
+        let raw = self.mode == Mode::Raw;
+        let mut quote: Option<(char, Pos)> = None;
+        while let Some(&(c, pos)) = self.chars.get(self.i) {
+            match quote {
+                None if Some(c) == stop => {
+                    self.i += 1;
+                    return Ok(true);
+                }
+                None if self.mode == Mode::Heredoc => match c {
+                    _ if c == self.escape
+                        && matches!(self.peek(1), Some(n) if n == '$' || n == '`' || n == self.escape) =>
+                    {
+                        out.lit(self.peek(1).unwrap_or(c));
+                        self.i += 2;
+                    }
+                    '$' => self.dollar(out, false)?,
+                    _ => {
+                        out.lit(c);
+                        self.i += 1;
+                    }
+                },
+                None if c == self.escape => {
+                    match self.peek(1) {
+                        Some(n) => {
+                            if raw {
+                                out.lit(c);
+                            }
+                            out.lit(n);
+                        }
+                        None => out.lit(c),
+                    }
+                    self.i += 2;
+                }
+                None if c == '\'' || c == '"' => {
+                    quote = Some((c, pos));
+                    out.started = true;
+                    if raw {
+                        out.lit(c);
+                    }
+                    self.i += 1;
+                }
+                None if c == '$' => self.dollar(out, false)?,
+                None if out.split && c.is_whitespace() => out.expansion(" ", false),
+                None => {
+                    out.lit(c);
+                    self.i += 1;
+                }
+                Some(('\'', _)) => {
+                    if c != '\'' || raw {
+                        out.lit(c);
+                    }
+                    quote = quote.filter(|_| c != '\'');
+                    self.i += 1;
+                }
+                Some((_, _)) if c == '"' => {
+                    quote = None;
+                    if raw {
+                        out.lit(c);
+                    }
+                    self.i += 1;
+                }
+                Some((_, _))
+                    if c == self.escape
+                        && matches!(self.peek(1), Some(n) if n == '"' || n == '$' || n == self.escape) =>
+                {
+                    if raw {
+                        out.lit(c);
+                    }
+                    out.lit(self.peek(1).unwrap_or(c));
+                    self.i += 2;
+                }
+                Some((_, _)) if c == '$' => self.dollar(out, true)?,
+                Some((_, _)) => {
+                    out.lit(c);
+                    self.i += 1;
+                }
+            }
+        }
+        if let Some((q, pos)) = quote {
+            return Err(Error::at(
+                pos,
+                format!("unterminated quote: this `{q}` is never closed"),
+            )
+            .with_help(format!(
+                "close it with a matching `{q}`, or escape it as `{}{q}`",
+                self.escape
+            )));
+        }
+        Ok(false)
+    }
+
+    /// At a `$`: a variable reference, or a literal `$`.
+    fn dollar(&mut self, out: &mut Out, quoted: bool) -> Result<()> {
+        let dollar = self
+            .chars
+            .get(self.i)
+            .map_or_else(Pos::default, |&(_, p)| p);
+        match self.peek(1) {
+            Some('{') => self.braced(out, quoted, dollar),
+            Some(c) if c.is_ascii_alphabetic() || c == '_' => {
+                self.i += 1;
+                let name = self.name();
+                let value = self.get(&name).unwrap_or_default();
+                out.expansion(&value, quoted);
+                Ok(())
+            }
+            _ => {
+                out.lit('$');
+                self.i += 1;
+                Ok(())
+            }
+        }
+    }
+
+    fn name(&mut self) -> String {
+        let mut name = String::new();
+        while let Some(c) = self
+            .peek(0)
+            .filter(|c| c.is_ascii_alphanumeric() || *c == '_')
+        {
+            name.push(c);
+            self.i += 1;
+        }
+        name
+    }
+
+    fn get(&mut self, name: &str) -> Option<String> {
+        self.refs.insert(name.to_string());
+        (self.lookup)(name)
+    }
+
+    /// `${NAME}` and `${NAME<modifier>word}`; `self.i` is at the `$`.
+    fn braced(&mut self, out: &mut Out, quoted: bool, dollar: Pos) -> Result<()> {
+        const HELP: &str =
+            "supported forms: ${NAME}, ${NAME:-default}, ${NAME-default}, ${NAME:+alternative}, \
+                            ${NAME+alternative}, ${NAME:?message}";
+        self.i += 2;
+        let name = self.name();
+        let unterminated = || {
+            Error::new(Span::new(dollar, 2), "unterminated `${`: no `}` closes it")
+                .with_help("close the variable reference with `}`, or escape the dollar sign to write it literally")
+        };
+        if name.is_empty() {
+            return Err(match self.peek(0) {
+                None => unterminated(),
+                Some(_) => Error::new(
+                    Span::new(dollar, 2),
+                    "bad substitution: expected a variable name after `${`",
+                )
+                .with_help(HELP),
+            });
+        }
+        let colon = self.peek(0) == Some(':');
+        let op = match (self.peek(0), self.peek(1)) {
+            (Some('}'), _) => None,
+            (Some(':'), Some(c @ ('-' | '+' | '?'))) | (Some(c @ ('-' | '+' | '?')), _) => Some(c),
+            (None, _) => return Err(unterminated()),
+            (Some(_), _) => {
+                let at = self.chars.get(self.i).map_or(dollar, |&(_, p)| p);
+                let shown: String = self
+                    .chars
+                    .get(self.i..)
+                    .unwrap_or_default()
+                    .iter()
+                    .take(if colon { 2 } else { 1 })
+                    .map(|&(c, _)| c)
+                    .collect();
+                return Err(Error::at(
+                    at,
+                    format!("unsupported modifier `{shown}` in `${{{name}...}}`"),
+                )
+                .with_help(HELP));
+            }
+        };
+        let value = self.get(&name);
+        let Some(op) = op else {
+            self.i += 1;
+            out.expansion(&value.unwrap_or_default(), quoted);
+            return Ok(());
+        };
+        self.i += if colon { 2 } else { 1 };
+        let mut word = Out::new(false);
+        let saved = self.mode;
+        if self.mode == Mode::Fields {
+            self.mode = Mode::Word;
+        }
+        let closed = self.scan(&mut word, Some('}'));
+        self.mode = saved;
+        if !closed? {
+            return Err(unterminated());
+        }
+        let word = word.cur;
+        let set = if colon {
+            value.as_deref().is_some_and(|v| !v.is_empty())
+        } else {
+            value.is_some()
+        };
+        let result = match op {
+            '-' if set => value.unwrap_or_default(),
+            '-' => word,
+            '+' if set => word,
+            '+' => String::new(),
+            _ if set => value.unwrap_or_default(),
+            _ => {
+                let why = if word.is_empty() {
+                    "is not set".to_string()
+                } else {
+                    word
+                };
+                return Err(
+                    Error::new(Span::new(dollar, 2), format!("{name}: {why}")).with_help(format!(
+                        "pass it with `--build-arg {name}=...` or declare it with ARG/ENV"
+                    )),
+                );
+            }
+        };
+        out.expansion(&result, quoted);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(s: &str) -> Text {
+        let mut t = Text::new(Pos::new(0, 1, 1));
+        for (i, c) in s.chars().enumerate() {
+            t.push(c, Pos::new(0, 1, i as u32 + 1));
+        }
+        t
+    }
+
+    fn vars(name: &str) -> Option<String> {
+        match name {
+            "A" => Some("alpha".into()),
+            "E" => Some(String::new()),
+            "L" => Some(" x  y ".into()),
+            _ => None,
+        }
+    }
+
+    fn w(s: &str) -> String {
+        word(&text(s), '\\', &vars).unwrap().value
+    }
+
+    #[test]
+    fn modifiers() {
+        assert_eq!(w("$A-${A}_$A_"), "alpha-alpha_");
+        assert_eq!(w("${E:-d}|${E-d}|${U-d}|${U:-${A}}"), "d||d|alpha");
+        assert_eq!(w("${A:+y}|${E:+y}|${E+y}|${U+y}"), "y||y|");
+        assert_eq!(w("${A:?no}"), "alpha");
+        assert_eq!(w("${U:-\"a b\"}"), "a b");
+    }
+
+    #[test]
+    fn quotes_and_escapes() {
+        assert_eq!(
+            w(r#"'$A' "$A" \$A "\$A \n" $ $1 a\ b"#),
+            r#"$A alpha $A $A \n $ $1 a b"#
+        );
+        let r = raw(&text(r#"k="$A b" '$A' \$A"#), '\\', &vars).unwrap();
+        assert_eq!(r.value, r#"k="alpha b" '$A' \$A"#);
+        assert_eq!(r.refs.into_iter().collect::<Vec<_>>(), ["A"]);
+        let h = heredoc(&text(r#"'$A' "$A" \$A \n"#), '\\', &vars)
+            .unwrap()
+            .value;
+        assert_eq!(h, r#"'alpha' "alpha" $A \n"#);
+    }
+
+    #[test]
+    fn fields_split_unquoted_expansions() {
+        let f = |s: &str| fields(&text(s), '\\', &vars).unwrap().value;
+        assert_eq!(f("a$L"), ["a", "x", "y"]);
+        assert_eq!(f("a${A}b"), ["aalphab"]);
+        assert_eq!(f("\"$L\""), [" x  y "]);
+        assert!(f("$E$U").is_empty());
+        assert_eq!(f("\"\""), [""]);
+        assert_eq!(f("${U:-p q}"), ["p", "q"]);
+    }
+
+    #[test]
+    fn errors_point_at_the_dollar() {
+        let e = |s: &str| {
+            let e = word(&text(s), '\\', &vars).unwrap_err();
+            (e.span.pos.col, e.message)
+        };
+        assert_eq!(
+            e("ab ${A"),
+            (4, "unterminated `${`: no `}` closes it".into())
+        );
+        assert_eq!(
+            e("${}"),
+            (
+                1,
+                "bad substitution: expected a variable name after `${`".into()
+            )
+        );
+        assert_eq!(
+            e("x${A%.c}"),
+            (5, "unsupported modifier `%` in `${A...}`".into())
+        );
+        assert_eq!(
+            e("${A:-x"),
+            (1, "unterminated `${`: no `}` closes it".into())
+        );
+        assert_eq!(e("${U:?set U}"), (1, "U: set U".into()));
+        assert_eq!(
+            e("'abc"),
+            (1, "unterminated quote: this `'` is never closed".into())
+        );
+    }
+}

@@ -1,0 +1,277 @@
+//! Text that remembers where every character came from.
+//!
+//! An instruction can span several physical lines (`\` continuations,
+//! heredocs), and comment lines inside it are dropped. So the parser never
+//! works on a plain `String`: it works on a [`Text`], a list of characters
+//! each paired with its [`Pos`] in a source file. Any slice of it can then be
+//! turned into a [`Span`] for an error message, however the lines were
+//! joined. Columns count characters, not bytes.
+
+use super::diagnostic::Error;
+
+/// Index of a file in [`super::diagnostic::Sources`].
+pub(crate) type FileId = u32;
+
+/// A character's place: file, 1-based line, 1-based column (in characters).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Pos {
+    pub file: FileId,
+    pub line: u32,
+    pub col: u32,
+}
+
+impl Pos {
+    pub fn new(file: FileId, line: u32, col: u32) -> Pos {
+        Pos { file, line, col }
+    }
+
+    /// The position `n` characters further on the same line.
+    pub fn right(self, n: u32) -> Pos {
+        Pos {
+            col: self.col.saturating_add(n),
+            ..self
+        }
+    }
+}
+
+/// What an error points at: a start and a length in characters. A length
+/// of 0 means "to the end of the line" (the span crossed a line break).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Span {
+    pub pos: Pos,
+    pub len: u32,
+}
+
+impl Span {
+    pub fn new(pos: Pos, len: u32) -> Span {
+        Span { pos, len }
+    }
+
+    /// One character at `pos`.
+    pub fn at(pos: Pos) -> Span {
+        Span { pos, len: 1 }
+    }
+}
+
+/// Characters with their positions, plus the position just past the end
+/// (where "missing argument" errors point).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct Text {
+    pub chars: Vec<(char, Pos)>,
+    pub end: Pos,
+}
+
+impl Text {
+    pub fn new(end: Pos) -> Text {
+        Text {
+            chars: Vec::new(),
+            end,
+        }
+    }
+
+    /// A text whose every character claims to be at `pos`: for strings that
+    /// came out of JSON, where only the opening `[` has a useful position.
+    pub fn synthetic(s: &str, pos: Pos) -> Text {
+        Text {
+            chars: s.chars().map(|c| (c, pos)).collect(),
+            end: pos,
+        }
+    }
+
+    pub fn push(&mut self, c: char, pos: Pos) {
+        self.chars.push((c, pos));
+        self.end = pos.right(1);
+    }
+
+    pub fn len(&self) -> usize {
+        self.chars.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.chars.is_empty()
+    }
+
+    pub fn char_at(&self, i: usize) -> Option<char> {
+        self.chars.get(i).map(|&(c, _)| c)
+    }
+
+    pub fn as_string(&self) -> String {
+        self.chars.iter().map(|&(c, _)| c).collect()
+    }
+
+    /// Where the text starts (or its end, when empty).
+    pub fn start(&self) -> Pos {
+        self.chars.first().map_or(self.end, |&(_, p)| p)
+    }
+
+    /// The span covering the whole text; an empty text points at its end.
+    pub fn span(&self) -> Span {
+        match (self.chars.first(), self.chars.last()) {
+            (Some(&(_, a)), Some(&(_, b))) if a.file == b.file && a.line == b.line => {
+                Span::new(a, b.col.saturating_sub(a.col).saturating_add(1))
+            }
+            (Some(&(_, a)), Some(_)) => Span::new(a, 0),
+            _ => Span::at(self.end),
+        }
+    }
+
+    /// Characters `from..to` (clamped), keeping positions.
+    pub fn slice(&self, from: usize, to: usize) -> Text {
+        let to = to.min(self.chars.len());
+        let from = from.min(to);
+        let end = match to.checked_sub(1).and_then(|l| self.chars.get(l)) {
+            Some(&(_, last)) if to > from => last.right(1),
+            _ => self.chars.get(from).map_or(self.end, |&(_, p)| p),
+        };
+        Text {
+            chars: self.chars[from..to].to_vec(),
+            end,
+        }
+    }
+
+    pub fn slice_from(&self, from: usize) -> Text {
+        self.slice(from, self.chars.len())
+    }
+
+    /// Without leading and trailing whitespace.
+    pub fn trim(&self) -> Text {
+        let start = self.chars.iter().position(|&(c, _)| !c.is_whitespace());
+        match start {
+            None => Text::new(self.start()),
+            Some(s) => {
+                let e = self.chars.iter().rposition(|&(c, _)| !c.is_whitespace());
+                self.slice(s, e.map_or(s, |e| e + 1))
+            }
+        }
+    }
+
+    pub fn starts_with(&self, prefix: &str) -> bool {
+        let mut it = self.chars.iter();
+        prefix
+            .chars()
+            .all(|p| it.next().is_some_and(|&(c, _)| c == p))
+    }
+}
+
+/// Splits at whitespace outside quotes, escapes and `${...}`, keeping the
+/// quotes in the words (substitution removes them later). An unterminated
+/// quote is an error pointing at the opening quote.
+pub(crate) fn split_words(text: &Text, escape: char) -> Result<Vec<Text>, Error> {
+    Ok(word_ranges(text, escape)?
+        .into_iter()
+        .map(|(a, b)| text.slice(a, b))
+        .collect())
+}
+
+/// Like [`split_words`], as character index ranges into `text`.
+pub(crate) fn word_ranges(text: &Text, escape: char) -> Result<Vec<(usize, usize)>, Error> {
+    let mut words = Vec::new();
+    let mut start: Option<usize> = None;
+    let mut quote: Option<(char, Pos)> = None;
+    let mut braces = 0usize;
+    let mut i = 0;
+    while let Some(&(c, pos)) = text.chars.get(i) {
+        if quote.is_none() && braces == 0 && c.is_whitespace() {
+            if let Some(s) = start.take() {
+                words.push((s, i));
+            }
+            i += 1;
+            continue;
+        }
+        start.get_or_insert(i);
+        match quote {
+            Some(('\'', _)) if c == '\'' => quote = None,
+            Some(('\'', _)) => {}
+            _ if c == escape => i += 1,
+            Some((q, _)) if c == q => quote = None,
+            None if c == '\'' || c == '"' => quote = Some((c, pos)),
+            _ if c == '$' && text.char_at(i + 1) == Some('{') => {
+                braces += 1;
+                i += 1;
+            }
+            _ if c == '}' && braces > 0 => braces -= 1,
+            _ => {}
+        }
+        i += 1;
+    }
+    if let Some((q, pos)) = quote {
+        return Err(Error::new(
+            Span::at(pos),
+            format!("unterminated quote: this `{q}` is never closed"),
+        )
+        .with_help(format!(
+            "close it with a matching `{q}`, or escape it as `{escape}{q}`"
+        )));
+    }
+    if let Some(s) = start {
+        words.push((s, text.len().min(i)));
+    }
+    Ok(words)
+}
+
+/// The index of the first `=` outside quotes, escapes and `${...}`.
+pub(crate) fn find_unquoted(text: &Text, target: char, escape: char) -> Option<usize> {
+    let mut quote: Option<char> = None;
+    let mut braces = 0usize;
+    let mut i = 0;
+    while let Some(c) = text.char_at(i) {
+        match quote {
+            Some('\'') if c == '\'' => quote = None,
+            Some('\'') => {}
+            _ if c == escape => i += 1,
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None if c == '\'' || c == '"' => quote = Some(c),
+            None if c == '$' && text.char_at(i + 1) == Some('{') => {
+                braces += 1;
+                i += 1;
+            }
+            None if c == '}' && braces > 0 => braces -= 1,
+            None if c == target && braces == 0 => return Some(i),
+            None => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(s: &str) -> Text {
+        let mut t = Text::new(Pos::new(0, 1, 1));
+        for (i, c) in s.chars().enumerate() {
+            t.push(c, Pos::new(0, 1, i as u32 + 1));
+        }
+        t
+    }
+
+    #[test]
+    fn words_respect_quotes_and_braces() {
+        let t = text(r#"a "b c" ${X:-d e} f\ g 'h"'"#);
+        let w: Vec<String> = split_words(&t, '\\')
+            .unwrap()
+            .iter()
+            .map(Text::as_string)
+            .collect();
+        assert_eq!(w, ["a", "\"b c\"", "${X:-d e}", "f\\ g", "'h\"'"]);
+    }
+
+    #[test]
+    fn unterminated_quote_points_at_it() {
+        let e = split_words(&text("a \"b c"), '\\').unwrap_err();
+        assert_eq!(e.span.pos.col, 3);
+    }
+
+    #[test]
+    fn slices_and_spans() {
+        let t = text("  héllo  ");
+        let tr = t.trim();
+        assert_eq!(tr.as_string(), "héllo");
+        assert_eq!(tr.span(), Span::new(Pos::new(0, 1, 3), 5));
+        assert_eq!(tr.end, Pos::new(0, 1, 8));
+        assert_eq!(t.slice(5, 2).len(), 0);
+        assert_eq!(find_unquoted(&text("\"a=b\"=c"), '=', '\\'), Some(5));
+    }
+}

@@ -1,0 +1,207 @@
+//! Malformed Jailfiles: each error names the file, line and column, says
+//! what is wrong, and (checked for some) renders the line with a caret.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::Path;
+
+use jbuild::jailfile::{load, load_str, Diagnostic};
+
+fn error(src: &str) -> Diagnostic {
+    match load_str(Path::new("web/Jailfile"), src, &BTreeMap::new()) {
+        Ok(b) => panic!("expected an error for {src:?}, got {b:?}"),
+        Err(e) => e,
+    }
+}
+
+fn check(src: &str, line: u32, column: u32, message: &str) -> Diagnostic {
+    let e = error(src);
+    assert_eq!(
+        (
+            e.file.to_str().unwrap(),
+            e.line,
+            e.column,
+            e.message.as_str()
+        ),
+        ("web/Jailfile", line, column, message),
+        "\n{e}"
+    );
+    assert!(!e.to_string().starts_with("error:"));
+    e
+}
+
+macro_rules! cases {
+    ($($name:ident: $src:expr => $line:expr, $col:expr, $msg:expr;)*) => {
+        $(#[test] fn $name() { check($src, $line, $col, $msg); })*
+    };
+}
+
+cases! {
+    unknown_instruction: "FROM scratch\nRUNN x" => 2, 1, "unknown instruction `RUNN`";
+    missing_arguments: "FROM scratch\nUSER" => 2, 5, "USER needs more arguments";
+    copy_without_destination: "FROM scratch\nCOPY a" => 2, 7, "COPY needs at least one source and a destination";
+    instruction_before_from: "ARG A=1\nENV B=2\nFROM scratch" => 2, 1, "ENV comes before the first FROM; only ARG may";
+    unterminated_heredoc: "FROM scratch\nRUN cat <<EOF >x\nbody\nEO" => 2, 9, "unterminated heredoc: no line `EOF` ends `<<EOF`";
+    unterminated_quote: "FROM scratch\nLABEL a=\"b c" => 2, 9, "unterminated quote: this `\"` is never closed";
+    unterminated_brace: "FROM scratch\nENV A=${B" => 2, 7, "unterminated `${`: no `}` closes it";
+    empty_variable_name: "FROM scratch\nWORKDIR /${}" => 2, 10, "bad substitution: expected a variable name after `${`";
+    unsupported_modifier: "FROM scratch\nENV A=${B/x/y}" => 2, 10, "unsupported modifier `/` in `${B...}`";
+    duplicate_stage: "FROM scratch AS web\nFROM scratch AS WEB" => 2, 17, "duplicate stage name `web`";
+    copy_from_unknown_stage: "FROM scratch AS builder\nFROM scratch\nCOPY --from=buildr /a /b" => 3, 13, "unknown stage `buildr`";
+    copy_from_later_stage: "FROM scratch\nCOPY --from=late /a /b\nFROM scratch AS late" => 2, 13, "stage `late` is defined later, at line 3";
+    copy_from_current_stage: "FROM scratch AS me\nCOPY --from=0 /a /b" => 2, 13, "COPY --from=0 is the stage this COPY is in";
+    service_bad_action: "FROM scratch\nSERVICE nginx restart" => 2, 15, "unknown SERVICE action `restart`";
+    sysrc_without_equals: "FROM scratch\nSYSRC nginx_enable YES" => 2, 7, "expected name=value, found `nginx_enable`";
+    copy_without_arguments: "FROM scratch\nCOPY" => 2, 5, "COPY needs at least one source and a destination";
+    sysrc_bad_name: "FROM scratch\nSYSRC nginx-enable=YES" => 2, 7, "invalid rc.conf variable name `nginx-enable`";
+    expose_bad_port: "FROM scratch\nEXPOSE 80 8o" => 2, 11, "invalid port `8o`";
+    expose_bad_protocol: "FROM scratch\nEXPOSE 80/tpc" => 2, 8, "unknown protocol `tpc` in `80/tpc`";
+    bad_chmod: "FROM scratch\nCOPY --chmod=u+x a /b" => 2, 14, "invalid --chmod `u+x`";
+    unknown_run_flag: "FROM scratch\nRUN --mount=type=cache,target=/x make" => 2, 5, "`--mount` is not supported on RUN";
+    bad_network: "FROM scratch\nRUN --network=bridge true" => 2, 15, "unknown network mode `bridge`";
+    empty_jailfile: "\n# nothing here\n\n" => 1, 1, "the Jailfile is empty";
+    no_from: "ARG A=1\n" => 1, 1, "no FROM instruction";
+    backslash_at_end_of_file: "FROM scratch\nRUN make \\\n# trailing comment\n" => 2, 10, "the file ends after a line continuation `\\`";
+    add_is_unsupported: "FROM scratch\nADD https://example.org/x.tgz /" => 2, 1, "`ADD` is not supported by jbuild";
+    healthcheck_is_unsupported: "FROM scratch\n  healthcheck CMD true" => 2, 3, "`HEALTHCHECK` is not supported by jbuild";
+    bad_stage_name: "FROM scratch AS 2nd" => 1, 17, "invalid stage name `2nd`";
+    invalid_json_in_copy: "FROM scratch\nCOPY [\"a\", b] /c" => 2, 12, "invalid JSON array: expected value";
+    invalid_json_in_volume: "FROM scratch\nVOLUME [\"/a\" \"/b\"]" => 2, 14, "invalid JSON array: expected `,` or `]`";
+    uppercase_image: "FROM Nginx:1.25" => 1, 6, "image names must be lowercase: `Nginx:1.25`";
+    bad_image_reference: "FROM ghcr.io//x" => 1, 6, "invalid image reference `ghcr.io//x`";
+    not_a_release: "FROM freebsd:14" => 1, 6, "`14` is not a FreeBSD release";
+    from_later_stage: "FROM builder\nFROM scratch AS builder" => 1, 6, "stage `builder` is defined later, at line 2";
+    from_empty_after_substitution: "ARG BASE\nFROM $BASE" => 2, 6, "`$BASE` expands to an empty image name";
+    required_variable: "FROM scratch\nARG V\nENV X=${V:?set V with --build-arg}" => 3, 7, "V: set V with --build-arg";
+    several_sysrc_assignments: "FROM scratch\nSYSRC a=1 b=2" => 2, 11, "SYSRC takes one assignment per line";
+    too_many_arguments: "FROM scratch\nRENDER a b" => 2, 10, "RENDER takes one argument; unexpected `b`";
+    copy_several_sources_to_a_file: "FROM scratch\nCOPY a b /c" => 2, 10, "COPY has 2 sources, so the destination `/c` must be a directory ending in `/`";
+    heredoc_without_destination: "FROM scratch\nCOPY <<EOF\nx\nEOF" => 2, 11, "COPY needs a destination after the heredoc";
+    bad_escape_directive: "# escape=/\nFROM scratch" => 1, 10, "invalid escape character `/`";
+    pkg_option: "FROM scratch\nPKG -f nginx" => 2, 5, "PKG takes package names, not options (`-f`)";
+    env_without_value: "FROM scratch\nENV LONELY" => 2, 11, "ENV `LONELY` needs a value";
+    bad_arg_name: "FROM scratch\nARG my-arg=1" => 2, 5, "invalid ARG name `my-arg`";
+    flag_without_value: "FROM scratch\nCOPY --chown a /b" => 2, 6, "`--chown` needs a value";
+}
+
+#[test]
+fn renders_unknown_instruction_with_a_suggestion() {
+    let e = check(
+        "FROM scratch\n\nRUNN pkg install -y nginx\n",
+        3,
+        1,
+        "unknown instruction `RUNN`",
+    );
+    let want = "unknown instruction `RUNN`
+  --> web/Jailfile:3:1
+   |
+ 3 | RUNN pkg install -y nginx
+   | ^^^^
+   = help: did you mean `RUN`?";
+    assert_eq!(e.to_string(), want);
+}
+
+#[test]
+fn renders_a_caret_under_the_offending_word() {
+    let e = check(
+        "FROM scratch\nCOPY --form=builder a /b",
+        2,
+        6,
+        "`--form` is not supported on COPY",
+    );
+    let want = "`--form` is not supported on COPY
+  --> web/Jailfile:2:6
+   |
+ 2 | COPY --form=builder a /b
+   |      ^^^^^^^^^^^^^^
+   = help: did you mean `--from`? supported: --from, --chown, --chmod";
+    assert_eq!(e.to_string(), want);
+}
+
+#[test]
+fn columns_count_characters_and_carets_expand_tabs() {
+    let src = "FROM scratch\n\tLABEL ünïcødé=\"x\" k=\"v";
+    let e = check(src, 2, 22, "unterminated quote: this `\"` is never closed");
+    let want = format!(
+        " 2 |     LABEL ünïcødé=\"x\" k=\"v\n   | {}^\n",
+        " ".repeat(24)
+    );
+    assert!(e.to_string().contains(&want), "{e}");
+}
+
+#[test]
+fn two_digit_line_numbers_widen_the_gutter() {
+    let src = format!("FROM scratch\n{}SERVICE nginx maybe", "\n".repeat(10));
+    let e = check(&src, 12, 15, "unknown SERVICE action `maybe`");
+    let want = "unknown SERVICE action `maybe`
+   --> web/Jailfile:12:15
+    |
+ 12 | SERVICE nginx maybe
+    |               ^^^^^
+    = help: use enable or disable (on/off and yes/no also work)";
+    assert_eq!(e.to_string(), want);
+}
+
+#[test]
+fn errors_in_continued_lines_point_at_the_right_physical_line() {
+    let e = check(
+        "FROM scratch\nEXPOSE 80 \\\n  # comment\n  443 \\\n  99999",
+        5,
+        3,
+        "invalid port `99999`",
+    );
+    assert_eq!(e.source_line, "  99999");
+}
+
+#[test]
+fn errors_in_included_files_name_that_file() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(
+        dir.path().join("Jailfile"),
+        "FROM scratch\nINCLUDE parts/svc.jf\n",
+    )
+    .unwrap();
+    fs::create_dir(dir.path().join("parts")).unwrap();
+    fs::write(
+        dir.path().join("parts/svc.jf"),
+        "PKG nginx\nSERVICE nginx sometimes\n",
+    )
+    .unwrap();
+    let e = load(&dir.path().join("Jailfile"), &BTreeMap::new()).unwrap_err();
+    assert_eq!(
+        (e.line, e.column, e.message.as_str()),
+        (2, 15, "unknown SERVICE action `sometimes`")
+    );
+    assert!(e.file.ends_with("parts/svc.jf"), "{e}");
+    assert_eq!(e.source_line, "SERVICE nginx sometimes");
+}
+
+#[test]
+fn include_cycle_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("Jailfile"), "FROM scratch\nINCLUDE a.jf\n").unwrap();
+    fs::write(dir.path().join("a.jf"), "INCLUDE Jailfile\n").unwrap();
+    let e = load(&dir.path().join("Jailfile"), &BTreeMap::new()).unwrap_err();
+    assert!(
+        e.file.ends_with("a.jf") && (e.line, e.column) == (1, 9),
+        "{e}"
+    );
+    let root = dir.path().join("Jailfile").display().to_string();
+    let a = dir.path().join("a.jf").display().to_string();
+    assert_eq!(e.message, format!("INCLUDE cycle: {root} → {a} → {root}"));
+}
+
+#[test]
+fn include_of_a_missing_file() {
+    let e = check(
+        "FROM scratch\nINCLUDE common/base.jf",
+        2,
+        9,
+        "cannot read included file `web/common/base.jf`: no such file",
+    );
+    assert_eq!(e.span_len, 14);
+    assert_eq!(
+        e.help.as_deref(),
+        Some("INCLUDE paths are relative to the including file's directory (`web`)")
+    );
+}
