@@ -295,13 +295,13 @@ impl Run<'_, '_> {
                         }
                     }
                 };
-                native::copy(&src_root, sources, dest, root, &ctx.workdir, ignore, &copy_opts).map_err(|e| BuildError::Step(e.to_string()))?;
-                Ok(())
+                native::copy(&src_root, sources, dest, root, &ctx.workdir, ignore, &copy_opts).map(drop).map_err(step_error)
             }
-            Op::Sysrc { file, name, op, value } => native::sysrc(root, file, name, *op, value).map_err(|e| BuildError::Step(e.to_string())),
-            Op::Service { name, enable } => native::service(root, name, *enable).map_err(|e| BuildError::Step(e.to_string())),
-            Op::LineInFile { line, file } => native::line_in_file(root, line, file).map_err(|e| BuildError::Step(e.to_string())),
-            Op::Render { path, vars } => native::render(root, path, vars).map_err(|e| BuildError::Step(e.to_string())),
+            Op::Sysrc { file, name, op, value } => native::sysrc(root, file, name, *op, value).map(drop).map_err(step_error),
+            Op::Service { name, enable } => native::service(root, name, *enable).map(drop).map_err(step_error),
+            Op::LineInFile { line, file } => native::line_in_file(root, line, file).map(drop).map_err(step_error),
+            Op::Render { path, vars } => native::render(root, path, vars).map(drop).map_err(step_error),
+            // Metadata instructions have no StepKind::Layer and never get here.
             _ => Ok(()),
         }
     }
@@ -479,6 +479,10 @@ fn export_one(
     writer.commit(Some(&exported.digest)).map_err(|e| BuildError::Store(e.to_string()))?;
     env.reporter.transfer_done(&id, false);
     Ok(LayerRef { digest: exported.digest, diff_id: exported.diff_id, size: exported.size, media_type: exported.media_type.to_string() })
+}
+
+fn step_error(e: impl std::fmt::Display) -> BuildError {
+    BuildError::Step(e.to_string())
 }
 
 impl BuildError {
