@@ -50,17 +50,26 @@ fn base_layer_is_everything_added_in_order() {
 
 #[test]
 fn added_file() {
-    assert_eq!(diff_after(base, |c| drop(write(c, "etc/new", b"n"))), ["M etc", "A etc/new"]);
+    assert_eq!(
+        diff_after(base, |c| drop(write(c, "etc/new", b"n"))),
+        ["M etc", "A etc/new"]
+    );
 }
 
 #[test]
 fn modified_content() {
-    assert_eq!(diff_after(base, |c| drop(write(c, "etc/passwd", b"root:x:0:1\n"))), ["M etc/passwd"]);
+    assert_eq!(
+        diff_after(base, |c| drop(write(c, "etc/passwd", b"root:x:0:1\n"))),
+        ["M etc/passwd"]
+    );
 }
 
 #[test]
 fn deleted_file() {
-    assert_eq!(diff_after(base, |c| fs::remove_file(c.join("etc/old")).unwrap()), ["M etc", "D etc/old"]);
+    assert_eq!(
+        diff_after(base, |c| fs::remove_file(c.join("etc/old")).unwrap()),
+        ["M etc", "D etc/old"]
+    );
 }
 
 #[test]
@@ -74,7 +83,10 @@ fn file_replaced_by_directory() {
 
 #[test]
 fn chmod_only() {
-    assert_eq!(diff_after(base, |c| chmod(&c.join("bin/sh"), 0o4755)), ["M bin/sh"]);
+    assert_eq!(
+        diff_after(base, |c| chmod(&c.join("bin/sh"), 0o4755)),
+        ["M bin/sh"]
+    );
 }
 
 #[test]
@@ -82,13 +94,18 @@ fn chown_only() {
     if !is_root() {
         return;
     }
-    let got = diff_after(base, |c| std::os::unix::fs::lchown(c.join("bin/sh"), Some(1), Some(2)).unwrap());
+    let got = diff_after(base, |c| {
+        std::os::unix::fs::lchown(c.join("bin/sh"), Some(1), Some(2)).unwrap()
+    });
     assert_eq!(got, ["M bin/sh"]);
 }
 
 #[test]
 fn mtime_only() {
-    assert_eq!(diff_after(base, |c| set_mtime(&c.join("bin/sh"), 1_000_000, 5)), ["M bin/sh"]);
+    assert_eq!(
+        diff_after(base, |c| set_mtime(&c.join("bin/sh"), 1_000_000, 5)),
+        ["M bin/sh"]
+    );
 }
 
 #[test]
@@ -108,7 +125,9 @@ fn symlink_retargeted_with_same_size_and_mtime() {
 
 #[test]
 fn hard_link_added_to_unchanged_file() {
-    let got = diff_after(base, |c| fs::hard_link(c.join("bin/sh"), c.join("bin/sh2")).unwrap());
+    let got = diff_after(base, |c| {
+        fs::hard_link(c.join("bin/sh"), c.join("bin/sh2")).unwrap()
+    });
     // The old name's link count changed, and both names are in the layer.
     assert_eq!(got, ["M bin", "M bin/sh", "A bin/sh2"]);
 }
@@ -133,7 +152,9 @@ fn hard_link_group_is_completed() {
 
 #[test]
 fn deleted_directory_is_one_whiteout() {
-    let got = diff_after(base, |c| fs::remove_dir_all(c.join("usr/share/doc")).unwrap());
+    let got = diff_after(base, |c| {
+        fs::remove_dir_all(c.join("usr/share/doc")).unwrap()
+    });
     assert_eq!(got, ["M usr/share", "D usr/share/doc"]);
 }
 
@@ -161,7 +182,9 @@ fn not_opaque_when_something_survives() {
 
 #[test]
 fn xattr_change() {
-    let got = diff_after(base, |c| xattr::set(c.join("etc/passwd"), "user.jbuild", b"v").unwrap());
+    let got = diff_after(base, |c| {
+        xattr::set(c.join("etc/passwd"), "user.jbuild", b"v").unwrap()
+    });
     assert_eq!(got, ["M etc/passwd"]);
 }
 
@@ -187,7 +210,11 @@ fn same_size_and_whole_second_mtime_compares_content() {
 #[test]
 fn fifo_and_type_change_to_symlink() {
     let got = diff_after(base, |c| {
-        nix::unistd::mkfifo(&c.join("fifo"), nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
+        nix::unistd::mkfifo(
+            &c.join("fifo"),
+            nix::sys::stat::Mode::from_bits_truncate(0o644),
+        )
+        .unwrap();
         fs::remove_file(c.join("etc/old")).unwrap();
         symlink("passwd", c.join("etc/old")).unwrap();
     });

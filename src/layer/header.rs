@@ -12,9 +12,11 @@
 //! - the mode field holds the permission, setuid, setgid and sticky bits
 //!   only, never the file-type bits;
 //! - a path goes into `prefix` + `name` when it is ASCII and splits at a `/`
-//!   into at most 155 + 100 bytes; otherwise into a PAX `path` record (as GNU
-//!   tar and Go do for any non-ASCII name), with `hdrcharset=BINARY` when it
-//!   is not UTF-8, so names that are not UTF-8 survive the round trip;
+//!   into at most 155 + 100 bytes; otherwise into a PAX `path` record, as GNU
+//!   tar (`--format=posix`) and Go do for any non-ASCII name. A name that is
+//!   not UTF-8 goes into the record as its raw bytes, as GNU tar writes it
+//!   (GNU tar 1.34 warns about `hdrcharset`, so it is not written); every
+//!   reader jbuild cares about takes the bytes as they are;
 //! - PAX records are sorted by key and never include `atime` or `ctime`.
 
 use std::borrow::Cow;
@@ -72,11 +74,6 @@ pub fn encode(e: &Entry<'_>, out: &mut Vec<u8>) {
     let link_fits = e.linkname.len() <= 100 && e.linkname.is_ascii();
     if !link_fits {
         records.push((Cow::Borrowed(b"linkpath"), e.linkname));
-    }
-    if (split.is_none() && std::str::from_utf8(e.path).is_err())
-        || (!link_fits && std::str::from_utf8(e.linkname).is_err())
-    {
-        records.push((Cow::Borrowed(b"hdrcharset"), b"BINARY"));
     }
     for (key, value, max) in [
         (&b"uid"[..], e.uid, MAX_OCTAL_8),
@@ -420,22 +417,18 @@ mod tests {
     }
 
     #[test]
-    fn non_utf8_names_say_binary() {
+    fn non_ascii_names_go_to_pax_as_raw_bytes() {
         let mut out = Vec::new();
-        encode(
-            &Entry {
-                path: b"bad\xff",
-                typeflag: REGULAR,
-                ..Entry::default()
-            },
-            &mut out,
-        );
+        let e = Entry {
+            path: b"bad\xff",
+            typeflag: REGULAR,
+            ..Entry::default()
+        };
+        encode(&e, &mut out);
         let size = parse_numeric(&out[124..136]).unwrap() as usize;
         let recs = parse_pax(&out[BLOCK..BLOCK + size]).unwrap();
-        assert_eq!(
-            recs,
-            [(&b"hdrcharset"[..], &b"BINARY"[..]), (b"path", b"bad\xff")]
-        );
+        assert_eq!(recs, [(&b"path"[..], &b"bad\xff"[..])]);
+        assert_eq!(field_str(&out[2 * BLOCK..2 * BLOCK + 100]), b"bad_");
     }
 
     #[test]

@@ -64,13 +64,30 @@ pub fn pin_mtimes(root: &Path, secs: i64) {
 /// Copies a tree as the dir snapshotter does (modes, owners, mtimes with
 /// nanoseconds, xattrs, hard links).
 pub fn copy_tree(from: &Path, to: &Path) {
-    let st = Command::new("cp").arg("-a").arg("--").arg(from).arg(to).status().unwrap();
+    let st = Command::new("cp")
+        .arg("-a")
+        .arg("--")
+        .arg(from)
+        .arg(to)
+        .status()
+        .unwrap();
     assert!(st.success(), "cp -a failed");
 }
 
 pub fn diff(parent: Option<&Path>, child: &Path) -> Vec<Change> {
-    let p = parent.map(|root| SnapshotRef { name: "parent", root });
-    TreeWalkDiffer::new().changes(p, SnapshotRef { name: "child", root: child }).unwrap()
+    let p = parent.map(|root| SnapshotRef {
+        name: "parent",
+        root,
+    });
+    TreeWalkDiffer::new()
+        .changes(
+            p,
+            SnapshotRef {
+                name: "child",
+                root: child,
+            },
+        )
+        .unwrap()
 }
 
 /// Changes as `(kind letter, path)` for compact assertions.
@@ -120,14 +137,20 @@ pub fn scan(root: &Path) -> BTreeMap<PathBuf, Node> {
                 stack.push(rel.clone());
                 ("dir", Vec::new())
             } else if ft.is_symlink() {
-                ("symlink", fs::read_link(&p).unwrap().as_os_str().as_bytes().to_vec())
+                (
+                    "symlink",
+                    fs::read_link(&p).unwrap().as_os_str().as_bytes().to_vec(),
+                )
             } else if ft.is_file() {
                 ("file", fs::read(&p).unwrap())
             } else {
                 ("special", Vec::new())
             };
             if !ft.is_dir() && m.nlink() > 1 {
-                inodes.entry((m.dev(), m.ino())).or_default().push(rel.clone());
+                inodes
+                    .entry((m.dev(), m.ino()))
+                    .or_default()
+                    .push(rel.clone());
             }
             let mut xattrs: Vec<(OsString, Vec<u8>)> = xattr::list(&p)
                 .unwrap()
@@ -169,14 +192,21 @@ pub fn assert_same_tree(got: &Path, want: &Path) {
     for (p, n) in &b {
         match a.get(p) {
             None => problems.push(format!("missing: {}", p.display())),
-            Some(m) if m != n => problems.push(format!("differs: {}\n  got  {m:?}\n  want {n:?}", p.display())),
+            Some(m) if m != n => problems.push(format!(
+                "differs: {}\n  got  {m:?}\n  want {n:?}",
+                p.display()
+            )),
             _ => {}
         }
     }
     for p in a.keys().filter(|p| !b.contains_key(*p)) {
         problems.push(format!("extra: {}", p.display()));
     }
-    assert!(problems.is_empty(), "trees differ:\n{}", problems.join("\n"));
+    assert!(
+        problems.is_empty(),
+        "trees differ:\n{}",
+        problems.join("\n")
+    );
 }
 
 /// A tar stream built by hand, block by block, for hostile-input tests.
@@ -197,7 +227,15 @@ pub struct RawEntry<'a> {
 
 impl Default for RawEntry<'_> {
     fn default() -> Self {
-        RawEntry { name: b"", typeflag: b'0', mode: 0o644, linkname: b"", content: b"", devmajor: 0, devminor: 0 }
+        RawEntry {
+            name: b"",
+            typeflag: b'0',
+            mode: 0o644,
+            linkname: b"",
+            content: b"",
+            devmajor: 0,
+            devminor: 0,
+        }
     }
 }
 
@@ -236,19 +274,39 @@ impl RawTar {
     }
 
     pub fn file(self, name: &[u8], content: &[u8]) -> Self {
-        self.entry(RawEntry { name, content, ..Default::default() })
+        self.entry(RawEntry {
+            name,
+            content,
+            ..Default::default()
+        })
     }
 
     pub fn dir(self, name: &[u8]) -> Self {
-        self.entry(RawEntry { name, typeflag: b'5', mode: 0o755, ..Default::default() })
+        self.entry(RawEntry {
+            name,
+            typeflag: b'5',
+            mode: 0o755,
+            ..Default::default()
+        })
     }
 
     pub fn symlink(self, name: &[u8], target: &[u8]) -> Self {
-        self.entry(RawEntry { name, typeflag: b'2', mode: 0o777, linkname: target, ..Default::default() })
+        self.entry(RawEntry {
+            name,
+            typeflag: b'2',
+            mode: 0o777,
+            linkname: target,
+            ..Default::default()
+        })
     }
 
     pub fn hard_link(self, name: &[u8], target: &[u8]) -> Self {
-        self.entry(RawEntry { name, typeflag: b'1', linkname: target, ..Default::default() })
+        self.entry(RawEntry {
+            name,
+            typeflag: b'1',
+            linkname: target,
+            ..Default::default()
+        })
     }
 
     /// A PAX extended header (records given as `key=value`).
@@ -264,14 +322,24 @@ impl RawTar {
             data.extend_from_slice(v);
             data.push(b'\n');
         }
-        self.entry(RawEntry { name: b"PaxHeaders/x", typeflag: b'x', content: &data, ..Default::default() })
+        self.entry(RawEntry {
+            name: b"PaxHeaders/x",
+            typeflag: b'x',
+            content: &data,
+            ..Default::default()
+        })
     }
 
     /// A GNU long-name header for the next entry.
     pub fn gnu_long_name(self, name: &[u8]) -> Self {
         let mut data = name.to_vec();
         data.push(0);
-        self.entry(RawEntry { name: b"././@LongLink", typeflag: b'L', content: &data, ..Default::default() })
+        self.entry(RawEntry {
+            name: b"././@LongLink",
+            typeflag: b'L',
+            content: &data,
+            ..Default::default()
+        })
     }
 
     pub fn finish(mut self) -> Vec<u8> {
