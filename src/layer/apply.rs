@@ -104,6 +104,7 @@ pub fn apply<R: Read>(
         root,
         opts,
         written: HashSet::new(),
+        holds_written: HashSet::new(),
         dirs: Vec::new(),
         flags: Vec::new(),
         entries: 0,
@@ -132,6 +133,8 @@ struct Applier<'a> {
     /// Host paths this layer created or replaced: whiteouts and opaque
     /// markers leave them alone.
     written: HashSet<PathBuf>,
+    /// Directories with something of `written` below them.
+    holds_written: HashSet<PathBuf>,
     /// Directories whose mode and mtime are set at the end.
     dirs: Vec<(PathBuf, u32, FileTime)>,
     /// File flags, set after everything else.
@@ -216,7 +219,7 @@ impl Applier<'_> {
         }
         for dir in missing.into_iter().rev() {
             fs::create_dir(&dir).map_err(LayerError::fs("create the directory", &dir))?;
-            self.written.insert(dir);
+            self.mark_written(dir);
         }
         Ok(host)
     }
@@ -225,7 +228,7 @@ impl Applier<'_> {
     /// unless it is a directory and `merge_dir` is set. Returns whether a
     /// directory was kept.
     fn replace(&mut self, host: &Path, merge_dir: bool) -> Result<bool, LayerError> {
-        self.written.insert(host.to_path_buf());
+        self.mark_written(host.to_path_buf());
         match fs::symlink_metadata(host) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
             Err(e) => Err(LayerError::fs("read the metadata of", host)(e)),
@@ -416,17 +419,32 @@ impl Applier<'_> {
         if self.written.contains(&target) || fs::symlink_metadata(&target).is_err() {
             return Ok(());
         }
+        if self.holds_written.contains(&target) {
+            // Only the lower content goes; what this layer put inside stays.
+            return self.clear_lower(&target);
+        }
         remove_any(&target).map_err(LayerError::fs("remove", &target))
     }
 
+    fn mark_written(&mut self, path: PathBuf) {
+        for dir in path.ancestors().skip(1) {
+            if dir == self.root || !self.holds_written.insert(dir.to_path_buf()) {
+                break;
+            }
+        }
+        self.written.insert(path);
+    }
+
     /// Removes what lower layers put in `dir`, keeping what this layer
-    /// wrote (and, in directories it wrote, clearing their lower content).
+    /// wrote. Directories this layer wrote, or wrote something into, stay,
+    /// with their lower content cleared in turn.
     fn clear_lower(&self, dir: &Path) -> Result<(), LayerError> {
         for entry in fs::read_dir(dir).map_err(LayerError::fs("read the directory", dir))? {
             let path = entry
                 .map_err(LayerError::fs("read the directory", dir))?
                 .path();
-            if !self.written.contains(&path) {
+            let keep = self.written.contains(&path) || self.holds_written.contains(&path);
+            if !keep {
                 remove_any(&path).map_err(LayerError::fs("remove", &path))?;
             } else if fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
                 self.clear_lower(&path)?;
