@@ -172,3 +172,79 @@ fn the_tree_comparison_notices_differences() {
     chmod(&target.join("empty"), 0o600);
     assert!(std::panic::catch_unwind(|| assert_same_tree(&target, &p.child)).is_err());
 }
+
+/// Writes an OCI image layout at `dir` whose image `t` has `layers`
+/// (media type, digest, size, diff ID).
+fn oci_layout(dir: &Path, layers: &[(jbuild::layer::ExportedLayer, Vec<u8>)]) {
+    use jbuild::digest::Digest;
+    let blobs = dir.join("blobs/sha256");
+    fs::create_dir_all(&blobs).unwrap();
+    let put = |bytes: &[u8]| {
+        let d = Digest::of(bytes);
+        fs::write(blobs.join(d.hex()), bytes).unwrap();
+        (d, bytes.len())
+    };
+    let diff_ids: Vec<String> = layers
+        .iter()
+        .map(|(l, _)| format!("\"{}\"", l.diff_id))
+        .collect();
+    let config = format!(
+        r#"{{"architecture":"amd64","os":"linux","config":{{}},"rootfs":{{"type":"layers","diff_ids":[{}]}}}}"#,
+        diff_ids.join(",")
+    );
+    let (config_digest, config_size) = put(config.as_bytes());
+    let mut descs = Vec::new();
+    for (l, blob) in layers {
+        put(blob);
+        descs.push(format!(
+            r#"{{"mediaType":"{}","digest":"{}","size":{}}}"#,
+            l.media_type, l.digest, l.size
+        ));
+    }
+    let manifest = format!(
+        r#"{{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"{config_digest}","size":{config_size}}},"layers":[{}]}}"#,
+        descs.join(",")
+    );
+    let (md, ms) = put(manifest.as_bytes());
+    fs::write(dir.join("oci-layout"), r#"{"imageLayoutVersion":"1.0.0"}"#).unwrap();
+    let index = format!(
+        r#"{{"schemaVersion":2,"manifests":[{{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"{md}","size":{ms},"annotations":{{"org.opencontainers.image.ref.name":"t"}}}}]}}"#
+    );
+    fs::write(dir.join("index.json"), index).unwrap();
+}
+
+#[test]
+fn umoci_unpacks_our_layers_to_the_same_tree() {
+    if !is_root()
+        || std::process::Command::new("umoci")
+            .arg("--version")
+            .output()
+            .is_err()
+    {
+        return;
+    }
+    let p = pair();
+    // Go's archive/tar and umoci's whiteout handling read both layers.
+    let layers: Vec<_> = [
+        (&p.parent, diff(None, &p.parent)),
+        (&p.child, diff(Some(&p.parent), &p.child)),
+    ]
+    .iter()
+    .map(|(src, changes)| export(src, changes, &OPTS, Compression::Gzip, Vec::new()).unwrap())
+    .collect();
+    let layout = p.dir.join("layout");
+    oci_layout(&layout, &layers);
+    let rootfs = p.dir.join("umoci-rootfs");
+    let out = std::process::Command::new("umoci")
+        .args(["raw", "unpack", "--image"])
+        .arg(format!("{}:t", layout.display()))
+        .arg(&rootfs)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "umoci: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_same_tree(&rootfs, &p.child);
+}
