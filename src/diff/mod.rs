@@ -10,16 +10,57 @@
 //!
 //! Differs see changes differently (`zfs diff` reports a renamed file as one
 //! `R` line and only one name per inode; a tree walk sees a deletion and an
-//! addition). [`canonicalize`](walk) turns what a differ found into one
-//! canonical form, documented on [`Change`], before the writer sees it.
+//! addition). Every differ hands what it found to [`canonicalize`], which
+//! turns it into the one canonical form below. Two differs that agree on
+//! *what* changed therefore agree on the list, and so on the layer's bytes.
+//!
+//! The canonical form:
+//!
+//! 1. **One change per path.** Paths are relative to the snapshot root, never
+//!    empty, with no leading `/` and no `.` or `..` components. The root
+//!    directory itself is never listed: a layer cannot express changes to
+//!    `/`, and jbuild does not try.
+//! 2. **Added** for a path that exists only in the child, **Modified** for
+//!    one that exists in both and differs (content, any metadata, or type),
+//!    **Deleted** for one that exists only in the parent. A differ must list
+//!    every path under an Added directory as Added too.
+//! 3. **A directory is listed only for its own sake.** A directory whose own
+//!    metadata did not change is not listed just because something under it
+//!    changed; the tar writer emits it anyway, as the parent of what changed
+//!    (see [`crate::layer::tar`]).
+//! 4. **One whiteout per deleted tree.** Nothing under a Deleted path is
+//!    listed, and a deletion whose parent is not a directory in the child
+//!    (the parent was replaced by a file, say) is dropped: replacing the
+//!    parent already removes it.
+//! 5. **Opaque directories.** When a directory (other than the root) exists
+//!    in both snapshots, had at least one entry in the parent, and *none* of
+//!    the parent's entry names exist under it in the child, the directory is
+//!    listed once as [`ChangeKind::Opaque`] instead of one Deleted per
+//!    entry; what the child has under it is listed as Added, as usual. (A
+//!    name "survives" if it exists in the child at all, whatever its type.)
+//!    Opaque also says the directory's own entry is written, so it stands
+//!    for Modified as well.
+//! 6. **Hard links are whole.** If any name of a multi-link inode in the
+//!    child is Added or Modified, every name of that inode in the child is
+//!    listed (as Modified when not already listed). The writer writes the
+//!    first name as a file and the others as links to it, so a layer never
+//!    holds a hard link to a file it does not hold.
+//! 7. **Sorted as the tar writer emits**: depth-first, a directory before
+//!    what is under it, and within a directory every whiteout (Deleted)
+//!    before any sibling entry; names compare by bytes. See
+//!    [`emission_order`].
 
+pub mod canonical;
+pub mod meta;
 pub mod walk;
 
 use std::path::{Path, PathBuf};
 
+pub use canonical::{canonicalize, emission_order, LinkIndex};
+
 /// What happened to one path. Paths are relative to the snapshot root, with
 /// no leading `/`, and never contain `..` or `.` components.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ChangeKind {
     /// The path exists in the child but not the parent.
     Added,
@@ -33,10 +74,19 @@ pub enum ChangeKind {
     Opaque,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Change {
     pub path: PathBuf,
     pub kind: ChangeKind,
+}
+
+impl Change {
+    pub fn new(path: impl Into<PathBuf>, kind: ChangeKind) -> Change {
+        Change {
+            path: path.into(),
+            kind,
+        }
+    }
 }
 
 /// A snapshot as a differ sees it: its name (a backend may map it to its own
@@ -55,8 +105,20 @@ pub enum DiffError {
         #[source]
         source: std::io::Error,
     },
+    /// A differ produced a change that cannot be in a canonical list.
+    #[error("invalid change for `{}`: {reason}", path.display())]
+    InvalidChange { path: PathBuf, reason: &'static str },
     #[error("{0}")]
     Backend(String),
+}
+
+impl DiffError {
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        DiffError::Io {
+            context: context.into(),
+            source,
+        }
+    }
 }
 
 /// Computes the changes that turn `parent` into `child`.
@@ -66,5 +128,9 @@ pub trait Differ: Send + Sync {
 
     /// The canonical change list from `parent` (nothing, for a base layer)
     /// to `child`, sorted as the tar writer needs it.
-    fn changes(&self, parent: Option<SnapshotRef<'_>>, child: SnapshotRef<'_>) -> Result<Vec<Change>, DiffError>;
+    fn changes(
+        &self,
+        parent: Option<SnapshotRef<'_>>,
+        child: SnapshotRef<'_>,
+    ) -> Result<Vec<Change>, DiffError>;
 }

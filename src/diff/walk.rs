@@ -1,5 +1,34 @@
-//! Tree-walk differ (owned by the layer work; this placeholder only fixes
-//! the name other modules refer to).
+//! The portable differ: walk the parent and the child side by side.
+//!
+//! Both trees are read with `lstat` (a symlink is compared as a symlink,
+//! never followed) and directories are listed sorted by name bytes, so the
+//! walk is a merge of two sorted lists at every level. A path present in
+//! both is Modified when any of these differ:
+//!
+//! - type; permission bits including setuid, setgid and sticky; uid; gid;
+//! - size and link count (not for directories: a directory's size is an
+//!   artefact of its history, and its link count counts subdirectories);
+//! - mtime, seconds and nanoseconds;
+//! - symlink target; device numbers (character and block devices);
+//! - extended attributes (names and values); FreeBSD file flags;
+//! - content, but only read when size and mtime are equal and the mtime has
+//!   no nanoseconds — a filesystem that truncates times could otherwise hide
+//!   a same-size rewrite within one second.
+//!
+//! Inode numbers are never compared across the trees: the dir snapshotter
+//! copies files, so every inode differs even when nothing changed. Within
+//! the child they are used to find all the names of a hard-linked file.
+//!
+//! The raw result goes through [`canonicalize`] like any differ's.
+
+use std::cmp::Ordering;
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use super::canonical::read_dir_sorted;
+use super::meta::{self, FileKind, Meta};
 use super::*;
 
 #[derive(Debug, Default, Clone)]
@@ -15,7 +44,164 @@ impl Differ for TreeWalkDiffer {
     fn name(&self) -> &'static str {
         "tree-walk"
     }
-    fn changes(&self, _: Option<SnapshotRef<'_>>, _: SnapshotRef<'_>) -> Result<Vec<Change>, DiffError> {
-        Err(DiffError::Backend("the tree-walk differ is not written yet".into()))
+
+    fn changes(
+        &self,
+        parent: Option<SnapshotRef<'_>>,
+        child: SnapshotRef<'_>,
+    ) -> Result<Vec<Change>, DiffError> {
+        let mut walk = Walk {
+            child: child.root,
+            changes: Vec::new(),
+            links: LinkIndex::default(),
+        };
+        match parent {
+            Some(p) => walk.compare_dir(p.root, Path::new(""))?,
+            None => walk.add_children(Path::new(""))?,
+        }
+        let Walk { changes, links, .. } = walk;
+        canonicalize(changes, parent.map(|p| p.root), child.root, Some(&links))
     }
+}
+
+struct Walk<'a> {
+    child: &'a Path,
+    changes: Vec<Change>,
+    links: LinkIndex,
+}
+
+fn lstat(path: &Path) -> Result<Meta, DiffError> {
+    meta::lstat(path).map_err(|e| DiffError::io(format!("cannot lstat {}", path.display()), e))
+}
+
+impl Walk<'_> {
+    /// Compares the directory `rel`, present as a directory in both trees.
+    fn compare_dir(&mut self, parent: &Path, rel: &Path) -> Result<(), DiffError> {
+        let before = read_dir_sorted(&parent.join(rel))?;
+        let after = read_dir_sorted(&self.child.join(rel))?;
+        let (mut i, mut j) = (0, 0);
+        while i < before.len() || j < after.len() {
+            let order = match (before.get(i), after.get(j)) {
+                (Some(b), Some(a)) => b.as_bytes().cmp(a.as_bytes()),
+                (Some(_), None) => Ordering::Less,
+                _ => Ordering::Greater,
+            };
+            match order {
+                Ordering::Less => {
+                    self.changes
+                        .push(Change::new(rel.join(&before[i]), ChangeKind::Deleted));
+                    i += 1;
+                }
+                Ordering::Greater => {
+                    self.add(&rel.join(&after[j]))?;
+                    j += 1;
+                }
+                Ordering::Equal => {
+                    self.compare(parent, &rel.join(&after[j]))?;
+                    i += 1;
+                    j += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `rel` exists in both trees.
+    fn compare(&mut self, parent: &Path, rel: &Path) -> Result<(), DiffError> {
+        let (pp, cp) = (parent.join(rel), self.child.join(rel));
+        let (pm, cm) = (lstat(&pp)?, lstat(&cp)?);
+        self.links.record(rel, &cm);
+        if differs(&pp, &pm, &cp, &cm)? {
+            self.changes.push(Change::new(rel, ChangeKind::Modified));
+        }
+        match (pm.is_dir(), cm.is_dir()) {
+            (true, true) => self.compare_dir(parent, rel),
+            (false, true) => self.add_children(rel),
+            _ => Ok(()),
+        }
+    }
+
+    /// `rel` exists only in the child: it and everything under it is Added.
+    fn add(&mut self, rel: &Path) -> Result<(), DiffError> {
+        let m = lstat(&self.child.join(rel))?;
+        self.links.record(rel, &m);
+        self.changes.push(Change::new(rel, ChangeKind::Added));
+        if m.is_dir() {
+            self.add_children(rel)?;
+        }
+        Ok(())
+    }
+
+    fn add_children(&mut self, rel: &Path) -> Result<(), DiffError> {
+        for name in read_dir_sorted(&self.child.join(rel))? {
+            self.add(&rel.join(name))?;
+        }
+        Ok(())
+    }
+}
+
+/// Whether the same path in two trees differs in anything a layer carries.
+fn differs(pp: &Path, pm: &Meta, cp: &Path, cm: &Meta) -> Result<bool, DiffError> {
+    let dir = cm.is_dir();
+    if pm.kind != cm.kind
+        || pm.mode != cm.mode
+        || pm.uid != cm.uid
+        || pm.gid != cm.gid
+        || (!dir && (pm.size != cm.size || pm.nlink != cm.nlink))
+        || pm.mtime != cm.mtime
+        || pm.mtime_nsec != cm.mtime_nsec
+        || pm.flags != cm.flags
+    {
+        return Ok(true);
+    }
+    let io_err = |p: &Path| {
+        let p: PathBuf = p.to_path_buf();
+        move |e| DiffError::io(format!("cannot read {}", p.display()), e)
+    };
+    let special_differs = match cm.kind {
+        FileKind::Symlink => {
+            std::fs::read_link(pp).map_err(io_err(pp))?
+                != std::fs::read_link(cp).map_err(io_err(cp))?
+        }
+        FileKind::CharDevice | FileKind::BlockDevice => pm.rdev != cm.rdev,
+        _ => false,
+    };
+    if special_differs {
+        return Ok(true);
+    }
+    if meta::xattrs(pp).map_err(io_err(pp))? != meta::xattrs(cp).map_err(io_err(cp))? {
+        return Ok(true);
+    }
+    if cm.kind == FileKind::Regular && cm.mtime_nsec == 0 && cm.size > 0 {
+        return Ok(!same_content(pp, cp).map_err(io_err(cp))?);
+    }
+    Ok(false)
+}
+
+fn same_content(a: &Path, b: &Path) -> io::Result<bool> {
+    let (mut fa, mut fb) = (File::open(a)?, File::open(b)?);
+    let (mut ba, mut bb) = (vec![0u8; 64 * 1024], vec![0u8; 64 * 1024]);
+    loop {
+        let n = read_full(&mut fa, &mut ba)?;
+        let m = read_full(&mut fb, &mut bb)?;
+        if n != m || ba[..n] != bb[..m] {
+            return Ok(false);
+        }
+        if n == 0 {
+            return Ok(true);
+        }
+    }
+}
+
+fn read_full(f: &mut File, buf: &mut [u8]) -> io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match f.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
 }

@@ -1,0 +1,541 @@
+//! Applying a layer to a root, as if the layer were hostile.
+//!
+//! Every entry's path is normalised (`.` dropped, `..` resolved; a path that
+//! climbs above the root, or is absolute, is refused with an error naming
+//! the entry) and then resolved with [`resolve_in_root`]: directories on the
+//! way are followed as the jail would see them, never out of the root, and
+//! the last component is never followed, so an entry replaces a symlink
+//! rather than writing through it.
+//!
+//! - An entry replaces what is there unless both are directories, which
+//!   merge (the directory takes the entry's metadata; its lower content
+//!   stays).
+//! - Hard links must point at something already in the root (from a lower
+//!   layer or earlier in this one), never at a directory.
+//! - Whiteouts (`.wh.<name>`) remove `<name>` from the directory they are in;
+//!   opaque markers (`.wh..wh..opq`) remove the directory's lower content.
+//!   Both act only on what lower layers put there: what this layer wrote
+//!   survives (the OCI spec's rule, whatever the order of entries). Other
+//!   `.wh..wh.` names (aufs bookkeeping) are ignored.
+//! - Setuid and setgid bits on a file are **refused** unless
+//!   [`ApplyOptions::allow_setuid`]: silently stripping them would produce a
+//!   root that does not match the layer's diff ID and breaks programs in
+//!   ways that are hard to trace. (On directories setgid only picks the
+//!   group of new files, so it is allowed.) Character and block devices are
+//!   refused unless [`ApplyOptions::allow_devices`]; FIFOs are fine.
+//! - Owners are set (numerically) only with [`ApplyOptions::same_owner`];
+//!   mode after owner (`chown` clears setuid); extended attributes after
+//!   that; mtimes last (for directories, after everything under them); and
+//!   on FreeBSD file flags at the very end, since `schg` would block the
+//!   rest. Elsewhere, flags in a layer are ignored.
+//!
+//! Content is streamed; what is kept in memory grows with the number of
+//! entries (the set of paths written, and directories whose metadata is
+//! set at the end), not with their size.
+
+use std::collections::HashSet;
+use std::ffi::OsStr;
+use std::fs::{self, File};
+use std::io::{self, Read, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Component, Path, PathBuf};
+
+use filetime::FileTime;
+
+use super::compress::decompress;
+use super::header;
+use super::reader::{Header, TarReader};
+use super::{fflags, EntryProblem, LayerError};
+use crate::diff::meta::make_dev;
+use crate::digest::{Digest, HashingReader};
+use crate::fsutil::resolve_in_root;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApplyOptions {
+    /// Create character and block devices (otherwise they are refused).
+    pub allow_devices: bool,
+    /// Keep setuid and setgid bits on files (otherwise they are refused).
+    pub allow_setuid: bool,
+    /// Set owners from the layer (`lchown`); needs root.
+    pub same_owner: bool,
+}
+
+impl Default for ApplyOptions {
+    /// Nothing dangerous allowed; owners set when running as root.
+    fn default() -> Self {
+        ApplyOptions {
+            allow_devices: false,
+            allow_setuid: false,
+            same_owner: nix::unistd::geteuid().is_root(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApplyStats {
+    /// sha256 of the uncompressed tar stream: compare it with the diff ID
+    /// the image config lists.
+    pub diff_id: Digest,
+    /// Entries applied (whiteouts included, extended headers not).
+    pub entries: u64,
+    /// Bytes of file content written.
+    pub bytes: u64,
+}
+
+/// Applies the layer blob `layer` of media type `media_type` (OCI tar,
+/// tar+gzip or tar+zstd, or docker's tar.gzip) to the directory `root`.
+pub fn apply<R: Read>(
+    layer: R,
+    media_type: &str,
+    root: &Path,
+    opts: &ApplyOptions,
+) -> Result<ApplyStats, LayerError> {
+    let m = fs::symlink_metadata(root).map_err(LayerError::fs("read the metadata of", root))?;
+    if !m.is_dir() {
+        let e = io::Error::new(
+            io::ErrorKind::NotADirectory,
+            "the root of a layer must be a directory",
+        );
+        return Err(LayerError::fs("apply a layer to", root)(e));
+    }
+    let mut tar = TarReader::new(HashingReader::new(decompress(media_type, layer)?));
+    let mut a = Applier {
+        root,
+        opts,
+        written: HashSet::new(),
+        holds_written: HashSet::new(),
+        dirs: Vec::new(),
+        flags: Vec::new(),
+        entries: 0,
+        bytes: 0,
+    };
+    while let Some(h) = tar.next()? {
+        a.entries += 1;
+        a.entry(&mut tar, &h)?;
+    }
+    a.finish()?;
+    // The diff ID covers the whole stream, with whatever follows the
+    // end-of-archive marker (writers pad to their record size).
+    let mut rest = tar.into_inner();
+    io::copy(&mut rest, &mut io::sink()).map_err(LayerError::Read)?;
+    let (diff_id, _, _) = rest.finish();
+    Ok(ApplyStats {
+        diff_id,
+        entries: a.entries,
+        bytes: a.bytes,
+    })
+}
+
+struct Applier<'a> {
+    root: &'a Path,
+    opts: &'a ApplyOptions,
+    /// Host paths this layer created or replaced: whiteouts and opaque
+    /// markers leave them alone.
+    written: HashSet<PathBuf>,
+    /// Directories with something of `written` below them.
+    holds_written: HashSet<PathBuf>,
+    /// Directories whose mode and mtime are set at the end.
+    dirs: Vec<(PathBuf, u32, FileTime)>,
+    /// File flags, set after everything else.
+    flags: Vec<(PathBuf, u32)>,
+    entries: u64,
+    bytes: u64,
+}
+
+/// `path` as a clean relative path, or why it cannot be one.
+fn normalize(path: &[u8]) -> Result<PathBuf, EntryProblem> {
+    if path.starts_with(b"/") {
+        return Err(EntryProblem::Absolute);
+    }
+    let mut out = PathBuf::new();
+    for c in Path::new(OsStr::from_bytes(path)).components() {
+        match c {
+            Component::Normal(n) => out.push(n),
+            Component::ParentDir if out.pop() => {}
+            Component::ParentDir => return Err(EntryProblem::Escapes),
+            Component::CurDir => {}
+            Component::RootDir | Component::Prefix(_) => return Err(EntryProblem::Absolute),
+        }
+    }
+    Ok(out)
+}
+
+fn mtime_of(h: &Header) -> FileTime {
+    FileTime::from_unix_time(h.mtime, h.mtime_nsec)
+}
+
+impl Applier<'_> {
+    fn entry<R: Read>(&mut self, tar: &mut TarReader<R>, h: &Header) -> Result<(), LayerError> {
+        let fail = |p| LayerError::entry(&h.path, p);
+        let rel = normalize(&h.path).map_err(fail)?;
+        let name = rel.file_name().map(OsStr::as_bytes).unwrap_or_default();
+        if let Some(base) = name.strip_prefix(b".wh.") {
+            return self.whiteout(h, &rel, base);
+        }
+        if rel.as_os_str().is_empty() && h.typeflag != header::DIRECTORY {
+            return Err(fail(EntryProblem::Unsupported(
+                "a non-directory in place of the root".into(),
+            )));
+        }
+        let setuid = h.mode & 0o6000;
+        let checks_setuid = matches!(
+            h.typeflag,
+            header::REGULAR | header::CHAR_DEVICE | header::BLOCK_DEVICE | header::FIFO
+        );
+        if checks_setuid && setuid != 0 && !self.opts.allow_setuid {
+            return Err(fail(EntryProblem::Setuid(h.mode)));
+        }
+        let host = self.host(&rel, false, h)?;
+        match h.typeflag {
+            header::DIRECTORY => self.directory(h, &host),
+            header::REGULAR => self.file(tar, h, &host),
+            header::HARD_LINK => self.hard_link(h, &host),
+            header::SYMLINK => {
+                self.replace(&host, false)?;
+                std::os::unix::fs::symlink(OsStr::from_bytes(&h.linkname), &host)
+                    .map_err(LayerError::fs("create the symlink", &host))?;
+                self.metadata(h, &host, None)
+            }
+            header::CHAR_DEVICE | header::BLOCK_DEVICE | header::FIFO => self.node(h, &host),
+            other => Err(fail(EntryProblem::Unsupported(format!(
+                "tar type `{}`",
+                other.escape_ascii()
+            )))),
+        }
+    }
+
+    /// The host path of `rel`, inside the root, with its missing parent
+    /// directories created (and counted as written by this layer).
+    fn host(&mut self, rel: &Path, follow_last: bool, h: &Header) -> Result<PathBuf, LayerError> {
+        let host = resolve_in_root(self.root, rel, follow_last)
+            .map_err(|e| LayerError::entry(&h.path, EntryProblem::Fs(e)))?;
+        let mut missing = Vec::new();
+        for dir in host.ancestors().skip(1) {
+            if dir == self.root || fs::symlink_metadata(dir).is_ok() {
+                break;
+            }
+            missing.push(dir.to_path_buf());
+        }
+        for dir in missing.into_iter().rev() {
+            fs::create_dir(&dir).map_err(LayerError::fs("create the directory", &dir))?;
+            self.mark_written(dir);
+        }
+        Ok(host)
+    }
+
+    /// Clears the way for a new entry at `host`: removes what is there,
+    /// unless it is a directory and `merge_dir` is set. Returns whether a
+    /// directory was kept.
+    fn replace(&mut self, host: &Path, merge_dir: bool) -> Result<bool, LayerError> {
+        self.mark_written(host.to_path_buf());
+        match fs::symlink_metadata(host) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(LayerError::fs("read the metadata of", host)(e)),
+            Ok(m) if m.is_dir() && merge_dir => Ok(true),
+            Ok(_) => remove_any(host)
+                .map(|_| false)
+                .map_err(LayerError::fs("remove", host)),
+        }
+    }
+
+    fn directory(&mut self, h: &Header, host: &Path) -> Result<(), LayerError> {
+        let existed = self.replace(host, true)?;
+        if existed {
+            // The directory's extended attributes become the layer's.
+            for (name, _) in crate::diff::meta::xattrs(host)
+                .map_err(LayerError::fs("read the extended attributes of", host))?
+            {
+                if !h
+                    .xattrs
+                    .iter()
+                    .any(|(k, _)| k.as_slice() == name.as_bytes())
+                {
+                    xattr::remove(host, &name)
+                        .map_err(LayerError::fs("remove an extended attribute of", host))?;
+                }
+            }
+        } else {
+            fs::DirBuilder::new()
+                .mode(0o700)
+                .create(host)
+                .map_err(LayerError::fs("create the directory", host))?;
+        }
+        self.owner_and_xattrs(h, host)?;
+        self.dirs.push((host.to_path_buf(), h.mode, mtime_of(h)));
+        self.defer_flags(h, host, existed);
+        Ok(())
+    }
+
+    fn file<R: Read>(
+        &mut self,
+        tar: &mut TarReader<R>,
+        h: &Header,
+        host: &Path,
+    ) -> Result<(), LayerError> {
+        self.replace(host, false)?;
+        let mut file = File::options()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(host)
+            .map_err(LayerError::fs("create", host))?;
+        let mut content = tar.content();
+        let mut buf = vec![0u8; 128 * 1024];
+        loop {
+            let n = match content.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(tar.truncated(e, &h.path)),
+            };
+            file.write_all(&buf[..n])
+                .map_err(LayerError::fs("write", host))?;
+            self.bytes += n as u64;
+        }
+        self.metadata(h, host, Some(&file))
+    }
+
+    fn hard_link(&mut self, h: &Header, host: &Path) -> Result<(), LayerError> {
+        let target_name = || String::from_utf8_lossy(&h.linkname).into_owned();
+        let rel = normalize(&h.linkname)
+            .map_err(|_| LayerError::entry(&h.path, EntryProblem::LinkEscapes(target_name())))?;
+        let target = resolve_in_root(self.root, &rel, false)
+            .map_err(|e| LayerError::entry(&h.path, EntryProblem::Fs(e)))?;
+        match fs::symlink_metadata(&target) {
+            Ok(m) if m.is_dir() => {
+                return Err(LayerError::entry(
+                    &h.path,
+                    EntryProblem::LinkToDir(target_name()),
+                ))
+            }
+            Ok(_) => {}
+            Err(_) => {
+                return Err(LayerError::entry(
+                    &h.path,
+                    EntryProblem::LinkMissing(target_name()),
+                ))
+            }
+        }
+        if target == host {
+            return Ok(());
+        }
+        self.replace(host, false)?;
+        link_no_follow(&target, host).map_err(LayerError::fs("create the hard link", host))
+    }
+
+    fn node(&mut self, h: &Header, host: &Path) -> Result<(), LayerError> {
+        use nix::sys::stat::{mknod, Mode, SFlag};
+        let kind = match h.typeflag {
+            header::CHAR_DEVICE => SFlag::S_IFCHR,
+            header::BLOCK_DEVICE => SFlag::S_IFBLK,
+            _ => SFlag::S_IFIFO,
+        };
+        let mut dev = 0;
+        if kind != SFlag::S_IFIFO {
+            if !self.opts.allow_devices {
+                return Err(LayerError::entry(&h.path, EntryProblem::Device));
+            }
+            let (Ok(major), Ok(minor)) = (u32::try_from(h.devmajor), u32::try_from(h.devminor))
+            else {
+                return Err(LayerError::entry(&h.path, EntryProblem::DeviceNumber));
+            };
+            dev = make_dev(major, minor);
+        }
+        self.replace(host, false)?;
+        mknod(
+            host,
+            kind,
+            Mode::from_bits_truncate(0o600),
+            dev as libc::dev_t,
+        )
+        .map_err(|e| LayerError::fs("create the special file", host)(e.into()))?;
+        self.metadata(h, host, None)
+    }
+
+    /// Owner, mode, extended attributes and mtime of a non-directory
+    /// (`file` is the open file, for regular files).
+    fn metadata(&mut self, h: &Header, host: &Path, file: Option<&File>) -> Result<(), LayerError> {
+        self.owner_and_xattrs(h, host)?;
+        if h.typeflag != header::SYMLINK {
+            let perms = fs::Permissions::from_mode(h.mode & 0o7777);
+            // `host` is the entry just created, not a symlink.
+            match file {
+                Some(f) => f.set_permissions(perms),
+                None => fs::set_permissions(host, perms),
+            }
+            .map_err(LayerError::fs("set the mode of", host))?;
+        }
+        let t = mtime_of(h);
+        filetime::set_symlink_file_times(host, t, t)
+            .map_err(LayerError::fs("set the times of", host))?;
+        self.defer_flags(h, host, false);
+        Ok(())
+    }
+
+    fn owner_and_xattrs(&mut self, h: &Header, host: &Path) -> Result<(), LayerError> {
+        if self.opts.same_owner {
+            let (Ok(uid), Ok(gid)) = (u32::try_from(h.uid), u32::try_from(h.gid)) else {
+                return Err(LayerError::entry(
+                    &h.path,
+                    EntryProblem::Owner(h.uid.max(h.gid)),
+                ));
+            };
+            std::os::unix::fs::lchown(host, Some(uid), Some(gid))
+                .map_err(LayerError::fs("change the owner of", host))?;
+        }
+        for (name, value) in &h.xattrs {
+            xattr::set(host, OsStr::from_bytes(name), value)
+                .map_err(LayerError::fs("set an extended attribute of", host))?;
+        }
+        Ok(())
+    }
+
+    fn defer_flags(&mut self, h: &Header, host: &Path, existed: bool) {
+        let flags = h.fflags.as_deref().map_or(0, fflags::from_text);
+        if flags != 0 || existed {
+            self.flags.push((host.to_path_buf(), flags));
+        }
+    }
+
+    fn whiteout(&mut self, h: &Header, rel: &Path, base: &[u8]) -> Result<(), LayerError> {
+        let dir_rel = rel.parent().unwrap_or(Path::new(""));
+        let dir = resolve_in_root(self.root, dir_rel, true)
+            .map_err(|e| LayerError::entry(&h.path, EntryProblem::Fs(e)))?;
+        if base == b".wh..opq" {
+            if fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
+                self.clear_lower(&dir)?;
+            }
+            return Ok(());
+        }
+        if base.starts_with(b".wh.") {
+            return Ok(());
+        }
+        if base.is_empty() || base == b"." || base == b".." {
+            return Err(LayerError::entry(&h.path, EntryProblem::BadWhiteout));
+        }
+        let target = dir.join(OsStr::from_bytes(base));
+        if self.written.contains(&target) || fs::symlink_metadata(&target).is_err() {
+            return Ok(());
+        }
+        if self.holds_written.contains(&target) {
+            // Only the lower content goes; what this layer put inside stays.
+            return self.clear_lower(&target);
+        }
+        remove_any(&target).map_err(LayerError::fs("remove", &target))
+    }
+
+    fn mark_written(&mut self, path: PathBuf) {
+        for dir in path.ancestors().skip(1) {
+            if dir == self.root || !self.holds_written.insert(dir.to_path_buf()) {
+                break;
+            }
+        }
+        self.written.insert(path);
+    }
+
+    /// Removes what lower layers put in `dir`, keeping what this layer
+    /// wrote. Directories this layer wrote, or wrote something into, stay,
+    /// with their lower content cleared in turn.
+    fn clear_lower(&self, dir: &Path) -> Result<(), LayerError> {
+        for entry in fs::read_dir(dir).map_err(LayerError::fs("read the directory", dir))? {
+            let path = entry
+                .map_err(LayerError::fs("read the directory", dir))?
+                .path();
+            let keep = self.written.contains(&path) || self.holds_written.contains(&path);
+            if !keep {
+                remove_any(&path).map_err(LayerError::fs("remove", &path))?;
+            } else if fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
+                self.clear_lower(&path)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Directory modes and mtimes, then file flags. A directory replaced
+    /// since its entry was applied is skipped (a later entry set its own).
+    fn finish(&mut self) -> Result<(), LayerError> {
+        for (path, mode, mtime) in &self.dirs {
+            if !fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) {
+                continue;
+            }
+            fs::set_permissions(path, fs::Permissions::from_mode(mode & 0o7777))
+                .map_err(LayerError::fs("set the mode of", path))?;
+            filetime::set_symlink_file_times(path, *mtime, *mtime)
+                .map_err(LayerError::fs("set the times of", path))?;
+        }
+        #[cfg(target_os = "freebsd")]
+        for (path, flags) in &self.flags {
+            if fs::symlink_metadata(path).is_ok() {
+                fflags::set(path, *flags).map_err(LayerError::fs("set the file flags of", path))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Removes a file or a whole directory tree, never following symlinks. On
+/// FreeBSD, flags such as `schg` that forbid it are cleared first.
+fn remove_any(path: &Path) -> io::Result<()> {
+    let remove = || match fs::symlink_metadata(path)?.is_dir() {
+        true => fs::remove_dir_all(path),
+        false => fs::remove_file(path),
+    };
+    let result = remove();
+    #[cfg(target_os = "freebsd")]
+    if result
+        .as_ref()
+        .is_err_and(|e| e.raw_os_error() == Some(libc::EPERM))
+    {
+        clear_flags(path)?;
+        return remove();
+    }
+    result
+}
+
+#[cfg(target_os = "freebsd")]
+fn clear_flags(path: &Path) -> io::Result<()> {
+    let m = crate::diff::meta::lstat(path)?;
+    if m.flags != 0 {
+        fflags::set(path, 0)?;
+    }
+    if m.is_dir() {
+        for entry in fs::read_dir(path)? {
+            clear_flags(&entry?.path())?;
+        }
+    }
+    Ok(())
+}
+
+/// `link(2)` that never follows a symlink at `target` (`linkat`, no flags).
+fn link_no_follow(target: &Path, link: &Path) -> io::Result<()> {
+    let c = |p: &Path| {
+        std::ffi::CString::new(p.as_os_str().as_bytes())
+            .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))
+    };
+    let (t, l) = (c(target)?, c(link)?);
+    // SAFETY: both are valid NUL-terminated strings for the duration of the call.
+    if unsafe { libc::linkat(libc::AT_FDCWD, t.as_ptr(), libc::AT_FDCWD, l.as_ptr(), 0) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalises_or_refuses() {
+        assert_eq!(normalize(b"./a/./b/").unwrap(), PathBuf::from("a/b"));
+        assert_eq!(normalize(b"a/../b").unwrap(), PathBuf::from("b"));
+        assert_eq!(normalize(b"./").unwrap(), PathBuf::new());
+        assert!(matches!(normalize(b"../x"), Err(EntryProblem::Escapes)));
+        assert!(matches!(
+            normalize(b"a/../../x"),
+            Err(EntryProblem::Escapes)
+        ));
+        assert!(matches!(normalize(b"/etc/x"), Err(EntryProblem::Absolute)));
+    }
+}

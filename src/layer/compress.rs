@@ -1,0 +1,195 @@
+//! Compression, and the export pipeline that hashes and compresses the tar
+//! stream as it is written.
+//!
+//! On two cores, writing the tar (file reads), hashing it and compressing it
+//! one after the other leaves a core idle. So [`export`] runs two threads
+//! joined by a bounded queue of 1 MiB buffers: the caller's thread writes the
+//! tar and hashes it (diff ID); a second thread compresses and hashes the
+//! compressed bytes (digest) as they reach `out`. zstd adds its own workers.
+//! At most a few buffers are in flight, so memory stays bounded whatever the
+//! layer's size.
+//!
+//! Both compressors are deterministic: gzip with no file name, mtime 0 and
+//! OS byte 255 ("unknown"); zstd with at least one worker always, because
+//! zstd's multi-threaded output depends on its job size, never on the number
+//! of workers, but differs from its single-threaded output.
+
+use std::io::{self, Read, Write};
+use std::path::Path;
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
+use std::thread;
+
+use flate2::read::MultiGzDecoder;
+use flate2::GzBuilder;
+
+use super::tar::{write_tar, CHUNK};
+use super::{Compression, ExportedLayer, LayerError, TarOptions};
+use crate::diff::Change;
+use crate::digest::HashingWriter;
+
+const GZIP_LEVEL: u32 = 6;
+const ZSTD_LEVEL: i32 = 3;
+/// Buffers queued between the tar thread and the compressing thread.
+const QUEUE: usize = 4;
+
+/// Writes the layer for `changes` from `root` to `out`, compressed, and
+/// returns its digests, size and media type with `out`. zstd uses as many
+/// workers as there are cores (which does not change its output).
+pub fn export<W: Write + Send>(
+    root: &Path,
+    changes: &[Change],
+    opts: &TarOptions,
+    compression: Compression,
+    out: W,
+) -> Result<(ExportedLayer, W), LayerError> {
+    let workers = thread::available_parallelism().map_or(1, |n| n.get() as u32);
+    export_with_workers(root, changes, opts, compression, workers, out)
+}
+
+/// [`export`] with a chosen number of zstd workers (at least 1 is used).
+pub fn export_with_workers<W: Write + Send>(
+    root: &Path,
+    changes: &[Change],
+    opts: &TarOptions,
+    compression: Compression,
+    zstd_workers: u32,
+    out: W,
+) -> Result<(ExportedLayer, W), LayerError> {
+    let media_type = compression.media_type();
+    if compression == Compression::None {
+        let (diff_id, size, out) =
+            write_tar(root, changes, opts, HashingWriter::new(out))?.finish();
+        return Ok((
+            ExportedLayer {
+                digest: diff_id.clone(),
+                diff_id,
+                size,
+                media_type,
+            },
+            out,
+        ));
+    }
+
+    let (tx, rx) = mpsc::sync_channel::<Vec<u8>>(QUEUE);
+    let (recycle_tx, recycle_rx) = mpsc::channel::<Vec<u8>>();
+    thread::scope(|s| {
+        let compressor = s.spawn(move || compress(rx, recycle_tx, compression, zstd_workers, out));
+        let sink = ChunkSender {
+            tx,
+            recycle: recycle_rx,
+        };
+        // The sender is dropped with the writer, which ends the compressor's input.
+        let tar = write_tar(root, changes, opts, HashingWriter::new(sink)).map(|w| w.finish().0);
+        let compressed = compressor
+            .join()
+            .map_err(|_| LayerError::Internal("compression"))?;
+        match (tar, compressed) {
+            // A failed compressor makes the writer fail too; its error says why.
+            (_, Err(e)) => Err(LayerError::Write(e)),
+            (Err(e), Ok(_)) => Err(e),
+            (Ok(diff_id), Ok((digest, size, out))) => Ok((
+                ExportedLayer {
+                    digest,
+                    diff_id,
+                    size,
+                    media_type,
+                },
+                out,
+            )),
+        }
+    })
+}
+
+/// The compressing thread: everything from `rx`, compressed, into `out`.
+fn compress<W: Write>(
+    rx: Receiver<Vec<u8>>,
+    recycle: Sender<Vec<u8>>,
+    compression: Compression,
+    zstd_workers: u32,
+    out: W,
+) -> io::Result<(crate::digest::Digest, u64, W)> {
+    let hashed = HashingWriter::new(out);
+    let hashed = match compression {
+        Compression::Gzip => {
+            let mut enc = GzBuilder::new()
+                .operating_system(255)
+                .write(hashed, flate2::Compression::new(GZIP_LEVEL));
+            pump(&rx, &recycle, &mut enc)?;
+            enc.finish()?
+        }
+        Compression::Zstd => {
+            let mut enc = zstd_encoder(hashed, zstd_workers)?;
+            pump(&rx, &recycle, &mut enc)?;
+            enc.finish()?
+        }
+        Compression::None => {
+            let mut hashed = hashed;
+            pump(&rx, &recycle, &mut hashed)?;
+            hashed
+        }
+    };
+    Ok(hashed.finish())
+}
+
+fn pump(rx: &Receiver<Vec<u8>>, recycle: &Sender<Vec<u8>>, w: &mut impl Write) -> io::Result<()> {
+    for buf in rx {
+        w.write_all(&buf)?;
+        // The writer may be gone already; then the buffer is simply dropped.
+        let _ = recycle.send(buf);
+    }
+    Ok(())
+}
+
+/// A zstd level-3 encoder with a content checksum and `workers` (≥ 1)
+/// threads.
+pub(crate) fn zstd_encoder<W: Write>(w: W, workers: u32) -> io::Result<zstd::Encoder<'static, W>> {
+    let mut enc = zstd::Encoder::new(w, ZSTD_LEVEL)?;
+    enc.include_checksum(true)?;
+    enc.multithread(workers.max(1))?;
+    Ok(enc)
+}
+
+/// The writing end of the queue: each write (the tar writer's buffer is
+/// [`CHUNK`] bytes, so writes come whole chunks at a time) is copied into a
+/// recycled buffer and sent.
+struct ChunkSender {
+    tx: SyncSender<Vec<u8>>,
+    recycle: Receiver<Vec<u8>>,
+}
+
+impl Write for ChunkSender {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        let mut buf = self
+            .recycle
+            .try_recv()
+            .unwrap_or_else(|_| Vec::with_capacity(CHUNK));
+        buf.clear();
+        buf.extend_from_slice(data);
+        self.tx.send(buf).map_err(|_| {
+            io::Error::new(io::ErrorKind::BrokenPipe, "the compressing thread stopped")
+        })?;
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The uncompressed tar stream of a layer blob of media type `media_type`.
+pub(crate) fn decompress<'r, R: Read + 'r>(
+    media_type: &str,
+    blob: R,
+) -> Result<Box<dyn Read + 'r>, LayerError> {
+    match Compression::from_media_type(media_type) {
+        Some(Compression::None) => Ok(Box::new(blob)),
+        Some(Compression::Gzip) => Ok(Box::new(MultiGzDecoder::new(io::BufReader::with_capacity(
+            CHUNK / 4,
+            blob,
+        )))),
+        Some(Compression::Zstd) => Ok(Box::new(
+            zstd::Decoder::new(blob).map_err(LayerError::Read)?,
+        )),
+        None => Err(LayerError::MediaType(media_type.to_string())),
+    }
+}

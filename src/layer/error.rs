@@ -1,0 +1,101 @@
+//! What can go wrong writing, compressing or applying a layer.
+
+use std::io;
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum LayerError {
+    /// A file of a root could not be read, written or changed.
+    #[error("cannot {action} `{}`", path.display())]
+    Fs {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// The layer's bytes could not be read (or decompressed).
+    #[error("cannot read the layer stream")]
+    Read(#[source] io::Error),
+    /// The layer's bytes could not be written (or compressed).
+    #[error("cannot write the layer")]
+    Write(#[source] io::Error),
+    /// The stream is not a tar archive jbuild can read.
+    #[error("the layer is not a valid tar archive (at byte {offset}): {reason}")]
+    Malformed { offset: u64, reason: String },
+    /// The stream ended before the end-of-archive marker.
+    #[error("the layer ends early: {0}")]
+    Truncated(String),
+    /// One entry of a layer is refused; `entry` is its path as written in
+    /// the archive.
+    #[error("layer entry `{entry}` {problem}")]
+    Entry {
+        entry: String,
+        problem: EntryProblem,
+    },
+    /// A file of the child cannot be expressed in a layer.
+    #[error("`{}` cannot be written into a layer: {reason}", path.display())]
+    Unrepresentable { path: PathBuf, reason: &'static str },
+    /// A file changed between the diff and the export.
+    #[error("`{}` changed while the layer was being written; is the snapshot still in use?", path.display())]
+    Changed { path: PathBuf },
+    /// The change list given to the tar writer is not canonical.
+    #[error("the change list is not in canonical order: `{}` comes after `{}` (use diff::canonicalize)", next.display(), prev.display())]
+    Order { prev: PathBuf, next: PathBuf },
+    #[error("layer media type `{0}` is not supported")]
+    MediaType(String),
+    #[error("`{0}` is not a layer compression: use gzip, zstd or none")]
+    Compression(String),
+    /// A worker thread of the export pipeline panicked: a bug.
+    #[error("internal error: the layer {0} thread stopped unexpectedly")]
+    Internal(&'static str),
+}
+
+/// Why an entry of a layer is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum EntryProblem {
+    #[error("is an absolute path")]
+    Absolute,
+    #[error("would land outside the root")]
+    Escapes,
+    #[error("is a hard link to `{0}`, which is outside the root")]
+    LinkEscapes(String),
+    #[error("is a hard link to `{0}`, which is not in the root")]
+    LinkMissing(String),
+    #[error("is a hard link to the directory `{0}`")]
+    LinkToDir(String),
+    #[error("is a whiteout that names no file")]
+    BadWhiteout,
+    #[error("is a device node, and devices are not allowed in this layer")]
+    Device,
+    #[error("has setuid or setgid bits (mode {0:04o}), which are not allowed in this layer")]
+    Setuid(u32),
+    #[error("is of a type jbuild does not apply ({0})")]
+    Unsupported(String),
+    #[error("has an owner id ({0}) that is too large")]
+    Owner(u64),
+    #[error("has a device number that is too large")]
+    DeviceNumber,
+    #[error("cannot be applied: {0}")]
+    Fs(#[source] io::Error),
+}
+
+impl LayerError {
+    pub(crate) fn fs(
+        action: &'static str,
+        path: impl Into<PathBuf>,
+    ) -> impl FnOnce(io::Error) -> LayerError {
+        let path = path.into();
+        move |source| LayerError::Fs {
+            action,
+            path,
+            source,
+        }
+    }
+
+    pub(crate) fn entry(entry: &[u8], problem: EntryProblem) -> LayerError {
+        LayerError::Entry {
+            entry: String::from_utf8_lossy(entry).into_owned(),
+            problem,
+        }
+    }
+}
