@@ -160,7 +160,7 @@ fn an_exported_archive_imports_elsewhere_and_builds_on() {
     let hist = ok(jbuild(&b).args(["history", "--no-trunc", "site:2"]));
     assert!(hist.contains("SYSRC extra_enable=YES") && hist.contains("COPY public/ /usr/local/www/site/"), "{hist}");
     let inspect: serde_json::Value = serde_json::from_str(&ok(jbuild(&b).args(["inspect", "site:2"]))).unwrap();
-    assert_eq!(inspect["manifest"]["layers"].as_array().unwrap().len(), 7, "6 inherited layers + 1");
+    assert_eq!(inspect["manifest"]["layers"].as_array().unwrap().len(), 8, "7 inherited layers + 1");
     assert_eq!(inspect["manifest"]["annotations"]["org.opencontainers.image.base.digest"], digest);
     assert_ne!(d2, digest);
 }

@@ -9,9 +9,4 @@ fn make() -> Fixture {
     Fixture::new(Box::new(sn), tmp)
 }
 
-jbuild::snapshotter_suite!(
-    make,
-    // Enabled when the tree-walk differ lands (src/diff/walk.rs is a
-    // placeholder that returns an error until then).
-    differ: #[ignore = "enabled when the tree-walk differ lands"]
-);
+jbuild::snapshotter_suite!(make);

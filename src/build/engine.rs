@@ -412,7 +412,7 @@ fn apply_layer(env: &BuildEnv<'_>, blob: &LayerRef, chain: &Digest, parent: Opti
 /// Exports every layer of `result` that has no blob yet in `compression`,
 /// reusing blobs recorded on the snapshots; returns the layer list.
 fn export_layers(env: &BuildEnv<'_>, result: &mut StageResult, compression: Compression, epoch: u64) -> Result<Vec<LayerRef>, BuildError> {
-    let blob_label = format!("{}{}", label::BLOB_PREFIX, compression.name());
+    let blob_label = format!("{}{}", label::BLOB_PREFIX, compression);
     let differ = env.snapshotter.differ();
     let mut out: Vec<LayerRef> = Vec::with_capacity(result.layers.len());
     let mut parent_chain: Option<Digest> = None;

@@ -25,6 +25,16 @@ pub enum RefName {
     Untagged,
 }
 
+impl std::fmt::Display for RefName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RefName::Image(n) => write!(f, "{n}"),
+            RefName::Other(s) => f.write_str(s),
+            RefName::Untagged => f.write_str("<none>"),
+        }
+    }
+}
+
 impl Store {
     /// Reads and parses `index.json`. A file that does not parse is reported
     /// as corrupt; nothing here ever replaces it.

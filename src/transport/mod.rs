@@ -149,6 +149,23 @@ impl TransportError {
     }
 }
 
+impl TransportError {
+    /// Whether the user can fix this (a location or reference they typed,
+    /// an image that is not there, input that is damaged or refused) rather
+    /// than it being a fault of jbuild or the system.
+    pub fn is_user_error(&self) -> bool {
+        match self {
+            TransportError::InvalidLocation(_)
+            | TransportError::Unsupported(_)
+            | TransportError::NotFound { .. }
+            | TransportError::Mismatch { .. }
+            | TransportError::TooLarge { .. }
+            | TransportError::Invalid { .. } => true,
+            TransportError::Store(_) | TransportError::Io { .. } | TransportError::Task(_) => false,
+        }
+    }
+}
+
 /// Turns a user's `oci:DIR[:REF]` or `oci-archive:FILE[:REF]` into a
 /// transport and the reference (a tag to write, or what to read).
 ///
