@@ -33,7 +33,9 @@ impl Digest {
     }
 
     pub fn from_sha(raw: [u8; 32]) -> Digest {
-        Digest { hex: hex::encode(raw) }
+        Digest {
+            hex: hex::encode(raw),
+        }
     }
 
     /// The 64 hex characters, without the algorithm: the file name under
@@ -55,15 +57,25 @@ impl FromStr for Digest {
             return Err(DigestError::Malformed(s.to_string()));
         };
         if alg != "sha256" {
-            if !alg.is_empty() && alg.bytes().all(|b| b.is_ascii_alphanumeric() || b"+._-".contains(&b)) {
+            if !alg.is_empty()
+                && alg
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"+._-".contains(&b))
+            {
                 return Err(DigestError::Algorithm(alg.to_string()));
             }
             return Err(DigestError::Malformed(s.to_string()));
         }
-        if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+        if hex.len() != 64
+            || !hex
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        {
             return Err(DigestError::Malformed(s.to_string()));
         }
-        Ok(Digest { hex: hex.to_string() })
+        Ok(Digest {
+            hex: hex.to_string(),
+        })
     }
 }
 
@@ -101,7 +113,11 @@ pub struct HashingWriter<W> {
 
 impl<W: Write> HashingWriter<W> {
     pub fn new(inner: W) -> Self {
-        HashingWriter { inner, hasher: Sha256::new(), count: 0 }
+        HashingWriter {
+            inner,
+            hasher: Sha256::new(),
+            count: 0,
+        }
     }
 
     pub fn get_ref(&self) -> &W {
@@ -114,7 +130,11 @@ impl<W: Write> HashingWriter<W> {
 
     /// The digest and size of everything written, and the inner writer.
     pub fn finish(self) -> (Digest, u64, W) {
-        (Digest::from_sha(self.hasher.finalize().into()), self.count, self.inner)
+        (
+            Digest::from_sha(self.hasher.finalize().into()),
+            self.count,
+            self.inner,
+        )
     }
 }
 
@@ -139,10 +159,18 @@ pub struct HashingReader<R> {
 
 impl<R: io::Read> HashingReader<R> {
     pub fn new(inner: R) -> Self {
-        HashingReader { inner, hasher: Sha256::new(), count: 0 }
+        HashingReader {
+            inner,
+            hasher: Sha256::new(),
+            count: 0,
+        }
     }
     pub fn finish(self) -> (Digest, u64, R) {
-        (Digest::from_sha(self.hasher.finalize().into()), self.count, self.inner)
+        (
+            Digest::from_sha(self.hasher.finalize().into()),
+            self.count,
+            self.inner,
+        )
     }
 }
 
@@ -171,10 +199,23 @@ mod tests {
 
     #[test]
     fn rejects_malformed() {
-        for bad in ["", "sha256:", "sha256:XYZ", "e3b0", "sha256:../../etc/passwd", &format!("sha256:{}", "A".repeat(64))] {
-            assert!(matches!(bad.parse::<Digest>(), Err(DigestError::Malformed(_))), "{bad}");
+        for bad in [
+            "",
+            "sha256:",
+            "sha256:XYZ",
+            "e3b0",
+            "sha256:../../etc/passwd",
+            &format!("sha256:{}", "A".repeat(64)),
+        ] {
+            assert!(
+                matches!(bad.parse::<Digest>(), Err(DigestError::Malformed(_))),
+                "{bad}"
+            );
         }
-        assert_eq!("sha512:abcd".parse::<Digest>(), Err(DigestError::Algorithm("sha512".into())));
+        assert_eq!(
+            "sha512:abcd".parse::<Digest>(),
+            Err(DigestError::Algorithm("sha512".into()))
+        );
     }
 
     #[test]

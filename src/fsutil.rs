@@ -44,7 +44,10 @@ pub fn resolve_in_root(root: &Path, path: &Path, follow_last: bool) -> io::Resul
                 if hops > MAX_SYMLINK_HOPS {
                     return Err(io::Error::new(
                         io::ErrorKind::InvalidInput,
-                        format!("too many levels of symbolic links resolving {}", path.display()),
+                        format!(
+                            "too many levels of symbolic links resolving {}",
+                            path.display()
+                        ),
                     ));
                 }
                 let target = fs::read_link(&candidate)?;

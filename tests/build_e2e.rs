@@ -26,7 +26,10 @@ fn json_result(stdout: &str) -> serde_json::Value {
 /// The examples that can build on this machine: the native-only ones
 /// anywhere, the busybox one as root with busybox-static.
 fn buildable_examples(tmp: &Path) -> Vec<(&'static str, std::path::PathBuf)> {
-    let mut v = vec![("static-site", example("static-site", tmp)), ("multi-stage", example("multi-stage", tmp))];
+    let mut v = vec![
+        ("static-site", example("static-site", tmp)),
+        ("multi-stage", example("multi-stage", tmp)),
+    ];
     match (is_root(), static_busybox()) {
         (true, Some(bb)) => {
             let ctx = example("busybox-linux", tmp);
@@ -46,14 +49,27 @@ fn every_buildable_example_builds_and_skopeo_reads_the_export() {
         let digest = build(&root, &format!("{name}:test"), &ctx, &[]);
         assert!(digest.starts_with("sha256:"), "{name}: {digest}");
         let layout = t.path().join(format!("{name}-oci"));
-        ok(jbuild(&root).arg("export").arg(format!("{name}:test")).arg(format!("oci:{}:test", layout.display())));
+        ok(jbuild(&root)
+            .arg("export")
+            .arg(format!("{name}:test"))
+            .arg(format!("oci:{}:test", layout.display())));
         if !have("skopeo") {
             eprintln!("skopeo not installed: skipping the peer check");
             continue;
         }
-        for src in [format!("oci:{}:test", layout.display()), format!("oci:{}:{name}:test", root.join("store").display())] {
-            let out = std::process::Command::new("skopeo").args(["inspect", &src]).output().unwrap();
-            assert!(out.status.success(), "skopeo inspect {src}: {}", String::from_utf8_lossy(&out.stderr));
+        for src in [
+            format!("oci:{}:test", layout.display()),
+            format!("oci:{}:{name}:test", root.join("store").display()),
+        ] {
+            let out = std::process::Command::new("skopeo")
+                .args(["inspect", &src])
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "skopeo inspect {src}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
             let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
             assert_eq!(v["Digest"], digest, "{src}");
         }
@@ -69,9 +85,22 @@ fn static_site_content_is_rendered_as_the_recipe_says() {
     let t = tempfile::tempdir().unwrap();
     let root = t.path().join("root");
     let ctx = example("static-site", t.path());
-    build(&root, "site:1", &ctx, &["--build-arg", "SITE_NAME=www.example.net", "--build-arg", "PORT=8080"]);
+    build(
+        &root,
+        "site:1",
+        &ctx,
+        &[
+            "--build-arg",
+            "SITE_NAME=www.example.net",
+            "--build-arg",
+            "PORT=8080",
+        ],
+    );
     let layout = t.path().join("oci");
-    ok(jbuild(&root).arg("export").arg("site:1").arg(format!("oci:{}:1", layout.display())));
+    ok(jbuild(&root)
+        .arg("export")
+        .arg("site:1")
+        .arg(format!("oci:{}:1", layout.display())));
     let rootfs = t.path().join("rootfs");
     let out = std::process::Command::new("umoci")
         .args(["raw", "unpack", "--rootless", "--image"])
@@ -79,15 +108,26 @@ fn static_site_content_is_rendered_as_the_recipe_says() {
         .arg(&rootfs)
         .output()
         .unwrap();
-    assert!(out.status.success(), "umoci: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "umoci: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let conf = fs::read_to_string(rootfs.join("usr/local/etc/nginx/conf.d/site.conf")).unwrap();
-    assert!(conf.contains("listen 8080;") && conf.contains("server_name www.example.net;"), "{conf}");
-    assert!(conf.contains("try_files $uri $uri/ =404;"), "nginx's own variables are left alone: {conf}");
+    assert!(
+        conf.contains("listen 8080;") && conf.contains("server_name www.example.net;"),
+        "{conf}"
+    );
+    assert!(
+        conf.contains("try_files $uri $uri/ =404;"),
+        "nginx's own variables are left alone: {conf}"
+    );
     let rc = fs::read_to_string(rootfs.join("etc/rc.conf")).unwrap();
     assert!(rc.contains("nginx_enable=\"YES\""), "{rc}");
     assert!(rc.contains("syslogd_flags=\"-ss\""), "{rc}");
     assert!(rootfs.join("usr/local/www/site/css/site.css").is_file());
-    let inspect: serde_json::Value = serde_json::from_str(&ok(jbuild(&root).args(["inspect", "site:1"]))).unwrap();
+    let inspect: serde_json::Value =
+        serde_json::from_str(&ok(jbuild(&root).args(["inspect", "site:1"]))).unwrap();
     let cfg = &inspect["config"]["config"];
     assert_eq!(cfg["ExposedPorts"], serde_json::json!({"8080/tcp": {}}));
     assert_eq!(cfg["WorkingDir"], "/usr/local/www/site");
@@ -105,8 +145,18 @@ fn two_builds_into_two_empty_stores_give_the_same_digest() {
             continue; // `hostname` and uid output are deterministic, but keep this test unprivileged
         }
         for compression in ["gzip", "zstd"] {
-            let a = build(&t.path().join(format!("a-{name}-{compression}")), "x:1", &ctx, &["--compression", compression]);
-            let b = build(&t.path().join(format!("b-{name}-{compression}")), "x:1", &ctx, &["--compression", compression]);
+            let a = build(
+                &t.path().join(format!("a-{name}-{compression}")),
+                "x:1",
+                &ctx,
+                &["--compression", compression],
+            );
+            let b = build(
+                &t.path().join(format!("b-{name}-{compression}")),
+                "x:1",
+                &ctx,
+                &["--compression", compression],
+            );
             assert_eq!(a, b, "{name} with {compression}");
         }
     }
@@ -117,27 +167,46 @@ fn a_second_build_with_nothing_changed_runs_no_step_and_a_change_reruns_from_the
     let t = tempfile::tempdir().unwrap();
     let root = t.path().join("root");
     let ctx = example("static-site", t.path());
-    let first = json_result(&ok(jbuild(&root).args(["--json", "build", "-t", "s:1"]).arg(&ctx)));
+    let first = json_result(&ok(jbuild(&root)
+        .args(["--json", "build", "-t", "s:1"])
+        .arg(&ctx)));
     assert!(first["steps_run"].as_u64().unwrap() >= 6, "{first}");
     assert_eq!(first["steps_cached"], 0);
-    let second = json_result(&ok(jbuild(&root).args(["--json", "build", "-t", "s:1"]).arg(&ctx)));
+    let second = json_result(&ok(jbuild(&root)
+        .args(["--json", "build", "-t", "s:1"])
+        .arg(&ctx)));
     assert_eq!(second["steps_run"], 0, "{second}");
     assert_eq!(second["manifest"], first["manifest"]);
 
     // Touching a file changes nothing; editing one re-runs its COPY and what follows.
     let css = ctx.join("public/css/site.css");
     filetime::set_file_mtime(&css, filetime::FileTime::from_unix_time(1_000_000, 0)).unwrap();
-    let touched = json_result(&ok(jbuild(&root).args(["--json", "build", "-t", "s:1"]).arg(&ctx)));
-    assert_eq!(touched["steps_run"], 0, "an mtime alone is not a change: {touched}");
+    let touched = json_result(&ok(jbuild(&root)
+        .args(["--json", "build", "-t", "s:1"])
+        .arg(&ctx)));
+    assert_eq!(
+        touched["steps_run"], 0,
+        "an mtime alone is not a change: {touched}"
+    );
     fs::write(&css, "body { color: red; }\n").unwrap();
-    let edited = json_result(&ok(jbuild(&root).args(["--json", "build", "-t", "s:1"]).arg(&ctx)));
+    let edited = json_result(&ok(jbuild(&root)
+        .args(["--json", "build", "-t", "s:1"])
+        .arg(&ctx)));
     let cached = edited["steps_cached"].as_u64().unwrap();
-    assert_eq!(cached, 0, "the first COPY reads the edited file, so nothing before it is a layer: {edited}");
+    assert_eq!(
+        cached, 0,
+        "the first COPY reads the edited file, so nothing before it is a layer: {edited}"
+    );
     assert_ne!(edited["manifest"], first["manifest"]);
 
-    let nocache = json_result(&ok(jbuild(&root).args(["--json", "build", "--no-cache", "-t", "s:1"]).arg(&ctx)));
+    let nocache = json_result(&ok(jbuild(&root)
+        .args(["--json", "build", "--no-cache", "-t", "s:1"])
+        .arg(&ctx)));
     assert_eq!(nocache["steps_cached"], 0);
-    assert_eq!(nocache["manifest"], edited["manifest"], "native steps are deterministic, so --no-cache rebuilds the same image");
+    assert_eq!(
+        nocache["manifest"], edited["manifest"],
+        "native steps are deterministic, so --no-cache rebuilds the same image"
+    );
 }
 
 #[test]
@@ -147,21 +216,46 @@ fn an_exported_archive_imports_elsewhere_and_builds_on() {
     let ctx = example("static-site", t.path());
     let digest = build(&a, "site:1", &ctx, &[]);
     let archive = t.path().join("site.tar");
-    ok(jbuild(&a).arg("export").arg("site:1").arg(format!("oci-archive:{}", archive.display())));
-    ok(jbuild(&b).arg("import").arg(format!("oci-archive:{}", archive.display())).arg("site:imported"));
+    ok(jbuild(&a)
+        .arg("export")
+        .arg("site:1")
+        .arg(format!("oci-archive:{}", archive.display())));
+    ok(jbuild(&b)
+        .arg("import")
+        .arg(format!("oci-archive:{}", archive.display()))
+        .arg("site:imported"));
     let images = ok(jbuild(&b).arg("images"));
-    assert!(images.contains("site:imported") && images.contains(&digest[..19]), "{images}");
+    assert!(
+        images.contains("site:imported") && images.contains(&digest[..19]),
+        "{images}"
+    );
 
     // FROM an imported image unpacks its layers (verifying their diff IDs) and builds on them.
     let next = t.path().join("next");
     fs::create_dir_all(&next).unwrap();
-    fs::write(next.join("Jailfile"), "FROM site:imported\nSYSRC extra_enable=YES\nLABEL stage=two\n").unwrap();
+    fs::write(
+        next.join("Jailfile"),
+        "FROM site:imported\nSYSRC extra_enable=YES\nLABEL stage=two\n",
+    )
+    .unwrap();
     let d2 = build(&b, "site:2", &next, &[]);
     let hist = ok(jbuild(&b).args(["history", "--no-trunc", "site:2"]));
-    assert!(hist.contains("SYSRC extra_enable=YES") && hist.contains("COPY public/ /usr/local/www/site/"), "{hist}");
-    let inspect: serde_json::Value = serde_json::from_str(&ok(jbuild(&b).args(["inspect", "site:2"]))).unwrap();
-    assert_eq!(inspect["manifest"]["layers"].as_array().unwrap().len(), 8, "7 inherited layers + 1");
-    assert_eq!(inspect["manifest"]["annotations"]["org.opencontainers.image.base.digest"], digest);
+    assert!(
+        hist.contains("SYSRC extra_enable=YES")
+            && hist.contains("COPY public/ /usr/local/www/site/"),
+        "{hist}"
+    );
+    let inspect: serde_json::Value =
+        serde_json::from_str(&ok(jbuild(&b).args(["inspect", "site:2"]))).unwrap();
+    assert_eq!(
+        inspect["manifest"]["layers"].as_array().unwrap().len(),
+        8,
+        "7 inherited layers + 1"
+    );
+    assert_eq!(
+        inspect["manifest"]["annotations"]["org.opencontainers.image.base.digest"],
+        digest
+    );
     assert_ne!(d2, digest);
 }
 
@@ -183,7 +277,14 @@ fn umoci_unpacks_exactly_the_tree_that_was_built() {
     let ctx = t.path().join("ctx");
     fs::create_dir_all(ctx.join("files/sub")).unwrap();
     fs::copy(bb, ctx.join("busybox")).unwrap();
-    for (name, body) in [("delete-me", "x"), ("rename-me", "r"), ("perm", "p"), ("target", "t"), ("owned", "o"), ("sub/deep", "d")] {
+    for (name, body) in [
+        ("delete-me", "x"),
+        ("rename-me", "r"),
+        ("perm", "p"),
+        ("target", "t"),
+        ("owned", "o"),
+        ("sub/deep", "d"),
+    ] {
         fs::write(ctx.join("files").join(name), body).unwrap();
     }
     let long = "n".repeat(200);
@@ -202,10 +303,22 @@ fn umoci_unpacks_exactly_the_tree_that_was_built() {
     .unwrap();
     build(&root, "rt:1", &ctx, &[]);
     let layout = t.path().join("oci");
-    ok(jbuild(&root).arg("export").arg("rt:1").arg(format!("oci:{}:1", layout.display())));
+    ok(jbuild(&root)
+        .arg("export")
+        .arg("rt:1")
+        .arg(format!("oci:{}:1", layout.display())));
     let unpacked = t.path().join("unpacked");
-    let out = std::process::Command::new("umoci").args(["raw", "unpack", "--image"]).arg(format!("{}:1", layout.display())).arg(&unpacked).output().unwrap();
-    assert!(out.status.success(), "umoci: {}", String::from_utf8_lossy(&out.stderr));
+    let out = std::process::Command::new("umoci")
+        .args(["raw", "unpack", "--image"])
+        .arg(format!("{}:1", layout.display()))
+        .arg(&unpacked)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "umoci: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     // The built root is the top snapshot of the build.
     let committed = root.join("snapshots/dir/committed");
@@ -217,12 +330,21 @@ fn umoci_unpacks_exactly_the_tree_that_was_built() {
         .expect("a committed snapshot with /data");
     let built = snapshot_tree(&top.join("fs"));
     let got = snapshot_tree(&unpacked);
-    assert!(built.contains_key(&format!("data/{long}")) && built.contains_key("data/ünïcödé-日本.txt"));
+    assert!(
+        built.contains_key(&format!("data/{long}")) && built.contains_key("data/ünïcödé-日本.txt")
+    );
     assert!(!built.contains_key("data/delete-me") && !built.contains_key("data/sub"));
     assert_eq!(built["data/owned"].uid, 1234);
     assert_eq!(built["data/target"].mode, 0o4755);
-    assert_eq!(built["data/hardlink"].link_group, built["data/target"].link_group);
+    assert_eq!(
+        built["data/hardlink"].link_group,
+        built["data/target"].link_group
+    );
     assert!(built["data/hardlink"].link_group.is_some());
-    let diff: Vec<_> = built.keys().chain(got.keys()).filter(|k| built.get(*k) != got.get(*k)).collect();
+    let diff: Vec<_> = built
+        .keys()
+        .chain(got.keys())
+        .filter(|k| built.get(*k) != got.get(*k))
+        .collect();
     assert!(diff.is_empty(), "trees differ at {diff:?}");
 }

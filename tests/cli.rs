@@ -15,12 +15,18 @@ fn jailfile(dir: &std::path::Path, text: &str) -> std::path::PathBuf {
 #[test]
 fn a_recipe_mistake_names_the_line_and_exits_1() {
     let t = tempfile::tempdir().unwrap();
-    let ctx = jailfile(&t.path().join("c"), "FROM scratch\nSYSCR nginx_enable=YES\n");
+    let ctx = jailfile(
+        &t.path().join("c"),
+        "FROM scratch\nSYSCR nginx_enable=YES\n",
+    );
     let out = run(jbuild(&t.path().join("r")).arg("build").arg(&ctx));
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("Jailfile:2:1"), "{err}");
-    assert!(err.contains("SYSRC"), "suggests the closest instruction: {err}");
+    assert!(
+        err.contains("SYSRC"),
+        "suggests the closest instruction: {err}"
+    );
     assert!(err.starts_with("error: "), "{err}");
 }
 
@@ -28,11 +34,17 @@ fn a_recipe_mistake_names_the_line_and_exits_1() {
 fn a_failing_copy_names_the_step_and_nothing_is_tagged() {
     let t = tempfile::tempdir().unwrap();
     let root = t.path().join("r");
-    let ctx = jailfile(&t.path().join("c"), "FROM scratch\nSYSRC a=1\nCOPY missing.txt /etc/\n");
+    let ctx = jailfile(
+        &t.path().join("c"),
+        "FROM scratch\nSYSRC a=1\nCOPY missing.txt /etc/\n",
+    );
     let out = run(jbuild(&root).args(["build", "-t", "bad:1"]).arg(&ctx));
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("Jailfile:3:1") && err.contains("missing.txt"), "{err}");
+    assert!(
+        err.contains("Jailfile:3:1") && err.contains("missing.txt"),
+        "{err}"
+    );
     let images = ok(jbuild(&root).arg("images"));
     assert!(!images.contains("bad:1"), "{images}");
     // The step before it is cached and the failed one left no snapshot behind.
@@ -50,8 +62,15 @@ fn bad_arguments_exit_1_with_a_clear_message() {
 
     let ctx = jailfile(&t.path().join("c"), "FROM scratch\n");
     let out = run(jbuild(&root).args(["build", "-t", "UPPER:case"]).arg(&ctx));
-    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
-    let out = run(jbuild(&root).args(["build", "--platform", "freebsd"]).arg(&ctx));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = run(jbuild(&root)
+        .args(["build", "--platform", "freebsd"])
+        .arg(&ctx));
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("os/arch"));
     let out = run(jbuild(&root).args(["inspect", "nope:1"]));
@@ -68,16 +87,39 @@ fn tag_rmi_history_and_json() {
         &t.path().join("c"),
         "FROM scratch\nENV A=1\nLINE_IN_FILE \"hello\" /etc/motd\nLABEL x=y\nCMD [\"/bin/sh\"]\n",
     );
-    let digest = ok(jbuild(&root).args(["build", "-q", "-t", "one:1"]).arg(&ctx)).trim().to_string();
+    let digest = ok(jbuild(&root).args(["build", "-q", "-t", "one:1"]).arg(&ctx))
+        .trim()
+        .to_string();
     ok(jbuild(&root).args(["tag", "one:1", "two:2"]));
     ok(jbuild(&root).args(["tag", &digest[..20], "three:3"]));
-    let list: serde_json::Value = serde_json::from_str(&ok(jbuild(&root).args(["--json", "images"]))).unwrap();
-    let names: Vec<&str> = list.as_array().unwrap().iter().map(|i| i["name"].as_str().unwrap()).collect();
+    let list: serde_json::Value =
+        serde_json::from_str(&ok(jbuild(&root).args(["--json", "images"]))).unwrap();
+    let names: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names, vec!["one:1", "three:3", "two:2"]);
-    assert!(list.as_array().unwrap().iter().all(|i| i["digest"] == digest));
+    assert!(list
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|i| i["digest"] == digest));
 
-    let hist: serde_json::Value = serde_json::from_str(&ok(jbuild(&root).args(["--json", "history", "two:2"]))).unwrap();
-    let rows: Vec<(String, bool)> = hist.as_array().unwrap().iter().map(|h| (h["created_by"].as_str().unwrap().to_string(), h["empty_layer"].as_bool().unwrap())).collect();
+    let hist: serde_json::Value =
+        serde_json::from_str(&ok(jbuild(&root).args(["--json", "history", "two:2"]))).unwrap();
+    let rows: Vec<(String, bool)> = hist
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            (
+                h["created_by"].as_str().unwrap().to_string(),
+                h["empty_layer"].as_bool().unwrap(),
+            )
+        })
+        .collect();
     assert_eq!(
         rows,
         vec![
@@ -89,11 +131,17 @@ fn tag_rmi_history_and_json() {
     );
     ok(jbuild(&root).args(["rmi", "one:1", "two:2"]));
     let left = ok(jbuild(&root).arg("images"));
-    assert!(left.contains("three:3") && !left.contains("one:1"), "{left}");
+    assert!(
+        left.contains("three:3") && !left.contains("one:1"),
+        "{left}"
+    );
     ok(jbuild(&root).args(["rmi", "three:3"]));
     let pruned = ok(jbuild(&root).args(["--json", "prune", "--cache"]));
     let v: serde_json::Value = serde_json::from_str(pruned.trim()).unwrap();
-    assert!(v["blobs_removed"].as_u64().unwrap() >= 3, "manifest, config and the layer: {v}");
+    assert!(
+        v["blobs_removed"].as_u64().unwrap() >= 3,
+        "manifest, config and the layer: {v}"
+    );
     assert!(v["snapshots_removed"].as_u64().unwrap() >= 1, "{v}");
 }
 
@@ -101,7 +149,9 @@ fn tag_rmi_history_and_json() {
 fn help_lists_the_commands() {
     let t = tempfile::tempdir().unwrap();
     let out = ok(jbuild(t.path()).arg("--help"));
-    for cmd in ["build", "images", "inspect", "history", "tag", "rmi", "prune", "export", "import", "info"] {
+    for cmd in [
+        "build", "images", "inspect", "history", "tag", "rmi", "prune", "export", "import", "info",
+    ] {
         assert!(out.contains(cmd), "{cmd} missing from --help:\n{out}");
     }
 }

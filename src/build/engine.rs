@@ -14,12 +14,15 @@ use oci_spec::image::Descriptor;
 use super::error::BuildError;
 use super::image::{self, ImageMeta, LayerRef, LoadedImage};
 use super::native::{self, CopyOptions, Ignore};
-use crate::digest::Digest;
 use crate::diff::SnapshotRef;
+use crate::digest::Digest;
 use crate::exec::{self, Executor, RunSpec};
 use crate::jailfile::{self, Command, CopyFrom, CopySource, Location, Op};
 use crate::layer::{self, Compression, TarOptions};
-use crate::plan::{self, BaseImage, ExecContext, Plan, PlanInputs, PlanOptions, PlannedBase, PlannedStage, Platform, StepKind};
+use crate::plan::{
+    self, BaseImage, ExecContext, Plan, PlanInputs, PlanOptions, PlannedBase, PlannedStage,
+    Platform, StepKind,
+};
 use crate::report::{Level, Reporter, StepInfo, StepResult};
 use crate::snapshot::{label, Labels, SnapshotError, Snapshotter};
 use crate::store::{ImageName, Store};
@@ -35,8 +38,17 @@ pub struct BuildEnv<'a> {
 }
 
 impl<'a> BuildEnv<'a> {
-    pub fn new(store: &'a Store, snapshotter: &'a dyn Snapshotter, reporter: &'a dyn Reporter) -> Self {
-        BuildEnv { store, snapshotter, reporter, executor: OnceLock::new() }
+    pub fn new(
+        store: &'a Store,
+        snapshotter: &'a dyn Snapshotter,
+        reporter: &'a dyn Reporter,
+    ) -> Self {
+        BuildEnv {
+            store,
+            snapshotter,
+            reporter,
+            executor: OnceLock::new(),
+        }
     }
 
     /// Uses `executor` instead of the host's (tests, or a recording one).
@@ -89,7 +101,11 @@ pub fn chain_snapshot(chain_id: &Digest) -> String {
 static ACTIVE_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 fn active_key() -> String {
-    format!("active-{}-{}", std::process::id(), ACTIVE_COUNTER.fetch_add(1, Ordering::Relaxed))
+    format!(
+        "active-{}-{}",
+        std::process::id(),
+        ACTIVE_COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 /// Answers the planner's questions from the store and the build context.
@@ -115,7 +131,10 @@ impl Inputs<'_> {
 impl PlanInputs for Inputs<'_> {
     fn image(&self, reference: &str, platform: &Platform) -> Result<BaseImage, String> {
         let img = self.load(reference, platform)?;
-        Ok(BaseImage { manifest: img.manifest_digest, config: img.config })
+        Ok(BaseImage {
+            manifest: img.manifest_digest,
+            config: img.config,
+        })
     }
 
     fn context_sources(&self, sources: &[CopySource]) -> Result<Digest, String> {
@@ -146,33 +165,83 @@ impl StageResult {
 pub fn build(env: &BuildEnv<'_>, opts: &BuildOptions) -> Result<BuildOutput, BuildError> {
     let parsed = jailfile::load(&opts.jailfile, &opts.build_args)?;
     for name in &parsed.unused_build_args {
-        env.reporter.message(Level::Warn, &format!("build argument `{name}` was given but no ARG uses it"));
+        env.reporter.message(
+            Level::Warn,
+            &format!("build argument `{name}` was given but no ARG uses it"),
+        );
     }
-    let jailfile_text = std::fs::read_to_string(&opts.jailfile).map_err(|e| BuildError::io(format!("reading {}", opts.jailfile.display()), e))?;
+    let jailfile_text = std::fs::read_to_string(&opts.jailfile)
+        .map_err(|e| BuildError::io(format!("reading {}", opts.jailfile.display()), e))?;
     let ignore = Ignore::load(&opts.context).map_err(|e| BuildError::Context(e.to_string()))?;
-    let inputs = Inputs { store: env.store, context: &opts.context, ignore: ignore.as_ref(), images: Default::default() };
-    let nonce = opts.no_cache.then(|| format!("{}-{:?}", std::process::id(), std::time::SystemTime::now()));
-    let plan = plan::plan(&parsed, &inputs, &PlanOptions { platform: opts.platform.clone(), no_cache_nonce: nonce })?;
+    let inputs = Inputs {
+        store: env.store,
+        context: &opts.context,
+        ignore: ignore.as_ref(),
+        images: Default::default(),
+    };
+    let nonce = opts
+        .no_cache
+        .then(|| format!("{}-{:?}", std::process::id(), std::time::SystemTime::now()));
+    let plan = plan::plan(
+        &parsed,
+        &inputs,
+        &PlanOptions {
+            platform: opts.platform.clone(),
+            no_cache_nonce: nonce,
+        },
+    )?;
 
-    let mut run = Run { env, opts, plan: &plan, inputs: &inputs, ignore: ignore.as_ref(), results: HashMap::new(), steps_run: 0, steps_cached: 0 };
+    let mut run = Run {
+        env,
+        opts,
+        plan: &plan,
+        inputs: &inputs,
+        ignore: ignore.as_ref(),
+        results: HashMap::new(),
+        steps_run: 0,
+        steps_cached: 0,
+    };
     for stage in &plan.stages {
         let result = run.stage(stage)?;
         run.results.insert(stage.index, result);
     }
     let target = plan.target();
-    let mut result = run.results.remove(&target.index).expect("target stage was built");
+    let mut result = run
+        .results
+        .remove(&target.index)
+        .expect("target stage was built");
     let layers = export_layers(env, &mut result, opts.compression, opts.epoch)?;
     let base = match &target.base {
-        PlannedBase::Image { reference, manifest } => Some((reference.as_str(), manifest)),
+        PlannedBase::Image {
+            reference,
+            manifest,
+        } => Some((reference.as_str(), manifest)),
         _ => None,
     };
-    let meta = ImageMeta { epoch: opts.epoch, jailfile_text: &jailfile_text, base };
-    let (manifest, config_digest) = image::write(env.store, &target.state, &layers, &meta).map_err(BuildError::Store)?;
+    let meta = ImageMeta {
+        epoch: opts.epoch,
+        jailfile_text: &jailfile_text,
+        base,
+    };
+    let (manifest, config_digest) =
+        image::write(env.store, &target.state, &layers, &meta).map_err(BuildError::Store)?;
     for tag in &opts.tags {
-        env.store.tag(tag, &manifest).map_err(|e| BuildError::Store(e.to_string()))?;
+        env.store
+            .tag(tag, &manifest)
+            .map_err(|e| BuildError::Store(e.to_string()))?;
     }
-    let manifest_digest: Digest = manifest.digest().to_string().parse().map_err(|e| BuildError::Store(format!("{e}")))?;
-    Ok(BuildOutput { manifest, manifest_digest, config_digest, steps_run: run.steps_run, steps_cached: run.steps_cached })
+    let manifest_digest: Digest = manifest
+        .digest()
+        .to_string()
+        .parse()
+        .map_err(|e| BuildError::Store(format!("{e}")))?;
+    Ok(BuildOutput {
+        manifest,
+        manifest_digest,
+        config_digest,
+        steps_run: run.steps_run,
+        steps_cached: run.steps_cached,
+    })
 }
 
 struct Run<'a, 'b> {
@@ -188,7 +257,12 @@ struct Run<'a, 'b> {
 
 impl Run<'_, '_> {
     fn info(&self, stage: &PlannedStage, number: usize, text: &str) -> StepInfo {
-        StepInfo { index: number, total: self.plan.total_steps, stage: stage.label(), text: text.to_string() }
+        StepInfo {
+            index: number,
+            total: self.plan.total_steps,
+            stage: stage.label(),
+            text: text.to_string(),
+        }
     }
 
     fn stage(&mut self, stage: &PlannedStage) -> Result<StageResult, BuildError> {
@@ -197,9 +271,17 @@ impl Run<'_, '_> {
         self.env.reporter.step_start(&from);
         let mut layers = match &stage.base {
             PlannedBase::Scratch => Vec::new(),
-            PlannedBase::Stage(i) => self.results.get(i).expect("base stage built first").layers.clone(),
+            PlannedBase::Stage(i) => self
+                .results
+                .get(i)
+                .expect("base stage built first")
+                .layers
+                .clone(),
             PlannedBase::Image { reference, .. } => {
-                let img = self.inputs.load(reference, &stage.base_state.platform).map_err(|m| BuildError::at(&stage.location, m))?;
+                let img = self
+                    .inputs
+                    .load(reference, &stage.base_state.platform)
+                    .map_err(|m| BuildError::at(&stage.location, m))?;
                 unpack_image(self.env, &img).map_err(|e| e.located(&stage.location))?
             }
             PlannedBase::FreeBsdRelease(rel) => {
@@ -212,21 +294,35 @@ impl Run<'_, '_> {
                 ));
             }
         };
-        self.env.reporter.step_done(&from, StepResult::Metadata, started.elapsed());
+        self.env
+            .reporter
+            .step_done(&from, StepResult::Metadata, started.elapsed());
 
         for ps in &stage.steps {
             let info = self.info(stage, ps.number, &ps.step.text);
             let started = Instant::now();
             self.env.reporter.step_start(&info);
             let StepKind::Layer { key, exec, .. } = &ps.kind else {
-                self.env.reporter.step_done(&info, StepResult::Metadata, started.elapsed());
+                self.env
+                    .reporter
+                    .step_done(&info, StepResult::Metadata, started.elapsed());
                 continue;
             };
             let name = step_snapshot(key);
-            if self.env.snapshotter.stat(&name)?.is_some_and(|i| i.kind == crate::snapshot::Kind::Committed) {
+            if self
+                .env
+                .snapshotter
+                .stat(&name)?
+                .is_some_and(|i| i.kind == crate::snapshot::Kind::Committed)
+            {
                 self.steps_cached += 1;
-                self.env.reporter.step_done(&info, StepResult::Cached, started.elapsed());
-                layers.push(Layer { snapshot: name, blob: None });
+                self.env
+                    .reporter
+                    .step_done(&info, StepResult::Cached, started.elapsed());
+                layers.push(Layer {
+                    snapshot: name,
+                    blob: None,
+                });
                 continue;
             }
             let parent = layers.last().map(|l| l.snapshot.clone());
@@ -238,7 +334,10 @@ impl Run<'_, '_> {
                 match self.env.snapshotter.commit(&name, &active, &labels) {
                     Err(SnapshotError::AlreadyExists(_)) => {
                         // Another build committed the same step first: same key, same result.
-                        self.env.snapshotter.remove(&active).map_err(BuildError::from)
+                        self.env
+                            .snapshotter
+                            .remove(&active)
+                            .map_err(BuildError::from)
                     }
                     other => other.map_err(BuildError::from),
                 }
@@ -247,17 +346,31 @@ impl Run<'_, '_> {
                 if let Err(cleanup) = self.env.snapshotter.remove(&active) {
                     tracing::debug!("removing {active} after a failed step: {cleanup}");
                 }
-                self.env.reporter.step_done(&info, StepResult::Failed, started.elapsed());
+                self.env
+                    .reporter
+                    .step_done(&info, StepResult::Failed, started.elapsed());
                 return Err(e.located(&ps.step.location).with_step(&ps.step.text));
             }
             self.steps_run += 1;
-            self.env.reporter.step_done(&info, StepResult::Done, started.elapsed());
-            layers.push(Layer { snapshot: name, blob: None });
+            self.env
+                .reporter
+                .step_done(&info, StepResult::Done, started.elapsed());
+            layers.push(Layer {
+                snapshot: name,
+                blob: None,
+            });
         }
         Ok(StageResult { layers })
     }
 
-    fn execute(&self, op: &Op, args: &BTreeMap<String, String>, ctx: &ExecContext, root: &Path, info: &StepInfo) -> Result<(), BuildError> {
+    fn execute(
+        &self,
+        op: &Op,
+        args: &BTreeMap<String, String>,
+        ctx: &ExecContext,
+        root: &Path,
+        info: &StepInfo,
+    ) -> Result<(), BuildError> {
         match op {
             Op::Run { command, network } => {
                 let argv = match command {
@@ -271,36 +384,81 @@ impl Run<'_, '_> {
                 argv.extend(packages.iter().cloned());
                 self.run_process(argv, args, ctx, true, root, info)
             }
-            Op::Copy { from, sources, dest, chown, chmod } => {
+            Op::Copy {
+                from,
+                sources,
+                dest,
+                chown,
+                chmod,
+            } => {
                 let owner = match chown {
-                    Some(spec) => Some(exec::user::resolve_owner(root, spec).map_err(|e| BuildError::Step(e.to_string()))?),
+                    Some(spec) => Some(
+                        exec::user::resolve_owner(root, spec)
+                            .map_err(|e| BuildError::Step(e.to_string()))?,
+                    ),
                     None => None,
                 };
-                let copy_opts = CopyOptions { chown: owner, chmod: *chmod };
+                let copy_opts = CopyOptions {
+                    chown: owner,
+                    chmod: *chmod,
+                };
                 let (src_root, ignore) = match from {
                     None => (self.opts.context.clone(), self.ignore),
                     Some(CopyFrom::Stage(i)) => {
-                        let top = self.results.get(i).and_then(|r| r.top().map(str::to_string));
+                        let top = self
+                            .results
+                            .get(i)
+                            .and_then(|r| r.top().map(str::to_string));
                         match top {
                             Some(name) => (self.env.snapshotter.view(&name)?, None),
                             None => return Ok(()), // an empty stage has nothing to copy; sources then fail to match below
                         }
                     }
                     Some(CopyFrom::Image(r)) => {
-                        let img = self.inputs.load(r, &Platform::default_for_host()).map_err(BuildError::Step)?;
+                        let img = self
+                            .inputs
+                            .load(r, &Platform::default_for_host())
+                            .map_err(BuildError::Step)?;
                         let layers = unpack_image(self.env, &img)?;
                         match layers.last() {
                             Some(l) => (self.env.snapshotter.view(&l.snapshot)?, None),
-                            None => return Err(BuildError::Step(format!("image `{r}` has no layers to copy from"))),
+                            None => {
+                                return Err(BuildError::Step(format!(
+                                    "image `{r}` has no layers to copy from"
+                                )))
+                            }
                         }
                     }
                 };
-                native::copy(&src_root, sources, dest, root, &ctx.workdir, ignore, &copy_opts).map(drop).map_err(step_error)
+                native::copy(
+                    &src_root,
+                    sources,
+                    dest,
+                    root,
+                    &ctx.workdir,
+                    ignore,
+                    &copy_opts,
+                )
+                .map(drop)
+                .map_err(step_error)
             }
-            Op::Sysrc { file, name, op, value } => native::sysrc(root, file, name, *op, value).map(drop).map_err(step_error),
-            Op::Service { name, enable } => native::service(root, name, *enable).map(drop).map_err(step_error),
-            Op::LineInFile { line, file } => native::line_in_file(root, line, file).map(drop).map_err(step_error),
-            Op::Render { path, vars } => native::render(root, path, vars).map(drop).map_err(step_error),
+            Op::Sysrc {
+                file,
+                name,
+                op,
+                value,
+            } => native::sysrc(root, file, name, *op, value)
+                .map(drop)
+                .map_err(step_error),
+            Op::Service { name, enable } => native::service(root, name, *enable)
+                .map(drop)
+                .map_err(step_error),
+            Op::LineInFile { line, file } => native::line_in_file(root, line, file)
+                .map(drop)
+                .map_err(step_error),
+            Op::Render { path, vars } => native::render(root, path, vars)
+                .map(drop)
+                .map_err(step_error),
             // Metadata instructions have no StepKind::Layer and never get here.
             _ => Ok(()),
         }
@@ -316,7 +474,11 @@ impl Run<'_, '_> {
         info: &StepInfo,
     ) -> Result<(), BuildError> {
         // ARGs are the step's environment too; ENV wins over an ARG of the same name.
-        let mut env: Vec<(String, String)> = args.iter().filter(|(k, _)| !ctx.env.iter().any(|(e, _)| e == *k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+        let mut env: Vec<(String, String)> = args
+            .iter()
+            .filter(|(k, _)| !ctx.env.iter().any(|(e, _)| e == *k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         env.extend(ctx.env.iter().cloned());
         let spec = RunSpec {
             argv,
@@ -328,10 +490,15 @@ impl Run<'_, '_> {
             jail_params: ctx.jail.clone(),
             mounts: Vec::new(),
         };
-        let executor = self.env.executor().map_err(|e| BuildError::Step(e.to_string()))?;
+        let executor = self
+            .env
+            .executor()
+            .map_err(|e| BuildError::Step(e.to_string()))?;
         let reporter = self.env.reporter;
         let mut sink = |stream, line: &[u8]| reporter.step_output(info, stream, line);
-        let outcome = executor.run(root, &spec, &mut sink).map_err(|e| BuildError::Step(e.to_string()))?;
+        let outcome = executor
+            .run(root, &spec, &mut sink)
+            .map_err(|e| BuildError::Step(e.to_string()))?;
         if outcome.success() {
             Ok(())
         } else {
@@ -348,7 +515,10 @@ fn unpack_image(env: &BuildEnv<'_>, img: &LoadedImage) -> Result<Vec<Layer>, Bui
         .rootfs()
         .diff_ids()
         .iter()
-        .map(|d| d.parse::<Digest>().map_err(|e| BuildError::Store(format!("image {}: {e}", img.manifest_digest))))
+        .map(|d| {
+            d.parse::<Digest>()
+                .map_err(|e| BuildError::Store(format!("image {}: {e}", img.manifest_digest)))
+        })
         .collect::<Result<_, _>>()?;
     let chains = image::chain_ids(&diff_ids);
     // A layer built here is a `step-` snapshot labelled with its chain ID.
@@ -363,8 +533,17 @@ fn unpack_image(env: &BuildEnv<'_>, img: &LoadedImage) -> Result<Vec<Layer>, Bui
     let mut layers = Vec::with_capacity(chains.len());
     let mut parent: Option<String> = None;
     for ((desc, diff_id), chain) in img.manifest.layers().iter().zip(&diff_ids).zip(&chains) {
-        let digest: Digest = desc.digest().to_string().parse().map_err(|e| BuildError::Store(format!("{e}")))?;
-        let blob = LayerRef { digest: digest.clone(), diff_id: diff_id.clone(), size: desc.size(), media_type: desc.media_type().to_string() };
+        let digest: Digest = desc
+            .digest()
+            .to_string()
+            .parse()
+            .map_err(|e| BuildError::Store(format!("{e}")))?;
+        let blob = LayerRef {
+            digest: digest.clone(),
+            diff_id: diff_id.clone(),
+            size: desc.size(),
+            media_type: desc.media_type().to_string(),
+        };
         let name = match by_chain.get(&chain.to_string()) {
             Some(existing) => existing.clone(),
             None => {
@@ -376,18 +555,35 @@ fn unpack_image(env: &BuildEnv<'_>, img: &LoadedImage) -> Result<Vec<Layer>, Bui
             }
         };
         parent = Some(name.clone());
-        layers.push(Layer { snapshot: name, blob: Some(blob) });
+        layers.push(Layer {
+            snapshot: name,
+            blob: Some(blob),
+        });
     }
     Ok(layers)
 }
 
-fn apply_layer(env: &BuildEnv<'_>, blob: &LayerRef, chain: &Digest, parent: Option<&str>, name: &str) -> Result<(), BuildError> {
+fn apply_layer(
+    env: &BuildEnv<'_>,
+    blob: &LayerRef,
+    chain: &Digest,
+    parent: Option<&str>,
+    name: &str,
+) -> Result<(), BuildError> {
     let active = active_key();
     let root = env.snapshotter.prepare(&active, parent)?;
     let result = (|| {
-        let file = env.store.open_blob(&blob.digest).map_err(|e| BuildError::Store(e.to_string()))?;
-        let stats = layer::apply(std::io::BufReader::new(file), &blob.media_type, &root, &layer::ApplyOptions::default())
-            .map_err(|e| BuildError::Layer(e.to_string()))?;
+        let file = env
+            .store
+            .open_blob(&blob.digest)
+            .map_err(|e| BuildError::Store(e.to_string()))?;
+        let stats = layer::apply(
+            std::io::BufReader::new(file),
+            &blob.media_type,
+            &root,
+            &layer::ApplyOptions::default(),
+        )
+        .map_err(|e| BuildError::Layer(e.to_string()))?;
         if stats.diff_id != blob.diff_id {
             return Err(BuildError::Store(format!(
                 "layer {} unpacks to {} but the image config says {}: the store is damaged (run `jbuild check`)",
@@ -397,10 +593,12 @@ fn apply_layer(env: &BuildEnv<'_>, blob: &LayerRef, chain: &Digest, parent: Opti
         let mut labels: Labels = Labels::new();
         labels.insert(label::DIFF_ID.into(), blob.diff_id.to_string());
         labels.insert(label::CHAIN_ID.into(), chain.to_string());
-        env.snapshotter.commit(name, &active, &labels).or_else(|e| match e {
-            SnapshotError::AlreadyExists(_) => env.snapshotter.remove(&active),
-            e => Err(e),
-        })?;
+        env.snapshotter
+            .commit(name, &active, &labels)
+            .or_else(|e| match e {
+                SnapshotError::AlreadyExists(_) => env.snapshotter.remove(&active),
+                e => Err(e),
+            })?;
         Ok(())
     })();
     if result.is_err() {
@@ -411,7 +609,12 @@ fn apply_layer(env: &BuildEnv<'_>, blob: &LayerRef, chain: &Digest, parent: Opti
 
 /// Exports every layer of `result` that has no blob yet in `compression`,
 /// reusing blobs recorded on the snapshots; returns the layer list.
-fn export_layers(env: &BuildEnv<'_>, result: &mut StageResult, compression: Compression, epoch: u64) -> Result<Vec<LayerRef>, BuildError> {
+fn export_layers(
+    env: &BuildEnv<'_>,
+    result: &mut StageResult,
+    compression: Compression,
+    epoch: u64,
+) -> Result<Vec<LayerRef>, BuildError> {
     let blob_label = format!("{}{}", label::BLOB_PREFIX, compression);
     let differ = env.snapshotter.differ();
     let mut out: Vec<LayerRef> = Vec::with_capacity(result.layers.len());
@@ -421,21 +624,44 @@ fn export_layers(env: &BuildEnv<'_>, result: &mut StageResult, compression: Comp
         let blob = match &layer.blob {
             Some(b) => b.clone(),
             None => {
-                let info = env.snapshotter.stat(&layer.snapshot)?.ok_or_else(|| SnapshotError::NotFound(layer.snapshot.clone()))?;
+                let info = env
+                    .snapshotter
+                    .stat(&layer.snapshot)?
+                    .ok_or_else(|| SnapshotError::NotFound(layer.snapshot.clone()))?;
                 let recorded = info
                     .labels
                     .get(&blob_label)
                     .zip(info.labels.get(label::DIFF_ID))
-                    .and_then(|(d, id)| Some((d.parse::<Digest>().ok()?, id.parse::<Digest>().ok()?)))
+                    .and_then(|(d, id)| {
+                        Some((d.parse::<Digest>().ok()?, id.parse::<Digest>().ok()?))
+                    })
                     .filter(|(d, _)| env.store.has_blob(d));
                 match recorded {
                     Some((digest, diff_id)) => {
-                        let size = std::fs::metadata(env.store.blob_path(&digest)).map_err(|e| BuildError::io("blob size", e))?.len();
-                        LayerRef { digest, diff_id, size, media_type: compression.media_type().to_string() }
+                        let size = std::fs::metadata(env.store.blob_path(&digest))
+                            .map_err(|e| BuildError::io("blob size", e))?
+                            .len();
+                        LayerRef {
+                            digest,
+                            diff_id,
+                            size,
+                            media_type: compression.media_type().to_string(),
+                        }
                     }
                     None => {
-                        let parent_name = if i == 0 { None } else { Some(result.layers[i - 1].snapshot.clone()) };
-                        export_one(env, differ.as_ref(), parent_name.as_deref(), &layer.snapshot, compression, epoch)?
+                        let parent_name = if i == 0 {
+                            None
+                        } else {
+                            Some(result.layers[i - 1].snapshot.clone())
+                        };
+                        export_one(
+                            env,
+                            differ.as_ref(),
+                            parent_name.as_deref(),
+                            &layer.snapshot,
+                            compression,
+                            epoch,
+                        )?
                     }
                 }
             }
@@ -469,16 +695,44 @@ fn export_one(
     let child_root = env.snapshotter.view(child)?;
     let parent_root = parent.map(|p| env.snapshotter.view(p)).transpose()?;
     let changes = differ
-        .changes(parent.zip(parent_root.as_deref()).map(|(name, root)| SnapshotRef { name, root }), SnapshotRef { name: child, root: &child_root })
+        .changes(
+            parent
+                .zip(parent_root.as_deref())
+                .map(|(name, root)| SnapshotRef { name, root }),
+            SnapshotRef {
+                name: child,
+                root: &child_root,
+            },
+        )
         .map_err(|e| BuildError::Layer(e.to_string()))?;
     let id = format!("export-{child}");
-    env.reporter.transfer_start(&id, &format!("exporting layer {}", &child[..child.len().min(17)]), None);
-    let writer = env.store.blob_writer().map_err(|e| BuildError::Store(e.to_string()))?;
-    let (exported, writer) = layer::export(&child_root, &changes, &TarOptions { clamp_mtime: epoch }, compression, writer)
-        .map_err(|e| BuildError::Layer(e.to_string()))?;
-    writer.commit(Some(&exported.digest)).map_err(|e| BuildError::Store(e.to_string()))?;
+    env.reporter.transfer_start(
+        &id,
+        &format!("exporting layer {}", &child[..child.len().min(17)]),
+        None,
+    );
+    let writer = env
+        .store
+        .blob_writer()
+        .map_err(|e| BuildError::Store(e.to_string()))?;
+    let (exported, writer) = layer::export(
+        &child_root,
+        &changes,
+        &TarOptions { clamp_mtime: epoch },
+        compression,
+        writer,
+    )
+    .map_err(|e| BuildError::Layer(e.to_string()))?;
+    writer
+        .commit(Some(&exported.digest))
+        .map_err(|e| BuildError::Store(e.to_string()))?;
     env.reporter.transfer_done(&id, false);
-    Ok(LayerRef { digest: exported.digest, diff_id: exported.diff_id, size: exported.size, media_type: exported.media_type.to_string() })
+    Ok(LayerRef {
+        digest: exported.digest,
+        diff_id: exported.diff_id,
+        size: exported.size,
+        media_type: exported.media_type.to_string(),
+    })
 }
 
 fn step_error(e: impl std::fmt::Display) -> BuildError {
@@ -487,6 +741,10 @@ fn step_error(e: impl std::fmt::Display) -> BuildError {
 
 impl BuildError {
     fn at(location: &Location, message: String) -> BuildError {
-        BuildError::Located { location: location.clone(), step: None, source: Box::new(BuildError::Step(message)) }
+        BuildError::Located {
+            location: location.clone(),
+            step: None,
+            source: Box::new(BuildError::Step(message)),
+        }
     }
 }

@@ -45,23 +45,40 @@ pub enum BuildError {
 
 impl BuildError {
     pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
-        BuildError::Io { context: context.into(), source }
+        BuildError::Io {
+            context: context.into(),
+            source,
+        }
     }
 
     /// Attaches the Jailfile location (once: an error already located keeps
     /// its innermost location).
     pub fn located(self, location: &Location) -> BuildError {
         match self {
-            e @ BuildError::Located { .. } | e @ BuildError::Jailfile(_) | e @ BuildError::Plan(_) => e,
-            e => BuildError::Located { location: location.clone(), step: None, source: Box::new(e) },
+            e @ BuildError::Located { .. }
+            | e @ BuildError::Jailfile(_)
+            | e @ BuildError::Plan(_) => e,
+            e => BuildError::Located {
+                location: location.clone(),
+                step: None,
+                source: Box::new(e),
+            },
         }
     }
 
     pub fn with_step(self, text: &str) -> BuildError {
         match self {
-            BuildError::Located { location, step: None, source } => {
+            BuildError::Located {
+                location,
+                step: None,
+                source,
+            } => {
                 let short: String = text.lines().next().unwrap_or("").chars().take(80).collect();
-                BuildError::Located { location, step: Some(short), source }
+                BuildError::Located {
+                    location,
+                    step: Some(short),
+                    source,
+                }
             }
             e => e,
         }
@@ -72,9 +89,16 @@ impl BuildError {
     /// jbuild or the system (exit code 2).
     pub fn is_user_error(&self) -> bool {
         match self {
-            BuildError::Jailfile(_) | BuildError::Plan(_) | BuildError::Context(_) | BuildError::Step(_) | BuildError::StepFailed(_) => true,
+            BuildError::Jailfile(_)
+            | BuildError::Plan(_)
+            | BuildError::Context(_)
+            | BuildError::Step(_)
+            | BuildError::StepFailed(_) => true,
             BuildError::Located { source, .. } => source.is_user_error(),
-            BuildError::Snapshot(_) | BuildError::Layer(_) | BuildError::Store(_) | BuildError::Io { .. } => false,
+            BuildError::Snapshot(_)
+            | BuildError::Layer(_)
+            | BuildError::Store(_)
+            | BuildError::Io { .. } => false,
         }
     }
 }

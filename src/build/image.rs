@@ -46,12 +46,20 @@ pub fn load(store: &Store, reference: &str, platform: &Platform) -> Result<Loade
     load_descriptor(store, &desc, platform, reference)
 }
 
-pub fn load_descriptor(store: &Store, desc: &Descriptor, platform: &Platform, reference: &str) -> Result<LoadedImage, String> {
+pub fn load_descriptor(
+    store: &Store,
+    desc: &Descriptor,
+    platform: &Platform,
+    reference: &str,
+) -> Result<LoadedImage, String> {
     let digest = parse_digest(desc.digest())?;
-    let bytes = store.read_blob(&digest, MAX_JSON).map_err(|e| e.to_string())?;
+    let bytes = store
+        .read_blob(&digest, MAX_JSON)
+        .map_err(|e| e.to_string())?;
     let media = desc.media_type().to_string();
     if media == MEDIA_INDEX || media == DOCKER_LIST {
-        let index: ImageIndex = serde_json::from_slice(&bytes).map_err(|e| format!("image index {digest} is not valid: {e}"))?;
+        let index: ImageIndex = serde_json::from_slice(&bytes)
+            .map_err(|e| format!("image index {digest} is not valid: {e}"))?;
         let chosen = index
             .manifests()
             .iter()
@@ -74,11 +82,14 @@ pub fn load_descriptor(store: &Store, desc: &Descriptor, platform: &Platform, re
     if media != MEDIA_MANIFEST && media != DOCKER_MANIFEST {
         return Err(format!("`{reference}` is a {media}, not an image"));
     }
-    let manifest: ImageManifest = serde_json::from_slice(&bytes).map_err(|e| format!("manifest {digest} is not valid: {e}"))?;
+    let manifest: ImageManifest = serde_json::from_slice(&bytes)
+        .map_err(|e| format!("manifest {digest} is not valid: {e}"))?;
     let config_digest = parse_digest(manifest.config().digest())?;
-    let config_bytes = store.read_blob(&config_digest, MAX_JSON).map_err(|e| e.to_string())?;
-    let config: ImageConfiguration =
-        serde_json::from_slice(&config_bytes).map_err(|e| format!("image config {config_digest} is not valid: {e}"))?;
+    let config_bytes = store
+        .read_blob(&config_digest, MAX_JSON)
+        .map_err(|e| e.to_string())?;
+    let config: ImageConfiguration = serde_json::from_slice(&config_bytes)
+        .map_err(|e| format!("image config {config_digest} is not valid: {e}"))?;
     if config.rootfs().diff_ids().len() != manifest.layers().len() {
         return Err(format!(
             "image {digest} is inconsistent: {} layers but {} diff IDs in its config",
@@ -86,7 +97,11 @@ pub fn load_descriptor(store: &Store, desc: &Descriptor, platform: &Platform, re
             config.rootfs().diff_ids().len()
         ));
     }
-    Ok(LoadedImage { manifest_digest: digest, manifest, config })
+    Ok(LoadedImage {
+        manifest_digest: digest,
+        manifest,
+        config,
+    })
 }
 
 /// A layer of the image being written.
@@ -112,7 +127,12 @@ pub struct ImageMeta<'a> {
 /// Writes the config and manifest of a new image; returns the manifest's
 /// descriptor. The bytes depend only on the inputs (sorted keys, fixed
 /// times), so the same build gives the same digests.
-pub fn write(store: &Store, state: &ImageState, layers: &[LayerRef], meta: &ImageMeta<'_>) -> Result<(Descriptor, Digest), String> {
+pub fn write(
+    store: &Store,
+    state: &ImageState,
+    layers: &[LayerRef],
+    meta: &ImageMeta<'_>,
+) -> Result<(Descriptor, Digest), String> {
     let created = rfc3339(meta.epoch);
     let mut cfg = Map::new();
     let env: Vec<String> = state.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
@@ -132,11 +152,19 @@ pub fn write(store: &Store, state: &ImageState, layers: &[LayerRef], meta: &Imag
         cfg.insert("User".into(), json!(u));
     }
     if !state.exposed_ports.is_empty() {
-        let ports: Map<String, Value> = state.exposed_ports.iter().map(|p| (p.clone(), json!({}))).collect();
+        let ports: Map<String, Value> = state
+            .exposed_ports
+            .iter()
+            .map(|p| (p.clone(), json!({})))
+            .collect();
         cfg.insert("ExposedPorts".into(), Value::Object(ports));
     }
     if !state.volumes.is_empty() {
-        let vols: Map<String, Value> = state.volumes.iter().map(|v| (v.clone(), json!({}))).collect();
+        let vols: Map<String, Value> = state
+            .volumes
+            .iter()
+            .map(|v| (v.clone(), json!({})))
+            .collect();
         cfg.insert("Volumes".into(), Value::Object(vols));
     }
     let mut labels: BTreeMap<String, String> = state.labels.clone();
@@ -152,7 +180,8 @@ pub fn write(store: &Store, state: &ImageState, layers: &[LayerRef], meta: &Imag
         .map(|h| match &h.inherited {
             Some(inherited) => serde_json::to_value(inherited).unwrap_or(Value::Null),
             None => {
-                let mut e = json!({"created": created, "created_by": h.created_by, "comment": "jbuild"});
+                let mut e =
+                    json!({"created": created, "created_by": h.created_by, "comment": "jbuild"});
                 if h.empty_layer {
                     e["empty_layer"] = json!(true);
                 }
@@ -175,10 +204,19 @@ pub fn write(store: &Store, state: &ImageState, layers: &[LayerRef], meta: &Imag
     let (config_digest, config_size) = store.put_bytes(&config_bytes).map_err(|e| e.to_string())?;
 
     let mut annotations = BTreeMap::new();
-    annotations.insert("org.opencontainers.image.created".to_string(), created.clone());
+    annotations.insert(
+        "org.opencontainers.image.created".to_string(),
+        created.clone(),
+    );
     if let Some((name, digest)) = meta.base {
-        annotations.insert("org.opencontainers.image.base.name".into(), name.to_string());
-        annotations.insert("org.opencontainers.image.base.digest".into(), digest.to_string());
+        annotations.insert(
+            "org.opencontainers.image.base.name".into(),
+            name.to_string(),
+        );
+        annotations.insert(
+            "org.opencontainers.image.base.digest".into(),
+            digest.to_string(),
+        );
     }
     let manifest = json!({
         "schemaVersion": 2,
@@ -188,7 +226,9 @@ pub fn write(store: &Store, state: &ImageState, layers: &[LayerRef], meta: &Imag
         "annotations": annotations,
     });
     let manifest_bytes = canonical_json(&manifest);
-    let (manifest_digest, manifest_size) = store.put_bytes(&manifest_bytes).map_err(|e| e.to_string())?;
+    let (manifest_digest, manifest_size) = store
+        .put_bytes(&manifest_bytes)
+        .map_err(|e| e.to_string())?;
     let desc: Descriptor = serde_json::from_value(json!({
         "mediaType": MEDIA_MANIFEST,
         "digest": manifest_digest.to_string(),

@@ -52,7 +52,9 @@ fn parse_build_args(raw: &[String]) -> Result<BTreeMap<String, String>, Failure>
             },
         };
         if k.is_empty() {
-            return Err(Failure::user(anyhow!("--build-arg `{a}`: the name is empty; use --build-arg NAME=VALUE")));
+            return Err(Failure::user(anyhow!(
+                "--build-arg `{a}`: the name is empty; use --build-arg NAME=VALUE"
+            )));
         }
         out.insert(k, v);
     }
@@ -61,9 +63,15 @@ fn parse_build_args(raw: &[String]) -> Result<BTreeMap<String, String>, Failure>
 
 pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
     if !args.context.is_dir() {
-        return Err(Failure::user(anyhow!("build context `{}` is not a directory", args.context.display())));
+        return Err(Failure::user(anyhow!(
+            "build context `{}` is not a directory",
+            args.context.display()
+        )));
     }
-    let jailfile = args.file.clone().unwrap_or_else(|| args.context.join("Jailfile"));
+    let jailfile = args
+        .file
+        .clone()
+        .unwrap_or_else(|| args.context.join("Jailfile"));
     if !jailfile.is_file() {
         return Err(Failure::user(anyhow!(
             "no Jailfile at `{}`; give one with -f FILE",
@@ -73,10 +81,21 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
     let tags = args
         .tags
         .iter()
-        .map(|t| t.parse::<ImageName>().map_err(|e| Failure::user(anyhow!("-t {t}: {e}"))))
+        .map(|t| {
+            t.parse::<ImageName>()
+                .map_err(|e| Failure::user(anyhow!("-t {t}: {e}")))
+        })
         .collect::<Result<Vec<_>, _>>()?;
-    let platform = args.platform.as_deref().map(Platform::parse).transpose().map_err(|e| Failure::user(anyhow!("--platform: {e}")))?;
-    let compression: Compression = args.compression.parse().map_err(|e| Failure::user(anyhow!("--compression: {e}")))?;
+    let platform = args
+        .platform
+        .as_deref()
+        .map(Platform::parse)
+        .transpose()
+        .map_err(|e| Failure::user(anyhow!("--platform: {e}")))?;
+    let compression: Compression = args
+        .compression
+        .parse()
+        .map_err(|e| Failure::user(anyhow!("--compression: {e}")))?;
     let epoch = jbuild::config::source_date_epoch().map_err(|e| Failure::user(anyhow!(e)))?;
     let opts = BuildOptions {
         context: args.context.clone(),
@@ -92,7 +111,10 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
     let snapshotter = ctx.snapshotter()?;
     let reporter = ctx.reporter();
     let env = BuildEnv::new(&store, snapshotter.as_ref(), reporter.as_ref());
-    let out = build::build(&env, &opts).map_err(|e| Failure { user: e.is_user_error(), error: e.into() })?;
+    let out = build::build(&env, &opts).map_err(|e| Failure {
+        user: e.is_user_error(),
+        error: e.into(),
+    })?;
     if ctx.json {
         JsonReporter::stdout().emit(json!({
             "event": "result",
@@ -108,7 +130,11 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
             eprintln!(
                 "built {}{} ({} steps run, {} cached)",
                 out.manifest_digest,
-                if names.is_empty() { String::new() } else { format!(" as {}", names.join(", ")) },
+                if names.is_empty() {
+                    String::new()
+                } else {
+                    format!(" as {}", names.join(", "))
+                },
                 out.steps_run,
                 out.steps_cached
             );

@@ -71,14 +71,14 @@ fn platform(p: &Option<String>) -> Result<Platform, Failure> {
 
 fn load(store: &Store, reference: &str, p: &Platform) -> Result<image::LoadedImage, Failure> {
     match store.resolve(reference).map_err(Failure::internal)? {
-        None => Err(Failure::user(anyhow!("no image `{reference}` in the store (see `jbuild images`)"))),
-        Some(desc) => image::load_descriptor(store, &desc, p, reference).or_else(|e| {
-            // A single-platform image is shown whatever the host is.
-            if desc.media_type().to_string() == image::MEDIA_MANIFEST {
-                Err(Failure::internal(anyhow!(e)))
-            } else {
-                Err(Failure::user(anyhow!(e)))
-            }
+        None => Err(Failure::user(anyhow!(
+            "no image `{reference}` in the store (see `jbuild images`)"
+        ))),
+        // A single manifest that does not load is damage in the store; an
+        // index without the asked-for platform is the user's to fix.
+        Some(desc) => image::load_descriptor(store, &desc, p, reference).map_err(|e| Failure {
+            user: desc.media_type().to_string() != image::MEDIA_MANIFEST,
+            error: anyhow!(e),
         }),
     }
 }
@@ -91,14 +91,23 @@ pub fn images(ctx: &Ctx, args: ImagesArgs) -> CmdResult {
         let digest = desc.digest().to_string();
         let any = Platform::default_for_host();
         let (platform, size) = match image::load_descriptor(&store, desc, &any, &digest) {
-            Ok(img) => (format!("{}/{}", img.config.os(), img.config.architecture()), img.manifest.layers().iter().map(|l| l.size()).sum::<u64>()),
+            Ok(img) => (
+                format!("{}/{}", img.config.os(), img.config.architecture()),
+                img.manifest.layers().iter().map(|l| l.size()).sum::<u64>(),
+            ),
             Err(_) => ("(index)".to_string(), 0),
         };
         rows.push((name.to_string(), digest, platform, size));
     }
     if ctx.json {
-        let v: Vec<_> = rows.iter().map(|(n, d, p, s)| json!({"name": n, "digest": d, "platform": p, "size": s})).collect();
-        println!("{}", serde_json::to_string_pretty(&v).map_err(Failure::internal)?);
+        let v: Vec<_> = rows
+            .iter()
+            .map(|(n, d, p, s)| json!({"name": n, "digest": d, "platform": p, "size": s}))
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&v).map_err(Failure::internal)?
+        );
         return Ok(());
     }
     if args.digests {
@@ -107,9 +116,18 @@ pub fn images(ctx: &Ctx, args: ImagesArgs) -> CmdResult {
         }
         return Ok(());
     }
-    println!("{:<40} {:<19} {:<16} {:>10}", "NAME", "DIGEST", "PLATFORM", "SIZE");
+    println!(
+        "{:<40} {:<19} {:<16} {:>10}",
+        "NAME", "DIGEST", "PLATFORM", "SIZE"
+    );
     for (n, d, p, s) in rows {
-        println!("{:<40} {:<19} {:<16} {:>10}", n, &d[..d.len().min(19)], p, bytes(s));
+        println!(
+            "{:<40} {:<19} {:<16} {:>10}",
+            n,
+            &d[..d.len().min(19)],
+            p,
+            bytes(s)
+        );
     }
     Ok(())
 }
@@ -118,13 +136,22 @@ pub fn inspect(ctx: &Ctx, args: InspectArgs) -> CmdResult {
     let store = ctx.store()?;
     let img = load(&store, &args.image, &platform(&args.platform)?)?;
     if args.jailfile {
-        let text = img.config.config().as_ref().and_then(|c| c.labels().as_ref()).and_then(|l| l.get(JAILFILE_LABEL)).cloned();
+        let text = img
+            .config
+            .config()
+            .as_ref()
+            .and_then(|c| c.labels().as_ref())
+            .and_then(|l| l.get(JAILFILE_LABEL))
+            .cloned();
         return match text {
             Some(t) => {
                 print!("{t}");
                 Ok(())
             }
-            None => Err(Failure::user(anyhow!("image `{}` carries no Jailfile (it was not built by jbuild)", args.image))),
+            None => Err(Failure::user(anyhow!(
+                "image `{}` carries no Jailfile (it was not built by jbuild)",
+                args.image
+            ))),
         };
     }
     let out = json!({
@@ -133,7 +160,10 @@ pub fn inspect(ctx: &Ctx, args: InspectArgs) -> CmdResult {
         "manifest": img.manifest,
         "config": img.config,
     });
-    println!("{}", serde_json::to_string_pretty(&out).map_err(Failure::internal)?);
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&out).map_err(Failure::internal)?
+    );
     Ok(())
 }
 
@@ -148,8 +178,14 @@ pub fn history(ctx: &Ctx, args: HistoryArgs) -> CmdResult {
         rows.push((h.created_by().clone().unwrap_or_default(), empty, size));
     }
     if ctx.json {
-        let v: Vec<_> = rows.iter().map(|(c, e, s)| json!({"created_by": c, "empty_layer": e, "size": s})).collect();
-        println!("{}", serde_json::to_string_pretty(&v).map_err(Failure::internal)?);
+        let v: Vec<_> = rows
+            .iter()
+            .map(|(c, e, s)| json!({"created_by": c, "empty_layer": e, "size": s}))
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&v).map_err(Failure::internal)?
+        );
         return Ok(());
     }
     println!("{:>10}  CREATED BY", "SIZE");
@@ -160,14 +196,25 @@ pub fn history(ctx: &Ctx, args: HistoryArgs) -> CmdResult {
         } else {
             one_line.chars().take(57).chain("...".chars()).collect()
         };
-        println!("{:>10}  {}", if *empty { "-".to_string() } else { bytes(*size) }, shown);
+        println!(
+            "{:>10}  {}",
+            if *empty {
+                "-".to_string()
+            } else {
+                bytes(*size)
+            },
+            shown
+        );
     }
     Ok(())
 }
 
 pub fn tag(ctx: &Ctx, args: TagArgs) -> CmdResult {
     let store = ctx.store()?;
-    let target: ImageName = args.target.parse().map_err(|e| Failure::user(anyhow!("{}: {e}", args.target)))?;
+    let target: ImageName = args
+        .target
+        .parse()
+        .map_err(|e| Failure::user(anyhow!("{}: {e}", args.target)))?;
     let desc = store
         .resolve(&args.source)
         .map_err(Failure::internal)?
@@ -191,7 +238,10 @@ pub fn rmi(ctx: &Ctx, args: RmiArgs) -> CmdResult {
         }
     }
     if !missing.is_empty() {
-        return Err(Failure::user(anyhow!("no image named {} in the store", missing.join(", "))));
+        return Err(Failure::user(anyhow!(
+            "no image named {} in the store",
+            missing.join(", ")
+        )));
     }
     Ok(())
 }
@@ -210,10 +260,18 @@ pub fn prune(ctx: &Ctx, args: PruneArgs) -> CmdResult {
     if args.cache {
         // Children before parents: repeat until nothing more can go.
         loop {
-            let committed: Vec<_> = sn.list().map_err(Failure::internal)?.into_iter().filter(|i| i.kind == Kind::Committed).collect();
+            let committed: Vec<_> = sn
+                .list()
+                .map_err(Failure::internal)?
+                .into_iter()
+                .filter(|i| i.kind == Kind::Committed)
+                .collect();
             let mut progress = false;
             for info in &committed {
-                if !committed.iter().any(|c| c.parent.as_deref() == Some(info.name.as_str())) {
+                if !committed
+                    .iter()
+                    .any(|c| c.parent.as_deref() == Some(info.name.as_str()))
+                {
                     sn.remove(&info.name).map_err(Failure::internal)?;
                     removed_snapshots += 1;
                     progress = true;
@@ -227,20 +285,32 @@ pub fn prune(ctx: &Ctx, args: PruneArgs) -> CmdResult {
     let mut freed = 0u64;
     let blobs: Vec<Digest> = store.unreferenced_blobs().map_err(Failure::internal)?;
     for d in &blobs {
-        freed += std::fs::metadata(store.blob_path(d)).map(|m| m.len()).unwrap_or(0);
+        freed += std::fs::metadata(store.blob_path(d))
+            .map(|m| m.len())
+            .unwrap_or(0);
         store.remove_blob(d).map_err(Failure::internal)?;
     }
     if ctx.json {
-        println!("{}", json!({"snapshots_removed": removed_snapshots, "blobs_removed": blobs.len(), "bytes_freed": freed}));
+        println!(
+            "{}",
+            json!({"snapshots_removed": removed_snapshots, "blobs_removed": blobs.len(), "bytes_freed": freed})
+        );
     } else if !ctx.quiet {
-        println!("removed {removed_snapshots} snapshots and {} blobs ({})", blobs.len(), bytes(freed));
+        println!(
+            "removed {removed_snapshots} snapshots and {} blobs ({})",
+            blobs.len(),
+            bytes(freed)
+        );
     }
     Ok(())
 }
 
 /// Active snapshots are named `active-<pid>-<n>`: whether that process lives.
 fn owner_alive(name: &str) -> bool {
-    let pid = name.strip_prefix("active-").and_then(|r| r.split('-').next()).and_then(|p| p.parse::<i32>().ok());
+    let pid = name
+        .strip_prefix("active-")
+        .and_then(|r| r.split('-').next())
+        .and_then(|p| p.parse::<i32>().ok());
     match pid {
         Some(pid) => nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok(),
         None => false,
@@ -266,7 +336,12 @@ pub fn info(ctx: &Ctx) -> CmdResult {
         println!("{v}");
     } else {
         for (k, val) in v.as_object().into_iter().flatten() {
-            println!("{k:<16} {}", val.as_str().map(str::to_string).unwrap_or_else(|| val.to_string()));
+            println!(
+                "{k:<16} {}",
+                val.as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| val.to_string())
+            );
         }
     }
     Ok(())

@@ -88,10 +88,16 @@ pub struct Failure {
 
 impl Failure {
     pub fn user(error: impl Into<anyhow::Error>) -> Self {
-        Failure { user: true, error: error.into() }
+        Failure {
+            user: true,
+            error: error.into(),
+        }
     }
     pub fn internal(error: impl Into<anyhow::Error>) -> Self {
-        Failure { user: false, error: error.into() }
+        Failure {
+            user: false,
+            error: error.into(),
+        }
     }
 }
 
@@ -107,14 +113,20 @@ pub struct Ctx {
 
 impl Ctx {
     pub fn store(&self) -> Result<Store, Failure> {
-        std::fs::create_dir_all(self.paths.root())
-            .map_err(|e| Failure::user(anyhow::anyhow!("cannot create {}: {e}", self.paths.root().display())))?;
+        std::fs::create_dir_all(self.paths.root()).map_err(|e| {
+            Failure::user(anyhow::anyhow!(
+                "cannot create {}: {e}",
+                self.paths.root().display()
+            ))
+        })?;
         Store::open(&self.paths.store()).map_err(Failure::internal)
     }
 
     pub fn snapshotter(&self) -> Result<Box<dyn Snapshotter>, Failure> {
         match self.backend.as_str() {
-            "dir" => Ok(Box::new(DirSnapshotter::new(self.paths.dir_snapshots()).map_err(Failure::internal)?)),
+            "dir" => Ok(Box::new(
+                DirSnapshotter::new(self.paths.dir_snapshots()).map_err(Failure::internal)?,
+            )),
             other => Err(Failure::user(anyhow::anyhow!("unknown backend `{other}`"))),
         }
     }
@@ -135,10 +147,22 @@ impl Ctx {
 
 pub fn main() -> i32 {
     let cli = Cli::parse();
-    let filter = if cli.debug { "jbuild=debug".to_string() } else { std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()) };
-    tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(tracing_subscriber::EnvFilter::new(filter)).without_time().init();
+    let filter = if cli.debug {
+        "jbuild=debug".to_string()
+    } else {
+        std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into())
+    };
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+        .without_time()
+        .init();
     let ctx = Ctx {
-        paths: cli.root.clone().map(Paths::at).unwrap_or_else(Paths::from_env),
+        paths: cli
+            .root
+            .clone()
+            .map(Paths::at)
+            .unwrap_or_else(Paths::from_env),
         quiet: cli.quiet,
         json: cli.json,
         backend: cli.backend.clone(),

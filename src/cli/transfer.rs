@@ -30,14 +30,20 @@ pub struct ImportArgs {
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
-    tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(Failure::internal)
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(Failure::internal)
 }
 
 /// A transport failure is the user's when it is about what they named
 /// (a location, a reference, a missing image), jbuild's or the system's
 /// otherwise.
 fn failure(e: TransportError) -> Failure {
-    Failure { user: e.is_user_error(), error: e.into() }
+    Failure {
+        user: e.is_user_error(),
+        error: e.into(),
+    }
 }
 
 fn progress(reporter: &dyn Reporter) -> impl Fn(CopyEvent) + Send + Sync + '_ {
@@ -47,7 +53,9 @@ fn progress(reporter: &dyn Reporter) -> impl Fn(CopyEvent) + Send + Sync + '_ {
             reporter.transfer_start(&id, &short(&id), None);
             reporter.transfer_done(&id, true);
         }
-        CopyEvent::BlobStarted { digest, size } => reporter.transfer_start(&digest.to_string(), &short(&digest.to_string()), Some(size)),
+        CopyEvent::BlobStarted { digest, size } => {
+            reporter.transfer_start(&digest.to_string(), &short(&digest.to_string()), Some(size))
+        }
         CopyEvent::BlobDone { digest, size } => {
             reporter.transfer_progress(&digest.to_string(), size);
             reporter.transfer_done(&digest.to_string(), false);
@@ -65,19 +73,42 @@ pub fn export(ctx: &Ctx, args: ExportArgs) -> CmdResult {
     let desc = store
         .resolve(&args.image)
         .map_err(Failure::internal)?
-        .ok_or_else(|| Failure::user(anyhow!("no image `{}` in the store (see `jbuild images`)", args.image)))?;
+        .ok_or_else(|| {
+            Failure::user(anyhow!(
+                "no image `{}` in the store (see `jbuild images`)",
+                args.image
+            ))
+        })?;
     let (dst, tag) = transport::parse_location(&args.destination).map_err(failure)?;
-    let tag = tag.or_else(|| args.image.parse::<ImageName>().ok().filter(|_| !args.image.starts_with("sha256:")).map(|n| n.tag().to_string()));
+    let tag = tag.or_else(|| {
+        args.image
+            .parse::<ImageName>()
+            .ok()
+            .filter(|_| !args.image.starts_with("sha256:"))
+            .map(|n| n.tag().to_string())
+    });
     let src = LayoutTransport::from_store(store);
     let reporter = ctx.reporter();
     let digest = desc.digest().to_string();
     let out = runtime()?.block_on(async {
-        let d = copy_image(&src, &digest, dst.as_ref(), tag.as_deref(), &progress(reporter.as_ref())).await?;
+        let d = copy_image(
+            &src,
+            &digest,
+            dst.as_ref(),
+            tag.as_deref(),
+            &progress(reporter.as_ref()),
+        )
+        .await?;
         dst.finish().await?;
         Ok::<_, TransportError>(d)
     });
     let out = out.map_err(failure)?;
-    done(ctx, &out.digest().to_string(), &args.destination, tag.as_deref());
+    done(
+        ctx,
+        out.digest().as_ref(),
+        &args.destination,
+        tag.as_deref(),
+    );
     Ok(())
 }
 
@@ -93,18 +124,33 @@ pub fn import(ctx: &Ctx, args: ImportArgs) -> CmdResult {
     let reporter = ctx.reporter();
     let tag = name.as_ref().map(|n| n.to_string());
     let out = runtime()?.block_on(async {
-        let d = copy_image(src.as_ref(), reference.as_deref().unwrap_or(""), &dst, tag.as_deref(), &progress(reporter.as_ref())).await?;
+        let d = copy_image(
+            src.as_ref(),
+            reference.as_deref().unwrap_or(""),
+            &dst,
+            tag.as_deref(),
+            &progress(reporter.as_ref()),
+        )
+        .await?;
         dst.finish().await?;
         Ok::<_, TransportError>(d)
     });
     let out = out.map_err(failure)?;
-    done(ctx, &out.digest().to_string(), &tag.clone().unwrap_or_else(|| "(untagged)".into()), None);
+    done(
+        ctx,
+        out.digest().as_ref(),
+        &tag.clone().unwrap_or_else(|| "(untagged)".into()),
+        None,
+    );
     Ok(())
 }
 
 fn done(ctx: &Ctx, digest: &str, place: &str, tag: Option<&str>) {
     if ctx.json {
-        println!("{}", json!({"event": "result", "digest": digest, "to": place, "tag": tag}));
+        println!(
+            "{}",
+            json!({"event": "result", "digest": digest, "to": place, "tag": tag})
+        );
     } else {
         if !ctx.quiet {
             eprintln!("copied {digest} to {place}");

@@ -39,7 +39,8 @@ impl KeyEncoder {
     pub fn field(&mut self, tag: &str, value: &[u8]) -> &mut Self {
         self.buf.extend_from_slice(tag.as_bytes());
         self.buf.push(b'=');
-        self.buf.extend_from_slice(value.len().to_string().as_bytes());
+        self.buf
+            .extend_from_slice(value.len().to_string().as_bytes());
         self.buf.push(b':');
         self.buf.extend_from_slice(value);
         self.buf.push(b'\n');
@@ -57,7 +58,11 @@ impl KeyEncoder {
         }
     }
 
-    pub fn list<'a>(&mut self, tag: &str, items: impl ExactSizeIterator<Item = &'a str>) -> &mut Self {
+    pub fn list<'a>(
+        &mut self,
+        tag: &str,
+        items: impl ExactSizeIterator<Item = &'a str>,
+    ) -> &mut Self {
         self.str(&format!("{tag}.count"), &items.len().to_string());
         for item in items {
             self.str(tag, item);
@@ -65,7 +70,11 @@ impl KeyEncoder {
         self
     }
 
-    pub fn pairs<'a>(&mut self, tag: &str, items: impl ExactSizeIterator<Item = (&'a str, &'a str)>) -> &mut Self {
+    pub fn pairs<'a>(
+        &mut self,
+        tag: &str,
+        items: impl ExactSizeIterator<Item = (&'a str, &'a str)>,
+    ) -> &mut Self {
         self.str(&format!("{tag}.count"), &items.len().to_string());
         for (k, v) in items {
             self.str(&format!("{tag}.key"), k);
@@ -97,7 +106,10 @@ fn command(e: &mut KeyEncoder, tag: &str, c: &Command) {
 /// Encodes what a filesystem-changing instruction does, after substitution.
 pub fn encode_op(e: &mut KeyEncoder, op: &Op) {
     match op {
-        Op::Run { command: c, network } => {
+        Op::Run {
+            command: c,
+            network,
+        } => {
             e.str("op", "run");
             command(e, "command", c);
             e.str("network", if *network { "host" } else { "none" });
@@ -106,7 +118,13 @@ pub fn encode_op(e: &mut KeyEncoder, op: &Op) {
             e.str("op", "pkg");
             e.list("package", packages.iter().map(String::as_str));
         }
-        Op::Copy { from, sources, dest, chown, chmod } => {
+        Op::Copy {
+            from,
+            sources,
+            dest,
+            chown,
+            chmod,
+        } => {
             e.str("op", "copy");
             match from {
                 None => e.str("from", "context"),
@@ -117,26 +135,41 @@ pub fn encode_op(e: &mut KeyEncoder, op: &Op) {
             for s in sources {
                 match s {
                     CopySource::Path(p) => e.str("source.path", p),
-                    CopySource::Inline { name, content } => e.str("source.inline.name", name).str("source.inline.content", content),
+                    CopySource::Inline { name, content } => e
+                        .str("source.inline.name", name)
+                        .str("source.inline.content", content),
                 };
             }
             e.str("dest", dest);
             e.opt("chown", chown.as_deref());
             e.opt("chmod", chmod.map(|m| format!("{m:o}")).as_deref());
         }
-        Op::Sysrc { file, name, op, value } => {
+        Op::Sysrc {
+            file,
+            name,
+            op,
+            value,
+        } => {
             let op = match op {
                 SysrcOp::Set => "=",
                 SysrcOp::Append => "+=",
                 SysrcOp::Remove => "-=",
             };
-            e.str("op", "sysrc").str("file", file).str("name", name).str("assign", op).str("value", value);
+            e.str("op", "sysrc")
+                .str("file", file)
+                .str("name", name)
+                .str("assign", op)
+                .str("value", value);
         }
         Op::Service { name, enable } => {
-            e.str("op", "service").str("name", name).str("enable", if *enable { "yes" } else { "no" });
+            e.str("op", "service")
+                .str("name", name)
+                .str("enable", if *enable { "yes" } else { "no" });
         }
         Op::LineInFile { line, file } => {
-            e.str("op", "line-in-file").str("line", line).str("file", file);
+            e.str("op", "line-in-file")
+                .str("line", line)
+                .str("file", file);
         }
         Op::Render { path, vars } => {
             e.str("op", "render").str("path", path);
@@ -174,7 +207,12 @@ mod tests {
         // This digest is part of the on-disk format: if it changes, every
         // user's cache is invalidated, so bump KEY_VERSION deliberately.
         let mut e = KeyEncoder::new();
-        encode_op(&mut e, &Op::Pkg { packages: vec!["nginx".into(), "curl".into()] });
+        encode_op(
+            &mut e,
+            &Op::Pkg {
+                packages: vec!["nginx".into(), "curl".into()],
+            },
+        );
         assert_eq!(
             String::from_utf8(e.bytes().to_vec()).unwrap(),
             "jbuild-step-v1\nop=3:pkg\npackage.count=1:2\npackage=5:nginx\npackage=4:curl\n"

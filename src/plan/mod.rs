@@ -80,7 +80,11 @@ pub enum StepKind {
     Metadata,
     /// Makes a layer: committed as snapshot `key`, on top of `parent` (the
     /// previous layer step of this stage) or of the stage's base.
-    Layer { key: Digest, parent: Option<Digest>, exec: ExecContext },
+    Layer {
+        key: Digest,
+        parent: Option<Digest>,
+        exec: ExecContext,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -148,7 +152,11 @@ fn needed_stages(build: &Build) -> BTreeSet<usize> {
             todo.push(b);
         }
         for step in &stage.steps {
-            if let Op::Copy { from: Some(CopyFrom::Stage(s)), .. } = &step.op {
+            if let Op::Copy {
+                from: Some(CopyFrom::Stage(s)),
+                ..
+            } = &step.op
+            {
                 todo.push(*s);
             }
         }
@@ -159,7 +167,11 @@ fn needed_stages(build: &Build) -> BTreeSet<usize> {
 pub fn plan(build: &Build, inputs: &dyn PlanInputs, opts: &PlanOptions) -> Result<Plan, PlanError> {
     if build.stages.is_empty() {
         return Err(PlanError {
-            location: crate::jailfile::Location { file: Default::default(), line: 1, column: 1 },
+            location: crate::jailfile::Location {
+                file: Default::default(),
+                line: 1,
+                column: 1,
+            },
             message: "the Jailfile has no FROM line".into(),
         });
     }
@@ -167,7 +179,10 @@ pub fn plan(build: &Build, inputs: &dyn PlanInputs, opts: &PlanOptions) -> Resul
     let mut stages: Vec<PlannedStage> = Vec::new();
     let mut number = 0;
     for stage in build.stages.iter().filter(|s| needed.contains(&s.index)) {
-        let err = |message: String| PlanError { location: stage.location.clone(), message };
+        let err = |message: String| PlanError {
+            location: stage.location.clone(),
+            message,
+        };
         let platform = match (&opts.platform, &stage.platform) {
             (Some(p), _) => Some(p.clone()),
             (None, Some(p)) => Some(Platform::parse(p).map_err(err)?),
@@ -176,23 +191,47 @@ pub fn plan(build: &Build, inputs: &dyn PlanInputs, opts: &PlanOptions) -> Resul
         let (base, base_state, base_identity) = match &stage.base {
             Base::Scratch => {
                 let p = platform.unwrap_or_else(Platform::default_for_host);
-                let id = KeyEncoder::new().str("base", "scratch").str("platform", &p.to_string()).finish();
+                let id = KeyEncoder::new()
+                    .str("base", "scratch")
+                    .str("platform", &p.to_string())
+                    .finish();
                 (PlannedBase::Scratch, ImageState::empty(p), id)
             }
             Base::FreeBsdRelease(rel) => {
                 let p = platform.unwrap_or_else(Platform::default_for_host);
-                let id = KeyEncoder::new().str("base", "freebsd-release").str("release", rel).str("platform", &p.to_string()).finish();
-                (PlannedBase::FreeBsdRelease(rel.clone()), ImageState::empty(p), id)
+                let id = KeyEncoder::new()
+                    .str("base", "freebsd-release")
+                    .str("release", rel)
+                    .str("platform", &p.to_string())
+                    .finish();
+                (
+                    PlannedBase::FreeBsdRelease(rel.clone()),
+                    ImageState::empty(p),
+                    id,
+                )
             }
             Base::Image(reference) => {
                 let p = platform.unwrap_or_else(Platform::default_for_host);
                 let img = inputs.image(reference, &p).map_err(err)?;
-                let id = KeyEncoder::new().str("base", "image").str("manifest", &img.manifest.to_string()).finish();
+                let id = KeyEncoder::new()
+                    .str("base", "image")
+                    .str("manifest", &img.manifest.to_string())
+                    .finish();
                 let state = ImageState::from_config(&img.config);
-                (PlannedBase::Image { reference: reference.clone(), manifest: img.manifest }, state, id)
+                (
+                    PlannedBase::Image {
+                        reference: reference.clone(),
+                        manifest: img.manifest,
+                    },
+                    state,
+                    id,
+                )
             }
             Base::Stage(i) => {
-                let parent = stages.iter().find(|s| s.index == *i).ok_or_else(|| err(format!("stage {i} is not built before this one")))?;
+                let parent = stages
+                    .iter()
+                    .find(|s| s.index == *i)
+                    .ok_or_else(|| err(format!("stage {i} is not built before this one")))?;
                 let mut state = parent.state.clone();
                 if let Some(p) = platform {
                     state.platform = p;
@@ -215,8 +254,13 @@ pub fn plan(build: &Build, inputs: &dyn PlanInputs, opts: &PlanOptions) -> Resul
                     workdir: state.cwd().to_string(),
                     jail: state.jail.clone(),
                 };
-                let key = step_key(&identity, step, &exec, &stages, inputs, opts)
-                    .map_err(|message| PlanError { location: step.location.clone(), message })?;
+                let key =
+                    step_key(&identity, step, &exec, &stages, inputs, opts).map_err(|message| {
+                        PlanError {
+                            location: step.location.clone(),
+                            message,
+                        }
+                    })?;
                 identity = key.clone();
                 let parent = top_key.replace(key.clone());
                 StepKind::Layer { key, parent, exec }
@@ -229,7 +273,11 @@ pub fn plan(build: &Build, inputs: &dyn PlanInputs, opts: &PlanOptions) -> Resul
                 empty_layer: matches!(kind, StepKind::Metadata),
                 inherited: None,
             });
-            steps.push(PlannedStep { number, step: step.clone(), kind });
+            steps.push(PlannedStep {
+                number,
+                step: step.clone(),
+                kind,
+            });
         }
         stages.push(PlannedStage {
             index: stage.index,
@@ -245,7 +293,10 @@ pub fn plan(build: &Build, inputs: &dyn PlanInputs, opts: &PlanOptions) -> Resul
             top_key,
         });
     }
-    Ok(Plan { stages, total_steps: number })
+    Ok(Plan {
+        stages,
+        total_steps: number,
+    })
 }
 
 fn step_key(
@@ -259,20 +310,31 @@ fn step_key(
     let mut e = KeyEncoder::new();
     e.str("parent", &parent.to_string());
     key::encode_op(&mut e, &step.op);
-    e.pairs("arg", step.args.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    e.pairs(
+        "arg",
+        step.args.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+    );
     match &step.op {
         Op::Run { .. } | Op::Pkg { .. } => {
-            e.pairs("env", exec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+            e.pairs(
+                "env",
+                exec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+            );
             e.opt("user", exec.user.as_deref());
             e.str("workdir", &exec.workdir);
-            e.pairs("jail", exec.jail.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+            e.pairs(
+                "jail",
+                exec.jail.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+            );
         }
         Op::Copy { from, sources, .. } => {
             e.str("workdir", &exec.workdir);
             let digest = match from {
                 None => inputs.context_sources(sources)?,
                 Some(CopyFrom::Stage(i)) => {
-                    let s = done.iter().find(|s| s.index == *i).ok_or_else(|| format!("COPY --from stage {i} is not built before this one"))?;
+                    let s = done.iter().find(|s| s.index == *i).ok_or_else(|| {
+                        format!("COPY --from stage {i} is not built before this one")
+                    })?;
                     s.top_identity.clone()
                 }
                 Some(CopyFrom::Image(r)) => {

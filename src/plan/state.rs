@@ -21,22 +21,34 @@ impl Platform {
     /// architecture (jbuild makes jail templates; a Linux root says so
     /// with `--platform linux/amd64`).
     pub fn default_for_host() -> Platform {
-        Platform { os: "freebsd".into(), architecture: crate::config::host_architecture().into(), variant: None }
+        Platform {
+            os: "freebsd".into(),
+            architecture: crate::config::host_architecture().into(),
+            variant: None,
+        }
     }
 
     pub fn parse(s: &str) -> Result<Platform, String> {
         let parts: Vec<&str> = s.split('/').collect();
-        let valid = |p: &str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        let valid = |p: &str| {
+            !p.is_empty()
+                && p.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        };
         match parts.as_slice() {
-            [os, arch] if valid(os) && valid(arch) => {
-                Ok(Platform { os: os.to_lowercase(), architecture: normalize_arch(arch), variant: None })
-            }
+            [os, arch] if valid(os) && valid(arch) => Ok(Platform {
+                os: os.to_lowercase(),
+                architecture: normalize_arch(arch),
+                variant: None,
+            }),
             [os, arch, variant] if valid(os) && valid(arch) && valid(variant) => Ok(Platform {
                 os: os.to_lowercase(),
                 architecture: normalize_arch(arch),
                 variant: Some(variant.to_lowercase()),
             }),
-            _ => Err(format!("platform `{s}` is not of the form os/arch[/variant], e.g. freebsd/amd64")),
+            _ => Err(format!(
+                "platform `{s}` is not of the form os/arch[/variant], e.g. freebsd/amd64"
+            )),
         }
     }
 }
@@ -139,7 +151,8 @@ impl ImageState {
                 }
             }
             s.jail.sort();
-            s.exposed_ports.extend(c.exposed_ports().iter().flatten().cloned());
+            s.exposed_ports
+                .extend(c.exposed_ports().iter().flatten().cloned());
             s.volumes.extend(c.volumes().iter().flatten().cloned());
         }
         for h in cfg.history().iter().flatten() {
@@ -171,7 +184,11 @@ impl ImageState {
             Op::Workdir(w) => self.workdir = Some(w.clone()),
             Op::Expose(ports) => {
                 for p in ports {
-                    let p = if p.contains('/') { p.clone() } else { format!("{p}/tcp") };
+                    let p = if p.contains('/') {
+                        p.clone()
+                    } else {
+                        format!("{p}/tcp")
+                    };
                     self.exposed_ports.insert(p);
                 }
             }

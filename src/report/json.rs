@@ -15,7 +15,9 @@ pub struct JsonReporter {
 
 impl JsonReporter {
     pub fn stdout() -> Self {
-        JsonReporter { out: Mutex::new(Box::new(std::io::stdout())) }
+        JsonReporter {
+            out: Mutex::new(Box::new(std::io::stdout())),
+        }
     }
 
     pub fn to_writer(w: Box<dyn Write + Send>) -> Self {

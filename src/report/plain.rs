@@ -14,7 +14,9 @@ pub struct PlainReporter {
 
 impl PlainReporter {
     pub fn stderr() -> Self {
-        PlainReporter { out: Mutex::new(Box::new(std::io::stderr())) }
+        PlainReporter {
+            out: Mutex::new(Box::new(std::io::stderr())),
+        }
     }
 
     pub fn to_writer(w: Box<dyn Write + Send>) -> Self {
@@ -39,9 +41,19 @@ impl Reporter for PlainReporter {
     fn step_done(&self, s: &StepInfo, result: StepResult, elapsed: Duration) {
         match result {
             StepResult::Cached => self.say(format_args!("[{}/{}] cached", s.index, s.total)),
-            StepResult::Done => self.say(format_args!("[{}/{}] done in {}", s.index, s.total, secs(elapsed))),
+            StepResult::Done => self.say(format_args!(
+                "[{}/{}] done in {}",
+                s.index,
+                s.total,
+                secs(elapsed)
+            )),
             StepResult::Metadata => {}
-            StepResult::Failed => self.say(format_args!("[{}/{}] failed after {}", s.index, s.total, secs(elapsed))),
+            StepResult::Failed => self.say(format_args!(
+                "[{}/{}] failed after {}",
+                s.index,
+                s.total,
+                secs(elapsed)
+            )),
         }
     }
 

@@ -25,7 +25,11 @@ impl Default for TtyReporter {
 
 impl TtyReporter {
     pub fn new() -> Self {
-        TtyReporter { multi: MultiProgress::new(), step: Mutex::new(None), transfers: Mutex::new(HashMap::new()) }
+        TtyReporter {
+            multi: MultiProgress::new(),
+            step: Mutex::new(None),
+            transfers: Mutex::new(HashMap::new()),
+        }
     }
 
     fn println(&self, line: String) {
@@ -36,7 +40,10 @@ impl TtyReporter {
 impl Reporter for TtyReporter {
     fn step_start(&self, s: &StepInfo) {
         let bar = self.multi.add(ProgressBar::new_spinner());
-        bar.set_style(ProgressStyle::with_template("{spinner} [{prefix}] {msg} {elapsed:.dim}").expect("static template"));
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} [{prefix}] {msg} {elapsed:.dim}")
+                .expect("static template"),
+        );
         bar.set_prefix(format!("{}/{}", s.index, s.total));
         bar.set_message(s.text.clone());
         bar.enable_steady_tick(Duration::from_millis(100));
@@ -58,7 +65,11 @@ impl Reporter for TtyReporter {
             StepResult::Metadata => String::new(),
             StepResult::Failed => format!("failed after {}", secs(elapsed)),
         };
-        self.println(format!("[{}/{}] {} {}", s.index, s.total, s.text, tail).trim_end().to_string());
+        self.println(
+            format!("[{}/{}] {} {}", s.index, s.total, s.text, tail)
+                .trim_end()
+                .to_string(),
+        );
     }
 
     fn transfer_start(&self, id: &str, what: &str, total: Option<u64>) {
@@ -66,33 +77,55 @@ impl Reporter for TtyReporter {
             Some(n) => {
                 let b = self.multi.add(ProgressBar::new(n));
                 b.set_style(
-                    ProgressStyle::with_template("{msg:30!} {bar:30} {bytes}/{total_bytes} {bytes_per_sec} {eta}")
-                        .expect("static template"),
+                    ProgressStyle::with_template(
+                        "{msg:30!} {bar:30} {bytes}/{total_bytes} {bytes_per_sec} {eta}",
+                    )
+                    .expect("static template"),
                 );
                 b
             }
             None => {
                 let b = self.multi.add(ProgressBar::new_spinner());
-                b.set_style(ProgressStyle::with_template("{spinner} {msg} {bytes} {bytes_per_sec}").expect("static template"));
+                b.set_style(
+                    ProgressStyle::with_template("{spinner} {msg} {bytes} {bytes_per_sec}")
+                        .expect("static template"),
+                );
                 b
             }
         };
         bar.set_message(what.to_string());
-        self.transfers.lock().unwrap_or_else(|e| e.into_inner()).insert(id.to_string(), bar);
+        self.transfers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id.to_string(), bar);
     }
 
     fn transfer_progress(&self, id: &str, done: u64) {
-        if let Some(b) = self.transfers.lock().unwrap_or_else(|e| e.into_inner()).get(id) {
+        if let Some(b) = self
+            .transfers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(id)
+        {
             b.set_position(done);
         }
     }
 
     fn transfer_done(&self, id: &str, skipped: bool) {
-        if let Some(b) = self.transfers.lock().unwrap_or_else(|e| e.into_inner()).remove(id) {
+        if let Some(b) = self
+            .transfers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(id)
+        {
             b.finish_and_clear();
             self.multi.remove(&b);
             let what = b.message();
-            self.println(if skipped { format!("{what}: already present") } else { format!("{what}: done") });
+            self.println(if skipped {
+                format!("{what}: already present")
+            } else {
+                format!("{what}: done")
+            });
         }
     }
 

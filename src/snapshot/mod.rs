@@ -87,7 +87,11 @@ pub enum SnapshotError {
     #[error("snapshot `{0}` already exists")]
     AlreadyExists(String),
     #[error("snapshot `{name}` is {actual:?}, but this needs a {wanted:?} one")]
-    WrongKind { name: String, actual: Kind, wanted: Kind },
+    WrongKind {
+        name: String,
+        actual: Kind,
+        wanted: Kind,
+    },
     #[error("snapshot `{name}` still has children ({children}); remove them first")]
     HasChildren { name: String, children: String },
     #[error("{context}")]
@@ -102,7 +106,10 @@ pub enum SnapshotError {
 
 impl SnapshotError {
     pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
-        SnapshotError::Io { context: context.into(), source }
+        SnapshotError::Io {
+            context: context.into(),
+            source,
+        }
     }
 }
 
@@ -150,7 +157,9 @@ pub fn validate_name(name: &str) -> Result<()> {
     let ok = !name.is_empty()
         && name.len() <= 200
         && !name.starts_with(['.', '-'])
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.:-".contains(&b));
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_.:-".contains(&b));
     if ok {
         Ok(())
     } else {

@@ -20,14 +20,24 @@ pub fn is_root() -> bool {
 /// environment (no SOURCE_DATE_EPOCH from the caller, no colours).
 pub fn jbuild(root: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_jbuild"));
-    c.env("JBUILD_ROOT", root).env_remove("SOURCE_DATE_EPOCH").env_remove("JBUILD_BACKEND").env("RUST_LOG", "warn");
+    c.env("JBUILD_ROOT", root)
+        .env_remove("SOURCE_DATE_EPOCH")
+        .env_remove("JBUILD_BACKEND")
+        .env("RUST_LOG", "warn");
     c
 }
 
 /// Runs and asserts success; returns stdout.
 pub fn ok(c: &mut Command) -> String {
     let out = c.output().expect("run jbuild");
-    assert!(out.status.success(), "{:?} failed ({}):\nstdout:\n{}\nstderr:\n{}", c, out.status, String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{:?} failed ({}):\nstdout:\n{}\nstderr:\n{}",
+        c,
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).unwrap()
 }
 
@@ -36,7 +46,12 @@ pub fn run(c: &mut Command) -> Output {
 }
 
 pub fn have(tool: &str) -> bool {
-    Command::new("sh").arg("-c").arg(format!("command -v {tool}")).output().map(|o| o.status.success()).unwrap_or(false)
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {tool}"))
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
 }
 
 /// Copies an example's build context to a temp dir (so tests can add files
@@ -68,7 +83,9 @@ pub fn static_busybox() -> Option<PathBuf> {
     let p = PathBuf::from("/bin/busybox");
     let out = Command::new("ldd").arg(&p).output().ok()?;
     // ldd says "not a dynamic executable" for static binaries.
-    (p.exists() && !out.status.success() || String::from_utf8_lossy(&out.stderr).contains("not a dynamic")).then_some(p)
+    (p.exists() && !out.status.success()
+        || String::from_utf8_lossy(&out.stderr).contains("not a dynamic"))
+    .then_some(p)
 }
 
 /// What a tree holds, path by path: type, permissions, owner, content or
@@ -103,8 +120,16 @@ pub fn snapshot_tree(root: &Path) -> BTreeMap<String, Entry> {
     out
 }
 
-fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, Entry>, inodes: &mut BTreeMap<(u64, u64), String>) {
-    let mut entries: Vec<_> = fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+fn walk(
+    root: &Path,
+    dir: &Path,
+    out: &mut BTreeMap<String, Entry>,
+    inodes: &mut BTreeMap<(u64, u64), String>,
+) {
+    let mut entries: Vec<_> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     entries.sort();
     for p in entries {
         let m = fs::symlink_metadata(&p).unwrap();
@@ -113,14 +138,34 @@ fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, Entry>, inodes: &mut
         let (kind, content, group) = if ft.is_dir() {
             ("dir", Vec::new(), None)
         } else if ft.is_symlink() {
-            ("symlink", fs::read_link(&p).unwrap().into_os_string().into_encoded_bytes(), None)
+            (
+                "symlink",
+                fs::read_link(&p)
+                    .unwrap()
+                    .into_os_string()
+                    .into_encoded_bytes(),
+                None,
+            )
         } else if ft.is_file() {
-            let first = inodes.entry((m.dev(), m.ino())).or_insert_with(|| rel.clone()).clone();
+            let first = inodes
+                .entry((m.dev(), m.ino()))
+                .or_insert_with(|| rel.clone())
+                .clone();
             ("file", fs::read(&p).unwrap(), Some(first))
         } else {
             ("special", Vec::new(), None)
         };
-        out.insert(rel, Entry { kind, mode: m.permissions().mode() & 0o7777, uid: m.uid(), gid: m.gid(), content, link_group: group });
+        out.insert(
+            rel,
+            Entry {
+                kind,
+                mode: m.permissions().mode() & 0o7777,
+                uid: m.uid(),
+                gid: m.gid(),
+                content,
+                link_group: group,
+            },
+        );
         if ft.is_dir() {
             walk(root, &p, out, inodes);
         }
