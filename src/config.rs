@@ -7,6 +7,7 @@
 //! $JBUILD_ROOT            (else /var/db/jbuild for root, else $XDG_DATA_HOME/jbuild)
 //! ├── store/              the local image store: an OCI image layout
 //! ├── snapshots/dir/      the `dir` snapshotter's trees
+//! ├── cache/              content hashes of build-context files
 //! └── tmp/                scratch space for work in progress
 //! ```
 
@@ -50,6 +51,12 @@ impl Paths {
 
     pub fn dir_snapshots(&self) -> PathBuf {
         self.root.join("snapshots").join("dir")
+    }
+
+    /// Content hashes of build-context files, so a cached rebuild does not
+    /// read them again (see `build::native::hash_cache`).
+    pub fn hash_cache(&self) -> PathBuf {
+        self.root.join("cache").join("content-hashes")
     }
 
     pub fn tmp(&self) -> PathBuf {

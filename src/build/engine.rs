@@ -77,6 +77,8 @@ pub struct BuildOptions {
     pub compression: Compression,
     /// Image times and the clamp for file times (`SOURCE_DATE_EPOCH`).
     pub epoch: u64,
+    /// Where content hashes of context files persist between builds.
+    pub hash_cache: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone)]
@@ -182,6 +184,9 @@ pub fn build(env: &BuildEnv<'_>, opts: &BuildOptions) -> Result<BuildOutput, Bui
     let nonce = opts
         .no_cache
         .then(|| format!("{}-{:?}", std::process::id(), std::time::SystemTime::now()));
+    if let Some(cache) = &opts.hash_cache {
+        native::hash_cache::load(cache);
+    }
     let plan = plan::plan(
         &parsed,
         &inputs,
@@ -191,6 +196,12 @@ pub fn build(env: &BuildEnv<'_>, opts: &BuildOptions) -> Result<BuildOutput, Bui
         },
     )?;
 
+    if let Some(cache) = &opts.hash_cache {
+        if let Err(e) = native::hash_cache::save(cache) {
+            // Only a shortcut is lost: the next build hashes the files again.
+            tracing::debug!("saving {}: {e}", cache.display());
+        }
+    }
     let mut run = Run {
         env,
         opts,
@@ -621,56 +632,31 @@ fn export_layers(
     let mut parent_chain: Option<Digest> = None;
     for i in 0..result.layers.len() {
         let layer = &result.layers[i];
-        let blob = match &layer.blob {
-            Some(b) => b.clone(),
-            None => {
-                let info = env
-                    .snapshotter
-                    .stat(&layer.snapshot)?
-                    .ok_or_else(|| SnapshotError::NotFound(layer.snapshot.clone()))?;
-                let recorded = info
-                    .labels
-                    .get(&blob_label)
-                    .zip(info.labels.get(label::DIFF_ID))
-                    .and_then(|(d, id)| {
-                        Some((d.parse::<Digest>().ok()?, id.parse::<Digest>().ok()?))
-                    })
-                    .filter(|(d, _)| env.store.has_blob(d));
-                match recorded {
-                    Some((digest, diff_id)) => {
-                        let size = std::fs::metadata(env.store.blob_path(&digest))
-                            .map_err(|e| BuildError::io("blob size", e))?
-                            .len();
-                        LayerRef {
-                            digest,
-                            diff_id,
-                            size,
-                            media_type: compression.media_type().to_string(),
-                        }
-                    }
-                    None => {
-                        let parent_name = if i == 0 {
-                            None
-                        } else {
-                            Some(result.layers[i - 1].snapshot.clone())
-                        };
-                        export_one(
-                            env,
-                            differ.as_ref(),
-                            parent_name.as_deref(),
-                            &layer.snapshot,
-                            compression,
-                            epoch,
-                        )?
-                    }
+        // Inherited layers come with their blob; built ones may have one
+        // recorded on the snapshot from an earlier build; else export now.
+        let (blob, fresh) = match &layer.blob {
+            Some(b) => (b.clone(), false),
+            None => match recorded_blob(env, &layer.snapshot, &blob_label, compression)? {
+                Some(b) => (b, false),
+                None => {
+                    let parent = i.checked_sub(1).map(|p| result.layers[p].snapshot.as_str());
+                    let b = export_one(
+                        env,
+                        differ.as_ref(),
+                        parent,
+                        &layer.snapshot,
+                        compression,
+                        epoch,
+                    )?;
+                    (b, true)
                 }
-            }
+            },
         };
         let chain = match &parent_chain {
             None => blob.diff_id.clone(),
             Some(p) => Digest::of(format!("{p} {}", blob.diff_id).as_bytes()),
         };
-        if layer.blob.is_none() {
+        if fresh {
             let mut labels = Labels::new();
             labels.insert(label::DIFF_ID.into(), blob.diff_id.to_string());
             labels.insert(label::CHAIN_ID.into(), chain.to_string());
@@ -682,6 +668,34 @@ fn export_layers(
         out.push(blob);
     }
     Ok(out)
+}
+
+/// The blob an earlier build exported from `snapshot` in this compression,
+/// if the snapshot records one and the store still has it.
+fn recorded_blob(
+    env: &BuildEnv<'_>,
+    snapshot: &str,
+    blob_label: &str,
+    compression: Compression,
+) -> Result<Option<LayerRef>, BuildError> {
+    let info = env
+        .snapshotter
+        .stat(snapshot)?
+        .ok_or_else(|| SnapshotError::NotFound(snapshot.to_string()))?;
+    let parse = |l: &str| info.labels.get(l).and_then(|v| v.parse::<Digest>().ok());
+    let (Some(digest), Some(diff_id)) = (parse(blob_label), parse(label::DIFF_ID)) else {
+        return Ok(None);
+    };
+    match std::fs::metadata(env.store.blob_path(&digest)) {
+        Ok(m) => Ok(Some(LayerRef {
+            digest,
+            diff_id,
+            size: m.len(),
+            media_type: compression.media_type().to_string(),
+        })),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(BuildError::io("reading a layer blob's size", e)),
+    }
 }
 
 fn export_one(

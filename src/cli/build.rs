@@ -106,6 +106,7 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
         platform,
         compression,
         epoch,
+        hash_cache: Some(ctx.paths.hash_cache()),
     };
     let store = ctx.store()?;
     let snapshotter = ctx.snapshotter()?;

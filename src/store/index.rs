@@ -71,6 +71,10 @@ impl Store {
                 d.digest().to_string(),
             )
         });
+        if manifests == *index.manifests() {
+            // Nothing changed (a rebuild re-tagging the same image): no write, no fsync.
+            return Ok(result);
+        }
         index.set_manifests(manifests);
         let path = self.index_path();
         write_atomic(&path, &canonical_json(&index))

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::fs;
-use std::io::{self, Read};
+use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
@@ -77,9 +77,9 @@ pub fn sources_digest(
     Ok(Digest::from_sha(h.finalize().into()))
 }
 
-/// What identifies a file's content without reading it, as long as this
-/// process runs: ctime changes on every write, whatever mtime says.
-#[derive(PartialEq, Eq, Hash)]
+/// What identifies a file's content without reading it: ctime changes on
+/// every write, whatever mtime says.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 struct MemoKey {
     dev: u64,
     ino: u64,
@@ -88,10 +88,18 @@ struct MemoKey {
     ctime: (i64, i64),
 }
 
-/// Content hashes of files already read by this process (a build hashes
-/// the context for every COPY step; most steps read the same files).
-static MEMO: LazyLock<Mutex<HashMap<MemoKey, [u8; 32]>>> = LazyLock::new(Default::default);
+/// Content hashes of files already read (a build hashes the context for
+/// every COPY step; most steps read the same files), loaded from and saved
+/// to the hash cache between runs.
+static MEMO: LazyLock<Mutex<Memo>> = LazyLock::new(Default::default);
 const MEMO_LIMIT: usize = 1 << 20;
+
+#[derive(Default)]
+struct Memo {
+    sums: HashMap<MemoKey, [u8; 32]>,
+    /// Entries were added since the cache was loaded.
+    dirty: bool,
+}
 
 fn file_sha256(host: &Path, meta: &fs::Metadata) -> Result<[u8; 32], NativeError> {
     let key = MemoKey {
@@ -101,25 +109,145 @@ fn file_sha256(host: &Path, meta: &fs::Metadata) -> Result<[u8; 32], NativeError
         mtime: (meta.mtime(), meta.mtime_nsec()),
         ctime: (meta.ctime(), meta.ctime_nsec()),
     };
-    if let Some(sum) = MEMO.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+    if let Some(sum) = MEMO
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .sums
+        .get(&key)
+    {
         return Ok(*sum);
     }
     let mut file = open_listed(host).map_err(NativeError::io("read", host))?;
     let mut h = Sha256::new();
-    let mut buf = vec![0; 64 * 1024];
-    loop {
-        match file.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => h.update(&buf[..n]),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(NativeError::io("read", host)(e)),
-        }
-    }
+    io::copy(&mut file, &mut h).map_err(NativeError::io("read", host))?;
     let sum: [u8; 32] = h.finalize().into();
     let mut memo = MEMO.lock().unwrap_or_else(|e| e.into_inner());
-    if memo.len() >= MEMO_LIMIT {
-        memo.clear();
+    if memo.sums.len() >= MEMO_LIMIT {
+        memo.sums.clear();
     }
-    memo.insert(key, sum);
+    memo.sums.insert(key, sum);
+    memo.dirty = true;
     Ok(sum)
+}
+
+/// The on-disk hash cache: what makes a fully cached rebuild cost a `stat`
+/// per context file instead of reading it (git's index does the same).
+///
+/// Format, version 1: the magic `jbuild-hashes-v1\n`, then fixed records of
+/// 88 bytes, integers little-endian: dev u64, ino u64, size u64, mtime s
+/// i64, mtime ns i64, ctime s i64, ctime ns i64, sha256 [32]. A file that
+/// is missing, of another version or damaged is ignored: the cache is only
+/// ever a shortcut to a hash that can be recomputed.
+pub mod hash_cache {
+    use super::*;
+
+    const MAGIC: &[u8] = b"jbuild-hashes-v1\n";
+    const RECORD: usize = 88;
+    /// Entries whose ctime is this close to the save are not persisted:
+    /// timestamps advance by clock ticks, so a file written again within
+    /// the same tick could keep its ctime (git's "racily clean" problem).
+    const RACY_SECS: i64 = 2;
+
+    /// Loads the cache at `path` into this process's memo; returns how many
+    /// entries it held.
+    pub fn load(path: &Path) -> usize {
+        let Ok(data) = fs::read(path) else { return 0 };
+        let Some(body) = data.strip_prefix(MAGIC) else {
+            return 0;
+        };
+        if body.len() % RECORD != 0 {
+            return 0;
+        }
+        let mut memo = MEMO.lock().unwrap_or_else(|e| e.into_inner());
+        let u = |b: &[u8], i: usize| {
+            u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().expect("8 bytes"))
+        };
+        for r in body.chunks_exact(RECORD) {
+            let key = MemoKey {
+                dev: u(r, 0),
+                ino: u(r, 1),
+                size: u(r, 2),
+                mtime: (u(r, 3) as i64, u(r, 4) as i64),
+                ctime: (u(r, 5) as i64, u(r, 6) as i64),
+            };
+            let sum: [u8; 32] = r[56..88].try_into().expect("32 bytes");
+            memo.sums.insert(key, sum);
+        }
+        memo.dirty = false;
+        body.len() / RECORD
+    }
+
+    /// Writes the memo to `path` (atomically) if it gained entries; returns
+    /// how many were written.
+    pub fn save(path: &Path) -> io::Result<usize> {
+        let memo = MEMO.lock().unwrap_or_else(|e| e.into_inner());
+        if !memo.dirty {
+            return Ok(0);
+        }
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs() as i64)
+            .unwrap_or(i64::MAX);
+        let mut out = Vec::with_capacity(MAGIC.len() + memo.sums.len() * RECORD);
+        out.extend_from_slice(MAGIC);
+        let mut n = 0;
+        for (k, sum) in memo
+            .sums
+            .iter()
+            .filter(|(k, _)| k.ctime.0 < now - RACY_SECS)
+        {
+            for v in [
+                k.dev,
+                k.ino,
+                k.size,
+                k.mtime.0 as u64,
+                k.mtime.1 as u64,
+                k.ctime.0 as u64,
+                k.ctime.1 as u64,
+            ] {
+                out.extend_from_slice(&v.to_le_bytes());
+            }
+            out.extend_from_slice(sum);
+            n += 1;
+        }
+        drop(memo);
+        if let Some(dir) = path.parent() {
+            fs::create_dir_all(dir)?;
+        }
+        crate::fsutil::write_atomic(path, &out)?;
+        Ok(n)
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn round_trips_and_skips_racy_entries() {
+            let t = tempfile::tempdir().unwrap();
+            let old = t.path().join("old");
+            fs::write(&old, b"content").unwrap();
+            // An old ctime cannot be set directly; a fresh file is racy and must not be saved.
+            let meta = fs::metadata(&old).unwrap();
+            let sum = file_sha256(&old, &meta).unwrap();
+            assert_eq!(sum, <[u8; 32]>::from(Sha256::digest(b"content")));
+            let cache = t.path().join("cache/hashes");
+            save(&cache).unwrap();
+            let data = fs::read(&cache).unwrap();
+            assert!(data.starts_with(MAGIC));
+            assert_eq!((data.len() - MAGIC.len()) % RECORD, 0);
+            let key_present = |data: &[u8]| {
+                data[MAGIC.len()..]
+                    .chunks_exact(RECORD)
+                    .any(|r| r[56..] == sum)
+            };
+            assert!(
+                !key_present(&data),
+                "a file changed just now is not persisted"
+            );
+            // A damaged cache is ignored, not trusted.
+            fs::write(&cache, b"jbuild-hashes-v1\nshort").unwrap();
+            assert_eq!(load(&cache), 0);
+        }
+    }
 }

@@ -34,7 +34,7 @@ mod service;
 mod sources;
 mod sysrc;
 
-pub use context::sources_digest;
+pub use context::{hash_cache, sources_digest};
 pub use copy::{copy, CopyOptions, CopyStats};
 pub use ignore::Ignore;
 pub use lineinfile::line_in_file;

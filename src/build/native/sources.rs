@@ -66,7 +66,11 @@ struct Lister<'i> {
     ignore: Option<&'i Ignore>,
     /// First listing index of each (device, inode) with several links.
     links: HashMap<(u64, u64), usize>,
+    /// Directory listings read ahead by [`scan_parallel`].
+    prefetched: HashMap<PathBuf, Vec<DirItem>>,
 }
+
+type DirItem = (std::ffi::OsString, fs::Metadata);
 
 /// Lists what a COPY of `sources` from `src_root` reads, with `ignore`
 /// applied (pass `None` for `--from` stage roots).
@@ -84,6 +88,7 @@ pub(crate) fn list_sources<'a>(
         root: src_root.to_path_buf(),
         ignore,
         links: HashMap::new(),
+        prefetched: HashMap::new(),
     };
     for source in sources {
         match source {
@@ -235,7 +240,18 @@ impl Lister<'_> {
         in_match: &Path,
         out: &mut Listing<'_>,
     ) -> Result<(), NativeError> {
-        for (name, meta) in sorted_dir(dir)? {
+        let items = match self.prefetched.remove(dir) {
+            Some(items) => items,
+            None => {
+                self.prefetched
+                    .extend(scan_parallel(dir, phys, self.ignore));
+                match self.prefetched.remove(dir) {
+                    Some(items) => items,
+                    None => sorted_dir(dir)?, // unreadable: report it as the walk would
+                }
+            }
+        };
+        for (name, meta) in items {
             let (host, phys, in_match) = (dir.join(&name), phys.join(&name), in_match.join(&name));
             if self
                 .ignore
@@ -309,7 +325,73 @@ impl Lister<'_> {
     }
 }
 
-fn sorted_dir(dir: &Path) -> Result<Vec<(std::ffi::OsString, fs::Metadata)>, NativeError> {
+/// Reads the listings (names and metadata, sorted) of every directory under
+/// `dir` on several threads, skipping what `.jailignore` skips entirely.
+///
+/// Listing a big context is one `stat` per file, most of it kernel path
+/// lookups; spreading it over the cores is what keeps a fully cached
+/// rebuild of a 50,000-file context fast. Directories that cannot be read
+/// are left out: the sequential walk reads them again and reports why.
+fn scan_parallel(
+    dir: &Path,
+    phys: &Path,
+    ignore: Option<&Ignore>,
+) -> HashMap<PathBuf, Vec<DirItem>> {
+    use std::sync::{Condvar, Mutex};
+
+    struct Shared {
+        queue: Vec<(PathBuf, PathBuf)>,
+        busy: usize,
+        done: HashMap<PathBuf, Vec<DirItem>>,
+    }
+    let shared = Mutex::new(Shared {
+        queue: vec![(dir.to_path_buf(), phys.to_path_buf())],
+        busy: 0,
+        done: HashMap::new(),
+    });
+    let wake = Condvar::new();
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 8);
+    let worker = || loop {
+        let (d, p) = {
+            let mut g = shared.lock().unwrap_or_else(|e| e.into_inner());
+            loop {
+                if let Some(work) = g.queue.pop() {
+                    g.busy += 1;
+                    break work;
+                }
+                if g.busy == 0 {
+                    return;
+                }
+                g = wake.wait(g).unwrap_or_else(|e| e.into_inner());
+            }
+        };
+        let items = sorted_dir(&d).ok();
+        let mut g = shared.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(items) = items {
+            for (name, meta) in &items {
+                let sub = p.join(name);
+                if meta.is_dir() && !ignore.is_some_and(|i| i.is_ignored(&sub, true)) {
+                    g.queue.push((d.join(name), sub));
+                }
+            }
+            g.done.insert(d, items);
+        }
+        g.busy -= 1;
+        drop(g);
+        wake.notify_all();
+    };
+    std::thread::scope(|s| {
+        for _ in 1..threads {
+            s.spawn(worker);
+        }
+        worker();
+    });
+    shared.into_inner().unwrap_or_else(|e| e.into_inner()).done
+}
+
+fn sorted_dir(dir: &Path) -> Result<Vec<DirItem>, NativeError> {
     let mut items = Vec::new();
     for entry in fs::read_dir(dir).map_err(NativeError::io("list", dir))? {
         let entry = entry.map_err(NativeError::io("list", dir))?;
