@@ -67,7 +67,7 @@ enum Cmd {
     History(images::HistoryArgs),
     /// Give an image another name.
     Tag(images::TagArgs),
-    /// Remove image names (and, once nothing names it, the image).
+    /// Remove image names (`prune` then frees what no name needs).
     #[command(alias = "rm")]
     Rmi(images::RmiArgs),
     /// Remove blobs and snapshots that no image needs.

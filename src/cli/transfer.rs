@@ -68,6 +68,24 @@ fn short(digest: &str) -> String {
     format!("blob {}", &digest[..digest.len().min(19)])
 }
 
+/// Copies one image and completes the destination (an archive is written
+/// at `finish`).
+fn copy(
+    src: &dyn Transport,
+    reference: &str,
+    dst: &dyn Transport,
+    tag: Option<&str>,
+    reporter: &dyn Reporter,
+) -> Result<oci_spec::image::Descriptor, Failure> {
+    runtime()?
+        .block_on(async {
+            let d = copy_image(src, reference, dst, tag, &progress(reporter)).await?;
+            dst.finish().await?;
+            Ok::<_, TransportError>(d)
+        })
+        .map_err(failure)
+}
+
 pub fn export(ctx: &Ctx, args: ExportArgs) -> CmdResult {
     let store = ctx.store()?;
     let desc = store
@@ -90,19 +108,13 @@ pub fn export(ctx: &Ctx, args: ExportArgs) -> CmdResult {
     let src = LayoutTransport::from_store(store);
     let reporter = ctx.reporter();
     let digest = desc.digest().to_string();
-    let out = runtime()?.block_on(async {
-        let d = copy_image(
-            &src,
-            &digest,
-            dst.as_ref(),
-            tag.as_deref(),
-            &progress(reporter.as_ref()),
-        )
-        .await?;
-        dst.finish().await?;
-        Ok::<_, TransportError>(d)
-    });
-    let out = out.map_err(failure)?;
+    let out = copy(
+        &src,
+        &digest,
+        dst.as_ref(),
+        tag.as_deref(),
+        reporter.as_ref(),
+    )?;
     done(
         ctx,
         out.digest().as_ref(),
@@ -123,19 +135,13 @@ pub fn import(ctx: &Ctx, args: ImportArgs) -> CmdResult {
     let dst = LayoutTransport::from_store(store);
     let reporter = ctx.reporter();
     let tag = name.as_ref().map(|n| n.to_string());
-    let out = runtime()?.block_on(async {
-        let d = copy_image(
-            src.as_ref(),
-            reference.as_deref().unwrap_or(""),
-            &dst,
-            tag.as_deref(),
-            &progress(reporter.as_ref()),
-        )
-        .await?;
-        dst.finish().await?;
-        Ok::<_, TransportError>(d)
-    });
-    let out = out.map_err(failure)?;
+    let out = copy(
+        src.as_ref(),
+        reference.as_deref().unwrap_or(""),
+        &dst,
+        tag.as_deref(),
+        reporter.as_ref(),
+    )?;
     done(
         ctx,
         out.digest().as_ref(),

@@ -27,12 +27,11 @@ use std::ffi::CString;
 use std::io;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::jail_session::{JailSession, SystemRunner};
 use super::prepare::{self, setup_error};
-use super::user::resolve_user;
 use super::*;
 
 /// Runs steps in jails. Needs root.
@@ -58,34 +57,15 @@ impl Executor for JailExecutor {
         spec: &RunSpec,
         out: &mut dyn OutputSink,
     ) -> Result<Outcome, ExecError> {
-        prepare::check_spec(spec)?;
-        let root = root.canonicalize().map_err(|source| ExecError::Io {
-            context: format!("the root {} is not usable", root.display()),
-            source,
-        })?;
+        let Some(ready) = prepare::preflight(root, spec, out, "build steps need root on FreeBSD: jail(8) and jail_attach(2) are privileged (run `jbuild` with sudo or doas)")? else {
+            return Ok(Outcome::Exited(127));
+        };
+        let (root, argv0) = (&ready.root, &spec.argv[0]);
+        let (ident, cwd, program) = (&ready.ident, &ready.cwd, &ready.program);
         let spawn_error = |reason: String| ExecError::Spawn {
-            program: spec.argv[0].clone(),
+            program: argv0.clone(),
             root: root.display().to_string(),
             reason,
-        };
-        if !nix::unistd::geteuid().is_root() {
-            return Err(spawn_error(
-                "build steps need root on FreeBSD: jail(8) and jail_attach(2) are privileged (run `jbuild` with sudo or doas)"
-                    .into(),
-            ));
-        }
-
-        let ident = resolve_user(&root, spec.user.as_deref())?;
-        let env = prepare::step_env(spec, &ident.home);
-        let cwd = prepare::prepare_cwd(&root, &spec.cwd)?;
-        let path = prepare::env_value(&env, "PATH").unwrap_or_default();
-        let argv0 = &spec.argv[0];
-        let Some(program) = prepare::find_program(&root, &cwd, argv0, path)? else {
-            out.line(
-                Stream::Stderr,
-                prepare::not_found_message(argv0, path).as_bytes(),
-            );
-            return Ok(Outcome::Exited(127));
         };
 
         let name = format!(
@@ -94,7 +74,7 @@ impl Executor for JailExecutor {
             self.next.fetch_add(1, Ordering::Relaxed)
         );
         let mut runner = SystemRunner;
-        let mut session = JailSession::start(&mut runner, &root, &name, spec)?;
+        let mut session = JailSession::start(&mut runner, root, &name, spec)?;
         let plan = AttachPlan {
             parent_pid: std::process::id() as libc::pid_t,
             jid: session.jid(),
@@ -105,14 +85,7 @@ impl Executor for JailExecutor {
             groups: ident.groups.clone(),
         };
 
-        let mut cmd = Command::new(&program);
-        cmd.arg0(argv0)
-            .args(&spec.argv[1..])
-            .env_clear()
-            .envs(env)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        let mut cmd = prepare::command(&ready, spec);
         // SAFETY: `attach` only makes async-signal-safe calls on data
         // computed before the fork.
         unsafe { cmd.pre_exec(move || attach(&plan)) };
@@ -138,7 +111,7 @@ impl Executor for JailExecutor {
                 Some((stage, _, errno)) => Err(spawn_error(describe_stage(stage, errno, &name))),
                 None => match e
                     .raw_os_error()
-                    .and_then(|errno| prepare::exec_failure(&program, errno))
+                    .and_then(|errno| prepare::exec_failure(program, errno))
                 {
                     Some((code, message)) => {
                         out.line(Stream::Stderr, message.as_bytes());

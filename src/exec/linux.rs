@@ -43,11 +43,10 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 use self::child::{BindPlan, ChildPlan, DevPlan};
 use super::prepare::{self, MountPoints};
-use super::user::{resolve_user, Identity};
+use super::user::Identity;
 use super::*;
 
 /// Runs steps in Linux namespaces with `chroot`. Needs root.
@@ -71,46 +70,27 @@ impl Executor for LinuxExecutor {
         spec: &RunSpec,
         out: &mut dyn OutputSink,
     ) -> Result<Outcome, ExecError> {
-        prepare::check_spec(spec)?;
-        let root = root.canonicalize().map_err(|source| ExecError::Io {
-            context: format!("the root {} is not usable", root.display()),
-            source,
-        })?;
+        let Some(ready) = prepare::preflight(
+            root,
+            spec,
+            out,
+            &format!("build steps need root on Linux (run `jbuild` with sudo); {NEED_ROOT}"),
+        )?
+        else {
+            return Ok(Outcome::Exited(127));
+        };
+        let (root, argv0) = (&ready.root, &spec.argv[0]);
+        let (ident, cwd, program) = (&ready.ident, &ready.cwd, &ready.program);
         let spawn_error = |reason: String| ExecError::Spawn {
-            program: spec.argv[0].clone(),
+            program: argv0.clone(),
             root: root.display().to_string(),
             reason,
         };
-        if !nix::unistd::geteuid().is_root() {
-            return Err(spawn_error(format!(
-                "build steps need root on Linux (run `jbuild` with sudo); {NEED_ROOT}"
-            )));
-        }
 
-        let ident = resolve_user(&root, spec.user.as_deref())?;
-        let env = prepare::step_env(spec, &ident.home);
-        let cwd = prepare::prepare_cwd(&root, &spec.cwd)?;
-        let path = prepare::env_value(&env, "PATH").unwrap_or_default();
-        let argv0 = &spec.argv[0];
-        let Some(program) = prepare::find_program(&root, &cwd, argv0, path)? else {
-            out.line(
-                Stream::Stderr,
-                prepare::not_found_message(argv0, path).as_bytes(),
-            );
-            return Ok(Outcome::Exited(127));
-        };
-
-        let mut points = MountPoints::new(&root);
+        let mut points = MountPoints::new(root);
         let result = (|| {
-            let (plan, bind_names) = plan(&root, spec, &ident, &cwd, &mut points)?;
-            let mut cmd = Command::new(&program);
-            cmd.arg0(argv0)
-                .args(&spec.argv[1..])
-                .env_clear()
-                .envs(env)
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped());
+            let (plan, bind_names) = plan(root, spec, ident, cwd, &mut points)?;
+            let mut cmd = prepare::command(&ready, spec);
             // SAFETY: `enter` only makes async-signal-safe calls on data
             // computed before the fork (see the `child` module).
             unsafe { cmd.pre_exec(move || child::enter(&plan)) };
@@ -139,7 +119,7 @@ impl Executor for LinuxExecutor {
                     ))),
                     None => match e
                         .raw_os_error()
-                        .and_then(|errno| prepare::exec_failure(&program, errno))
+                        .and_then(|errno| prepare::exec_failure(program, errno))
                     {
                         Some((code, message)) => {
                             out.line(Stream::Stderr, message.as_bytes());

@@ -14,8 +14,79 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
 
-use super::{ExecError, Outcome, RunSpec};
+use super::user::{resolve_user, Identity};
+use super::{ExecError, Outcome, OutputSink, RunSpec, Stream};
 use crate::fsutil::resolve_in_root;
+
+/// A step ready to start: what both executors work out before confining it.
+pub(crate) struct Ready {
+    /// The root, canonical (mount targets and jail paths need it so).
+    pub root: PathBuf,
+    pub ident: Identity,
+    pub env: Vec<(String, String)>,
+    /// The working directory inside the root (created if it was missing).
+    pub cwd: String,
+    /// The program's path as the step sees it (exec happens after chroot
+    /// or jail_attach).
+    pub program: String,
+}
+
+/// Checks `spec`, resolves the user, environment, working directory and
+/// program inside `root`. `Ok(None)` means the program does not exist: the
+/// shell-style message is already on the step's stderr and the step ends
+/// with exit code 127. `need_root` says why this executor needs root.
+pub(crate) fn preflight(
+    root: &Path,
+    spec: &RunSpec,
+    out: &mut dyn OutputSink,
+    need_root: &str,
+) -> Result<Option<Ready>, ExecError> {
+    check_spec(spec)?;
+    let root = root
+        .canonicalize()
+        .map_err(io_err(format!("the root {} is not usable", root.display())))?;
+    if !nix::unistd::geteuid().is_root() {
+        return Err(ExecError::Spawn {
+            program: spec.argv[0].clone(),
+            root: root.display().to_string(),
+            reason: need_root.to_string(),
+        });
+    }
+    let ident = resolve_user(&root, spec.user.as_deref())?;
+    let env = step_env(spec, &ident.home);
+    let cwd = prepare_cwd(&root, &spec.cwd)?;
+    let path = env_value(&env, "PATH").unwrap_or_default();
+    let Some(program) = find_program(&root, &cwd, &spec.argv[0], path)? else {
+        out.line(
+            Stream::Stderr,
+            not_found_message(&spec.argv[0], path).as_bytes(),
+        );
+        return Ok(None);
+    };
+    Ok(Some(Ready {
+        root,
+        ident,
+        env,
+        cwd,
+        program,
+    }))
+}
+
+/// The process as both executors start it: the program with the spec's
+/// argv (`argv[0]` as written), exactly the step's environment, no stdin,
+/// output into pipes.
+pub(crate) fn command(ready: &Ready, spec: &RunSpec) -> std::process::Command {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = std::process::Command::new(&ready.program);
+    cmd.arg0(&spec.argv[0])
+        .args(&spec.argv[1..])
+        .env_clear()
+        .envs(ready.env.iter().map(|(k, v)| (k, v)))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    cmd
+}
 
 /// `PATH` when the step's environment has none (FreeBSD's and Linux's
 /// usual directories, `/usr/local` last as in FreeBSD's login.conf).
