@@ -187,11 +187,11 @@ impl<W: Write> Writer<'_, W> {
                 reason: "names starting with `.wh.` mean whiteouts in a layer",
             });
         }
+        if m.kind == FileKind::Socket {
+            return Ok(());
+        }
         let host = self.root.join(rel);
         let mut path = rel.as_os_str().as_bytes().to_vec();
-        let xattrs = meta::xattrs(&host)
-            .map_err(LayerError::fs("read the extended attributes of", &host))?;
-        let flags = fflags::to_text(m.flags);
         let mut e = Entry {
             path: &[],
             typeflag: header::REGULAR,
@@ -199,28 +199,27 @@ impl<W: Write> Writer<'_, W> {
             uid: m.uid.into(),
             gid: m.gid.into(),
             mtime: self.mtime(m),
-            xattrs: &xattrs,
-            fflags: flags.as_deref(),
             ..Entry::default()
         };
-        let target;
-        let first_name;
         if m.is_multi_link() {
-            match self.links.get(&(m.dev, m.ino)) {
-                Some(first) => {
-                    first_name = first.clone();
-                    e.typeflag = header::HARD_LINK;
-                    e.linkname = &first_name;
-                    e.path = &path;
-                    return self.header(&e);
-                }
-                None => {
-                    self.links.insert((m.dev, m.ino), path.clone());
-                }
+            if let Some(first) = self.links.get(&(m.dev, m.ino)) {
+                // A link shares the inode's xattrs and flags; the file carries them.
+                let first = first.clone();
+                e.typeflag = header::HARD_LINK;
+                e.linkname = &first;
+                e.path = &path;
+                return self.header(&e);
             }
+            self.links.insert((m.dev, m.ino), path.clone());
         }
+        let xattrs = meta::xattrs(&host)
+            .map_err(LayerError::fs("read the extended attributes of", &host))?;
+        let flags = fflags::to_text(m.flags);
+        e.xattrs = &xattrs;
+        e.fflags = flags.as_deref();
+        let target;
         match m.kind {
-            FileKind::Socket => return Ok(()),
+            FileKind::Socket => {}
             FileKind::Dir => {
                 path.push(b'/');
                 e.typeflag = header::DIRECTORY;
