@@ -111,6 +111,7 @@ pub fn apply<R: Read>(
         flags: Vec::new(),
         entries: 0,
         bytes: 0,
+        buf: vec![0u8; 128 * 1024],
     };
     while let Some(h) = tar.next()? {
         a.entries += 1;
@@ -143,6 +144,8 @@ struct Applier<'a> {
     flags: Vec<(PathBuf, u32)>,
     entries: u64,
     bytes: u64,
+    /// For copying file content (allocated once: zeroing it per file costs).
+    buf: Vec<u8>,
 }
 
 /// `path` as a clean relative path, or why it cannot be one.
@@ -291,15 +294,14 @@ impl Applier<'_> {
             .open(host)
             .map_err(LayerError::fs("create", host))?;
         let mut content = tar.content();
-        let mut buf = vec![0u8; 128 * 1024];
         loop {
-            let n = match content.read(&mut buf) {
+            let n = match content.read(&mut self.buf) {
                 Ok(0) => break,
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(tar.truncated(e, &h.path)),
             };
-            file.write_all(&buf[..n])
+            file.write_all(&self.buf[..n])
                 .map_err(LayerError::fs("write", host))?;
             self.bytes += n as u64;
         }
