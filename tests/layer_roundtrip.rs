@@ -87,7 +87,7 @@ fn change_child(root: &Path) {
     if is_root() {
         std::os::unix::fs::lchown(root.join("etc/passwd"), Some(123), Some(456)).unwrap();
         std::os::unix::fs::lchown(root.join("lib/libz.so"), Some(7), Some(8)).unwrap();
-        let dev = nix::sys::stat::makedev(1, 3);
+        let dev = jbuild::diff::meta::make_dev(1, 3);
         nix::sys::stat::mknod(
             &root.join("null"),
             nix::sys::stat::SFlag::S_IFCHR,

@@ -23,7 +23,7 @@
 
 use std::cmp::Ordering;
 use std::fs::File;
-use std::io::{self, Read};
+use std::io::{self, BufRead, BufReader};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -179,29 +179,18 @@ fn differs(pp: &Path, pm: &Meta, cp: &Path, cm: &Meta) -> Result<bool, DiffError
 }
 
 fn same_content(a: &Path, b: &Path) -> io::Result<bool> {
-    let (mut fa, mut fb) = (File::open(a)?, File::open(b)?);
-    let (mut ba, mut bb) = (vec![0u8; 64 * 1024], vec![0u8; 64 * 1024]);
+    let mut ra = BufReader::with_capacity(64 * 1024, File::open(a)?);
+    let mut rb = BufReader::with_capacity(64 * 1024, File::open(b)?);
     loop {
-        let n = read_full(&mut fa, &mut ba)?;
-        let m = read_full(&mut fb, &mut bb)?;
-        if n != m || ba[..n] != bb[..m] {
+        let (ba, bb) = (ra.fill_buf()?, rb.fill_buf()?);
+        let n = ba.len().min(bb.len());
+        if n == 0 {
+            return Ok(ba.is_empty() && bb.is_empty());
+        }
+        if ba[..n] != bb[..n] {
             return Ok(false);
         }
-        if n == 0 {
-            return Ok(true);
-        }
+        ra.consume(n);
+        rb.consume(n);
     }
-}
-
-fn read_full(f: &mut File, buf: &mut [u8]) -> io::Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match f.read(&mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(n)
 }

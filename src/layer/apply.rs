@@ -99,7 +99,9 @@ pub fn apply<R: Read>(
         );
         return Err(LayerError::fs("apply a layer to", root)(e));
     }
-    let mut tar = TarReader::new(HashingReader::new(decompress(media_type, layer)?));
+    // Buffered: headers are read 512 bytes at a time.
+    let stream = io::BufReader::with_capacity(256 * 1024, decompress(media_type, layer)?);
+    let mut tar = TarReader::new(HashingReader::new(stream));
     let mut a = Applier {
         root,
         opts,
@@ -109,6 +111,7 @@ pub fn apply<R: Read>(
         flags: Vec::new(),
         entries: 0,
         bytes: 0,
+        buf: vec![0u8; 128 * 1024],
     };
     while let Some(h) = tar.next()? {
         a.entries += 1;
@@ -141,6 +144,8 @@ struct Applier<'a> {
     flags: Vec<(PathBuf, u32)>,
     entries: u64,
     bytes: u64,
+    /// For copying file content (allocated once: zeroing it per file costs).
+    buf: Vec<u8>,
 }
 
 /// `path` as a clean relative path, or why it cannot be one.
@@ -178,15 +183,26 @@ impl Applier<'_> {
                 "a non-directory in place of the root".into(),
             )));
         }
-        let setuid = h.mode & 0o6000;
-        let checks_setuid = matches!(
+        match h.typeflag {
+            header::DIRECTORY | header::REGULAR | header::HARD_LINK | header::SYMLINK => {}
+            header::FIFO => {}
+            header::CHAR_DEVICE | header::BLOCK_DEVICE if self.opts.allow_devices => {}
+            header::CHAR_DEVICE | header::BLOCK_DEVICE => return Err(fail(EntryProblem::Device)),
+            other => {
+                let what = format!("tar type `{}`", other.escape_ascii());
+                return Err(fail(EntryProblem::Unsupported(what)));
+            }
+        }
+        // setgid on a directory only picks the group of new files; hard
+        // links and symlinks have no bits of their own.
+        let mode_matters = !matches!(
             h.typeflag,
-            header::REGULAR | header::CHAR_DEVICE | header::BLOCK_DEVICE | header::FIFO
+            header::DIRECTORY | header::HARD_LINK | header::SYMLINK
         );
-        if checks_setuid && setuid != 0 && !self.opts.allow_setuid {
+        if mode_matters && h.mode & 0o6000 != 0 && !self.opts.allow_setuid {
             return Err(fail(EntryProblem::Setuid(h.mode)));
         }
-        let host = self.host(&rel, false, h)?;
+        let host = self.host(&rel, h)?;
         match h.typeflag {
             header::DIRECTORY => self.directory(h, &host),
             header::REGULAR => self.file(tar, h, &host),
@@ -197,18 +213,14 @@ impl Applier<'_> {
                     .map_err(LayerError::fs("create the symlink", &host))?;
                 self.metadata(h, &host, None)
             }
-            header::CHAR_DEVICE | header::BLOCK_DEVICE | header::FIFO => self.node(h, &host),
-            other => Err(fail(EntryProblem::Unsupported(format!(
-                "tar type `{}`",
-                other.escape_ascii()
-            )))),
+            _ => self.node(h, &host),
         }
     }
 
     /// The host path of `rel`, inside the root, with its missing parent
     /// directories created (and counted as written by this layer).
-    fn host(&mut self, rel: &Path, follow_last: bool, h: &Header) -> Result<PathBuf, LayerError> {
-        let host = resolve_in_root(self.root, rel, follow_last)
+    fn host(&mut self, rel: &Path, h: &Header) -> Result<PathBuf, LayerError> {
+        let host = resolve_in_root(self.root, rel, false)
             .map_err(|e| LayerError::entry(&h.path, EntryProblem::Fs(e)))?;
         let mut missing = Vec::new();
         for dir in host.ancestors().skip(1) {
@@ -282,15 +294,14 @@ impl Applier<'_> {
             .open(host)
             .map_err(LayerError::fs("create", host))?;
         let mut content = tar.content();
-        let mut buf = vec![0u8; 128 * 1024];
         loop {
-            let n = match content.read(&mut buf) {
+            let n = match content.read(&mut self.buf) {
                 Ok(0) => break,
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(tar.truncated(e, &h.path)),
             };
-            file.write_all(&buf[..n])
+            file.write_all(&self.buf[..n])
                 .map_err(LayerError::fs("write", host))?;
             self.bytes += n as u64;
         }
@@ -334,9 +345,6 @@ impl Applier<'_> {
         };
         let mut dev = 0;
         if kind != SFlag::S_IFIFO {
-            if !self.opts.allow_devices {
-                return Err(LayerError::entry(&h.path, EntryProblem::Device));
-            }
             let (Ok(major), Ok(minor)) = (u32::try_from(h.devmajor), u32::try_from(h.devminor))
             else {
                 return Err(LayerError::entry(&h.path, EntryProblem::DeviceNumber));

@@ -432,6 +432,46 @@ mod tests {
     }
 
     #[test]
+    fn pax_records_are_sorted_and_only_what_is_needed() {
+        let xattrs = vec![
+            (OsString::from("user.b"), b"2".to_vec()),
+            (OsString::from("security.a"), b"1".to_vec()),
+        ];
+        let link = vec![b'l'; 101];
+        let e = Entry {
+            path: b"f",
+            typeflag: SYMLINK,
+            linkname: &link,
+            gid: MAX_OCTAL_8 + 1,
+            size: MAX_OCTAL_12 + 1,
+            xattrs: &xattrs,
+            fflags: Some("schg,uappnd"),
+            ..Entry::default()
+        };
+        let mut out = Vec::new();
+        encode(&e, &mut out);
+        let size = parse_numeric(&out[124..136]).unwrap() as usize;
+        let recs = parse_pax(&out[BLOCK..BLOCK + size]).unwrap();
+        let keys: Vec<&[u8]> = recs.iter().map(|r| r.0).collect();
+        assert_eq!(
+            keys,
+            [
+                &b"SCHILY.fflags"[..],
+                b"SCHILY.xattr.security.a",
+                b"SCHILY.xattr.user.b",
+                b"gid",
+                b"linkpath",
+                b"size"
+            ]
+        );
+        assert_eq!(recs[0].1, b"schg,uappnd");
+        assert_eq!(recs[3].1, b"2097152");
+        let ustar = &out[out.len() - BLOCK..];
+        assert_eq!(parse_numeric(&ustar[116..124]), Some(0));
+        assert_eq!(field_str(&ustar[157..257]), &link[..100]);
+    }
+
+    #[test]
     fn numeric_fields() {
         assert_eq!(parse_numeric(b"0000644\0"), Some(0o644));
         assert_eq!(parse_numeric(b"   644 \0"), Some(0o644));

@@ -320,6 +320,7 @@ fn parse_time(v: &[u8]) -> Option<(i64, u32)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::layer::fflags;
 
     #[test]
     fn times() {
@@ -329,5 +330,41 @@ mod tests {
         assert_eq!(parse_time(b"-1.5"), Some((-2, 500_000_000)));
         assert_eq!(parse_time(b"-0.25"), Some((-1, 750_000_000)));
         assert_eq!(parse_time(b"x"), None);
+    }
+
+    #[test]
+    fn reads_back_what_the_writer_encodes() {
+        let xattrs = vec![(std::ffi::OsString::from("user.k"), b"v\nw".to_vec())];
+        let long = [&b"d/"[..], &[b'n'; 150][..]].concat();
+        let mut bytes = Vec::new();
+        let e = header::Entry {
+            path: &long,
+            typeflag: header::REGULAR,
+            mode: 0o640,
+            uid: 1 << 30,
+            size: 3,
+            mtime: 7,
+            xattrs: &xattrs,
+            fflags: Some("schg,uappnd"),
+            ..header::Entry::default()
+        };
+        header::encode(&e, &mut bytes);
+        bytes.extend_from_slice(b"abc");
+        header::pad(&mut bytes);
+        bytes.extend_from_slice(&[0u8; 1024]);
+
+        let mut r = TarReader::new(&bytes[..]);
+        let h = r.next().unwrap().unwrap();
+        assert_eq!(
+            (h.path.as_slice(), h.mode, h.uid, h.size, h.mtime),
+            (&long[..], 0o640, 1 << 30, 3, 7)
+        );
+        assert_eq!(h.xattrs, [(b"user.k".to_vec(), b"v\nw".to_vec())]);
+        let flags = fflags::from_text(h.fflags.as_deref().unwrap());
+        assert_eq!(flags, fflags::SF_IMMUTABLE | fflags::UF_APPEND);
+        let mut content = Vec::new();
+        r.content().read_to_end(&mut content).unwrap();
+        assert_eq!(content, b"abc");
+        assert!(r.next().unwrap().is_none());
     }
 }

@@ -30,7 +30,7 @@
 
 use std::collections::HashMap;
 use std::fs::{self, File};
-use std::io::{self, BufWriter, Read, Write};
+use std::io::{self, Read, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -60,7 +60,7 @@ pub fn write_tar<W: Write>(
     let mut w = Writer {
         root,
         clamp: opts.clamp_mtime,
-        out: BufWriter::with_capacity(CHUNK, out),
+        out: Out::new(out),
         dirs: Vec::new(),
         links: HashMap::new(),
         buf: Vec::with_capacity(4 * header::BLOCK),
@@ -79,17 +79,15 @@ pub fn write_tar<W: Write>(
         prev = Some(change);
     }
     w.out
-        .write_all(&[0u8; 2 * header::BLOCK])
+        .put(&[0u8; 2 * header::BLOCK])
         .map_err(LayerError::Write)?;
-    w.out
-        .into_inner()
-        .map_err(|e| LayerError::Write(e.into_error()))
+    w.out.into_inner().map_err(LayerError::Write)
 }
 
 struct Writer<'a, W: Write> {
     root: &'a Path,
     clamp: u64,
-    out: BufWriter<W>,
+    out: Out<W>,
     /// The directories written so far on the way to the current path: a
     /// chain from the top, `dirs[i]` having `i + 1` components.
     dirs: Vec<PathBuf>,
@@ -177,7 +175,7 @@ impl<W: Write> Writer<'_, W> {
     fn header(&mut self, e: &Entry<'_>) -> Result<(), LayerError> {
         self.buf.clear();
         header::encode(e, &mut self.buf);
-        self.out.write_all(&self.buf).map_err(LayerError::Write)
+        self.out.put(&self.buf).map_err(LayerError::Write)
     }
 
     /// Writes the entry for the file at `rel`, described by `m`.
@@ -189,11 +187,11 @@ impl<W: Write> Writer<'_, W> {
                 reason: "names starting with `.wh.` mean whiteouts in a layer",
             });
         }
+        if m.kind == FileKind::Socket {
+            return Ok(());
+        }
         let host = self.root.join(rel);
         let mut path = rel.as_os_str().as_bytes().to_vec();
-        let xattrs = meta::xattrs(&host)
-            .map_err(LayerError::fs("read the extended attributes of", &host))?;
-        let flags = fflags::to_text(m.flags);
         let mut e = Entry {
             path: &[],
             typeflag: header::REGULAR,
@@ -201,28 +199,27 @@ impl<W: Write> Writer<'_, W> {
             uid: m.uid.into(),
             gid: m.gid.into(),
             mtime: self.mtime(m),
-            xattrs: &xattrs,
-            fflags: flags.as_deref(),
             ..Entry::default()
         };
-        let target;
-        let first_name;
         if m.is_multi_link() {
-            match self.links.get(&(m.dev, m.ino)) {
-                Some(first) => {
-                    first_name = first.clone();
-                    e.typeflag = header::HARD_LINK;
-                    e.linkname = &first_name;
-                    e.path = &path;
-                    return self.header(&e);
-                }
-                None => {
-                    self.links.insert((m.dev, m.ino), path.clone());
-                }
+            if let Some(first) = self.links.get(&(m.dev, m.ino)) {
+                // A link shares the inode's xattrs and flags; the file carries them.
+                let first = first.clone();
+                e.typeflag = header::HARD_LINK;
+                e.linkname = &first;
+                e.path = &path;
+                return self.header(&e);
             }
+            self.links.insert((m.dev, m.ino), path.clone());
         }
+        let xattrs = meta::xattrs(&host)
+            .map_err(LayerError::fs("read the extended attributes of", &host))?;
+        let flags = fflags::to_text(m.flags);
+        e.xattrs = &xattrs;
+        e.fflags = flags.as_deref();
+        let target;
         match m.kind {
-            FileKind::Socket => return Ok(()),
+            FileKind::Socket => {}
             FileKind::Dir => {
                 path.push(b'/');
                 e.typeflag = header::DIRECTORY;
@@ -270,43 +267,90 @@ impl<W: Write> Writer<'_, W> {
         if now.ino() != m.ino || now.dev() != m.dev || now.size() != m.size {
             return Err(changed());
         }
-        let mut reader = ReadErrors {
-            inner: file.take(m.size),
-            error: None,
-        };
-        let copied =
-            io::copy(&mut reader, &mut self.out).map_err(|e| match reader.error.take() {
-                Some(e) => LayerError::Fs {
-                    action: "read",
-                    path: host.to_path_buf(),
-                    source: e,
-                },
-                None => LayerError::Write(e),
-            })?;
+        let mut file = file;
+        let copied = self.out.fill_from(&mut file, m.size).map_err(|e| match e {
+            Side::Read(e) => LayerError::fs("read", host)(e),
+            Side::Write(e) => LayerError::Write(e),
+        })?;
         if copied != m.size {
             return Err(changed());
         }
         let pad = header::padding(m.size);
         self.out
-            .write_all(&[0u8; header::BLOCK][..pad])
+            .put(&[0u8; header::BLOCK][..pad])
             .map_err(LayerError::Write)
     }
 }
 
-/// Remembers a read error, so that a failed copy can say which side failed.
-struct ReadErrors<R> {
-    inner: R,
-    error: Option<io::Error>,
+/// The output buffer: [`CHUNK`] bytes, written to the sink whole. File
+/// content is read straight into it (no intermediate copy, and no
+/// zero-filling of a fresh buffer for every file, which `io::copy` into a
+/// `BufWriter` costs).
+struct Out<W> {
+    inner: W,
+    buf: Box<[u8]>,
+    filled: usize,
 }
 
-impl<R: Read> Read for ReadErrors<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.inner.read(buf).map_err(|e| {
-            let kind = e.kind();
-            if kind != io::ErrorKind::Interrupted {
-                self.error = Some(e);
+/// Which side of a copy failed.
+enum Side {
+    Read(io::Error),
+    Write(io::Error),
+}
+
+impl<W: Write> Out<W> {
+    fn new(inner: W) -> Self {
+        Out {
+            inner,
+            buf: vec![0u8; CHUNK].into_boxed_slice(),
+            filled: 0,
+        }
+    }
+
+    fn flush_buf(&mut self) -> io::Result<()> {
+        let filled = std::mem::take(&mut self.filled);
+        self.inner.write_all(&self.buf[..filled])
+    }
+
+    fn put(&mut self, mut data: &[u8]) -> io::Result<()> {
+        while !data.is_empty() {
+            if self.filled == self.buf.len() {
+                self.flush_buf()?;
             }
-            io::Error::from(kind)
-        })
+            let n = data.len().min(self.buf.len() - self.filled);
+            self.buf[self.filled..self.filled + n].copy_from_slice(&data[..n]);
+            self.filled += n;
+            data = &data[n..];
+        }
+        Ok(())
+    }
+
+    /// Reads up to `len` bytes of `r` into the stream; returns how many
+    /// there were (fewer if `r` ended early).
+    fn fill_from(&mut self, r: &mut impl Read, len: u64) -> Result<u64, Side> {
+        let mut copied = 0;
+        while copied < len {
+            if self.filled == self.buf.len() {
+                self.flush_buf().map_err(Side::Write)?;
+            }
+            let room = self.buf.len() - self.filled;
+            let want = usize::try_from(len - copied).map_or(room, |left| left.min(room));
+            match r.read(&mut self.buf[self.filled..self.filled + want]) {
+                Ok(0) => break,
+                Ok(n) => {
+                    self.filled += n;
+                    copied += n as u64;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Side::Read(e)),
+            }
+        }
+        Ok(copied)
+    }
+
+    fn into_inner(mut self) -> io::Result<W> {
+        self.flush_buf()?;
+        self.inner.flush()?;
+        Ok(self.inner)
     }
 }
