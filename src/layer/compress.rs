@@ -6,6 +6,7 @@
 //! joined by a bounded queue of 1 MiB buffers: the caller's thread writes the
 //! tar and hashes it (diff ID); a second thread compresses and hashes the
 //! compressed bytes (digest) as they reach `out`. zstd adds its own workers.
+//! An uncompressed layer is hashed once, on the second thread.
 //! At most a few buffers are in flight, so memory stays bounded whatever the
 //! layer's size.
 //!
@@ -56,20 +57,6 @@ pub fn export_with_workers<W: Write + Send>(
     out: W,
 ) -> Result<(ExportedLayer, W), LayerError> {
     let media_type = compression.media_type();
-    if compression == Compression::None {
-        let (diff_id, size, out) =
-            write_tar(root, changes, opts, HashingWriter::new(out))?.finish();
-        return Ok((
-            ExportedLayer {
-                digest: diff_id.clone(),
-                diff_id,
-                size,
-                media_type,
-            },
-            out,
-        ));
-    }
-
     let (tx, rx) = mpsc::sync_channel::<Vec<u8>>(QUEUE);
     let (recycle_tx, recycle_rx) = mpsc::channel::<Vec<u8>>();
     thread::scope(|s| {
@@ -78,8 +65,13 @@ pub fn export_with_workers<W: Write + Send>(
             tx,
             recycle: recycle_rx,
         };
-        // The sender is dropped with the writer, which ends the compressor's input.
-        let tar = write_tar(root, changes, opts, HashingWriter::new(sink)).map(|w| w.finish().0);
+        // The sender is dropped with the writer, which ends the compressor's
+        // input. An uncompressed blob is its own diff ID: hashed once, there.
+        let tar = if compression == Compression::None {
+            write_tar(root, changes, opts, sink).map(|_| None)
+        } else {
+            write_tar(root, changes, opts, HashingWriter::new(sink)).map(|w| Some(w.finish().0))
+        };
         let compressed = compressor
             .join()
             .map_err(|_| LayerError::Internal("compression"))?;
@@ -89,8 +81,8 @@ pub fn export_with_workers<W: Write + Send>(
             (Err(e), Ok(_)) => Err(e),
             (Ok(diff_id), Ok((digest, size, out))) => Ok((
                 ExportedLayer {
+                    diff_id: diff_id.unwrap_or_else(|| digest.clone()),
                     digest,
-                    diff_id,
                     size,
                     media_type,
                 },
