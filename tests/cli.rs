@@ -155,3 +155,19 @@ fn help_lists_the_commands() {
         assert!(out.contains(cmd), "{cmd} missing from --help:\n{out}");
     }
 }
+
+#[test]
+fn copy_from_a_stage_that_made_no_files_is_an_error() {
+    let t = tempfile::tempdir().unwrap();
+    let ctx = jailfile(
+        &t.path().join("c"),
+        "FROM scratch AS empty\nLABEL only=metadata\nFROM scratch\nCOPY --from=empty /etc/x /etc/x\n",
+    );
+    let out = run(jbuild(&t.path().join("r")).arg("build").arg(&ctx));
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("Jailfile:4:1") && err.contains("made no files"),
+        "{err}"
+    );
+}

@@ -185,7 +185,7 @@ pub fn build(env: &BuildEnv<'_>, opts: &BuildOptions) -> Result<BuildOutput, Bui
         .no_cache
         .then(|| format!("{}-{:?}", std::process::id(), std::time::SystemTime::now()));
     if let Some(cache) = &opts.hash_cache {
-        native::hash_cache::load(cache);
+        native::hash_cache::attach(cache);
     }
     let plan = plan::plan(
         &parsed,
@@ -422,7 +422,11 @@ impl Run<'_, '_> {
                             .and_then(|r| r.top().map(str::to_string));
                         match top {
                             Some(name) => (self.env.snapshotter.view(&name)?, None),
-                            None => return Ok(()), // an empty stage has nothing to copy; sources then fail to match below
+                            None => {
+                                return Err(BuildError::Step(format!(
+                                    "COPY --from stage {i}: that stage made no files (it has no layer), so there is nothing to copy"
+                                )))
+                            }
                         }
                     }
                     Some(CopyFrom::Image(r)) => {

@@ -2,7 +2,7 @@
 //! [listing](super::sources) that [`copy`](super::copy) consumes, so what is
 //! hashed is exactly what is copied.
 
-use std::collections::HashMap;
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::fs;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
@@ -97,8 +97,13 @@ const MEMO_LIMIT: usize = 1 << 20;
 #[derive(Default)]
 struct Memo {
     sums: HashMap<MemoKey, [u8; 32]>,
+    /// Entries looked up or added by this process.
+    used: HashSet<MemoKey>,
     /// Entries were added since the cache was loaded.
     dirty: bool,
+    /// The cache file to load on first use (see [`hash_cache::attach`]).
+    file: Option<std::path::PathBuf>,
+    loaded: bool,
 }
 
 fn file_sha256(host: &Path, meta: &fs::Metadata) -> Result<[u8; 32], NativeError> {
@@ -109,13 +114,13 @@ fn file_sha256(host: &Path, meta: &fs::Metadata) -> Result<[u8; 32], NativeError
         mtime: (meta.mtime(), meta.mtime_nsec()),
         ctime: (meta.ctime(), meta.ctime_nsec()),
     };
-    if let Some(sum) = MEMO
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .sums
-        .get(&key)
     {
-        return Ok(*sum);
+        let mut memo = MEMO.lock().unwrap_or_else(|e| e.into_inner());
+        hash_cache::ensure_loaded(&mut memo);
+        if let Some(sum) = memo.sums.get(&key).copied() {
+            memo.used.insert(key);
+            return Ok(sum);
+        }
     }
     let mut file = open_listed(host).map_err(NativeError::io("read", host))?;
     let mut h = Sha256::new();
@@ -126,6 +131,7 @@ fn file_sha256(host: &Path, meta: &fs::Metadata) -> Result<[u8; 32], NativeError
         memo.sums.clear();
     }
     memo.sums.insert(key, sum);
+    memo.used.insert(key);
     memo.dirty = true;
     Ok(sum)
 }
@@ -147,10 +153,35 @@ pub mod hash_cache {
     /// timestamps advance by clock ticks, so a file written again within
     /// the same tick could keep its ctime (git's "racily clean" problem).
     const RACY_SECS: i64 = 2;
+    /// Past this many entries (about 17 MiB) only those this build used are
+    /// kept, so hashes of contexts long gone do not pile up.
+    const KEEP_ALL_UP_TO: usize = 200_000;
 
-    /// Loads the cache at `path` into this process's memo; returns how many
-    /// entries it held.
+    /// Names the cache file this process uses: it is read when a content
+    /// hash is first needed (a build with no COPY from the context never
+    /// reads it), and [`save`] writes it back.
+    pub fn attach(path: &Path) {
+        let mut memo = MEMO.lock().unwrap_or_else(|e| e.into_inner());
+        memo.file = Some(path.to_path_buf());
+        memo.loaded = false;
+    }
+
+    pub(super) fn ensure_loaded(memo: &mut Memo) {
+        if !memo.loaded {
+            memo.loaded = true;
+            if let Some(path) = memo.file.clone() {
+                load_into(memo, &path);
+            }
+        }
+    }
+
+    /// Loads the cache at `path` into this process's memo now; returns how
+    /// many entries it held.
     pub fn load(path: &Path) -> usize {
+        load_into(&mut MEMO.lock().unwrap_or_else(|e| e.into_inner()), path)
+    }
+
+    fn load_into(memo: &mut Memo, path: &Path) -> usize {
         let Ok(data) = fs::read(path) else { return 0 };
         let Some(body) = data.strip_prefix(MAGIC) else {
             return 0;
@@ -158,10 +189,10 @@ pub mod hash_cache {
         if body.len() % RECORD != 0 {
             return 0;
         }
-        let mut memo = MEMO.lock().unwrap_or_else(|e| e.into_inner());
         let u = |b: &[u8], i: usize| {
             u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().expect("8 bytes"))
         };
+        memo.sums.reserve(body.len() / RECORD);
         for r in body.chunks_exact(RECORD) {
             let key = MemoKey {
                 dev: u(r, 0),
@@ -173,7 +204,6 @@ pub mod hash_cache {
             let sum: [u8; 32] = r[56..88].try_into().expect("32 bytes");
             memo.sums.insert(key, sum);
         }
-        memo.dirty = false;
         body.len() / RECORD
     }
 
@@ -191,11 +221,9 @@ pub mod hash_cache {
         let mut out = Vec::with_capacity(MAGIC.len() + memo.sums.len() * RECORD);
         out.extend_from_slice(MAGIC);
         let mut n = 0;
-        for (k, sum) in memo
-            .sums
-            .iter()
-            .filter(|(k, _)| k.ctime.0 < now - RACY_SECS)
-        {
+        let keep_all = memo.sums.len() <= KEEP_ALL_UP_TO;
+        let keep = |k: &MemoKey| k.ctime.0 < now - RACY_SECS && (keep_all || memo.used.contains(k));
+        for (k, sum) in memo.sums.iter().filter(|(k, _)| keep(k)) {
             for v in [
                 k.dev,
                 k.ino,

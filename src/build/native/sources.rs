@@ -15,7 +15,7 @@
 //! [`copy`]: super::copy
 //! [`sources_digest`]: super::sources_digest
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::fs;
 use std::io;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
@@ -87,8 +87,8 @@ pub(crate) fn list_sources<'a>(
     let mut lister = Lister {
         root: src_root.to_path_buf(),
         ignore,
-        links: HashMap::new(),
-        prefetched: HashMap::new(),
+        links: HashMap::default(),
+        prefetched: HashMap::default(),
     };
     for source in sources {
         match source {
@@ -347,7 +347,7 @@ fn scan_parallel(
     let shared = Mutex::new(Shared {
         queue: vec![(dir.to_path_buf(), phys.to_path_buf())],
         busy: 0,
-        done: HashMap::new(),
+        done: HashMap::default(),
     });
     let wake = Condvar::new();
     let threads = std::thread::available_parallelism()
