@@ -4,7 +4,7 @@
 //! A backend's test file instantiates it with one line, which expands to
 //! one `#[test]` per check, each on a fresh snapshotter:
 //!
-//! ```ignore
+//! ```text
 //! fn make() -> Fixture {
 //!     let tmp = tempfile::tempdir().unwrap();
 //!     let sn = DirSnapshotter::new(tmp.path().join("sn")).unwrap();
