@@ -107,19 +107,10 @@ impl Executor for JailExecutor {
                 }
                 _ => Err(spawn_error("the output pipes were not set up".into())),
             },
-            Err(e) => match prepare::decode_setup_error(&e) {
-                Some((stage, _, errno)) => Err(spawn_error(describe_stage(stage, errno, &name))),
-                None => match e
-                    .raw_os_error()
-                    .and_then(|errno| prepare::exec_failure(program, errno))
-                {
-                    Some((code, message)) => {
-                        out.line(Stream::Stderr, message.as_bytes());
-                        Ok(Outcome::Exited(code))
-                    }
-                    None => Err(spawn_error(e.to_string())),
-                },
-            },
+            Err(e) => prepare::spawn_failed(e, program, out, |stage, _, errno| {
+                describe_stage(stage, errno, &name)
+            })
+            .map_err(spawn_error),
         };
         prepare::finish(result, session.teardown())
     }

@@ -110,24 +110,10 @@ impl Executor for LinuxExecutor {
                             })?;
                     Ok(prepare::outcome(status))
                 }
-                Err(e) => match prepare::decode_setup_error(&e) {
-                    Some((stage, index, errno)) => Err(spawn_error(describe_stage(
-                        stage,
-                        index,
-                        errno,
-                        &bind_names,
-                    ))),
-                    None => match e
-                        .raw_os_error()
-                        .and_then(|errno| prepare::exec_failure(program, errno))
-                    {
-                        Some((code, message)) => {
-                            out.line(Stream::Stderr, message.as_bytes());
-                            Ok(Outcome::Exited(code))
-                        }
-                        None => Err(spawn_error(e.to_string())),
-                    },
-                },
+                Err(e) => prepare::spawn_failed(e, program, out, |stage, index, errno| {
+                    describe_stage(stage, index, errno, &bind_names)
+                })
+                .map_err(spawn_error),
             }
         })();
         prepare::finish(result, points.cleanup())

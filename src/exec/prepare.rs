@@ -72,6 +72,31 @@ pub(crate) fn preflight(
     }))
 }
 
+/// What a failed spawn means: a setup stage that failed in the child
+/// (`describe(stage, index, errno)` says which), or an exec failure a shell
+/// would report as 126 or 127 (the message goes to the step's stderr and
+/// the step ends with that code), or anything else. `Err` is the reason.
+pub(crate) fn spawn_failed(
+    e: io::Error,
+    program: &str,
+    out: &mut dyn OutputSink,
+    describe: impl FnOnce(u8, u8, i32) -> String,
+) -> Result<Outcome, String> {
+    if let Some((stage, index, errno)) = decode_setup_error(&e) {
+        return Err(describe(stage, index, errno));
+    }
+    match e
+        .raw_os_error()
+        .and_then(|errno| exec_failure(program, errno))
+    {
+        Some((code, message)) => {
+            out.line(Stream::Stderr, message.as_bytes());
+            Ok(Outcome::Exited(code))
+        }
+        None => Err(e.to_string()),
+    }
+}
+
 /// The process as both executors start it: the program with the spec's
 /// argv (`argv[0]` as written), exactly the step's environment, no stdin,
 /// output into pipes.
