@@ -6,6 +6,7 @@
 mod engine;
 mod error;
 pub mod image;
+mod layers;
 pub mod native;
 
 pub use engine::{build, chain_snapshot, step_snapshot, BuildEnv, BuildOptions, BuildOutput};

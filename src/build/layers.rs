@@ -1,0 +1,248 @@
+//! Layers between snapshots and blobs: unpacking an image's layers into
+//! snapshots (keyed by chain ID, so images that share a base share its
+//! snapshots), and exporting the layers a build made into the store
+//! (reusing blobs an earlier build recorded on the snapshot).
+
+use std::collections::HashMap;
+
+use super::engine::{active_key, chain_snapshot, BuildEnv, Layer, StageResult};
+use super::error::BuildError;
+use super::image::{self, LayerRef, LoadedImage};
+use crate::diff::SnapshotRef;
+use crate::digest::Digest;
+use crate::layer::{self, Compression, TarOptions};
+use crate::snapshot::{label, Labels, SnapshotError};
+
+/// Makes sure every layer of `img` exists as a committed snapshot (keyed by
+/// chain ID, so images sharing a base share its snapshots) and returns them.
+pub(super) fn unpack_image(
+    env: &BuildEnv<'_>,
+    img: &LoadedImage,
+) -> Result<Vec<Layer>, BuildError> {
+    let diff_ids: Vec<Digest> = img
+        .config
+        .rootfs()
+        .diff_ids()
+        .iter()
+        .map(|d| {
+            d.parse::<Digest>()
+                .map_err(|e| BuildError::Store(format!("image {}: {e}", img.manifest_digest)))
+        })
+        .collect::<Result<_, _>>()?;
+    let chains = image::chain_ids(&diff_ids);
+    // A layer built here is a `step-` snapshot labelled with its chain ID.
+    let mut by_chain: HashMap<String, String> = HashMap::new();
+    for info in env.snapshotter.list()? {
+        if let Some(c) = info.labels.get(label::CHAIN_ID) {
+            if info.kind == crate::snapshot::Kind::Committed {
+                by_chain.entry(c.clone()).or_insert(info.name);
+            }
+        }
+    }
+    let mut layers = Vec::with_capacity(chains.len());
+    let mut parent: Option<String> = None;
+    for ((desc, diff_id), chain) in img.manifest.layers().iter().zip(&diff_ids).zip(&chains) {
+        let digest: Digest = desc
+            .digest()
+            .to_string()
+            .parse()
+            .map_err(|e| BuildError::Store(format!("{e}")))?;
+        let blob = LayerRef {
+            digest: digest.clone(),
+            diff_id: diff_id.clone(),
+            size: desc.size(),
+            media_type: desc.media_type().to_string(),
+        };
+        let name = match by_chain.get(&chain.to_string()) {
+            Some(existing) => existing.clone(),
+            None => {
+                let name = chain_snapshot(chain);
+                if env.snapshotter.stat(&name)?.is_none() {
+                    apply_layer(env, &blob, chain, parent.as_deref(), &name)?;
+                }
+                name
+            }
+        };
+        parent = Some(name.clone());
+        layers.push(Layer {
+            snapshot: name,
+            blob: Some(blob),
+        });
+    }
+    Ok(layers)
+}
+
+fn apply_layer(
+    env: &BuildEnv<'_>,
+    blob: &LayerRef,
+    chain: &Digest,
+    parent: Option<&str>,
+    name: &str,
+) -> Result<(), BuildError> {
+    let active = active_key();
+    let root = env.snapshotter.prepare(&active, parent)?;
+    let result = (|| {
+        let file = env
+            .store
+            .open_blob(&blob.digest)
+            .map_err(|e| BuildError::Store(e.to_string()))?;
+        let stats = layer::apply(
+            std::io::BufReader::new(file),
+            &blob.media_type,
+            &root,
+            &layer::ApplyOptions::default(),
+        )
+        .map_err(|e| BuildError::Layer(e.to_string()))?;
+        if stats.diff_id != blob.diff_id {
+            return Err(BuildError::Store(format!(
+                "layer {} unpacks to {} but the image config says {}: the store is damaged (run `jbuild check`)",
+                blob.digest, stats.diff_id, blob.diff_id
+            )));
+        }
+        let mut labels: Labels = Labels::new();
+        labels.insert(label::DIFF_ID.into(), blob.diff_id.to_string());
+        labels.insert(label::CHAIN_ID.into(), chain.to_string());
+        env.snapshotter
+            .commit(name, &active, &labels)
+            .or_else(|e| match e {
+                SnapshotError::AlreadyExists(_) => env.snapshotter.remove(&active),
+                e => Err(e),
+            })?;
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = env.snapshotter.remove(&active);
+    }
+    result
+}
+
+/// Exports every layer of `result` that has no blob yet in `compression`,
+/// reusing blobs recorded on the snapshots; returns the layer list.
+pub(super) fn export_layers(
+    env: &BuildEnv<'_>,
+    result: &mut StageResult,
+    compression: Compression,
+    epoch: u64,
+) -> Result<Vec<LayerRef>, BuildError> {
+    let blob_label = format!("{}{}", label::BLOB_PREFIX, compression);
+    let differ = env.snapshotter.differ();
+    let mut out: Vec<LayerRef> = Vec::with_capacity(result.layers.len());
+    let mut parent_chain: Option<Digest> = None;
+    for i in 0..result.layers.len() {
+        let layer = &result.layers[i];
+        // Inherited layers come with their blob; built ones may have one
+        // recorded on the snapshot from an earlier build; else export now.
+        let (blob, fresh) = match &layer.blob {
+            Some(b) => (b.clone(), false),
+            None => match recorded_blob(env, &layer.snapshot, &blob_label, compression)? {
+                Some(b) => (b, false),
+                None => {
+                    let parent = i.checked_sub(1).map(|p| result.layers[p].snapshot.as_str());
+                    let b = export_one(
+                        env,
+                        differ.as_ref(),
+                        parent,
+                        &layer.snapshot,
+                        compression,
+                        epoch,
+                    )?;
+                    (b, true)
+                }
+            },
+        };
+        let chain = match &parent_chain {
+            None => blob.diff_id.clone(),
+            Some(p) => Digest::of(format!("{p} {}", blob.diff_id).as_bytes()),
+        };
+        if fresh {
+            let mut labels = Labels::new();
+            labels.insert(label::DIFF_ID.into(), blob.diff_id.to_string());
+            labels.insert(label::CHAIN_ID.into(), chain.to_string());
+            labels.insert(blob_label.clone(), blob.digest.to_string());
+            env.snapshotter.set_labels(&layer.snapshot, &labels)?;
+        }
+        parent_chain = Some(chain);
+        result.layers[i].blob = Some(blob.clone());
+        out.push(blob);
+    }
+    Ok(out)
+}
+
+/// The blob an earlier build exported from `snapshot` in this compression,
+/// if the snapshot records one and the store still has it.
+fn recorded_blob(
+    env: &BuildEnv<'_>,
+    snapshot: &str,
+    blob_label: &str,
+    compression: Compression,
+) -> Result<Option<LayerRef>, BuildError> {
+    let info = env
+        .snapshotter
+        .stat(snapshot)?
+        .ok_or_else(|| SnapshotError::NotFound(snapshot.to_string()))?;
+    let parse = |l: &str| info.labels.get(l).and_then(|v| v.parse::<Digest>().ok());
+    let (Some(digest), Some(diff_id)) = (parse(blob_label), parse(label::DIFF_ID)) else {
+        return Ok(None);
+    };
+    match std::fs::metadata(env.store.blob_path(&digest)) {
+        Ok(m) => Ok(Some(LayerRef {
+            digest,
+            diff_id,
+            size: m.len(),
+            media_type: compression.media_type().to_string(),
+        })),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(BuildError::io("reading a layer blob's size", e)),
+    }
+}
+
+fn export_one(
+    env: &BuildEnv<'_>,
+    differ: &dyn crate::diff::Differ,
+    parent: Option<&str>,
+    child: &str,
+    compression: Compression,
+    epoch: u64,
+) -> Result<LayerRef, BuildError> {
+    let child_root = env.snapshotter.view(child)?;
+    let parent_root = parent.map(|p| env.snapshotter.view(p)).transpose()?;
+    let changes = differ
+        .changes(
+            parent
+                .zip(parent_root.as_deref())
+                .map(|(name, root)| SnapshotRef { name, root }),
+            SnapshotRef {
+                name: child,
+                root: &child_root,
+            },
+        )
+        .map_err(|e| BuildError::Layer(e.to_string()))?;
+    let id = format!("export-{child}");
+    env.reporter.transfer_start(
+        &id,
+        &format!("exporting layer {}", &child[..child.len().min(17)]),
+        None,
+    );
+    let writer = env
+        .store
+        .blob_writer()
+        .map_err(|e| BuildError::Store(e.to_string()))?;
+    let (exported, writer) = layer::export(
+        &child_root,
+        &changes,
+        &TarOptions { clamp_mtime: epoch },
+        compression,
+        writer,
+    )
+    .map_err(|e| BuildError::Layer(e.to_string()))?;
+    writer
+        .commit(Some(&exported.digest))
+        .map_err(|e| BuildError::Store(e.to_string()))?;
+    env.reporter.transfer_done(&id, false);
+    Ok(LayerRef {
+        digest: exported.digest,
+        diff_id: exported.diff_id,
+        size: exported.size,
+        media_type: exported.media_type.to_string(),
+    })
+}
