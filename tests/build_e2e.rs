@@ -102,17 +102,7 @@ fn static_site_content_is_rendered_as_the_recipe_says() {
         .arg("site:1")
         .arg(format!("oci:{}:1", layout.display())));
     let rootfs = t.path().join("rootfs");
-    let out = std::process::Command::new("umoci")
-        .args(["raw", "unpack", "--rootless", "--image"])
-        .arg(format!("{}:1", layout.display()))
-        .arg(&rootfs)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "umoci: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    umoci_unpack(&format!("{}:1", layout.display()), &rootfs, true);
     let conf = fs::read_to_string(rootfs.join("usr/local/etc/nginx/conf.d/site.conf")).unwrap();
     assert!(
         conf.contains("listen 8080;") && conf.contains("server_name www.example.net;"),
@@ -308,17 +298,7 @@ fn umoci_unpacks_exactly_the_tree_that_was_built() {
         .arg("rt:1")
         .arg(format!("oci:{}:1", layout.display())));
     let unpacked = t.path().join("unpacked");
-    let out = std::process::Command::new("umoci")
-        .args(["raw", "unpack", "--image"])
-        .arg(format!("{}:1", layout.display()))
-        .arg(&unpacked)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "umoci: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    umoci_unpack(&format!("{}:1", layout.display()), &unpacked, false);
 
     // The built root is the top snapshot of the build.
     let committed = root.join("snapshots/dir/committed");

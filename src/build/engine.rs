@@ -17,7 +17,7 @@ use super::layers::{export_layers, unpack_image};
 use super::native::{self, CopyOptions, Ignore};
 use crate::digest::Digest;
 use crate::exec::{self, Executor, RunSpec};
-use crate::jailfile::{self, Command, CopyFrom, CopySource, Location, Op};
+use crate::jailfile::{self, CopyFrom, CopySource, Location, Op};
 use crate::layer::Compression;
 use crate::plan::{
     self, BaseImage, ExecContext, Plan, PlanInputs, PlanOptions, PlannedBase, PlannedStage,
@@ -165,15 +165,14 @@ impl StageResult {
 }
 
 pub fn build(env: &BuildEnv<'_>, opts: &BuildOptions) -> Result<BuildOutput, BuildError> {
-    let parsed = jailfile::load(&opts.jailfile, &opts.build_args)?;
+    let jailfile_text = jailfile::read(&opts.jailfile)?;
+    let parsed = jailfile::load_str(&opts.jailfile, &jailfile_text, &opts.build_args)?;
     for name in &parsed.unused_build_args {
         env.reporter.message(
             Level::Warn,
             &format!("build argument `{name}` was given but no ARG uses it"),
         );
     }
-    let jailfile_text = std::fs::read_to_string(&opts.jailfile)
-        .map_err(|e| BuildError::io(format!("reading {}", opts.jailfile.display()), e))?;
     let ignore = Ignore::load(&opts.context).map_err(|e| BuildError::Context(e.to_string()))?;
     let inputs = Inputs {
         store: env.store,
@@ -384,11 +383,7 @@ impl Run<'_, '_> {
     ) -> Result<(), BuildError> {
         match op {
             Op::Run { command, network } => {
-                let argv = match command {
-                    Command::Shell(s) => vec!["/bin/sh".to_string(), "-c".to_string(), s.clone()],
-                    Command::Exec(v) => v.clone(),
-                };
-                self.run_process(argv, args, ctx, *network, root, info)
+                self.run_process(plan::state::argv(command), args, ctx, *network, root, info)
             }
             Op::Pkg { packages } => {
                 let mut argv = vec!["pkg".to_string(), "install".to_string(), "-y".to_string()];

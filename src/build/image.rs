@@ -244,13 +244,17 @@ pub fn write(
 pub fn chain_ids(diff_ids: &[Digest]) -> Vec<Digest> {
     let mut out: Vec<Digest> = Vec::with_capacity(diff_ids.len());
     for d in diff_ids {
-        let next = match out.last() {
-            None => d.clone(),
-            Some(parent) => Digest::of(format!("{parent} {d}").as_bytes()),
-        };
-        out.push(next);
+        out.push(next_chain(out.last(), d));
     }
     out
+}
+
+/// The chain ID of a layer with `diff_id` on top of the chain `parent`.
+pub fn next_chain(parent: Option<&Digest>, diff_id: &Digest) -> Digest {
+    match parent {
+        None => diff_id.clone(),
+        Some(parent) => Digest::of(format!("{parent} {diff_id}").as_bytes()),
+    }
 }
 
 #[cfg(test)]

@@ -150,10 +150,7 @@ pub(super) fn export_layers(
                 }
             },
         };
-        let chain = match &parent_chain {
-            None => blob.diff_id.clone(),
-            Some(p) => Digest::of(format!("{p} {}", blob.diff_id).as_bytes()),
-        };
+        let chain = image::next_chain(parent_chain.as_ref(), &blob.diff_id);
         if fresh {
             let mut labels = Labels::new();
             labels.insert(label::DIFF_ID.into(), blob.diff_id.to_string());

@@ -62,11 +62,7 @@ impl Executor for JailExecutor {
         };
         let (root, argv0) = (&ready.root, &spec.argv[0]);
         let (ident, cwd, program) = (&ready.ident, &ready.cwd, &ready.program);
-        let spawn_error = |reason: String| ExecError::Spawn {
-            program: argv0.clone(),
-            root: root.display().to_string(),
-            reason,
-        };
+        let spawn_error = |reason: String| ready.spawn_error(spec, reason);
 
         let name = format!(
             "jbuild-{}-{}",

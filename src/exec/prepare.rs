@@ -31,6 +31,17 @@ pub(crate) struct Ready {
     pub program: String,
 }
 
+impl Ready {
+    /// A spawn failure of this step, with why.
+    pub fn spawn_error(&self, spec: &RunSpec, reason: String) -> ExecError {
+        ExecError::Spawn {
+            program: spec.argv[0].clone(),
+            root: self.root.display().to_string(),
+            reason,
+        }
+    }
+}
+
 /// Checks `spec`, resolves the user, environment, working directory and
 /// program inside `root`. `Ok(None)` means the program does not exist: the
 /// shell-style message is already on the step's stderr and the step ends

@@ -44,7 +44,13 @@ pub use resolved::*;
 /// including file; cycles are an error), parses and resolves it.
 /// `build_args` are the `--build-arg` values.
 pub fn load(path: &Path, build_args: &BTreeMap<String, String>) -> Result<Build, Diagnostic> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
+    load_str(path, &read(path)?, build_args)
+}
+
+/// Reads a Jailfile's text, with the error a user should see when it
+/// cannot be read.
+pub fn read(path: &Path) -> Result<String, Diagnostic> {
+    std::fs::read_to_string(path).map_err(|e| {
         let why = match e.kind() {
             std::io::ErrorKind::NotFound => "no such file".to_string(),
             std::io::ErrorKind::InvalidData => "not UTF-8 text".to_string(),
@@ -54,8 +60,7 @@ pub fn load(path: &Path, build_args: &BTreeMap<String, String>) -> Result<Build,
             path,
             format!("cannot read Jailfile `{}`: {why}", path.display()),
         )
-    })?;
-    load_str(path, &text, build_args)
+    })
 }
 
 /// Like [`load`], with the text given; `path` names the file in messages

@@ -78,6 +78,27 @@ pub fn copy_tree(src: &Path, dst: &Path) {
     }
 }
 
+/// Unpacks `image` (`LAYOUT:TAG`) with umoci into `dest`, as a real peer
+/// reads jbuild's output; `rootless` keeps ownership out of the picture.
+pub fn umoci_unpack(image: &str, dest: &Path, rootless: bool) {
+    let mut c = Command::new("umoci");
+    c.args(["raw", "unpack"]);
+    if rootless {
+        c.arg("--rootless");
+    }
+    let out = c
+        .arg("--image")
+        .arg(image)
+        .arg(dest)
+        .output()
+        .expect("run umoci");
+    assert!(
+        out.status.success(),
+        "umoci raw unpack {image}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// The static busybox, if this machine has it (Debian: busybox-static).
 pub fn static_busybox() -> Option<PathBuf> {
     let p = PathBuf::from("/bin/busybox");
