@@ -328,6 +328,7 @@ pub fn info(ctx: &Ctx) -> CmdResult {
         "backend": ctx.backend,
         "backend_reason": "dir is the only backend in this build; it works on any filesystem",
         "snapshots": ctx.paths.dir_snapshots(),
+        "config": ctx.settings.source.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "none (defaults)".into()),
         "executor": executor,
         "platform": Platform::default_for_host().to_string(),
         "version": env!("CARGO_PKG_VERSION"),

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
-use jbuild::config::Paths;
+use jbuild::config::{Paths, Settings};
 use jbuild::report::{JsonReporter, PlainReporter, Reporter, SilentReporter, TtyReporter};
 use jbuild::snapshot::dir::DirSnapshotter;
 use jbuild::snapshot::Snapshotter;
@@ -109,6 +109,8 @@ pub struct Ctx {
     pub quiet: bool,
     pub json: bool,
     pub backend: String,
+    /// The configuration file's settings (defaults when there is none).
+    pub settings: Settings,
 }
 
 impl Ctx {
@@ -157,6 +159,13 @@ pub fn main() -> i32 {
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
         .without_time()
         .init();
+    let settings = match Settings::load() {
+        Ok(s) => s,
+        Err(e) => {
+            report(&anyhow::Error::new(e));
+            return EXIT_USER;
+        }
+    };
     let ctx = Ctx {
         paths: cli
             .root
@@ -166,6 +175,7 @@ pub fn main() -> i32 {
         quiet: cli.quiet,
         json: cli.json,
         backend: cli.backend.clone(),
+        settings,
     };
     let result = match cli.command {
         Cmd::Build(a) => build::run(&ctx, a),

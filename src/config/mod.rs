@@ -11,6 +11,9 @@
 //! └── tmp/                scratch space for work in progress
 //! ```
 
+mod settings;
+pub use settings::{FreeBsdSettings, RegistrySettings, Settings, SettingsError, ZfsSettings};
+
 use std::path::{Path, PathBuf};
 
 /// The directories jbuild works in.

@@ -1,0 +1,182 @@
+//! The configuration file: what an administrator sets once for a host
+//! (which ZFS dataset to use, which registries speak plain HTTP, where
+//! FreeBSD releases come from), as opposed to per-command flags.
+//!
+//! The file is TOML. It is found at `$JBUILD_CONFIG` when that is set (and
+//! then it must exist), else at the first of these that exists:
+//!
+//! ```text
+//! $XDG_CONFIG_HOME/jbuild/config.toml   (~/.config/jbuild/config.toml)
+//! /usr/local/etc/jbuild/config.toml     (FreeBSD's place for ports' configs)
+//! /etc/jbuild/config.toml
+//! ```
+//!
+//! No file means every default. Unknown keys are refused with the file's
+//! name, so a typo never silently turns a setting off.
+//!
+//! ```toml
+//! backend = "auto"              # auto | zfs | dir
+//!
+//! [zfs]
+//! dataset = "zroot/jbuild"      # parent of every dataset jbuild makes
+//!
+//! [registries]
+//! insecure = ["registry.lan:5000"]   # plain HTTP (localhost is always allowed)
+//!
+//! [freebsd]
+//! mirror = "https://download.freebsd.org/releases"
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// Everything the configuration file can set. Each section is owned by the
+/// module that uses it; add fields there, with a default.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Settings {
+    /// `auto`, `zfs` or `dir`; `None` when the file does not say.
+    pub backend: Option<String>,
+    pub zfs: ZfsSettings,
+    pub registries: RegistrySettings,
+    pub freebsd: FreeBsdSettings,
+    /// The file these settings were read from, if any.
+    #[serde(skip)]
+    pub source: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ZfsSettings {
+    /// The parent dataset of every dataset jbuild creates, e.g. `zroot/jbuild`.
+    pub dataset: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct RegistrySettings {
+    /// Registries (`host` or `host:port`) reached over plain HTTP.
+    pub insecure: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct FreeBsdSettings {
+    /// Base URL of the release mirror (the directory holding `amd64/`, ...).
+    pub mirror: Option<String>,
+}
+
+/// A configuration file that could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    #[error("cannot read the configuration file {}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}: {message}\n  fix the file, or point $JBUILD_CONFIG at another one", path.display())]
+    Parse { path: PathBuf, message: String },
+}
+
+impl Settings {
+    /// The settings of this host: the file named by `$JBUILD_CONFIG`, else
+    /// the first file of the search path, else the defaults.
+    pub fn load() -> Result<Settings, SettingsError> {
+        if let Some(p) = std::env::var_os("JBUILD_CONFIG").filter(|v| !v.is_empty()) {
+            return Settings::from_file(Path::new(&p));
+        }
+        for p in search_path() {
+            if p.is_file() {
+                return Settings::from_file(&p);
+            }
+        }
+        Ok(Settings::default())
+    }
+
+    pub fn from_file(path: &Path) -> Result<Settings, SettingsError> {
+        let text = std::fs::read_to_string(path).map_err(|source| SettingsError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let mut s = Settings::parse(&text).map_err(|message| SettingsError::Parse {
+            path: path.to_path_buf(),
+            message,
+        })?;
+        s.source = Some(path.to_path_buf());
+        Ok(s)
+    }
+
+    /// Parse TOML text; the error says where (line, column) and what.
+    pub fn parse(text: &str) -> Result<Settings, String> {
+        let s: Settings = toml::from_str(text).map_err(|e| e.to_string().trim_end().to_string())?;
+        if let Some(b) = &s.backend {
+            if !matches!(b.as_str(), "auto" | "zfs" | "dir") {
+                return Err(format!(
+                    "backend = \"{b}\": expected \"auto\", \"zfs\" or \"dir\""
+                ));
+            }
+        }
+        Ok(s)
+    }
+}
+
+fn search_path() -> Vec<PathBuf> {
+    let mut v = Vec::new();
+    let xdg = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|x| !x.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")));
+    if let Some(x) = xdg {
+        v.push(x.join("jbuild/config.toml"));
+    }
+    v.push(PathBuf::from("/usr/local/etc/jbuild/config.toml"));
+    v.push(PathBuf::from("/etc/jbuild/config.toml"));
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_file_is_defaults() {
+        assert_eq!(Settings::parse("").unwrap(), Settings::default());
+    }
+
+    #[test]
+    fn every_section_parses() {
+        let s = Settings::parse(
+            "backend = \"zfs\"\n[zfs]\ndataset = \"zroot/jbuild\"\n\
+             [registries]\ninsecure = [\"reg.lan:5000\"]\n[freebsd]\nmirror = \"http://m/\"\n",
+        )
+        .unwrap();
+        assert_eq!(s.backend.as_deref(), Some("zfs"));
+        assert_eq!(s.zfs.dataset.as_deref(), Some("zroot/jbuild"));
+        assert_eq!(s.registries.insecure, vec!["reg.lan:5000".to_string()]);
+        assert_eq!(s.freebsd.mirror.as_deref(), Some("http://m/"));
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_refused_with_where() {
+        let e = Settings::parse("[zfs]\ndatset = \"x\"\n").unwrap_err();
+        assert!(e.contains("datset") && e.contains("line 2"), "{e}");
+        let e = Settings::parse("backend = \"btrfs\"\n").unwrap_err();
+        assert!(e.contains("btrfs"), "{e}");
+    }
+
+    #[test]
+    fn file_errors_name_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("config.toml");
+        std::fs::write(&p, "[zfs\n").unwrap();
+        let e = Settings::from_file(&p).unwrap_err().to_string();
+        assert!(e.contains("config.toml"), "{e}");
+        let s = {
+            std::fs::write(&p, "[zfs]\ndataset = \"tank/j\"\n").unwrap();
+            Settings::from_file(&p).unwrap()
+        };
+        assert_eq!(s.source.as_deref(), Some(p.as_path()));
+    }
+}
