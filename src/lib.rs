@@ -12,6 +12,7 @@
 //!   between it and other places;
 //! - [`report`] is how any of it talks to the user.
 
+pub mod bastille;
 pub mod build;
 pub mod config;
 pub mod diff;

@@ -166,6 +166,17 @@ impl StageResult {
 
 pub fn build(env: &BuildEnv<'_>, opts: &BuildOptions) -> Result<BuildOutput, BuildError> {
     let jailfile_text = jailfile::read(&opts.jailfile)?;
+    build_text(env, opts, &jailfile_text)
+}
+
+/// Like [`build`], with the Jailfile's text given (e.g. translated from a
+/// Bastille template); `opts.jailfile` names it in messages and history.
+pub fn build_text(
+    env: &BuildEnv<'_>,
+    opts: &BuildOptions,
+    jailfile_text: &str,
+) -> Result<BuildOutput, BuildError> {
+    let jailfile_text = jailfile_text.to_string();
     let parsed = jailfile::load_str(&opts.jailfile, &jailfile_text, &opts.build_args)?;
     for name in &parsed.unused_build_args {
         env.reporter.message(

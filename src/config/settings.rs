@@ -25,6 +25,10 @@
 //!
 //! [freebsd]
 //! mirror = "https://download.freebsd.org/releases"
+//!
+//! [bastille]
+//! templates_dir = "/usr/local/bastille/templates"   # INCLUDE user/repo
+//! prefix = "/usr/local/bastille"                    # create --bastille
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -41,6 +45,7 @@ pub struct Settings {
     pub zfs: ZfsSettings,
     pub registries: RegistrySettings,
     pub freebsd: FreeBsdSettings,
+    pub bastille: BastilleSettings,
     /// The file these settings were read from, if any.
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -65,6 +70,18 @@ pub struct RegistrySettings {
 pub struct FreeBsdSettings {
     /// Base URL of the release mirror (the directory holding `amd64/`, ...).
     pub mirror: Option<String>,
+}
+
+/// `[bastille]`: Bastille templates and `jbuild create --bastille`.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct BastilleSettings {
+    /// Where `INCLUDE user/repo` finds bootstrapped templates
+    /// (default `/usr/local/bastille/templates`).
+    pub templates_dir: Option<PathBuf>,
+    /// Bastille's prefix: `create --bastille` makes `PREFIX/jails/NAME`
+    /// (default `/usr/local/bastille`).
+    pub prefix: Option<PathBuf>,
 }
 
 /// A configuration file that could not be used.
@@ -164,6 +181,23 @@ mod tests {
         assert!(e.contains("datset") && e.contains("line 2"), "{e}");
         let e = Settings::parse("backend = \"btrfs\"\n").unwrap_err();
         assert!(e.contains("btrfs"), "{e}");
+    }
+
+    #[test]
+    fn bastille_section_has_defaults_and_parses() {
+        let s = Settings::parse("").unwrap();
+        assert_eq!(s.bastille, BastilleSettings::default());
+        let s = Settings::parse(
+            "[bastille]\ntemplates_dir = \"/srv/templates\"\nprefix = \"/jails\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            s.bastille.templates_dir.as_deref(),
+            Some(Path::new("/srv/templates"))
+        );
+        assert_eq!(s.bastille.prefix.as_deref(), Some(Path::new("/jails")));
+        let e = Settings::parse("[bastille]\ntemplate_dir = \"x\"\n").unwrap_err();
+        assert!(e.contains("template_dir"), "{e}");
     }
 
     #[test]

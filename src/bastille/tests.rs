@@ -1,0 +1,251 @@
+use std::fs;
+
+use super::*;
+
+fn template(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    for (name, text) in files {
+        let p = d.path().join(name);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, text).unwrap();
+    }
+    d
+}
+
+fn opts() -> Options {
+    Options {
+        from: "freebsd:14.3-RELEASE".into(),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn every_instruction_translates_and_parses() {
+    let d = template(&[
+        (
+            "Bastillefile",
+            "ARG DOMAIN=\"example.org\"\nARG PORT=8080\nARG EXTRA=curl\nPKG nginx ${EXTRA}\nCP usr /\nCP etc/motd /etc/motd\n\
+             SYSRC nginx_flags=\"-c /usr/local/etc/nginx/${DOMAIN}.conf\" other=1\nSERVICE nginx enable\n\
+             SERVICE nginx start\nLIF \"server ${DOMAIN}\" /etc/hosts.allow\nRENDER /usr/local/etc/nginx\n\
+             CMD echo '${DOMAIN}' > /tmp/x && echo $HOME\nMOUNT /data usr/local/www/data nullfs rw 0 0\n\
+             RDR tcp ${PORT} 80\nLIMITS memoryuse 1G\nCONFIG set allow.mlock 1\nCONFIG set allow.mount.procfs;\n\
+             TAGS web prod\nRESTART\n",
+        ),
+        ("usr/local/etc/nginx/nginx.conf", "server_name ${DOMAIN};\n"),
+        ("etc/motd", "hi\n"),
+    ]);
+    let c = convert(d.path(), &opts()).unwrap();
+    let build = c.load().unwrap_or_else(|e| panic!("{e}\n{}", c.jailfile));
+    let texts: Vec<&str> = build.stages[0]
+        .steps
+        .iter()
+        .map(|s| s.text.as_str())
+        .collect();
+    let want = [
+        "PKG nginx curl",
+        "COPY usr/ /usr",
+        "COPY etc/motd /etc/motd",
+        "SYSRC nginx_flags='-c /usr/local/etc/nginx/example.org.conf'",
+        "SYSRC other=1",
+        "SERVICE nginx enable",
+        "LINE_IN_FILE 'server example.org' /etc/hosts.allow",
+        "RENDER /usr/local/etc/nginx",
+        "VOLUME /usr/local/www/data",
+        "EXPOSE 80/tcp",
+        "JAIL allow.mlock=1",
+        "JAIL allow.mount.procfs",
+    ];
+    for w in want {
+        assert!(
+            texts.iter().any(|t| t.contains(w)),
+            "no step like `{w}` in {texts:#?}\n{}",
+            c.jailfile
+        );
+    }
+    // CMD: the text after ARG substitution, through /bin/sh -c, with network.
+    let run = build.stages[0]
+        .steps
+        .iter()
+        .find_map(|s| match &s.op {
+            jailfile::Op::Run { command, network } => Some((command.clone(), *network)),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(
+        run,
+        (
+            jailfile::Command::Exec(vec![
+                "/bin/sh".into(),
+                "-c".into(),
+                // Bastille substitutes the default as written, quotes and all.
+                "echo '\"example.org\"' > /tmp/x && echo $HOME".into()
+            ]),
+            true
+        )
+    );
+    let labels: Vec<(String, String)> = build.stages[0]
+        .steps
+        .iter()
+        .filter_map(|s| match &s.op {
+            jailfile::Op::Label(l) => Some(l.clone()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    for (k, v) in [
+        (
+            "org.jbuild.fstab./usr/local/www/data",
+            "/data /usr/local/www/data nullfs rw 0 0",
+        ),
+        ("org.jbuild.rdr.tcp.8080", "tcp 8080 80"),
+        ("org.jbuild.rctl.memoryuse", "1G"),
+        ("org.jbuild.tags", "web prod"),
+    ] {
+        assert!(
+            labels.contains(&(k.into(), v.into())),
+            "{k} missing in {labels:?}"
+        );
+    }
+    // RENDER sees the unquoted ARG value.
+    let render = build.stages[0]
+        .steps
+        .iter()
+        .find_map(|s| match &s.op {
+            jailfile::Op::Render { vars, .. } => Some(vars.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(
+        render.get("DOMAIN").map(String::as_str),
+        Some("example.org")
+    );
+    assert!(
+        c.notes.iter().any(|n| n.contains("RESTART")),
+        "{:?}",
+        c.notes
+    );
+    assert!(
+        c.notes.iter().any(|n| n.contains("nginx start")),
+        "{:?}",
+        c.notes
+    );
+}
+
+#[test]
+fn arg_precedence_is_cli_then_file_then_default() {
+    let d = template(&[
+        (
+            "Bastillefile",
+            "ARG A=def\nARG B=def\nARG C=def\nSYSRC a=${A} b=${B} c=${C}\n",
+        ),
+        ("args.env", "# values\nA=file\nB=file\n"),
+    ]);
+    let mut o = opts();
+    o.args.insert("A".into(), "cli".into());
+    o.arg_file = Some(d.path().join("args.env"));
+    let c = convert(d.path(), &o).unwrap();
+    let b = c.load().unwrap();
+    let t: Vec<&str> = b.stages[0].steps.iter().map(|s| s.text.as_str()).collect();
+    assert_eq!(t, ["SYSRC a=cli", "SYSRC b=file", "SYSRC c=def"]);
+}
+
+#[test]
+fn required_arg_missing_is_an_error_at_its_line() {
+    let d = template(&[("Bastillefile", "PKG nginx\n\nARG+ DB_PASSWORD\n")]);
+    let e = convert(d.path(), &opts()).unwrap_err();
+    assert_eq!((e.line, e.column), (3, 6), "{e}");
+    let shown = e.to_string();
+    assert!(shown.contains("required ARG `DB_PASSWORD`"), "{shown}");
+    assert!(shown.contains("--arg DB_PASSWORD="), "{shown}");
+    assert!(shown.contains("Bastillefile:3:6"), "{shown}");
+    let mut o = opts();
+    o.args.insert("DB_PASSWORD".into(), "s3cret".into());
+    convert(d.path(), &o).unwrap().load().unwrap();
+}
+
+#[test]
+fn malformed_lines_point_at_the_problem() {
+    let cases = [
+        ("PKG nginx\nRUNN echo\n", 2, 1, "unknown or unsupported"),
+        ("SYSRC nginx_enable\n", 1, 7, "does not assign"),
+        ("CP /etc/hosts /etc/hosts\n", 1, 4, "path on the host"),
+        ("CP missing /etc/\n", 1, 4, "not in the template"),
+        ("LIMITS memoryusage 1G\n", 1, 8, "not an rctl(8) resource"),
+        ("RDR tcp 99999 80\n", 1, 9, "not a port"),
+        ("SYSRC a=\"unclosed\nPKG x\n", 1, 9, "unbalanced quote"),
+        ("LINE_IN_FILE only-one\n", 1, 14, "takes a line and a file"),
+        ("INCLUDE acme/missing\n", 1, 9, "not found"),
+        ("INCLUDE https://github.com/acme/web\n", 1, 9, "not found"),
+        ("NETWORK add vtnet1 DHCP\n", 1, 1, "unsupported"),
+        ("ARG A=1\nPKG ${A} ${EXTRA}\n", 2, 10, "not a declared ARG"),
+    ];
+    for (text, line, col, what) in cases {
+        let d = template(&[("Bastillefile", text)]);
+        let mut o = opts();
+        o.templates_dir = Some(d.path().join("no-templates"));
+        let e = convert(d.path(), &o).unwrap_err();
+        assert_eq!((e.line, e.column), (line, col), "{text}: {e}");
+        assert!(e.to_string().contains(what), "{text}: {e}");
+        assert!(e.to_string().contains("Bastillefile:"), "{e}");
+    }
+    // A remote INCLUDE says to fetch it first.
+    let d = template(&[("Bastillefile", "INCLUDE https://github.com/acme/web\n")]);
+    let e = convert(d.path(), &opts()).unwrap_err();
+    assert!(
+        e.help.as_deref().unwrap_or("").contains("fetch it first"),
+        "{e}"
+    );
+}
+
+#[test]
+fn jailfile_errors_are_shown_at_the_bastillefile_line() {
+    // SERVICE names are checked by the Jailfile parser.
+    let d = template(&[("Bastillefile", "PKG nginx\nSERVICE 'bad name' enable\n")]);
+    let c = convert(d.path(), &opts()).unwrap();
+    let e = c.load().unwrap_err();
+    assert!(e.file.ends_with("Bastillefile"), "{e}");
+    assert_eq!(e.line, 2, "{e}");
+    assert!(
+        e.help.as_deref().unwrap_or("").contains("translated to"),
+        "{e}"
+    );
+}
+
+#[test]
+fn legacy_hook_files_are_read_after_the_bastillefile() {
+    let d = template(&[
+        ("PKG", "nginx\ncurl\n"),
+        ("SYSRC", "nginx_enable=YES\n"),
+        ("CMD", "echo one\necho two\n"),
+        ("OVERLAY", "usr\n"),
+        ("usr/local/x", "x"),
+    ]);
+    let c = convert(d.path(), &opts()).unwrap();
+    let b = c.load().unwrap();
+    let t: Vec<&str> = b.stages[0].steps.iter().map(|s| s.text.as_str()).collect();
+    assert_eq!(t[0], "PKG nginx curl");
+    assert_eq!(t[1], "COPY usr/ /usr");
+    assert_eq!(t[2], "SYSRC nginx_enable=YES");
+    assert!(
+        t[3].starts_with("RUN") && t[3].contains("echo one\\necho two"),
+        "{t:?}"
+    );
+}
+
+#[test]
+fn include_cycles_are_refused() {
+    let d = template(&[
+        ("a/Bastillefile", "INCLUDE ../b\n"),
+        ("b/Bastillefile", "PKG x\nINCLUDE ../a\n"),
+    ]);
+    let e = convert(&d.path().join("a"), &opts()).unwrap_err();
+    assert!(e.file.ends_with("b/Bastillefile") && e.line == 2, "{e}");
+    assert!(e.to_string().contains("already being included"), "{e}");
+}
+
+#[test]
+fn no_from_is_a_clear_error() {
+    let d = template(&[("Bastillefile", "PKG nginx\n")]);
+    let e = convert(d.path(), &Options::default()).unwrap_err();
+    assert!(e.to_string().contains("--from"), "{e}");
+}

@@ -1,0 +1,671 @@
+//! One Bastille instruction at a time into Jailfile lines. See the module
+//! docs of `bastille` for the rules followed, and `docs/bastille.md` for
+//! the table.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use super::emit::{common_ancestor, word, Origin, Out};
+use super::source::{is_name, read_lines, substitute, unquote, with_help, words, SrcLine};
+use super::{Converted, Options, DEFAULT_TEMPLATES_DIR};
+use crate::jailfile::Diagnostic;
+
+pub(super) type R<T> = Result<T, Diagnostic>;
+
+/// Values Bastille fills in from the running jail; a build has none, so
+/// they stay as written unless given with `--arg`.
+const BUILTINS: &[&str] = &["JAIL_NAME", "JAIL_IP", "JAIL_IP6"];
+
+/// Every instruction the translation knows, for "did you mean".
+const KNOWN: &[&str] = &[
+    "ARG",
+    "ARG+",
+    "CMD",
+    "CP",
+    "COPY",
+    "OVERLAY",
+    "INCLUDE",
+    "PKG",
+    "HPKG",
+    "MOUNT",
+    "FSTAB",
+    "RENDER",
+    "LINE_IN_FILE",
+    "LIF",
+    "TAG",
+    "TAGS",
+    "CONFIG",
+    "LIMITS",
+    "RDR",
+    "SERVICE",
+    "SYSRC",
+    "RESTART",
+];
+
+#[derive(Debug, Clone)]
+struct ArgVal {
+    name: String,
+    /// As substituted into instruction lines (Bastille keeps quotes here;
+    /// the shell removes them when the line is split).
+    raw: String,
+    /// Shell-unquoted: what RENDER writes into files.
+    value: String,
+}
+
+/// The ARG context of one template (an INCLUDEd one gets its own, with
+/// only the `--arg`s on the INCLUDE line, as `bastille template` does).
+struct Scope {
+    dir: PathBuf,
+    cli: BTreeMap<String, String>,
+    arg_file: Option<(PathBuf, String)>,
+    args: Vec<ArgVal>,
+}
+
+impl Scope {
+    fn lookup(&self, name: &str) -> Option<String> {
+        self.args
+            .iter()
+            .rev()
+            .find(|a| a.name == name)
+            .map(|a| a.raw.clone())
+    }
+
+    fn in_arg_file(&self, name: &str) -> Option<String> {
+        let (_, text) = self.arg_file.as_ref()?;
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix('='))
+            .map(str::to_string)
+    }
+}
+
+pub(super) struct Translator<'a> {
+    opts: &'a Options,
+    out: Vec<(Origin, Out)>,
+    notes: Vec<String>,
+    dirs: Vec<PathBuf>,
+    stack: Vec<PathBuf>,
+    pub(super) tags: Vec<String>,
+    /// The value each ARG has in the Jailfile at this point.
+    emitted: BTreeMap<String, String>,
+}
+
+pub(super) fn run(dir: &Path, opts: &Options) -> R<Converted> {
+    let dir = canonical(dir)?;
+    let arg_file = match &opts.arg_file {
+        Some(p) => Some((
+            p.clone(),
+            std::fs::read_to_string(p).map_err(|e| {
+                with_help(
+                    Diagnostic::for_file(
+                        p,
+                        format!("cannot read --arg-file `{}`: {e}", p.display()),
+                    ),
+                    "give a file of NAME=VALUE lines",
+                )
+            })?,
+        )),
+        None => None,
+    };
+    for (k, v) in &opts.args {
+        if !is_name(k) || v.contains('\n') {
+            return Err(Diagnostic::for_file(
+                &dir,
+                format!("--arg `{k}`: use NAME=VALUE with a name of letters, digits and _ and a one-line value"),
+            ));
+        }
+    }
+    if opts.from.trim().is_empty() {
+        return Err(with_help(
+            Diagnostic::for_file(
+                &dir,
+                "a Bastille template has no FROM: give the base image with --from",
+            ),
+            "e.g. --from freebsd:14.3-RELEASE, or --from an image in the local store",
+        ));
+    }
+    let mut t = Translator {
+        opts,
+        out: Vec::new(),
+        notes: Vec::new(),
+        dirs: Vec::new(),
+        stack: Vec::new(),
+        tags: Vec::new(),
+        emitted: BTreeMap::new(),
+    };
+    t.header(&format!(
+        "# Jailfile translated by jbuild from the Bastille template {}",
+        dir.display()
+    ));
+    t.out.push((
+        Origin::From,
+        Out::Text(format!("FROM {}", opts.from.trim())),
+    ));
+    let mut scope = Scope {
+        dir: dir.clone(),
+        cli: opts.args.clone(),
+        arg_file,
+        args: Vec::new(),
+    };
+    for b in BUILTINS {
+        if let Some(v) = opts.args.get(*b) {
+            t.declare_value(&mut scope, b, v.clone(), None);
+        }
+    }
+    t.template(&mut scope)?;
+    let context = common_ancestor(&t.dirs);
+    let mut text = String::new();
+    let mut origins = Vec::new();
+    // The context line goes second, once it is known.
+    let (o, first) = t.out.remove(0);
+    text.push_str(&first.render(&context));
+    text.push('\n');
+    origins.push(o);
+    text.push_str(&format!(
+        "# build context: {} (jbuild build -f THIS_FILE {})\n",
+        context.display(),
+        context.display()
+    ));
+    origins.push(Origin::Header);
+    for (o, line) in &t.out {
+        text.push_str(&line.render(&context));
+        text.push('\n');
+        origins.push(o.clone());
+    }
+    Ok(Converted {
+        jailfile: text,
+        path: dir.join("Bastillefile.jailfile"),
+        context,
+        notes: t.notes,
+        origins,
+    })
+}
+
+fn canonical(dir: &Path) -> R<PathBuf> {
+    dir.canonicalize().map_err(|e| {
+        Diagnostic::for_file(
+            dir,
+            format!("cannot open template `{}`: {e}", dir.display()),
+        )
+    })
+}
+
+impl Translator<'_> {
+    fn header(&mut self, text: &str) {
+        self.out.push((Origin::Header, Out::Text(text.to_string())));
+    }
+
+    pub(super) fn emit(&mut self, line: &SrcLine, text: String) {
+        self.out.push((Origin::Line(line.clone()), Out::Text(text)));
+    }
+
+    pub(super) fn note(&mut self, line: &SrcLine, message: &str) {
+        self.notes.push(format!("{}: {message}", line.at()));
+        self.emit(line, format!("# jbuild: {}", message.replace('\n', " ")));
+    }
+
+    fn template(&mut self, scope: &mut Scope) -> R<()> {
+        let dir = scope.dir.clone();
+        self.dirs.push(dir.clone());
+        self.stack.push(dir.clone());
+        // A legacy ARG file declares defaults (NAME=VALUE per line).
+        let arg = dir.join("ARG");
+        if arg.is_file() {
+            for line in read_lines(&arg)? {
+                let hook = hook_line(&line);
+                self.arg(&hook, scope, &hook.raw_args(), false)?;
+            }
+        }
+        let bf = dir.join("Bastillefile");
+        if bf.is_file() {
+            for line in read_lines(&bf)? {
+                let cmd = line.cmd().to_ascii_uppercase();
+                self.instruction(&line, &cmd, scope)?;
+            }
+        }
+        for hook in super::HOOK_FILES {
+            let path = dir.join(hook);
+            if !path.is_file() {
+                continue;
+            }
+            self.hook_file(&path, hook, scope)?;
+        }
+        self.stack.pop();
+        Ok(())
+    }
+
+    /// A legacy per-hook file: each line is the arguments of the hook.
+    fn hook_file(&mut self, path: &Path, hook: &str, scope: &mut Scope) -> R<()> {
+        let lines = read_lines(path)?;
+        let Some(first) = lines.first().map(hook_line) else {
+            return Ok(());
+        };
+        match hook {
+            // Fed to /bin/sh as a script, without ARG substitution.
+            "CMD" | "PRE" => {
+                let script = std::fs::read_to_string(path).unwrap_or_default();
+                self.run(&first, &script);
+            }
+            // `pkg install -y $(cat PKG)`.
+            "PKG" => {
+                let all: Vec<String> = lines.iter().map(|l| l.text.clone()).collect();
+                let w = words(&first, &all.join(" "))?;
+                self.pkg(&first, &w)?;
+            }
+            "PF" => self.note(&first, "PF: Bastille never implemented this hook; ignored"),
+            _ => {
+                let cmd = match hook {
+                    "FSTAB" => "MOUNT",
+                    "CONFIG" => "OVERLAY",
+                    h => h,
+                };
+                for line in &lines {
+                    self.instruction(&hook_line(line), cmd, scope)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn instruction(&mut self, line: &SrcLine, cmd: &str, scope: &mut Scope) -> R<()> {
+        let raw = line.raw_args();
+        for b in BUILTINS {
+            if raw.contains(&format!("${{{b}}}")) && scope.lookup(b).is_none() {
+                self.note(
+                    line,
+                    &format!("${{{b}}} is a value of the running jail; left as written (give --arg {b}=... to set it)"),
+                );
+            }
+        }
+        let args = substitute(&raw, &|n| scope.lookup(n));
+        if cmd != "CMD" {
+            if let Some(name) = undeclared(&args) {
+                return Err(with_help(
+                    line.error_word(&format!("${{{name}}}"), format!("`${{{name}}}` is not a declared ARG")),
+                    format!("declare it first with ARG {name}=default (Bastille would take it from the host's environment)"),
+                ));
+            }
+        }
+        match cmd {
+            "ARG" => self.arg(line, scope, &args, false),
+            "ARG+" => self.arg(line, scope, &args, true),
+            "CMD" => {
+                if args.is_empty() {
+                    return Err(line.error_cmd("CMD needs a command"));
+                }
+                self.run(line, &args);
+                Ok(())
+            }
+            "CP" | "COPY" => self.cp(line, &scope.dir, &words(line, &args)?),
+            "OVERLAY" => {
+                let w = words(line, &args)?;
+                if w.is_empty() {
+                    return Err(line.error_cmd("OVERLAY needs a directory of the template"));
+                }
+                for d in &w {
+                    let d = d.trim_end_matches('/');
+                    self.cp(line, &scope.dir, &[d.to_string(), "/".to_string()])?;
+                }
+                Ok(())
+            }
+            "INCLUDE" => self.include(line, scope, &words(line, &args)?),
+            "PKG" => self.pkg(line, &words(line, &args)?),
+            "HPKG" => {
+                self.note(line, "HPKG: installed with the jail's own pkg, as PKG");
+                self.pkg(line, &words(line, &args)?)
+            }
+            "MOUNT" | "FSTAB" => self.mount(line, &words(line, &args)?),
+            "RENDER" => {
+                let w = words(line, &args)?;
+                if w.len() != 1 {
+                    return Err(with_help(
+                        line.error_word(&args, "RENDER takes one path inside the jail"),
+                        "write one RENDER line per file or directory",
+                    ));
+                }
+                let p = absolute(&w[0]);
+                self.emit(line, format!("RENDER {}", word(&p)));
+                Ok(())
+            }
+            "LINE_IN_FILE" | "LIF" => {
+                let w = words(line, &args)?;
+                if w.len() != 2 {
+                    return Err(with_help(
+                        line.error_word(&args, "LINE_IN_FILE takes a line and a file"),
+                        "quote the line if it has spaces: LINE_IN_FILE \"nameserver 10.0.0.1\" /etc/resolv.conf",
+                    ));
+                }
+                let f = absolute(&w[1]);
+                self.emit(line, format!("LINE_IN_FILE {} {}", word(&w[0]), word(&f)));
+                Ok(())
+            }
+            "TAG" | "TAGS" => self.tags(line, &words(line, &args)?),
+            "CONFIG" => self.config(line, &words(line, &args)?),
+            "LIMITS" => self.limits(line, &words(line, &args)?),
+            "RDR" => self.rdr(line, &words(line, &args)?),
+            "SERVICE" => self.service(line, &words(line, &args)?),
+            "SYSRC" => self.sysrc(line, &words(line, &args)?),
+            "RESTART" => {
+                self.note(
+                    line,
+                    "RESTART: there is no running jail while building; ignored",
+                );
+                Ok(())
+            }
+            other => {
+                let best = KNOWN
+                    .iter()
+                    .map(|k| (strsim::jaro_winkler(k, other), *k))
+                    .fold((0.0, ""), |a, b| if b.0 > a.0 { b } else { a });
+                let d = line.error_cmd(format!(
+                    "unknown or unsupported Bastille instruction `{}`",
+                    line.cmd()
+                ));
+                Err(if best.0 > 0.85 {
+                    with_help(d, format!("did you mean `{}`?", best.1))
+                } else {
+                    with_help(d, "jbuild builds an image, not a running jail: apply this with bastille after `jbuild create`, or leave it out (see docs/bastille.md)")
+                })
+            }
+        }
+    }
+
+    fn arg(&mut self, line: &SrcLine, scope: &mut Scope, args: &str, required: bool) -> R<()> {
+        let (name, default) = match args.split_once('=') {
+            Some((n, d)) => (n.trim(), Some(d.to_string())),
+            None => (args.trim(), None),
+        };
+        if !is_name(name) {
+            return Err(with_help(
+                line.error_word(name, format!("`{name}` is not an ARG name")),
+                "write ARG NAME=default with a name of letters, digits and _",
+            ));
+        }
+        let (raw, from_default) = match scope.cli.get(name) {
+            Some(v) => (v.clone(), false),
+            None => match scope.in_arg_file(name) {
+                Some(v) => (v, false),
+                None => (default.clone().unwrap_or_default(), true),
+            },
+        };
+        let value = if from_default {
+            unquote(&raw)
+        } else {
+            raw.clone()
+        };
+        if value.is_empty() {
+            if required {
+                let file = scope
+                    .arg_file
+                    .as_ref()
+                    .map(|(p, _)| format!(" or a {name}= line in {}", p.display()))
+                    .unwrap_or_else(|| " or a --arg-file with a NAME=VALUE line".into());
+                return Err(with_help(
+                    line.error_word(name, format!("required ARG `{name}` has no value")),
+                    format!("give it with --arg {name}=VALUE{file}"),
+                ));
+            }
+            self.notes.push(format!(
+                "{}: no value for ARG `{name}`; it is empty",
+                line.at()
+            ));
+        }
+        self.declare_value(scope, name, raw, Some((line, value)));
+        Ok(())
+    }
+
+    fn declare_value(
+        &mut self,
+        scope: &mut Scope,
+        name: &str,
+        raw: String,
+        at: Option<(&SrcLine, String)>,
+    ) {
+        let value = at.as_ref().map(|(_, v)| v.clone()).unwrap_or(raw.clone());
+        scope.args.push(ArgVal {
+            name: name.to_string(),
+            raw,
+            value: value.clone(),
+        });
+        let text = format!("ARG {name}={}", word(&value));
+        match at {
+            Some((line, _)) => self.emit(line, text),
+            None => self.out.push((Origin::Header, Out::Text(text))),
+        }
+        self.emitted.insert(name.to_string(), value);
+    }
+
+    /// CMD: `jexec TARGET sh -c '<text>'`, with the jail's network.
+    fn run(&mut self, line: &SrcLine, script: &str) {
+        let argv = serde_json::to_string(&["/bin/sh", "-c", script]).expect("strings serialise");
+        self.emit(line, format!("RUN --network=host {argv}"));
+    }
+
+    fn pkg(&mut self, line: &SrcLine, w: &[String]) -> R<()> {
+        let w: Vec<&String> = w.iter().filter(|p| p.as_str() != "-y").collect();
+        if w.is_empty() {
+            return Err(line.error_cmd("PKG needs at least one package"));
+        }
+        if let Some(flag) = w.iter().find(|p| p.starts_with('-')) {
+            return Err(with_help(
+                line.error_word(flag, format!("PKG option `{flag}` is not supported")),
+                "PKG installs packages by name; for other pkg commands use CMD pkg ...",
+            ));
+        }
+        let list: Vec<String> = w.iter().map(|p| word(p)).collect();
+        self.emit(line, format!("PKG {}", list.join(" ")));
+        Ok(())
+    }
+
+    /// CP/COPY and OVERLAY: `cp -a TEMPLATE/src ROOT/dest`. A directory
+    /// without a trailing `/` lands inside `dest` when dest is `/` or ends
+    /// in `/` (cp's rule for an existing directory), else it becomes
+    /// `dest`; with a trailing `/` its contents are copied.
+    fn cp(&mut self, line: &SrcLine, dir: &Path, w: &[String]) -> R<()> {
+        let w: Vec<&String> = w
+            .iter()
+            .filter(|a| !matches!(a.as_str(), "-q" | "--quiet"))
+            .collect();
+        if w.len() != 2 {
+            return Err(with_help(
+                line.error_word(
+                    &line.raw_args(),
+                    "CP takes a source in the template and a destination in the jail",
+                ),
+                "CP usr / copies the template's usr directory to /usr",
+            ));
+        }
+        let (src, dest) = (w[0].as_str(), w[1].as_str());
+        if src.starts_with('/') {
+            return Err(with_help(
+                line.error_word(src, format!("`{src}` is a path on the host; an image can only take files from the template")),
+                "copy the file into the template directory and name it relative to it",
+            ));
+        }
+        let rel = Path::new(src);
+        if rel
+            .components()
+            .any(|c| matches!(c, std::path::Component::ParentDir))
+        {
+            return Err(line.error_word(src, format!("`{src}` leaves the template directory")));
+        }
+        let path = dir.join(rel);
+        let meta = std::fs::symlink_metadata(&path).map_err(|_| {
+            with_help(
+                line.error_word(
+                    src,
+                    format!("`{src}` is not in the template directory {}", dir.display()),
+                ),
+                "CP sources are relative to the template directory",
+            )
+        })?;
+        let contents = src.ends_with('/') || src == ".";
+        let dest_abs = absolute(dest);
+        let target = if meta.is_dir() && !contents && (dest.ends_with('/') || dest_abs == "/") {
+            let base = rel
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            format!("{}/{base}", dest_abs.trim_end_matches('/'))
+        } else if meta.is_dir() {
+            dest_abs
+        } else {
+            // A file keeps cp's reading of dest: a directory if it ends in /.
+            if dest.ends_with('/') && !dest_abs.ends_with('/') {
+                format!("{dest_abs}/")
+            } else {
+                dest_abs
+            }
+        };
+        let source = path.components().collect::<PathBuf>();
+        self.out.push((
+            Origin::Line(line.clone()),
+            Out::Copy {
+                source: source.to_path_buf(),
+                contents: meta.is_dir(),
+                dest: target,
+            },
+        ));
+        Ok(())
+    }
+
+    fn include(&mut self, line: &SrcLine, outer: &mut Scope, w: &[String]) -> R<()> {
+        let Some(name) = w.first() else {
+            return Err(line.error_cmd("INCLUDE needs a template (a path, or user/repo)"));
+        };
+        let mut cli = BTreeMap::new();
+        let mut it = w[1..].iter();
+        while let Some(a) = it.next() {
+            let kv = match a.as_str() {
+                "--arg" => it.next().cloned().unwrap_or_default(),
+                other => match other.strip_prefix("--arg=") {
+                    Some(kv) => kv.to_string(),
+                    None => {
+                        return Err(with_help(
+                            line.error_word(a, format!("unexpected `{a}` after the template name")),
+                            "pass values to the included template with --arg NAME=VALUE",
+                        ))
+                    }
+                },
+            };
+            let Some((k, v)) = kv.split_once('=') else {
+                return Err(line.error_word(&kv, "--arg needs NAME=VALUE"));
+            };
+            cli.insert(k.to_string(), v.to_string());
+        }
+        let dir = self.find_template(line, &outer.dir, name)?;
+        if self.stack.contains(&dir) {
+            return Err(with_help(
+                line.error_word(
+                    name,
+                    format!("INCLUDE `{name}` includes a template that is already being included"),
+                ),
+                "templates may not include themselves, directly or through others",
+            ));
+        }
+        if !super::is_template(&dir) {
+            return Err(line.error_word(name, format!("`{}` has no Bastillefile", dir.display())));
+        }
+        let mut inner = Scope {
+            dir,
+            cli,
+            arg_file: None,
+            args: Vec::new(),
+        };
+        self.template(&mut inner)?;
+        // The including template's ARGs again, where the included one
+        // gave the same names other values (RENDER reads them).
+        let mut seen = std::collections::BTreeSet::new();
+        for a in outer.args.iter().rev() {
+            if seen.insert(a.name.clone()) && self.emitted.get(&a.name) != Some(&a.value) {
+                self.emit(line, format!("ARG {}={}", a.name, word(&a.value)));
+                self.emitted.insert(a.name.clone(), a.value.clone());
+            }
+        }
+        Ok(())
+    }
+
+    fn find_template(&self, line: &SrcLine, here: &Path, name: &str) -> R<PathBuf> {
+        let templates = self
+            .opts
+            .templates_dir
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_TEMPLATES_DIR));
+        let remote = name.starts_with("http://") || name.starts_with("https://");
+        let candidates: Vec<PathBuf> = if remote {
+            // Bastille bootstraps https://host/user/repo into TEMPLATES/user/repo.
+            let parts: Vec<&str> = name.trim_end_matches(".git").split('/').collect();
+            match parts.as_slice() {
+                [_, _, _, user, repo, ..] => vec![templates.join(user).join(repo)],
+                _ => vec![],
+            }
+        } else {
+            vec![here.join(name), templates.join(name)]
+        };
+        for c in &candidates {
+            if c.is_dir() {
+                return canonical(c);
+            }
+        }
+        let help = if remote {
+            format!(
+                "jbuild does not download templates: fetch it first (`bastille bootstrap {name}`, or git clone it into {}/USER/REPO)",
+                templates.display()
+            )
+        } else if name.split('/').count() == 2 && !name.starts_with('.') {
+            format!(
+                "fetch it first (`bastille bootstrap https://github.com/{name}`, or git clone it into {}), or give a path relative to this template",
+                templates.join(name).display()
+            )
+        } else {
+            "paths are relative to the including template's directory".to_string()
+        };
+        Err(with_help(
+            line.error_word(
+                name,
+                format!(
+                    "template `{name}` not found (looked in {})",
+                    candidates
+                        .iter()
+                        .map(|c| c.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ),
+            help,
+        ))
+    }
+}
+
+/// The first `${NAME}` left after substitution that is not one of the
+/// running jail's values.
+fn undeclared(text: &str) -> Option<String> {
+    let mut rest = text;
+    while let Some(at) = rest.find("${") {
+        let after = &rest[at + 2..];
+        if let Some(end) = after.find('}') {
+            let name = &after[..end];
+            if is_name(name) && !BUILTINS.contains(&name) {
+                return Some(name.to_string());
+            }
+        }
+        rest = after;
+    }
+    None
+}
+
+/// A line of a legacy hook file: the whole line is the arguments.
+fn hook_line(l: &SrcLine) -> SrcLine {
+    SrcLine {
+        args_col: l.cmd_col,
+        ..l.clone()
+    }
+}
+
+/// A path inside the jail: Bastille joins relative ones to the jail root.
+pub(super) fn absolute(p: &str) -> String {
+    if p.starts_with('/') {
+        p.to_string()
+    } else {
+        format!("/{p}")
+    }
+}
