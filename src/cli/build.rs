@@ -36,9 +36,12 @@ pub struct BuildArgs {
     /// Layer compression.
     #[arg(long, default_value = "gzip", value_parser = ["gzip", "zstd"])]
     compression: String,
-    /// The build context: COPY sources are taken from here.
+    /// The build context: COPY sources are taken from here. A Bastille
+    /// template directory (with a Bastillefile) is built as one.
     #[arg(value_name = "DIR")]
     context: PathBuf,
+    #[command(flatten)]
+    template: super::bastille::TemplateArgs,
 }
 
 fn parse_build_args(raw: &[String]) -> Result<BTreeMap<String, String>, Failure> {
@@ -72,7 +75,22 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
         .file
         .clone()
         .unwrap_or_else(|| args.context.join("Jailfile"));
-    if !jailfile.is_file() {
+    let bastille = match &args.file {
+        Some(f) => f.file_name().is_some_and(|n| n == "Bastillefile"),
+        None => !jailfile.exists() && jbuild::bastille::is_template(&args.context),
+    };
+    let translated = if bastille {
+        let from = args.file.clone().unwrap_or_else(|| args.context.clone());
+        Some(super::bastille::translate(ctx, &from, &args.template)?)
+    } else if args.template.any() {
+        return Err(Failure::user(anyhow!(
+            "--from, --arg and --arg-file are for Bastille templates, and `{}` is not one; for a Jailfile use --build-arg",
+            args.context.display()
+        )));
+    } else {
+        None
+    };
+    if translated.is_none() && !jailfile.is_file() {
         return Err(Failure::user(anyhow!(
             "no Jailfile at `{}`; give one with -f FILE",
             jailfile.display()
@@ -97,8 +115,12 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
         .parse()
         .map_err(|e| Failure::user(anyhow!("--compression: {e}")))?;
     let epoch = jbuild::config::source_date_epoch().map_err(|e| Failure::user(anyhow!(e)))?;
+    let (context, jailfile) = match &translated {
+        Some(t) => (t.context.clone(), t.path.clone()),
+        None => (args.context.clone(), jailfile),
+    };
     let opts = BuildOptions {
-        context: args.context.clone(),
+        context,
         jailfile,
         tags,
         build_args: parse_build_args(&args.build_args)?,
@@ -112,7 +134,11 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
     let snapshotter = ctx.snapshotter()?;
     let reporter = ctx.reporter();
     let env = BuildEnv::new(&store, snapshotter.as_ref(), reporter.as_ref());
-    let out = build::build(&env, &opts).map_err(|e| Failure {
+    let out = match &translated {
+        Some(t) => build::build_text(&env, &opts, &t.jailfile),
+        None => build::build(&env, &opts),
+    }
+    .map_err(|e| Failure {
         user: e.is_user_error(),
         error: e.into(),
     })?;

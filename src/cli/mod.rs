@@ -3,6 +3,7 @@
 //! `main` prints the failure once, as `error: ...` followed by its causes,
 //! and maps it to the exit code.
 
+mod bastille;
 mod build;
 mod images;
 mod transfer;
@@ -78,6 +79,8 @@ enum Cmd {
     Import(transfer::ImportArgs),
     /// Show where jbuild keeps its state and what it will use.
     Info,
+    /// Print the Jailfile a Bastille template translates to.
+    Convert(bastille::ConvertArgs),
 }
 
 /// A failed command: what went wrong, and whose mistake it was.
@@ -188,6 +191,7 @@ pub fn main() -> i32 {
         Cmd::Export(a) => transfer::export(&ctx, a),
         Cmd::Import(a) => transfer::import(&ctx, a),
         Cmd::Info => images::info(&ctx),
+        Cmd::Convert(a) => bastille::convert(&ctx, a),
     };
     match result {
         Ok(()) => 0,

@@ -1,0 +1,102 @@
+//! Bastille templates on the command line: `jbuild convert` prints the
+//! Jailfile a template translates to; `jbuild build DIR` builds a template
+//! directly (see `build.rs`), with the same flags.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use anyhow::anyhow;
+use clap::Args;
+
+use super::{CmdResult, Ctx, Failure};
+use jbuild::bastille::{self, Converted, Options};
+use jbuild::report::Level;
+
+/// The flags a Bastille template needs: it has no FROM, and its ARGs come
+/// from `--arg` and `--arg-file`, as with `bastille template`.
+#[derive(Args, Debug, Clone, Default)]
+pub struct TemplateArgs {
+    /// Bastille templates: the base image (freebsd:<release>, a local image
+    /// or a registry reference); it becomes the FROM.
+    #[arg(long, value_name = "IMAGE")]
+    pub from: Option<String>,
+    /// Bastille templates: an ARG value, NAME=VALUE (may be repeated; wins
+    /// over --arg-file and the template's default).
+    #[arg(long = "arg", value_name = "NAME=VALUE")]
+    pub args: Vec<String>,
+    /// Bastille templates: a file of NAME=VALUE lines for the template's ARGs.
+    #[arg(long = "arg-file", value_name = "FILE")]
+    pub arg_file: Option<PathBuf>,
+}
+
+impl TemplateArgs {
+    /// Whether any Bastille-only flag was given.
+    pub fn any(&self) -> bool {
+        self.from.is_some() || !self.args.is_empty() || self.arg_file.is_some()
+    }
+
+    fn options(&self, ctx: &Ctx) -> Result<Options, Failure> {
+        let mut args = BTreeMap::new();
+        for a in &self.args {
+            let Some((k, v)) = a.split_once('=') else {
+                return Err(Failure::user(anyhow!("--arg `{a}`: use --arg NAME=VALUE")));
+            };
+            args.insert(k.to_string(), v.to_string());
+        }
+        Ok(Options {
+            from: self.from.clone().unwrap_or_default(),
+            args,
+            arg_file: self.arg_file.clone(),
+            templates_dir: ctx.settings.bastille.templates_dir.clone(),
+        })
+    }
+}
+
+/// Translates the template at `path` and checks the result parses; notes
+/// go to the reporter as warnings.
+pub fn translate(
+    ctx: &Ctx,
+    path: &std::path::Path,
+    t: &TemplateArgs,
+) -> Result<Converted, Failure> {
+    let opts = t.options(ctx)?;
+    let converted = bastille::convert(path, &opts).map_err(|d| Failure::user(anyhow!(d)))?;
+    converted.load().map_err(|d| Failure::user(anyhow!(d)))?;
+    let reporter = ctx.reporter();
+    for n in &converted.notes {
+        reporter.message(Level::Warn, n);
+    }
+    Ok(converted)
+}
+
+#[derive(Args, Debug)]
+pub struct ConvertArgs {
+    #[command(flatten)]
+    template: TemplateArgs,
+    /// Write the Jailfile here instead of standard output.
+    #[arg(short, long, value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// The template directory (or its Bastillefile).
+    #[arg(value_name = "DIR|FILE", default_value = ".")]
+    path: PathBuf,
+}
+
+pub fn convert(ctx: &Ctx, a: ConvertArgs) -> CmdResult {
+    let converted = translate(ctx, &a.path, &a.template)?;
+    match &a.output {
+        Some(out) => jbuild::fsutil::write_atomic(out, converted.jailfile.as_bytes())
+            .map_err(|e| Failure::user(anyhow!("cannot write {}: {e}", out.display())))?,
+        None => print!("{}", converted.jailfile),
+    }
+    if !ctx.quiet && !ctx.json {
+        eprintln!(
+            "build it with: jbuild build -f {} {}",
+            a.output
+                .as_deref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|| "JAILFILE".into()),
+            converted.context.display()
+        );
+    }
+    Ok(())
+}
