@@ -15,10 +15,12 @@
 pub mod bastille;
 pub mod build;
 pub mod config;
+pub mod create;
 pub mod diff;
 pub mod digest;
 pub mod exec;
 pub mod fsutil;
+pub mod jailconf;
 pub mod jailfile;
 pub mod layer;
 pub mod plan;

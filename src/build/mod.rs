@@ -13,3 +13,16 @@ pub use engine::{
     build, build_text, chain_snapshot, step_snapshot, BuildEnv, BuildOptions, BuildOutput,
 };
 pub use error::BuildError;
+
+/// The committed snapshot that holds the whole root of the image
+/// `reference` (unpacking its layers into snapshots first if needed), and
+/// the image. `None` for an image without layers.
+pub fn image_top(
+    env: &BuildEnv<'_>,
+    reference: &str,
+    platform: &crate::plan::Platform,
+) -> Result<(Option<String>, image::LoadedImage), BuildError> {
+    let img = image::load(env.store, reference, platform).map_err(BuildError::Step)?;
+    let layers = layers::unpack_image(env, &img)?;
+    Ok((layers.last().map(|l| l.snapshot.clone()), img))
+}

@@ -5,6 +5,7 @@
 
 mod bastille;
 mod build;
+mod create;
 mod images;
 mod transfer;
 
@@ -81,6 +82,8 @@ enum Cmd {
     Info,
     /// Print the Jailfile a Bastille template translates to.
     Convert(bastille::ConvertArgs),
+    /// Make a jail from an image: its root and a jail.conf entry.
+    Create(create::CreateArgs),
 }
 
 /// A failed command: what went wrong, and whose mistake it was.
@@ -192,6 +195,7 @@ pub fn main() -> i32 {
         Cmd::Import(a) => transfer::import(&ctx, a),
         Cmd::Info => images::info(&ctx),
         Cmd::Convert(a) => bastille::convert(&ctx, a),
+        Cmd::Create(a) => create::run(&ctx, a),
     };
     match result {
         Ok(()) => 0,

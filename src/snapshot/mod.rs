@@ -150,6 +150,21 @@ pub trait Snapshotter: Send + Sync {
 
     /// The fastest correct differ for snapshots of this backend.
     fn differ(&self) -> Box<dyn Differ>;
+
+    /// Makes `dest` (which must not exist) a writable tree with the
+    /// content of the committed snapshot `name`, independent of it: what a
+    /// jail made from an image runs in (`jbuild create`). The default is a
+    /// faithful copy (owners, modes, links, times, flags); a backend that
+    /// can clone cheaply (ZFS) does that instead.
+    fn materialize(&self, name: &str, dest: &std::path::Path) -> Result<()> {
+        let src = self.view(name)?;
+        dir::copy_tree(&src, dest).map_err(|e| {
+            SnapshotError::io(
+                format!("cannot copy snapshot `{name}` to {}", dest.display()),
+                e,
+            )
+        })
+    }
 }
 
 /// Checks that a key or name fits every backend's rules.

@@ -1,0 +1,74 @@
+//! `jbuild create`: a jail (root + jail.conf entry) from an image.
+
+use std::path::PathBuf;
+
+use anyhow::anyhow;
+use clap::Args;
+use serde_json::json;
+
+use super::{CmdResult, Ctx, Failure};
+use jbuild::build::BuildEnv;
+use jbuild::create::{self, CreateOptions};
+use jbuild::report::JsonReporter;
+
+#[derive(Args, Debug)]
+pub struct CreateArgs {
+    /// The image (name[:tag] or digest in the local store).
+    #[arg(value_name = "IMAGE")]
+    image: String,
+    /// The jail's name.
+    #[arg(value_name = "NAME")]
+    name: String,
+    /// The jail's root (default /usr/local/jails/NAME; with --bastille
+    /// PREFIX/jails/NAME/root).
+    #[arg(long, value_name = "DIR")]
+    path: Option<PathBuf>,
+    /// The jail.conf file the entry goes into, replacing an entry of the
+    /// same name (default /etc/jail.conf.d/NAME.conf; with --bastille
+    /// PREFIX/jails/NAME/jail.conf).
+    #[arg(long, value_name = "FILE")]
+    conf: Option<PathBuf>,
+    /// Lay the jail out as Bastille does (PREFIX from the configuration
+    /// file's [bastille] prefix, default /usr/local/bastille).
+    #[arg(long)]
+    bastille: bool,
+}
+
+pub fn run(ctx: &Ctx, a: CreateArgs) -> CmdResult {
+    let prefix = a.bastille.then(|| {
+        ctx.settings
+            .bastille
+            .prefix
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("/usr/local/bastille"))
+    });
+    let opts = CreateOptions::new(&a.image, &a.name, a.path, a.conf, prefix);
+    let store = ctx.store()?;
+    let snapshotter = ctx.snapshotter()?;
+    let reporter = ctx.reporter();
+    let env = BuildEnv::new(&store, snapshotter.as_ref(), reporter.as_ref());
+    let made = create::create(&env, &opts).map_err(|e| Failure {
+        user: e.is_user_error(),
+        error: anyhow!(e),
+    })?;
+    if ctx.json {
+        JsonReporter::stdout().emit(json!({
+            "event": "result",
+            "root": made.root,
+            "conf": made.conf,
+            "fstab": made.fstab,
+            "rctl": made.rctl,
+        }));
+    } else {
+        if !ctx.quiet {
+            eprintln!(
+                "created jail {} in {}; its entry is in {}",
+                a.name,
+                made.root.display(),
+                made.conf.display()
+            );
+        }
+        print!("{}", made.entry);
+    }
+    Ok(())
+}

@@ -1,0 +1,350 @@
+//! `jbuild create`: a jail from an image. The image's top snapshot becomes
+//! the jail's root (a copy for the `dir` backend, a clone where the
+//! snapshotter can: [`Snapshotter::materialize`]), and a jail.conf(5) entry
+//! is written from what the image carries: `org.jbuild.jail.*` parameters,
+//! CMD/ENTRYPOINT as `exec.start`, VOLUMEs with their fstab lines (MOUNT in
+//! a Bastille template), EXPOSE and RDR as pf hints, LIMITS as rctl rules.
+//!
+//! Two layouts:
+//!
+//! ```text
+//! plain     /usr/local/jails/NAME/            the root
+//!           /etc/jail.conf.d/NAME.conf        the entry (replaced if there)
+//!           /etc/jail.conf.d/NAME.fstab       when the image has mounts
+//! bastille  PREFIX/jails/NAME/root/           Bastille's own layout
+//!           PREFIX/jails/NAME/jail.conf, fstab, rctl.conf
+//! ```
+//!
+//! With `--conf`, the fstab (and rctl.conf) go beside the given file.
+//!
+//! [`Snapshotter::materialize`]: crate::snapshot::Snapshotter::materialize
+
+use std::path::{Path, PathBuf};
+
+use crate::build::{self, BuildEnv, BuildError};
+use crate::fsutil::write_atomic;
+use crate::jailconf::{self, Param};
+use crate::plan::state::ImageState;
+use crate::plan::Platform;
+use crate::snapshot::SnapshotError;
+
+/// Where the jail goes.
+#[derive(Debug, Clone)]
+pub struct CreateOptions {
+    pub image: String,
+    pub name: String,
+    pub root: PathBuf,
+    pub conf: PathBuf,
+    pub fstab: PathBuf,
+    /// Bastille's layout and jail.conf shape; also writes `rctl.conf`.
+    pub bastille: bool,
+}
+
+impl CreateOptions {
+    /// The default paths for `name`, with `--path`/`--conf` overrides;
+    /// `bastille_prefix` selects Bastille's layout.
+    pub fn new(
+        image: &str,
+        name: &str,
+        path: Option<PathBuf>,
+        conf: Option<PathBuf>,
+        bastille_prefix: Option<PathBuf>,
+    ) -> CreateOptions {
+        match bastille_prefix {
+            Some(prefix) => {
+                let dir = prefix.join("jails").join(name);
+                let conf = conf.unwrap_or_else(|| dir.join("jail.conf"));
+                CreateOptions {
+                    image: image.into(),
+                    name: name.into(),
+                    root: path.unwrap_or_else(|| dir.join("root")),
+                    fstab: conf.with_file_name("fstab"),
+                    conf,
+                    bastille: true,
+                }
+            }
+            None => {
+                let conf =
+                    conf.unwrap_or_else(|| PathBuf::from(format!("/etc/jail.conf.d/{name}.conf")));
+                CreateOptions {
+                    image: image.into(),
+                    name: name.into(),
+                    root: path.unwrap_or_else(|| PathBuf::from("/usr/local/jails").join(name)),
+                    fstab: conf.with_extension("fstab"),
+                    conf,
+                    bastille: false,
+                }
+            }
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CreateError {
+    #[error("{0}")]
+    User(String),
+    #[error(transparent)]
+    Build(#[from] BuildError),
+    #[error("snapshot: {0}")]
+    Snapshot(#[from] SnapshotError),
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl CreateError {
+    pub fn is_user_error(&self) -> bool {
+        match self {
+            CreateError::User(_) => true,
+            CreateError::Build(b) => b.is_user_error(),
+            _ => false,
+        }
+    }
+}
+
+fn io(context: String) -> impl FnOnce(std::io::Error) -> CreateError {
+    move |source| CreateError::Io { context, source }
+}
+
+/// What was made.
+#[derive(Debug, Clone)]
+pub struct Created {
+    pub root: PathBuf,
+    pub conf: PathBuf,
+    pub fstab: Option<PathBuf>,
+    pub rctl: Option<PathBuf>,
+    /// The entry as written.
+    pub entry: String,
+}
+
+/// Jail names jail(8) and Bastille both accept.
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        && !name.starts_with('-')
+}
+
+pub fn create(env: &BuildEnv<'_>, opts: &CreateOptions) -> Result<Created, CreateError> {
+    if !valid_name(&opts.name) {
+        return Err(CreateError::User(format!(
+            "jail name `{}`: use letters, digits, `_` and `-` (at most 64)",
+            opts.name
+        )));
+    }
+    let (top, img) = build::image_top(env, &opts.image, &Platform::default_for_host())?;
+    let state = ImageState::from_config(&img.config);
+    make_root(env, top.as_deref(), &opts.root)?;
+
+    let root = opts.root.display().to_string();
+    let mut fstab_lines = Vec::new();
+    let mut comments = vec![format!(
+        "made by jbuild create from {} ({})",
+        opts.image, img.manifest_digest
+    )];
+    for v in &state.volumes {
+        match state.labels.get(&format!("org.jbuild.fstab.{v}")) {
+            Some(line) => {
+                let f: Vec<&str> = line.split_whitespace().collect();
+                if f.len() == 6 {
+                    fstab_lines.push(format!(
+                        "{} {}{} {} {} {} {}",
+                        f[0],
+                        root.trim_end_matches('/'),
+                        f[1],
+                        f[2],
+                        f[3],
+                        f[4],
+                        f[5]
+                    ));
+                }
+            }
+            None => comments.push(format!(
+                "VOLUME {v}: give it storage, e.g. a nullfs line in {}",
+                opts.fstab.display()
+            )),
+        }
+    }
+    for p in &state.exposed_ports {
+        let (port, proto) = p.split_once('/').unwrap_or((p, "tcp"));
+        comments.push(format!(
+            "EXPOSE {p}; pf.conf: rdr pass on $ext_if inet proto {proto} to port {port} -> <jail address> port {port}"
+        ));
+    }
+    for (k, v) in &state.labels {
+        if k.starts_with("org.jbuild.rdr.") {
+            comments.push(format!("RDR {v} (bastille rdr {} {v})", opts.name));
+        }
+    }
+    let rctl: Vec<String> = state
+        .labels
+        .iter()
+        .filter_map(|(k, v)| {
+            let res = k.strip_prefix("org.jbuild.rctl.")?;
+            Some(format!("jail:{}:{res}:deny={v}/jail", opts.name))
+        })
+        .collect();
+    if !opts.bastille {
+        for r in &rctl {
+            comments.push(format!("rctl(8): add `{r}` to /etc/rctl.conf"));
+        }
+    }
+
+    let mut params = vec![param("path", &root), param("host.hostname", &opts.name)];
+    let argv: Vec<String> = state
+        .entrypoint
+        .iter()
+        .flatten()
+        .chain(state.cmd.iter().flatten())
+        .cloned()
+        .collect();
+    match argv.as_slice() {
+        [] => {
+            params.push(param("exec.start", "/bin/sh /etc/rc"));
+            params.push(param("exec.stop", "/bin/sh /etc/rc.shutdown"));
+        }
+        // jail(8) runs exec.start with /bin/sh -c already.
+        [sh, c, script] if sh == "/bin/sh" && c == "-c" => params.push(param("exec.start", script)),
+        args => {
+            let cmd = shlex::try_join(args.iter().map(String::as_str)).map_err(|e| {
+                CreateError::User(format!("the image's command cannot be written for sh: {e}"))
+            })?;
+            params.push(param("exec.start", &cmd));
+        }
+    }
+    params.push(flag("exec.clean"));
+    params.push(flag("mount.devfs"));
+    if opts.bastille {
+        params.push(param("devfs_ruleset", "4"));
+        params.push(param("enforce_statfs", "2"));
+        params.push(param("securelevel", "2"));
+        params.push(param(
+            "exec.consolelog",
+            &format!("/var/log/bastille/{}_console.log", opts.name),
+        ));
+    }
+    let write_fstab = opts.bastille || !fstab_lines.is_empty();
+    if write_fstab {
+        params.push(param("mount.fstab", &opts.fstab.display().to_string()));
+    }
+    for (k, v) in &state.jail {
+        let p = if v.is_empty() { flag(k) } else { param(k, v) };
+        match params.iter_mut().find(|x| x.name == *k) {
+            Some(slot) => *slot = p,
+            None => params.push(p),
+        }
+    }
+    let entry = jailconf::entry(&opts.name, &params, &comments);
+
+    let fstab = if write_fstab {
+        let mut text = fstab_lines.join("\n");
+        if !text.is_empty() {
+            text.push('\n');
+        }
+        write_file(&opts.fstab, &text)?;
+        Some(opts.fstab.clone())
+    } else {
+        None
+    };
+    let rctl_path = if opts.bastille && !rctl.is_empty() {
+        let p = opts.conf.with_file_name("rctl.conf");
+        write_file(&p, &(rctl.join("\n") + "\n"))?;
+        Some(p)
+    } else {
+        None
+    };
+    let old = match std::fs::read_to_string(&opts.conf) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(io(format!("cannot read {}", opts.conf.display()))(e)),
+    };
+    let text = jailconf::replace(&old, &opts.name, &entry).map_err(|e| {
+        CreateError::User(format!(
+            "{}: {e}; fix the file or give another with --conf",
+            opts.conf.display()
+        ))
+    })?;
+    write_file(&opts.conf, &text)?;
+    Ok(Created {
+        root: opts.root.clone(),
+        conf: opts.conf.clone(),
+        fstab,
+        rctl: rctl_path,
+        entry,
+    })
+}
+
+fn param(name: &str, value: &str) -> Param {
+    Param {
+        name: name.into(),
+        values: Some(vec![value.into()]),
+        append: false,
+    }
+}
+
+fn flag(name: &str) -> Param {
+    Param {
+        name: name.into(),
+        values: None,
+        append: false,
+    }
+}
+
+fn write_file(path: &Path, text: &str) -> Result<(), CreateError> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(io(format!("cannot create {}", dir.display())))?;
+    }
+    write_atomic(path, text.as_bytes()).map_err(io(format!("cannot write {}", path.display())))?;
+    // jail(8) and Bastille read these as root, but people read them too.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644))
+        .map_err(io(format!("cannot chmod {}", path.display())))
+}
+
+/// Fills `root` with the snapshot's tree: into a temporary sibling first,
+/// renamed into place once complete, so a half-copied root is never seen.
+fn make_root(env: &BuildEnv<'_>, top: Option<&str>, root: &Path) -> Result<(), CreateError> {
+    match std::fs::read_dir(root) {
+        Ok(mut entries) => {
+            if entries.next().is_some() {
+                return Err(CreateError::User(format!(
+                    "{} already exists and is not empty; remove it or choose another --path",
+                    root.display()
+                )));
+            }
+            std::fs::remove_dir(root).map_err(io(format!("cannot replace {}", root.display())))?;
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io(format!("cannot read {}", root.display()))(e)),
+    }
+    let parent = root
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent).map_err(io(format!("cannot create {}", parent.display())))?;
+    let name = root
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "root".into());
+    let tmp = parent.join(format!(".{name}.jbuild-create-{}", std::process::id()));
+    let made = match top {
+        Some(snap) => env
+            .snapshotter
+            .materialize(snap, &tmp)
+            .map_err(CreateError::from),
+        None => std::fs::create_dir(&tmp).map_err(io(format!("cannot create {}", tmp.display()))),
+    };
+    if let Err(e) = made {
+        let _ = std::fs::remove_dir_all(&tmp);
+        return Err(e);
+    }
+    std::fs::rename(&tmp, root).map_err(io(format!(
+        "cannot move the new root to {}",
+        root.display()
+    )))
+}
