@@ -84,12 +84,17 @@ pub fn is_template(dir: &Path) -> bool {
     dir.join("Bastillefile").is_file() || HOOK_FILES.iter().any(|h| dir.join(h).is_file())
 }
 
-/// Translates the template at `path` (its directory, or its Bastillefile).
+/// Translates the template at `path`: its directory, or a Bastillefile
+/// (any name; its directory is the template's).
 pub fn convert(path: &Path, opts: &Options) -> Result<Converted, Diagnostic> {
-    let dir = if path.is_file() {
-        path.parent().unwrap_or(Path::new(".")).to_path_buf()
+    let (dir, file) = if path.is_file() {
+        let parent = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        (parent, Some(path))
     } else {
-        path.to_path_buf()
+        (path.to_path_buf(), None)
     };
     if !dir.is_dir() {
         return Err(Diagnostic::for_file(
@@ -97,7 +102,7 @@ pub fn convert(path: &Path, opts: &Options) -> Result<Converted, Diagnostic> {
             format!("no Bastille template at `{}`", path.display()),
         ));
     }
-    if !is_template(&dir) {
+    if file.is_none() && !is_template(&dir) {
         return Err(source::with_help(
             Diagnostic::for_file(
                 &dir,
@@ -109,7 +114,7 @@ pub fn convert(path: &Path, opts: &Options) -> Result<Converted, Diagnostic> {
             "give the template's directory, the one holding its Bastillefile",
         ));
     }
-    translate::run(&dir, opts)
+    translate::run(&dir, file, opts)
 }
 
 impl Converted {

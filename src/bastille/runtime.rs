@@ -255,6 +255,12 @@ impl Translator<'_> {
         let mut any = false;
         while i < w.len() {
             let a = &w[i];
+            if a.starts_with('-') && any {
+                return Err(with_help(
+                    line.error_word(a, format!("`{a}` comes after an assignment")),
+                    "sysrc(8) takes its options first: SYSRC -f FILE name=value",
+                ));
+            }
             if a == "-f" {
                 let Some(f) = w.get(i + 1) else {
                     return Err(line.error_word(a, "-f needs a file"));

@@ -56,6 +56,8 @@ struct ArgVal {
 /// only the `--arg`s on the INCLUDE line, as `bastille template` does).
 struct Scope {
     dir: PathBuf,
+    /// The Bastillefile (`dir/Bastillefile` unless a file was named).
+    file: PathBuf,
     cli: BTreeMap<String, String>,
     arg_file: Option<(PathBuf, String)>,
     args: Vec<ArgVal>,
@@ -89,8 +91,11 @@ pub(super) struct Translator<'a> {
     emitted: BTreeMap<String, String>,
 }
 
-pub(super) fn run(dir: &Path, opts: &Options) -> R<Converted> {
+pub(super) fn run(dir: &Path, file: Option<&Path>, opts: &Options) -> R<Converted> {
     let dir = canonical(dir)?;
+    let file = file
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| dir.join("Bastillefile"));
     let arg_file = match &opts.arg_file {
         Some(p) => Some((
             p.clone(),
@@ -142,6 +147,7 @@ pub(super) fn run(dir: &Path, opts: &Options) -> R<Converted> {
     ));
     let mut scope = Scope {
         dir: dir.clone(),
+        file,
         cli: opts.args.clone(),
         arg_file,
         args: Vec::new(),
@@ -215,7 +221,7 @@ impl Translator<'_> {
                 self.arg(&hook, scope, &hook.raw_args(), false)?;
             }
         }
-        let bf = dir.join("Bastillefile");
+        let bf = scope.file.clone();
         if bf.is_file() {
             for line in read_lines(&bf)? {
                 let cmd = line.cmd().to_ascii_uppercase();
@@ -566,6 +572,7 @@ impl Translator<'_> {
             return Err(line.error_word(name, format!("`{}` has no Bastillefile", dir.display())));
         }
         let mut inner = Scope {
+            file: dir.join("Bastillefile"),
             dir,
             cli,
             arg_file: None,

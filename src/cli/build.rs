@@ -76,7 +76,9 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
         .clone()
         .unwrap_or_else(|| args.context.join("Jailfile"));
     let bastille = match &args.file {
-        Some(f) => f.file_name().is_some_and(|n| n == "Bastillefile"),
+        Some(f) => f
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().ends_with("Bastillefile")),
         None => !jailfile.exists() && jbuild::bastille::is_template(&args.context),
     };
     let translated = if bastille {
