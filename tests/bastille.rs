@@ -522,3 +522,28 @@ fn create_copies_modes_owners_and_links_and_quotes_the_command() {
     assert_eq!(out.status.code(), Some(1));
     assert!(!tmp.path().join("x").exists());
 }
+
+#[test]
+fn a_failing_cmd_names_the_bastillefile_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(state) = busybox_base(tmp.path()) else {
+        return;
+    };
+    let dir = tmp.path().join("fails");
+    fs::create_dir_all(&dir).unwrap();
+    fs::write(
+        dir.join("Bastillefile"),
+        "SYSRC a=1\n# then\nCMD echo about to fail && exit 3\n",
+    )
+    .unwrap();
+    let out = run(jbuild(&state)
+        .args(["build", "-t", "fails", "--from", "bb:base"])
+        .arg(&dir));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("fails/Bastillefile:3"), "{err}");
+    assert!(err.contains("exit") && err.contains('3'), "{err}");
+    // Nothing was tagged.
+    let images = ok(jbuild(&state).arg("images"));
+    assert!(!images.contains("fails"), "{images}");
+}

@@ -125,6 +125,15 @@ impl Converted {
         jailfile::load_str(&self.path, &self.jailfile, &BTreeMap::new()).map_err(|d| self.locate(d))
     }
 
+    /// `path:line` of the Bastille instruction that line `line` (1-based)
+    /// of the translation came from.
+    pub fn origin(&self, line: u32) -> Option<String> {
+        match self.origins.get((line as usize).checked_sub(1)?)? {
+            Origin::Line(l) => Some(l.at()),
+            _ => None,
+        }
+    }
+
     /// Points a diagnostic about the translation at its origin.
     pub fn locate(&self, d: Diagnostic) -> Diagnostic {
         if d.file != self.path || d.line == 0 {

@@ -140,9 +140,24 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
         Some(t) => build::build_text(&env, &opts, &t.jailfile),
         None => build::build(&env, &opts),
     }
-    .map_err(|e| Failure {
-        user: e.is_user_error(),
-        error: e.into(),
+    .map_err(|e| {
+        let user = e.is_user_error();
+        // A failed step of a template: name the Bastillefile line first.
+        let at = match (&translated, &e) {
+            (Some(t), build::BuildError::Located { location, .. })
+                if location.file.as_path() == t.path.as_path() =>
+            {
+                t.origin(location.line)
+            }
+            _ => None,
+        };
+        Failure {
+            user,
+            error: match at {
+                Some(at) => anyhow!("{at}: {e}"),
+                None => e.into(),
+            },
+        }
     })?;
     if ctx.json {
         JsonReporter::stdout().emit(json!({
