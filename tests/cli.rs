@@ -151,6 +151,7 @@ fn help_lists_the_commands() {
     let out = ok(jbuild(t.path()).arg("--help"));
     for cmd in [
         "build", "images", "inspect", "history", "tag", "rmi", "prune", "export", "import", "info",
+        "convert", "create",
     ] {
         assert!(out.contains(cmd), "{cmd} missing from --help:\n{out}");
     }
