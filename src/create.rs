@@ -139,7 +139,6 @@ pub fn create(env: &BuildEnv<'_>, opts: &CreateOptions) -> Result<Created, Creat
     }
     let (top, img) = build::image_top(env, &opts.image, &Platform::default_for_host())?;
     let state = ImageState::from_config(&img.config);
-    make_root(env, top.as_deref(), &opts.root)?;
 
     let root = opts.root.display().to_string();
     let mut fstab_lines = Vec::new();
@@ -147,22 +146,39 @@ pub fn create(env: &BuildEnv<'_>, opts: &CreateOptions) -> Result<Created, Creat
         "made by jbuild create from {} ({})",
         opts.image, img.manifest_digest
     )];
+    let refuse = |what: String| {
+        CreateError::User(format!(
+            "image {}: {what}; the image was not made by jbuild or was altered, so no jail was written",
+            opts.image
+        ))
+    };
     for v in &state.volumes {
         match state.labels.get(&format!("org.jbuild.fstab.{v}")) {
             Some(line) => {
                 let f: Vec<&str> = line.split_whitespace().collect();
-                if f.len() == 6 {
-                    fstab_lines.push(format!(
-                        "{} {}{} {} {} {} {}",
-                        f[0],
-                        root.trim_end_matches('/'),
-                        f[1],
-                        f[2],
-                        f[3],
-                        f[4],
-                        f[5]
-                    ));
+                let inside = Path::new(v).is_absolute()
+                    && !Path::new(v)
+                        .components()
+                        .any(|c| matches!(c, std::path::Component::ParentDir));
+                let ok = f.len() == 6
+                    && f[1] == v
+                    && inside
+                    && f[2].chars().all(|c| c.is_ascii_alphanumeric())
+                    && f[4..].iter().all(|n| n.chars().all(|c| c.is_ascii_digit()));
+                if !ok {
+                    return Err(refuse(format!(
+                        "mount for {v} `{line}` is not `host {v} type options dump pass` inside the jail"
+                    )));
                 }
+                fstab_lines.push(format!(
+                    "{} {} {} {} {} {}",
+                    f[0],
+                    fstab_path(&format!("{}{}", root.trim_end_matches('/'), f[1])),
+                    f[2],
+                    f[3],
+                    f[4],
+                    f[5]
+                ));
             }
             None => comments.push(format!(
                 "VOLUME {v}: give it storage, e.g. a nullfs line in {}",
@@ -181,14 +197,23 @@ pub fn create(env: &BuildEnv<'_>, opts: &CreateOptions) -> Result<Created, Creat
             comments.push(format!("RDR {v} (bastille rdr {} {v})", opts.name));
         }
     }
-    let rctl: Vec<String> = state
-        .labels
-        .iter()
-        .filter_map(|(k, v)| {
-            let res = k.strip_prefix("org.jbuild.rctl.")?;
-            Some(format!("jail:{}:{res}:deny={v}/jail", opts.name))
-        })
-        .collect();
+    let mut rctl = Vec::new();
+    for (k, v) in &state.labels {
+        let Some(res) = k.strip_prefix("org.jbuild.rctl.") else {
+            continue;
+        };
+        let word = |s: &str, extra: &str| {
+            !s.is_empty()
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || extra.contains(c))
+        };
+        if !word(res, "") || !word(v, ".%") {
+            return Err(refuse(format!(
+                "rctl limit `{k}={v}` is not a resource and an amount"
+            )));
+        }
+        rctl.push(format!("jail:{}:{res}:deny={v}/jail", opts.name));
+    }
     if !opts.bastille {
         for r in &rctl {
             comments.push(format!("rctl(8): add `{r}` to /etc/rctl.conf"));
@@ -233,6 +258,13 @@ pub fn create(env: &BuildEnv<'_>, opts: &CreateOptions) -> Result<Created, Creat
         params.push(param("mount.fstab", &opts.fstab.display().to_string()));
     }
     for (k, v) in &state.jail {
+        if k.is_empty()
+            || !k
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._".contains(c))
+        {
+            return Err(refuse(format!("`{k}` is not a jail parameter name")));
+        }
         let p = if v.is_empty() { flag(k) } else { param(k, v) };
         match params.iter_mut().find(|x| x.name == *k) {
             Some(slot) => *slot = p,
@@ -240,6 +272,19 @@ pub fn create(env: &BuildEnv<'_>, opts: &CreateOptions) -> Result<Created, Creat
         }
     }
     let entry = jailconf::entry(&opts.name, &params, &comments);
+    // The conf file must be one we can edit before anything is written.
+    let old = match std::fs::read_to_string(&opts.conf) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(io(format!("cannot read {}", opts.conf.display()))(e)),
+    };
+    let text = jailconf::replace(&old, &opts.name, &entry).map_err(|e| {
+        CreateError::User(format!(
+            "{}: {e}; fix the file or give another with --conf",
+            opts.conf.display()
+        ))
+    })?;
+    make_root(env, top.as_deref(), &opts.root)?;
 
     let fstab = if write_fstab {
         let mut text = fstab_lines.join("\n");
@@ -258,17 +303,6 @@ pub fn create(env: &BuildEnv<'_>, opts: &CreateOptions) -> Result<Created, Creat
     } else {
         None
     };
-    let old = match std::fs::read_to_string(&opts.conf) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(io(format!("cannot read {}", opts.conf.display()))(e)),
-    };
-    let text = jailconf::replace(&old, &opts.name, &entry).map_err(|e| {
-        CreateError::User(format!(
-            "{}: {e}; fix the file or give another with --conf",
-            opts.conf.display()
-        ))
-    })?;
     write_file(&opts.conf, &text)?;
     Ok(Created {
         root: opts.root.clone(),
@@ -277,6 +311,11 @@ pub fn create(env: &BuildEnv<'_>, opts: &CreateOptions) -> Result<Created, Creat
         rctl: rctl_path,
         entry,
     })
+}
+
+/// A path as an fstab(5) field: blanks written as octal escapes.
+fn fstab_path(p: &str) -> String {
+    p.replace(' ', "\\040").replace('\t', "\\011")
 }
 
 fn param(name: &str, value: &str) -> Param {

@@ -547,3 +547,114 @@ fn a_failing_cmd_names_the_bastillefile_line() {
     let images = ok(jbuild(&state).arg("images"));
     assert!(!images.contains("fails"), "{images}");
 }
+
+#[test]
+fn create_refuses_image_labels_that_would_inject_into_jail_conf_or_fstab() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(state) = busybox_base(tmp.path()) else {
+        return;
+    };
+    if !common::have("umoci") {
+        eprintln!("skipping: needs umoci");
+        return;
+    }
+    // Images a registry could serve: jbuild's own LABEL checks would refuse
+    // these, so umoci writes their configs.
+    let ctx = tmp.path().join("plain");
+    fs::create_dir_all(&ctx).unwrap();
+    fs::write(
+        ctx.join("Jailfile"),
+        "FROM bb:base
+LABEL a=b
+",
+    )
+    .unwrap();
+    ok(jbuild(&state).args(["build", "-t", "plain:1"]).arg(&ctx));
+    let layout = tmp.path().join("layout");
+    ok(jbuild(&state)
+        .args(["export", "plain:1"])
+        .arg(format!("oci:{}:plain", layout.display())));
+    let cases: [(&str, &[&str], &str); 4] = [
+        (
+            "param",
+            &["--config.label=org.jbuild.jail.x; exec.prestart=rm -rf /"],
+            "not a jail parameter name",
+        ),
+        (
+            "fstab",
+            &[
+                "--config.volume=/mnt",
+                "--config.label=org.jbuild.fstab./mnt=/ /../../etc nullfs rw 0 0",
+            ],
+            "inside the jail",
+        ),
+        (
+            "volume",
+            &[
+                "--config.volume=/../x",
+                "--config.label=org.jbuild.fstab./../x=/ /../x nullfs rw 0 0",
+            ],
+            "inside the jail",
+        ),
+        (
+            "rctl",
+            &["--config.label=org.jbuild.rctl.memoryuse=1G/jail\njail:x:maxproc:deny=1"],
+            "rctl limit",
+        ),
+    ];
+    for (name, umoci_args, words) in cases {
+        let out = std::process::Command::new("umoci")
+            .args(["config", "--image"])
+            .arg(format!("{}:plain", layout.display()))
+            .arg("--tag")
+            .arg(name)
+            .args(umoci_args.iter().map(|a| a.replace("\\n", "\n")))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "umoci: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        ok(jbuild(&state)
+            .arg("import")
+            .arg(format!("oci:{}:{name}", layout.display()))
+            .arg(format!("{name}:1")));
+        let root = tmp.path().join("jails").join(name);
+        let conf = tmp.path().join("jails").join(format!("{name}.conf"));
+        let out = run(jbuild(&state)
+            .args(["create", &format!("{name}:1"), name, "--bastille", "--path"])
+            .arg(&root)
+            .arg("--conf")
+            .arg(&conf));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{name}: {err}");
+        assert!(err.contains(words), "{name}: {err}");
+        assert!(
+            !root.exists() && !conf.exists(),
+            "{name}: something was written"
+        );
+    }
+    // Blanks in the root are escaped in fstab(5).
+    let ctx = tmp.path().join("blank");
+    fs::create_dir_all(&ctx).unwrap();
+    fs::write(
+        ctx.join("Jailfile"),
+        "FROM bb:base\nVOLUME /data\nLABEL 'org.jbuild.fstab./data'='/tank/d /data nullfs ro 0 0'\n",
+    )
+    .unwrap();
+    ok(jbuild(&state).args(["build", "-t", "blank:1"]).arg(&ctx));
+    let root = tmp.path().join("my jails/blank");
+    let conf = tmp.path().join("my jails/blank.conf");
+    ok(jbuild(&state)
+        .args(["create", "blank:1", "blank", "--path"])
+        .arg(&root)
+        .arg("--conf")
+        .arg(&conf));
+    let fstab = fs::read_to_string(tmp.path().join("my jails/blank.fstab")).unwrap();
+    let want = format!(
+        "/tank/d {}/data nullfs ro 0 0\n",
+        root.to_str().unwrap().replace(' ', "\\040")
+    );
+    assert_eq!(fstab, want);
+}
