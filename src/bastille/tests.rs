@@ -170,6 +170,7 @@ fn malformed_lines_point_at_the_problem() {
         ("SYSRC nginx_enable\n", 1, 7, "does not assign"),
         ("CP /etc/hosts /etc/hosts\n", 1, 4, "path on the host"),
         ("CP missing /etc/\n", 1, 4, "not in the template"),
+        ("CP ../../etc/passwd /etc/\n", 1, 4, "leaves the template"),
         ("LIMITS memoryusage 1G\n", 1, 8, "not an rctl(8) resource"),
         ("RDR tcp 99999 80\n", 1, 9, "not a port"),
         ("SYSRC a=\"unclosed\nPKG x\n", 1, 9, "unbalanced quote"),

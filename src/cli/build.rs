@@ -82,6 +82,11 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
         None => !jailfile.exists() && jbuild::bastille::is_template(&args.context),
     };
     let translated = if bastille {
+        if !args.build_args.is_empty() {
+            return Err(Failure::user(anyhow!(
+                "--build-arg is for Jailfiles; a Bastille template takes its ARGs with --arg NAME=VALUE or --arg-file FILE"
+            )));
+        }
         let from = args.file.clone().unwrap_or_else(|| args.context.clone());
         Some(super::bastille::translate(ctx, &from, &args.template)?)
     } else if args.template.any() {
