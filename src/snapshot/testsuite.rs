@@ -82,6 +82,7 @@ macro_rules! snapshotter_suite {
             check_mtimes_preserved,
             check_xattrs_preserved,
             check_deep_chain,
+            check_materialize_is_independent,
         );
         #[test]
         $(#[$attr])*
@@ -169,6 +170,10 @@ pub const CHECKS: &[(&str, Check)] = &[
     ("check_xattrs_preserved", check_xattrs_preserved),
     ("check_deep_chain", check_deep_chain),
     (
+        "check_materialize_is_independent",
+        check_materialize_is_independent,
+    ),
+    (
         "check_differ_sees_child_changes",
         check_differ_sees_child_changes,
     ),
@@ -219,6 +224,27 @@ fn assert_err(r: Result<impl std::fmt::Debug, SnapshotError>, want: fn(&Snapshot
 }
 
 // ---- bookkeeping checks --------------------------------------------------
+
+/// `materialize` (what `jbuild create` makes a jail root with) gives a tree
+/// with the snapshot's content, which can change without touching it.
+pub fn check_materialize_is_independent(sn: &dyn Snapshotter) {
+    commit_with(sn, "m-base", None, |r| write(r, "etc/motd", "base"));
+    commit_with(sn, "m-top", Some("m-base"), |r| {
+        write(r, "etc/rc.conf", "x=1")
+    });
+    let tmp = tempfile::tempdir().unwrap();
+    let dest = tmp.path().join("jail");
+    sn.materialize("m-top", &dest).unwrap();
+    assert_eq!(read(&dest, "etc/motd").as_deref(), Some("base"));
+    assert_eq!(read(&dest, "etc/rc.conf").as_deref(), Some("x=1"));
+    write(&dest, "etc/motd", "changed in the jail");
+    let view = sn.view("m-top").unwrap();
+    assert_eq!(read(&view, "etc/motd").as_deref(), Some("base"));
+    assert_err(
+        sn.materialize("m-missing", &tmp.path().join("other")),
+        |e| matches!(e, SnapshotError::NotFound(_)),
+    );
+}
 
 pub fn check_prepare_empty_commit_view(sn: &dyn Snapshotter) {
     let root = sn.prepare("k", None).unwrap();
