@@ -52,6 +52,7 @@ pub const DEFAULT_TEMPLATES_DIR: &str = "/usr/local/bastille/templates";
 pub struct Options {
     /// The base image: what `FROM` the translation starts with
     /// (`freebsd:14.3-RELEASE`, a local image, a registry reference).
+    /// Empty: the Jailfile takes it as `--build-arg BASE=...`.
     pub from: String,
     /// `--arg NAME=VALUE`, highest precedence.
     pub args: BTreeMap<String, String>,
@@ -75,6 +76,8 @@ pub struct Converted {
     pub notes: Vec<String>,
     /// The name the Jailfile goes by in messages and history.
     pub path: PathBuf,
+    /// No `--from` was given: the Jailfile starts `ARG BASE` / `FROM ${BASE}`.
+    pub base_from_arg: bool,
     origins: Vec<Origin>,
 }
 
@@ -122,7 +125,12 @@ impl Converted {
     /// (e.g. a port out of range) is shown at the Bastillefile line it
     /// came from.
     pub fn load(&self) -> Result<Build, Diagnostic> {
-        jailfile::load_str(&self.path, &self.jailfile, &BTreeMap::new()).map_err(|d| self.locate(d))
+        let mut args = BTreeMap::new();
+        if self.base_from_arg {
+            // Only to check the rest parses; a build gives the real base.
+            args.insert("BASE".to_string(), "scratch".to_string());
+        }
+        jailfile::load_str(&self.path, &self.jailfile, &args).map_err(|d| self.locate(d))
     }
 
     /// `path:line` of the Bastille instruction that line `line` (1-based)

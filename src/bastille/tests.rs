@@ -1,3 +1,4 @@
+use std::collections::BTreeMap;
 use std::fs;
 
 use super::*;
@@ -245,8 +246,19 @@ fn include_cycles_are_refused() {
 }
 
 #[test]
-fn no_from_is_a_clear_error() {
+fn without_from_the_base_is_a_build_arg() {
     let d = template(&[("Bastillefile", "PKG nginx\n")]);
-    let e = convert(d.path(), &Options::default()).unwrap_err();
-    assert!(e.to_string().contains("--from"), "{e}");
+    let c = convert(d.path(), &Options::default()).unwrap();
+    assert!(
+        c.jailfile.contains("ARG BASE\nFROM ${BASE}\n"),
+        "{}",
+        c.jailfile
+    );
+    let mut args = BTreeMap::new();
+    args.insert("BASE".to_string(), "freebsd:14.3-RELEASE".to_string());
+    let b = jailfile::load_str(&c.path, &c.jailfile, &args).unwrap();
+    assert_eq!(
+        b.stages[0].base,
+        jailfile::Base::FreeBsdRelease("14.3-RELEASE".into())
+    );
 }

@@ -119,15 +119,6 @@ pub(super) fn run(dir: &Path, file: Option<&Path>, opts: &Options) -> R<Converte
             ));
         }
     }
-    if opts.from.trim().is_empty() {
-        return Err(with_help(
-            Diagnostic::for_file(
-                &dir,
-                "a Bastille template has no FROM: give the base image with --from",
-            ),
-            "e.g. --from freebsd:14.3-RELEASE, or --from an image in the local store",
-        ));
-    }
     let mut t = Translator {
         opts,
         out: Vec::new(),
@@ -141,10 +132,17 @@ pub(super) fn run(dir: &Path, file: Option<&Path>, opts: &Options) -> R<Converte
         "# Jailfile translated by jbuild from the Bastille template {}",
         dir.display()
     ));
-    t.out.push((
-        Origin::From,
-        Out::Text(format!("FROM {}", opts.from.trim())),
-    ));
+    let from = match opts.from.trim() {
+        "" => {
+            // No base given: the Jailfile takes it as a build argument.
+            t.header("# the base image: jbuild build --build-arg BASE=freebsd:14.3-RELEASE ...");
+            t.header("ARG BASE");
+            "${BASE}"
+        }
+        f => f,
+    };
+    t.out
+        .push((Origin::From, Out::Text(format!("FROM {from}"))));
     let mut scope = Scope {
         dir: dir.clone(),
         file,
@@ -161,7 +159,8 @@ pub(super) fn run(dir: &Path, file: Option<&Path>, opts: &Options) -> R<Converte
     let context = common_ancestor(&t.dirs);
     let mut text = String::new();
     let mut origins = Vec::new();
-    // The context line goes second, once it is known.
+    // The context line goes second, once it is known (before any ARG:
+    // parser directives end at the first line that is not one).
     let (o, first) = t.out.remove(0);
     text.push_str(&first.render(&context));
     text.push('\n');
@@ -178,6 +177,7 @@ pub(super) fn run(dir: &Path, file: Option<&Path>, opts: &Options) -> R<Converte
         origins.push(o.clone());
     }
     Ok(Converted {
+        base_from_arg: opts.from.trim().is_empty(),
         jailfile: text,
         path: dir.join("Bastillefile.jailfile"),
         context,

@@ -58,8 +58,14 @@ pub fn translate(
     ctx: &Ctx,
     path: &std::path::Path,
     t: &TemplateArgs,
+    for_build: bool,
 ) -> Result<Converted, Failure> {
     let opts = t.options(ctx)?;
+    if for_build && opts.from.is_empty() {
+        return Err(Failure::user(anyhow!(
+            "a Bastille template has no FROM: give the base image with --from (e.g. --from freebsd:14.3-RELEASE, or an image in the local store)"
+        )));
+    }
     let converted = bastille::convert(path, &opts).map_err(|d| Failure::user(anyhow!(d)))?;
     converted.load().map_err(|d| Failure::user(anyhow!(d)))?;
     let reporter = ctx.reporter();
@@ -82,7 +88,7 @@ pub struct ConvertArgs {
 }
 
 pub fn convert(ctx: &Ctx, a: ConvertArgs) -> CmdResult {
-    let converted = translate(ctx, &a.path, &a.template)?;
+    let converted = translate(ctx, &a.path, &a.template, false)?;
     match &a.output {
         Some(out) => jbuild::fsutil::write_atomic(out, converted.jailfile.as_bytes())
             .map_err(|e| Failure::user(anyhow!("cannot write {}: {e}", out.display())))?,
@@ -90,7 +96,12 @@ pub fn convert(ctx: &Ctx, a: ConvertArgs) -> CmdResult {
     }
     if !ctx.quiet && !ctx.json {
         eprintln!(
-            "build it with: jbuild build -f {} {}",
+            "build it with: jbuild build {}-f {} {}",
+            if converted.base_from_arg {
+                "--build-arg BASE=IMAGE "
+            } else {
+                ""
+            },
             a.output
                 .as_deref()
                 .map(|p| p.display().to_string())

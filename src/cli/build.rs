@@ -88,7 +88,12 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
             )));
         }
         let from = args.file.clone().unwrap_or_else(|| args.context.clone());
-        Some(super::bastille::translate(ctx, &from, &args.template)?)
+        Some(super::bastille::translate(
+            ctx,
+            &from,
+            &args.template,
+            true,
+        )?)
     } else if args.template.any() {
         return Err(Failure::user(anyhow!(
             "--from, --arg and --arg-file are for Bastille templates, and `{}` is not one; for a Jailfile use --build-arg",
