@@ -8,8 +8,9 @@
 //! `/* ... */`. A value is a bare word, a single-quoted string (taken
 //! literally) or a double-quoted string, in which `$name`/`${name}` are
 //! variables and backslash escapes apply. Written values therefore use
-//! single quotes, or double quotes with `\`, `"` and `$` escaped when the
-//! value holds a single quote or a line break.
+//! bare words when plain, single quotes otherwise, or double quotes with
+//! `\`, `"` and `$` escaped when the value holds a single quote or a line
+//! break.
 
 use std::ops::Range;
 
@@ -48,8 +49,15 @@ impl Jail {
     }
 }
 
-/// A value quoted for jail.conf.
+/// A value as jail.conf text: bare when it is a plain word (as Bastille
+/// writes them, and its tools grep for `path = /x/root;`), else quoted.
 pub fn quote(v: &str) -> String {
+    let plain = !v.is_empty()
+        && v.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_./:@%+-".contains(c));
+    if plain {
+        return v.to_string();
+    }
     if !v.contains('\'') && !v.contains('\n') {
         return format!("'{v}'");
     }
@@ -357,6 +365,8 @@ mod tests {
             "two\nlines",
             "",
             "{braces}; and = signs, commas",
+            "/usr/local/bastille/jails/web/root",
+            "a#b",
         ];
         let params: Vec<Param> = values
             .iter()
@@ -364,6 +374,10 @@ mod tests {
             .map(|(i, v)| p(&format!("x.p{i}"), &[v]))
             .collect();
         let text = entry("web", &params, &["from image x".into()]);
+        assert!(
+            text.contains("x.p7 = /usr/local/bastille/jails/web/root;"),
+            "{text}"
+        );
         let conf = parse(&text).unwrap();
         assert_eq!(conf.jails.len(), 1);
         for (i, v) in values.iter().enumerate() {

@@ -382,6 +382,16 @@ fn buildable_templates_build_on_busybox_and_create_makes_their_jails() {
         .arg("--conf")
         .arg(dir.join("jail.conf")));
     assert!(dir.join("root/etc/jail-meta").is_file());
+    // Written the way Bastille writes (and its tools grep) jail.conf.
+    let text = fs::read_to_string(dir.join("jail.conf")).unwrap();
+    for want in [
+        format!("path = {};", dir.join("root").display()),
+        format!("mount.fstab = {};", dir.join("fstab").display()),
+        "exec.start = '/bin/sh /etc/rc';".to_string(),
+        "host.hostname = meta;".to_string(),
+    ] {
+        assert!(text.contains(&want), "no `{want}` in\n{text}");
+    }
     let conf = jailconf::parse(&fs::read_to_string(dir.join("jail.conf")).unwrap()).unwrap();
     let j = &conf.jails[0];
     assert_eq!(j.get("path"), dir.join("root").to_str());
