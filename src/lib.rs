@@ -21,6 +21,7 @@ pub mod fsutil;
 pub mod jailfile;
 pub mod layer;
 pub mod plan;
+pub mod release;
 pub mod report;
 pub mod snapshot;
 pub mod store;

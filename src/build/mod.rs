@@ -5,9 +5,11 @@
 
 mod engine;
 mod error;
+pub mod freebsd;
 pub mod image;
 mod layers;
 pub mod native;
 
 pub use engine::{build, chain_snapshot, step_snapshot, BuildEnv, BuildOptions, BuildOutput};
 pub use error::BuildError;
+pub use freebsd::FreeBsdEnv;

@@ -263,7 +263,7 @@ mod tests {
             [
                 "/sbin/mount -t nullfs -o rw CACHE ROOT/var/cache/pkg",
                 "/sbin/mount -t nullfs -o ro CACHE ROOT/ro",
-                "/usr/sbin/jail -i -c name=jbuild-1-0 path=ROOT host.hostname=b persist mount.devfs devfs_ruleset=4 \
+                "/usr/sbin/jail -i -c name=jbuild-1-0 path=ROOT host.hostname=b persist exec.clean mount.devfs devfs_ruleset=4 \
                  enforce_statfs=2 children.max=0 ip4=disable ip6=disable",
                 "/usr/sbin/jail -R jbuild-1-0",
                 "/sbin/umount -f ROOT/dev",
