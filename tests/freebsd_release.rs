@@ -616,3 +616,80 @@ fn pkg_shares_its_cache_keeps_caches_out_of_layers_and_follows_the_catalogue() {
     assert_eq!(offline1["steps_run"], 1);
     assert_eq!(offline2["steps_run"], 0);
 }
+
+#[test]
+fn jail_parameters_that_weaken_the_build_jail_need_consent() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("root");
+    let ctx = context(
+        t.path(),
+        "FROM scratch\nJAIL allow.set_hostname=1 securelevel=3\nJAIL allow.raw_sockets=1 devfs_ruleset=0\nSYSRC a=b\n",
+    );
+    let config = t.path().join("config.toml");
+    fs::write(&config, "").unwrap();
+    let build = |extra: &[&str], config: &Path| {
+        let mut c = jbuild(&root);
+        c.env("JBUILD_CONFIG", config)
+            .arg("build")
+            .args(extra)
+            .arg(&ctx);
+        run(&mut c)
+    };
+    let out = build(&[], &config);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("Jailfile:3")
+            && stderr.contains("allow.raw_sockets")
+            && stderr.contains("--allow-jail-param allow.raw_sockets"),
+        "{stderr}"
+    );
+    // One consent is not two.
+    let out = build(&["--allow-jail-param", "allow.raw_sockets"], &config);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("devfs_ruleset=0"),
+        "{stderr}"
+    );
+    let out = build(
+        &[
+            "--allow-jail-param",
+            "allow.raw_sockets",
+            "--allow-jail-param",
+            "devfs_ruleset",
+        ],
+        &config,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The configuration file can give the consent as well.
+    fs::write(
+        &config,
+        "[freebsd]\nallow_jail_params = [\"allow.raw_sockets\", \"devfs_ruleset\"]\n",
+    )
+    .unwrap();
+    let out = build(&[], &config);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Parameters that act on the host are refused whatever the consent.
+    let ctx2 = context(
+        &t.path().join("2"),
+        "FROM scratch\nJAIL exec.prestart=/bin/rm\nSYSRC a=b\n",
+    );
+    let mut c = jbuild(&root);
+    c.env("JBUILD_CONFIG", &config)
+        .args(["build", "--allow-jail-param", "exec.prestart"])
+        .arg(&ctx2);
+    let out = run(&mut c);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("not allowed"),
+        "{stderr}"
+    );
+}
