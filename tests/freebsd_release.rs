@@ -621,75 +621,71 @@ fn pkg_shares_its_cache_keeps_caches_out_of_layers_and_follows_the_catalogue() {
 fn jail_parameters_that_weaken_the_build_jail_need_consent() {
     let t = tempfile::tempdir().unwrap();
     let root = t.path().join("root");
-    let ctx = context(
-        t.path(),
-        "FROM scratch\nJAIL allow.set_hostname=1 securelevel=3\nJAIL allow.raw_sockets=1 devfs_ruleset=0\nSYSRC a=b\n",
-    );
     let config = t.path().join("config.toml");
     fs::write(&config, "").unwrap();
-    let build = |extra: &[&str], config: &Path| {
+    let build = |ctx: &Path, extra: &[&str], config: &Path| {
         let mut c = jbuild(&root);
         c.env("JBUILD_CONFIG", config)
             .arg("build")
             .args(extra)
-            .arg(&ctx);
+            .arg(ctx);
         run(&mut c)
     };
-    let out = build(&[], &config);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(
-        stderr.contains("Jailfile:3")
-            && stderr.contains("allow.raw_sockets")
-            && stderr.contains("--allow-jail-param allow.raw_sockets"),
-        "{stderr}"
+    // Parameters only stored for the runtime jail need no consent, and the
+    // ones that act on the host are simply not used while building.
+    let stored = context(
+        &t.path().join("a"),
+        "FROM scratch\nSYSRC a=b\nJAIL allow.raw_sockets=1 devfs_ruleset=0 exec.start=\"/bin/sh /etc/rc\" host.hostname=web\n",
     );
-    // One consent is not two.
-    let out = build(&["--allow-jail-param", "allow.raw_sockets"], &config);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success() && stderr.contains("devfs_ruleset=0"),
-        "{stderr}"
-    );
-    let out = build(
-        &[
-            "--allow-jail-param",
-            "allow.raw_sockets",
-            "--allow-jail-param",
-            "devfs_ruleset",
-        ],
-        &config,
-    );
+    let out = build(&stored, &[], &config);
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+
+    // A RUN step after them would run in a weakened jail: refused before
+    // anything runs, naming the JAIL line.
+    let ctx = context(
+        &t.path().join("b"),
+        "FROM scratch\nJAIL allow.set_hostname=1 securelevel=3 exec.start=/bin/sh\nJAIL allow.raw_sockets=1 devfs_ruleset=0\nRUN [\"/bin/true\"]\n",
+    );
+    let out = build(&ctx, &[], &config);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("Jailfile:3")
+            && stderr.contains("allow.raw_sockets=1")
+            && stderr.contains("line 4")
+            && stderr.contains("--allow-jail-param allow.raw_sockets"),
+        "{stderr}"
+    );
+    // One consent is not two.
+    let out = build(&ctx, &["--allow-jail-param", "allow.raw_sockets"], &config);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("devfs_ruleset=0"),
+        "{stderr}"
+    );
+    // With both, the check passes and the step itself runs (and, in this
+    // empty root, finds no /bin/true).
+    let both = [
+        "--allow-jail-param",
+        "allow.raw_sockets",
+        "--allow-jail-param",
+        "devfs_ruleset",
+    ];
+    let out = build(&ctx, &both, &config);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("--allow-jail-param"), "{stderr}");
     // The configuration file can give the consent as well.
     fs::write(
         &config,
         "[freebsd]\nallow_jail_params = [\"allow.raw_sockets\", \"devfs_ruleset\"]\n",
     )
     .unwrap();
-    let out = build(&[], &config);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    // Parameters that act on the host are refused whatever the consent.
-    let ctx2 = context(
-        &t.path().join("2"),
-        "FROM scratch\nJAIL exec.prestart=/bin/rm\nSYSRC a=b\n",
-    );
-    let mut c = jbuild(&root);
-    c.env("JBUILD_CONFIG", &config)
-        .args(["build", "--allow-jail-param", "exec.prestart"])
-        .arg(&ctx2);
-    let out = run(&mut c);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success() && stderr.contains("not allowed"),
-        "{stderr}"
-    );
+    let out = build(&ctx, &[], &config);
+    let stderr2 = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr2.contains("--allow-jail-param"), "{stderr2}");
+    assert_eq!(out.status.code(), Some(1));
 }

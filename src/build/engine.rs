@@ -630,7 +630,7 @@ impl Run<'_, '_> {
             user: ctx.user.clone(),
             network,
             hostname: "jbuild".into(),
-            jail_params: ctx.jail.clone(),
+            jail_params: freebsd::build_jail_params(&ctx.jail),
             mounts,
         };
         let executor = self

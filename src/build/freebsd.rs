@@ -26,7 +26,7 @@ use super::error::BuildError;
 use crate::digest::Digest;
 use crate::exec::{jail_params, BindMount};
 use crate::jailfile::Op;
-use crate::plan::Plan;
+use crate::plan::{Plan, StepKind};
 use crate::release::ReleaseSource;
 
 /// Where pkg(8) keeps downloaded packages in the jail.
@@ -231,29 +231,63 @@ fn catalogue_identity(
     ))
 }
 
-/// Refuses recipe `JAIL` parameters that weaken the build jail unless the
-/// user allowed them by name; the error names the JAIL line.
+/// The recipe's jail parameters that apply to a build step's jail. `JAIL`
+/// lines describe the jail the image will run in; those that jbuild owns
+/// or that act on the host (`name`, `path`, `exec.*`, `host.hostname`,
+/// `ip4.addr`, `mount.*`, ... see [`jail_params::check_param`]) are for
+/// that runtime jail only and are not applied while building.
+pub fn build_jail_params(params: &[(String, String)]) -> Vec<(String, String)> {
+    params
+        .iter()
+        .filter(|(k, v)| jail_params::check_param(k, v).is_ok())
+        .cloned()
+        .collect()
+}
+
+/// Refuses, before anything runs, a RUN or PKG step whose jail would be
+/// weakened by a recipe parameter ([`jail_params::needs_opt_in`]) the user
+/// did not allow by name. The error names the JAIL line that set it (or
+/// the FROM line, when it came with the base image). Parameters that no
+/// step runs with are only stored in the image, and need no consent.
 pub fn check_jail_params(plan: &Plan, allowed: &[String]) -> Result<(), BuildError> {
     for stage in &plan.stages {
-        for ps in &stage.steps {
-            let Op::Jail(params) = &ps.step.op else {
+        for (i, ps) in stage.steps.iter().enumerate() {
+            let (StepKind::Layer { exec, .. }, Op::Run { .. } | Op::Pkg { .. }) =
+                (&ps.kind, &ps.step.op)
+            else {
                 continue;
             };
-            for (name, value) in params {
-                if let Err(e) = jail_params::check_param(name, value) {
-                    return Err(BuildError::Step(e.to_string()).located(&ps.step.location));
-                }
-                let Some(why) = jail_params::needs_opt_in(name, value) else {
+            for (name, value) in build_jail_params(&exec.jail) {
+                let Some(why) = jail_params::needs_opt_in(&name, &value) else {
                     continue;
                 };
-                if allowed.iter().any(|a| a == name) {
+                if allowed.contains(&name) {
                     continue;
                 }
+                let set_at = stage.steps[..i]
+                    .iter()
+                    .rev()
+                    .find_map(|p| match &p.step.op {
+                        Op::Jail(params) if params.iter().any(|(k, _)| *k == name) => {
+                            Some(&p.step.location)
+                        }
+                        _ => None,
+                    });
+                let shown = if value.is_empty() {
+                    name.clone()
+                } else {
+                    format!("{name}={value}")
+                };
+                let (location, whence) = match set_at {
+                    Some(l) => (l, String::new()),
+                    None => (&stage.location, " (from the base image)".to_string()),
+                };
                 return Err(BuildError::Step(format!(
-                    "JAIL {name}{}: {why}; if the recipe really needs it, build with --allow-jail-param {name} (or list it in [freebsd] allow_jail_params)",
-                    if value.is_empty() { String::new() } else { format!("={value}") }
+                    "JAIL {shown}{whence}: {why}, and `{}` (line {}) would run with it; if the recipe really needs it, build with --allow-jail-param {name} (or list it in [freebsd] allow_jail_params)",
+                    ps.step.text.lines().next().unwrap_or(""),
+                    ps.step.location.line
                 ))
-                .located(&ps.step.location));
+                .located(location));
             }
         }
     }
@@ -282,6 +316,26 @@ mod tests {
         ] {
             assert!(!excluded_from_layers(Path::new(p)), "{p}");
         }
+    }
+
+    #[test]
+    fn runtime_only_parameters_stay_out_of_the_build_jail() {
+        let p = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+            v.iter()
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .collect()
+        };
+        assert_eq!(
+            build_jail_params(&p(&[
+                ("exec.start", "/bin/sh /etc/rc"),
+                ("host.hostname", "web"),
+                ("ip4.addr", "10.0.0.2"),
+                ("allow.raw_sockets", ""),
+                ("mount.fstab", "/etc/fstab.web"),
+                ("securelevel", "3"),
+            ])),
+            p(&[("allow.raw_sockets", ""), ("securelevel", "3")])
+        );
     }
 
     #[test]
