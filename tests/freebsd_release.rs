@@ -339,13 +339,23 @@ fn release_base_builds_exports_and_a_cached_rebuild_downloads_nothing() {
         t.path(),
         "FROM freebsd:14.3\nSYSRC hostname=web\nCMD [\"/bin/sh\"]\n",
     );
-    let build = |extra: &[&str]| {
+    let build_out = |extra: &[&str]| {
         let mut c = build_cmd(&root, &server, &ctx, &config);
         c.args(["-t", "rel:1"]).args(extra);
-        result(&ok(&mut c))
+        ok(&mut c)
     };
+    let build = |extra: &[&str]| result(&build_out(extra));
 
-    let first = build(&["--sets", "lib32"]);
+    let out = build_out(&["--sets", "lib32"]);
+    let first = result(&out);
+    // The downloads were reported as transfers.
+    for set in ["base.txz", "lib32.txz"] {
+        assert!(
+            out.lines()
+                .any(|l| l.contains("transfer_start") && l.contains(&format!("downloading {set}"))),
+            "{out}"
+        );
+    }
     let mut asked = server.requests();
     asked.sort();
     assert_eq!(

@@ -463,7 +463,11 @@ impl Run<'_, '_> {
                 ),
             );
         }
-        rel.fetch().map_err(rel_err)?;
+        rel.fetch(self.env.reporter).map_err(rel_err)?;
+        let id = format!("extract-{release}");
+        self.env
+            .reporter
+            .transfer_start(&id, &format!("extracting FreeBSD {release}"), None);
         let active = active_key();
         let root = self.env.snapshotter.prepare(&active, None)?;
         let made = rel.extract(&root).map_err(rel_err).and_then(|()| {
@@ -477,6 +481,7 @@ impl Run<'_, '_> {
                 other => other.map_err(BuildError::from),
             }
         });
+        self.env.reporter.transfer_done(&id, false);
         if made.is_err() {
             if let Err(cleanup) = self.env.snapshotter.remove(&active) {
                 tracing::debug!("removing {active} after a failed extraction: {cleanup}");

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use super::ReleaseError;
 use crate::digest::{Digest, HashingWriter};
+use crate::report::Reporter;
 
 /// Caps on what is held in memory: a MANIFEST is a few hundred bytes.
 const MAX_SMALL: u64 = 1 << 20;
@@ -84,19 +85,29 @@ impl Http {
         url: &str,
         dest: &Path,
         expected: &Digest,
+        reporter: &dyn Reporter,
     ) -> Result<u64, ReleaseError> {
         let dir = dest.parent().expect("a cache file has a directory");
         fs::create_dir_all(dir).map_err(ReleaseError::io(dir))?;
-        let mut resp = self.get(url)?;
+        let resp = self.get(url)?;
+        let name = url.rsplit('/').next().unwrap_or(url);
+        reporter.transfer_start(url, &format!("downloading {name}"), resp.content_length());
         let tmp = tempfile::Builder::new()
             .prefix(".download-")
             .tempfile_in(dir)
             .map_err(ReleaseError::io(dir))?;
         let mut w = HashingWriter::new(io::BufWriter::with_capacity(1 << 20, tmp));
-        io::copy(&mut resp, &mut w).map_err(|e| ReleaseError::Http {
+        let mut progress = Progress {
+            inner: resp,
+            done: 0,
+            reported: 0,
+            report: |n| reporter.transfer_progress(url, n),
+        };
+        io::copy(&mut progress, &mut w).map_err(|e| ReleaseError::Http {
             url: url.to_string(),
             message: format!("the transfer broke off: {e}"),
         })?;
+        reporter.transfer_done(url, false);
         let (got, size, buf) = w.finish();
         if &got != expected {
             return Err(ReleaseError::Mismatch {
@@ -115,6 +126,26 @@ impl Http {
             let _ = d.sync_all();
         }
         Ok(size)
+    }
+}
+
+/// Counts what is read and reports it every MiB.
+struct Progress<R, F> {
+    inner: R,
+    done: u64,
+    reported: u64,
+    report: F,
+}
+
+impl<R: Read, F: FnMut(u64)> Read for Progress<R, F> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.done += n as u64;
+        if self.done - self.reported >= 1 << 20 || (n == 0 && self.done != self.reported) {
+            self.reported = self.done;
+            (self.report)(self.done);
+        }
+        Ok(n)
     }
 }
 

@@ -40,6 +40,7 @@ use crate::config::{FreeBsdSettings, Paths};
 use crate::digest::Digest;
 use crate::layer::apply::{apply, ApplyOptions};
 use crate::plan::Platform;
+use crate::report::Reporter;
 pub use manifest::{Manifest, ManifestEntry};
 
 pub const DEFAULT_MIRROR: &str = "https://download.freebsd.org/releases";
@@ -238,7 +239,7 @@ pub struct FetchStats {
 
 impl Release {
     /// Makes sure every set is in the cache, verified; downloads the missing ones.
-    pub fn fetch(&self) -> Result<FetchStats, ReleaseError> {
+    pub fn fetch(&self, reporter: &dyn Reporter) -> Result<FetchStats, ReleaseError> {
         let mut stats = FetchStats::default();
         let mut http = None;
         for set in &self.sets {
@@ -249,7 +250,7 @@ impl Release {
                 http = Some(fetch::Http::new()?);
             }
             let h = http.as_ref().expect("made above");
-            stats.bytes += h.download_verified(&set.url, &set.path, &set.sha256)?;
+            stats.bytes += h.download_verified(&set.url, &set.path, &set.sha256, reporter)?;
             stats.downloaded.push(set.name.clone());
         }
         if let Some(text) = &self.manifest_text {
