@@ -247,7 +247,7 @@ pub fn build_jail_params(params: &[(String, String)]) -> Vec<(String, String)> {
 /// Refuses, before anything runs, a RUN or PKG step whose jail would be
 /// weakened by a recipe parameter ([`jail_params::needs_opt_in`]) the user
 /// did not allow by name. The error names the JAIL line that set it (or
-/// the FROM line, when it came with the base image). Parameters that no
+/// the FROM line, when it came with the stage's base). Parameters that no
 /// step runs with are only stored in the image, and need no consent.
 pub fn check_jail_params(plan: &Plan, allowed: &[String]) -> Result<(), BuildError> {
     for stage in &plan.stages {
@@ -280,7 +280,10 @@ pub fn check_jail_params(plan: &Plan, allowed: &[String]) -> Result<(), BuildErr
                 };
                 let (location, whence) = match set_at {
                     Some(l) => (l, String::new()),
-                    None => (&stage.location, " (from the base image)".to_string()),
+                    None => (
+                        &stage.location,
+                        " (inherited from this stage's base)".to_string(),
+                    ),
                 };
                 return Err(BuildError::Step(format!(
                     "JAIL {shown}{whence}: {why}, and `{}` (line {}) would run with it; if the recipe really needs it, build with --allow-jail-param {name} (or list it in [freebsd] allow_jail_params)",

@@ -27,7 +27,10 @@
 //!
 //! Recipe parameters (`JAIL name=value` lines) are passed after these; a
 //! value for one of the defaults above replaces it. Parameters that jbuild
-//! owns or that act on the host are refused (see [`check_param`]).
+//! owns or that act on the host are refused here (see [`check_param`]; the
+//! build leaves them out of build jails, as they describe the runtime
+//! jail). Parameters that weaken the jail ([`needs_opt_in`]) are let
+//! through: the build asks for the user's consent before any step runs.
 
 use std::path::Path;
 
