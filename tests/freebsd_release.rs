@@ -699,3 +699,52 @@ fn jail_parameters_that_weaken_the_build_jail_need_consent() {
     assert!(!stderr2.contains("--allow-jail-param"), "{stderr2}");
     assert_eq!(out.status.code(), Some(1));
 }
+
+/// PKG keys follow an HTTP repository's catalogue through HEAD requests
+/// (nothing is downloaded): a new `packagesite.pkg` (a new ETag) is a new
+/// key; `packagesite.txz` is asked when there is no `.pkg`.
+#[test]
+fn an_http_repository_is_asked_for_its_catalogue_with_head_only() {
+    let t = tempfile::tempdir().unwrap();
+    let served = t.path().join("www");
+    let repo = served.join("repo/FreeBSD:14:amd64/latest");
+    fs::create_dir_all(&repo).unwrap();
+    fs::write(repo.join("packagesite.pkg"), "catalogue 1").unwrap();
+    let server = Server::start(&served);
+    let repos = t.path().join("repos");
+    fs::create_dir_all(&repos).unwrap();
+    fs::write(
+        repos.join("mine.conf"),
+        format!(
+            "FreeBSD: {{ enabled: no }}\nmine: {{ url: \"pkg+{}/repo/${{ABI}}/latest\", mirror_type: \"none\" }}\n",
+            server.url
+        ),
+    )
+    .unwrap();
+    let env = jbuild::build::FreeBsdEnv {
+        pkg_repos_dir: Some(repos),
+        ..Default::default()
+    };
+    let abi = Some("FreeBSD:14:amd64");
+    let first = env.pkg_repositories(abi).unwrap();
+    assert_eq!(first, env.pkg_repositories(abi).unwrap());
+    fs::write(repo.join("packagesite.pkg"), "catalogue 2").unwrap();
+    let second = env.pkg_repositories(abi).unwrap();
+    assert_ne!(first, second);
+    fs::remove_file(repo.join("packagesite.pkg")).unwrap();
+    fs::write(repo.join("packagesite.txz"), "old style").unwrap();
+    let third = env.pkg_repositories(abi).unwrap();
+    assert_ne!(second, third);
+    fs::remove_file(repo.join("packagesite.txz")).unwrap();
+    let e = env.pkg_repositories(abi).unwrap_err();
+    assert!(e.contains("--pkg-offline"), "{e}");
+    let asked = server.requests();
+    assert!(
+        asked
+            .iter()
+            .all(|r| r.starts_with("HEAD /repo/FreeBSD:14:amd64/latest/packagesite.")),
+        "{asked:?}"
+    );
+    // 1 + 1 + 1, then .pkg and .txz twice.
+    assert_eq!(asked.len(), 7, "{asked:?}");
+}
