@@ -24,6 +24,7 @@ pub mod jailconf;
 pub mod jailfile;
 pub mod layer;
 pub mod plan;
+pub mod release;
 pub mod report;
 pub mod snapshot;
 pub mod store;

@@ -66,6 +66,15 @@ impl PlanInputs for Inputs {
         jbuild::build::native::sources_digest(&self.context, sources, None)
             .map_err(|e| e.to_string())
     }
+    /// Planning only: a release's base set stands for the same digest in
+    /// both plans compared (the bootstrap itself is tested in
+    /// tests/freebsd_release.rs).
+    fn release(&self, release: &str, _: &Platform) -> Result<Vec<(String, Digest)>, String> {
+        Ok(vec![(
+            "base.txz".into(),
+            Digest::of(format!("base.txz of {release}").as_bytes()),
+        )])
+    }
 }
 
 fn layer_keys(build: &Build, context: &Path) -> Vec<String> {

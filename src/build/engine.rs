@@ -12,6 +12,7 @@ use std::time::Instant;
 use oci_spec::image::Descriptor;
 
 use super::error::BuildError;
+use super::freebsd::{self, FreeBsdEnv};
 use super::image::{self, ImageMeta, LayerRef, LoadedImage};
 use super::layers::{export_layers, unpack_image};
 use super::native::{self, CopyOptions, Ignore};
@@ -35,6 +36,8 @@ pub struct BuildEnv<'a> {
     /// The executor is made only when a step needs one, so builds of native
     /// instructions work on any host, without privileges.
     pub executor: OnceLock<Box<dyn Executor>>,
+    /// Releases, the package cache and repositories, jail-parameter consent.
+    pub freebsd: FreeBsdEnv,
 }
 
 impl<'a> BuildEnv<'a> {
@@ -48,7 +51,14 @@ impl<'a> BuildEnv<'a> {
             snapshotter,
             reporter,
             executor: OnceLock::new(),
+            freebsd: FreeBsdEnv::default(),
         }
+    }
+
+    /// Uses these FreeBSD settings (release mirror, pkg cache, ...).
+    pub fn with_freebsd(mut self, freebsd: FreeBsdEnv) -> Self {
+        self.freebsd = freebsd;
+        self
     }
 
     /// Uses `executor` instead of the host's (tests, or a recording one).
@@ -116,6 +126,11 @@ struct Inputs<'a> {
     context: &'a Path,
     ignore: Option<&'a Ignore>,
     images: std::cell::RefCell<HashMap<String, LoadedImage>>,
+    freebsd: &'a FreeBsdEnv,
+    /// Releases whose MANIFEST was read, by `release|platform`.
+    releases: std::cell::RefCell<HashMap<String, crate::release::Release>>,
+    /// [`FreeBsdEnv::pkg_repositories`] by ABI: asked once per build.
+    pkg_repos: std::cell::RefCell<HashMap<Option<String>, String>>,
 }
 
 impl Inputs<'_> {
@@ -141,6 +156,34 @@ impl PlanInputs for Inputs<'_> {
 
     fn context_sources(&self, sources: &[CopySource]) -> Result<Digest, String> {
         native::sources_digest(self.context, sources, self.ignore).map_err(|e| e.to_string())
+    }
+
+    fn release(&self, release: &str, platform: &Platform) -> Result<Vec<(String, Digest)>, String> {
+        let source = self.freebsd.release.as_ref().ok_or_else(|| {
+            format!("FROM freebsd:{release} needs a release mirror, which this build was not given")
+        })?;
+        let r = source
+            .resolve(release, platform)
+            .map_err(|e| e.to_string())?;
+        let sets = r
+            .sets
+            .iter()
+            .map(|s| (s.name.clone(), s.sha256.clone()))
+            .collect();
+        self.releases
+            .borrow_mut()
+            .insert(format!("{release}|{platform}"), r);
+        Ok(sets)
+    }
+
+    fn pkg_repositories(&self, abi: Option<&str>) -> Result<String, String> {
+        let k = abi.map(str::to_string);
+        if let Some(v) = self.pkg_repos.borrow().get(&k) {
+            return Ok(v.clone());
+        }
+        let v = self.freebsd.pkg_repositories(abi)?;
+        self.pkg_repos.borrow_mut().insert(k, v.clone());
+        Ok(v)
     }
 }
 
@@ -190,6 +233,9 @@ pub fn build_text(
         context: &opts.context,
         ignore: ignore.as_ref(),
         images: Default::default(),
+        freebsd: &env.freebsd,
+        releases: Default::default(),
+        pkg_repos: Default::default(),
     };
     let nonce = opts
         .no_cache
@@ -205,6 +251,7 @@ pub fn build_text(
             no_cache_nonce: nonce,
         },
     )?;
+    freebsd::check_jail_params(&plan, &env.freebsd.allowed_jail_params)?;
 
     if let Some(cache) = &opts.hash_cache {
         if let Err(e) = native::hash_cache::save(cache) {
@@ -305,14 +352,14 @@ impl Run<'_, '_> {
                     .map_err(|m| BuildError::at(&stage.location, m))?;
                 unpack_image(self.env, &img).map_err(|e| e.located(&stage.location))?
             }
-            PlannedBase::FreeBsdRelease(rel) => {
-                return Err(BuildError::at(
-                    &stage.location,
-                    format!(
-                        "FROM freebsd:{rel} needs the release bootstrap (base.txz from a FreeBSD mirror), which this jbuild does not have yet; \
-                         start FROM scratch or from an image in the store"
-                    ),
-                ));
+            PlannedBase::FreeBsdRelease { release, key } => {
+                let name = step_snapshot(key);
+                self.release_base(stage, release, key, &name)
+                    .map_err(|e| e.located(&stage.location))?;
+                vec![Layer {
+                    snapshot: name,
+                    blob: None,
+                }]
             }
         };
         self.env
@@ -384,6 +431,76 @@ impl Run<'_, '_> {
         Ok(StageResult { layers })
     }
 
+    /// The base layer of `FROM freebsd:<release>`: reused when its
+    /// snapshot exists; else the sets are fetched and verified (nothing
+    /// is prepared before they are), extracted, and the snapshot committed.
+    fn release_base(
+        &self,
+        stage: &PlannedStage,
+        release: &str,
+        key: &Digest,
+        name: &str,
+    ) -> Result<(), BuildError> {
+        if self
+            .env
+            .snapshotter
+            .stat(name)?
+            .is_some_and(|i| i.kind == crate::snapshot::Kind::Committed)
+        {
+            return Ok(());
+        }
+        let platform = &stage.base_state.platform;
+        let rel = self
+            .inputs
+            .releases
+            .borrow()
+            .get(&format!("{release}|{platform}"))
+            .cloned()
+            .expect("the planner resolved the release");
+        let rel_err = |e: crate::release::ReleaseError| BuildError::Step(e.to_string());
+        let missing: Vec<&str> = rel
+            .sets
+            .iter()
+            .filter(|s| !s.path.is_file())
+            .map(|s| s.name.as_str())
+            .collect();
+        if !missing.is_empty() {
+            self.env.reporter.message(
+                Level::Info,
+                &format!(
+                    "downloading FreeBSD {release} ({}) from {}",
+                    missing.join(", "),
+                    rel.sets[0].url.rsplit_once('/').map_or("", |(d, _)| d)
+                ),
+            );
+        }
+        rel.fetch(self.env.reporter).map_err(rel_err)?;
+        let id = format!("extract-{release}");
+        self.env
+            .reporter
+            .transfer_start(&id, &format!("extracting FreeBSD {release}"), None);
+        let active = active_key();
+        let root = self.env.snapshotter.prepare(&active, None)?;
+        let made = rel.extract(&root).map_err(rel_err).and_then(|()| {
+            let labels: Labels = [(label::KEY.to_string(), key.to_string())].into();
+            match self.env.snapshotter.commit(name, &active, &labels) {
+                Err(SnapshotError::AlreadyExists(_)) => self
+                    .env
+                    .snapshotter
+                    .remove(&active)
+                    .map_err(BuildError::from),
+                other => other.map_err(BuildError::from),
+            }
+        });
+        self.env.reporter.transfer_done(&id, false);
+        if made.is_err() {
+            if let Err(cleanup) = self.env.snapshotter.remove(&active) {
+                tracing::debug!("removing {active} after a failed extraction: {cleanup}");
+            }
+        }
+        made
+    }
+
     fn execute(
         &self,
         op: &Op,
@@ -399,7 +516,14 @@ impl Run<'_, '_> {
             Op::Pkg { packages } => {
                 let mut argv = vec!["pkg".to_string(), "install".to_string(), "-y".to_string()];
                 argv.extend(packages.iter().cloned());
-                self.run_process(argv, args, ctx, true, root, info)
+                let mut ctx = ctx.clone();
+                // A fresh release has only pkg's bootstrap stub, which asks
+                // before installing pkg itself.
+                if !ctx.env.iter().any(|(k, _)| k == "ASSUME_ALWAYS_YES") {
+                    ctx.env.push(("ASSUME_ALWAYS_YES".into(), "yes".into()));
+                }
+                let mounts = self.env.freebsd.pkg_mounts()?;
+                self.run_process_with(argv, args, &ctx, true, mounts, root, info)
             }
             Op::Copy {
                 from,
@@ -494,6 +618,20 @@ impl Run<'_, '_> {
         root: &Path,
         info: &StepInfo,
     ) -> Result<(), BuildError> {
+        self.run_process_with(argv, args, ctx, network, Vec::new(), root, info)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn run_process_with(
+        &self,
+        argv: Vec<String>,
+        args: &BTreeMap<String, String>,
+        ctx: &ExecContext,
+        network: bool,
+        mounts: Vec<exec::BindMount>,
+        root: &Path,
+        info: &StepInfo,
+    ) -> Result<(), BuildError> {
         // ARGs are the step's environment too; ENV wins over an ARG of the same name.
         let mut env: Vec<(String, String)> = args
             .iter()
@@ -508,8 +646,8 @@ impl Run<'_, '_> {
             user: ctx.user.clone(),
             network,
             hostname: "jbuild".into(),
-            jail_params: ctx.jail.clone(),
-            mounts: Vec::new(),
+            jail_params: freebsd::build_jail_params(&ctx.jail),
+            mounts,
         };
         let executor = self
             .env

@@ -214,6 +214,10 @@ fn export_one(
             },
         )
         .map_err(|e| BuildError::Layer(e.to_string()))?;
+    let changes: Vec<_> = changes
+        .into_iter()
+        .filter(|c| !super::freebsd::excluded_from_layers(&c.path))
+        .collect();
     let id = format!("export-{child}");
     env.reporter.transfer_start(
         &id,

@@ -5,6 +5,7 @@
 
 mod engine;
 mod error;
+pub mod freebsd;
 pub mod image;
 mod layers;
 pub mod native;
@@ -26,3 +27,4 @@ pub fn image_top(
     let layers = layers::unpack_image(env, &img)?;
     Ok((layers.last().map(|l| l.snapshot.clone()), img))
 }
+pub use freebsd::FreeBsdEnv;

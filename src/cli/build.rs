@@ -8,9 +8,10 @@ use clap::Args;
 use serde_json::json;
 
 use super::{CmdResult, Ctx, Failure};
-use jbuild::build::{self, BuildEnv, BuildOptions};
+use jbuild::build::{self, BuildEnv, BuildOptions, FreeBsdEnv};
 use jbuild::layer::Compression;
 use jbuild::plan::Platform;
+use jbuild::release::ReleaseSource;
 use jbuild::report::JsonReporter;
 use jbuild::store::ImageName;
 
@@ -36,6 +37,26 @@ pub struct BuildArgs {
     /// Layer compression.
     #[arg(long, default_value = "gzip", value_parser = ["gzip", "zstd"])]
     compression: String,
+    /// FreeBSD release mirror for `FROM freebsd:<release>` (default: the
+    /// configuration's [freebsd] mirror, else https://download.freebsd.org/releases).
+    #[arg(long, value_name = "URL")]
+    mirror: Option<String>,
+    /// Distribution sets to extract after base for `FROM freebsd:<release>`,
+    /// e.g. `lib32` or `lib32,src`.
+    #[arg(long, value_name = "SET,...", value_delimiter = ',')]
+    sets: Vec<String>,
+    /// A directory of pkg(8) repository configurations (*.conf) to use at
+    /// /usr/local/etc/pkg/repos during PKG steps (default: [pkg] repos_dir).
+    #[arg(long, value_name = "DIR")]
+    pkg_repos: Option<PathBuf>,
+    /// Do not ask package repositories whether their catalogue changed:
+    /// PKG steps are keyed on the repository configuration only.
+    #[arg(long)]
+    pkg_offline: bool,
+    /// Allow a JAIL parameter that weakens the build jail (allow.mount,
+    /// allow.raw_sockets, devfs_ruleset=0, ...); may be given several times.
+    #[arg(long = "allow-jail-param", value_name = "NAME")]
+    allow_jail_params: Vec<String>,
     /// The build context: COPY sources are taken from here. A Bastille
     /// template directory (with a Bastillefile) is built as one.
     #[arg(value_name = "DIR")]
@@ -62,6 +83,36 @@ fn parse_build_args(raw: &[String]) -> Result<BTreeMap<String, String>, Failure>
         out.insert(k, v);
     }
     Ok(out)
+}
+
+/// The FreeBSD settings: flags over the configuration file.
+fn freebsd_env(ctx: &Ctx, args: &BuildArgs) -> Result<FreeBsdEnv, Failure> {
+    let mut release = ReleaseSource::new(&ctx.paths, &ctx.settings.freebsd);
+    if let Some(m) = &args.mirror {
+        release.mirror = m.clone();
+    }
+    for set in &args.sets {
+        let ok = !set.is_empty()
+            && set
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        if !ok || set == "base" {
+            return Err(Failure::user(anyhow!(
+                "--sets {set}: name distribution sets besides base as the release's MANIFEST does, e.g. --sets lib32,src"
+            )));
+        }
+    }
+    release.extra_sets = args.sets.clone();
+    let pkg = &ctx.settings.pkg;
+    let mut allowed = ctx.settings.freebsd.allow_jail_params.clone();
+    allowed.extend(args.allow_jail_params.iter().cloned());
+    Ok(FreeBsdEnv {
+        release: Some(release),
+        pkg_cache: Some(ctx.paths.pkg_cache()),
+        pkg_repos_dir: args.pkg_repos.clone().or_else(|| pkg.repos_dir.clone()),
+        pkg_offline: args.pkg_offline || pkg.offline,
+        allowed_jail_params: allowed,
+    })
 }
 
 pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
@@ -145,7 +196,8 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
     let store = ctx.store()?;
     let snapshotter = ctx.snapshotter()?;
     let reporter = ctx.reporter();
-    let env = BuildEnv::new(&store, snapshotter.as_ref(), reporter.as_ref());
+    let env = BuildEnv::new(&store, snapshotter.as_ref(), reporter.as_ref())
+        .with_freebsd(freebsd_env(ctx, &args)?);
     let out = match &translated {
         Some(t) => build::build_text(&env, &opts, &t.jailfile),
         None => build::build(&env, &opts),

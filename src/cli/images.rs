@@ -331,6 +331,8 @@ pub fn info(ctx: &Ctx) -> CmdResult {
         "config": ctx.settings.source.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "none (defaults)".into()),
         "executor": executor,
         "platform": Platform::default_for_host().to_string(),
+        "freebsd_mirror": jbuild::release::ReleaseSource::new(&ctx.paths, &ctx.settings.freebsd).mirror,
+        "pkg_cache": ctx.paths.pkg_cache(),
         "version": env!("CARGO_PKG_VERSION"),
     });
     if ctx.json {

@@ -7,12 +7,16 @@
 //! $JBUILD_ROOT            (else /var/db/jbuild for root, else $XDG_DATA_HOME/jbuild)
 //! ├── store/              the local image store: an OCI image layout
 //! ├── snapshots/dir/      the `dir` snapshotter's trees
-//! ├── cache/              content hashes of build-context files
+//! ├── cache/              content hashes of build-context files,
+//! │   ├── freebsd/        verified release MANIFESTs and sets (base.txz, ...)
+//! │   └── pkg/            pkg(8)'s package cache, shared by PKG steps
 //! └── tmp/                scratch space for work in progress
 //! ```
 
 mod settings;
-pub use settings::{FreeBsdSettings, RegistrySettings, Settings, SettingsError, ZfsSettings};
+pub use settings::{
+    FreeBsdSettings, PkgSettings, RegistrySettings, Settings, SettingsError, ZfsSettings,
+};
 
 use std::path::{Path, PathBuf};
 
@@ -60,6 +64,12 @@ impl Paths {
     /// read them again (see `build::native::hash_cache`).
     pub fn hash_cache(&self) -> PathBuf {
         self.root.join("cache").join("content-hashes")
+    }
+
+    /// pkg(8)'s package cache, shared by every build's PKG steps (mounted
+    /// at `/var/cache/pkg` in the step; never part of a layer).
+    pub fn pkg_cache(&self) -> PathBuf {
+        self.root.join("cache").join("pkg")
     }
 
     pub fn tmp(&self) -> PathBuf {

@@ -29,6 +29,11 @@
 //! [bastille]
 //! templates_dir = "/usr/local/bastille/templates"   # INCLUDE user/repo
 //! prefix = "/usr/local/bastille"                    # create --bastille
+//! manifests_dir = "/usr/local/share/freebsd-release-manifests"
+//!
+//! [pkg]
+//! repos_dir = "/usr/local/etc/jbuild/pkg-repos"   # pkg repos for PKG steps
+//! offline = false
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -46,6 +51,7 @@ pub struct Settings {
     pub registries: RegistrySettings,
     pub freebsd: FreeBsdSettings,
     pub bastille: BastilleSettings,
+    pub pkg: PkgSettings,
     /// The file these settings were read from, if any.
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -70,6 +76,23 @@ pub struct RegistrySettings {
 pub struct FreeBsdSettings {
     /// Base URL of the release mirror (the directory holding `amd64/`, ...).
     pub mirror: Option<String>,
+    /// Trusted local release MANIFESTs, `<dir>/<arch>/<release>/MANIFEST`
+    /// (default `/usr/local/share/freebsd-release-manifests`).
+    pub manifests_dir: Option<PathBuf>,
+    /// Recipe `JAIL` parameters allowed although they weaken the build
+    /// jail (as `--allow-jail-param NAME`), e.g. `["allow.raw_sockets"]`.
+    pub allow_jail_params: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct PkgSettings {
+    /// A directory of pkg(8) repository configurations (`*.conf`) put at
+    /// `/usr/local/etc/pkg/repos` in the jail during PKG steps.
+    pub repos_dir: Option<PathBuf>,
+    /// Do not ask the repositories whether their catalogue changed: key
+    /// PKG steps on the repository configuration only.
+    pub offline: bool,
 }
 
 /// `[bastille]`: Bastille templates and `jbuild create --bastille`.
@@ -173,6 +196,24 @@ mod tests {
         assert_eq!(s.zfs.dataset.as_deref(), Some("zroot/jbuild"));
         assert_eq!(s.registries.insecure, vec!["reg.lan:5000".to_string()]);
         assert_eq!(s.freebsd.mirror.as_deref(), Some("http://m/"));
+    }
+
+    #[test]
+    fn freebsd_and_pkg_sections() {
+        let d = Settings::default();
+        assert_eq!(d.freebsd.manifests_dir, None);
+        assert_eq!(d.pkg, PkgSettings::default());
+        assert!(!d.pkg.offline && d.pkg.repos_dir.is_none());
+        let s = Settings::parse(
+            "[freebsd]\nmanifests_dir = \"/m\"\n[pkg]\nrepos_dir = \"/r\"\noffline = true\n",
+        )
+        .unwrap();
+        assert_eq!(s.freebsd.manifests_dir.as_deref(), Some(Path::new("/m")));
+        assert!(s.freebsd.allow_jail_params.is_empty());
+        assert_eq!(s.pkg.repos_dir.as_deref(), Some(Path::new("/r")));
+        assert!(s.pkg.offline);
+        let e = Settings::parse("[pkg]\nrepo_dir = \"/r\"\n").unwrap_err();
+        assert!(e.contains("repo_dir"), "{e}");
     }
 
     #[test]

@@ -15,9 +15,11 @@
 //! - **Ctrl-C.** The step stays in jbuild's process group, so the
 //!   terminal's SIGINT reaches it as it reaches jbuild. When its process
 //!   ends, the jail is removed at once (`jail -R` kills anything it left
-//!   running), then unmounted and cleaned. If jbuild itself dies, the
-//!   step's process gets SIGKILL (`PROC_PDEATHSIG_CTL`); the teardown runs
-//!   when jbuild handles SIGINT and unwinds, as the build loop must.
+//!   running), then unmounted and cleaned. While the step runs, jbuild
+//!   passes SIGINT, SIGTERM, SIGHUP and SIGQUIT on to it rather than dying
+//!   ([`super::signals`]), so the teardown always happens. If jbuild is
+//!   killed outright (SIGKILL), the step's process gets SIGKILL too
+//!   (`PROC_PDEATHSIG_CTL`).
 //!   A jail left by a jbuild killed outright is named `jbuild-<pid>-<n>`.
 //! - **A missing program** is `Ok(Outcome::Exited(127))` with
 //!   `exec: NAME: not found` on stderr, as on Linux.
@@ -30,8 +32,9 @@ use std::path::Path;
 use std::process::ExitStatus;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::jail_session::{JailSession, SystemRunner};
+use super::jail_session::{run_in_jail, SystemRunner};
 use super::prepare::{self, setup_error};
+use super::signals::StepSignals;
 use super::*;
 
 /// Runs steps in jails. Needs root.
@@ -69,46 +72,70 @@ impl Executor for JailExecutor {
             std::process::id(),
             self.next.fetch_add(1, Ordering::Relaxed)
         );
+        let cwd = CString::new(cwd.as_bytes())
+            .map_err(|_| ExecError::Invalid("cwd has a NUL byte".into()))?;
+        // Installed before the jail exists, so a Ctrl-C at any moment from
+        // here on is answered by a teardown rather than by jbuild dying.
+        let signals = StepSignals::install().map_err(|e| ExecError::Io {
+            context: "cannot take over SIGINT and SIGTERM for the step".into(),
+            source: io::Error::from(e),
+        })?;
         let mut runner = SystemRunner;
-        let mut session = JailSession::start(&mut runner, root, &name, spec)?;
-        let plan = AttachPlan {
-            parent_pid: std::process::id() as libc::pid_t,
-            jid: session.jid(),
-            cwd: CString::new(cwd.as_bytes())
-                .map_err(|_| ExecError::Invalid("cwd has a NUL byte".into()))?,
-            uid: ident.uid,
-            gid: ident.gid,
-            groups: ident.groups.clone(),
-        };
-
-        let mut cmd = prepare::command(&ready, spec);
-        // SAFETY: `attach` only makes async-signal-safe calls on data
-        // computed before the fork.
-        unsafe { cmd.pre_exec(move || attach(&plan)) };
-        let result = match cmd.spawn() {
-            Ok(mut process) => match (process.stdout.take(), process.stderr.take()) {
-                (Some(stdout), Some(stderr)) => {
-                    let mut removed = Ok(());
-                    // The jail goes as soon as the step's process ends, so
-                    // anything it left running lets go of the pipes.
-                    let on_exit = |_: &io::Result<ExitStatus>| removed = session.remove_jail();
-                    let waited =
-                        output::collect(stdout, stderr, out, move || process.wait(), on_exit)
+        let result = run_in_jail(&mut runner, root, &name, spec, |session| {
+            let plan = AttachPlan {
+                parent_pid: std::process::id() as libc::pid_t,
+                jid: session.jid(),
+                cwd,
+                uid: ident.uid,
+                gid: ident.gid,
+                groups: ident.groups.clone(),
+            };
+            let mut cmd = prepare::command(&ready, spec);
+            // SAFETY: `attach` only makes async-signal-safe calls on data
+            // computed before the fork.
+            unsafe { cmd.pre_exec(move || attach(&plan)) };
+            match cmd.spawn() {
+                Ok(mut process) => {
+                    signals.forward_to(process.id());
+                    match (process.stdout.take(), process.stderr.take()) {
+                        (Some(stdout), Some(stderr)) => {
+                            let mut removed = Ok(());
+                            // The jail goes as soon as the step's process ends,
+                            // so anything it left running lets go of the pipes.
+                            let on_exit =
+                                |_: &io::Result<ExitStatus>| removed = session.remove_jail();
+                            let waited = output::collect(
+                                stdout,
+                                stderr,
+                                out,
+                                move || process.wait(),
+                                on_exit,
+                            )
                             .and_then(|w| w)
                             .map_err(|source| ExecError::Io {
                                 context: format!("running `{argv0}`"),
                                 source,
                             });
-                    waited.and_then(|status| removed.map(|()| prepare::outcome(status)))
+                            waited.and_then(|status| removed.map(|()| prepare::outcome(status)))
+                        }
+                        _ => Err(spawn_error("the output pipes were not set up".into())),
+                    }
                 }
-                _ => Err(spawn_error("the output pipes were not set up".into())),
-            },
-            Err(e) => prepare::spawn_failed(e, program, out, |stage, _, errno| {
-                describe_stage(stage, errno, &name)
-            })
-            .map_err(spawn_error),
-        };
-        prepare::finish(result, session.teardown())
+                Err(e) => prepare::spawn_failed(e, program, out, |stage, _, errno| {
+                    describe_stage(stage, errno, &name)
+                })
+                .map_err(spawn_error),
+            }
+        });
+        // The jail is gone by now; a signal jbuild got stops the build
+        // even if the step itself carried on and succeeded.
+        match (signals.received(), result) {
+            (Some(sig), Ok(outcome)) if outcome.success() => Err(ExecError::Io {
+                context: format!("the build was interrupted (signal {sig})"),
+                source: io::Error::from(io::ErrorKind::Interrupted),
+            }),
+            (_, result) => result,
+        }
     }
 }
 

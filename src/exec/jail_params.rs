@@ -20,12 +20,17 @@
 //!   recipe code the user chose to run, as with a Dockerfile `RUN`, and the
 //!   template's runtime securelevel is the jail manager's business. A
 //!   recipe can still ask for one: `JAIL securelevel=3`.
-//! - No `exec.clean`: jail(8) runs no command here (no `exec.*`,
-//!   no `command`), and the step's environment is set exactly by jbuild.
+//! - `exec.clean`: should jail(8) ever run a command for this jail, it
+//!   gets a clean environment. It runs none today (no `exec.*`, no
+//!   `command`): the step's process is started by jbuild with exactly the
+//!   step's environment, so this is said aloud rather than relied on.
 //!
 //! Recipe parameters (`JAIL name=value` lines) are passed after these; a
 //! value for one of the defaults above replaces it. Parameters that jbuild
-//! owns or that act on the host are refused (see [`check_param`]).
+//! owns or that act on the host are refused here (see [`check_param`]; the
+//! build leaves them out of build jails, as they describe the runtime
+//! jail). Parameters that weaken the jail ([`needs_opt_in`]) are let
+//! through: the build asks for the user's consent before any step runs.
 
 use std::path::Path;
 
@@ -64,6 +69,62 @@ const REFUSED: &[(&str, &str)] = &[
     ),
     ("depend", "it starts other jails"),
 ];
+
+/// `allow.*` permissions a recipe may grant without the user opting in:
+/// they act only inside the jail. Any other `allow.*` (mount, raw
+/// sockets, chflags, vmm, routing, the clock, ...) reaches the host.
+const SAFE_ALLOW: &[&str] = &[
+    "allow.set_hostname",
+    "allow.mlock",
+    "allow.reserved_ports",
+    "allow.extattr",
+    "allow.suser",
+    "allow.setaudit",
+];
+
+/// Why a recipe parameter weakens the build jail so that the user must
+/// opt in (`--allow-jail-param NAME`), or `None` when it does not. The
+/// parameters of jail(8) ("Jail Parameters") judged here:
+///
+/// - `allow.*` outside [`SAFE_ALLOW`], unless it turns a permission off
+///   (`allow.noX`, or a value of `0`/`false`);
+/// - `devfs_ruleset` other than 4 (`devfsrules_jail`): 0 means no rules,
+///   every device of the host in the jail's `/dev`;
+/// - `enforce_statfs` below 2: the jail sees the host's mount points;
+/// - `children.max` above 0: jails inside the build jail;
+/// - `sysvmsg`, `sysvsem`, `sysvshm` = `inherit`: the host's System V IPC.
+///
+/// Raising `securelevel` only takes rights away, so it needs no opt-in.
+pub fn needs_opt_in(name: &str, value: &str) -> Option<&'static str> {
+    let off = matches!(value, "0" | "false");
+    if let Some(rest) = name.strip_prefix("allow.") {
+        let last = rest.rsplit('.').next().unwrap_or(rest);
+        if last.starts_with("no") || off || SAFE_ALLOW.contains(&name) {
+            return None;
+        }
+        return Some(if rest.starts_with("mount") {
+            "lets the build jail mount file systems"
+        } else {
+            "grants the build jail a permission that reaches beyond it"
+        });
+    }
+    let number = value.trim().parse::<i64>().ok();
+    match name {
+        "devfs_ruleset" if number != Some(DEVFS_RULESET_JAIL as i64) => {
+            Some("another devfs ruleset than 4 (devfsrules_jail) can expose the host's devices")
+        }
+        "enforce_statfs" if number.is_none_or(|n| n < 2) => {
+            Some("enforce_statfs below 2 shows the host's mount points to the jail")
+        }
+        "children.max" if number.is_none_or(|n| n > 0) => {
+            Some("it allows jails inside the build jail")
+        }
+        "sysvmsg" | "sysvsem" | "sysvshm" if value == "inherit" => {
+            Some("`inherit` shares the host's System V IPC with the jail")
+        }
+        _ => None,
+    }
+}
 
 /// The defaults a recipe parameter of the same name replaces.
 const DEFAULTS: &[&str] = &["devfs_ruleset", "enforce_statfs", "children.max"];
@@ -146,6 +207,7 @@ pub fn jail_create_args(root: &Path, name: &str, spec: &RunSpec) -> Result<Vec<S
     args.push(param("path", &root.display().to_string()));
     args.push(param("host.hostname", hostname));
     args.push("persist".into());
+    args.push("exec.clean".into());
     args.push("mount.devfs".into());
     for (k, default) in [
         ("devfs_ruleset", DEVFS_RULESET_JAIL.to_string()),
@@ -216,7 +278,7 @@ mod tests {
         let args = jail_create_args(Path::new("/j/root"), "jbuild-1-0", &spec()).unwrap();
         assert_eq!(
             args.join(" "),
-            "/usr/sbin/jail -i -c name=jbuild-1-0 path=/j/root host.hostname=builder persist mount.devfs \
+            "/usr/sbin/jail -i -c name=jbuild-1-0 path=/j/root host.hostname=builder persist exec.clean mount.devfs \
              devfs_ruleset=4 enforce_statfs=2 children.max=0 ip4=disable ip6=disable"
         );
     }
@@ -232,7 +294,7 @@ mod tests {
             ("enforce_statfs".into(), "1".into()),
         ];
         let args = jail_create_args(Path::new("/r"), "j", &s).unwrap();
-        let tail: Vec<&str> = args[8..].iter().map(String::as_str).collect();
+        let tail: Vec<&str> = args[9..].iter().map(String::as_str).collect();
         assert_eq!(
             tail,
             [
@@ -302,6 +364,43 @@ mod tests {
             jail_create_args(Path::new("/r"), "j", &s),
             Err(ExecError::Invalid(_))
         ));
+    }
+
+    /// Judged against jail(8), "Jail Parameters": what each one opens up.
+    #[test]
+    fn dangerous_parameters_need_an_opt_in() {
+        for (name, value) in [
+            ("devfs_ruleset", "0"),
+            ("devfs_ruleset", "5"),
+            ("allow.mount", ""),
+            ("allow.mount.zfs", "1"),
+            ("allow.mount.devfs", "true"),
+            ("allow.raw_sockets", ""),
+            ("allow.chflags", "1"),
+            ("allow.vmm", "1"),
+            ("enforce_statfs", "1"),
+            ("enforce_statfs", "0"),
+            ("enforce_statfs", "x"),
+            ("children.max", "3"),
+            ("sysvshm", "inherit"),
+        ] {
+            assert!(needs_opt_in(name, value).is_some(), "{name}={value}");
+        }
+        for (name, value) in [
+            ("devfs_ruleset", "4"),
+            ("enforce_statfs", "2"),
+            ("children.max", "0"),
+            ("allow.nomount", ""),
+            ("allow.mount.nozfs", ""),
+            ("allow.raw_sockets", "0"),
+            ("allow.set_hostname", "1"),
+            ("allow.noraw_sockets", ""),
+            ("sysvshm", "new"),
+            ("securelevel", "3"),
+            ("osrelease", "14.3-RELEASE"),
+        ] {
+            assert_eq!(needs_opt_in(name, value), None, "{name}={value}");
+        }
     }
 
     #[test]

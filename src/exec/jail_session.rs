@@ -17,7 +17,7 @@ use std::process::Command;
 
 use super::jail_params::{jail_create_args, jail_remove_args, nullfs_mount_args, umount_args};
 use super::prepare::{self, MountPoints};
-use super::{ExecError, RunSpec};
+use super::{ExecError, Outcome, RunSpec};
 
 /// Runs the administrative commands around a step.
 pub trait CommandRunner {
@@ -159,6 +159,29 @@ impl<'r> JailSession<'r> {
     }
 }
 
+/// One step's whole life in a jail: [`JailSession::start`], then `step`
+/// (which starts the step's process, attached to `session.jid()`, and
+/// calls `session.remove_jail()` the moment that process ends), then the
+/// teardown — whatever `step` returned: a failed step (`Ok` with a
+/// non-zero [`Outcome`]), a step stopped by Ctrl-C (`Ok(Signaled(2))`: the
+/// step shares jbuild's process group, so SIGINT reaches it and it ends),
+/// a spawn that failed (`Err`), or a panic (unwinding drops the session,
+/// whose `Drop` tears down). The order is always the one jail(8) and
+/// mount(8) need: the jail removed first (no process left to hold a
+/// mount), then its devfs, then the nullfs mounts newest first.
+pub fn run_in_jail(
+    runner: &mut dyn CommandRunner,
+    root: &Path,
+    name: &str,
+    spec: &RunSpec,
+    step: impl FnOnce(&mut JailSession<'_>) -> Result<Outcome, ExecError>,
+) -> Result<Outcome, ExecError> {
+    let mut session = JailSession::start(runner, root, name, spec)?;
+    let result = step(&mut session);
+    let cleanup = session.teardown();
+    prepare::finish(result, cleanup)
+}
+
 impl Drop for JailSession<'_> {
     fn drop(&mut self) {
         if !self.torn_down {
@@ -263,7 +286,7 @@ mod tests {
             [
                 "/sbin/mount -t nullfs -o rw CACHE ROOT/var/cache/pkg",
                 "/sbin/mount -t nullfs -o ro CACHE ROOT/ro",
-                "/usr/sbin/jail -i -c name=jbuild-1-0 path=ROOT host.hostname=b persist mount.devfs devfs_ruleset=4 \
+                "/usr/sbin/jail -i -c name=jbuild-1-0 path=ROOT host.hostname=b persist exec.clean mount.devfs devfs_ruleset=4 \
                  enforce_statfs=2 children.max=0 ip4=disable ip6=disable",
                 "/usr/sbin/jail -R jbuild-1-0",
                 "/sbin/umount -f ROOT/dev",
@@ -338,6 +361,161 @@ mod tests {
         assert!(s.teardown().is_err());
         drop(s);
         assert_eq!(rec.log.iter().filter(|l| l.contains("umount")).count(), 3);
+    }
+
+    /// The teardown every path must end with, per jail(8) ("-R: remove
+    /// the jail ... without using jail.conf"; devfs stays mounted for a
+    /// jail not in jail.conf, so it is unmounted separately) and mount(8)/
+    /// umount(8) (a file system is unmounted before the one it is mounted
+    /// on: the newest nullfs mount first).
+    const TEARDOWN: [&str; 4] = [
+        "/usr/sbin/jail -R j",
+        "/sbin/umount -f ROOT/dev",
+        "/sbin/umount -f ROOT/ro",
+        "/sbin/umount -f ROOT/var/cache/pkg",
+    ];
+
+    fn tail(log: &[String], root: &Path, cache: &Path) -> Vec<String> {
+        let shown = shown(log, root, cache);
+        shown[shown.len() - TEARDOWN.len()..].to_vec()
+    }
+
+    fn nothing_left(root: &Path) {
+        let left: Vec<_> = fs::read_dir(root)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, ["etc"]);
+    }
+
+    #[test]
+    fn every_way_a_step_ends_tears_down_in_order() {
+        use std::cell::Cell;
+        type Step = Box<dyn FnOnce(&mut JailSession<'_>) -> Result<Outcome, ExecError>>;
+        let cases: Vec<(&str, Step, Result<Outcome, ()>)> = vec![
+            (
+                "succeeds",
+                Box::new(|s| {
+                    s.remove_jail()?;
+                    Ok(Outcome::Exited(0))
+                }),
+                Ok(Outcome::Exited(0)),
+            ),
+            (
+                "fails",
+                Box::new(|s| {
+                    s.remove_jail()?;
+                    Ok(Outcome::Exited(1))
+                }),
+                Ok(Outcome::Exited(1)),
+            ),
+            // Ctrl-C: SIGINT ends the step's process; the jail goes then.
+            (
+                "ctrl-c",
+                Box::new(|s| {
+                    s.remove_jail()?;
+                    Ok(Outcome::Signaled(2))
+                }),
+                Ok(Outcome::Signaled(2)),
+            ),
+            // The process never started: the jail was never emptied by an
+            // exit, so the teardown removes it.
+            (
+                "spawn fails",
+                Box::new(|_| {
+                    Err(ExecError::Spawn {
+                        program: "sh".into(),
+                        root: "r".into(),
+                        reason: "ENOEXEC".into(),
+                    })
+                }),
+                Err(()),
+            ),
+        ];
+        for (what, step, want) in cases {
+            let (root, cache, spec) = setup();
+            let mut rec = Recorder::default();
+            let jid = Cell::new(0);
+            let got = run_in_jail(&mut rec, root.path(), "j", &spec, |s| {
+                jid.set(s.jid());
+                step(s)
+            });
+            assert_eq!(got.map_err(drop), want, "{what}");
+            assert_eq!(jid.get(), 42, "{what}: the step gets the jail's id");
+            assert_eq!(
+                tail(&rec.log, root.path(), cache.path()),
+                TEARDOWN,
+                "{what}"
+            );
+            assert_eq!(
+                rec.log.iter().filter(|l| l.contains(" -R ")).count(),
+                1,
+                "{what}"
+            );
+            nothing_left(root.path());
+        }
+    }
+
+    #[test]
+    fn a_panicking_step_still_tears_down_in_order() {
+        let (root, cache, spec) = setup();
+        let mut rec = Recorder::default();
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            run_in_jail(&mut rec, root.path(), "j", &spec, |_| {
+                panic!("the output sink blew up")
+            })
+        }));
+        assert!(r.is_err());
+        assert_eq!(tail(&rec.log, root.path(), cache.path()), TEARDOWN);
+        nothing_left(root.path());
+    }
+
+    #[test]
+    fn a_failed_teardown_fails_a_successful_step() {
+        let (root, _cache, spec) = setup();
+        let mut rec = Recorder {
+            fail_on: Some("umount -f /"),
+            ..Default::default()
+        };
+        let r = run_in_jail(&mut rec, root.path(), "j", &spec, |s| {
+            s.remove_jail()?;
+            Ok(Outcome::Exited(0))
+        });
+        // The layer could keep a trace of the mounts: not a success.
+        assert!(r.is_err());
+    }
+
+    /// A step with the network gets the host's resolv.conf read-only
+    /// (nullfs, a file onto a file), and the layer keeps none of it: the
+    /// mount point created for it is removed after the unmount.
+    #[test]
+    fn network_steps_see_resolv_conf_and_leave_none() {
+        if !Path::new("/etc/resolv.conf").exists() {
+            eprintln!("skipping: this host has no /etc/resolv.conf");
+            return;
+        }
+        let (root, _cache, mut spec) = setup();
+        spec.mounts.clear();
+        spec.network = true;
+        let mut rec = Recorder::default();
+        run_in_jail(&mut rec, root.path(), "j", &spec, |s| {
+            s.remove_jail()?;
+            Ok(Outcome::Exited(0))
+        })
+        .unwrap();
+        let log = shown(&rec.log, root.path(), Path::new("/nonexistent"));
+        assert_eq!(
+            log,
+            [
+                "/sbin/mount -t nullfs -o ro /etc/resolv.conf ROOT/etc/resolv.conf",
+                "/usr/sbin/jail -i -c name=j path=ROOT host.hostname=b persist exec.clean mount.devfs devfs_ruleset=4 \
+                 enforce_statfs=2 children.max=0 ip4=inherit ip6=inherit",
+                "/usr/sbin/jail -R j",
+                "/sbin/umount -f ROOT/dev",
+                "/sbin/umount -f ROOT/etc/resolv.conf",
+            ]
+        );
+        assert!(!root.path().join("etc/resolv.conf").exists());
     }
 
     #[test]

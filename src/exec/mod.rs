@@ -35,6 +35,8 @@ pub mod output;
 #[cfg(unix)]
 mod prepare;
 #[cfg(unix)]
+pub mod signals;
+#[cfg(unix)]
 pub mod user;
 
 use std::path::Path;

@@ -126,10 +126,14 @@ fn domain(d: &str) -> bool {
         })
 }
 
-/// `14.2-RELEASE`, `13.4-RELEASE-p2`, `15.0-CURRENT`, `14.3-BETA1`,
+/// `14.2-RELEASE` (or `14.2`), `13.4-RELEASE-p2`, `15.0-CURRENT`, `14.3-BETA1`,
 /// `14.3-RC2`, `14.1-STABLE`... in any case; returned as FreeBSD spells it.
 pub(crate) fn freebsd_release(tag: &str) -> Result<String, Problem> {
-    let up = tag.to_ascii_uppercase();
+    let mut up = tag.to_ascii_uppercase();
+    // `freebsd:14.3` is the release 14.3-RELEASE.
+    if !up.contains('-') {
+        up.push_str("-RELEASE");
+    }
     let bad = || {
         (
             format!("`{tag}` is not a FreeBSD release"),
@@ -295,6 +299,7 @@ mod tests {
     #[test]
     fn releases() {
         assert_eq!(freebsd_release("14.2-release").unwrap(), "14.2-RELEASE");
+        assert_eq!(freebsd_release("14.3").unwrap(), "14.3-RELEASE");
         assert_eq!(
             freebsd_release("13.4-release-P2").unwrap(),
             "13.4-RELEASE-p2"
@@ -311,7 +316,7 @@ mod tests {
         for bad in [
             "latest",
             "14",
-            "14.2",
+            "14.2.1",
             "14.2-FOO",
             "14.2-RC",
             "14.x-RELEASE",

@@ -3,19 +3,23 @@
 //! output of an internal struct, so refactoring a type cannot silently
 //! change (or freeze) what a key means.
 //!
-//! # Encoding, version 1
+//! # Encoding, version 2
 //!
-//! The byte string starts with `jbuild-step-v1\n`. Each field follows as
+//! The byte string starts with `jbuild-step-v2\n`. Each field follows as
 //! `<tag>=<len>:<bytes>\n`, where `<tag>` is a fixed ASCII name and `<len>`
 //! the decimal byte length of `<bytes>` (a netstring, so no value can forge
 //! a field boundary). Lists are a count field followed by their items.
 //! Changing anything in this file that changes the bytes for an existing
 //! input requires bumping [`KEY_VERSION`].
+//!
+//! History: version 2 added, for PKG steps, `pkg.abi`, `pkg.osversion`
+//! and `pkg.repositories` (so an updated package repository re-runs the
+//! step), and keyed `FROM freebsd:<release>` on the sha256 of its sets.
 
 use crate::digest::Digest;
 use crate::jailfile::{Command, CopyFrom, CopySource, Op, SysrcOp};
 
-pub const KEY_VERSION: &str = "jbuild-step-v1";
+pub const KEY_VERSION: &str = "jbuild-step-v2";
 
 /// Builds the byte string a key is the hash of.
 pub struct KeyEncoder {
@@ -215,7 +219,7 @@ mod tests {
         );
         assert_eq!(
             String::from_utf8(e.bytes().to_vec()).unwrap(),
-            "jbuild-step-v1\nop=3:pkg\npackage.count=1:2\npackage=5:nginx\npackage=4:curl\n"
+            "jbuild-step-v2\nop=3:pkg\npackage.count=1:2\npackage=5:nginx\npackage=4:curl\n"
         );
     }
 }

@@ -11,6 +11,8 @@
 //! - for RUN and PKG, the execution context (ENV, USER, WORKDIR, `JAIL`
 //!   parameters) — nothing else of the config, so a changed LABEL does not
 //!   re-run a single step;
+//! - for PKG, also the FreeBSD ABI and OSVERSION of the root and the
+//!   state of the package repositories ([`PlanInputs::pkg_repositories`]);
 //! - for COPY, the content digest of its sources (including mode and owner,
 //!   not mtimes) and the WORKDIR a relative destination is taken against.
 //!
@@ -34,6 +36,56 @@ pub trait PlanInputs {
     fn image(&self, reference: &str, platform: &Platform) -> Result<BaseImage, String>;
     /// The content digest of what a COPY from the build context reads.
     fn context_sources(&self, sources: &[CopySource]) -> Result<Digest, String>;
+    /// The distribution sets `FROM freebsd:<release>` is made of, as
+    /// `(name, sha256)` from the release's verified MANIFEST, in
+    /// extraction order.
+    fn release(&self, release: &str, platform: &Platform) -> Result<Vec<(String, Digest)>, String> {
+        let _ = platform;
+        Err(format!(
+            "FROM freebsd:{release} needs a release mirror, which this build was not given"
+        ))
+    }
+    /// What PKG steps depend on besides the root: the repository
+    /// configuration and the state of the repositories' catalogues (see
+    /// `build::pkg`). `abi` is `FreeBSD:14:amd64` when the stage's release
+    /// is known.
+    fn pkg_repositories(&self, abi: Option<&str>) -> Result<String, String> {
+        let _ = abi;
+        Ok("unknown".into())
+    }
+}
+
+/// The FreeBSD version a stage's root is known to have (from `FROM
+/// freebsd:<release>`, or the stage it builds on): what pkg(8) calls ABI
+/// and OSVERSION.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FreeBsdVersion {
+    /// `FreeBSD:14:amd64`
+    pub abi: String,
+    /// `__FreeBSD_version` of the release: `1403000` for 14.3.
+    pub osversion: u32,
+}
+
+impl FreeBsdVersion {
+    /// From a release name (`14.3-RELEASE-p2`) and an OCI architecture.
+    /// Releases have `__FreeBSD_version` = major * 100000 + minor * 1000.
+    pub fn of_release(release: &str, architecture: &str) -> Option<FreeBsdVersion> {
+        let version = release.split('-').next()?;
+        let (major, minor) = version.split_once('.')?;
+        let (major, minor): (u32, u32) = (major.parse().ok()?, minor.parse().ok()?);
+        let arch = match architecture {
+            "arm64" => "aarch64",
+            "386" => "i386",
+            "ppc64" => "powerpc64",
+            "ppc64le" => "powerpc64le",
+            "arm" => "armv7",
+            other => other,
+        };
+        Some(FreeBsdVersion {
+            abi: format!("FreeBSD:{major}:{arch}"),
+            osversion: major * 100_000 + minor * 1000,
+        })
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -60,8 +112,16 @@ pub struct PlanError {
 #[derive(Debug, Clone)]
 pub enum PlannedBase {
     Scratch,
-    FreeBsdRelease(String),
-    Image { reference: String, manifest: Digest },
+    /// `FROM freebsd:<release>`: one layer made of the release's sets;
+    /// its snapshot is `step-<key>`.
+    FreeBsdRelease {
+        release: String,
+        key: Digest,
+    },
+    Image {
+        reference: String,
+        manifest: Digest,
+    },
     Stage(usize),
 }
 
@@ -112,6 +172,8 @@ pub struct PlannedStage {
     pub top_identity: Digest,
     /// The key of the stage's last layer step, if any.
     pub top_key: Option<Digest>,
+    /// The FreeBSD version of the stage's root, when known.
+    pub freebsd: Option<FreeBsdVersion>,
 }
 
 impl PlannedStage {
@@ -199,14 +261,29 @@ pub fn plan(build: &Build, inputs: &dyn PlanInputs, opts: &PlanOptions) -> Resul
             }
             Base::FreeBsdRelease(rel) => {
                 let p = platform.unwrap_or_else(Platform::default_for_host);
-                let id = KeyEncoder::new()
-                    .str("base", "freebsd-release")
+                let sets = inputs.release(rel, &p).map_err(err)?;
+                let mut e = KeyEncoder::new();
+                e.str("base", "freebsd-release")
                     .str("release", rel)
                     .str("platform", &p.to_string())
-                    .finish();
+                    .str("set.count", &sets.len().to_string());
+                for (name, sha) in &sets {
+                    e.str("set.name", name).str("set.sha256", &sha.to_string());
+                }
+                let id = e.finish();
+                let mut state = ImageState::empty(p);
+                let shown: Vec<String> = sets.iter().map(|(n, d)| format!("{n}.txz {d}")).collect();
+                state.history.push(state::HistoryEntry {
+                    created_by: format!("{} ({})", stage.from_text, shown.join(", ")),
+                    empty_layer: false,
+                    inherited: None,
+                });
                 (
-                    PlannedBase::FreeBsdRelease(rel.clone()),
-                    ImageState::empty(p),
+                    PlannedBase::FreeBsdRelease {
+                        release: rel.clone(),
+                        key: id.clone(),
+                    },
+                    state,
                     id,
                 )
             }
@@ -239,6 +316,16 @@ pub fn plan(build: &Build, inputs: &dyn PlanInputs, opts: &PlanOptions) -> Resul
                 (PlannedBase::Stage(*i), state, parent.top_identity.clone())
             }
         };
+        let freebsd = match &stage.base {
+            Base::FreeBsdRelease(rel) => {
+                FreeBsdVersion::of_release(rel, &base_state.platform.architecture)
+            }
+            Base::Stage(i) => stages
+                .iter()
+                .find(|s| s.index == *i)
+                .and_then(|s| s.freebsd.clone()),
+            Base::Scratch | Base::Image(_) => None,
+        };
         number += 1;
         let from_number = number;
         let mut state = base_state.clone();
@@ -254,13 +341,19 @@ pub fn plan(build: &Build, inputs: &dyn PlanInputs, opts: &PlanOptions) -> Resul
                     workdir: state.cwd().to_string(),
                     jail: state.jail.clone(),
                 };
-                let key =
-                    step_key(&identity, step, &exec, &stages, inputs, opts).map_err(|message| {
-                        PlanError {
-                            location: step.location.clone(),
-                            message,
-                        }
-                    })?;
+                let key = step_key(
+                    &identity,
+                    step,
+                    &exec,
+                    freebsd.as_ref(),
+                    &stages,
+                    inputs,
+                    opts,
+                )
+                .map_err(|message| PlanError {
+                    location: step.location.clone(),
+                    message,
+                })?;
                 identity = key.clone();
                 let parent = top_key.replace(key.clone());
                 StepKind::Layer { key, parent, exec }
@@ -291,6 +384,7 @@ pub fn plan(build: &Build, inputs: &dyn PlanInputs, opts: &PlanOptions) -> Resul
             state,
             top_identity: identity,
             top_key,
+            freebsd,
         });
     }
     Ok(Plan {
@@ -303,6 +397,7 @@ fn step_key(
     parent: &Digest,
     step: &Step,
     exec: &ExecContext,
+    freebsd: Option<&FreeBsdVersion>,
     done: &[PlannedStage],
     inputs: &dyn PlanInputs,
     opts: &PlanOptions,
@@ -326,6 +421,18 @@ fn step_key(
                 "jail",
                 exec.jail.iter().map(|(k, v)| (k.as_str(), v.as_str())),
             );
+            if let Op::Pkg { .. } = step.op {
+                // pkg(8) picks packages by ABI and OSVERSION, from the
+                // repositories' current catalogue: a new catalogue is a
+                // new step (see key.rs, version 2).
+                e.opt("pkg.abi", freebsd.map(|v| v.abi.as_str()));
+                e.opt(
+                    "pkg.osversion",
+                    freebsd.map(|v| v.osversion.to_string()).as_deref(),
+                );
+                let repos = inputs.pkg_repositories(freebsd.map(|v| v.abi.as_str()))?;
+                e.str("pkg.repositories", &repos);
+            }
         }
         Op::Copy { from, sources, .. } => {
             e.str("workdir", &exec.workdir);

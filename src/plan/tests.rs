@@ -8,6 +8,10 @@ use crate::jailfile::{Command, Stage, SysrcOp};
 
 struct Fake {
     context: RefCell<Digest>,
+    sets: RefCell<Vec<(String, Digest)>>,
+    repos: RefCell<String>,
+    /// The ABIs PKG keys were asked for.
+    abis: RefCell<Vec<Option<String>>>,
 }
 
 impl PlanInputs for Fake {
@@ -24,11 +28,21 @@ impl PlanInputs for Fake {
     fn context_sources(&self, _: &[CopySource]) -> Result<Digest, String> {
         Ok(self.context.borrow().clone())
     }
+    fn release(&self, _: &str, _: &Platform) -> Result<Vec<(String, Digest)>, String> {
+        Ok(self.sets.borrow().clone())
+    }
+    fn pkg_repositories(&self, abi: Option<&str>) -> Result<String, String> {
+        self.abis.borrow_mut().push(abi.map(str::to_string));
+        Ok(self.repos.borrow().clone())
+    }
 }
 
 fn fake() -> Fake {
     Fake {
         context: RefCell::new(Digest::of(b"context-1")),
+        sets: RefCell::new(vec![("base".into(), Digest::of(b"base.txz 1"))]),
+        repos: RefCell::new("catalogue 1".into()),
+        abis: RefCell::new(Vec::new()),
     }
 }
 
@@ -271,4 +285,112 @@ fn entrypoint_clears_inherited_cmd_and_history_is_recorded() {
         .map(|h| (h.created_by.as_str(), h.empty_layer))
         .collect();
     assert_eq!(h, vec![("ENTRYPOINT", true), ("RUN a", false)]);
+}
+
+fn release_build(release: &str, steps: Vec<Step>) -> Build {
+    Build {
+        stages: vec![stage(0, None, Base::FreeBsdRelease(release.into()), steps)],
+        unused_build_args: vec![],
+    }
+}
+
+fn pkg(names: &[&str]) -> Op {
+    Op::Pkg {
+        packages: names.iter().map(|s| s.to_string()).collect(),
+    }
+}
+
+fn amd64() -> PlanOptions {
+    PlanOptions {
+        platform: Some(Platform::parse("freebsd/amd64").unwrap()),
+        no_cache_nonce: None,
+    }
+}
+
+#[test]
+fn a_release_base_is_keyed_on_its_sets_sha256() {
+    let f = fake();
+    let b = release_build("14.3-RELEASE", vec![step(2, "SYSRC a=b", sysrc())]);
+    let base_key = |p: &Plan| match &p.stages[0].base {
+        PlannedBase::FreeBsdRelease { key, .. } => key.clone(),
+        other => panic!("{other:?}"),
+    };
+    let p1 = plan(&b, &f, &amd64()).unwrap();
+    let p2 = plan(&b, &f, &amd64()).unwrap();
+    assert_eq!(base_key(&p1), base_key(&p2));
+    assert_eq!(keys(&p1), keys(&p2));
+    // The base layer has its history entry, with the sets' digests.
+    let h = &p1.stages[0].base_state.history;
+    assert_eq!(h.len(), 1);
+    assert!(
+        !h[0].empty_layer
+            && h[0]
+                .created_by
+                .contains(&Digest::of(b"base.txz 1").to_string())
+    );
+
+    // A re-rolled base.txz (new sha256): a new base and new keys after it.
+    *f.sets.borrow_mut() = vec![("base".into(), Digest::of(b"base.txz 2"))];
+    let p3 = plan(&b, &f, &amd64()).unwrap();
+    assert_ne!(base_key(&p1), base_key(&p3));
+    assert_ne!(keys(&p1), keys(&p3));
+    // More sets: another base too.
+    *f.sets.borrow_mut() = vec![
+        ("base".into(), Digest::of(b"base.txz 1")),
+        ("lib32".into(), Digest::of(b"lib32.txz 1")),
+    ];
+    assert_ne!(base_key(&p1), base_key(&plan(&b, &f, &amd64()).unwrap()));
+}
+
+#[test]
+fn pkg_keys_follow_abi_osversion_and_the_catalogue_and_nothing_else_does() {
+    let f = fake();
+    let b = release_build(
+        "14.3-RELEASE",
+        vec![
+            step(2, "PKG nginx", pkg(&["nginx"])),
+            step(3, "RUN x", run("x")),
+        ],
+    );
+    let p1 = plan(&b, &f, &amd64()).unwrap();
+    assert_eq!(
+        p1.stages[0].freebsd,
+        Some(FreeBsdVersion {
+            abi: "FreeBSD:14:amd64".into(),
+            osversion: 1_403_000
+        })
+    );
+    assert_eq!(*f.abis.borrow(), [Some("FreeBSD:14:amd64".to_string())]);
+    assert_eq!(keys(&p1), keys(&plan(&b, &f, &amd64()).unwrap()));
+
+    // The repository moved on: the PKG step and what follows change.
+    *f.repos.borrow_mut() = "catalogue 2".into();
+    let p2 = plan(&b, &f, &amd64()).unwrap();
+    let (k1, k2) = (keys(&p1), keys(&p2));
+    assert_ne!(k1[0], k2[0]);
+    assert_ne!(k1[1], k2[1]);
+
+    // A RUN-only build never asks the repositories.
+    f.abis.borrow_mut().clear();
+    let runs = release_build("14.3-RELEASE", vec![step(2, "RUN x", run("x"))]);
+    let before = keys(&plan(&runs, &f, &amd64()).unwrap());
+    *f.repos.borrow_mut() = "catalogue 3".into();
+    assert_eq!(before, keys(&plan(&runs, &f, &amd64()).unwrap()));
+    assert!(f.abis.borrow().is_empty());
+
+    // FROM scratch (or an image): the version is unknown, said as such.
+    let scratch = build(vec![step(2, "PKG nginx", pkg(&["nginx"]))]);
+    let p = plan(&scratch, &f, &amd64()).unwrap();
+    assert_eq!(p.stages[0].freebsd, None);
+    assert_eq!(*f.abis.borrow(), [None]);
+}
+
+#[test]
+fn freebsd_versions_of_releases() {
+    let v = |r: &str, a: &str| FreeBsdVersion::of_release(r, a).unwrap();
+    assert_eq!(v("14.3-RELEASE", "amd64").abi, "FreeBSD:14:amd64");
+    assert_eq!(v("14.3-RELEASE-p2", "arm64").abi, "FreeBSD:14:aarch64");
+    assert_eq!(v("13.5-RELEASE", "amd64").osversion, 1_305_000);
+    assert_eq!(v("15.0-CURRENT", "riscv64").osversion, 1_500_000);
+    assert_eq!(FreeBsdVersion::of_release("latest", "amd64"), None);
 }

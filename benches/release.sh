@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# FROM freebsd:<release> against what a jail manager does by hand (fetch,
+# sha256, `tar -xJf`), side by side. Run by hand, on a quiet machine, after
+# `cargo build --release`:
+#
+#     bash benches/release.sh [TREE]
+#
+# TREE (default /usr/share) is packed into a synthetic base.txz (xz -6, as
+# FreeBSD's sets) and served from 127.0.0.1 by python3's http.server. Timed,
+# best of 3, alternated:
+#   jbuild:    jbuild build (FROM freebsd:99.0 only) — MANIFEST, download,
+#              sha256, xz decode, path-safe extract, snapshot commit, and the
+#              export of the layer (zstd) that every build ends with;
+#   reference: curl | tee >(sha256sum) | xz -d | tar -x, then tar | zstd -3
+#              (the same work with the usual tools).
+# Prints wall times and the ratio reference / jbuild (above 1: jbuild faster).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tree=${1:-/usr/share}
+bin=$PWD/target/release/jbuild
+[ -x "$bin" ] || { echo "build first: cargo build --release" >&2; exit 1; }
+work=$(mktemp -d)
+trap 'kill $server 2>/dev/null || true; rm -rf "$work"' EXIT
+
+rel=$work/mirror/amd64/99.0-RELEASE
+mkdir -p "$rel"
+tar -C "$tree" -cf - . | xz -6 -T0 > "$rel/base.txz"
+sum=$(sha256sum "$rel/base.txz" | cut -d' ' -f1)
+printf 'base.txz\t%s\t1\tbase\t"Base system"\ton\n' "$sum" > "$rel/MANIFEST"
+echo "base.txz: $(du -h "$rel/base.txz" | cut -f1) compressed, $(du -sh "$tree" | cut -f1) tree"
+
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+python3 -m http.server --bind 127.0.0.1 --directory "$work/mirror" "$port" >/dev/null 2>&1 &
+server=$!
+sleep 1
+url=http://127.0.0.1:$port
+mkdir -p "$work/ctx"
+echo 'FROM freebsd:99.0' > "$work/ctx/Jailfile"
+
+now() { date +%s.%N; }
+best_j=999999 best_r=999999
+for i in 1 2 3; do
+  rm -rf "$work/root"
+  t0=$(now)
+  JBUILD_ROOT=$work/root JBUILD_CONFIG=/dev/null "$bin" -q build --compression zstd \
+    --platform freebsd/amd64 --mirror "$url" "$work/ctx" >/dev/null
+  t1=$(now)
+  rm -rf "$work/ref" && mkdir -p "$work/ref"
+  t2=$(now)
+  curl -s "$url/amd64/99.0-RELEASE/base.txz" | tee >(sha256sum > "$work/ref.sum") | xz -d | tar -x -C "$work/ref"
+  tar -C "$work/ref" -cf - . | zstd -q -T0 -3 > "$work/ref.tar.zst"
+  t3=$(now)
+  j=$(echo "$t1 - $t0" | bc); r=$(echo "$t3 - $t2" | bc)
+  best_j=$(echo "if ($j < $best_j) $j else $best_j" | bc)
+  best_r=$(echo "if ($r < $best_r) $r else $best_r" | bc)
+done
+printf 'jbuild build FROM freebsd: %.2f s\nreference (curl|sha256|xz|tar, tar|zstd): %.2f s\nratio: %.2fx\n' \
+  "$best_j" "$best_r" "$(echo "$best_r / $best_j" | bc -l)"

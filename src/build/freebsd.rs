@@ -1,0 +1,429 @@
+//! The FreeBSD parts of a build: where `FROM freebsd:<release>` comes
+//! from, what PKG steps get (the shared package cache, a repository
+//! override) and what they are keyed on, which paths never reach a layer,
+//! and which recipe jail parameters need the user's consent.
+//!
+//! **PKG keying.** A PKG step's result depends on the repositories'
+//! catalogue, which changes without the recipe changing. Its key therefore
+//! holds (besides ABI and OSVERSION, see [`crate::plan::FreeBsdVersion`])
+//! [`FreeBsdEnv::pkg_repositories`]: the digest of the repository
+//! override directory (or `default`), and, unless offline, for each
+//! repository the identity of its catalogue file `packagesite.pkg` as the
+//! server reports it (`ETag`, else `Last-Modified` and length, from a HEAD
+//! request: nothing is downloaded), or its content digest for a `file://`
+//! repository. With `--pkg-offline` only the configuration counts, so a
+//! cached step is reused even after the repository moved on.
+//!
+//! The repositories asked are the `url`s of the override's `*.conf` files,
+//! else FreeBSD's default, `https://pkg.FreeBSD.org/${ABI}/quarterly`.
+//! `pkg+https://` (SRV mirror selection) is asked as `https://`.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use super::error::BuildError;
+use crate::digest::Digest;
+use crate::exec::{jail_params, BindMount};
+use crate::jailfile::Op;
+use crate::plan::{Plan, StepKind};
+use crate::release::ReleaseSource;
+
+/// Where pkg(8) keeps downloaded packages in the jail.
+pub const PKG_CACHE_TARGET: &str = "/var/cache/pkg";
+/// Where pkg(8) reads repository configurations from, besides `/etc/pkg`.
+pub const PKG_REPOS_TARGET: &str = "/usr/local/etc/pkg/repos";
+/// FreeBSD's default package repository.
+pub const DEFAULT_PKG_REPO: &str = "https://pkg.FreeBSD.org/${ABI}/quarterly";
+
+/// Paths (relative to the root) whose content never goes into a layer:
+/// the package cache (a mount during PKG steps, but a RUN step may still
+/// write there) and pkg's copy of the repository catalogues, as FreeBSD's
+/// own OCI images leave them out.
+pub const EXCLUDED_FROM_LAYERS: &[&str] = &["var/cache/pkg", "var/db/pkg/repos"];
+
+/// Whether `path` (relative, as a differ gives it) is under one of
+/// [`EXCLUDED_FROM_LAYERS`]. The directories themselves stay.
+pub fn excluded_from_layers(path: &Path) -> bool {
+    EXCLUDED_FROM_LAYERS
+        .iter()
+        .any(|d| path.starts_with(d) && path != Path::new(d))
+}
+
+/// FreeBSD settings of a build (from the configuration file and flags).
+#[derive(Debug, Clone, Default)]
+pub struct FreeBsdEnv {
+    /// Where releases come from; `None` refuses `FROM freebsd:<release>`.
+    pub release: Option<ReleaseSource>,
+    /// The host directory shared as `/var/cache/pkg` by PKG steps.
+    pub pkg_cache: Option<PathBuf>,
+    /// Repository configurations put at `/usr/local/etc/pkg/repos`.
+    pub pkg_repos_dir: Option<PathBuf>,
+    /// Key PKG steps on the configuration only (no network at planning).
+    pub pkg_offline: bool,
+    /// Jail parameters the user allowed although they weaken the jail.
+    pub allowed_jail_params: Vec<String>,
+}
+
+impl FreeBsdEnv {
+    /// The mounts a PKG step gets.
+    pub fn pkg_mounts(&self) -> Result<Vec<BindMount>, BuildError> {
+        let mut v = Vec::new();
+        if let Some(cache) = &self.pkg_cache {
+            fs::create_dir_all(cache)
+                .map_err(|e| BuildError::io(format!("creating {}", cache.display()), e))?;
+            v.push(BindMount {
+                host: cache.clone(),
+                target: PKG_CACHE_TARGET.into(),
+                read_only: false,
+            });
+        }
+        if let Some(dir) = &self.pkg_repos_dir {
+            v.push(BindMount {
+                host: dir.clone(),
+                target: PKG_REPOS_TARGET.into(),
+                read_only: true,
+            });
+        }
+        Ok(v)
+    }
+
+    /// What PKG steps are keyed on besides the root (see the module docs).
+    pub fn pkg_repositories(&self, abi: Option<&str>) -> Result<String, String> {
+        let mut out = String::new();
+        let mut urls = Vec::new();
+        match &self.pkg_repos_dir {
+            Some(dir) => {
+                let files = repo_files(dir)?;
+                let mut e = crate::plan::key::KeyEncoder::new();
+                for (name, text) in &files {
+                    e.str("file", name).str("content", text);
+                    urls.extend(repo_urls(text));
+                }
+                out.push_str(&format!("repos {}", e.finish()));
+            }
+            None => {
+                out.push_str("repos default");
+                urls.push(DEFAULT_PKG_REPO.to_string());
+            }
+        }
+        if self.pkg_offline {
+            out.push_str("; offline");
+            return Ok(out);
+        }
+        let mut http = None;
+        for url in urls {
+            let url = match (url.contains("${ABI}"), abi) {
+                (true, Some(abi)) => url.replace("${ABI}", abi),
+                // The stage's FreeBSD version is not known (a base image):
+                // the repository cannot be asked; the root's identity
+                // (its parent key) still stands for ABI and OSVERSION.
+                (true, None) => {
+                    out.push_str(&format!("; {url} unknown-abi"));
+                    continue;
+                }
+                (false, _) => url,
+            };
+            let id = catalogue_identity(&url, &mut http)?;
+            out.push_str(&format!("; {url} {id}"));
+        }
+        Ok(out)
+    }
+}
+
+/// The `*.conf` files of a repository directory, by name.
+fn repo_files(dir: &Path) -> Result<BTreeMap<String, String>, String> {
+    let entries = fs::read_dir(dir).map_err(|e| {
+        format!(
+            "cannot read the pkg repository directory {}: {e} (set [pkg] repos_dir or --pkg-repos to a directory of *.conf files)",
+            dir.display()
+        )
+    })?;
+    let mut files = BTreeMap::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| format!("reading {}: {e}", dir.display()))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.ends_with(".conf") {
+            continue;
+        }
+        let text = fs::read_to_string(entry.path())
+            .map_err(|e| format!("reading {}: {e}", entry.path().display()))?;
+        files.insert(name, text);
+    }
+    Ok(files)
+}
+
+/// The `url` values of a pkg.conf(5) repository file (UCL): `url: "..."`
+/// or `url = "..."`, anywhere on a line (`local: { url: "..." }`);
+/// `#` comments are skipped.
+fn repo_urls(text: &str) -> Vec<String> {
+    let mut v = Vec::new();
+    for line in text.lines() {
+        let line = line.split('#').next().unwrap_or("");
+        let mut rest = line;
+        while let Some(i) = rest.find("url") {
+            let word_start = rest[..i]
+                .chars()
+                .next_back()
+                .is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '_'));
+            let after = rest[i + 3..].trim_start();
+            rest = &rest[i + 3..];
+            let Some(value) = after.strip_prefix(':').or_else(|| after.strip_prefix('=')) else {
+                continue;
+            };
+            let Some(quoted) = value.trim_start().strip_prefix('"') else {
+                continue;
+            };
+            if let (true, Some(end)) = (word_start, quoted.find('"')) {
+                v.push(quoted[..end].to_string());
+            }
+        }
+    }
+    v
+}
+
+/// The identity of a repository's catalogue (see the module docs).
+fn catalogue_identity(
+    url: &str,
+    http: &mut Option<crate::release::fetch::Http>,
+) -> Result<String, String> {
+    let base = url
+        .strip_prefix("pkg+")
+        .unwrap_or(url)
+        .trim_end_matches('/');
+    if let Some(path) = base.strip_prefix("file://") {
+        for name in ["packagesite.pkg", "packagesite.txz"] {
+            let p = Path::new(path).join(name);
+            match fs::File::open(&p) {
+                Ok(f) => {
+                    let mut r = crate::digest::HashingReader::new(f);
+                    std::io::copy(&mut r, &mut std::io::sink())
+                        .map_err(|e| format!("reading {}: {e}", p.display()))?;
+                    let (d, _, _): (Digest, _, _) = r.finish();
+                    return Ok(format!("content {d}"));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(format!("reading {}: {e}", p.display())),
+            }
+        }
+        return Err(format!(
+            "the pkg repository {url} has no packagesite.pkg (run `pkg repo` there), or use --pkg-offline"
+        ));
+    }
+    if http.is_none() {
+        *http = Some(crate::release::fetch::Http::new().map_err(|e| e.to_string())?);
+    }
+    let h = http.as_ref().expect("made above");
+    for name in ["packagesite.pkg", "packagesite.txz"] {
+        let file = format!("{base}/{name}");
+        match h.head_identity(&file) {
+            Ok(Some(id)) => return Ok(id),
+            Ok(None) => continue,
+            Err(e) => {
+                return Err(format!(
+                    "{e}\n  PKG steps are keyed on the repository's catalogue; build with --pkg-offline to key on the configuration only"
+                ))
+            }
+        }
+    }
+    Err(format!(
+        "the pkg repository {base} has no packagesite.pkg; check the repository url, or build with --pkg-offline"
+    ))
+}
+
+/// The recipe's jail parameters that apply to a build step's jail. `JAIL`
+/// lines describe the jail the image will run in; those that jbuild owns
+/// or that act on the host (`name`, `path`, `exec.*`, `host.hostname`,
+/// `ip4.addr`, `mount.*`, ... see [`jail_params::check_param`]) are for
+/// that runtime jail only and are not applied while building.
+pub fn build_jail_params(params: &[(String, String)]) -> Vec<(String, String)> {
+    params
+        .iter()
+        .filter(|(k, v)| jail_params::check_param(k, v).is_ok())
+        .cloned()
+        .collect()
+}
+
+/// Refuses, before anything runs, a RUN or PKG step whose jail would be
+/// weakened by a recipe parameter ([`jail_params::needs_opt_in`]) the user
+/// did not allow by name. The error names the JAIL line that set it (or
+/// the FROM line, when it came with the stage's base). Parameters that no
+/// step runs with are only stored in the image, and need no consent.
+pub fn check_jail_params(plan: &Plan, allowed: &[String]) -> Result<(), BuildError> {
+    for stage in &plan.stages {
+        for (i, ps) in stage.steps.iter().enumerate() {
+            let (StepKind::Layer { exec, .. }, Op::Run { .. } | Op::Pkg { .. }) =
+                (&ps.kind, &ps.step.op)
+            else {
+                continue;
+            };
+            for (name, value) in build_jail_params(&exec.jail) {
+                let Some(why) = jail_params::needs_opt_in(&name, &value) else {
+                    continue;
+                };
+                if allowed.contains(&name) {
+                    continue;
+                }
+                let set_at = stage.steps[..i]
+                    .iter()
+                    .rev()
+                    .find_map(|p| match &p.step.op {
+                        Op::Jail(params) if params.iter().any(|(k, _)| *k == name) => {
+                            Some(&p.step.location)
+                        }
+                        _ => None,
+                    });
+                let shown = if value.is_empty() {
+                    name.clone()
+                } else {
+                    format!("{name}={value}")
+                };
+                let (location, whence) = match set_at {
+                    Some(l) => (l, String::new()),
+                    None => (
+                        &stage.location,
+                        " (inherited from this stage's base)".to_string(),
+                    ),
+                };
+                return Err(BuildError::Step(format!(
+                    "JAIL {shown}{whence}: {why}, and `{}` (line {}) would run with it; if the recipe really needs it, build with --allow-jail-param {name} (or list it in [freebsd] allow_jail_params)",
+                    ps.step.text.lines().next().unwrap_or(""),
+                    ps.step.location.line
+                ))
+                .located(location));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn package_caches_never_reach_a_layer() {
+        for p in [
+            "var/cache/pkg/nginx-1.26.pkg",
+            "var/cache/pkg/sub/x",
+            "var/db/pkg/repos/FreeBSD/db",
+        ] {
+            assert!(excluded_from_layers(Path::new(p)), "{p}");
+        }
+        for p in [
+            "var/cache/pkg",
+            "var/db/pkg/repos",
+            "var/db/pkg/local.sqlite",
+            "var/cache/pkgx/a",
+            "usr/local/var/cache/pkg/a",
+        ] {
+            assert!(!excluded_from_layers(Path::new(p)), "{p}");
+        }
+    }
+
+    #[test]
+    fn runtime_only_parameters_stay_out_of_the_build_jail() {
+        let p = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+            v.iter()
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .collect()
+        };
+        assert_eq!(
+            build_jail_params(&p(&[
+                ("exec.start", "/bin/sh /etc/rc"),
+                ("host.hostname", "web"),
+                ("ip4.addr", "10.0.0.2"),
+                ("allow.raw_sockets", ""),
+                ("mount.fstab", "/etc/fstab.web"),
+                ("securelevel", "3"),
+            ])),
+            p(&[("allow.raw_sockets", ""), ("securelevel", "3")])
+        );
+    }
+
+    #[test]
+    fn repository_urls_are_read_from_ucl() {
+        let text = "FreeBSD: { enabled: no }\nlocal: {\n  url: \"file:///repo/${ABI}\",\n  enabled: yes\n}\nother: { \n url = \"pkg+https://pkg.example/${ABI}/latest\"\n}\n# url: \"nothing\"\none: { url: \"https://a\", mirror_type: \"srv\" }\nmyurl: \"no\"\n";
+        assert_eq!(
+            repo_urls(text),
+            [
+                "file:///repo/${ABI}",
+                "pkg+https://pkg.example/${ABI}/latest",
+                "https://a"
+            ]
+        );
+    }
+
+    #[test]
+    fn offline_keys_on_the_configuration_and_a_file_repo_on_its_catalogue() {
+        let t = tempfile::tempdir().unwrap();
+        let repo = t.path().join("repo/FreeBSD:14:amd64");
+        fs::create_dir_all(&repo).unwrap();
+        fs::write(repo.join("packagesite.pkg"), b"catalogue 1").unwrap();
+        let repos = t.path().join("repos");
+        fs::create_dir(&repos).unwrap();
+        fs::write(
+            repos.join("local.conf"),
+            format!(
+                "local: {{ url: \"file://{}/repo/${{ABI}}\" }}\n",
+                t.path().display()
+            ),
+        )
+        .unwrap();
+        fs::write(repos.join("README"), "not a conf").unwrap();
+        let mut env = FreeBsdEnv {
+            pkg_repos_dir: Some(repos.clone()),
+            ..Default::default()
+        };
+        let abi = Some("FreeBSD:14:amd64");
+        let first = env.pkg_repositories(abi).unwrap();
+        assert_eq!(first, env.pkg_repositories(abi).unwrap());
+        fs::write(repo.join("packagesite.pkg"), b"catalogue 2").unwrap();
+        let second = env.pkg_repositories(abi).unwrap();
+        assert_ne!(first, second, "an updated catalogue must change the key");
+
+        env.pkg_offline = true;
+        let offline = env.pkg_repositories(abi).unwrap();
+        fs::write(repo.join("packagesite.pkg"), b"catalogue 3").unwrap();
+        assert_eq!(offline, env.pkg_repositories(abi).unwrap());
+        fs::write(
+            repos.join("local.conf"),
+            "local: { url: \"file:///elsewhere\" }\n",
+        )
+        .unwrap();
+        assert_ne!(
+            offline,
+            env.pkg_repositories(abi).unwrap(),
+            "a changed config must change the key"
+        );
+
+        env.pkg_offline = false;
+        let e = env.pkg_repositories(abi).unwrap_err();
+        assert!(
+            e.contains("packagesite.pkg") && e.contains("--pkg-offline"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn pkg_mounts_share_the_cache_and_the_repository_override() {
+        let t = tempfile::tempdir().unwrap();
+        let env = FreeBsdEnv {
+            pkg_cache: Some(t.path().join("cache/pkg")),
+            pkg_repos_dir: Some(t.path().join("repos")),
+            ..Default::default()
+        };
+        let m = env.pkg_mounts().unwrap();
+        assert!(t.path().join("cache/pkg").is_dir());
+        assert_eq!(
+            m.iter()
+                .map(|m| (m.target.as_str(), m.read_only))
+                .collect::<Vec<_>>(),
+            [
+                ("/var/cache/pkg", false),
+                ("/usr/local/etc/pkg/repos", true)
+            ]
+        );
+        assert!(FreeBsdEnv::default().pkg_mounts().unwrap().is_empty());
+    }
+}

@@ -1,0 +1,226 @@
+//! Downloads over HTTP(S), streamed to a temporary file beside the
+//! destination, hashed on the way, checked against the sha256 the caller
+//! expects, fsynced, then renamed into place. A download that fails or
+//! does not match leaves nothing behind.
+
+use std::fs;
+use std::io::{self, Read, Write};
+use std::path::Path;
+use std::time::Duration;
+
+use super::ReleaseError;
+use crate::digest::{Digest, HashingWriter};
+use crate::report::Reporter;
+
+/// Caps on what is held in memory: a MANIFEST is a few hundred bytes.
+const MAX_SMALL: u64 = 1 << 20;
+
+pub(crate) struct Http {
+    client: reqwest::blocking::Client,
+}
+
+impl Http {
+    pub(crate) fn new() -> Result<Http, ReleaseError> {
+        // One TLS stack for the whole program: rustls with ring (aws-lc,
+        // reqwest's default provider, does not build for FreeBSD here).
+        // Installing fails harmlessly when a provider is already set.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = reqwest::blocking::Client::builder()
+            .user_agent(concat!("jbuild/", env!("CARGO_PKG_VERSION")))
+            .connect_timeout(Duration::from_secs(30))
+            // The blocking client applies this to each read of the body,
+            // not to the whole transfer: a ~200 MB base.txz on a slow line
+            // is fine, a stalled one is given up.
+            .timeout(Duration::from_secs(120))
+            .build()
+            .map_err(|e| ReleaseError::Http {
+                url: String::new(),
+                message: e.to_string(),
+            })?;
+        Ok(Http { client })
+    }
+
+    fn get(&self, url: &str) -> Result<reqwest::blocking::Response, ReleaseError> {
+        let err = |message: String| ReleaseError::Http {
+            url: url.to_string(),
+            message,
+        };
+        let resp = self
+            .client
+            .get(url)
+            .send()
+            .map_err(|e| err(error_chain(&e)))?;
+        if !resp.status().is_success() {
+            return Err(err(format!("the server answered {}", resp.status())));
+        }
+        Ok(resp)
+    }
+
+    /// A small text file (a MANIFEST), whole.
+    pub(crate) fn get_text(&self, url: &str) -> Result<String, ReleaseError> {
+        let resp = self.get(url)?;
+        let mut buf = Vec::new();
+        resp.take(MAX_SMALL + 1)
+            .read_to_end(&mut buf)
+            .map_err(|e| ReleaseError::Http {
+                url: url.to_string(),
+                message: e.to_string(),
+            })?;
+        if buf.len() as u64 > MAX_SMALL {
+            return Err(ReleaseError::Http {
+                url: url.to_string(),
+                message: "the file is larger than a MANIFEST can be (1 MiB)".into(),
+            });
+        }
+        String::from_utf8(buf).map_err(|_| ReleaseError::Http {
+            url: url.to_string(),
+            message: "the file is not text".into(),
+        })
+    }
+
+    /// Downloads `url` to `dest` if its sha256 is `expected`; otherwise
+    /// nothing is written and the error names both digests.
+    pub(crate) fn download_verified(
+        &self,
+        url: &str,
+        dest: &Path,
+        expected: &Digest,
+        reporter: &dyn Reporter,
+    ) -> Result<u64, ReleaseError> {
+        let dir = dest.parent().expect("a cache file has a directory");
+        fs::create_dir_all(dir).map_err(ReleaseError::io(dir))?;
+        let resp = self.get(url)?;
+        let name = url.rsplit('/').next().unwrap_or(url);
+        reporter.transfer_start(url, &format!("downloading {name}"), resp.content_length());
+        let tmp = tempfile::Builder::new()
+            .prefix(".download-")
+            .tempfile_in(dir)
+            .map_err(ReleaseError::io(dir))?;
+        let mut w = HashingWriter::new(io::BufWriter::with_capacity(1 << 20, tmp));
+        let mut progress = Progress {
+            inner: resp,
+            done: 0,
+            reported: 0,
+            report: |n| reporter.transfer_progress(url, n),
+        };
+        io::copy(&mut progress, &mut w).map_err(|e| ReleaseError::Http {
+            url: url.to_string(),
+            message: format!("the transfer broke off: {e}"),
+        })?;
+        reporter.transfer_done(url, false);
+        let (got, size, buf) = w.finish();
+        if &got != expected {
+            return Err(ReleaseError::Mismatch {
+                what: url.to_string(),
+                expected: expected.clone(),
+                got,
+            });
+        }
+        let tmp = buf
+            .into_inner()
+            .map_err(|e| ReleaseError::io(dest)(e.into_error()))?;
+        tmp.as_file().sync_all().map_err(ReleaseError::io(dest))?;
+        tmp.persist(dest)
+            .map_err(|e| ReleaseError::io(dest)(e.error))?;
+        if let Ok(d) = fs::File::open(dir) {
+            let _ = d.sync_all();
+        }
+        Ok(size)
+    }
+}
+
+/// Counts what is read and reports it every MiB.
+struct Progress<R, F> {
+    inner: R,
+    done: u64,
+    reported: u64,
+    report: F,
+}
+
+impl<R: Read, F: FnMut(u64)> Read for Progress<R, F> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.done += n as u64;
+        if self.done - self.reported >= 1 << 20 || (n == 0 && self.done != self.reported) {
+            self.reported = self.done;
+            (self.report)(self.done);
+        }
+        Ok(n)
+    }
+}
+
+/// Writes `text` to `dest` atomically (temp file, fsync, rename).
+pub(crate) fn write_atomic(dest: &Path, text: &[u8]) -> Result<(), ReleaseError> {
+    let dir = dest.parent().expect("a cache file has a directory");
+    fs::create_dir_all(dir).map_err(ReleaseError::io(dir))?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".write-")
+        .tempfile_in(dir)
+        .map_err(ReleaseError::io(dir))?;
+    tmp.write_all(text).map_err(ReleaseError::io(dest))?;
+    tmp.as_file().sync_all().map_err(ReleaseError::io(dest))?;
+    tmp.persist(dest)
+        .map_err(|e| ReleaseError::io(dest)(e.error))?;
+    Ok(())
+}
+
+/// reqwest's error and its causes on one line (the cause says whether it
+/// was DNS, a refused connection or TLS).
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let m = c.to_string();
+        if !s.contains(&m) {
+            s.push_str(": ");
+            s.push_str(&m);
+        }
+        cur = c.source();
+    }
+    s
+}
+
+impl Http {
+    /// What identifies the current version of the file at `url` without
+    /// downloading it: its `ETag`, else `Last-Modified` and length. `None`
+    /// when the server does not have it (404).
+    pub(crate) fn head_identity(&self, url: &str) -> Result<Option<String>, ReleaseError> {
+        let err = |message: String| ReleaseError::Http {
+            url: url.to_string(),
+            message,
+        };
+        let resp = self
+            .client
+            .head(url)
+            .send()
+            .map_err(|e| err(error_chain(&e)))?;
+        if resp.status() == reqwest::StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        if !resp.status().is_success() {
+            return Err(err(format!("the server answered {}", resp.status())));
+        }
+        let h = resp.headers();
+        let get = |name: reqwest::header::HeaderName| {
+            h.get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        };
+        if let Some(etag) = get(reqwest::header::ETAG) {
+            return Ok(Some(format!("etag {etag}")));
+        }
+        match (
+            get(reqwest::header::LAST_MODIFIED),
+            get(reqwest::header::CONTENT_LENGTH),
+        ) {
+            (None, None) => Err(err(
+                "the server gives neither ETag nor Last-Modified, so a change of the catalogue cannot be seen; use --pkg-offline".into(),
+            )),
+            (m, l) => Ok(Some(format!(
+                "modified {} length {}",
+                m.unwrap_or_default(),
+                l.unwrap_or_default()
+            ))),
+        }
+    }
+}

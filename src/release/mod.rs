@@ -1,0 +1,330 @@
+//! FreeBSD release bootstrap: `FROM freebsd:<release>` as a base layer made
+//! from the release's distribution sets (`base.txz`, and `lib32.txz` or
+//! others when asked for), downloaded from a mirror and checked against
+//! the release's `MANIFEST` before a byte of them is used.
+//!
+//! The path, for `FROM freebsd:14.3-RELEASE` on amd64:
+//!
+//! 1. **MANIFEST.** `<mirror>/amd64/14.3-RELEASE/MANIFEST` (from the cache
+//!    when an earlier build verified a set against it). When the host has
+//!    a trusted copy — `<manifests>/amd64/14.3-RELEASE/MANIFEST`, as the
+//!    `freebsd-release-manifests` package installs under
+//!    `/usr/local/share/freebsd-release-manifests` — the mirror's must
+//!    agree with it for every set used, or the build stops.
+//! 2. **Key.** The base's identity is the release, the platform and the
+//!    sha256 of every set, in order: the same release gives the same
+//!    snapshot, a re-rolled one (new sha256) a new snapshot and a new
+//!    cache for every step on it. Planning needs only the MANIFEST.
+//! 3. **Sets.** When the base snapshot does not exist yet, each set is
+//!    taken from the cache (`<root>/cache/freebsd/<arch>/<release>/`) or
+//!    downloaded: streamed to a temporary file, hashed, compared with the
+//!    MANIFEST, fsynced and renamed. A mismatch stores nothing.
+//! 4. **Extract.** Each set is xz-decoded and applied with the layer
+//!    applier ([`crate::layer::apply`]), as hostile: no path leaves the
+//!    root, hard links stay inside it, file flags (`schg`, ...) are set on
+//!    FreeBSD. Setuid files are expected (`su`, `passwd`), so they are
+//!    kept; device nodes are not (a release has none: `/dev` is devfs).
+//!
+//! Mirror layout: `<mirror>/<dir>/<release>/{MANIFEST,<set>.txz}` where
+//! `<dir>` is `amd64`, `i386`, `arm64/aarch64`, `riscv/riscv64` or
+//! `powerpc/powerpc64`, as on download.freebsd.org.
+
+pub(crate) mod fetch;
+pub mod manifest;
+
+use std::fs;
+use std::io::{self, BufReader};
+use std::path::{Path, PathBuf};
+
+use crate::config::{FreeBsdSettings, Paths};
+use crate::digest::Digest;
+use crate::layer::apply::{apply, ApplyOptions};
+use crate::plan::Platform;
+use crate::report::Reporter;
+pub use manifest::{Manifest, ManifestEntry};
+
+pub const DEFAULT_MIRROR: &str = "https://download.freebsd.org/releases";
+pub const DEFAULT_MANIFESTS: &str = "/usr/local/share/freebsd-release-manifests";
+
+/// The uncompressed-tar media type the applier takes for an xz-decoded set.
+const TAR: &str = "application/vnd.oci.image.layer.v1.tar";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReleaseError {
+    #[error("cannot download {url}: {message}")]
+    Http { url: String, message: String },
+    #[error("{what} does not match the release's MANIFEST: expected {expected}, got {got}; nothing was stored (a broken mirror or a tampered file: try another mirror with --mirror)")]
+    Mismatch {
+        what: String,
+        expected: Digest,
+        got: Digest,
+    },
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("extracting {set}: {message}")]
+    Extract { set: String, message: String },
+}
+
+impl ReleaseError {
+    fn io(path: &Path) -> impl FnOnce(io::Error) -> ReleaseError + '_ {
+        move |source| ReleaseError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+/// Where releases come from and where verified sets are kept.
+#[derive(Debug, Clone)]
+pub struct ReleaseSource {
+    /// Base URL holding `amd64/`, `arm64/`, ... (no trailing `/` needed).
+    pub mirror: String,
+    /// Trusted local MANIFESTs (`<dir>/<arch dir>/<release>/MANIFEST`);
+    /// checked when present.
+    pub manifests: PathBuf,
+    /// Verified MANIFESTs and sets.
+    pub cache: PathBuf,
+    /// Sets beyond `base` (`lib32`, `src`, ...), in extraction order.
+    pub extra_sets: Vec<String>,
+}
+
+impl ReleaseSource {
+    /// The host's source: `settings` (the `[freebsd]` section), the cache
+    /// under the jbuild root.
+    pub fn new(paths: &Paths, settings: &FreeBsdSettings) -> ReleaseSource {
+        ReleaseSource {
+            mirror: settings
+                .mirror
+                .clone()
+                .unwrap_or_else(|| DEFAULT_MIRROR.to_string()),
+            manifests: settings
+                .manifests_dir
+                .clone()
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_MANIFESTS)),
+            cache: paths.root().join("cache").join("freebsd"),
+            extra_sets: Vec::new(),
+        }
+    }
+
+    /// Reads the release's MANIFEST and picks the sets to use. Downloads
+    /// at most the MANIFEST.
+    pub fn resolve(&self, release: &str, platform: &Platform) -> Result<Release, ReleaseError> {
+        if platform.os != "freebsd" {
+            return Err(ReleaseError::Invalid(format!(
+                "FROM freebsd:{release} makes a FreeBSD root, but the platform is {platform}; use --platform freebsd/<arch>"
+            )));
+        }
+        let arch_dir = arch_dir(&platform.architecture)?;
+        let base_url = format!("{}/{arch_dir}/{release}", self.mirror.trim_end_matches('/'));
+        let cache_dir = self.cache.join(arch_dir.replace('/', "-")).join(release);
+        let cached = cache_dir.join("MANIFEST");
+        let (text, from_cache) = match fs::read_to_string(&cached) {
+            Ok(t) => (t, true),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => (
+                fetch::Http::new()?.get_text(&format!("{base_url}/MANIFEST"))?,
+                false,
+            ),
+            Err(e) => return Err(ReleaseError::io(&cached)(e)),
+        };
+        let what = if from_cache {
+            cached.display().to_string()
+        } else {
+            format!("{base_url}/MANIFEST")
+        };
+        let manifest = Manifest::parse(&text, &what).map_err(ReleaseError::Invalid)?;
+        let trusted_path = self.manifests.join(arch_dir).join(release).join("MANIFEST");
+        let trusted = match fs::read_to_string(&trusted_path) {
+            Ok(t) => Some(
+                Manifest::parse(&t, &trusted_path.display().to_string())
+                    .map_err(ReleaseError::Invalid)?,
+            ),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(ReleaseError::io(&trusted_path)(e)),
+        };
+
+        let mut names = vec!["base".to_string()];
+        for s in &self.extra_sets {
+            if !names.contains(s) {
+                names.push(s.clone());
+            }
+        }
+        let mut sets = Vec::new();
+        for name in names {
+            let file = format!("{name}.txz");
+            let entry = manifest.get(&file).ok_or_else(|| {
+                let known: Vec<&str> = manifest
+                    .entries
+                    .keys()
+                    .filter_map(|k| k.strip_suffix(".txz"))
+                    .collect();
+                ReleaseError::Invalid(format!(
+                    "{what} has no set `{name}`; this release has: {}",
+                    known.join(", ")
+                ))
+            })?;
+            if let Some(t) = &trusted {
+                match t.get(&file) {
+                    Some(te) if te.sha256 == entry.sha256 => {}
+                    Some(te) => {
+                        return Err(ReleaseError::Mismatch {
+                            what: format!(
+                                "{file} in {what} (checked against {})",
+                                trusted_path.display()
+                            ),
+                            expected: te.sha256.clone(),
+                            got: entry.sha256.clone(),
+                        })
+                    }
+                    None => {
+                        return Err(ReleaseError::Invalid(format!(
+                            "the trusted {} does not list {file}, which {what} does",
+                            trusted_path.display()
+                        )))
+                    }
+                }
+            }
+            sets.push(ReleaseSet {
+                name,
+                url: format!("{base_url}/{file}"),
+                path: cache_dir.join(&file),
+                sha256: entry.sha256.clone(),
+            });
+        }
+        Ok(Release {
+            name: release.to_string(),
+            arch_dir: arch_dir.to_string(),
+            sets,
+            manifest_text: (!from_cache).then_some(text),
+            manifest_cache: cached,
+            trusted: trusted.is_some(),
+        })
+    }
+}
+
+/// One distribution set of a resolved release.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReleaseSet {
+    pub name: String,
+    pub url: String,
+    /// Where the verified file is (or will be) cached.
+    pub path: PathBuf,
+    pub sha256: Digest,
+}
+
+/// A release whose MANIFEST has been read: the sets a base is made of.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Release {
+    pub name: String,
+    pub arch_dir: String,
+    pub sets: Vec<ReleaseSet>,
+    /// A freshly downloaded MANIFEST, cached once a set verified against it.
+    manifest_text: Option<String>,
+    manifest_cache: PathBuf,
+    /// Whether a trusted local MANIFEST confirmed the sets.
+    pub trusted: bool,
+}
+
+/// What [`Release::fetch`] did, for messages and tests.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FetchStats {
+    pub downloaded: Vec<String>,
+    pub bytes: u64,
+}
+
+impl Release {
+    /// Makes sure every set is in the cache, verified; downloads the missing ones.
+    pub fn fetch(&self, reporter: &dyn Reporter) -> Result<FetchStats, ReleaseError> {
+        let mut stats = FetchStats::default();
+        let mut http = None;
+        for set in &self.sets {
+            if set.path.is_file() {
+                continue;
+            }
+            if http.is_none() {
+                http = Some(fetch::Http::new()?);
+            }
+            let h = http.as_ref().expect("made above");
+            stats.bytes += h.download_verified(&set.url, &set.path, &set.sha256, reporter)?;
+            stats.downloaded.push(set.name.clone());
+        }
+        if let Some(text) = &self.manifest_text {
+            if !self.manifest_cache.is_file() {
+                fetch::write_atomic(&self.manifest_cache, text.as_bytes())?;
+            }
+        }
+        Ok(stats)
+    }
+
+    /// Extracts every (fetched) set into `root`, in order.
+    pub fn extract(&self, root: &Path) -> Result<(), ReleaseError> {
+        for set in &self.sets {
+            let f = fs::File::open(&set.path).map_err(ReleaseError::io(&set.path))?;
+            let xz =
+                liblzma::read::XzDecoder::new_multi_decoder(BufReader::with_capacity(1 << 20, f));
+            let opts = ApplyOptions {
+                allow_setuid: true,
+                ..ApplyOptions::default()
+            };
+            apply(xz, TAR, root, &opts).map_err(|e| ReleaseError::Extract {
+                set: format!("{}.txz", set.name),
+                message: e.to_string(),
+            })?;
+        }
+        Ok(())
+    }
+}
+
+/// The directory under a release mirror for an OCI architecture.
+pub fn arch_dir(arch: &str) -> Result<&'static str, ReleaseError> {
+    Ok(match arch {
+        "amd64" => "amd64",
+        "386" | "i386" => "i386",
+        "arm64" | "aarch64" => "arm64/aarch64",
+        "riscv64" => "riscv/riscv64",
+        "ppc64" | "powerpc64" => "powerpc/powerpc64",
+        "ppc64le" | "powerpc64le" => "powerpc/powerpc64le",
+        "arm" | "armv7" => "arm/armv7",
+        other => {
+            return Err(ReleaseError::Invalid(format!(
+                "FreeBSD releases are not published for the architecture `{other}`; use amd64, arm64, 386, riscv64, ppc64 or armv7"
+            )))
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn architecture_directories_follow_the_mirror() {
+        assert_eq!(arch_dir("amd64").unwrap(), "amd64");
+        assert_eq!(arch_dir("arm64").unwrap(), "arm64/aarch64");
+        assert!(arch_dir("s390x").unwrap_err().to_string().contains("s390x"));
+    }
+
+    #[test]
+    fn settings_choose_mirror_and_manifests() {
+        let paths = Paths::at(PathBuf::from("/j"));
+        let s = ReleaseSource::new(&paths, &FreeBsdSettings::default());
+        assert_eq!(s.mirror, DEFAULT_MIRROR);
+        assert_eq!(s.manifests, PathBuf::from(DEFAULT_MANIFESTS));
+        assert_eq!(s.cache, PathBuf::from("/j/cache/freebsd"));
+        let set = FreeBsdSettings {
+            mirror: Some("http://m".into()),
+            manifests_dir: Some("/m".into()),
+            ..Default::default()
+        };
+        let s = ReleaseSource::new(&paths, &set);
+        assert_eq!(
+            (s.mirror.as_str(), s.manifests.as_path()),
+            ("http://m", Path::new("/m"))
+        );
+    }
+}

@@ -1,0 +1,750 @@
+//! `FROM freebsd:<release>` end to end through the `jbuild` binary, against
+//! a release directory served over HTTP on 127.0.0.1 by this test: a small
+//! generated `base.txz` (directories, a setuid file, hard links, a
+//! symlink, a file with a `SCHILY.fflags` record) and `lib32.txz`, with
+//! their MANIFEST. Checks what the exported layer holds, that a cached
+//! rebuild downloads nothing, that a tampered or hostile set is refused
+//! with nothing stored, and (as root, with busybox-static) that a PKG step
+//! shares the package cache, keeps caches out of layers and is re-run when
+//! its repository's catalogue changes.
+
+mod common;
+mod layer_support;
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use common::*;
+use layer_support::{RawEntry, RawTar};
+use sha2::{Digest as _, Sha256};
+
+const RELEASE: &str = "14.3-RELEASE";
+
+/// A static-file HTTP/1.1 server on 127.0.0.1 (a free port) that records
+/// every request line. Stopped and joined on drop.
+struct Server {
+    url: String,
+    log: Arc<Mutex<Vec<String>>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Server {
+    fn start(dir: &Path) -> Server {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (dir, log2, stop2) = (dir.to_path_buf(), log.clone(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            while !stop2.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((s, _)) => serve(s, &dir, &log2),
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        std::thread::sleep(Duration::from_millis(5))
+                    }
+                    Err(e) => panic!("accept: {e}"),
+                }
+            }
+        });
+        Server {
+            url,
+            log,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn requests(&self) -> Vec<String> {
+        self.log.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// One request per connection (`Connection: close`); GET and HEAD; an
+/// ETag of the content's sha256.
+fn serve(stream: TcpStream, dir: &Path, log: &Mutex<Vec<String>>) {
+    stream.set_nonblocking(false).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut line = String::new();
+    if reader.read_line(&mut line).is_err() {
+        return;
+    }
+    loop {
+        let mut h = String::new();
+        if reader.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
+            break;
+        }
+    }
+    let mut parts = line.split_whitespace();
+    let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or("/"));
+    log.lock().unwrap().push(format!("{method} {path}"));
+    let mut out = stream;
+    let file = dir.join(path.trim_start_matches('/'));
+    let body = if path.contains("..") {
+        None
+    } else {
+        fs::read(&file).ok()
+    };
+    match body {
+        Some(body) => {
+            let etag = hex::encode(Sha256::digest(&body));
+            let _ = write!(
+                out,
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nETag: \"{etag}\"\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            if method == "GET" {
+                let _ = out.write_all(&body);
+            }
+        }
+        None => {
+            let _ = write!(
+                out,
+                "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            );
+        }
+    }
+    let _ = out.flush();
+}
+
+fn xz(data: &[u8]) -> Vec<u8> {
+    let mut e = liblzma::write::XzEncoder::new(Vec::new(), 1);
+    e.write_all(data).unwrap();
+    e.finish().unwrap()
+}
+
+fn sha256_hex(b: &[u8]) -> String {
+    hex::encode(Sha256::digest(b))
+}
+
+/// The tar of a tiny FreeBSD base: what matters for extraction.
+fn base_tar(busybox: Option<&Path>) -> Vec<u8> {
+    let mut t = RawTar::default()
+        .dir(b"./")
+        .dir(b"./bin/")
+        .dir(b"./etc/")
+        .dir(b"./lib/")
+        .dir(b"./rescue/")
+        .dir(b"./usr/")
+        .dir(b"./usr/bin/")
+        .dir(b"./usr/sbin/")
+        .dir(b"./usr/src/")
+        .dir(b"./var/")
+        .dir(b"./var/cache/")
+        .dir(b"./var/db/")
+        .file(b"./bin/ls", b"ls program")
+        .hard_link(b"./rescue/ls", b"./bin/ls")
+        .hard_link(b"./rescue/cat", b"./bin/ls")
+        .symlink(b"./sys", b"usr/src/sys")
+        .file(b"./etc/motd", b"FreeBSD 14.3\n")
+        .entry(RawEntry {
+            name: b"./usr/bin/su",
+            mode: 0o4555,
+            content: b"su program",
+            ..Default::default()
+        })
+        .pax(&[("SCHILY.fflags", b"schg")])
+        .file(b"./lib/libc.so.7", b"libc");
+    if let Some(bb) = busybox {
+        let bytes = fs::read(bb).unwrap();
+        t = t
+            .entry(RawEntry {
+                name: b"./bin/busybox",
+                mode: 0o755,
+                content: &bytes,
+                ..Default::default()
+            })
+            .symlink(b"./bin/sh", b"busybox")
+            .entry(RawEntry {
+                name: b"./usr/sbin/pkg",
+                mode: 0o755,
+                content: FAKE_PKG,
+                ..Default::default()
+            });
+    }
+    t.finish()
+}
+
+/// Stands in for pkg(8) (which cannot run on Linux): records its
+/// arguments and environment, and writes where pkg writes.
+const FAKE_PKG: &[u8] = b"#!/bin/sh
+bb=/bin/busybox
+$bb mkdir -p /var/db/pkg/repos/FreeBSD /usr/local/sbin /var/cache/pkg
+echo \"catalogue\" > /var/db/pkg/repos/FreeBSD/db
+for p in \"$@\"; do echo \"$p\" >> /usr/local/sbin/installed; done
+echo \"ASSUME_ALWAYS_YES=$ASSUME_ALWAYS_YES\" >> /usr/local/sbin/installed
+$bb ls /usr/local/etc/pkg/repos >> /usr/local/sbin/installed 2>/dev/null
+$bb ls /var/cache/pkg | $bb sed 's/^/cached: /' >> /usr/local/sbin/installed
+echo package > /var/cache/pkg/$3.pkg
+";
+
+/// Writes a release directory: `<dir>/amd64/<RELEASE>/{MANIFEST,base.txz,lib32.txz}`.
+fn make_release(dir: &Path, base: &[u8]) -> PathBuf {
+    let rel = dir.join("amd64").join(RELEASE);
+    fs::create_dir_all(&rel).unwrap();
+    let lib32 = xz(&RawTar::default()
+        .dir(b"./usr/")
+        .dir(b"./usr/lib32/")
+        .file(b"./usr/lib32/libc.so.7", b"lib32 libc")
+        .finish());
+    fs::write(rel.join("base.txz"), base).unwrap();
+    fs::write(rel.join("lib32.txz"), &lib32).unwrap();
+    fs::write(
+        rel.join("MANIFEST"),
+        format!(
+            "base.txz\t{}\t9\tbase\t\"Base system (MANDATORY)\"\ton\nlib32.txz\t{}\t1\tlib32\t\"32-bit compatibility libraries\"\ton\n",
+            sha256_hex(base),
+            sha256_hex(&lib32)
+        ),
+    )
+    .unwrap();
+    rel
+}
+
+fn context(dir: &Path, jailfile: &str) -> PathBuf {
+    let ctx = dir.join("ctx");
+    fs::create_dir_all(&ctx).unwrap();
+    fs::write(ctx.join("Jailfile"), jailfile).unwrap();
+    ctx
+}
+
+/// `jbuild build` with the test's mirror, no host configuration, amd64.
+fn build_cmd(root: &Path, server: &Server, ctx: &Path, config: &Path) -> std::process::Command {
+    let mut c = jbuild(root);
+    c.env("JBUILD_CONFIG", config)
+        .args(["--json", "build", "--platform", "freebsd/amd64", "--mirror"])
+        .arg(&server.url)
+        .arg(ctx);
+    c
+}
+
+fn result(stdout: &str) -> serde_json::Value {
+    stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["event"] == "result")
+        .unwrap_or_else(|| panic!("no result in {stdout}"))
+}
+
+/// Every file under `dir`, with its size: what "nothing stored" compares.
+fn listing(dir: &Path) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        let Ok(rd) = fs::read_dir(&d) else { continue };
+        for e in rd {
+            let e = e.unwrap();
+            let m = fs::symlink_metadata(e.path()).unwrap();
+            let rel = e.path().strip_prefix(dir).unwrap().display().to_string();
+            if m.is_dir() {
+                todo.push(e.path());
+            }
+            out.insert(rel, if m.is_file() { m.len() } else { 0 });
+        }
+    }
+    out
+}
+
+/// A tar entry as the test looks at it.
+#[derive(Debug)]
+struct TarEntry {
+    kind: tar::EntryType,
+    mode: u32,
+    link: Option<String>,
+    content: Vec<u8>,
+}
+
+/// The layers (in order) of the image `tag` exported to an OCI layout.
+fn exported_layers(root: &Path, tag: &str, into: &Path) -> Vec<BTreeMap<String, TarEntry>> {
+    ok(jbuild(root)
+        .arg("export")
+        .arg(tag)
+        .arg(format!("oci:{}:t", into.display())));
+    let blob = |d: &str| {
+        into.join("blobs/sha256")
+            .join(d.trim_start_matches("sha256:"))
+    };
+    let index: serde_json::Value =
+        serde_json::from_slice(&fs::read(into.join("index.json")).unwrap()).unwrap();
+    let manifest: serde_json::Value = serde_json::from_slice(
+        &fs::read(blob(index["manifests"][0]["digest"].as_str().unwrap())).unwrap(),
+    )
+    .unwrap();
+    manifest["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            let f = fs::File::open(blob(l["digest"].as_str().unwrap())).unwrap();
+            let mut a = tar::Archive::new(flate2::read::GzDecoder::new(f));
+            let mut m = BTreeMap::new();
+            for e in a.entries().unwrap() {
+                let mut e = e.unwrap();
+                let path = e.path().unwrap().display().to_string();
+                let link = e.link_name().unwrap().map(|l| l.display().to_string());
+                let mut content = Vec::new();
+                e.read_to_end(&mut content).unwrap();
+                m.insert(
+                    path.trim_end_matches('/').to_string(),
+                    TarEntry {
+                        kind: e.header().entry_type(),
+                        mode: e.header().mode().unwrap(),
+                        link,
+                        content,
+                    },
+                );
+            }
+            m
+        })
+        .collect()
+}
+
+#[test]
+fn release_base_builds_exports_and_a_cached_rebuild_downloads_nothing() {
+    let t = tempfile::tempdir().unwrap();
+    let mirror = t.path().join("mirror");
+    make_release(&mirror, &xz(&base_tar(None)));
+    let server = Server::start(&mirror);
+    let config = t.path().join("config.toml");
+    fs::write(
+        &config,
+        format!(
+            "[freebsd]\nmanifests_dir = \"{}\"\n",
+            t.path().join("no-manifests").display()
+        ),
+    )
+    .unwrap();
+    let root = t.path().join("root");
+    let ctx = context(
+        t.path(),
+        "FROM freebsd:14.3\nSYSRC hostname=web\nCMD [\"/bin/sh\"]\n",
+    );
+    let build_out = |extra: &[&str]| {
+        let mut c = build_cmd(&root, &server, &ctx, &config);
+        c.args(["-t", "rel:1"]).args(extra);
+        ok(&mut c)
+    };
+    let build = |extra: &[&str]| result(&build_out(extra));
+
+    let out = build_out(&["--sets", "lib32"]);
+    let first = result(&out);
+    // The downloads were reported as transfers.
+    for set in ["base.txz", "lib32.txz"] {
+        assert!(
+            out.lines()
+                .any(|l| l.contains("transfer_start") && l.contains(&format!("downloading {set}"))),
+            "{out}"
+        );
+    }
+    let mut asked = server.requests();
+    asked.sort();
+    assert_eq!(
+        asked,
+        [
+            format!("GET /amd64/{RELEASE}/MANIFEST"),
+            format!("GET /amd64/{RELEASE}/base.txz"),
+            format!("GET /amd64/{RELEASE}/lib32.txz"),
+        ]
+    );
+    assert_eq!(first["steps_run"], 1, "{first}");
+    let cache = root.join(format!("cache/freebsd/amd64/{RELEASE}"));
+    let cached: Vec<_> = listing(&cache).into_keys().collect();
+    assert_eq!(cached, ["MANIFEST", "base.txz", "lib32.txz"]);
+
+    let layers = exported_layers(&root, "rel:1", &t.path().join("oci"));
+    assert_eq!(layers.len(), 2);
+    let base = &layers[0];
+    assert_eq!(base["bin/ls"].content, b"ls program");
+    // Hard links stay hard links, to the first name in the layer.
+    for name in ["rescue/cat", "rescue/ls"] {
+        assert_eq!(base[name].kind, tar::EntryType::Link, "{name}");
+        assert_eq!(base[name].link.as_deref(), Some("bin/ls"), "{name}");
+    }
+    assert_eq!(base["sys"].kind, tar::EntryType::Symlink);
+    assert_eq!(base["sys"].link.as_deref(), Some("usr/src/sys"));
+    assert_eq!(base["usr/bin/su"].mode & 0o7777, 0o4555);
+    assert_eq!(base["lib/libc.so.7"].content, b"libc");
+    assert_eq!(base["usr/lib32/libc.so.7"].content, b"lib32 libc");
+    assert_eq!(base["etc/motd"].content, b"FreeBSD 14.3\n");
+    let top = &layers[1];
+    assert!(
+        String::from_utf8_lossy(&top["etc/rc.conf"].content).contains("hostname=\"web\""),
+        "{:?}",
+        String::from_utf8_lossy(&top["etc/rc.conf"].content)
+    );
+    assert!(
+        !top.contains_key("bin/ls"),
+        "the step's layer holds only its change"
+    );
+
+    // The same build again: nothing is downloaded, nothing runs, same image.
+    let before = server.requests().len();
+    let second = build(&["--sets", "lib32"]);
+    assert_eq!(server.requests().len(), before, "{:?}", server.requests());
+    assert_eq!(second["steps_run"], 0);
+    assert_eq!(second["manifest"], first["manifest"]);
+
+    // Without lib32 the base is another one (its key lists its sets).
+    let third = build(&[]);
+    assert_eq!(server.requests().len(), before);
+    assert_eq!(third["steps_run"], 1);
+    assert_ne!(third["manifest"], first["manifest"]);
+}
+
+#[test]
+fn a_tampered_set_is_refused_and_nothing_is_stored() {
+    let t = tempfile::tempdir().unwrap();
+    let mirror = t.path().join("mirror");
+    let good = xz(&base_tar(None));
+    let rel = make_release(&mirror, &good);
+    // The mirror serves another base.txz than its MANIFEST lists.
+    let mut bad = good.clone();
+    let n = bad.len();
+    bad[n / 2] ^= 0xff;
+    fs::write(rel.join("base.txz"), &bad).unwrap();
+    let server = Server::start(&mirror);
+    let config = t.path().join("config.toml");
+    fs::write(&config, "").unwrap();
+    let root = t.path().join("root");
+    // Something in the store and the snapshots first.
+    let scratch = context(&t.path().join("s"), "FROM scratch\nSYSRC hostname=x\n");
+    ok(jbuild(&root).args(["build", "-t", "s:1"]).arg(&scratch));
+    let (store, snaps) = (
+        listing(&root.join("store")),
+        listing(&root.join("snapshots")),
+    );
+
+    let ctx = context(t.path(), "FROM freebsd:14.3-RELEASE\nSYSRC hostname=web\n");
+    let out = run(build_cmd(&root, &server, &ctx, &config).args(["-t", "rel:1"]));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("does not match the release's MANIFEST")
+            && stderr.contains(&sha256_hex(&good))
+            && stderr.contains(&sha256_hex(&bad))
+            && stderr.contains("Jailfile:1"),
+        "{stderr}"
+    );
+    assert_eq!(listing(&root.join("store")), store);
+    assert_eq!(listing(&root.join("snapshots")), snaps);
+    let cache = root.join(format!("cache/freebsd/amd64/{RELEASE}"));
+    assert_eq!(
+        listing(&cache).into_keys().collect::<Vec<_>>(),
+        Vec::<String>::new(),
+        "no set, no MANIFEST, no temporary file is kept"
+    );
+}
+
+#[test]
+fn a_trusted_local_manifest_that_disagrees_stops_the_build() {
+    let t = tempfile::tempdir().unwrap();
+    let mirror = t.path().join("mirror");
+    make_release(&mirror, &xz(&base_tar(None)));
+    let server = Server::start(&mirror);
+    let trusted = t.path().join("manifests");
+    let trusted_rel = trusted.join("amd64").join(RELEASE);
+    fs::create_dir_all(&trusted_rel).unwrap();
+    let other = "0".repeat(64);
+    fs::write(
+        trusted_rel.join("MANIFEST"),
+        format!("base.txz\t{other}\t9\tbase\t\"Base system (MANDATORY)\"\ton\n"),
+    )
+    .unwrap();
+    let config = t.path().join("config.toml");
+    fs::write(
+        &config,
+        format!("[freebsd]\nmanifests_dir = \"{}\"\n", trusted.display()),
+    )
+    .unwrap();
+    let root = t.path().join("root");
+    let ctx = context(t.path(), "FROM freebsd:14.3\n");
+    let out = run(&mut build_cmd(&root, &server, &ctx, &config));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("does not match")
+            && stderr.contains(&other)
+            && stderr.contains("manifests/amd64"),
+        "{stderr}"
+    );
+    // Only the MANIFEST was asked for: no set was downloaded.
+    assert_eq!(
+        server.requests(),
+        [format!("GET /amd64/{RELEASE}/MANIFEST")]
+    );
+
+    // With the same sha256 the build goes on.
+    let real = fs::read_to_string(mirror.join("amd64").join(RELEASE).join("MANIFEST")).unwrap();
+    fs::write(trusted_rel.join("MANIFEST"), real).unwrap();
+    ok(&mut build_cmd(&root, &server, &ctx, &config));
+}
+
+#[test]
+fn a_hostile_set_is_refused_and_nothing_escapes() {
+    let t = tempfile::tempdir().unwrap();
+    let mirror = t.path().join("mirror");
+    // Consistent with its MANIFEST, but climbing out of the root.
+    let hostile = xz(&RawTar::default()
+        .dir(b"./")
+        .file(b"./etc/ok", b"fine")
+        .file(
+            b"../../../../../../../../../../tmp/jbuild-escaped",
+            b"escaped",
+        )
+        .finish());
+    make_release(&mirror, &hostile);
+    let server = Server::start(&mirror);
+    let config = t.path().join("config.toml");
+    fs::write(&config, "").unwrap();
+    let root = t.path().join("root");
+    let ctx = context(t.path(), "FROM freebsd:14.3\n");
+    let out = run(&mut build_cmd(&root, &server, &ctx, &config));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("base.txz") && stderr.contains("jbuild-escaped"),
+        "{stderr}"
+    );
+    assert!(!Path::new("/tmp/jbuild-escaped").exists());
+    // No snapshot was committed, and the failed one was removed.
+    let snaps: Vec<String> = listing(&root.join("snapshots/dir"))
+        .into_keys()
+        .filter(|k| !k.contains('/'))
+        .collect();
+    assert!(
+        snaps
+            .iter()
+            .all(|s| !s.starts_with("step-") && !s.starts_with("active-")),
+        "{snaps:?}"
+    );
+}
+
+#[test]
+fn pkg_shares_its_cache_keeps_caches_out_of_layers_and_follows_the_catalogue() {
+    let (true, Some(bb)) = (is_root(), static_busybox()) else {
+        eprintln!("skipping: needs root and /bin/busybox from busybox-static");
+        return;
+    };
+    let t = tempfile::tempdir().unwrap();
+    let mirror = t.path().join("mirror");
+    make_release(&mirror, &xz(&base_tar(Some(&bb))));
+    let server = Server::start(&mirror);
+    // A local repository (file://) whose catalogue the key follows.
+    let repo = t.path().join("repo/FreeBSD:14:amd64");
+    fs::create_dir_all(&repo).unwrap();
+    fs::write(repo.join("packagesite.pkg"), "catalogue v1").unwrap();
+    let repos = t.path().join("repos");
+    fs::create_dir_all(&repos).unwrap();
+    fs::write(
+        repos.join("local.conf"),
+        format!(
+            "FreeBSD: {{ enabled: no }}\nlocal: {{ url: \"file://{}/repo/${{ABI}}\" }}\n",
+            t.path().display()
+        ),
+    )
+    .unwrap();
+    let config = t.path().join("config.toml");
+    fs::write(
+        &config,
+        format!("[pkg]\nrepos_dir = \"{}\"\n", repos.display()),
+    )
+    .unwrap();
+    let root = t.path().join("root");
+    let ctx = context(t.path(), "FROM freebsd:14.3\nPKG nginx\n");
+    let build = || {
+        let mut c = build_cmd(&root, &server, &ctx, &config);
+        c.args(["-t", "web:1"]);
+        result(&ok(&mut c))
+    };
+
+    let first = build();
+    assert_eq!(first["steps_run"], 1, "{first}");
+    // The package landed in the shared cache on the host...
+    assert_eq!(
+        fs::read_to_string(root.join("cache/pkg/nginx.pkg")).unwrap(),
+        "package\n"
+    );
+    let layers = exported_layers(&root, "web:1", &t.path().join("oci1"));
+    let pkg_layer = &layers[1];
+    let installed =
+        String::from_utf8_lossy(&pkg_layer["usr/local/sbin/installed"].content).to_string();
+    assert!(
+        installed.starts_with("install\n-y\nnginx\nASSUME_ALWAYS_YES=yes\nlocal.conf\n"),
+        "{installed}"
+    );
+    // ... and neither it nor pkg's catalogue copy is in the layer; the
+    // repository override was visible to the step only.
+    for (path, _) in pkg_layer.iter() {
+        assert!(
+            !path.starts_with("var/cache/pkg/") && !path.starts_with("var/db/pkg/repos/"),
+            "{path} reached the layer"
+        );
+        assert!(
+            !path.starts_with("usr/local/etc/pkg"),
+            "{path} reached the layer"
+        );
+    }
+
+    // Same catalogue: cached. New catalogue: the PKG step runs again, and
+    // finds the package from the first run in the shared cache.
+    assert_eq!(build()["steps_run"], 0);
+    fs::write(repo.join("packagesite.pkg"), "catalogue v2").unwrap();
+    let third = build();
+    assert_eq!(third["steps_run"], 1, "{third}");
+    assert_ne!(third["manifest"], first["manifest"]);
+    let layers = exported_layers(&root, "web:1", &t.path().join("oci2"));
+    let installed =
+        String::from_utf8_lossy(&layers[1]["usr/local/sbin/installed"].content).to_string();
+    assert!(installed.contains("cached: nginx.pkg"), "{installed}");
+
+    // Offline, the catalogue is not consulted: a newer one changes nothing.
+    let mut c = build_cmd(&root, &server, &ctx, &config);
+    let offline1 = result(&ok(c.args(["--pkg-offline", "-t", "web:off"])));
+    fs::write(repo.join("packagesite.pkg"), "catalogue v3").unwrap();
+    let mut c = build_cmd(&root, &server, &ctx, &config);
+    let offline2 = result(&ok(c.args(["--pkg-offline", "-t", "web:off"])));
+    assert_eq!(offline1["steps_run"], 1);
+    assert_eq!(offline2["steps_run"], 0);
+}
+
+#[test]
+fn jail_parameters_that_weaken_the_build_jail_need_consent() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("root");
+    let config = t.path().join("config.toml");
+    fs::write(&config, "").unwrap();
+    let build = |ctx: &Path, extra: &[&str], config: &Path| {
+        let mut c = jbuild(&root);
+        c.env("JBUILD_CONFIG", config)
+            .arg("build")
+            .args(extra)
+            .arg(ctx);
+        run(&mut c)
+    };
+    // Parameters only stored for the runtime jail need no consent, and the
+    // ones that act on the host are simply not used while building.
+    let stored = context(
+        &t.path().join("a"),
+        "FROM scratch\nSYSRC a=b\nJAIL allow.raw_sockets=1 devfs_ruleset=0 exec.start=\"/bin/sh /etc/rc\" host.hostname=web\n",
+    );
+    let out = build(&stored, &[], &config);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // A RUN step after them would run in a weakened jail: refused before
+    // anything runs, naming the JAIL line.
+    let ctx = context(
+        &t.path().join("b"),
+        "FROM scratch\nJAIL allow.set_hostname=1 securelevel=3 exec.start=/bin/sh\nJAIL allow.raw_sockets=1 devfs_ruleset=0\nRUN [\"/bin/true\"]\n",
+    );
+    let out = build(&ctx, &[], &config);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("Jailfile:3")
+            && stderr.contains("allow.raw_sockets=1")
+            && stderr.contains("line 4")
+            && stderr.contains("--allow-jail-param allow.raw_sockets"),
+        "{stderr}"
+    );
+    // One consent is not two.
+    let out = build(&ctx, &["--allow-jail-param", "allow.raw_sockets"], &config);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("devfs_ruleset=0"),
+        "{stderr}"
+    );
+    // With both, the check passes and the step itself runs (and, in this
+    // empty root, finds no /bin/true).
+    let both = [
+        "--allow-jail-param",
+        "allow.raw_sockets",
+        "--allow-jail-param",
+        "devfs_ruleset",
+    ];
+    let out = build(&ctx, &both, &config);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("--allow-jail-param"), "{stderr}");
+    // The configuration file can give the consent as well.
+    fs::write(
+        &config,
+        "[freebsd]\nallow_jail_params = [\"allow.raw_sockets\", \"devfs_ruleset\"]\n",
+    )
+    .unwrap();
+    let out = build(&ctx, &[], &config);
+    let stderr2 = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr2.contains("--allow-jail-param"), "{stderr2}");
+    assert_eq!(out.status.code(), Some(1));
+}
+
+/// PKG keys follow an HTTP repository's catalogue through HEAD requests
+/// (nothing is downloaded): a new `packagesite.pkg` (a new ETag) is a new
+/// key; `packagesite.txz` is asked when there is no `.pkg`.
+#[test]
+fn an_http_repository_is_asked_for_its_catalogue_with_head_only() {
+    let t = tempfile::tempdir().unwrap();
+    let served = t.path().join("www");
+    let repo = served.join("repo/FreeBSD:14:amd64/latest");
+    fs::create_dir_all(&repo).unwrap();
+    fs::write(repo.join("packagesite.pkg"), "catalogue 1").unwrap();
+    let server = Server::start(&served);
+    let repos = t.path().join("repos");
+    fs::create_dir_all(&repos).unwrap();
+    fs::write(
+        repos.join("mine.conf"),
+        format!(
+            "FreeBSD: {{ enabled: no }}\nmine: {{ url: \"pkg+{}/repo/${{ABI}}/latest\", mirror_type: \"none\" }}\n",
+            server.url
+        ),
+    )
+    .unwrap();
+    let env = jbuild::build::FreeBsdEnv {
+        pkg_repos_dir: Some(repos),
+        ..Default::default()
+    };
+    let abi = Some("FreeBSD:14:amd64");
+    let first = env.pkg_repositories(abi).unwrap();
+    assert_eq!(first, env.pkg_repositories(abi).unwrap());
+    fs::write(repo.join("packagesite.pkg"), "catalogue 2").unwrap();
+    let second = env.pkg_repositories(abi).unwrap();
+    assert_ne!(first, second);
+    fs::remove_file(repo.join("packagesite.pkg")).unwrap();
+    fs::write(repo.join("packagesite.txz"), "old style").unwrap();
+    let third = env.pkg_repositories(abi).unwrap();
+    assert_ne!(second, third);
+    fs::remove_file(repo.join("packagesite.txz")).unwrap();
+    let e = env.pkg_repositories(abi).unwrap_err();
+    assert!(e.contains("--pkg-offline"), "{e}");
+    let asked = server.requests();
+    assert!(
+        asked
+            .iter()
+            .all(|r| r.starts_with("HEAD /repo/FreeBSD:14:amd64/latest/packagesite.")),
+        "{asked:?}"
+    );
+    // 1 + 1 + 1, then .pkg and .txz twice.
+    assert_eq!(asked.len(), 7, "{asked:?}");
+}
