@@ -23,3 +23,80 @@ fn make() -> Fixture {
 }
 
 jbuild::snapshotter_suite!(make);
+
+// ---- what only the ZFS backend promises -----------------------------------
+
+use jbuild::snapshot::{Kind, Labels, SnapshotError, Snapshotter};
+
+fn zfs_get(prop: &str, target: &str) -> String {
+    let (ok, out) = zfs_fuse::sh("zfs", &["get", "-H", "-o", "value", prop, target]);
+    assert!(ok, "zfs get {prop} {target}: {out}");
+    out.trim_end_matches('\n').to_string()
+}
+
+#[test]
+fn labels_are_user_properties_of_the_jbuild_snapshot_and_committed_trees_are_read_only() {
+    let Some(pool) = zfs_fuse::Pool::new() else {
+        return;
+    };
+    let sn = ZfsSnapshotter::open(&pool.dataset).unwrap();
+    let root = sn.prepare("active-1-0", None).unwrap();
+    std::fs::write(root.join("f"), "x").unwrap();
+    let labels: Labels = [
+        ("jbuild:chainid", "sha256:ab"),
+        ("Org.Example:Name", "two words"),
+        ("a", ""),
+        ("tabbed", "a\tb\nc"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    sn.commit("chain-ab", "active-1-0", &labels).unwrap();
+    let snap = format!("{}/chain-ab@jbuild", pool.dataset);
+    // jbuild's own labels read as themselves in `zfs get`; the rest mapped.
+    assert_eq!(zfs_get("jbuild:chainid", &snap), "sha256:ab");
+    assert_eq!(
+        zfs_get("jbuild.l:_4frg._45xample:_4eame", &snap),
+        "two words"
+    );
+    assert_eq!(sn.stat("chain-ab").unwrap().unwrap().labels, labels);
+    // The key is gone, the dataset renamed, and its tree read-only.
+    let names = pool.zfs_list("name");
+    assert!(
+        !names.iter().any(|n| n.ends_with("/active-1-0")),
+        "{names:?}"
+    );
+    let view = sn.view("chain-ab").unwrap();
+    assert_eq!(view, pool.mountpoint.join("chain-ab"));
+    let e = std::fs::write(view.join("g"), "y").unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EROFS), "{e}");
+    // A child is a clone of the @jbuild snapshot.
+    sn.prepare("child", Some("chain-ab")).unwrap();
+    assert_eq!(zfs_get("origin", &format!("{}/child", pool.dataset)), snap);
+    // Removing the parent is refused, naming the clone; nothing changes.
+    let e = sn.remove("chain-ab").unwrap_err();
+    assert!(
+        matches!(&e, SnapshotError::HasChildren { children, .. } if children == "child"),
+        "{e}"
+    );
+    assert_eq!(std::fs::read_to_string(view.join("f")).unwrap(), "x");
+    // Datasets that are not jbuild's are not snapshots.
+    let (ok, out) = zfs_fuse::sh(
+        "zfs",
+        &["create", &format!("{}/child/nested", pool.dataset)],
+    );
+    assert!(ok, "{out}");
+    let listed: Vec<(String, Kind)> = sn
+        .list()
+        .unwrap()
+        .into_iter()
+        .map(|i| (i.name, i.kind))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            ("chain-ab".to_string(), Kind::Committed),
+            ("child".to_string(), Kind::Active)
+        ]
+    );
+}

@@ -205,3 +205,31 @@ fn asking_for_zfs_when_it_is_not_usable_is_a_clear_user_error() {
         "{info}"
     );
 }
+
+#[test]
+fn prune_removes_what_a_killed_commit_left_and_keeps_live_work() {
+    let Some(pool) = zfs_fuse::Pool::new() else {
+        return;
+    };
+    let t = tempfile::tempdir().unwrap();
+    // A commit killed after its snapshot and before its rename leaves a
+    // committed `active-<pid>-<n>` of a process that is gone.
+    let dead = format!("{}/active-999999999-0", pool.dataset);
+    let live = format!("{}/active-{}-0", pool.dataset, std::process::id());
+    for (args, what) in [
+        (vec!["create", dead.as_str()], "create"),
+        (vec!["snapshot", &format!("{dead}@jbuild")], "snapshot"),
+        (vec!["create", live.as_str()], "create live"),
+    ] {
+        let (ok, out) = zfs_fuse::sh("zfs", &args);
+        assert!(ok, "{what}: {out}");
+    }
+    let out = ok(on_zfs(t.path(), &pool).arg("prune"));
+    assert!(out.contains("removed 1 snapshots"), "{out}");
+    let (fs_, snaps) = datasets(&pool);
+    assert_eq!(
+        fs_,
+        [(format!("active-{}-0", std::process::id()), "-".to_string())]
+    );
+    assert!(snaps.is_empty(), "{snaps:?}");
+}
