@@ -100,3 +100,50 @@ fn labels_are_user_properties_of_the_jbuild_snapshot_and_committed_trees_are_rea
         ]
     );
 }
+
+#[test]
+fn two_commits_racing_for_one_name_leave_one_winner_and_the_other_key_active() {
+    let Some(pool) = zfs_fuse::Pool::new() else {
+        return;
+    };
+    let sn = ZfsSnapshotter::open(&pool.dataset).unwrap();
+    for round in 0..4 {
+        let name = format!("n{round}");
+        let keys = [format!("k{round}a"), format!("k{round}b")];
+        for k in &keys {
+            let root = sn.prepare(k, None).unwrap();
+            std::fs::write(root.join("who"), k).unwrap();
+        }
+        let results: Vec<_> = std::thread::scope(|s| {
+            let handles: Vec<_> = keys
+                .iter()
+                .map(|k| {
+                    let (sn, name) = (&sn, &name);
+                    s.spawn(move || sn.commit(name, k, &Labels::new()))
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let winners: Vec<_> = keys
+            .iter()
+            .zip(&results)
+            .filter(|(_, r)| r.is_ok())
+            .collect();
+        assert_eq!(winners.len(), 1, "round {round}: {results:?}");
+        let (winner, _) = winners[0];
+        let loser = keys.iter().find(|k| *k != winner).unwrap();
+        let lost = results.iter().find(|r| r.is_err()).unwrap();
+        assert!(
+            matches!(lost, Err(SnapshotError::AlreadyExists(n)) if *n == name),
+            "{lost:?}"
+        );
+        let view = sn.view(&name).unwrap();
+        assert_eq!(&std::fs::read_to_string(view.join("who")).unwrap(), winner);
+        let info = sn.stat(loser).unwrap().expect("the losing key stays");
+        assert_eq!(info.kind, Kind::Active);
+        assert!(info.labels.is_empty(), "{info:?}");
+        let root = pool.mountpoint.join(loser);
+        assert_eq!(&std::fs::read_to_string(root.join("who")).unwrap(), loser);
+        std::fs::write(root.join("still-writable"), "").unwrap();
+    }
+}

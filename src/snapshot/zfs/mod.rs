@@ -347,7 +347,14 @@ impl Snapshotter for ZfsSnapshotter {
             return Ok(());
         }
         if let Err(e) = self.rename(&ds, &self.ds(name)) {
-            self.uncommit(key)?;
+            // Another process committed `name` first (or the rename failed):
+            // `key` goes back to being active, as the trait promises.
+            if let Err(undo) = self.uncommit(key) {
+                return Err(SnapshotError::Backend(format!(
+                    "{e}\n  and undoing the commit of `{key}` failed too: {undo}; \
+                     remove it with `jbuild prune` once no build runs"
+                )));
+            }
             if e.says("dataset already exists") {
                 return Err(SnapshotError::AlreadyExists(name.to_string()));
             }
