@@ -40,6 +40,7 @@ fn labels_are_user_properties_of_the_jbuild_snapshot_and_committed_trees_are_rea
         return;
     };
     let sn = ZfsSnapshotter::open(&pool.dataset).unwrap();
+    assert!(!sn.has_zfs_diff(), "zfs-fuse 0.7 has no `zfs diff`");
     let root = sn.prepare("active-1-0", None).unwrap();
     std::fs::write(root.join("f"), "x").unwrap();
     let labels: Labels = [

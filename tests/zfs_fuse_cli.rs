@@ -94,6 +94,11 @@ fn examples_build_to_the_same_digest_on_zfs_as_on_dir() {
         )),
         "{info}"
     );
+    assert!(
+        info.lines()
+            .any(|l| l.starts_with("differ") && l.ends_with("tree-walk")),
+        "zfs-fuse has no `zfs diff`: {info}"
+    );
 }
 
 #[test]
