@@ -260,6 +260,30 @@ pub fn prune(ctx: &Ctx, args: PruneArgs) -> CmdResult {
             removed_snapshots += 1;
         }
     }
+    // Layers unpacked from images that no image in the store uses any
+    // more, leaves first (on ZFS a layer is the origin of the one above).
+    // One a build step still stands on stays, as build cache.
+    let in_use = super::in_use::chains_in_use(&store)
+        .map_err(|e| Failure::internal(anyhow!("cannot tell which layers images use: {e}")))?;
+    loop {
+        let all = sn.list().map_err(Failure::internal)?;
+        let unused: Vec<_> = all
+            .iter()
+            .filter(|i| {
+                i.kind == Kind::Committed
+                    && i.name.starts_with("chain-")
+                    && !in_use.contains(&i.name)
+                    && !all.iter().any(|c| c.parent.as_deref() == Some(&i.name))
+            })
+            .collect();
+        if unused.is_empty() {
+            break;
+        }
+        for info in unused {
+            sn.remove(&info.name).map_err(Failure::internal)?;
+            removed_snapshots += 1;
+        }
+    }
     if args.cache {
         // Children before parents: repeat until nothing more can go.
         // A live build's active snapshot keeps its parent (on ZFS a clone

@@ -6,6 +6,7 @@
 mod backend;
 mod build;
 mod images;
+mod in_use;
 mod transfer;
 
 use std::io::IsTerminal;
