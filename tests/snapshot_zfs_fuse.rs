@@ -81,6 +81,19 @@ fn labels_are_user_properties_of_the_jbuild_snapshot_and_committed_trees_are_rea
         "{e}"
     );
     assert_eq!(std::fs::read_to_string(view.join("f")).unwrap(), "x");
+    // A snapshot sent with its properties and received under P is a
+    // committed snapshot with the same labels.
+    let (ok, out) = zfs_fuse::sh(
+        "sh",
+        &[
+            "-c",
+            &format!("zfs send -p {snap} | zfs recv {}/copied", pool.dataset),
+        ],
+    );
+    assert!(ok, "{out}");
+    let copied = sn.stat("copied").unwrap().unwrap();
+    assert_eq!((copied.kind, copied.labels), (Kind::Committed, labels));
+    sn.remove("copied").unwrap();
     // Datasets that are not jbuild's are not snapshots.
     let (ok, out) = zfs_fuse::sh(
         "zfs",

@@ -23,8 +23,9 @@
 //! property, and ZFS itself refuses to destroy an `@jbuild` that has clones:
 //! `remove` names the dependants and leaves everything as it was.
 //!
-//! Everything jbuild knows about a snapshot is on the snapshot, and `list`
-//! reads all of it with one `zfs get -r` of `P`.
+//! Everything jbuild knows about a snapshot is on the snapshot (so it
+//! travels with `zfs send -p`), and `list` reads all of it with one
+//! `zfs get -r` of `P`.
 
 mod cmd;
 mod fuse;
@@ -141,7 +142,7 @@ impl ZfsSnapshotter {
             "-p",
             "-r",
             "-s",
-            "local,none",
+            "local,received,none",
             "-o",
             "name,property,value,source",
             "all",
@@ -182,7 +183,8 @@ impl ZfsSnapshotter {
                             .map(str::to_string);
                     }
                 }
-                Some(SNAP) if p.source == "local" => {
+                // Received: labels that came with `zfs send -p | zfs recv`.
+                Some(SNAP) if p.source == "local" || p.source == "received" => {
                     if let (Some(k), Some(v)) =
                         (props::label_name(p.property), props::label_value(p.value))
                     {
