@@ -5,6 +5,7 @@
 
 mod build;
 mod images;
+mod login;
 mod transfer;
 
 use std::io::IsTerminal;
@@ -78,6 +79,10 @@ enum Cmd {
     Import(transfer::ImportArgs),
     /// Show where jbuild keeps its state and what it will use.
     Info,
+    /// Check credentials against a registry and keep them for push and pull.
+    Login(login::LoginArgs),
+    /// Forget the credentials kept for a registry.
+    Logout(login::LogoutArgs),
 }
 
 /// A failed command: what went wrong, and whose mistake it was.
@@ -188,6 +193,8 @@ pub fn main() -> i32 {
         Cmd::Export(a) => transfer::export(&ctx, a),
         Cmd::Import(a) => transfer::import(&ctx, a),
         Cmd::Info => images::info(&ctx),
+        Cmd::Login(a) => login::login(&ctx, a),
+        Cmd::Logout(a) => login::logout(&ctx, a),
     };
     match result {
         Ok(()) => 0,

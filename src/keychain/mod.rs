@@ -39,6 +39,8 @@
 
 mod file;
 mod helper;
+mod verify;
+pub use verify::{verify, VerifyError};
 
 use std::ffi::OsString;
 use std::fmt;

@@ -158,10 +158,20 @@ pub fn htpasswd(dir: &Path, users: &[(&str, &str)]) -> PathBuf {
 /// Runs `cmd` with a time limit; a command still running then is killed
 /// and the test fails.
 pub fn run_bounded(cmd: &mut Command, limit: Duration) -> Output {
+    run_with_input(cmd, b"", limit)
+}
+
+/// [`run_bounded`] with `input` on standard input.
+pub fn run_with_input(cmd: &mut Command, input: &[u8], limit: Duration) -> Output {
     let out_dir = tempfile::tempdir().unwrap();
-    let (o, e) = (out_dir.path().join("out"), out_dir.path().join("err"));
+    let (i, o, e) = (
+        out_dir.path().join("in"),
+        out_dir.path().join("out"),
+        out_dir.path().join("err"),
+    );
+    fs::write(&i, input).unwrap();
     let mut child = cmd
-        .stdin(Stdio::null())
+        .stdin(fs::File::open(&i).unwrap())
         .stdout(fs::File::create(&o).unwrap())
         .stderr(fs::File::create(&e).unwrap())
         .spawn()
@@ -209,5 +219,32 @@ pub fn skopeo(home: &Path) -> Command {
     c.env("HOME", home)
         .env("REGISTRY_AUTH_FILE", home.join("skopeo-auth.json"))
         .arg("--insecure-policy");
+    c
+}
+
+/// The `jbuild` binary with its state in `home/root`, and every credential
+/// source pointed into `home` (nothing from the caller's environment).
+pub fn jbuild(home: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_jbuild"));
+    c.env("JBUILD_ROOT", home.join("root"))
+        .env("HOME", home)
+        .env("DOCKER_CONFIG", home.join("docker"))
+        .env("JBUILD_CONFIG", home.join("jbuild.toml"))
+        .env("RUST_LOG", "warn");
+    for v in [
+        "REGISTRY_AUTH_FILE",
+        "XDG_RUNTIME_DIR",
+        "XDG_CONFIG_HOME",
+        "JBUILD_REGISTRY_HOST",
+        "JBUILD_REGISTRY_USERNAME",
+        "JBUILD_REGISTRY_PASSWORD",
+        "SOURCE_DATE_EPOCH",
+        "JBUILD_BACKEND",
+    ] {
+        c.env_remove(v);
+    }
+    if !home.join("jbuild.toml").exists() {
+        fs::write(home.join("jbuild.toml"), "").unwrap();
+    }
     c
 }
