@@ -19,6 +19,7 @@ pub mod digest;
 pub mod exec;
 pub mod fsutil;
 pub mod jailfile;
+pub mod keychain;
 pub mod layer;
 pub mod plan;
 pub mod report;

@@ -8,7 +8,9 @@ use serde_json::json;
 use super::{CmdResult, Ctx, Failure};
 use jbuild::report::Reporter;
 use jbuild::store::ImageName;
-use jbuild::transport::{self, copy_image, CopyEvent, LayoutTransport, Transport, TransportError};
+use jbuild::transport::{
+    self, copy_image_with, CopyEvent, CopyOptions, LayoutTransport, Transport, TransportError,
+};
 
 #[derive(Args, Debug)]
 pub struct ExportArgs {
@@ -39,7 +41,7 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
 /// A transport failure is the user's when it is about what they named
 /// (a location, a reference, a missing image), jbuild's or the system's
 /// otherwise.
-fn failure(e: TransportError) -> Failure {
+pub(super) fn failure(e: TransportError) -> Failure {
     Failure {
         user: e.is_user_error(),
         error: e.into(),
@@ -55,6 +57,9 @@ fn progress(reporter: &dyn Reporter) -> impl Fn(CopyEvent) + Send + Sync + '_ {
         }
         CopyEvent::BlobStarted { digest, size } => {
             reporter.transfer_start(&digest.to_string(), &short(&digest.to_string()), Some(size))
+        }
+        CopyEvent::BlobProgress { digest, done } => {
+            reporter.transfer_progress(&digest.to_string(), done)
         }
         CopyEvent::BlobDone { digest, size } => {
             reporter.transfer_progress(&digest.to_string(), size);
@@ -77,13 +82,37 @@ fn copy(
     tag: Option<&str>,
     reporter: &dyn Reporter,
 ) -> Result<oci_spec::image::Descriptor, Failure> {
+    copy_reporting(src, reference, dst, tag, &CopyOptions::default(), reporter)
+}
+
+fn copy_reporting(
+    src: &dyn Transport,
+    reference: &str,
+    dst: &dyn Transport,
+    tag: Option<&str>,
+    options: &CopyOptions,
+    reporter: &dyn Reporter,
+) -> Result<oci_spec::image::Descriptor, Failure> {
     runtime()?
         .block_on(async {
-            let d = copy_image(src, reference, dst, tag, &progress(reporter)).await?;
+            let d = copy_image_with(src, reference, dst, tag, options, &progress(reporter)).await?;
             dst.finish().await?;
             Ok::<_, TransportError>(d)
         })
         .map_err(failure)
+}
+
+/// [`copy`] with options, reporting as the flags say.
+pub(super) fn copy_with(
+    ctx: &Ctx,
+    src: &dyn Transport,
+    reference: &str,
+    dst: &dyn Transport,
+    tag: Option<&str>,
+    options: &CopyOptions,
+) -> Result<oci_spec::image::Descriptor, Failure> {
+    let reporter = ctx.reporter();
+    copy_reporting(src, reference, dst, tag, options, reporter.as_ref())
 }
 
 pub fn export(ctx: &Ctx, args: ExportArgs) -> CmdResult {
@@ -151,7 +180,7 @@ pub fn import(ctx: &Ctx, args: ImportArgs) -> CmdResult {
     Ok(())
 }
 
-fn done(ctx: &Ctx, digest: &str, place: &str, tag: Option<&str>) {
+pub(super) fn done(ctx: &Ctx, digest: &str, place: &str, tag: Option<&str>) {
     if ctx.json {
         println!(
             "{}",
