@@ -153,6 +153,33 @@ fn push_then_pull_keeps_every_digest_and_a_second_push_uploads_nothing() {
     assert_eq!(done.len(), 2, "{events}");
     assert!(done.iter().all(|v| v["skipped"] == true), "{events}");
 
+    // A build FROM an image the store lacks pulls it first, as docker does.
+    let c = t.path().join("c");
+    let ctx = t.path().join("ctx");
+    std::fs::create_dir_all(&ctx).unwrap();
+    std::fs::write(
+        ctx.join("Jailfile"),
+        format!("FROM {name}\nLABEL stage=two\n"),
+    )
+    .unwrap();
+    ok(jbuild(&c).args(["build", "-t", "next:1"]).arg(&ctx));
+    assert_eq!(
+        store_at(&c).resolve(&name).unwrap().unwrap().digest(),
+        desc.digest()
+    );
+    let inspect: serde_json::Value =
+        serde_json::from_str(&ok(jbuild(&c).args(["inspect", "next:1"]))).unwrap();
+    let pushed_manifest: serde_json::Value = serde_json::from_slice(
+        &store
+            .read_blob(&descriptor_digest(&desc).unwrap(), 1 << 20)
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        inspect["manifest"]["layers"][0]["digest"], pushed_manifest["layers"][0]["digest"],
+        "the build is on the pulled layer: {inspect}"
+    );
+
     // The same image under another name and registry repository, then
     // copied registry to OCI layout: digests all the way.
     let other = format!("{}/mirror/base:1", reg.addr());

@@ -49,28 +49,7 @@ pub(super) fn failure(e: TransportError) -> Failure {
 }
 
 fn progress(reporter: &dyn Reporter) -> impl Fn(CopyEvent) + Send + Sync + '_ {
-    move |ev| match ev {
-        CopyEvent::BlobSkipped { digest, .. } => {
-            let id = digest.to_string();
-            reporter.transfer_start(&id, &short(&id), None);
-            reporter.transfer_done(&id, true);
-        }
-        CopyEvent::BlobStarted { digest, size } => {
-            reporter.transfer_start(&digest.to_string(), &short(&digest.to_string()), Some(size))
-        }
-        CopyEvent::BlobProgress { digest, done } => {
-            reporter.transfer_progress(&digest.to_string(), done)
-        }
-        CopyEvent::BlobDone { digest, size } => {
-            reporter.transfer_progress(&digest.to_string(), size);
-            reporter.transfer_done(&digest.to_string(), false);
-        }
-        CopyEvent::ManifestDone { .. } => {}
-    }
-}
-
-fn short(digest: &str) -> String {
-    format!("blob {}", &digest[..digest.len().min(19)])
+    move |ev| transport::registry::report(reporter, ev)
 }
 
 /// Copies one image and completes the destination (an archive is written

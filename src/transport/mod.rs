@@ -44,7 +44,7 @@ use oci_spec::image::Descriptor;
 pub use archive::ArchiveTransport;
 pub use copy::{copy_image, copy_image_with, CopyEvent, CopyOptions};
 pub use layout::LayoutTransport;
-pub use registry::{RegistryOptions, RegistryRef, RegistryTransport};
+pub use registry::{RegistryOptions, RegistryPuller, RegistryRef, RegistryTransport};
 
 use crate::digest::{Digest, HashingWriter};
 pub use crate::store::json::MAX_MANIFEST_SIZE;

@@ -19,6 +19,7 @@
 //! use, so naming a registry costs nothing until it is reached.
 
 mod conn;
+mod pull;
 pub mod reference;
 pub mod retry;
 
@@ -36,6 +37,7 @@ use sha2::{Digest as _, Sha256};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::OnceCell;
 
+pub use pull::{report, RegistryPuller};
 pub use reference::RegistryRef;
 pub use retry::RetryPolicy;
 
