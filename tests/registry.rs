@@ -1,315 +1,277 @@
-//! Push and pull against a real CNCF Distribution registry on 127.0.0.1:
-//! plain, htpasswd, bearer tokens, TLS with a test CA, and faults injected
-//! by a proxy. skopeo is the peer: what jbuild pushes it must read, and the
-//! other way round; and the harness itself is proved with skopeo first.
+//! `jbuild push`, `pull` and `copy` against a real Distribution registry
+//! on 127.0.0.1, with skopeo as the peer that checks what jbuild wrote.
 
+mod common;
 mod registry_support;
 
-use std::fs;
-use std::path::{Path, PathBuf};
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
 
-use jbuild::store::Store;
-use registry_support::image::{digests_in_layout, make, verify_layout};
-use registry_support::proxy::{Fault, FaultKind, Proxy};
-use registry_support::tls::TestCa;
-use registry_support::token::{TokenServer, ISSUER};
-use registry_support::{htpasswd, run_bounded, run_ok, skopeo, Options, Registry, LIMIT};
+use common::{jbuild, ok};
+use flate2::write::GzEncoder;
+use jbuild::digest::Digest;
+use jbuild::store::{canonical_json, descriptor_digest, oci_digest, Store};
+use oci_spec::image::{
+    Arch, ConfigBuilder, Descriptor, ImageConfigurationBuilder, ImageIndexBuilder,
+    ImageManifestBuilder, MediaType, Os, PlatformBuilder, RootFsBuilder,
+};
+use registry_support::Registry;
 
-/// A jbuild state root with one image in its store, in a temp dir.
-struct World {
-    tmp: tempfile::TempDir,
-    store: Store,
-    digests: std::collections::BTreeSet<String>,
-    manifest: String,
-}
-
-impl World {
-    fn new(big: usize) -> World {
-        let tmp = tempfile::tempdir().unwrap();
-        let store = Store::open(&tmp.path().join("root/store")).unwrap();
-        let (desc, digests) = make(&store, "app:1", "world", big);
-        World {
-            manifest: desc.digest().to_string(),
-            tmp,
-            store,
-            digests,
-        }
-    }
-    fn path(&self, rel: &str) -> PathBuf {
-        self.tmp.path().join(rel)
-    }
-    /// The store, as skopeo names it.
-    fn oci_source(&self) -> String {
-        format!("oci:{}:app:1", self.store.path().display())
-    }
-    fn skopeo(&self) -> Command {
-        skopeo(self.tmp.path())
-    }
-}
-
-fn stderr(o: &std::process::Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// The manifest digest a layout's only image (tag `t`) has.
-fn layout_manifest(layout: &Path) -> String {
-    let index: serde_json::Value =
-        serde_json::from_slice(&fs::read(layout.join("index.json")).unwrap()).unwrap();
-    index["manifests"][0]["digest"]
-        .as_str()
-        .unwrap()
-        .to_string()
-}
-
-// ---------------------------------------------------------------------
-// The harness, proved with skopeo.
-// ---------------------------------------------------------------------
-
-#[test]
-fn skopeo_round_trip_through_distribution_keeps_every_digest() {
-    let w = World::new(1 << 20);
-    let reg = Registry::start(&Options::default());
-    let dest = format!("docker://{}/jbuild/app:1", reg.host());
-    run_ok(
-        w.skopeo()
-            .args(["copy", "--dest-tls-verify=false"])
-            .arg(w.oci_source())
-            .arg(&dest),
-        LIMIT,
-    );
-    let out = w.path("pulled");
-    run_ok(
-        w.skopeo()
-            .args(["copy", "--src-tls-verify=false"])
-            .arg(&dest)
-            .arg(format!("oci:{}:t", out.display())),
-        LIMIT,
-    );
-    assert_eq!(layout_manifest(&out), w.manifest);
-    assert_eq!(digests_in_layout(&out, &w.manifest), w.digests);
-    assert_eq!(verify_layout(&out), w.digests.len());
-}
-
-#[test]
-fn skopeo_second_push_through_the_proxy_uploads_no_blob() {
-    let w = World::new(64 << 10);
-    let reg = Registry::start(&Options::default());
-    let proxy = Proxy::start(reg.port, vec![]);
-    let dest = format!("docker://127.0.0.1:{}/jbuild/app:1", proxy.port);
-    let push = || {
-        run_ok(
-            w.skopeo()
-                .args(["copy", "--dest-tls-verify=false"])
-                .arg(w.oci_source())
-                .arg(&dest),
-            LIMIT,
+/// A one-layer image for `os/arch` with `payload` bytes of content,
+/// written into `store` (not tagged).
+fn image(store: &Store, os: Os, arch: Arch, payload: &[u8]) -> Descriptor {
+    let mut tar = tar::Builder::new(Vec::new());
+    let mut file = tar::Header::new_ustar();
+    file.set_mode(0o644);
+    file.set_size(payload.len() as u64);
+    tar.append_data(&mut file, "etc/motd", payload).unwrap();
+    let raw = tar.into_inner().unwrap();
+    let mut gz = GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(&raw).unwrap();
+    let layer = gz.finish().unwrap();
+    let labels = HashMap::from([("org.example.size".to_string(), payload.len().to_string())]);
+    let config = ImageConfigurationBuilder::default()
+        .architecture(arch)
+        .os(os)
+        .config(ConfigBuilder::default().labels(labels).build().unwrap())
+        .rootfs(
+            RootFsBuilder::default()
+                .typ("layers")
+                .diff_ids(vec![Digest::of(&raw).to_string()])
+                .build()
+                .unwrap(),
         )
+        .build()
+        .unwrap();
+    let put = |mt: MediaType, bytes: &[u8]| {
+        let (d, n) = store.put_bytes(bytes).unwrap();
+        Descriptor::new(mt, n, oci_digest(&d))
     };
-    push();
-    let first = proxy.uploads();
-    assert!(
-        first
-            .iter()
-            .filter(|r| r.contains("/blobs/uploads/"))
-            .count()
-            >= 3,
-        "the first push uploads three blobs: {first:?}"
-    );
-    proxy.clear_log();
-    push();
-    let again: Vec<_> = proxy
-        .uploads()
-        .into_iter()
-        .filter(|r| r.contains("/blobs/"))
-        .collect();
-    assert!(again.is_empty(), "second push uploaded blobs: {again:?}");
-    assert!(
-        proxy.requests().iter().any(|r| r.starts_with("HEAD ")),
-        "the second push asked which blobs exist: {:?}",
-        proxy.requests()
-    );
+    let manifest = ImageManifestBuilder::default()
+        .schema_version(2u32)
+        .media_type(MediaType::ImageManifest)
+        .config(put(MediaType::ImageConfig, &canonical_json(&config)))
+        .layers(vec![put(MediaType::ImageLayerGzip, &layer)])
+        .build()
+        .unwrap();
+    put(MediaType::ImageManifest, &canonical_json(&manifest))
 }
 
-#[test]
-fn skopeo_htpasswd_registry_refuses_without_and_accepts_with_credentials() {
-    let w = World::new(4 << 10);
-    let hp = htpasswd(w.tmp.path(), &[("alice", "wonderland")]);
-    let reg = Registry::start(&Options {
-        htpasswd: Some(hp),
-        ..Options::default()
-    });
-    let dest = format!("docker://{}/jbuild/app:1", reg.host());
-    let denied = run_bounded(
-        w.skopeo()
-            .args([
-                "copy",
-                "--dest-tls-verify=false",
-                "--dest-creds",
-                "alice:wrong",
-            ])
-            .arg(w.oci_source())
-            .arg(&dest),
-        LIMIT,
-    );
-    assert!(!denied.status.success());
-    assert!(
-        stderr(&denied).contains("unauthorized"),
-        "{}",
-        stderr(&denied)
-    );
-    run_ok(
-        w.skopeo()
-            .args([
-                "copy",
-                "--dest-tls-verify=false",
-                "--dest-creds",
-                "alice:wonderland",
-            ])
-            .arg(w.oci_source())
-            .arg(&dest),
-        LIMIT,
-    );
+/// Bytes that do not compress, so the layer is as large as they are.
+fn noise(n: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
 }
 
-#[test]
-fn skopeo_bearer_token_flow() {
-    let w = World::new(4 << 10);
-    let tokens = TokenServer::start(w.tmp.path(), "bob", "builder");
-    let reg = Registry::start(&Options {
-        token: Some((tokens.realm(), ISSUER.into(), tokens.bundle.clone())),
-        ..Options::default()
-    });
-    let dest = format!("docker://{}/jbuild/app:1", reg.host());
-    let denied = run_bounded(
-        w.skopeo()
-            .args([
-                "copy",
-                "--dest-tls-verify=false",
-                "--dest-creds",
-                "bob:nope",
-            ])
-            .arg(w.oci_source())
-            .arg(&dest),
-        LIMIT,
-    );
-    assert!(!denied.status.success(), "wrong password accepted");
-    run_ok(
-        w.skopeo()
-            .args([
-                "copy",
-                "--dest-tls-verify=false",
-                "--dest-creds",
-                "bob:builder",
-            ])
-            .arg(w.oci_source())
-            .arg(&dest),
-        LIMIT,
-    );
-    let asked = tokens.requests.lock().unwrap().clone();
-    assert!(
-        asked.iter().any(
-            |r| r.contains("scope=repository%3Ajbuild%2Fapp%3Apull%2Cpush")
-                || r.contains("scope=repository:jbuild/app:pull,push")
-        ),
-        "token requests: {asked:?}"
-    );
-    assert!(reg
-        .log()
-        .contains("\"PUT /v2/jbuild/app/manifests/1 HTTP/1.1\" 201"));
+fn store_at(root: &Path) -> Store {
+    Store::open(&root.join("store")).unwrap()
 }
 
-#[test]
-fn skopeo_tls_with_the_test_ca_and_refusal_without_it() {
-    let w = World::new(4 << 10);
-    let ca = TestCa::new(&w.path("tls"));
-    let reg = Registry::start(&Options {
-        tls: Some((ca.server_cert.clone(), ca.server_key.clone())),
-        ..Options::default()
-    });
-    let dest = format!("docker://{}/jbuild/app:1", reg.host());
-    let refused = run_bounded(w.skopeo().arg("copy").arg(w.oci_source()).arg(&dest), LIMIT);
-    assert!(!refused.status.success(), "an unknown CA was trusted");
-    assert!(
-        stderr(&refused).contains("certificate signed by unknown authority"),
-        "{}",
-        stderr(&refused)
+fn stderr_of(c: &mut Command, code: i32) -> String {
+    let out = c.output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "{c:?}: stdout {} stderr {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
     );
-    let certs = w.path("certs.d");
-    fs::create_dir_all(&certs).unwrap();
-    fs::copy(&ca.ca_cert, certs.join("ca.crt")).unwrap();
-    run_ok(
-        w.skopeo()
-            .args(["copy", "--dest-cert-dir"])
-            .arg(&certs)
-            .arg(w.oci_source())
-            .arg(&dest),
-        LIMIT,
-    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-/// Pulls with skopeo through a proxy with `fault`: the pull must fail or
-/// bring every digest; either way no blob in the destination is corrupt.
-fn skopeo_pull_with(fault: FaultKind, times: usize, must_fail: bool) {
-    let w = World::new(1 << 20);
-    let reg = Registry::start(&Options::default());
-    run_ok(
-        w.skopeo()
-            .args(["copy", "--dest-tls-verify=false"])
-            .arg(w.oci_source())
-            .arg(format!("docker://{}/jbuild/app:1", reg.host())),
-        LIMIT,
-    );
-    let proxy = Proxy::start(
-        reg.port,
-        vec![Fault::new("GET", "/blobs/sha256:", times, fault)],
-    );
-    let out = w.path("pulled");
-    let res = run_bounded(
-        w.skopeo()
-            .args(["copy", "--src-tls-verify=false"])
-            .arg(format!("docker://127.0.0.1:{}/jbuild/app:1", proxy.port))
-            .arg(format!("oci:{}:t", out.display())),
-        LIMIT,
-    );
-    assert!(
-        proxy.applied() >= 1,
-        "the fault never fired: {:?}",
-        proxy.requests()
-    );
-    verify_layout(&out);
-    if must_fail {
-        assert!(!res.status.success(), "skopeo took a faulty blob");
-        assert!(!stderr(&res).is_empty());
-    } else if res.status.success() {
-        assert_eq!(digests_in_layout(&out, &w.manifest), w.digests);
+fn all_blobs_present(store: &Store, manifest: &Descriptor) {
+    let bytes = store
+        .read_blob(&descriptor_digest(manifest).unwrap(), 1 << 20)
+        .unwrap();
+    let m: oci_spec::image::ImageManifest = serde_json::from_slice(&bytes).unwrap();
+    for d in std::iter::once(m.config()).chain(m.layers()) {
+        assert!(
+            store.has_blob(&descriptor_digest(d).unwrap()),
+            "{} missing",
+            d.digest()
+        );
     }
 }
 
 #[test]
-fn skopeo_faults_corrupt_blob_is_refused() {
-    skopeo_pull_with(FaultKind::CorruptBody, 1, true);
-}
+fn push_then_pull_keeps_every_digest_and_a_second_push_uploads_nothing() {
+    let reg = Registry::start();
+    let t = tempfile::tempdir().unwrap();
+    let (a, b) = (t.path().join("a"), t.path().join("b"));
+    let store = store_at(&a);
+    // Several blobs of a few MiB, so the parallel path runs.
+    let desc = image(&store, Os::FreeBSD, Arch::Amd64, &noise(3 << 20, 7));
+    let name = format!("{}/jails/base:14.1", reg.addr());
+    store.tag_ref(&name, &desc).unwrap();
 
-#[test]
-fn skopeo_faults_reset_and_truncation_fail_cleanly() {
-    skopeo_pull_with(FaultKind::ResetMidBody, 1, true);
-    skopeo_pull_with(FaultKind::TruncateBody, 1, true);
-}
+    let pushed = ok(jbuild(&a).args(["push", &name, "--jobs", "3"]));
+    assert_eq!(pushed.trim(), desc.digest().to_string());
 
-#[test]
-fn skopeo_faults_slow_blobs_still_arrive() {
-    skopeo_pull_with(FaultKind::Slow(Duration::from_millis(5)), 2, false);
-}
-
-#[test]
-fn skopeo_faults_server_errors() {
-    // skopeo retries these by itself; either way the result must be whole.
-    skopeo_pull_with(FaultKind::Status(500, vec![]), 1, false);
-    skopeo_pull_with(
-        FaultKind::Status(429, vec![("Retry-After", "1".into())]),
-        1,
-        false,
+    // skopeo, the peer, sees the same manifest bytes.
+    let raw = ok(Command::new("skopeo").args([
+        "inspect",
+        "--raw",
+        "--tls-verify=false",
+        &format!("docker://{name}"),
+    ]));
+    assert_eq!(
+        Digest::of(raw.as_bytes()).to_string(),
+        desc.digest().to_string()
     );
+
+    let pulled = ok(jbuild(&b).args(["pull", &name]));
+    assert_eq!(pulled.trim(), desc.digest().to_string());
+    let store_b = store_at(&b);
+    assert_eq!(
+        store_b.resolve(&name).unwrap().unwrap().digest(),
+        desc.digest(),
+        "pulled images are named by their full reference"
+    );
+    all_blobs_present(&store_b, &desc);
+    let images = ok(jbuild(&b).arg("images"));
+    assert!(
+        images.contains(&format!("{}/jails/base", reg.addr())),
+        "{images}"
+    );
+
+    // Again: every blob is found at the registry and skipped.
+    let events = ok(jbuild(&a).args(["--json", "push", &name]));
+    let done: Vec<serde_json::Value> = events
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["event"] == "transfer_done")
+        .collect();
+    assert_eq!(done.len(), 2, "{events}");
+    assert!(done.iter().all(|v| v["skipped"] == true), "{events}");
+
+    // A build FROM an image the store lacks pulls it first, as docker does.
+    let c = t.path().join("c");
+    let ctx = t.path().join("ctx");
+    std::fs::create_dir_all(&ctx).unwrap();
+    std::fs::write(
+        ctx.join("Jailfile"),
+        format!("FROM {name}\nLABEL stage=two\n"),
+    )
+    .unwrap();
+    ok(jbuild(&c).args(["build", "-t", "next:1"]).arg(&ctx));
+    assert_eq!(
+        store_at(&c).resolve(&name).unwrap().unwrap().digest(),
+        desc.digest()
+    );
+    let inspect: serde_json::Value =
+        serde_json::from_str(&ok(jbuild(&c).args(["inspect", "next:1"]))).unwrap();
+    let pushed_manifest: serde_json::Value = serde_json::from_slice(
+        &store
+            .read_blob(&descriptor_digest(&desc).unwrap(), 1 << 20)
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        inspect["manifest"]["layers"][0]["digest"], pushed_manifest["layers"][0]["digest"],
+        "the build is on the pulled layer: {inspect}"
+    );
+
+    // The same image under another name and registry repository, then
+    // copied registry to OCI layout: digests all the way.
+    let other = format!("{}/mirror/base:1", reg.addr());
+    let copied = ok(jbuild(&b).args(["copy", &format!("docker://{name}"), &other]));
+    assert_eq!(copied.trim(), desc.digest().to_string());
+    let layout = t.path().join("layout");
+    let out = ok(jbuild(&b).args(["copy", &other, &format!("oci:{}:v1", layout.display())]));
+    assert_eq!(out.trim(), desc.digest().to_string());
+    let skopeo = ok(Command::new("skopeo").args([
+        "inspect",
+        "--raw",
+        &format!("oci:{}:v1", layout.display()),
+    ]));
+    assert_eq!(
+        Digest::of(skopeo.as_bytes()).to_string(),
+        desc.digest().to_string()
+    );
+}
+
+#[test]
+fn an_index_is_pushed_whole_and_pulled_by_platform() {
+    let reg = Registry::start();
+    let t = tempfile::tempdir().unwrap();
+    let (a, b) = (t.path().join("a"), t.path().join("b"));
+    let store = store_at(&a);
+    let entries: Vec<Descriptor> = [(Os::FreeBSD, Arch::Amd64, 1), (Os::FreeBSD, Arch::ARM64, 2)]
+        .into_iter()
+        .map(|(os, arch, seed)| {
+            let mut d = image(&store, os.clone(), arch.clone(), &noise(1000, seed));
+            d.set_platform(Some(
+                PlatformBuilder::default()
+                    .os(os)
+                    .architecture(arch)
+                    .build()
+                    .unwrap(),
+            ));
+            d
+        })
+        .collect();
+    let index = ImageIndexBuilder::default()
+        .schema_version(2u32)
+        .media_type(MediaType::ImageIndex)
+        .manifests(entries.clone())
+        .build()
+        .unwrap();
+    let (d, n) = store.put_bytes(&canonical_json(&index)).unwrap();
+    let index_desc = Descriptor::new(MediaType::ImageIndex, n, oci_digest(&d));
+    store.tag_ref("multi:1", &index_desc).unwrap();
+    let dest = format!("{}/jails/multi:1", reg.addr());
+
+    let pushed = ok(jbuild(&a).args(["push", "multi:1", &dest]));
+    assert_eq!(pushed.trim(), index_desc.digest().to_string());
+
+    let arm = ok(jbuild(&b).args(["pull", "--platform", "freebsd/arm64", &dest]));
+    assert_eq!(arm.trim(), entries[1].digest().to_string());
+    all_blobs_present(&store_at(&b), &entries[1]);
+
+    let err = stderr_of(
+        jbuild(&b).args(["pull", "--platform", "linux/riscv64", &dest]),
+        1,
+    );
+    assert!(
+        err.contains("linux/riscv64") && err.contains("freebsd/amd64, freebsd/arm64"),
+        "{err}"
+    );
+}
+
+#[test]
+fn mistakes_are_the_users_and_say_what_to_do() {
+    let reg = Registry::start();
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("r");
+    let missing = format!("{}/nothing/here:1", reg.addr());
+    let err = stderr_of(jbuild(&root).args(["pull", &missing]), 1);
+    assert!(
+        err.contains(&format!("docker://{}/nothing/here", reg.addr())) && err.contains("`1`"),
+        "{err}"
+    );
+    let err = stderr_of(jbuild(&root).args(["pull", "Not/A/Name"]), 1);
+    assert!(err.contains("not a registry reference"), "{err}");
+    let err = stderr_of(jbuild(&root).args(["push", "absent:1"]), 1);
+    assert!(err.contains("no image `absent:1`"), "{err}");
+    // A registry that is not there: the network's fault, after retries
+    // (kept short by the test's own configuration).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let err = stderr_of(
+        jbuild(&root).args(["pull", &format!("127.0.0.1:{port}/x:1")]),
+        2,
+    );
+    assert!(err.contains(&format!("127.0.0.1:{port}")), "{err}");
 }

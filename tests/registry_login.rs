@@ -27,7 +27,7 @@ fn b64(s: &str) -> String {
 fn login_checks_htpasswd_credentials_before_keeping_them() {
     let home = tempfile::tempdir().unwrap();
     let hp = htpasswd(home.path(), &[("alice", "wonder-land")]);
-    let reg = Registry::start(&Options {
+    let reg = Registry::start_with(&Options {
         htpasswd: Some(hp),
         ..Options::default()
     });
@@ -97,7 +97,7 @@ fn login_checks_htpasswd_credentials_before_keeping_them() {
 fn login_with_dash_p_warns_about_shell_history() {
     let home = tempfile::tempdir().unwrap();
     let hp = htpasswd(home.path(), &[("bob", "pw-123")]);
-    let reg = Registry::start(&Options {
+    let reg = Registry::start_with(&Options {
         htpasswd: Some(hp),
         ..Options::default()
     });
@@ -119,7 +119,7 @@ fn login_with_dash_p_warns_about_shell_history() {
 fn login_follows_the_bearer_token_flow() {
     let home = tempfile::tempdir().unwrap();
     let tokens = TokenServer::start(home.path(), "carol", "t0ken-pass");
-    let reg = Registry::start(&Options {
+    let reg = Registry::start_with(&Options {
         token: Some((tokens.realm(), ISSUER.into(), tokens.bundle.clone())),
         ..Options::default()
     });
@@ -210,7 +210,7 @@ fn login_refuses_bad_arguments_clearly() {
 fn login_stores_through_a_credential_helper() {
     let home = tempfile::tempdir().unwrap();
     let hp = htpasswd(home.path(), &[("dave", "helper-secret")]);
-    let reg = Registry::start(&Options {
+    let reg = Registry::start_with(&Options {
         htpasswd: Some(hp),
         ..Options::default()
     });

@@ -35,6 +35,23 @@ pub struct BuildEnv<'a> {
     /// The executor is made only when a step needs one, so builds of native
     /// instructions work on any host, without privileges.
     pub executor: OnceLock<Box<dyn Executor>>,
+    /// Where a FROM image missing from the store is fetched from (a
+    /// registry), as `docker build` does; `None`: it must be in the store.
+    pub image_source: Option<&'a dyn ImageSource>,
+}
+
+/// Fetches images named in FROM or `COPY --from` that the store lacks.
+pub trait ImageSource: Send + Sync {
+    /// Puts `reference` (for `platform`, when it is an index) into the
+    /// store and returns the name it is stored under; `Ok(None)` when the
+    /// reference is not one this source can fetch.
+    fn fetch(
+        &self,
+        store: &Store,
+        reference: &str,
+        platform: &Platform,
+        reporter: &dyn Reporter,
+    ) -> Result<Option<String>, String>;
 }
 
 impl<'a> BuildEnv<'a> {
@@ -48,7 +65,14 @@ impl<'a> BuildEnv<'a> {
             snapshotter,
             reporter,
             executor: OnceLock::new(),
+            image_source: None,
         }
+    }
+
+    /// Fetches FROM images the store lacks from `source`.
+    pub fn with_image_source(mut self, source: &'a dyn ImageSource) -> Self {
+        self.image_source = Some(source);
+        self
     }
 
     /// Uses `executor` instead of the host's (tests, or a recording one).
@@ -113,6 +137,7 @@ pub(super) fn active_key() -> String {
 /// Answers the planner's questions from the store and the build context.
 struct Inputs<'a> {
     store: &'a Store,
+    source: Option<(&'a dyn ImageSource, &'a dyn Reporter)>,
     context: &'a Path,
     ignore: Option<&'a Ignore>,
     images: std::cell::RefCell<HashMap<String, LoadedImage>>,
@@ -124,7 +149,18 @@ impl Inputs<'_> {
         if let Some(img) = self.images.borrow().get(&key) {
             return Ok(img.clone());
         }
-        let img = image::load(self.store, reference, platform)?;
+        let img = match (image::load(self.store, reference, platform), self.source) {
+            (Ok(img), _) => img,
+            (Err(e), Some((source, reporter)))
+                if matches!(self.store.resolve(reference), Ok(None)) =>
+            {
+                match source.fetch(self.store, reference, platform, reporter)? {
+                    Some(name) => image::load(self.store, &name, platform)?,
+                    None => return Err(e),
+                }
+            }
+            (Err(e), _) => return Err(e),
+        };
         self.images.borrow_mut().insert(key, img.clone());
         Ok(img)
     }
@@ -176,6 +212,7 @@ pub fn build(env: &BuildEnv<'_>, opts: &BuildOptions) -> Result<BuildOutput, Bui
     let ignore = Ignore::load(&opts.context).map_err(|e| BuildError::Context(e.to_string()))?;
     let inputs = Inputs {
         store: env.store,
+        source: env.image_source.map(|s| (s, env.reporter)),
         context: &opts.context,
         ignore: ignore.as_ref(),
         images: Default::default(),

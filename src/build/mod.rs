@@ -9,5 +9,7 @@ pub mod image;
 mod layers;
 pub mod native;
 
-pub use engine::{build, chain_snapshot, step_snapshot, BuildEnv, BuildOptions, BuildOutput};
+pub use engine::{
+    build, chain_snapshot, step_snapshot, BuildEnv, BuildOptions, BuildOutput, ImageSource,
+};
 pub use error::BuildError;

@@ -111,7 +111,12 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
     let store = ctx.store()?;
     let snapshotter = ctx.snapshotter()?;
     let reporter = ctx.reporter();
-    let env = BuildEnv::new(&store, snapshotter.as_ref(), reporter.as_ref());
+    let puller = jbuild::transport::RegistryPuller {
+        options: jbuild::transport::RegistryOptions::from_settings(&ctx.settings),
+        jobs: 4,
+    };
+    let env =
+        BuildEnv::new(&store, snapshotter.as_ref(), reporter.as_ref()).with_image_source(&puller);
     let out = build::build(&env, &opts).map_err(|e| Failure {
         user: e.is_user_error(),
         error: e.into(),

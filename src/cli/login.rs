@@ -10,6 +10,7 @@ use clap::Args;
 use serde_json::json;
 
 use jbuild::keychain::{canonical_registry, verify, Credential, Keychain, Secret};
+use jbuild::transport::registry::reference::{api_host, is_loopback};
 
 use super::{CmdResult, Ctx, Failure};
 
@@ -154,11 +155,7 @@ fn client_for(
     registry: &str,
 ) -> Result<(reqwest::Client, String), Failure> {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let host = if registry == "docker.io" {
-        "registry-1.docker.io"
-    } else {
-        registry
-    };
+    let host = api_host(registry);
     let mut builder = reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(30))
         .user_agent(concat!("jbuild/", env!("CARGO_PKG_VERSION")));
@@ -210,22 +207,14 @@ fn client_for(
     })
 }
 
-fn is_loopback(registry: &str) -> bool {
-    let host = registry
-        .rsplit_once(':')
-        .filter(|(_, port)| port.chars().all(|c| c.is_ascii_digit()))
-        .map(|(h, _)| h)
-        .unwrap_or(registry);
-    host == "localhost"
-        || host
-            .trim_matches(['[', ']'])
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
-}
-
-fn certs_dirs(_ctx: &Ctx) -> Vec<PathBuf> {
-    ["/etc/docker/certs.d", "/etc/containers/certs.d"]
-        .iter()
-        .map(PathBuf::from)
-        .collect()
+/// docker's `certs.d` directories: the configured one, else docker's and
+/// podman's defaults.
+fn certs_dirs(ctx: &Ctx) -> Vec<PathBuf> {
+    match &ctx.settings.registries.certs_dir {
+        Some(d) => vec![d.clone()],
+        None => ["/etc/docker/certs.d", "/etc/containers/certs.d"]
+            .iter()
+            .map(PathBuf::from)
+            .collect(),
+    }
 }

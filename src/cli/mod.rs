@@ -6,6 +6,7 @@
 mod build;
 mod images;
 mod login;
+mod registry;
 mod transfer;
 
 use std::io::IsTerminal;
@@ -77,6 +78,12 @@ enum Cmd {
     Export(transfer::ExportArgs),
     /// Read an image from an OCI layout directory or archive into the store.
     Import(transfer::ImportArgs),
+    /// Send an image from the store to a registry (or an OCI layout or archive).
+    Push(registry::PushArgs),
+    /// Fetch an image from a registry into the store.
+    Pull(registry::PullArgs),
+    /// Copy an image between any two places: registries, OCI layouts and archives, the store.
+    Copy(registry::CopyArgs),
     /// Show where jbuild keeps its state and what it will use.
     Info,
     /// Check credentials against a registry and keep them for push and pull.
@@ -192,6 +199,9 @@ pub fn main() -> i32 {
         Cmd::Prune(a) => images::prune(&ctx, a),
         Cmd::Export(a) => transfer::export(&ctx, a),
         Cmd::Import(a) => transfer::import(&ctx, a),
+        Cmd::Push(a) => registry::push(&ctx, a),
+        Cmd::Pull(a) => registry::pull(&ctx, a),
+        Cmd::Copy(a) => registry::copy(&ctx, a),
         Cmd::Info => images::info(&ctx),
         Cmd::Login(a) => login::login(&ctx, a),
         Cmd::Logout(a) => login::logout(&ctx, a),

@@ -22,6 +22,7 @@
 //!
 //! [registries]
 //! insecure = ["registry.lan:5000"]   # plain HTTP (localhost is always allowed)
+//! certs_dir = "/etc/docker/certs.d" # extra CAs: DIR/HOST[:PORT]/*.crt
 //!
 //! [freebsd]
 //! mirror = "https://download.freebsd.org/releases"
@@ -58,6 +59,10 @@ pub struct ZfsSettings {
 pub struct RegistrySettings {
     /// Registries (`host` or `host:port`) reached over plain HTTP.
     pub insecure: Vec<String>,
+    /// Where extra CA certificates are looked up, docker's `certs.d`
+    /// layout (`DIR/HOST[:PORT]/*.crt`). Unset: `/etc/docker/certs.d`
+    /// then `/etc/containers/certs.d`.
+    pub certs_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
@@ -156,6 +161,16 @@ mod tests {
         assert_eq!(s.zfs.dataset.as_deref(), Some("zroot/jbuild"));
         assert_eq!(s.registries.insecure, vec!["reg.lan:5000".to_string()]);
         assert_eq!(s.freebsd.mirror.as_deref(), Some("http://m/"));
+    }
+
+    #[test]
+    fn registry_certs_dir_defaults_to_unset() {
+        assert_eq!(Settings::default().registries.certs_dir, None);
+        let s = Settings::parse("[registries]\ncerts_dir = \"/tmp/certs.d\"\n").unwrap();
+        assert_eq!(
+            s.registries.certs_dir.as_deref(),
+            Some(Path::new("/tmp/certs.d"))
+        );
     }
 
     #[test]

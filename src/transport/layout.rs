@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use oci_spec::image::Descriptor;
 
 use super::{
-    blocking, check_bytes, check_size, copy_checked, digest_of, ManifestRole, Transport,
+    blocking, check_bytes, check_size, copy_checked, digest_of, ManifestRole, Progress, Transport,
     TransportError,
 };
 use crate::store::json::MAX_MANIFEST_SIZE;
@@ -229,14 +229,63 @@ impl Transport for LayoutTransport {
         self.run(move |i| i.has_blob(&desc)).await
     }
 
-    async fn fetch_blob(&self, desc: &Descriptor, dest: &Path) -> Result<(), TransportError> {
+    async fn fetch_blob(
+        &self,
+        desc: &Descriptor,
+        dest: &Path,
+        progress: Progress<'_>,
+    ) -> Result<(), TransportError> {
         let (desc, dest) = (desc.clone(), dest.to_path_buf());
-        self.run(move |i| i.fetch_blob(&desc, &dest)).await
+        let size = desc.size();
+        self.run(move |i| i.fetch_blob(&desc, &dest)).await?;
+        progress(size);
+        Ok(())
     }
 
-    async fn push_blob(&self, desc: &Descriptor, src: &Path) -> Result<(), TransportError> {
+    async fn push_blob(
+        &self,
+        desc: &Descriptor,
+        src: &Path,
+        progress: Progress<'_>,
+    ) -> Result<(), TransportError> {
         let (desc, src) = (desc.clone(), src.to_path_buf());
-        self.run(move |i| i.push_blob(&desc, &src)).await
+        let size = desc.size();
+        self.run(move |i| i.push_blob(&desc, &src)).await?;
+        progress(size);
+        Ok(())
+    }
+
+    fn local_blob(&self, desc: &Descriptor) -> Option<PathBuf> {
+        let store = self.0.store(false).ok()?;
+        let path = store.blob_path(&digest_of(desc, &self.0.location()).ok()?);
+        std::fs::metadata(&path)
+            .is_ok_and(|m| m.is_file() && m.len() == desc.size())
+            .then_some(path)
+    }
+
+    fn staging_file(&self) -> Result<Option<tempfile::NamedTempFile>, TransportError> {
+        Ok(Some(self.0.writable()?.blob_tempfile()?))
+    }
+
+    async fn adopt_blob(
+        &self,
+        desc: &Descriptor,
+        file: tempfile::NamedTempFile,
+    ) -> Result<(), TransportError> {
+        let desc = desc.clone();
+        self.run(move |i| {
+            let digest = digest_of(&desc, &i.location())?;
+            let len = file
+                .as_file()
+                .metadata()
+                .map_err(|e| {
+                    TransportError::io(format!("cannot read {}", file.path().display()), e)
+                })?
+                .len();
+            check_size(&desc, &digest, len, &i.location())?;
+            Ok(i.writable()?.adopt_blob(file, &digest)?)
+        })
+        .await
     }
 
     async fn push_manifest(

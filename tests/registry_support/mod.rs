@@ -44,7 +44,12 @@ fn free_port() -> u16 {
 }
 
 impl Registry {
-    pub fn start(opts: &Options) -> Registry {
+    /// A registry with no auth and no TLS.
+    pub fn start() -> Registry {
+        Registry::start_with(&Options::default())
+    }
+
+    pub fn start_with(opts: &Options) -> Registry {
         assert!(
             Path::new(REGISTRY_BIN).exists(),
             "{REGISTRY_BIN} is missing: install Debian's docker-registry package (tests/run does)"
@@ -107,6 +112,11 @@ impl Registry {
     /// `127.0.0.1:PORT`, as an image reference names it.
     pub fn host(&self) -> String {
         format!("127.0.0.1:{}", self.port)
+    }
+
+    /// The same as [`host`](Registry::host).
+    pub fn addr(&self) -> String {
+        self.host()
     }
 
     /// Everything the registry logged so far.
