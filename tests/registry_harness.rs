@@ -6,48 +6,14 @@
 mod registry_support;
 
 use std::fs;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::time::Duration;
 
-use jbuild::store::Store;
-use registry_support::image::{digests_in_layout, make, verify_layout};
+use registry_support::image::{digests_in_layout, verify_layout};
 use registry_support::proxy::{Fault, FaultKind, Proxy};
 use registry_support::tls::TestCa;
 use registry_support::token::{TokenServer, ISSUER};
-use registry_support::{htpasswd, run_bounded, run_ok, skopeo, Options, Registry, LIMIT};
-
-/// A jbuild state root with one image in its store, in a temp dir.
-struct World {
-    tmp: tempfile::TempDir,
-    store: Store,
-    digests: std::collections::BTreeSet<String>,
-    manifest: String,
-}
-
-impl World {
-    fn new(big: usize) -> World {
-        let tmp = tempfile::tempdir().unwrap();
-        let store = Store::open(&tmp.path().join("root/store")).unwrap();
-        let (desc, digests) = make(&store, "app:1", "world", big);
-        World {
-            manifest: desc.digest().to_string(),
-            tmp,
-            store,
-            digests,
-        }
-    }
-    fn path(&self, rel: &str) -> PathBuf {
-        self.tmp.path().join(rel)
-    }
-    /// The store, as skopeo names it.
-    fn oci_source(&self) -> String {
-        format!("oci:{}:app:1", self.store.path().display())
-    }
-    fn skopeo(&self) -> Command {
-        skopeo(self.tmp.path())
-    }
-}
+use registry_support::{htpasswd, run_bounded, run_ok, Options, Registry, World, LIMIT};
 
 fn stderr(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()

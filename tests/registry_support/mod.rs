@@ -13,6 +13,8 @@ pub mod tls;
 pub mod token;
 
 use std::fs;
+
+use jbuild::store::Store;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -257,4 +259,43 @@ pub fn jbuild(home: &Path) -> Command {
         fs::write(home.join("jbuild.toml"), "").unwrap();
     }
     c
+}
+
+/// A jbuild state root with one image in its store, in a temp dir.
+pub struct World {
+    pub tmp: tempfile::TempDir,
+    pub store: Store,
+    pub digests: std::collections::BTreeSet<String>,
+    pub manifest: String,
+}
+
+impl World {
+    pub fn new(big: usize) -> World {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::open(&tmp.path().join("root/store")).unwrap();
+        let (desc, digests) = image::make(&store, "app:1", "world", big);
+        World {
+            manifest: desc.digest().to_string(),
+            tmp,
+            store,
+            digests,
+        }
+    }
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.tmp.path().join(rel)
+    }
+    /// The store, as skopeo names it.
+    pub fn oci_source(&self) -> String {
+        format!("oci:{}:app:1", self.store.path().display())
+    }
+    pub fn skopeo(&self) -> Command {
+        skopeo(self.tmp.path())
+    }
+}
+
+impl World {
+    /// `jbuild` working on this world's state root and credentials.
+    pub fn jbuild(&self) -> Command {
+        jbuild(self.tmp.path())
+    }
 }
