@@ -24,6 +24,9 @@ pub enum FaultKind {
     ResetMidBody,
     /// Send the head and half the body, then close cleanly.
     TruncateBody,
+    /// Hang up with a TCP reset before answering (for any method: an
+    /// upload then breaks off in the middle).
+    Reset,
     /// Send the whole body with one byte flipped in its middle.
     CorruptBody,
     /// Send the body in 16 KiB pieces with this pause before each.
@@ -164,6 +167,11 @@ async fn read_head(s: &mut (impl AsyncReadExt + Unpin)) -> std::io::Result<(Stri
             return Err(std::io::ErrorKind::UnexpectedEof.into());
         }
         buf.extend_from_slice(&chunk[..n]);
+        // Not HTTP (a TLS ClientHello starts with 0x16): hang up at once,
+        // as a plain-HTTP server would, so a client probing for TLS moves on.
+        if !buf[0].is_ascii_uppercase() {
+            return Err(std::io::Error::other("not HTTP"));
+        }
     }
 }
 
@@ -230,6 +238,14 @@ async fn handle(
         return Ok(());
     }
 
+    if let Some(FaultKind::Reset) = &fault {
+        state.lock().unwrap().applied += 1;
+        // Take part of an upload first, so it breaks off in the middle.
+        let mut sink = [0u8; 65536];
+        let _ = tokio::time::timeout(Duration::from_millis(200), client.read(&mut sink)).await;
+        client.set_zero_linger()?;
+        return Ok(());
+    }
     if matches!(fault, Some(FaultKind::ResetMidBody)) {
         // Closing this socket will then send a RST, not a FIN.
         client.set_zero_linger()?;
@@ -305,7 +321,7 @@ async fn handle(
             cl_w.shutdown().await?;
             upload.abort();
         }
-        FaultKind::Status(..) => unreachable!("answered above"),
+        FaultKind::Status(..) | FaultKind::Reset => unreachable!("answered above"),
     }
     Ok(())
 }
