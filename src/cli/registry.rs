@@ -7,6 +7,7 @@ use clap::Args;
 use super::transfer::{copy_with, done, failure};
 use super::{CmdResult, Ctx, Failure};
 use jbuild::plan::state::Platform;
+use jbuild::store::ImageName;
 use jbuild::transport::{
     self, CopyOptions, LayoutTransport, RegistryOptions, RegistryRef, RegistryTransport, Transport,
 };
@@ -122,7 +123,14 @@ pub fn push(ctx: &Ctx, args: PushArgs) -> CmdResult {
         .destination
         .clone()
         .unwrap_or_else(|| args.image.clone());
-    let (dst, tag) = destination(&dest, &options)?;
+    let (dst, mut tag) = destination(&dest, &options)?;
+    if tag.is_none() && (dest.starts_with("oci:") || dest.starts_with("oci-archive:")) {
+        // As `export`: a layout gets the image's own tag.
+        tag = ImageName::parse(&args.image)
+            .ok()
+            .filter(|_| !args.image.starts_with("sha256:"))
+            .map(|n| n.tag().to_string());
+    }
     let src = LayoutTransport::from_store(store);
     let opts = CopyOptions {
         jobs: args.jobs.jobs.into(),
