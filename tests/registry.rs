@@ -183,37 +183,8 @@ fn push_then_pull_keeps_every_digest_and_a_second_push_uploads_nothing() {
     // The same image under another name and registry repository, then
     // copied registry to OCI layout: digests all the way.
     let other = format!("{}/mirror/base:1", reg.addr());
-    // Same registry, another repository: the blobs are mounted, not sent.
-    // Distribution's HEAD does not see a blob of another repository (checked
-    // first), so "skipped" below means the mount succeeded.
-    let config_digest = {
-        let m: serde_json::Value = serde_json::from_slice(
-            &store
-                .read_blob(&descriptor_digest(&desc).unwrap(), 1 << 20)
-                .unwrap(),
-        )
-        .unwrap();
-        m["config"]["digest"].as_str().unwrap().to_string()
-    };
-    assert_eq!(
-        reg.head(&format!("/v2/jails/base/blobs/{config_digest}")),
-        200
-    );
-    assert_eq!(
-        reg.head(&format!("/v2/mirror/base/blobs/{config_digest}")),
-        404
-    );
-    let events = ok(jbuild(&b).args(["--json", "copy", &format!("docker://{name}"), &other]));
-    let result = events.lines().last().unwrap();
-    assert!(result.contains(&desc.digest().to_string()), "{events}");
-    let skipped: Vec<bool> = events
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-        .filter(|v| v["event"] == "transfer_done")
-        .map(|v| v["skipped"] == true)
-        .collect();
-    assert_eq!(skipped, vec![true, true], "{events}");
-
+    let copied = ok(jbuild(&b).args(["copy", &format!("docker://{name}"), &other]));
+    assert_eq!(copied.trim(), desc.digest().to_string());
     let layout = t.path().join("layout");
     let out = ok(jbuild(&b).args(["copy", &other, &format!("oci:{}:v1", layout.display())]));
     assert_eq!(out.trim(), desc.digest().to_string());

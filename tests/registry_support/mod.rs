@@ -89,23 +89,6 @@ impl Registry {
         s.read_exact(&mut buf).is_ok() && buf.starts_with(b"HTTP/1.1 200")
     }
 
-    /// The status of a HEAD request for `path`.
-    pub fn head(&self, path: &str) -> u16 {
-        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        let req = format!(
-            "HEAD {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\n\r\n",
-            self.port
-        );
-        s.write_all(req.as_bytes()).unwrap();
-        let mut head = String::new();
-        let _ = s.read_to_string(&mut head);
-        head.split(' ')
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0)
-    }
-
     pub fn log(&self) -> String {
         std::fs::read_to_string(self._dir.path().join("registry.log")).unwrap_or_default()
     }
