@@ -82,6 +82,14 @@ fn platform(p: &Option<String>) -> Result<Option<Platform>, Failure> {
         .transpose()
 }
 
+/// The destination as the user would write it, with the tag written.
+fn place(dst: &dyn Transport, tag: &Option<String>) -> String {
+    match tag {
+        Some(t) => format!("{}:{t}", dst.describe()),
+        None => dst.describe(),
+    }
+}
+
 fn registry_ref(s: &str) -> Result<RegistryRef, Failure> {
     RegistryRef::parse(s).map_err(|e| {
         Failure::user(anyhow!(
@@ -144,7 +152,12 @@ pub fn push(ctx: &Ctx, args: PushArgs) -> CmdResult {
         tag.as_deref(),
         &opts,
     )?;
-    done(ctx, out.digest().as_ref(), &dst.describe(), tag.as_deref());
+    done(
+        ctx,
+        out.digest().as_ref(),
+        &place(dst.as_ref(), &tag),
+        tag.as_deref(),
+    );
     Ok(())
 }
 
@@ -205,6 +218,11 @@ pub fn copy(ctx: &Ctx, args: CopyArgs) -> CmdResult {
         tag.as_deref(),
         &opts,
     )?;
-    done(ctx, out.digest().as_ref(), &dst.describe(), tag.as_deref());
+    done(
+        ctx,
+        out.digest().as_ref(),
+        &place(dst.as_ref(), &tag),
+        tag.as_deref(),
+    );
     Ok(())
 }
