@@ -48,17 +48,62 @@ impl Reply {
 /// A request as the server saw it: method, path, `Range` header.
 type Seen = Arc<Mutex<Vec<(String, String, Option<String>)>>>;
 
+/// A request, with the headers the tests look at.
+#[derive(Debug, Clone)]
+struct Req {
+    method: String,
+    path: String,
+    range: Option<String>,
+    authorization: Option<String>,
+    body: Vec<u8>,
+}
+
+/// The data of a chunked body.
+fn dechunk(mut raw: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let Some(eol) = raw.windows(2).position(|w| w == b"\r\n") else {
+            return out;
+        };
+        let size = usize::from_str_radix(std::str::from_utf8(&raw[..eol]).unwrap().trim(), 16)
+            .unwrap_or(0);
+        if size == 0 {
+            return out;
+        }
+        out.extend_from_slice(&raw[eol + 2..eol + 2 + size]);
+        raw = &raw[eol + 2 + size + 2..];
+    }
+}
+
 /// Serves `/v2/` (200) and hands every other request to `answer` with its
 /// index among them.
 async fn serve(
     answer: impl Fn(usize, &str, Option<&str>) -> Reply + Send + Sync + 'static,
 ) -> (u16, Seen) {
+    let seen: Seen = Arc::default();
+    let count = std::sync::atomic::AtomicUsize::new(0);
+    let seen2 = seen.clone();
+    let port = serve_raw(move |r: &Req| {
+        if r.path == "/v2/" {
+            return Reply::ok(b"{}");
+        }
+        seen2
+            .lock()
+            .unwrap()
+            .push((r.method.clone(), r.path.clone(), r.range.clone()));
+        let i = count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        answer(i, &r.path, r.range.as_deref())
+    })
+    .await;
+    (port, seen)
+}
+
+/// Answers every request with `answer`, one connection per request.
+async fn serve_raw(answer: impl Fn(&Req) -> Reply + Send + Sync + 'static) -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
-    let seen: Seen = Arc::default();
-    let (seen2, answer) = (seen.clone(), Arc::new(answer));
+    let answer = Arc::new(answer);
     tokio::spawn(async move {
-        let mut n = 0;
         loop {
             let Ok((mut sock, _)) = listener.accept().await else {
                 return;
@@ -84,25 +129,44 @@ async fn serve(
                 first.next().unwrap_or("").to_string(),
                 first.next().unwrap_or("").to_string(),
             );
-            let range = lines
-                .filter_map(|l| l.split_once(':'))
-                .find(|(k, _)| k.eq_ignore_ascii_case("range"))
-                .map(|(_, v)| v.trim().to_string());
             if !path.starts_with('/') {
-                // Not HTTP: the client trying TLS first (it is allowed
-                // plain HTTP on loopback after that fails).
                 continue;
             }
-            let reply = if path == "/v2/" {
-                Reply::ok(b"{}")
-            } else {
-                seen2
-                    .lock()
-                    .unwrap()
-                    .push((method.clone(), path.clone(), range.clone()));
-                n += 1;
-                answer(n - 1, &path, range.as_deref())
+            let headers: Vec<(String, String)> = lines
+                .filter_map(|l| l.split_once(':'))
+                .map(|(k, v)| (k.to_ascii_lowercase(), v.trim().to_string()))
+                .collect();
+            let header = |name: &str| {
+                headers
+                    .iter()
+                    .find(|(k, _)| k == name)
+                    .map(|(_, v)| v.clone())
             };
+            // Read the body the client sends (an upload), whole or chunked.
+            let mut body = Vec::new();
+            if let Some(n) = header("content-length").and_then(|v| v.parse::<usize>().ok()) {
+                body.resize(n, 0);
+                if sock.read_exact(&mut body).await.is_err() {
+                    continue;
+                }
+            } else if header("transfer-encoding").is_some_and(|v| v.contains("chunked")) {
+                let mut raw = Vec::new();
+                while !raw.ends_with(b"\r\n0\r\n\r\n") && !raw.starts_with(b"0\r\n\r\n") {
+                    if sock.read(&mut byte).await.unwrap_or(0) == 0 {
+                        break;
+                    }
+                    raw.push(byte[0]);
+                }
+                body = dechunk(&raw);
+            }
+            let req = Req {
+                method: method.clone(),
+                path,
+                range: header("range"),
+                authorization: header("authorization"),
+                body,
+            };
+            let reply = answer(&req);
             let mut out = format!(
                 "HTTP/1.1 {}\r\nContent-Length: {}\r\nConnection: close\r\n",
                 reply.status,
@@ -121,7 +185,7 @@ async fn serve(
             let _ = sock.shutdown().await;
         }
     });
-    (port, seen)
+    port
 }
 
 fn transport(port: u16) -> RegistryTransport {
@@ -318,5 +382,142 @@ async fn missing_manifests_and_denied_access_are_the_users() {
     assert!(
         msg.contains("403") && msg.contains("DENIED") && msg.contains("jbuild login 127.0.0.1"),
         "{msg}"
+    );
+}
+
+#[tokio::test]
+async fn an_expired_token_is_renewed_in_the_middle_of_a_pull() {
+    let (bytes, desc) = blob(5000);
+    let data = bytes.clone();
+    let issued = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen: Arc<Mutex<Vec<Req>>> = Arc::default();
+    let (issued2, seen2) = (issued.clone(), seen.clone());
+    let port_cell = Arc::new(std::sync::OnceLock::<u16>::new());
+    let port_cell2 = port_cell.clone();
+    let port = serve_raw(move |r: &Req| {
+        seen2.lock().unwrap().push(r.clone());
+        let port = port_cell2.get().copied().unwrap_or(0);
+        let challenge = || Reply {
+            headers: vec![(
+                "WWW-Authenticate".into(),
+                format!(r#"Bearer realm="http://127.0.0.1:{port}/token",service="test""#),
+            )],
+            ..Reply::status("401 Unauthorized")
+        };
+        if r.path.starts_with("/token") {
+            let n = issued2.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+            return Reply::ok(format!(r#"{{"token":"t{n}"}}"#).as_bytes());
+        }
+        // Only the second token is good: the first "expired".
+        match r.authorization.as_deref() {
+            Some("Bearer t2") if r.path.contains("/blobs/") => Reply::ok(&data),
+            _ => challenge(),
+        }
+    })
+    .await;
+    port_cell.set(port).unwrap();
+    let t = tempfile::tempdir().unwrap();
+    let dest = t.path().join("b");
+    transport(port)
+        .fetch_blob(&desc, &dest, &|_| {})
+        .await
+        .unwrap();
+    assert_eq!(std::fs::read(&dest).unwrap(), bytes);
+    assert_eq!(issued.load(std::sync::atomic::Ordering::SeqCst), 2);
+    let blob_auth: Vec<Option<String>> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|r| r.path.contains("/blobs/"))
+        .map(|r| r.authorization.clone())
+        .collect();
+    assert_eq!(
+        blob_auth,
+        vec![Some("Bearer t1".into()), Some("Bearer t2".into())]
+    );
+}
+
+#[tokio::test]
+async fn an_upload_streams_the_file_and_renews_an_expired_token() {
+    let (bytes, desc) = blob(3_000_000);
+    let issued = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen: Arc<Mutex<Vec<Req>>> = Arc::default();
+    let (issued2, seen2) = (issued.clone(), seen.clone());
+    let port_cell = Arc::new(std::sync::OnceLock::<u16>::new());
+    let port_cell2 = port_cell.clone();
+    let port = serve_raw(move |r: &Req| {
+        seen2.lock().unwrap().push(r.clone());
+        let port = port_cell2.get().copied().unwrap_or(0);
+        if r.path.starts_with("/token") {
+            let n = issued2.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+            return Reply::ok(format!(r#"{{"token":"t{n}"}}"#).as_bytes());
+        }
+        // Every token but the first is good: the first "expired".
+        let good = r
+            .authorization
+            .as_deref()
+            .is_some_and(|a| a.starts_with("Bearer t") && a != "Bearer t1");
+        match (r.method.as_str(), good) {
+            ("POST", true) => Reply {
+                headers: vec![(
+                    "Location".into(),
+                    format!("http://127.0.0.1:{port}/upload/1?state=x"),
+                )],
+                ..Reply::status("202 Accepted")
+            },
+            ("PUT", true) => Reply {
+                headers: vec![(
+                    "Location".into(),
+                    format!("http://127.0.0.1:{port}/v2/jails/base/blobs/x"),
+                )],
+                ..Reply::status("201 Created")
+            },
+            _ => Reply {
+                headers: vec![(
+                    "WWW-Authenticate".into(),
+                    format!(r#"Bearer realm="http://127.0.0.1:{port}/token",service="test""#),
+                )],
+                ..Reply::status("401 Unauthorized")
+            },
+        }
+    })
+    .await;
+    port_cell.set(port).unwrap();
+    let t = tempfile::tempdir().unwrap();
+    let src = t.path().join("blob");
+    std::fs::write(&src, &bytes).unwrap();
+    let moved = Mutex::new(0u64);
+    transport(port)
+        .push_blob(&desc, &src, &|n| *moved.lock().unwrap() = n)
+        .await
+        .unwrap();
+    assert_eq!(*moved.lock().unwrap(), bytes.len() as u64);
+    let puts: Vec<Req> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|r| r.method == "PUT")
+        .cloned()
+        .collect();
+    assert_eq!(puts.len(), 1, "one monolithic PUT");
+    assert!(puts[0]
+        .path
+        .contains(&format!("digest={}", desc.digest()).replace(':', "%3A")));
+    assert!(puts[0].body == bytes, "the PUT carried the file");
+
+    // A file that is not what its descriptor says never completes an upload.
+    std::fs::write(&src, b"something else").unwrap();
+    seen.lock().unwrap().clear();
+    let err = transport(port)
+        .push_blob(&desc, &src, &|_| {})
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("does not match"), "{err}");
+    assert!(
+        seen.lock()
+            .unwrap()
+            .iter()
+            .all(|r| !(r.method == "PUT" && r.body.len() == 14)),
+        "a wrong file was sent whole"
     );
 }
