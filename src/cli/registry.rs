@@ -7,6 +7,7 @@ use clap::Args;
 use super::transfer::{copy_with, done, failure};
 use super::{CmdResult, Ctx, Failure};
 use jbuild::plan::state::Platform;
+use jbuild::store::ImageName;
 use jbuild::transport::{
     self, CopyOptions, LayoutTransport, RegistryOptions, RegistryRef, RegistryTransport, Transport,
 };
@@ -81,6 +82,14 @@ fn platform(p: &Option<String>) -> Result<Option<Platform>, Failure> {
         .transpose()
 }
 
+/// The destination as the user would write it, with the tag written.
+fn place(dst: &dyn Transport, tag: &Option<String>) -> String {
+    match tag {
+        Some(t) => format!("{}:{t}", dst.describe()),
+        None => dst.describe(),
+    }
+}
+
 fn registry_ref(s: &str) -> Result<RegistryRef, Failure> {
     RegistryRef::parse(s).map_err(|e| {
         Failure::user(anyhow!(
@@ -122,7 +131,14 @@ pub fn push(ctx: &Ctx, args: PushArgs) -> CmdResult {
         .destination
         .clone()
         .unwrap_or_else(|| args.image.clone());
-    let (dst, tag) = destination(&dest, &options)?;
+    let (dst, mut tag) = destination(&dest, &options)?;
+    if tag.is_none() && (dest.starts_with("oci:") || dest.starts_with("oci-archive:")) {
+        // As `export`: a layout gets the image's own tag.
+        tag = ImageName::parse(&args.image)
+            .ok()
+            .filter(|_| !args.image.starts_with("sha256:"))
+            .map(|n| n.tag().to_string());
+    }
     let src = LayoutTransport::from_store(store);
     let opts = CopyOptions {
         jobs: args.jobs.jobs.into(),
@@ -136,7 +152,12 @@ pub fn push(ctx: &Ctx, args: PushArgs) -> CmdResult {
         tag.as_deref(),
         &opts,
     )?;
-    done(ctx, out.digest().as_ref(), &dst.describe(), tag.as_deref());
+    done(
+        ctx,
+        out.digest().as_ref(),
+        &place(dst.as_ref(), &tag),
+        tag.as_deref(),
+    );
     Ok(())
 }
 
@@ -197,6 +218,11 @@ pub fn copy(ctx: &Ctx, args: CopyArgs) -> CmdResult {
         tag.as_deref(),
         &opts,
     )?;
-    done(ctx, out.digest().as_ref(), &dst.describe(), tag.as_deref());
+    done(
+        ctx,
+        out.digest().as_ref(),
+        &place(dst.as_ref(), &tag),
+        tag.as_deref(),
+    );
     Ok(())
 }

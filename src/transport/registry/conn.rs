@@ -194,7 +194,27 @@ impl Conn {
                 return Ok(h.clone());
             }
         }
-        let header = match self.oci.auth(&self.oci_ref, &self.auth, op).await {
+        // The token service is a server like any other: retried alike.
+        let started = Instant::now();
+        let mut attempt = 0;
+        let answer = loop {
+            attempt += 1;
+            let result = self.oci.auth(&self.oci_ref, &self.auth, op).await;
+            let outcome = match &result {
+                Err(e) if matches!(classify(e), Class::Transient) => {
+                    Attempt::Transient { retry_after: None }
+                }
+                _ => break result,
+            };
+            match self
+                .policy
+                .next_delay(attempt, outcome, started, Instant::now(), fastrand::f64())
+            {
+                Some(wait) => tokio::time::sleep(wait).await,
+                None => break result,
+            }
+        };
+        let header = match answer {
             Ok(Some(token)) => AuthHeader::Bearer(Secret::new(token)),
             Ok(None) => match &self.basic {
                 Some((u, p)) => AuthHeader::Basic {
