@@ -30,7 +30,7 @@ struct Pulled {
 }
 
 fn pull_through(faults: Vec<Fault>) -> Pulled {
-    let src = World::new(3 << 20);
+    let src = World::new(1 << 20);
     let reg = Registry::start();
     run_ok(
         src.jbuild()
@@ -175,7 +175,7 @@ fn slow_responses_still_arrive_whole() {
 /// and the proxy, and checks what the registry then holds by pulling it
 /// directly when the push succeeded.
 fn push_through(faults: Vec<Fault>) -> (Output, Proxy) {
-    let src = World::new(3 << 20);
+    let src = World::new(1 << 20);
     let reg = Registry::start();
     let proxy = Proxy::start(reg.port, faults);
     let out = run_bounded(
