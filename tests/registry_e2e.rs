@@ -184,11 +184,33 @@ fn tls_with_a_ca_from_certs_d_and_a_clear_refusal_without_it() {
     )
     .unwrap();
 
+    // The error itself (not a log line) says what is wrong and what to do.
+    let error_line = |out: &Output| -> String {
+        let err = text(&out.stderr);
+        err.lines()
+            .skip_while(|l| !l.starts_with("error:"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
     let refused = run_bounded(w.jbuild().args(["push", "app:1", &name]), LIMIT);
-    let err = text(&refused.stderr);
-    assert_ne!(refused.status.code(), Some(0), "an unknown CA was trusted");
-    assert!(err.contains(&reg.host()), "{err}");
-    assert!(err.to_lowercase().contains("certificate"), "{err}");
+    assert_eq!(refused.status.code(), Some(1), "{}", text(&refused.stderr));
+    let err = error_line(&refused);
+    assert!(
+        err.contains("certificate") && err.contains(&format!("{}/ca.crt", reg.host())),
+        "{err}"
+    );
+    let refused = run_with_input(
+        w.jbuild()
+            .args(["login", &reg.host(), "-u", "any", "--password-stdin"]),
+        b"thing",
+        LIMIT,
+    );
+    assert_eq!(refused.status.code(), Some(1), "{}", text(&refused.stderr));
+    let err = error_line(&refused);
+    assert!(
+        err.contains("certificate") && err.contains("ca.crt"),
+        "{err}"
+    );
 
     fs::copy(&ca.ca_cert, certs.join(reg.host()).join("ca.crt")).unwrap();
     let out = run_ok(w.jbuild().args(["push", "app:1", &name]), LIMIT);

@@ -203,6 +203,15 @@ fn client_for(
     );
     Ok(match probe {
         Ok(_) => (http, https),
+        // TLS with an untrusted certificate: stay on HTTPS so the login
+        // fails saying so (plain HTTP to a TLS port only gets a 400).
+        Err(e)
+            if format!("{e:?}")
+                .to_ascii_lowercase()
+                .contains("certificate") =>
+        {
+            (http, https)
+        }
         Err(_) => (http, format!("http://{host}")),
     })
 }

@@ -27,11 +27,21 @@ pub enum VerifyError {
     },
     /// Nothing answered, or TLS failed: usually a wrong name, a missing CA
     /// or a registry that speaks only plain HTTP.
-    #[error("cannot reach {url}: {detail}")]
+    #[error("cannot reach {url}: {detail}{}", tls_hint(detail))]
     Unreachable { url: String, detail: String },
     /// An answer jbuild cannot work with.
     #[error("{url}: {detail}")]
     Protocol { url: String, detail: String },
+}
+
+fn tls_hint(detail: &str) -> &'static str {
+    if detail.to_ascii_lowercase().contains("certificate") {
+        "\n  if the registry uses its own CA, put the CA certificate in \
+         /etc/docker/certs.d/HOST:PORT/ca.crt (or the `certs_dir` set under [registries] \
+         in the configuration file)"
+    } else {
+        ""
+    }
 }
 
 impl VerifyError {

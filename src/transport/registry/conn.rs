@@ -468,6 +468,10 @@ async fn probe_scheme(http: &reqwest::Client, host: &str) -> &'static str {
     };
     match probe("https").await {
         Ok(_) => "https",
+        // It speaks TLS, with a certificate we do not trust: stay on HTTPS,
+        // so the request fails with the certificate advice instead of a
+        // confusing 400 from sending plain HTTP to a TLS port.
+        Err(e) if chain(&e).to_ascii_lowercase().contains("certificate") => "https",
         Err(e) => {
             tracing::debug!(error = %chain(&e), host, "no HTTPS; using plain HTTP");
             "http"
