@@ -198,6 +198,6 @@ printf '%-6s %-5s %-7s %9s %9s %10s %6s\n' image op tool "wall s" "MB/s" "max RS
 sort -k1,1 -k2,2 "$results" | awk '
   { key = $1 " " $2; row[NR] = $0; if (!(key in best) || $4 < best[key]) best[key] = $4 }
   END { for (i = 1; i <= NR; i++) { split(row[i], f, " "); key = f[1] " " f[2]
-        printf "%-6s %-5s %-7s %9.2f %9.1f %8d MB %6.2f\n", f[1], f[2], f[3], f[4], f[6] / 1e6 / (f[4] > 0 ? f[4] : 0.01), f[5] / 1024, f[4] / (best[key] > 0 ? best[key] : 0.01) } }'
+        printf "%-6s %-5s %-7s %9.2f %9.1f %7d MiB %6.2f\n", f[1], f[2], f[3], f[4], f[6] / 1e6 / (f[4] > 0 ? f[4] : 0.01), f[5] / 1024, f[4] / (best[key] > 0 ? best[key] : 0.01) } }'
 [ -z "${1:-}" ] && rm -rf "$work"
 exit 0
