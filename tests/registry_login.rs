@@ -258,3 +258,25 @@ fn login_stores_through_a_credential_helper() {
         "{cfg}"
     );
 }
+
+#[test]
+fn login_to_a_registry_without_auth_succeeds_as_with_docker() {
+    let home = tempfile::tempdir().unwrap();
+    let reg = Registry::start();
+    let out = run_with_input(
+        jbuild(home.path()).args([
+            "--json",
+            "login",
+            &reg.host(),
+            "-u",
+            "u",
+            "--password-stdin",
+        ]),
+        b"p",
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["registry"], reg.host());
+    assert_eq!(v["logged_in"], true);
+}
