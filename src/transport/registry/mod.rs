@@ -508,11 +508,11 @@ impl Transport for RegistryTransport {
         result.map(drop)
     }
 
-    fn origin(&self) -> Option<BlobOrigin> {
-        Some(BlobOrigin {
+    fn origins(&self, _desc: &Descriptor) -> Vec<BlobOrigin> {
+        vec![BlobOrigin {
             registry: self.reference.registry.clone(),
             repository: self.reference.repository.clone(),
-        })
+        }]
     }
 
     async fn mount_blob(
