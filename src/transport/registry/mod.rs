@@ -19,6 +19,7 @@
 //! use, so naming a registry costs nothing until it is reached.
 
 mod conn;
+pub mod oauth;
 mod pull;
 pub mod reference;
 pub mod retry;
