@@ -117,3 +117,43 @@ fn push_to_a_layout_without_a_tag_uses_the_images_own() {
         manifest
     );
 }
+
+#[test]
+fn a_pulled_image_pushed_to_another_repository_is_mounted_not_uploaded() {
+    let reg = Registry::start();
+    let t = tempfile::tempdir().unwrap();
+    let (a, b) = (t.path().join("a"), t.path().join("b"));
+    let name = format!("{}/jails/base:14.1", reg.addr());
+    let (manifest, config) = image(&Store::open(&a.join("store")).unwrap(), &name);
+    ok(jbuild(&a).args(["push", &name]));
+    ok(jbuild(&b).args(["pull", &name]));
+
+    // The store remembers where the pulled blobs came from, so pushing
+    // them to another repository of that registry mounts them.
+    let other = format!("{}/apps/web:1", reg.addr());
+    assert_eq!(head(&reg, &format!("/v2/apps/web/blobs/{config}")), 404);
+    let events = ok(jbuild(&b).args(["--json", "push", &name, &other]));
+    let skipped: Vec<bool> = events
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["event"] == "transfer_done")
+        .map(|v| v["skipped"] == true)
+        .collect();
+    assert_eq!(skipped, vec![true, true], "{events}");
+    assert_eq!(skopeo_digest(&format!("docker://{other}")), manifest);
+
+    // The store that pushed them first remembers where it pushed them.
+    let third = format!("{}/apps/api:1", reg.addr());
+    let events = ok(jbuild(&a).args(["--json", "push", &name, &third]));
+    assert!(!events.contains(r#""skipped":false"#), "{events}");
+
+    // A store whose blobs came from nowhere uploads them (the control).
+    let c = t.path().join("c");
+    image(&Store::open(&c.join("store")).unwrap(), &name);
+    let fourth = format!("{}/apps/cli:1", reg.addr());
+    let events = ok(jbuild(&c).args(["--json", "push", &name, &fourth]));
+    assert!(
+        events.contains(r#""skipped":false"#),
+        "the source store has no origins, so it uploads: {events}"
+    );
+}

@@ -7,7 +7,7 @@ use std::path::Path;
 use futures_util::StreamExt;
 use oci_spec::image::Descriptor;
 
-use super::{digest_of, platform, BlobOrigin, ManifestRole, Transport, TransportError};
+use super::{digest_of, platform, ManifestRole, Transport, TransportError};
 use crate::digest::Digest;
 use crate::plan::state::Platform;
 use crate::store::json::{DocKind, Document};
@@ -131,10 +131,9 @@ pub async fn copy_image_with(
         .prefix("jbuild-copy-")
         .tempdir()
         .map_err(|e| TransportError::io("cannot create a temporary directory", e))?;
-    let origin = src.origin();
     let copies = blobs
         .iter()
-        .map(|blob| copy_blob(src, dst, blob, origin.as_ref(), staging.path(), progress));
+        .map(|blob| copy_blob(src, dst, blob, staging.path(), progress));
     let mut running = futures_util::stream::iter(copies).buffer_unordered(options.jobs.max(1));
     while let Some(done) = running.next().await {
         done?;
@@ -162,18 +161,26 @@ async fn copy_blob(
     src: &dyn Transport,
     dst: &dyn Transport,
     blob: &Descriptor,
-    origin: Option<&BlobOrigin>,
     staging: &Path,
     progress: &(dyn Fn(CopyEvent) + Send + Sync),
 ) -> Result<(), TransportError> {
     let digest = digest_of(blob, &src.describe())?;
     let size = blob.size();
+    let origins = src.origins(blob);
+    // Both ends learn where the blob now is (a store remembers it for
+    // later mounts; a registry forgets).
+    let known = || {
+        dst.remember_origins(blob, &origins);
+        src.remember_origins(blob, &dst.origins(blob));
+    };
     if dst.has_blob(blob).await? {
+        known();
         progress(CopyEvent::BlobSkipped { digest, size });
         return Ok(());
     }
-    if let Some(origin) = origin {
+    for origin in &origins {
         if dst.mount_blob(blob, origin).await? {
+            known();
             progress(CopyEvent::BlobSkipped { digest, size });
             return Ok(());
         }
@@ -201,6 +208,7 @@ async fn copy_blob(
         src.fetch_blob(blob, file.path(), &moved).await?;
         dst.adopt_blob(blob, file).await?;
     }
+    known();
     progress(CopyEvent::BlobDone { digest, size });
     Ok(())
 }

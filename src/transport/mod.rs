@@ -135,11 +135,16 @@ pub trait Transport: Send + Sync {
         self.push_blob(desc, file.path(), &|_| {}).await
     }
 
-    /// Where blobs read from here come from, when that lets another
-    /// location of the same registry mount them.
-    fn origin(&self) -> Option<BlobOrigin> {
-        None
+    /// Registry repositories known to hold the blob, so a copy to another
+    /// repository of the same registry can mount it: the repository itself
+    /// for a registry, those it was pulled from for jbuild's store.
+    fn origins(&self, _desc: &Descriptor) -> Vec<BlobOrigin> {
+        Vec::new()
     }
+
+    /// Notes that the blob, now here, is also in `origins` (a store
+    /// remembers where its blobs were pulled from). By default, nothing.
+    fn remember_origins(&self, _desc: &Descriptor, _origins: &[BlobOrigin]) {}
 
     /// Asks the destination to take the blob from `from` without an upload
     /// (a registry's cross-repository mount). `Ok(false)`: it could not;

@@ -21,6 +21,7 @@ use oci_client::RegistryOperation;
 use reqwest::{RequestBuilder, Response, StatusCode};
 use tokio::sync::Mutex;
 
+use super::oauth;
 use super::reference::{api_host, is_loopback, RegistryRef};
 use super::retry::{parse_retry_after, transient_status, Attempt, RetryPolicy};
 use super::RegistryOptions;
@@ -46,6 +47,8 @@ pub(super) struct Conn {
     auth: RegistryAuth,
     /// The Basic credentials too, for registries that want them as such.
     basic: Option<(String, Secret)>,
+    /// An identity token (OAuth2 refresh token) to exchange for access.
+    identity: Option<Secret>,
     headers: Mutex<HashMap<u8, AuthHeader>>,
     policy: RetryPolicy,
     /// `docker://registry/repository`, for messages.
@@ -146,11 +149,10 @@ impl Conn {
                 message: format!("cannot read credentials: {e}"),
                 user: true,
             })?;
-        let basic = match cred {
-            Some(Credential::Basic { username, password }) => Some((username, password)),
-            // docker's convention for an identity token used as a password.
-            Some(Credential::IdentityToken(t)) => Some(("<token>".to_string(), t)),
-            None => None,
+        let (basic, identity) = match cred {
+            Some(Credential::Basic { username, password }) => (Some((username, password)), None),
+            Some(Credential::IdentityToken(t)) => (None, Some(t)),
+            None => (None, None),
         };
         let auth = match &basic {
             Some((u, p)) => RegistryAuth::Basic(u.clone(), p.expose().to_string()),
@@ -162,6 +164,7 @@ impl Conn {
             base: format!("{scheme}://{host}"),
             auth,
             basic,
+            identity,
             headers: Mutex::new(HashMap::new()),
             policy: options.retry.clone(),
             location,
@@ -193,6 +196,11 @@ impl Conn {
             if let Some(h) = headers.get(&op_key(op)) {
                 return Ok(h.clone());
             }
+        }
+        if let Some(refresh) = &self.identity {
+            let header = self.identity_access(refresh, op).await?;
+            headers.insert(op_key(op), header.clone());
+            return Ok(header);
         }
         // The token service is a server like any other: retried alike.
         let started = Instant::now();
@@ -227,6 +235,60 @@ impl Conn {
         };
         headers.insert(op_key(op), header.clone());
         Ok(header)
+    }
+
+    /// An access token for `op` in exchange for the identity token, handed
+    /// to oci-client too (it then skips its own sign-in).
+    async fn identity_access(
+        &self,
+        refresh: &Secret,
+        op: RegistryOperation,
+    ) -> Result<AuthHeader, TransportError> {
+        let what = "sign in with the identity token";
+        let resp = self
+            .http
+            .get(format!("{}/v2/", self.base))
+            .send()
+            .await
+            .map_err(|e| self.request_failed(what, &e))?;
+        let challenge = resp
+            .headers()
+            .get(reqwest::header::WWW_AUTHENTICATE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(oauth::parse_bearer)
+            .ok_or_else(|| TransportError::Registry {
+                location: self.location.clone(),
+                message: format!(
+                    "{what}: the registry does not use token sign-in;                      sign in with a user name and password (`jbuild login {}`)",
+                    self.registry
+                ),
+                user: true,
+            })?;
+        let scope = match op {
+            RegistryOperation::Pull => format!("repository:{}:pull", self.oci_ref.repository()),
+            RegistryOperation::Push => {
+                format!("repository:{}:pull,push", self.oci_ref.repository())
+            }
+        };
+        let access = oauth::exchange(&self.http, &challenge, &scope, refresh)
+            .await
+            .map_err(|e| {
+                if e.denied {
+                    self.denied(what, 401, &e.message)
+                } else {
+                    TransportError::Registry {
+                        location: self.location.clone(),
+                        message: format!("{what}: {}", e.message),
+                        user: false,
+                    }
+                }
+            })?;
+        let bearer = RegistryAuth::Bearer(access.expose().to_string());
+        self.oci
+            .auth(&self.oci_ref, &bearer, op)
+            .await
+            .map_err(|e| self.oci_error(e, what))?;
+        Ok(AuthHeader::Bearer(access))
     }
 
     /// Signs in for `op` if not yet done, so oci-client holds a token.

@@ -18,7 +18,9 @@
 //! The connection (scheme, certificates, credentials) is opened on first
 //! use, so naming a registry costs nothing until it is reached.
 
+mod blob;
 mod conn;
+pub mod oauth;
 mod pull;
 pub mod reference;
 pub mod retry;
@@ -34,13 +36,14 @@ use oci_spec::image::{Descriptor, MediaType};
 use reqwest::header::{ACCEPT, CONTENT_LENGTH, CONTENT_RANGE, RANGE};
 use reqwest::StatusCode;
 use sha2::{Digest as _, Sha256};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::sync::OnceCell;
 
 pub use pull::{report, RegistryPuller};
 pub use reference::RegistryRef;
 pub use retry::RetryPolicy;
 
+use self::blob::{file_stream, restart, CHUNK};
 use self::conn::Conn;
 use super::{
     check_bytes, digest_of, BlobOrigin, ManifestRole, Progress, Transport, TransportError,
@@ -48,6 +51,7 @@ use super::{
 };
 use crate::digest::Digest;
 use crate::keychain::Keychain;
+pub use blob::range_start;
 
 /// How registries are reached: which may use plain HTTP, where CA
 /// certificates are, whose credentials, how hard to retry.
@@ -86,9 +90,6 @@ const MANIFEST_ACCEPT: &str = "application/vnd.oci.image.manifest.v1+json, \
      application/vnd.oci.image.index.v1+json, \
      application/vnd.docker.distribution.manifest.v2+json, \
      application/vnd.docker.distribution.manifest.list.v2+json";
-
-/// Bytes read from the file per chunk of an upload.
-const CHUNK: usize = 1 << 20;
 
 /// One repository of a registry.
 pub struct RegistryTransport {
@@ -291,33 +292,6 @@ impl RegistryTransport {
     }
 }
 
-/// The first byte of a `Content-Range: bytes START-END/TOTAL`.
-pub fn range_start(v: &str) -> Option<u64> {
-    v.trim()
-        .strip_prefix("bytes ")?
-        .split('-')
-        .next()?
-        .trim()
-        .parse()
-        .ok()
-}
-
-async fn restart(
-    file: &mut tokio::io::BufWriter<tokio::fs::File>,
-    hasher: &mut Sha256,
-) -> Result<(), TransportError> {
-    use tokio::io::AsyncSeekExt;
-    let io = |e| TransportError::io("cannot rewind a partly fetched blob", e);
-    file.flush().await.map_err(io)?;
-    file.get_mut().set_len(0).await.map_err(io)?;
-    file.get_mut()
-        .seek(std::io::SeekFrom::Start(0))
-        .await
-        .map_err(io)?;
-    *hasher = Sha256::new();
-    Ok(())
-}
-
 #[async_trait]
 impl Transport for RegistryTransport {
     fn describe(&self) -> String {
@@ -508,11 +482,11 @@ impl Transport for RegistryTransport {
         result.map(drop)
     }
 
-    fn origin(&self) -> Option<BlobOrigin> {
-        Some(BlobOrigin {
+    fn origins(&self, _desc: &Descriptor) -> Vec<BlobOrigin> {
+        vec![BlobOrigin {
             registry: self.reference.registry.clone(),
             repository: self.reference.repository.clone(),
-        })
+        }]
     }
 
     async fn mount_blob(
@@ -582,127 +556,5 @@ impl Transport for RegistryTransport {
 
     async fn finish(&self) -> Result<(), TransportError> {
         Ok(())
-    }
-}
-
-/// The file as a stream of chunks, hashed as they go; at the end, a size
-/// or digest that differs from the descriptor's turns into an error (so
-/// the upload is not committed) and is recorded in `bad`.
-fn file_stream(
-    path: PathBuf,
-    size: u64,
-    expected: Digest,
-    bad: std::sync::Arc<Mutex<Option<String>>>,
-    sent: std::sync::Arc<AtomicU64>,
-) -> impl futures_util::Stream<Item = Result<bytes::Bytes, oci_client::errors::OciDistributionError>>
-       + Send
-       + 'static {
-    struct State {
-        file: Option<tokio::fs::File>,
-        path: PathBuf,
-        hasher: Sha256,
-        read: u64,
-        done: bool,
-    }
-    let state = State {
-        file: None,
-        path,
-        hasher: Sha256::new(),
-        read: 0,
-        done: false,
-    };
-    futures_util::stream::unfold(state, move |mut st| {
-        let (expected, bad, sent) = (expected.clone(), bad.clone(), sent.clone());
-        async move {
-            if st.done {
-                return None;
-            }
-            if st.file.is_none() {
-                match tokio::fs::File::open(&st.path).await {
-                    Ok(f) => st.file = Some(f),
-                    Err(e) => {
-                        st.done = true;
-                        return Some((Err(e.into()), st));
-                    }
-                }
-            }
-            let file = st.file.as_mut()?;
-            let mut buf = vec![0u8; CHUNK];
-            let n = match file.read(&mut buf).await {
-                Ok(n) => n,
-                Err(e) => {
-                    st.done = true;
-                    return Some((Err(e.into()), st));
-                }
-            };
-            if n == 0 || st.read + n as u64 > size {
-                st.done = true;
-                let actual = Digest::from_sha(st.hasher.clone().finalize().into());
-                let over = st.read + n as u64 > size;
-                if over || st.read != size || actual != expected {
-                    let reason = if over {
-                        format!("more than {size} bytes")
-                    } else if st.read != size {
-                        format!("{} bytes", st.read)
-                    } else {
-                        format!("digest {actual}")
-                    };
-                    *bad.lock().unwrap_or_else(|e| e.into_inner()) = Some(reason.clone());
-                    return Some((
-                        Err(std::io::Error::other(format!("the file has {reason}")).into()),
-                        st,
-                    ));
-                }
-                return None;
-            }
-            buf.truncate(n);
-            st.hasher.update(&buf);
-            st.read += n as u64;
-            sent.store(st.read, Ordering::Relaxed);
-            Some((Ok(bytes::Bytes::from(buf)), st))
-        }
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn content_range_start() {
-        assert_eq!(range_start("bytes 100-199/200"), Some(100));
-        assert_eq!(range_start("bytes 0-0/1"), Some(0));
-        assert_eq!(range_start("bytes */200"), None);
-        assert_eq!(range_start("items 1-2/3"), None);
-    }
-
-    #[tokio::test]
-    async fn upload_stream_refuses_a_file_that_is_not_the_blob() {
-        let t = tempfile::tempdir().unwrap();
-        let p = t.path().join("b");
-        std::fs::write(&p, b"hello").unwrap();
-        let run = |size: u64, content: &[u8]| {
-            let bad: std::sync::Arc<Mutex<Option<String>>> = Default::default();
-            let s = file_stream(
-                p.clone(),
-                size,
-                Digest::of(content),
-                bad.clone(),
-                Default::default(),
-            );
-            async move {
-                let items: Vec<_> = s.collect().await;
-                let ok = items.iter().all(|i| i.is_ok());
-                let got = bad.lock().unwrap().clone();
-                (ok, got)
-            }
-        };
-        assert_eq!(run(5, b"hello").await, (true, None));
-        let (ok, why) = run(5, b"hellx").await;
-        assert!(!ok && why.unwrap().starts_with("digest"));
-        let (ok, why) = run(4, b"hell").await;
-        assert!(!ok && why.unwrap().contains("more than 4"));
-        let (ok, why) = run(6, b"hello!").await;
-        assert!(!ok && why.unwrap().contains("5 bytes"));
     }
 }
