@@ -164,7 +164,9 @@ pub fn main() -> i32 {
     let filter = if cli.debug {
         "jbuild=debug".to_string()
     } else {
-        std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into())
+        // rustls' platform verifier logs a refused certificate at ERROR
+        // level; the transport reports that error itself, once.
+        std::env::var("RUST_LOG").unwrap_or_else(|_| "warn,rustls_platform_verifier=off".into())
     };
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
