@@ -22,6 +22,7 @@ pub mod exec;
 pub mod fsutil;
 pub mod jailconf;
 pub mod jailfile;
+pub mod keychain;
 pub mod layer;
 pub mod plan;
 pub mod release;

@@ -38,6 +38,23 @@ pub struct BuildEnv<'a> {
     pub executor: OnceLock<Box<dyn Executor>>,
     /// Releases, the package cache and repositories, jail-parameter consent.
     pub freebsd: FreeBsdEnv,
+    /// Where a FROM image missing from the store is fetched from (a
+    /// registry), as `docker build` does; `None`: it must be in the store.
+    pub image_source: Option<&'a dyn ImageSource>,
+}
+
+/// Fetches images named in FROM or `COPY --from` that the store lacks.
+pub trait ImageSource: Send + Sync {
+    /// Puts `reference` (for `platform`, when it is an index) into the
+    /// store and returns the name it is stored under; `Ok(None)` when the
+    /// reference is not one this source can fetch.
+    fn fetch(
+        &self,
+        store: &Store,
+        reference: &str,
+        platform: &Platform,
+        reporter: &dyn Reporter,
+    ) -> Result<Option<String>, String>;
 }
 
 impl<'a> BuildEnv<'a> {
@@ -52,12 +69,19 @@ impl<'a> BuildEnv<'a> {
             reporter,
             executor: OnceLock::new(),
             freebsd: FreeBsdEnv::default(),
+            image_source: None,
         }
     }
 
     /// Uses these FreeBSD settings (release mirror, pkg cache, ...).
     pub fn with_freebsd(mut self, freebsd: FreeBsdEnv) -> Self {
         self.freebsd = freebsd;
+        self
+    }
+
+    /// Fetches FROM images the store lacks from `source`.
+    pub fn with_image_source(mut self, source: &'a dyn ImageSource) -> Self {
+        self.image_source = Some(source);
         self
     }
 
@@ -123,6 +147,7 @@ pub(super) fn active_key() -> String {
 /// Answers the planner's questions from the store and the build context.
 struct Inputs<'a> {
     store: &'a Store,
+    source: Option<(&'a dyn ImageSource, &'a dyn Reporter)>,
     context: &'a Path,
     ignore: Option<&'a Ignore>,
     images: std::cell::RefCell<HashMap<String, LoadedImage>>,
@@ -139,7 +164,18 @@ impl Inputs<'_> {
         if let Some(img) = self.images.borrow().get(&key) {
             return Ok(img.clone());
         }
-        let img = image::load(self.store, reference, platform)?;
+        let img = match (image::load(self.store, reference, platform), self.source) {
+            (Ok(img), _) => img,
+            (Err(e), Some((source, reporter)))
+                if matches!(self.store.resolve(reference), Ok(None)) =>
+            {
+                match source.fetch(self.store, reference, platform, reporter)? {
+                    Some(name) => image::load(self.store, &name, platform)?,
+                    None => return Err(e),
+                }
+            }
+            (Err(e), _) => return Err(e),
+        };
         self.images.borrow_mut().insert(key, img.clone());
         Ok(img)
     }
@@ -230,6 +266,7 @@ pub fn build_text(
     let ignore = Ignore::load(&opts.context).map_err(|e| BuildError::Context(e.to_string()))?;
     let inputs = Inputs {
         store: env.store,
+        source: env.image_source.map(|s| (s, env.reporter)),
         context: &opts.context,
         ignore: ignore.as_ref(),
         images: Default::default(),

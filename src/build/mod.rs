@@ -12,6 +12,7 @@ pub mod native;
 
 pub use engine::{
     build, build_text, chain_snapshot, step_snapshot, BuildEnv, BuildOptions, BuildOutput,
+    ImageSource,
 };
 pub use error::BuildError;
 

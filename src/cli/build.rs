@@ -196,8 +196,13 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
     let store = ctx.store()?;
     let snapshotter = ctx.snapshotter()?;
     let reporter = ctx.reporter();
+    let puller = jbuild::transport::RegistryPuller {
+        options: jbuild::transport::RegistryOptions::from_settings(&ctx.settings),
+        jobs: 4,
+    };
     let env = BuildEnv::new(&store, snapshotter.as_ref(), reporter.as_ref())
-        .with_freebsd(freebsd_env(ctx, &args)?);
+        .with_freebsd(freebsd_env(ctx, &args)?)
+        .with_image_source(&puller);
     let out = match &translated {
         Some(t) => build::build_text(&env, &opts, &t.jailfile),
         None => build::build(&env, &opts),

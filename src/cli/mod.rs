@@ -9,6 +9,8 @@ mod build;
 mod create;
 mod images;
 mod in_use;
+mod login;
+mod registry;
 mod transfer;
 
 use std::io::IsTerminal;
@@ -83,12 +85,22 @@ enum Cmd {
     Export(transfer::ExportArgs),
     /// Read an image from an OCI layout directory or archive into the store.
     Import(transfer::ImportArgs),
+    /// Send an image from the store to a registry (or an OCI layout or archive).
+    Push(registry::PushArgs),
+    /// Fetch an image from a registry into the store.
+    Pull(registry::PullArgs),
+    /// Copy an image between any two places: registries, OCI layouts and archives, the store.
+    Copy(registry::CopyArgs),
     /// Show where jbuild keeps its state and what it will use.
     Info,
     /// Print the Jailfile a Bastille template translates to.
     Convert(bastille::ConvertArgs),
     /// Make a jail from an image: its root and a jail.conf entry.
     Create(create::CreateArgs),
+    /// Check credentials against a registry and keep them for push and pull.
+    Login(login::LoginArgs),
+    /// Forget the credentials kept for a registry.
+    Logout(login::LogoutArgs),
 }
 
 /// A failed command: what went wrong, and whose mistake it was.
@@ -160,7 +172,9 @@ pub fn main() -> i32 {
     let filter = if cli.debug {
         "jbuild=debug".to_string()
     } else {
-        std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into())
+        // rustls' platform verifier logs a refused certificate at ERROR
+        // level; the transport reports that error itself, once.
+        std::env::var("RUST_LOG").unwrap_or_else(|_| "warn,rustls_platform_verifier=off".into())
     };
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
@@ -195,9 +209,14 @@ pub fn main() -> i32 {
         Cmd::Prune(a) => images::prune(&ctx, a),
         Cmd::Export(a) => transfer::export(&ctx, a),
         Cmd::Import(a) => transfer::import(&ctx, a),
+        Cmd::Push(a) => registry::push(&ctx, a),
+        Cmd::Pull(a) => registry::pull(&ctx, a),
+        Cmd::Copy(a) => registry::copy(&ctx, a),
         Cmd::Info => images::info(&ctx),
         Cmd::Convert(a) => bastille::convert(&ctx, a),
         Cmd::Create(a) => create::run(&ctx, a),
+        Cmd::Login(a) => login::login(&ctx, a),
+        Cmd::Logout(a) => login::logout(&ctx, a),
     };
     match result {
         Ok(()) => 0,

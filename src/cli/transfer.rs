@@ -8,7 +8,9 @@ use serde_json::json;
 use super::{CmdResult, Ctx, Failure};
 use jbuild::report::Reporter;
 use jbuild::store::ImageName;
-use jbuild::transport::{self, copy_image, CopyEvent, LayoutTransport, Transport, TransportError};
+use jbuild::transport::{
+    self, copy_image_with, CopyEvent, CopyOptions, LayoutTransport, Transport, TransportError,
+};
 
 #[derive(Args, Debug)]
 pub struct ExportArgs {
@@ -39,7 +41,7 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
 /// A transport failure is the user's when it is about what they named
 /// (a location, a reference, a missing image), jbuild's or the system's
 /// otherwise.
-fn failure(e: TransportError) -> Failure {
+pub(super) fn failure(e: TransportError) -> Failure {
     Failure {
         user: e.is_user_error(),
         error: e.into(),
@@ -47,25 +49,7 @@ fn failure(e: TransportError) -> Failure {
 }
 
 fn progress(reporter: &dyn Reporter) -> impl Fn(CopyEvent) + Send + Sync + '_ {
-    move |ev| match ev {
-        CopyEvent::BlobSkipped { digest, .. } => {
-            let id = digest.to_string();
-            reporter.transfer_start(&id, &short(&id), None);
-            reporter.transfer_done(&id, true);
-        }
-        CopyEvent::BlobStarted { digest, size } => {
-            reporter.transfer_start(&digest.to_string(), &short(&digest.to_string()), Some(size))
-        }
-        CopyEvent::BlobDone { digest, size } => {
-            reporter.transfer_progress(&digest.to_string(), size);
-            reporter.transfer_done(&digest.to_string(), false);
-        }
-        CopyEvent::ManifestDone { .. } => {}
-    }
-}
-
-fn short(digest: &str) -> String {
-    format!("blob {}", &digest[..digest.len().min(19)])
+    move |ev| transport::registry::report(reporter, ev)
 }
 
 /// Copies one image and completes the destination (an archive is written
@@ -77,13 +61,37 @@ fn copy(
     tag: Option<&str>,
     reporter: &dyn Reporter,
 ) -> Result<oci_spec::image::Descriptor, Failure> {
+    copy_reporting(src, reference, dst, tag, &CopyOptions::default(), reporter)
+}
+
+fn copy_reporting(
+    src: &dyn Transport,
+    reference: &str,
+    dst: &dyn Transport,
+    tag: Option<&str>,
+    options: &CopyOptions,
+    reporter: &dyn Reporter,
+) -> Result<oci_spec::image::Descriptor, Failure> {
     runtime()?
         .block_on(async {
-            let d = copy_image(src, reference, dst, tag, &progress(reporter)).await?;
+            let d = copy_image_with(src, reference, dst, tag, options, &progress(reporter)).await?;
             dst.finish().await?;
             Ok::<_, TransportError>(d)
         })
         .map_err(failure)
+}
+
+/// [`copy`] with options, reporting as the flags say.
+pub(super) fn copy_with(
+    ctx: &Ctx,
+    src: &dyn Transport,
+    reference: &str,
+    dst: &dyn Transport,
+    tag: Option<&str>,
+    options: &CopyOptions,
+) -> Result<oci_spec::image::Descriptor, Failure> {
+    let reporter = ctx.reporter();
+    copy_reporting(src, reference, dst, tag, options, reporter.as_ref())
 }
 
 pub fn export(ctx: &Ctx, args: ExportArgs) -> CmdResult {
@@ -151,7 +159,7 @@ pub fn import(ctx: &Ctx, args: ImportArgs) -> CmdResult {
     Ok(())
 }
 
-fn done(ctx: &Ctx, digest: &str, place: &str, tag: Option<&str>) {
+pub(super) fn done(ctx: &Ctx, digest: &str, place: &str, tag: Option<&str>) {
     if ctx.json {
         println!(
             "{}",

@@ -22,6 +22,7 @@
 //!
 //! [registries]
 //! insecure = ["registry.lan:5000"]   # plain HTTP (localhost is always allowed)
+//! certs_dir = "/etc/docker/certs.d" # extra CAs: DIR/HOST[:PORT]/*.crt
 //!
 //! [freebsd]
 //! mirror = "https://download.freebsd.org/releases"
@@ -69,6 +70,10 @@ pub struct ZfsSettings {
 pub struct RegistrySettings {
     /// Registries (`host` or `host:port`) reached over plain HTTP.
     pub insecure: Vec<String>,
+    /// Where extra CA certificates are looked up, docker's `certs.d`
+    /// layout (`DIR/HOST[:PORT]/*.crt`). Unset: `/etc/docker/certs.d`
+    /// then `/etc/containers/certs.d`.
+    pub certs_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
@@ -214,6 +219,16 @@ mod tests {
         assert!(s.pkg.offline);
         let e = Settings::parse("[pkg]\nrepo_dir = \"/r\"\n").unwrap_err();
         assert!(e.contains("repo_dir"), "{e}");
+    }
+
+    #[test]
+    fn registry_certs_dir_defaults_to_unset() {
+        assert_eq!(Settings::default().registries.certs_dir, None);
+        let s = Settings::parse("[registries]\ncerts_dir = \"/tmp/certs.d\"\n").unwrap();
+        assert_eq!(
+            s.registries.certs_dir.as_deref(),
+            Some(Path::new("/tmp/certs.d"))
+        );
     }
 
     #[test]

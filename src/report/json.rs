@@ -1,8 +1,9 @@
 //! JSON events, one object per line, for scripts (`--json`).
 
+use std::collections::HashMap;
 use std::io::Write;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::json;
 
@@ -11,17 +12,23 @@ use crate::exec::Stream;
 
 pub struct JsonReporter {
     out: Mutex<Box<dyn Write + Send>>,
+    /// When each transfer last reported progress: at most one
+    /// `transfer_progress` event per transfer per [`PROGRESS_EVERY`].
+    progress: Mutex<HashMap<String, Instant>>,
 }
+
+const PROGRESS_EVERY: Duration = Duration::from_millis(500);
 
 impl JsonReporter {
     pub fn stdout() -> Self {
-        JsonReporter {
-            out: Mutex::new(Box::new(std::io::stdout())),
-        }
+        JsonReporter::to_writer(Box::new(std::io::stdout()))
     }
 
     pub fn to_writer(w: Box<dyn Write + Send>) -> Self {
-        JsonReporter { out: Mutex::new(w) }
+        JsonReporter {
+            out: Mutex::new(w),
+            progress: Mutex::new(HashMap::new()),
+        }
     }
 
     /// Writes one event; also used by commands for their final result.
@@ -63,9 +70,23 @@ impl Reporter for JsonReporter {
         self.emit(json!({"event": "transfer_start", "id": id, "what": what, "total": total}));
     }
 
-    fn transfer_progress(&self, _: &str, _: u64) {}
+    fn transfer_progress(&self, id: &str, done: u64) {
+        let now = Instant::now();
+        {
+            let mut last = self.progress.lock().unwrap_or_else(|e| e.into_inner());
+            match last.get(id) {
+                Some(t) if now.duration_since(*t) < PROGRESS_EVERY => return,
+                _ => last.insert(id.to_string(), now),
+            };
+        }
+        self.emit(json!({"event": "transfer_progress", "id": id, "done": done}));
+    }
 
     fn transfer_done(&self, id: &str, skipped: bool) {
+        self.progress
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(id);
         self.emit(json!({"event": "transfer_done", "id": id, "skipped": skipped}));
     }
 
@@ -75,5 +96,52 @@ impl Reporter for JsonReporter {
             Level::Warn => "warning",
         };
         self.emit(json!({"event": "message", "level": level, "text": text}));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[derive(Clone, Default)]
+    struct Shared(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Shared {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn transfer_progress_is_throttled_per_transfer() {
+        let out = Shared::default();
+        let r = JsonReporter::to_writer(Box::new(out.clone()));
+        r.transfer_start("a", "blob a", Some(10));
+        r.transfer_progress("a", 1);
+        r.transfer_progress("a", 2); // within 500 ms of the last: dropped
+        r.transfer_progress("b", 5); // another transfer: its own clock
+        r.transfer_done("a", false);
+        let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+        let events: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let progress: Vec<(String, u64)> = events
+            .iter()
+            .filter(|e| e["event"] == "transfer_progress")
+            .map(|e| {
+                (
+                    e["id"].as_str().unwrap().to_string(),
+                    e["done"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(progress, vec![("a".into(), 1), ("b".into(), 5)]);
+        assert_eq!(events.last().unwrap()["event"], "transfer_done");
     }
 }

@@ -94,6 +94,46 @@ impl Store {
         })
     }
 
+    /// A temporary file in the store (`.jbuild/tmp/`), for a blob that a
+    /// transport fetches and checks itself before [`Store::adopt_blob`]
+    /// moves it into place without copying it again.
+    pub fn blob_tempfile(&self) -> Result<NamedTempFile, StoreError> {
+        let dir = self.private_dir("tmp")?;
+        tempfile::Builder::new()
+            .prefix("blob-")
+            .tempfile_in(&dir)
+            .map_err(|e| {
+                StoreError::io(
+                    format!("cannot create a temporary file in {}", dir.display()),
+                    e,
+                )
+            })
+    }
+
+    /// Makes `file` (from [`Store::blob_tempfile`]) the blob `digest`:
+    /// fsync, rename, fsync the directory. The caller has checked its
+    /// content against `digest` while writing it; an existing blob is kept.
+    pub fn adopt_blob(&self, file: NamedTempFile, digest: &Digest) -> Result<(), StoreError> {
+        let blobs_dir = self.root.join("blobs/sha256");
+        let target = blobs_dir.join(digest.hex());
+        if target.is_file() {
+            return Ok(());
+        }
+        file.as_file()
+            .sync_all()
+            .map_err(|e| StoreError::io(format!("cannot write {}", file.path().display()), e))?;
+        fs::create_dir_all(&blobs_dir)
+            .map_err(|e| StoreError::io(format!("cannot create {}", blobs_dir.display()), e))?;
+        file.persist(&target).map_err(|e| {
+            StoreError::io(
+                format!("cannot move a blob into {}", target.display()),
+                e.error,
+            )
+        })?;
+        sync_dir(&blobs_dir)
+            .map_err(|e| StoreError::io(format!("cannot sync {}", blobs_dir.display()), e))
+    }
+
     /// Stores `bytes` as a blob.
     pub fn put_bytes(&self, bytes: &[u8]) -> Result<(Digest, u64), StoreError> {
         let mut w = self.blob_writer()?;

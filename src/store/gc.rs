@@ -80,6 +80,8 @@ impl Store {
     /// Whether anything still refers to it is the caller's business.
     pub fn remove_blob(&self, d: &Digest) -> Result<(), StoreError> {
         let path = self.blob_path(d);
+        // The registry repositories remembered for it (a hint for mounts).
+        let _ = fs::remove_file(self.root.join(".jbuild/origins").join(d.hex()));
         match fs::remove_file(&path) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),

@@ -23,7 +23,7 @@ use oci_spec::image::Descriptor;
 use tempfile::TempDir;
 use tokio::sync::OnceCell;
 
-use super::{blocking, LayoutTransport, ManifestRole, Transport, TransportError};
+use super::{blocking, LayoutTransport, ManifestRole, Progress, Transport, TransportError};
 use crate::fsutil::sync_dir;
 
 /// An OCI archive file as a transport.
@@ -139,16 +139,26 @@ impl Transport for ArchiveTransport {
         self.writer().await?.has_blob(desc).await
     }
 
-    async fn fetch_blob(&self, desc: &Descriptor, dest: &Path) -> Result<(), TransportError> {
+    async fn fetch_blob(
+        &self,
+        desc: &Descriptor,
+        dest: &Path,
+        progress: Progress<'_>,
+    ) -> Result<(), TransportError> {
         self.reader()
             .await?
-            .fetch_blob(desc, dest)
+            .fetch_blob(desc, dest, progress)
             .await
             .map_err(|e| relocate(e, &self.location()))
     }
 
-    async fn push_blob(&self, desc: &Descriptor, src: &Path) -> Result<(), TransportError> {
-        self.writer().await?.push_blob(desc, src).await
+    async fn push_blob(
+        &self,
+        desc: &Descriptor,
+        src: &Path,
+        progress: Progress<'_>,
+    ) -> Result<(), TransportError> {
+        self.writer().await?.push_blob(desc, src, progress).await
     }
 
     async fn push_manifest(

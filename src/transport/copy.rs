@@ -2,12 +2,15 @@
 //! between any two transports.
 
 use std::collections::HashSet;
+use std::path::Path;
 
+use futures_util::StreamExt;
 use oci_spec::image::Descriptor;
 
-use super::{digest_of, ManifestRole, Transport, TransportError};
+use super::{digest_of, platform, ManifestRole, Transport, TransportError};
 use crate::digest::Digest;
-use crate::store::json::Document;
+use crate::plan::state::Platform;
+use crate::store::json::{DocKind, Document};
 
 /// Indexes nested deeper than this are refused (real images use one level).
 const MAX_DEPTH: usize = 4;
@@ -26,6 +29,11 @@ pub enum CopyEvent {
         digest: Digest,
         size: u64,
     },
+    /// `done` bytes of a started blob have moved.
+    BlobProgress {
+        digest: Digest,
+        done: u64,
+    },
     BlobDone {
         digest: Digest,
         size: u64,
@@ -35,6 +43,25 @@ pub enum CopyEvent {
         digest: Digest,
         size: u64,
     },
+}
+
+/// How [`copy_image_with`] copies.
+#[derive(Debug, Clone)]
+pub struct CopyOptions {
+    /// Blobs moved at the same time (at least 1).
+    pub jobs: usize,
+    /// When the image is an index, copy only its manifest for this
+    /// platform (as a pull does); `None` copies the whole index.
+    pub platform: Option<Platform>,
+}
+
+impl Default for CopyOptions {
+    fn default() -> Self {
+        CopyOptions {
+            jobs: 4,
+            platform: None,
+        }
+    }
 }
 
 /// Copies the image `src_ref` names at `src` to `dst`, tagging it `dst_tag`
@@ -54,30 +81,64 @@ pub async fn copy_image(
     dst_tag: Option<&str>,
     progress: &(dyn Fn(CopyEvent) + Send + Sync),
 ) -> Result<Descriptor, TransportError> {
-    let root = src.resolve(src_ref).await?;
+    copy_image_with(
+        src,
+        src_ref,
+        dst,
+        dst_tag,
+        &CopyOptions::default(),
+        progress,
+    )
+    .await
+}
+
+/// [`copy_image`] with options: blobs move `jobs` at a time, and an index
+/// can be narrowed to one platform.
+///
+/// A blob the source holds as a file (an OCI layout) is pushed from that
+/// file; one that must be fetched is streamed into a temporary file on the
+/// destination's filesystem when it offers one (jbuild's store), which the
+/// destination then adopts by rename — a blob is never held in memory, and
+/// never copied twice on disk. A blob the source's registry holds in
+/// another repository of the destination's registry is mounted, not
+/// uploaded.
+pub async fn copy_image_with(
+    src: &dyn Transport,
+    src_ref: &str,
+    dst: &dyn Transport,
+    dst_tag: Option<&str>,
+    options: &CopyOptions,
+    progress: &(dyn Fn(CopyEvent) + Send + Sync),
+) -> Result<Descriptor, TransportError> {
+    let mut root = src.resolve(src_ref).await?;
+    if let Some(want) = &options.platform {
+        if DocKind::of(root.media_type()) == Some(DocKind::Index) {
+            let bytes = src.fetch_manifest(&root).await?;
+            let invalid = |reason: String| TransportError::Invalid {
+                location: src.describe(),
+                what: format!("image `{src_ref}`"),
+                reason,
+            };
+            let Document::Index(index) = Document::parse(&root, &bytes).map_err(invalid)? else {
+                return Err(invalid("its index is not an index".into()));
+            };
+            root = platform::select(&index, want).map_err(invalid)?;
+        }
+    }
     let (documents, blobs) = fetch_tree(src, &root).await?;
 
     let staging = tempfile::Builder::new()
         .prefix("jbuild-copy-")
         .tempdir()
         .map_err(|e| TransportError::io("cannot create a temporary directory", e))?;
-    for blob in &blobs {
-        let digest = digest_of(blob, &src.describe())?;
-        let size = blob.size();
-        if dst.has_blob(blob).await? {
-            progress(CopyEvent::BlobSkipped { digest, size });
-            continue;
-        }
-        progress(CopyEvent::BlobStarted {
-            digest: digest.clone(),
-            size,
-        });
-        let path = staging.path().join(digest.hex());
-        src.fetch_blob(blob, &path).await?;
-        dst.push_blob(blob, &path).await?;
-        let _ = tokio::fs::remove_file(&path).await;
-        progress(CopyEvent::BlobDone { digest, size });
+    let copies = blobs
+        .iter()
+        .map(|blob| copy_blob(src, dst, blob, staging.path(), progress));
+    let mut running = futures_util::stream::iter(copies).buffer_unordered(options.jobs.max(1));
+    while let Some(done) = running.next().await {
+        done?;
     }
+    drop(running);
 
     for (i, (desc, bytes)) in documents.iter().enumerate().rev() {
         let role = if i == 0 {
@@ -92,6 +153,64 @@ pub async fn copy_image(
         });
     }
     Ok(root)
+}
+
+/// One blob across: skipped, mounted, pushed from the source's own file,
+/// or fetched to a temporary file and adopted.
+async fn copy_blob(
+    src: &dyn Transport,
+    dst: &dyn Transport,
+    blob: &Descriptor,
+    staging: &Path,
+    progress: &(dyn Fn(CopyEvent) + Send + Sync),
+) -> Result<(), TransportError> {
+    let digest = digest_of(blob, &src.describe())?;
+    let size = blob.size();
+    let origins = src.origins(blob);
+    // Both ends learn where the blob now is (a store remembers it for
+    // later mounts; a registry forgets).
+    let known = || {
+        dst.remember_origins(blob, &origins);
+        src.remember_origins(blob, &dst.origins(blob));
+    };
+    if dst.has_blob(blob).await? {
+        known();
+        progress(CopyEvent::BlobSkipped { digest, size });
+        return Ok(());
+    }
+    for origin in &origins {
+        if dst.mount_blob(blob, origin).await? {
+            known();
+            progress(CopyEvent::BlobSkipped { digest, size });
+            return Ok(());
+        }
+    }
+    progress(CopyEvent::BlobStarted {
+        digest: digest.clone(),
+        size,
+    });
+    let moved = |done: u64| {
+        progress(CopyEvent::BlobProgress {
+            digest: digest.clone(),
+            done,
+        })
+    };
+    if let Some(path) = src.local_blob(blob) {
+        dst.push_blob(blob, &path, &moved).await?;
+    } else {
+        let file = match dst.staging_file()? {
+            Some(f) => f,
+            None => tempfile::Builder::new()
+                .prefix("blob-")
+                .tempfile_in(staging)
+                .map_err(|e| TransportError::io("cannot create a temporary file", e))?,
+        };
+        src.fetch_blob(blob, file.path(), &moved).await?;
+        dst.adopt_blob(blob, file).await?;
+    }
+    known();
+    progress(CopyEvent::BlobDone { digest, size });
+    Ok(())
 }
 
 /// Every manifest and index under `root` (each parent before its

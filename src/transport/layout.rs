@@ -10,8 +10,8 @@ use async_trait::async_trait;
 use oci_spec::image::Descriptor;
 
 use super::{
-    blocking, check_bytes, check_size, copy_checked, digest_of, ManifestRole, Transport,
-    TransportError,
+    blocking, check_bytes, check_size, copy_checked, digest_of, BlobOrigin, ManifestRole, Progress,
+    Transport, TransportError,
 };
 use crate::store::json::MAX_MANIFEST_SIZE;
 use crate::store::{Store, StoreError, StoreLock};
@@ -27,6 +27,9 @@ struct Inner {
     /// A shared [`StoreLock`] from the first push to `finish`, so a prune
     /// running meanwhile cannot remove blobs not yet named by `index.json`.
     writing: Mutex<Option<StoreLock>>,
+    /// Whether blob origins are remembered here: only in jbuild's own
+    /// store, so reading an `oci:DIR` never changes it.
+    remember: bool,
 }
 
 impl LayoutTransport {
@@ -35,14 +38,19 @@ impl LayoutTransport {
             dir,
             store: OnceLock::new(),
             writing: Mutex::new(None),
+            remember: false,
         }))
     }
 
     /// The layout of an open store (jbuild's own).
     pub fn from_store(store: Store) -> LayoutTransport {
-        let t = LayoutTransport::new(store.path().to_path_buf());
-        let _ = t.0.store.set(store);
-        t
+        let dir = store.path().to_path_buf();
+        LayoutTransport(Arc::new(Inner {
+            dir,
+            store: OnceLock::from(store),
+            writing: Mutex::new(None),
+            remember: true,
+        }))
     }
 
     pub fn path(&self) -> &Path {
@@ -56,6 +64,25 @@ impl LayoutTransport {
         let inner = self.0.clone();
         blocking(move || f(&inner)).await
     }
+}
+
+/// Repositories remembered per blob, at most.
+const MAX_ORIGINS: usize = 8;
+
+fn origins_path(layout: &Path, digest: &crate::digest::Digest) -> PathBuf {
+    layout.join(".jbuild/origins").join(digest.hex())
+}
+
+fn parse_origins(text: &str) -> Vec<BlobOrigin> {
+    text.lines()
+        .filter_map(|l| l.split_once(' '))
+        .filter(|(r, p)| !r.is_empty() && !p.is_empty() && !p.contains(' '))
+        .map(|(r, p)| BlobOrigin {
+            registry: r.to_string(),
+            repository: p.to_string(),
+        })
+        .take(MAX_ORIGINS)
+        .collect()
 }
 
 /// What `index.json` gets for a pushed manifest ([`ManifestRole`], owned).
@@ -229,14 +256,104 @@ impl Transport for LayoutTransport {
         self.run(move |i| i.has_blob(&desc)).await
     }
 
-    async fn fetch_blob(&self, desc: &Descriptor, dest: &Path) -> Result<(), TransportError> {
+    async fn fetch_blob(
+        &self,
+        desc: &Descriptor,
+        dest: &Path,
+        progress: Progress<'_>,
+    ) -> Result<(), TransportError> {
         let (desc, dest) = (desc.clone(), dest.to_path_buf());
-        self.run(move |i| i.fetch_blob(&desc, &dest)).await
+        let size = desc.size();
+        self.run(move |i| i.fetch_blob(&desc, &dest)).await?;
+        progress(size);
+        Ok(())
     }
 
-    async fn push_blob(&self, desc: &Descriptor, src: &Path) -> Result<(), TransportError> {
+    async fn push_blob(
+        &self,
+        desc: &Descriptor,
+        src: &Path,
+        progress: Progress<'_>,
+    ) -> Result<(), TransportError> {
         let (desc, src) = (desc.clone(), src.to_path_buf());
-        self.run(move |i| i.push_blob(&desc, &src)).await
+        let size = desc.size();
+        self.run(move |i| i.push_blob(&desc, &src)).await?;
+        progress(size);
+        Ok(())
+    }
+
+    fn local_blob(&self, desc: &Descriptor) -> Option<PathBuf> {
+        let store = self.0.store(false).ok()?;
+        let path = store.blob_path(&digest_of(desc, &self.0.location()).ok()?);
+        std::fs::metadata(&path)
+            .is_ok_and(|m| m.is_file() && m.len() == desc.size())
+            .then_some(path)
+    }
+
+    fn origins(&self, desc: &Descriptor) -> Vec<BlobOrigin> {
+        let Ok(digest) = digest_of(desc, &self.0.location()) else {
+            return Vec::new();
+        };
+        let text = std::fs::read_to_string(origins_path(&self.0.dir, &digest)).unwrap_or_default();
+        parse_origins(&text)
+    }
+
+    /// Kept in `.jbuild/origins/<hex>`, one `registry repository` per
+    /// line, newest first, at most [`MAX_ORIGINS`]. Only a hint for
+    /// mounts: losing it costs an upload, so failures are ignored.
+    fn remember_origins(&self, desc: &Descriptor, origins: &[BlobOrigin]) {
+        if origins.is_empty() || !self.0.remember {
+            return;
+        }
+        let Ok(digest) = digest_of(desc, &self.0.location()) else {
+            return;
+        };
+        let path = origins_path(&self.0.dir, &digest);
+        let mut all = origins.to_vec();
+        for o in parse_origins(&std::fs::read_to_string(&path).unwrap_or_default()) {
+            if !all.contains(&o) {
+                all.push(o);
+            }
+        }
+        all.truncate(MAX_ORIGINS);
+        let text: String = all
+            .iter()
+            .map(|o| format!("{} {}\n", o.registry, o.repository))
+            .collect();
+        let Some(dir) = path.parent() else { return };
+        let tmp = dir.join(format!(".{}.tmp-{}", digest.hex(), std::process::id()));
+        let written = std::fs::create_dir_all(dir)
+            .and_then(|_| std::fs::write(&tmp, text))
+            .and_then(|_| std::fs::rename(&tmp, &path));
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&tmp);
+            tracing::debug!("cannot note where {digest} came from: {e}");
+        }
+    }
+
+    fn staging_file(&self) -> Result<Option<tempfile::NamedTempFile>, TransportError> {
+        Ok(Some(self.0.writable()?.blob_tempfile()?))
+    }
+
+    async fn adopt_blob(
+        &self,
+        desc: &Descriptor,
+        file: tempfile::NamedTempFile,
+    ) -> Result<(), TransportError> {
+        let desc = desc.clone();
+        self.run(move |i| {
+            let digest = digest_of(&desc, &i.location())?;
+            let len = file
+                .as_file()
+                .metadata()
+                .map_err(|e| {
+                    TransportError::io(format!("cannot read {}", file.path().display()), e)
+                })?
+                .len();
+            check_size(&desc, &digest, len, &i.location())?;
+            Ok(i.writable()?.adopt_blob(file, &digest)?)
+        })
+        .await
     }
 
     async fn push_manifest(

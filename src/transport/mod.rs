@@ -32,6 +32,8 @@
 mod archive;
 mod copy;
 mod layout;
+pub mod platform;
+pub mod registry;
 
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
@@ -40,12 +42,25 @@ use async_trait::async_trait;
 use oci_spec::image::Descriptor;
 
 pub use archive::ArchiveTransport;
-pub use copy::{copy_image, CopyEvent};
+pub use copy::{copy_image, copy_image_with, CopyEvent, CopyOptions};
 pub use layout::LayoutTransport;
+pub use registry::{RegistryOptions, RegistryPuller, RegistryRef, RegistryTransport};
 
 use crate::digest::{Digest, HashingWriter};
 pub use crate::store::json::MAX_MANIFEST_SIZE;
 use crate::store::{descriptor_digest, StoreError};
+
+/// Told the number of bytes of a blob moved so far, as they move.
+pub type Progress<'a> = &'a (dyn Fn(u64) + Send + Sync);
+
+/// Where a blob can be found besides its digest: the registry and
+/// repository it was read from, so a copy to another repository of the
+/// same registry can mount it instead of uploading it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlobOrigin {
+    pub registry: String,
+    pub repository: String,
+}
 
 /// What a pushed manifest is to the destination.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,11 +94,68 @@ pub trait Transport: Send + Sync {
     /// Writes the blob into the file `dest` (created or truncated), checking
     /// size and digest on the way. On error, `dest` holds garbage; the
     /// caller removes it.
-    async fn fetch_blob(&self, desc: &Descriptor, dest: &Path) -> Result<(), TransportError>;
+    async fn fetch_blob(
+        &self,
+        desc: &Descriptor,
+        dest: &Path,
+        progress: Progress<'_>,
+    ) -> Result<(), TransportError>;
 
     /// Stores the blob read from the file `src`. It becomes visible only if
     /// it matches `desc`.
-    async fn push_blob(&self, desc: &Descriptor, src: &Path) -> Result<(), TransportError>;
+    async fn push_blob(
+        &self,
+        desc: &Descriptor,
+        src: &Path,
+        progress: Progress<'_>,
+    ) -> Result<(), TransportError>;
+
+    /// A file here that already holds the blob, checked when it was
+    /// stored (an OCI layout's blob file), so a copy reads it in place
+    /// instead of staging a copy. `None` when there is none.
+    fn local_blob(&self, _desc: &Descriptor) -> Option<PathBuf> {
+        None
+    }
+
+    /// A temporary file on this destination's own filesystem for a blob on
+    /// its way here, so [`Transport::adopt_blob`] can rename rather than
+    /// copy it. `None`: the copy stages in the system's temporary directory.
+    fn staging_file(&self) -> Result<Option<tempfile::NamedTempFile>, TransportError> {
+        Ok(None)
+    }
+
+    /// Stores a blob from `file`, whose content the source transport's
+    /// `fetch_blob` has just checked against `desc`. By default the file is
+    /// pushed like any other.
+    async fn adopt_blob(
+        &self,
+        desc: &Descriptor,
+        file: tempfile::NamedTempFile,
+    ) -> Result<(), TransportError> {
+        self.push_blob(desc, file.path(), &|_| {}).await
+    }
+
+    /// Registry repositories known to hold the blob, so a copy to another
+    /// repository of the same registry can mount it: the repository itself
+    /// for a registry, those it was pulled from for jbuild's store.
+    fn origins(&self, _desc: &Descriptor) -> Vec<BlobOrigin> {
+        Vec::new()
+    }
+
+    /// Notes that the blob, now here, is also in `origins` (a store
+    /// remembers where its blobs were pulled from). By default, nothing.
+    fn remember_origins(&self, _desc: &Descriptor, _origins: &[BlobOrigin]) {}
+
+    /// Asks the destination to take the blob from `from` without an upload
+    /// (a registry's cross-repository mount). `Ok(false)`: it could not;
+    /// push the blob.
+    async fn mount_blob(
+        &self,
+        _desc: &Descriptor,
+        _from: &BlobOrigin,
+    ) -> Result<bool, TransportError> {
+        Ok(false)
+    }
 
     /// Stores a manifest or index (after checking `bytes` against `desc`).
     /// Push every blob and child it names first.
@@ -138,6 +210,16 @@ pub enum TransportError {
     },
     #[error("a background task failed: {0}")]
     Task(String),
+    /// A registry refused or failed a request; `message` says what to do.
+    #[error("{location}: {message}")]
+    Registry {
+        location: String,
+        message: String,
+        /// Whether the user can fix it (credentials, a name, a
+        /// certificate) rather than it being the server's or the network's
+        /// fault.
+        user: bool,
+    },
 }
 
 impl TransportError {
@@ -162,23 +244,40 @@ impl TransportError {
             | TransportError::TooLarge { .. }
             | TransportError::Invalid { .. } => true,
             TransportError::Store(_) | TransportError::Io { .. } | TransportError::Task(_) => false,
+            TransportError::Registry { user, .. } => *user,
         }
     }
 }
 
-/// Turns a user's `oci:DIR[:REF]` or `oci-archive:FILE[:REF]` into a
-/// transport and the reference (a tag to write, or what to read).
+/// Turns a user's `oci:DIR[:REF]`, `oci-archive:FILE[:REF]` or
+/// `docker://NAME[:TAG|@DIGEST]` into a transport and the reference (a tag to write, or what to read).
 ///
 /// As in skopeo, the path ends at the first `:` after the transport name
 /// and everything after it is the reference, which may itself contain `:`
 /// and `/` (`oci:/srv/images:localhost:5000/base:14.1`); so the path cannot
 /// contain a `:`.
 pub fn parse_location(s: &str) -> Result<(Box<dyn Transport>, Option<String>), TransportError> {
-    if s.starts_with("docker://") {
-        return Err(TransportError::Unsupported(format!(
-            "`{s}`: registry support (docker://) is not in this version yet; \
-             copy through oci:DIR or oci-archive:FILE for now"
-        )));
+    parse_location_with(s, &RegistryOptions::default())
+}
+
+/// [`parse_location`], with `docker://NAME` reaching registries as
+/// `registry` says (plain HTTP, CA certificates, credentials). The
+/// reference returned for a registry is the tag or digest in NAME.
+pub fn parse_location_with(
+    s: &str,
+    registry: &RegistryOptions,
+) -> Result<(Box<dyn Transport>, Option<String>), TransportError> {
+    if let Some(name) = s.strip_prefix("docker://") {
+        let r = RegistryRef::parse(name).map_err(|e| TransportError::Invalid {
+            location: s.to_string(),
+            what: "the reference".into(),
+            reason: e.to_string(),
+        })?;
+        let reference = r.reference();
+        return Ok((
+            Box::new(RegistryTransport::new(r, registry.clone())),
+            Some(reference),
+        ));
     }
     let (kind, rest) = s
         .split_once(':')
@@ -307,11 +406,13 @@ mod tests {
         assert_eq!(r.as_deref(), Some("localhost:5000/jails/base:14.1"));
         let (t, r) = parse_location("oci-archive:out.tar").unwrap();
         assert_eq!((t.describe().as_str(), r), ("oci-archive:out.tar", None));
-        let err = parse_location("docker://ghcr.io/a/b:1").err().unwrap();
-        assert!(
-            matches!(&err, TransportError::Unsupported(m) if m.contains("registry support")),
-            "{err}"
-        );
+        let (t, r) = parse_location("docker://ghcr.io/a/b:1").unwrap();
+        assert_eq!(t.describe(), "docker://ghcr.io/a/b");
+        assert_eq!(r.as_deref(), Some("1"));
+        let (t, r) = parse_location("docker://alpine").unwrap();
+        assert_eq!(t.describe(), "docker://docker.io/library/alpine");
+        assert_eq!(r.as_deref(), Some("latest"));
+        assert!(parse_location("docker://Bad/Name").is_err());
         for bad in [
             "",
             "oci",

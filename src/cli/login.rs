@@ -1,0 +1,229 @@
+//! `jbuild login` and `jbuild logout`: check credentials against a registry
+//! and keep them in the keychain (docker's config.json or its credential
+//! helper, see `jbuild::keychain`), or forget them.
+
+use std::io::{IsTerminal, Read};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use serde_json::json;
+
+use jbuild::keychain::{canonical_registry, verify, Credential, Keychain, Secret};
+use jbuild::transport::registry::reference::{api_host, is_loopback};
+
+use super::{CmdResult, Ctx, Failure};
+
+#[derive(Args, Debug)]
+#[command(after_help = "Examples:\n  \
+    echo \"$TOKEN\" | jbuild login ghcr.io -u octocat --password-stdin\n  \
+    jbuild login registry.lan:5000 -u ci --password-stdin < secret.txt\n  \
+    jbuild logout ghcr.io")]
+pub struct LoginArgs {
+    /// The registry, `host[:port]` (default: Docker Hub).
+    #[arg(value_name = "REGISTRY", default_value = "docker.io")]
+    registry: String,
+    /// The user name.
+    #[arg(short, long)]
+    username: Option<String>,
+    /// The password (it lands in your shell history: prefer --password-stdin).
+    #[arg(short, long, conflicts_with = "password_stdin")]
+    password: Option<String>,
+    /// Read the password (or token) from standard input.
+    #[arg(long)]
+    password_stdin: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct LogoutArgs {
+    /// The registry, `host[:port]` (default: Docker Hub).
+    #[arg(value_name = "REGISTRY", default_value = "docker.io")]
+    registry: String,
+}
+
+fn registry_name(raw: &str) -> Result<String, Failure> {
+    let r = canonical_registry(raw);
+    let valid = !r.is_empty()
+        && r.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '[' | ']'));
+    if valid {
+        Ok(r)
+    } else {
+        Err(Failure::user(anyhow::anyhow!(
+            "`{raw}` is not a registry name: give a host, or host:port (e.g. registry.lan:5000)"
+        )))
+    }
+}
+
+pub fn login(ctx: &Ctx, a: LoginArgs) -> CmdResult {
+    let registry = registry_name(&a.registry)?;
+    let Some(username) = a.username.filter(|u| !u.is_empty()) else {
+        return Err(Failure::user(anyhow::anyhow!(
+            "login needs a user name: jbuild login {registry} -u USER --password-stdin"
+        )));
+    };
+    let password = if a.password_stdin {
+        let mut s = String::new();
+        std::io::stdin().read_to_string(&mut s).map_err(|e| {
+            Failure::user(anyhow::anyhow!(
+                "cannot read the password from standard input: {e}"
+            ))
+        })?;
+        // `echo secret |` adds a newline that is not part of the secret.
+        s.trim_end_matches(['\n', '\r']).to_string()
+    } else if let Some(p) = a.password {
+        if !ctx.quiet {
+            eprintln!("warning: a password given with -p lands in your shell history and the process list; use --password-stdin");
+        }
+        p
+    } else {
+        let hint = if std::io::stdin().is_terminal() {
+            ""
+        } else {
+            " (standard input is not read unless you say --password-stdin)"
+        };
+        return Err(Failure::user(anyhow::anyhow!(
+            "login needs a password: pipe it in with --password-stdin, or give -p PASSWORD{hint}"
+        )));
+    };
+    if password.is_empty() {
+        return Err(Failure::user(anyhow::anyhow!("the password is empty")));
+    }
+    let cred = Credential::Basic {
+        username: username.clone(),
+        password: Secret::new(password),
+    };
+    let keychain = Keychain::from_env().map_err(Failure::user)?;
+
+    let rt = runtime()?;
+    let _inside = rt.enter();
+    let (http, base) = client_for(ctx, &rt, &registry)?;
+    rt.block_on(verify(&http, &registry, &base, &cred))
+        .map_err(|e| {
+            if e.is_user_error() {
+                Failure::user(e)
+            } else {
+                Failure::internal(e)
+            }
+        })?;
+    keychain.store(&registry, &cred).map_err(|e| {
+        Failure::user(
+            anyhow::Error::new(e)
+                .context("the login worked, but the credentials could not be kept"),
+        )
+    })?;
+    if ctx.json {
+        println!(
+            "{}",
+            json!({"registry": registry, "username": username, "logged_in": true})
+        );
+    } else if !ctx.quiet {
+        println!("Login succeeded: {username} at {registry}");
+    }
+    Ok(())
+}
+
+pub fn logout(ctx: &Ctx, a: LogoutArgs) -> CmdResult {
+    let registry = registry_name(&a.registry)?;
+    let keychain = Keychain::from_env().map_err(Failure::user)?;
+    let removed = keychain.erase(&registry).map_err(Failure::user)?;
+    if ctx.json {
+        println!("{}", json!({"registry": registry, "removed": removed}));
+    } else if !ctx.quiet {
+        if removed {
+            println!("Removed the credentials for {registry}");
+        } else {
+            println!("Not logged in to {registry}");
+        }
+    }
+    Ok(())
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(Failure::internal)
+}
+
+/// Where the registry's API is (`https://`, or `http://` for loopback and
+/// configured insecure registries that do not speak TLS), and an HTTP
+/// client trusting the CAs of docker's `certs.d` for it.
+fn client_for(
+    ctx: &Ctx,
+    rt: &tokio::runtime::Runtime,
+    registry: &str,
+) -> Result<(reqwest::Client, String), Failure> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let host = api_host(registry);
+    let mut builder = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(30))
+        .user_agent(concat!("jbuild/", env!("CARGO_PKG_VERSION")));
+    let mut certs = Vec::new();
+    for dir in certs_dirs(ctx) {
+        let Ok(entries) = std::fs::read_dir(dir.join(registry)) else {
+            continue;
+        };
+        let mut paths: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "crt"))
+            .collect();
+        paths.sort();
+        for p in paths {
+            let pem = std::fs::read(&p)
+                .map_err(|e| Failure::user(anyhow::anyhow!("cannot read {}: {e}", p.display())))?;
+            certs.push(reqwest::Certificate::from_pem(&pem).map_err(|e| {
+                Failure::user(anyhow::anyhow!(
+                    "{} is not a PEM certificate: {e}",
+                    p.display()
+                ))
+            })?);
+        }
+    }
+    if !certs.is_empty() {
+        builder = builder.tls_certs_merge(certs);
+    }
+    let http = builder.build().map_err(Failure::internal)?;
+    let plain_ok = is_loopback(registry)
+        || ctx
+            .settings
+            .registries
+            .insecure
+            .iter()
+            .any(|i| i == registry);
+    let https = format!("https://{host}");
+    if !plain_ok {
+        return Ok((http, https));
+    }
+    // Try TLS first, as docker does, and fall back to plain HTTP.
+    let probe = rt.block_on(
+        http.get(format!("{https}/v2/"))
+            .timeout(Duration::from_secs(10))
+            .send(),
+    );
+    Ok(match probe {
+        Ok(_) => (http, https),
+        // TLS with an untrusted certificate: stay on HTTPS so the login
+        // fails saying so (plain HTTP to a TLS port only gets a 400).
+        Err(e)
+            if format!("{e:?}")
+                .to_ascii_lowercase()
+                .contains("certificate") =>
+        {
+            (http, https)
+        }
+        Err(_) => (http, format!("http://{host}")),
+    })
+}
+
+/// docker's `certs.d` directories: the configured one, else docker's and
+/// podman's defaults.
+fn certs_dirs(ctx: &Ctx) -> Vec<PathBuf> {
+    match &ctx.settings.registries.certs_dir {
+        Some(d) => vec![d.clone()],
+        None => ["/etc/docker/certs.d", "/etc/containers/certs.d"]
+            .iter()
+            .map(PathBuf::from)
+            .collect(),
+    }
+}

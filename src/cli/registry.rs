@@ -1,0 +1,228 @@
+//! `jbuild push`, `jbuild pull` and `jbuild copy`: images between the store,
+//! registries and OCI layouts, through the Transport seam.
+
+use anyhow::anyhow;
+use clap::Args;
+
+use super::transfer::{copy_with, done, failure};
+use super::{CmdResult, Ctx, Failure};
+use jbuild::plan::state::Platform;
+use jbuild::store::ImageName;
+use jbuild::transport::{
+    self, CopyOptions, LayoutTransport, RegistryOptions, RegistryRef, RegistryTransport, Transport,
+};
+
+#[derive(Args, Debug)]
+pub struct JobsArg {
+    /// Blobs moved at the same time.
+    #[arg(long, short = 'j', value_name = "N", default_value_t = 4,
+          value_parser = clap::value_parser!(u16).range(1..=64))]
+    jobs: u16,
+}
+
+#[derive(Args, Debug)]
+#[command(after_help = "Examples:\n  \
+    jbuild push localhost:5000/web:1.0\n  \
+    jbuild push web:1.0 registry.example.org/jails/web:1.0\n  \
+    jbuild push web:1.0 oci-archive:web.tar")]
+pub struct PushArgs {
+    /// The image in the store (name, digest or digest prefix).
+    image: String,
+    /// Where to: a registry reference (`host[:port]/repo[:tag]`, also
+    /// `docker://…`), `oci:DIR[:TAG]` or `oci-archive:FILE[:TAG]`. Without
+    /// it, the image's name is the registry reference.
+    destination: Option<String>,
+    #[command(flatten)]
+    jobs: JobsArg,
+}
+
+#[derive(Args, Debug)]
+#[command(after_help = "Examples:\n  \
+    jbuild pull localhost:5000/web:1.0\n  \
+    jbuild pull --platform freebsd/arm64 ghcr.io/example/base:14.2\n  \
+    jbuild pull registry.example.org/base@sha256:…")]
+pub struct PullArgs {
+    /// A registry reference: `alpine` is `docker.io/library/alpine:latest`.
+    reference: String,
+    /// From an index, the manifest for this platform (`os/arch[/variant]`;
+    /// default: freebsd on this host's architecture).
+    #[arg(long, value_name = "OS/ARCH[/VARIANT]")]
+    platform: Option<String>,
+    #[command(flatten)]
+    jobs: JobsArg,
+}
+
+#[derive(Args, Debug)]
+#[command(after_help = "Examples:\n  \
+    jbuild copy docker://localhost:5000/web:1.0 oci:/srv/images:web-1.0\n  \
+    jbuild copy oci-archive:web.tar docker://registry.lan:5000/web:1.0\n  \
+    jbuild copy web:1.0 localhost:5000/mirror/web:1.0")]
+pub struct CopyArgs {
+    /// `docker://REF`, `oci:DIR[:REF]`, `oci-archive:FILE[:REF]`, an image
+    /// in the store, or else a registry reference.
+    source: String,
+    /// `docker://REF`, `oci:DIR[:TAG]`, `oci-archive:FILE[:TAG]`, or a
+    /// registry reference.
+    destination: String,
+    /// From an index, copy only the manifest for this platform (default:
+    /// the whole index).
+    #[arg(long, value_name = "OS/ARCH[/VARIANT]")]
+    platform: Option<String>,
+    #[command(flatten)]
+    jobs: JobsArg,
+}
+
+fn is_location(s: &str) -> bool {
+    s.starts_with("docker://") || s.starts_with("oci:") || s.starts_with("oci-archive:")
+}
+
+fn platform(p: &Option<String>) -> Result<Option<Platform>, Failure> {
+    p.as_deref()
+        .map(|s| Platform::parse(s).map_err(|e| Failure::user(anyhow!("--platform {s}: {e}"))))
+        .transpose()
+}
+
+/// The destination as the user would write it, with the tag written.
+fn place(dst: &dyn Transport, tag: &Option<String>) -> String {
+    match tag {
+        Some(t) => format!("{}:{t}", dst.describe()),
+        None => dst.describe(),
+    }
+}
+
+fn registry_ref(s: &str) -> Result<RegistryRef, Failure> {
+    RegistryRef::parse(s).map_err(|e| {
+        Failure::user(anyhow!(
+            "`{s}` is not a registry reference: {e} \
+             (write host[:port]/repository[:tag], oci:DIR or oci-archive:FILE)"
+        ))
+    })
+}
+
+/// A destination and the tag to give the image there.
+fn destination(
+    s: &str,
+    options: &RegistryOptions,
+) -> Result<(Box<dyn Transport>, Option<String>), Failure> {
+    if is_location(s) {
+        let (t, tag) = transport::parse_location_with(s, options).map_err(failure)?;
+        // A registry reference pinned by digest alone has no tag to write.
+        let tag = tag.filter(|t| !t.starts_with("sha256:"));
+        return Ok((t, tag));
+    }
+    let r = registry_ref(s)?;
+    let tag = r.tag.clone();
+    Ok((Box::new(RegistryTransport::new(r, options.clone())), tag))
+}
+
+pub fn push(ctx: &Ctx, args: PushArgs) -> CmdResult {
+    let store = ctx.store()?;
+    let desc = store
+        .resolve(&args.image)
+        .map_err(Failure::internal)?
+        .ok_or_else(|| {
+            Failure::user(anyhow!(
+                "no image `{}` in the store (see `jbuild images`)",
+                args.image
+            ))
+        })?;
+    let options = RegistryOptions::from_settings(&ctx.settings);
+    let dest = args
+        .destination
+        .clone()
+        .unwrap_or_else(|| args.image.clone());
+    let (dst, mut tag) = destination(&dest, &options)?;
+    if tag.is_none() && (dest.starts_with("oci:") || dest.starts_with("oci-archive:")) {
+        // As `export`: a layout gets the image's own tag.
+        tag = ImageName::parse(&args.image)
+            .ok()
+            .filter(|_| !args.image.starts_with("sha256:"))
+            .map(|n| n.tag().to_string());
+    }
+    let src = LayoutTransport::from_store(store);
+    let opts = CopyOptions {
+        jobs: args.jobs.jobs.into(),
+        platform: None,
+    };
+    let out = copy_with(
+        ctx,
+        &src,
+        desc.digest().as_ref(),
+        dst.as_ref(),
+        tag.as_deref(),
+        &opts,
+    )?;
+    done(
+        ctx,
+        out.digest().as_ref(),
+        &place(dst.as_ref(), &tag),
+        tag.as_deref(),
+    );
+    Ok(())
+}
+
+pub fn pull(ctx: &Ctx, args: PullArgs) -> CmdResult {
+    let r = registry_ref(
+        args.reference
+            .strip_prefix("docker://")
+            .unwrap_or(&args.reference),
+    )?;
+    let want = platform(&args.platform)?.unwrap_or_else(Platform::default_for_host);
+    let options = RegistryOptions::from_settings(&ctx.settings);
+    let reference = r.reference();
+    // Named in the store by its full reference, as docker does.
+    let name = r.to_string();
+    let src = RegistryTransport::new(r, options);
+    let dst = LayoutTransport::from_store(ctx.store()?);
+    let opts = CopyOptions {
+        jobs: args.jobs.jobs.into(),
+        platform: Some(want),
+    };
+    let out = copy_with(ctx, &src, &reference, &dst, Some(&name), &opts)?;
+    done(ctx, out.digest().as_ref(), &name, None);
+    Ok(())
+}
+
+pub fn copy(ctx: &Ctx, args: CopyArgs) -> CmdResult {
+    let options = RegistryOptions::from_settings(&ctx.settings);
+    let opts = CopyOptions {
+        jobs: args.jobs.jobs.into(),
+        platform: platform(&args.platform)?,
+    };
+    let (src, reference): (Box<dyn Transport>, String) = if is_location(&args.source) {
+        let (t, r) = transport::parse_location_with(&args.source, &options).map_err(failure)?;
+        (t, r.unwrap_or_default())
+    } else {
+        let store = ctx.store()?;
+        match store.resolve(&args.source).map_err(Failure::internal)? {
+            Some(desc) => (
+                Box::new(LayoutTransport::from_store(store)),
+                desc.digest().to_string(),
+            ),
+            None => {
+                let r = registry_ref(&args.source)?;
+                let reference = r.reference();
+                (
+                    Box::new(RegistryTransport::new(r, options.clone())),
+                    reference,
+                )
+            }
+        }
+    };
+    let (dst, tag) = destination(&args.destination, &options)?;
+    let out = copy_with(
+        ctx,
+        src.as_ref(),
+        &reference,
+        dst.as_ref(),
+        tag.as_deref(),
+        &opts,
+    )?;
+    done(
+        ctx,
+        out.digest().as_ref(),
+        &place(dst.as_ref(), &tag),
+        tag.as_deref(),
+    );
+    Ok(())
+}

@@ -1,0 +1,276 @@
+//! `jbuild push` / `pull` against a real Distribution registry: digests
+//! kept end to end, no re-upload, credentials from docker's config.json
+//! (htpasswd and bearer tokens), TLS with a CA made here, and skopeo as the
+//! peer both ways.
+
+mod registry_support;
+
+use std::fs;
+use std::path::Path;
+use std::process::Output;
+
+use base64::Engine;
+use registry_support::image::{digests_in_layout, make, verify_layout};
+use registry_support::proxy::Proxy;
+use registry_support::tls::TestCa;
+use registry_support::token::{TokenServer, ISSUER};
+use registry_support::{
+    htpasswd, run_bounded, run_ok, run_with_input, Options, Registry, World, LIMIT,
+};
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn fails_with(out: &Output, code: i32, wanted: &str) {
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "stderr:\n{err}");
+    assert!(err.contains(wanted), "wanted `{wanted}` in:\n{err}");
+}
+
+/// docker's config.json in `home/docker` with `user:password` for `registry`.
+fn docker_login(home: &Path, registry: &str, user: &str, password: &str) {
+    let auth = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+    fs::create_dir_all(home.join("docker")).unwrap();
+    fs::write(
+        home.join("docker/config.json"),
+        serde_json::json!({"auths": {registry: {"auth": auth}}}).to_string(),
+    )
+    .unwrap();
+}
+
+/// Every blob of a jbuild store re-hashes to its name; returns the count.
+fn store_is_sound(w: &World) -> usize {
+    verify_layout(w.store.path())
+}
+
+#[test]
+fn push_then_pull_keeps_digests_and_a_second_push_uploads_no_blob() {
+    let w = World::new(2 << 20);
+    let reg = Registry::start();
+    let proxy = Proxy::start(reg.port, vec![]);
+    let name = format!("127.0.0.1:{}/jbuild/app:1", proxy.port);
+
+    let out = run_ok(w.jbuild().args(["push", "app:1", &name]), LIMIT);
+    assert_eq!(out.trim(), w.manifest);
+    let blob_uploads = |reqs: Vec<String>| -> Vec<String> {
+        reqs.into_iter().filter(|r| r.contains("/blobs/")).collect()
+    };
+    let first = blob_uploads(proxy.uploads());
+    assert!(
+        first.len() >= 3,
+        "three blobs go up the first time: {first:?}"
+    );
+
+    proxy.clear_log();
+    run_ok(w.jbuild().args(["push", "app:1", &name]), LIMIT);
+    let again = blob_uploads(proxy.uploads());
+    assert!(
+        again.is_empty(),
+        "the second push uploaded blobs: {again:?}"
+    );
+
+    let other = World::new(0);
+    let out = run_ok(other.jbuild().args(["pull", &name]), LIMIT);
+    assert_eq!(out.trim(), w.manifest);
+    assert_eq!(
+        digests_in_layout(other.store.path(), &w.manifest),
+        w.digests
+    );
+    assert!(store_is_sound(&other) >= w.digests.len());
+}
+
+#[test]
+fn htpasswd_credentials_come_from_docker_config_and_wrong_ones_fail_clearly() {
+    let w = World::new(64 << 10);
+    let hp = htpasswd(w.tmp.path(), &[("alice", "wonder-land")]);
+    let reg = Registry::start_with(&Options {
+        htpasswd: Some(hp),
+        ..Options::default()
+    });
+    let name = format!("{}/jbuild/app:1", reg.host());
+
+    let anon = run_bounded(w.jbuild().args(["push", "app:1", &name]), LIMIT);
+    fails_with(&anon, 1, &reg.host());
+
+    docker_login(w.tmp.path(), &reg.host(), "alice", "not-her-password");
+    let wrong = run_bounded(w.jbuild().args(["push", "app:1", &name]), LIMIT);
+    fails_with(&wrong, 1, &format!("jbuild login {}", reg.host()));
+    assert!(!text(&wrong.stderr).contains("not-her-password"));
+
+    docker_login(w.tmp.path(), &reg.host(), "alice", "wonder-land");
+    let out = run_ok(w.jbuild().args(["push", "app:1", &name]), LIMIT);
+    assert_eq!(out.trim(), w.manifest);
+
+    // Pulling needs the credentials too; with them every digest arrives.
+    let other = World::new(0);
+    let denied = run_bounded(other.jbuild().args(["pull", &name]), LIMIT);
+    fails_with(&denied, 1, &reg.host());
+    docker_login(other.tmp.path(), &reg.host(), "alice", "wonder-land");
+    run_ok(other.jbuild().args(["pull", &name]), LIMIT);
+    assert_eq!(
+        digests_in_layout(other.store.path(), &w.manifest),
+        w.digests
+    );
+}
+
+#[test]
+fn login_then_push_uses_the_kept_credentials() {
+    let w = World::new(16 << 10);
+    let hp = htpasswd(w.tmp.path(), &[("erin", "s3cret-pw")]);
+    let reg = Registry::start_with(&Options {
+        htpasswd: Some(hp),
+        ..Options::default()
+    });
+    let login = run_with_input(
+        w.jbuild()
+            .args(["login", &reg.host(), "-u", "erin", "--password-stdin"]),
+        b"s3cret-pw\n",
+        LIMIT,
+    );
+    assert!(login.status.success(), "{}", text(&login.stderr));
+    let name = format!("{}/jbuild/app:1", reg.host());
+    run_ok(w.jbuild().args(["push", "app:1", &name]), LIMIT);
+    run_ok(w.jbuild().args(["logout", &reg.host()]), LIMIT);
+    let after = run_bounded(w.jbuild().args(["push", "app:1", &name]), LIMIT);
+    fails_with(&after, 1, &reg.host());
+}
+
+#[test]
+fn bearer_tokens_from_a_token_service() {
+    let w = World::new(64 << 10);
+    let tokens = TokenServer::start(w.tmp.path(), "bob", "builder");
+    let reg = Registry::start_with(&Options {
+        token: Some((tokens.realm(), ISSUER.into(), tokens.bundle.clone())),
+        ..Options::default()
+    });
+    let name = format!("{}/jbuild/app:1", reg.host());
+    docker_login(w.tmp.path(), &reg.host(), "bob", "wrong");
+    let wrong = run_bounded(w.jbuild().args(["push", "app:1", &name]), LIMIT);
+    fails_with(&wrong, 1, &reg.host());
+
+    docker_login(w.tmp.path(), &reg.host(), "bob", "builder");
+    let out = run_ok(w.jbuild().args(["push", "app:1", &name]), LIMIT);
+    assert_eq!(out.trim(), w.manifest);
+    let asked = tokens.requests.lock().unwrap().clone();
+    assert!(
+        asked.iter().any(|r| r.contains("push")),
+        "a push token was asked for: {asked:?}"
+    );
+
+    let other = World::new(0);
+    docker_login(other.tmp.path(), &reg.host(), "bob", "builder");
+    run_ok(other.jbuild().args(["pull", &name]), LIMIT);
+    assert_eq!(
+        digests_in_layout(other.store.path(), &w.manifest),
+        w.digests
+    );
+}
+
+#[test]
+fn tls_with_a_ca_from_certs_d_and_a_clear_refusal_without_it() {
+    let w = World::new(64 << 10);
+    let ca = TestCa::new(&w.path("tls"));
+    let reg = Registry::start_with(&Options {
+        tls: Some((ca.server_cert.clone(), ca.server_key.clone())),
+        ..Options::default()
+    });
+    let name = format!("{}/jbuild/app:1", reg.host());
+    let certs = w.path("certs.d");
+    fs::create_dir_all(certs.join(reg.host())).unwrap();
+    fs::write(
+        w.path("jbuild.toml"),
+        format!("[registries]\ncerts_dir = \"{}\"\n", certs.display()),
+    )
+    .unwrap();
+
+    // The error itself (not a log line) says what is wrong and what to do.
+    let error_line = |out: &Output| -> String {
+        let err = text(&out.stderr);
+        err.lines()
+            .skip_while(|l| !l.starts_with("error:"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let refused = run_bounded(w.jbuild().args(["push", "app:1", &name]), LIMIT);
+    assert_eq!(refused.status.code(), Some(1), "{}", text(&refused.stderr));
+    let err = error_line(&refused);
+    assert!(
+        err.contains("certificate") && err.contains(&format!("{}/ca.crt", reg.host())),
+        "{err}"
+    );
+    let refused = run_with_input(
+        w.jbuild()
+            .args(["login", &reg.host(), "-u", "any", "--password-stdin"]),
+        b"thing",
+        LIMIT,
+    );
+    assert_eq!(refused.status.code(), Some(1), "{}", text(&refused.stderr));
+    let err = error_line(&refused);
+    assert!(
+        err.contains("certificate") && err.contains("ca.crt"),
+        "{err}"
+    );
+
+    fs::copy(&ca.ca_cert, certs.join(reg.host()).join("ca.crt")).unwrap();
+    let out = run_ok(w.jbuild().args(["push", "app:1", &name]), LIMIT);
+    assert_eq!(out.trim(), w.manifest);
+    // It really went over TLS: the registry speaks nothing else.
+    assert!(!reg.log().contains("HTTP/1.1\" 400"), "{}", reg.log());
+
+    let login = run_with_input(
+        w.jbuild()
+            .args(["login", &reg.host(), "-u", "any", "--password-stdin"]),
+        b"thing",
+        LIMIT,
+    );
+    assert!(login.status.success(), "{}", text(&login.stderr));
+}
+
+#[test]
+fn skopeo_reads_what_jbuild_pushed_with_identical_digests() {
+    let w = World::new(1 << 20);
+    let reg = Registry::start();
+    let name = format!("{}/jbuild/app:1", reg.host());
+    run_ok(w.jbuild().args(["push", "app:1", &name]), LIMIT);
+    let out = w.path("by-skopeo");
+    run_ok(
+        w.skopeo()
+            .args(["copy", "--src-tls-verify=false"])
+            .arg(format!("docker://{name}"))
+            .arg(format!("oci:{}:t", out.display())),
+        LIMIT,
+    );
+    assert_eq!(digests_in_layout(&out, &w.manifest), w.digests);
+    assert_eq!(verify_layout(&out), w.digests.len());
+}
+
+#[test]
+fn jbuild_pulls_what_skopeo_pushed() {
+    // The image is made in a store that jbuild never pushes from.
+    let src = tempfile::tempdir().unwrap();
+    let store = jbuild::store::Store::open(&src.path().join("store")).unwrap();
+    let (desc, digests) = make(&store, "peer:1", "from-skopeo", 512 << 10);
+    let reg = Registry::start();
+    let name = format!("{}/peer/img:2", reg.host());
+    let w = World::new(0);
+    run_ok(
+        w.skopeo()
+            .args(["copy", "--dest-tls-verify=false"])
+            .arg(format!("oci:{}:peer:1", src.path().join("store").display()))
+            .arg(format!("docker://{name}")),
+        LIMIT,
+    );
+    let out = run_ok(w.jbuild().args(["pull", &name]), LIMIT);
+    assert_eq!(out.trim(), desc.digest().to_string());
+    assert_eq!(
+        digests_in_layout(w.store.path(), desc.digest().as_ref()),
+        digests
+    );
+    store_is_sound(&w);
+    let images = run_ok(w.jbuild().arg("images"), LIMIT);
+    assert!(
+        images.contains(&format!("{}/peer/img", reg.host())),
+        "{images}"
+    );
+}

@@ -1,0 +1,327 @@
+//! A fault-injecting HTTP proxy to put in front of a registry.
+//!
+//! It is a raw TCP proxy that understands just enough HTTP/1.1 to do its
+//! job: it forces `Connection: close` on both sides, so every connection
+//! carries exactly one request and its response; that lets it read each
+//! request line (for the request log), and cut, corrupt, slow down or
+//! replace one response without parsing bodies. Clients see a real
+//! socket: a reset is a TCP RST (SO_LINGER 0), a truncation a FIN before
+//! `Content-Length` bytes.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// What to do to a response.
+#[derive(Clone, Debug)]
+pub enum FaultKind {
+    /// Answer with this status (and headers) instead of asking the registry.
+    Status(u16, Vec<(&'static str, String)>),
+    /// Send the head and half the body, then reset the connection.
+    ResetMidBody,
+    /// Send the head and half the body, then close cleanly.
+    TruncateBody,
+    /// Hang up with a TCP reset before answering (for any method: an
+    /// upload then breaks off in the middle).
+    Reset,
+    /// Send the whole body with one byte flipped in its middle.
+    CorruptBody,
+    /// Send the body in 16 KiB pieces with this pause before each.
+    Slow(Duration),
+}
+
+/// A fault for the first `times` requests with this method whose path
+/// contains `path` (body faults apply only to responses with a body).
+#[derive(Clone, Debug)]
+pub struct Fault {
+    pub method: &'static str,
+    pub path: &'static str,
+    pub times: usize,
+    pub kind: FaultKind,
+}
+
+impl Fault {
+    pub fn new(method: &'static str, path: &'static str, times: usize, kind: FaultKind) -> Fault {
+        Fault {
+            method,
+            path,
+            times,
+            kind,
+        }
+    }
+}
+
+#[derive(Default)]
+struct State {
+    faults: Vec<Fault>,
+    /// `METHOD PATH` of every request, in arrival order.
+    log: Vec<String>,
+    /// How many times a fault was applied.
+    applied: usize,
+}
+
+pub struct Proxy {
+    pub port: u16,
+    state: Arc<Mutex<State>>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Proxy {
+    /// Listens on 127.0.0.1 (a free port) and forwards to `upstream`.
+    pub fn start(upstream: u16, faults: Vec<Fault>) -> Proxy {
+        let std_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        std_listener.set_nonblocking(true).unwrap();
+        let port = std_listener.local_addr().unwrap().port();
+        let state = Arc::new(Mutex::new(State {
+            faults,
+            ..State::default()
+        }));
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let st = state.clone();
+        let upstream: SocketAddr = ([127, 0, 0, 1], upstream).into();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let listener = TcpListener::from_std(std_listener).unwrap();
+                let accept = async {
+                    loop {
+                        let Ok((client, _)) = listener.accept().await else {
+                            continue;
+                        };
+                        let st = st.clone();
+                        tokio::spawn(async move {
+                            let _ = handle(client, upstream, st).await;
+                        });
+                    }
+                };
+                tokio::select! {
+                    _ = accept => {}
+                    _ = rx => {}
+                }
+            });
+            // Dropping the runtime cancels every connection still open.
+        });
+        Proxy {
+            port,
+            state,
+            stop: Some(tx),
+            thread: Some(thread),
+        }
+    }
+
+    /// `METHOD PATH` of every request so far.
+    pub fn requests(&self) -> Vec<String> {
+        self.state.lock().unwrap().log.clone()
+    }
+
+    /// Requests that upload something (blob uploads and manifest puts).
+    pub fn uploads(&self) -> Vec<String> {
+        self.requests()
+            .into_iter()
+            .filter(|r| r.starts_with("PUT ") || r.starts_with("PATCH ") || r.starts_with("POST "))
+            .collect()
+    }
+
+    pub fn clear_log(&self) {
+        self.state.lock().unwrap().log.clear();
+    }
+
+    /// How many responses were tampered with.
+    pub fn applied(&self) -> usize {
+        self.state.lock().unwrap().applied
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Reads up to the end of an HTTP head; returns (head, bytes after it).
+async fn read_head(s: &mut (impl AsyncReadExt + Unpin)) -> std::io::Result<(String, Vec<u8>)> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 8192];
+    loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let rest = buf.split_off(i + 4);
+            return Ok((String::from_utf8_lossy(&buf).into_owned(), rest));
+        }
+        if buf.len() > 1 << 16 {
+            return Err(std::io::Error::other("head too large"));
+        }
+        let n = s.read(&mut chunk).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        // Not HTTP (a TLS ClientHello starts with 0x16): hang up at once,
+        // as a plain-HTTP server would, so a client probing for TLS moves on.
+        if !buf[0].is_ascii_uppercase() {
+            return Err(std::io::Error::other("not HTTP"));
+        }
+    }
+}
+
+/// The head with any `Connection` header replaced by `Connection: close`.
+fn force_close(head: &str) -> String {
+    let mut out = String::new();
+    for line in head.trim_end_matches("\r\n").split("\r\n") {
+        let lower = line.to_ascii_lowercase();
+        if lower.starts_with("connection:") || lower.starts_with("keep-alive:") {
+            continue;
+        }
+        out.push_str(line);
+        out.push_str("\r\n");
+    }
+    out.push_str("Connection: close\r\n\r\n");
+    out
+}
+
+fn header(head: &str, name: &str) -> Option<String> {
+    head.split("\r\n").skip(1).find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.trim()
+            .eq_ignore_ascii_case(name)
+            .then(|| v.trim().to_string())
+    })
+}
+
+async fn handle(
+    mut client: TcpStream,
+    upstream: SocketAddr,
+    state: Arc<Mutex<State>>,
+) -> std::io::Result<()> {
+    let (head, rest) = read_head(&mut client).await?;
+    let mut words = head.split_whitespace();
+    let method = words.next().unwrap_or("").to_string();
+    let path = words.next().unwrap_or("").to_string();
+    let fault = {
+        let mut st = state.lock().unwrap();
+        st.log.push(format!("{method} {path}"));
+        let f = st
+            .faults
+            .iter_mut()
+            .find(|f| f.times > 0 && f.method == method && path.contains(f.path));
+        f.map(|f| {
+            f.times -= 1;
+            f.kind.clone()
+        })
+    };
+    if let Some(FaultKind::Status(code, headers)) = &fault {
+        state.lock().unwrap().applied += 1;
+        let body =
+            format!("{{\"errors\":[{{\"code\":\"UNKNOWN\",\"message\":\"injected {code}\"}}]}}");
+        let mut resp = format!(
+            "HTTP/1.1 {code} Injected\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
+            body.len()
+        );
+        for (k, v) in headers {
+            resp.push_str(&format!("{k}: {v}\r\n"));
+        }
+        resp.push_str("\r\n");
+        resp.push_str(&body);
+        client.write_all(resp.as_bytes()).await?;
+        client.shutdown().await?;
+        return Ok(());
+    }
+
+    if let Some(FaultKind::Reset) = &fault {
+        state.lock().unwrap().applied += 1;
+        // Take part of an upload first, so it breaks off in the middle.
+        let mut sink = [0u8; 65536];
+        let _ = tokio::time::timeout(Duration::from_millis(200), client.read(&mut sink)).await;
+        client.set_zero_linger()?;
+        return Ok(());
+    }
+    if matches!(fault, Some(FaultKind::ResetMidBody)) {
+        // Closing this socket will then send a RST, not a FIN.
+        client.set_zero_linger()?;
+    }
+    let mut up = TcpStream::connect(upstream).await?;
+    up.write_all(force_close(&head).as_bytes()).await?;
+    up.write_all(&rest).await?;
+    let (mut up_r, mut up_w) = up.into_split();
+    let (mut cl_r, mut cl_w) = client.into_split();
+    // The request body (if any) flows on while the response is read.
+    let upload = tokio::spawn(async move {
+        let _ = tokio::io::copy(&mut cl_r, &mut up_w).await;
+        let _ = up_w.shutdown().await;
+        cl_r
+    });
+
+    let (rhead, rrest) = read_head(&mut up_r).await?;
+    let status: u16 = rhead
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let length: Option<usize> = header(&rhead, "content-length").and_then(|v| v.parse().ok());
+    let body_fault = match (&fault, status, length) {
+        (Some(k), 200 | 206, Some(n)) if n >= 2 && method == "GET" => Some(k.clone()),
+        _ => None,
+    };
+    cl_w.write_all(force_close(&rhead).as_bytes()).await?;
+    let Some(kind) = body_fault else {
+        cl_w.write_all(&rrest).await?;
+        tokio::io::copy(&mut up_r, &mut cl_w).await?;
+        cl_w.shutdown().await?;
+        upload.abort();
+        return Ok(());
+    };
+    state.lock().unwrap().applied += 1;
+    let n = length.unwrap();
+    let mut body = rrest;
+    body.reserve(n.saturating_sub(body.len()));
+    // Bodies here are test blobs of a few MiB at most: read it whole, then
+    // misbehave precisely.
+    while body.len() < n {
+        let mut chunk = vec![0u8; 65536];
+        let k = up_r.read(&mut chunk).await?;
+        if k == 0 {
+            break;
+        }
+        body.extend_from_slice(&chunk[..k]);
+    }
+    match kind {
+        FaultKind::ResetMidBody | FaultKind::TruncateBody => {
+            cl_w.write_all(&body[..n / 2]).await?;
+            cl_w.flush().await?;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            if matches!(kind, FaultKind::TruncateBody) {
+                cl_w.shutdown().await?;
+            }
+            upload.abort();
+            let _ = upload.await;
+            drop(cl_w);
+        }
+        FaultKind::CorruptBody => {
+            body[n / 2] ^= 0xff;
+            cl_w.write_all(&body).await?;
+            cl_w.shutdown().await?;
+            upload.abort();
+        }
+        FaultKind::Slow(pause) => {
+            for piece in body.chunks(16384) {
+                tokio::time::sleep(pause).await;
+                cl_w.write_all(piece).await?;
+            }
+            cl_w.shutdown().await?;
+            upload.abort();
+        }
+        FaultKind::Status(..) | FaultKind::Reset => unreachable!("answered above"),
+    }
+    Ok(())
+}
