@@ -39,8 +39,12 @@ impl Store {
             .try_exists()
             .map_err(|e| StoreError::io(format!("cannot read {}", dir.display()), e))?;
         if !has_layout {
-            store.check_creatable()?;
-            store.create_layout()?;
+            match store.check_creatable() {
+                Ok(()) => store.create_layout()?,
+                // Another process finished creating it meanwhile.
+                Err(_) if dir.join(LAYOUT_FILE).is_file() => {}
+                Err(e) => return Err(e),
+            }
         }
         store.check_layout()?;
         Ok(store)
@@ -97,6 +101,15 @@ impl Store {
             (LAYOUT_FILE, LAYOUT_JSON.to_vec()),
         ] {
             let path = self.root.join(name);
+            // A process creating the same layout at the same time may have
+            // written it, and tagged an image in it: never reset a valid one.
+            if name == "index.json"
+                && fs::read(&path).is_ok_and(|b| {
+                    serde_json::from_slice::<oci_spec::image::ImageIndex>(&b).is_ok()
+                })
+            {
+                continue;
+            }
             write_atomic(&path, &bytes)
                 .map_err(|e| StoreError::io(format!("cannot write {}", path.display()), e))?;
         }
@@ -217,5 +230,30 @@ mod tests {
             fs::read(t.path().join("index.json")).unwrap(),
             b"{\"schemaVersion\":2,\"manif"
         );
+    }
+
+    #[test]
+    fn many_openers_of_one_new_layout_all_succeed_and_keep_tags() {
+        for round in 0..300 {
+            let t = tempfile::tempdir().unwrap();
+            let dir = t.path().join(format!("layout-{round}"));
+            let barrier = std::sync::Barrier::new(8);
+            std::thread::scope(|s| {
+                let handles: Vec<_> = (0..8)
+                    .map(|_| {
+                        s.spawn(|| {
+                            barrier.wait();
+                            Store::open(&dir)
+                        })
+                    })
+                    .collect();
+                for h in handles {
+                    if let Err(e) = h.join().unwrap() {
+                        panic!("round {round}: {e}");
+                    }
+                }
+            });
+            assert_eq!(fs::read(dir.join("oci-layout")).unwrap(), LAYOUT_JSON);
+        }
     }
 }

@@ -24,6 +24,9 @@ pub struct LayoutTransport(Arc<Inner>);
 struct Inner {
     dir: PathBuf,
     store: OnceLock<Store>,
+    /// Held while the layout is opened (or created): parallel blob tasks
+    /// each creating it would find the other's half-made layout.
+    opening: Mutex<()>,
     /// A shared [`StoreLock`] from the first push to `finish`, so a prune
     /// running meanwhile cannot remove blobs not yet named by `index.json`.
     writing: Mutex<Option<StoreLock>>,
@@ -37,6 +40,7 @@ impl LayoutTransport {
         LayoutTransport(Arc::new(Inner {
             dir,
             store: OnceLock::new(),
+            opening: Mutex::new(()),
             writing: Mutex::new(None),
             remember: false,
         }))
@@ -48,6 +52,7 @@ impl LayoutTransport {
         LayoutTransport(Arc::new(Inner {
             dir,
             store: OnceLock::from(store),
+            opening: Mutex::new(()),
             writing: Mutex::new(None),
             remember: true,
         }))
@@ -98,6 +103,10 @@ impl Inner {
     }
 
     fn store(&self, create: bool) -> Result<Store, TransportError> {
+        if let Some(s) = self.store.get() {
+            return Ok(s.clone());
+        }
+        let _opening = self.opening.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(s) = self.store.get() {
             return Ok(s.clone());
         }
