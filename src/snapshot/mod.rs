@@ -39,6 +39,7 @@
 
 pub mod dir;
 pub mod testsuite;
+pub mod zfs;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -1,0 +1,59 @@
+//! zfs-fuse, the ZFS that runs in Linux CI (Debian `zfs-fuse` 0.7, pool
+//! v23), and the one thing the snapshotter does differently there.
+//!
+//! On a read-only zfs-fuse mount, listing the xattrs of a directory that
+//! never had any fails with ENOSYS (the daemon would have to create the
+//! directory's hidden xattr directory, and cannot), and the Linux FUSE
+//! client then turns `listxattr` off for the whole mount: every later
+//! listing, of any file, fails with EOPNOTSUPP, and a layer exported from
+//! that view would silently lose its xattrs. So before a commit makes a
+//! zfs-fuse dataset read-only, every directory gets its xattr directory
+//! (set and remove a probe attribute; the empty xattr directory stays and
+//! nothing visible changes but ctime). Real ZFS needs none of this.
+
+use std::io;
+use std::path::Path;
+
+const PROBE: &str = "user.jbuild.xattr-dir";
+
+/// Whether `mountpoint` is a zfs-fuse mount (`fuse.zfs` in the mount table).
+pub(super) fn is_zfs_fuse(mountpoint: &Path) -> bool {
+    let Ok(table) = std::fs::read_to_string("/proc/self/mounts") else {
+        return false;
+    };
+    table.lines().any(|l| {
+        let mut f = l.split(' ');
+        let (_, Some(dir), Some(kind)) = (f.next(), f.next(), f.next()) else {
+            return false;
+        };
+        kind == "fuse.zfs" && Path::new(&dir.replace("\\040", " ")) == mountpoint
+    })
+}
+
+/// Gives every directory under `root` (itself included) an xattr directory.
+/// Does nothing when the daemon runs without xattr support (`-x`): then
+/// there are no xattrs to lose.
+pub(super) fn make_xattr_dirs(root: &Path) -> io::Result<()> {
+    match prime(root) {
+        Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => return Ok(()),
+        r => r?,
+    }
+    walk(root)
+}
+
+fn prime(dir: &Path) -> io::Result<()> {
+    xattr::set(dir, PROBE, b"")?;
+    xattr::remove(dir, PROBE)
+}
+
+fn walk(dir: &Path) -> io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        if entry.file_type()?.is_dir() {
+            let path = entry.path();
+            prime(&path)?;
+            walk(&path)?;
+        }
+    }
+    Ok(())
+}
