@@ -402,8 +402,10 @@ impl Snapshotter for ZfsSnapshotter {
     }
 
     fn differ(&self) -> Box<dyn Differ> {
-        // Merge point for `zfs diff`: when `self.has_zfs_diff()`, return
-        // `crate::diff::zfs::ZfsDiffer::new(&self.dataset)` instead.
-        Box::new(TreeWalkDiffer::new())
+        if self.has_zfs_diff() {
+            Box::new(crate::diff::zfs::ZfsDiffer::new(&self.dataset))
+        } else {
+            Box::new(TreeWalkDiffer::new())
+        }
     }
 }
