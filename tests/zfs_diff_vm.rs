@@ -49,6 +49,7 @@ impl Ds {
         let name = format!("{}/{test}", pool());
         let _ = Command::new("zfs")
             .args(["destroy", "-r", "-f", &name])
+            .stderr(std::process::Stdio::null())
             .status();
         zfs(&["create", &name]);
         Ds { name }
@@ -521,6 +522,9 @@ fn unlinked_open_file() {
         "zfs diff with an open unlinked file:\n{}",
         parse::escape(&out)
     );
+    if let Some(dir) = std::env::var_os("JBUILD_ZFS_CAPTURE_DIR") {
+        fs::write(PathBuf::from(dir).join("live-on-delete-queue.txt"), &out).unwrap();
+    }
     parse::parse(&out, &Format::jbuild(&root)).unwrap();
     both(&ds, "base", "c");
     drop(held);
