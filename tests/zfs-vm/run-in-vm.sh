@@ -47,11 +47,16 @@ build_module() {  # -> $CACHE/vmlinux $CACHE/ko/{spl,zfs}.ko $CACHE/root
   local B=$CACHE/work R=$CACHE/root t0 K=/usr/share/keyrings/debian-archive-keyring.gpg
   t0=$(now); rm -rf "$B" "$R" "$CACHE/ko" "$CACHE/vmlinux"
   mkdir -p "$B"/apt/{state/lists/partial,cache/archives/partial,parts} "$B/debs" "$R"
-  # the mirrors this machine already uses (deb822 "URIs:" lines), main + contrib
+  # the Debian mirrors this machine already uses (deb822 "URIs:" lines, else
+  # one-line "deb URI suite" entries, else Debian's CDN), main + contrib
   local MAIN SEC
-  MAIN=$(awk '/^URIs:/{print $2}' /etc/apt/sources.list.d/*.sources 2>/dev/null | grep -v security | head -1)
-  SEC=$(awk '/^URIs:/{print $2}' /etc/apt/sources.list.d/*.sources 2>/dev/null | grep security | head -1)
-  [ -n "$MAIN" ] && [ -n "$SEC" ] || { say "no Debian mirror found in /etc/apt/sources.list.d"; return 1; }
+  local uris
+  uris=$({ awk '/^URIs:/{print $2}' /etc/apt/sources.list.d/*.sources
+           awk '$1 == "deb" {for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) {print $i; break}}' \
+             /etc/apt/sources.list /etc/apt/sources.list.d/*.list; } 2>/dev/null || true)
+  MAIN=$(echo "$uris" | grep -E '/debian/?$' | head -1 || true)
+  SEC=$(echo "$uris" | grep -E '/debian-security/?$' | head -1 || true)
+  MAIN=${MAIN:-http://deb.debian.org/debian} SEC=${SEC:-http://deb.debian.org/debian-security}
   cat >"$B/apt/sources.list" <<EOF
 deb [signed-by=$K] $MAIN bookworm main contrib
 deb [signed-by=$K] $MAIN bookworm-updates main contrib

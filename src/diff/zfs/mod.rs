@@ -34,7 +34,7 @@
 
 pub mod parse;
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::ffi::OsString;
 use std::io;
 use std::os::unix::fs::DirEntryExt;
@@ -198,6 +198,8 @@ impl<'a> Judge<'a> {
         let mut changes = Vec::new();
         let mut links = LinkIndex::default();
         let mut linked: Vec<(PathBuf, Meta)> = Vec::new();
+        // Inodes whose names were searched for already: once is enough.
+        let mut searched: HashSet<u64> = HashSet::new();
         while let Some(rel) = queue.pop_front() {
             let is_root = rel.as_os_str().is_empty();
             let pm = self.parent.lookup(&rel)?;
@@ -226,7 +228,7 @@ impl<'a> Judge<'a> {
             }
             if let Some(cm) = cm.filter(Meta::is_multi_link) {
                 links.record(&rel, &cm);
-                if changes.last().is_some_and(|c| c.path == rel) {
+                if changes.last().is_some_and(|c| c.path == rel) && searched.insert(cm.ino) {
                     linked.push((rel.clone(), cm));
                 }
             }
