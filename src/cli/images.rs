@@ -251,24 +251,49 @@ pub fn prune(ctx: &Ctx, args: PruneArgs) -> CmdResult {
     let sn = ctx.snapshotter()?;
     let mut removed_snapshots = 0;
     // Active snapshots are work in progress: keep those of live processes.
+    // (A commit killed half-way on ZFS can leave an `active-` one committed.)
     for info in sn.list().map_err(Failure::internal)? {
-        if info.kind == Kind::Active && !owner_alive(&info.name) {
+        if (info.kind == Kind::Active || info.name.starts_with("active-"))
+            && !owner_alive(&info.name)
+        {
+            sn.remove(&info.name).map_err(Failure::internal)?;
+            removed_snapshots += 1;
+        }
+    }
+    // Layers unpacked from images that no image in the store uses any
+    // more, leaves first (on ZFS a layer is the origin of the one above).
+    // One a build step still stands on stays, as build cache.
+    let in_use = super::in_use::chains_in_use(&store)
+        .map_err(|e| Failure::internal(anyhow!("cannot tell which layers images use: {e}")))?;
+    loop {
+        let all = sn.list().map_err(Failure::internal)?;
+        let unused: Vec<_> = all
+            .iter()
+            .filter(|i| {
+                i.kind == Kind::Committed
+                    && i.name.starts_with("chain-")
+                    && !in_use.contains(&i.name)
+                    && !all.iter().any(|c| c.parent.as_deref() == Some(&i.name))
+            })
+            .collect();
+        if unused.is_empty() {
+            break;
+        }
+        for info in unused {
             sn.remove(&info.name).map_err(Failure::internal)?;
             removed_snapshots += 1;
         }
     }
     if args.cache {
         // Children before parents: repeat until nothing more can go.
+        // A live build's active snapshot keeps its parent (on ZFS a clone
+        // keeps its origin).
         loop {
-            let committed: Vec<_> = sn
-                .list()
-                .map_err(Failure::internal)?
-                .into_iter()
-                .filter(|i| i.kind == Kind::Committed)
-                .collect();
+            let all = sn.list().map_err(Failure::internal)?;
+            let committed: Vec<_> = all.iter().filter(|i| i.kind == Kind::Committed).collect();
             let mut progress = false;
             for info in &committed {
-                if !committed
+                if !all
                     .iter()
                     .any(|c| c.parent.as_deref() == Some(info.name.as_str()))
                 {
@@ -322,12 +347,14 @@ pub fn info(ctx: &Ctx) -> CmdResult {
         Ok(e) => e.name().to_string(),
         Err(e) => format!("none ({e})"),
     };
+    let chosen = super::backend::choose(ctx)?;
     let v = json!({
         "root": ctx.paths.root(),
         "store": ctx.paths.store(),
-        "backend": ctx.backend,
-        "backend_reason": "dir is the only backend in this build; it works on any filesystem",
-        "snapshots": ctx.paths.dir_snapshots(),
+        "backend": chosen.snapshotter.backend(),
+        "backend_reason": chosen.reason,
+        "snapshots": chosen.location,
+        "differ": chosen.snapshotter.differ().name(),
         "config": ctx.settings.source.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "none (defaults)".into()),
         "executor": executor,
         "platform": Platform::default_for_host().to_string(),

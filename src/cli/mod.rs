@@ -3,8 +3,10 @@
 //! `main` prints the failure once, as `error: ...` followed by its causes,
 //! and maps it to the exit code.
 
+mod backend;
 mod build;
 mod images;
+mod in_use;
 mod transfer;
 
 use std::io::IsTerminal;
@@ -14,7 +16,6 @@ use clap::{Parser, Subcommand};
 
 use jbuild::config::{Paths, Settings};
 use jbuild::report::{JsonReporter, PlainReporter, Reporter, SilentReporter, TtyReporter};
-use jbuild::snapshot::dir::DirSnapshotter;
 use jbuild::snapshot::Snapshotter;
 use jbuild::store::Store;
 
@@ -38,9 +39,13 @@ pub struct Cli {
     /// Where jbuild keeps its store and snapshots.
     #[arg(long, global = true, env = "JBUILD_ROOT", value_name = "DIR")]
     root: Option<PathBuf>,
-    /// Snapshot backend.
-    #[arg(long, global = true, env = "JBUILD_BACKEND", value_name = "BACKEND", default_value = "dir", value_parser = ["dir"])]
-    backend: String,
+    /// Snapshot backend: `zfs` (datasets under [zfs] dataset or
+    /// $JBUILD_ZFS_DATASET), `dir` (plain directories, anywhere), or `auto`
+    /// (zfs when a dataset is configured and usable, else dir). Default:
+    /// `backend =` in the configuration file, else auto. `jbuild info` says
+    /// which one is used and why.
+    #[arg(long, global = true, env = "JBUILD_BACKEND", value_name = "BACKEND", value_parser = ["auto", "zfs", "dir"])]
+    backend: Option<String>,
     /// Print nothing but results and errors.
     #[arg(short, long, global = true)]
     quiet: bool,
@@ -108,7 +113,8 @@ pub struct Ctx {
     pub paths: Paths,
     pub quiet: bool,
     pub json: bool,
-    pub backend: String,
+    /// `--backend` as given (`None`: the configuration file's, else auto).
+    pub backend: Option<String>,
     /// The configuration file's settings (defaults when there is none).
     pub settings: Settings,
 }
@@ -124,13 +130,9 @@ impl Ctx {
         Store::open(&self.paths.store()).map_err(Failure::internal)
     }
 
+    /// The snapshot backend the flags and the configuration call for.
     pub fn snapshotter(&self) -> Result<Box<dyn Snapshotter>, Failure> {
-        match self.backend.as_str() {
-            "dir" => Ok(Box::new(
-                DirSnapshotter::new(self.paths.dir_snapshots()).map_err(Failure::internal)?,
-            )),
-            other => Err(Failure::user(anyhow::anyhow!("unknown backend `{other}`"))),
-        }
+        backend::choose(self).map(|c| c.snapshotter)
     }
 
     /// The reporter the flags and the terminal call for.

@@ -23,8 +23,9 @@
 //! property, and ZFS itself refuses to destroy an `@jbuild` that has clones:
 //! `remove` names the dependants and leaves everything as it was.
 //!
-//! Everything jbuild knows about a snapshot is on the snapshot, and `list`
-//! reads all of it with one `zfs get -r` of `P`.
+//! Everything jbuild knows about a snapshot is on the snapshot (so it
+//! travels with `zfs send -p`), and `list` reads all of it with one
+//! `zfs get -r` of `P`.
 
 mod cmd;
 mod fuse;
@@ -32,6 +33,7 @@ mod props;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use self::cmd::{parse_get, zfs, zfs_when_idle, CmdError};
 use super::{validate_name, Info, Kind, Labels, Result, SnapshotError, Snapshotter};
@@ -48,6 +50,7 @@ pub struct ZfsSnapshotter {
     mountpoint: PathBuf,
     /// zfs-fuse needs xattr directories made before a commit; see `fuse`.
     zfs_fuse: bool,
+    has_diff: OnceLock<bool>,
 }
 
 impl ZfsSnapshotter {
@@ -55,14 +58,7 @@ impl ZfsSnapshotter {
     /// snapshot. Fails with what to do when `zfs` is missing or the dataset
     /// does not exist, is not a filesystem or is not mounted.
     pub fn open(dataset: &str) -> Result<ZfsSnapshotter> {
-        let valid = !dataset.is_empty()
-            && !dataset.starts_with('/')
-            && !dataset.ends_with('/')
-            && !dataset.contains(['@', '#', ' ', '\t', '\n'])
-            && !dataset
-                .split('/')
-                .any(|c| c.is_empty() || c == "." || c == "..");
-        if !valid {
+        if !valid_dataset(dataset) {
             return Err(SnapshotError::Backend(format!(
                 "`{dataset}` is not a ZFS dataset name: set [zfs] dataset (or $JBUILD_ZFS_DATASET) to e.g. `zroot/jbuild`"
             )));
@@ -100,6 +96,7 @@ impl ZfsSnapshotter {
         Ok(ZfsSnapshotter {
             dataset: dataset.to_string(),
             zfs_fuse: fuse::is_zfs_fuse(Path::new(mountpoint)),
+            has_diff: OnceLock::new(),
             mountpoint: PathBuf::from(mountpoint),
         })
     }
@@ -117,10 +114,10 @@ impl ZfsSnapshotter {
     /// Whether this host's `zfs` has `zfs diff` (OpenZFS does; zfs-fuse
     /// does not), i.e. whether a `zfs diff` differ can work here.
     pub fn has_zfs_diff(&self) -> bool {
-        match zfs(&["diff"]) {
+        *self.has_diff.get_or_init(|| match zfs(&["diff"]) {
             Ok(_) => true,
             Err(e) => !e.says("unrecognized command") && !matches!(e, CmdError::Spawn(_)),
-        }
+        })
     }
 
     fn ds(&self, name: &str) -> String {
@@ -145,7 +142,7 @@ impl ZfsSnapshotter {
             "-p",
             "-r",
             "-s",
-            "local,none",
+            "local,received,none",
             "-o",
             "name,property,value,source",
             "all",
@@ -186,7 +183,8 @@ impl ZfsSnapshotter {
                             .map(str::to_string);
                     }
                 }
-                Some(SNAP) if p.source == "local" => {
+                // Received: labels that came with `zfs send -p | zfs recv`.
+                Some(SNAP) if p.source == "local" || p.source == "received" => {
                     if let (Some(k), Some(v)) =
                         (props::label_name(p.property), props::label_value(p.value))
                     {
@@ -276,6 +274,21 @@ impl ZfsSnapshotter {
     }
 }
 
+/// A filesystem name as `zfs` accepts it, and nothing an argument parser
+/// could take for an option.
+fn valid_dataset(dataset: &str) -> bool {
+    !dataset.is_empty()
+        && dataset.len() < 200
+        && dataset.split('/').all(|c| {
+            !c.is_empty()
+                && c != "."
+                && c != ".."
+                && !c.starts_with('-')
+                && c.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"_.:-".contains(&b))
+        })
+}
+
 impl Snapshotter for ZfsSnapshotter {
     fn backend(&self) -> &'static str {
         "zfs"
@@ -336,7 +349,14 @@ impl Snapshotter for ZfsSnapshotter {
             return Ok(());
         }
         if let Err(e) = self.rename(&ds, &self.ds(name)) {
-            self.uncommit(key)?;
+            // Another process committed `name` first (or the rename failed):
+            // `key` goes back to being active, as the trait promises.
+            if let Err(undo) = self.uncommit(key) {
+                return Err(SnapshotError::Backend(format!(
+                    "{e}\n  and undoing the commit of `{key}` failed too: {undo}; \
+                     remove it with `jbuild prune` once no build runs"
+                )));
+            }
             if e.says("dataset already exists") {
                 return Err(SnapshotError::AlreadyExists(name.to_string()));
             }
@@ -403,9 +423,39 @@ impl Snapshotter for ZfsSnapshotter {
 
     fn differ(&self) -> Box<dyn Differ> {
         if self.has_zfs_diff() {
-            Box::new(crate::diff::zfs::ZfsDiffer::new(&self.dataset))
-        } else {
-            Box::new(TreeWalkDiffer::new())
+            return Box::new(crate::diff::zfs::ZfsDiffer::new(self.dataset.clone()));
+        }
+        // zfs-fuse has no `zfs diff`: the tree walk, without a warning per export.
+        Box::new(TreeWalkDiffer::new())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dataset_names_are_checked_before_zfs_sees_them() {
+        for good in ["zroot/jbuild", "tank", "t/a.b_c:d-e/f"] {
+            assert!(valid_dataset(good), "{good}");
+        }
+        for bad in [
+            "",
+            "/zroot",
+            "zroot/",
+            "zroot//j",
+            "-o",
+            "zroot/-x",
+            "zroot/../x",
+            "tank@snap",
+            "tank#b",
+            "tank/a b",
+            "tank/\n",
+            "tänk",
+        ] {
+            assert!(!valid_dataset(bad), "{bad:?}");
+            let e = ZfsSnapshotter::open(bad).unwrap_err().to_string();
+            assert!(e.contains("[zfs] dataset"), "{e}");
         }
     }
 }
