@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=$(cargo bench --locked --no-run --bench zfs_diff --message-format=json |
-  grep -o '"executable":"[^"]*"' | sed 's/^"executable":"//; s/"$//' | tail -1)
+  grep -o '"executable":"[^"]*"' | sed 's/^"executable":"//; s/"$//' | grep -E '/zfs_diff-[0-9a-f]+$')
 [ -x "$bin" ] || { echo "zfs-diff bench: no bench binary built" >&2; exit 1; }
 JBUILD_TEST_ZFS_POOL=tank ZFSVM_POOL=tank ZFSVM_DISK_SIZE=${ZFSVM_DISK_SIZE:-8G} \
   ZFSVM_ENV="JBUILD_TEST_ZFS_POOL JBUILD_BENCH_FILES" \
