@@ -36,7 +36,8 @@ if [ -n "${JBUILD_ZFS_CAPTURE_DIR:-}" ]; then mkdir -p "$JBUILD_ZFS_CAPTURE_DIR"
 out=$(mktemp); trap 'rm -f "$out"' EXIT
 t0=$(date +%s)
 rc=0
-JBUILD_TEST_ZFS_POOL=tank ZFSVM_POOL=tank ZFSVM_SHARE="$share" \
+# a warm run takes about 3 minutes: a hung guest must not eat the CI budget
+JBUILD_TEST_ZFS_POOL=tank ZFSVM_POOL=tank ZFSVM_SHARE="$share" ZFSVM_TIMEOUT=${ZFSVM_TIMEOUT:-900} \
   ZFSVM_ENV="JBUILD_TEST_ZFS_POOL JBUILD_ZFS_CAPTURE_DIR RUST_BACKTRACE" ZFSVM_DISK_SIZE=${ZFSVM_DISK_SIZE:-4G} \
   bash tests/zfs-vm/run-in-vm.sh "$ROOT" sh tests/zfs-vm/guest.sh "${bins[@]}" -- "$@" | tee "$out" || rc=$?
 say "guest finished in $(( $(date +%s) - t0 )) s (exit $rc)"
