@@ -53,6 +53,7 @@
 pub mod canonical;
 pub mod meta;
 pub mod walk;
+pub mod zfs;
 
 use std::path::{Path, PathBuf};
 

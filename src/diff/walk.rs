@@ -141,7 +141,7 @@ impl Walk<'_> {
 }
 
 /// Whether the same path in two trees differs in anything a layer carries.
-fn differs(pp: &Path, pm: &Meta, cp: &Path, cm: &Meta) -> Result<bool, DiffError> {
+pub(crate) fn differs(pp: &Path, pm: &Meta, cp: &Path, cm: &Meta) -> Result<bool, DiffError> {
     let dir = cm.is_dir();
     if pm.kind != cm.kind
         || pm.mode != cm.mode

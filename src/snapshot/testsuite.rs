@@ -14,7 +14,9 @@
 //! ```
 //!
 //! `snapshotter_suite!(make, differ: #[ignore = "why"])` puts attributes on
-//! the one check that needs the backend's differ. Checks that need
+//! the one check that needs the backend's differ, and
+//! `snapshotter_suite!(make, all: #[ignore = "why"])` on every check (for a
+//! backend that only a special test lane can run). Checks that need
 //! privileges or filesystem support the machine lacks (owners without root,
 //! device nodes, `user.*` xattrs) pass after saying on stderr what they
 //! skipped.
@@ -56,7 +58,13 @@ macro_rules! snapshotter_suite {
         $crate::snapshotter_suite!($make, differ:);
     };
     ($make:expr, differ: $(#[$attr:meta])*) => {
-        $crate::__snapshot_tests!($make;
+        $crate::snapshotter_suite!(@with $make; []; [$(#[$attr])*]);
+    };
+    ($make:expr, all: $(#[$attr:meta])*) => {
+        $crate::snapshotter_suite!(@with $make; [$(#[$attr])*]; [$(#[$attr])*]);
+    };
+    (@with $make:expr; $all:tt; [$(#[$attr:meta])*]) => {
+        $crate::__snapshot_tests!($make; $all;
             check_prepare_empty_commit_view,
             check_view_of_active_refused,
             check_file_deleted_in_child,
@@ -96,13 +104,9 @@ macro_rules! snapshotter_suite {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __snapshot_tests {
-    ($make:expr; $($check:ident),* $(,)?) => {
+    ($make:expr; $all:tt; $($check:ident),* $(,)?) => {
         $(
-            #[test]
-            fn $check() {
-                let fixture: $crate::snapshot::testsuite::Fixture = ($make)();
-                $crate::snapshot::testsuite::$check(&*fixture.snapshotter);
-            }
+            $crate::__snapshot_tests!(@one $make; $all; $check);
         )*
 
         /// The macro's list and [`CHECKS`] must not drift apart.
@@ -111,6 +115,14 @@ macro_rules! __snapshot_tests {
             let generated = [$(stringify!($check),)* "check_differ_sees_child_changes"];
             let all: Vec<&str> = $crate::snapshot::testsuite::CHECKS.iter().map(|(n, _)| *n).collect();
             assert_eq!(generated.to_vec(), all);
+        }
+    };
+    (@one $make:expr; [$(#[$attr:meta])*]; $check:ident) => {
+        #[test]
+        $(#[$attr])*
+        fn $check() {
+            let fixture: $crate::snapshot::testsuite::Fixture = ($make)();
+            $crate::snapshot::testsuite::$check(&*fixture.snapshotter);
         }
     };
 }

@@ -422,10 +422,9 @@ impl Snapshotter for ZfsSnapshotter {
     }
 
     fn differ(&self) -> Box<dyn Differ> {
-        // Merge point with the `zfs diff` differ (branch wt/zfsvm):
-        //     if self.has_zfs_diff() {
-        //         return Box::new(crate::diff::zfs::ZfsDiffer::new(self.dataset.clone()));
-        //     }
+        if self.has_zfs_diff() {
+            return Box::new(crate::diff::zfs::ZfsDiffer::new(self.dataset.clone()));
+        }
         // zfs-fuse has no `zfs diff`: the tree walk, without a warning per export.
         Box::new(TreeWalkDiffer::new())
     }
