@@ -70,17 +70,13 @@ fn platform(p: &Option<String>) -> Result<Platform, Failure> {
 }
 
 fn load(store: &Store, reference: &str, p: &Platform) -> Result<image::LoadedImage, Failure> {
-    match store.resolve(reference).map_err(Failure::internal)? {
-        None => Err(Failure::user(anyhow!(
-            "no image `{reference}` in the store (see `jbuild images`)"
-        ))),
-        // A single manifest that does not load is damage in the store; an
-        // index without the asked-for platform is the user's to fix.
-        Some(desc) => image::load_descriptor(store, &desc, p, reference).map_err(|e| Failure {
-            user: desc.media_type().to_string() != image::MEDIA_MANIFEST,
-            error: anyhow!(e),
-        }),
-    }
+    let desc = Ctx::resolve_image(store, reference)?;
+    // A single manifest that does not load is damage in the store; an
+    // index without the asked-for platform is the user's to fix.
+    image::load_descriptor(store, &desc, p, reference).map_err(|e| Failure {
+        user: desc.media_type().to_string() != image::MEDIA_MANIFEST,
+        error: anyhow!(e),
+    })
 }
 
 pub fn images(ctx: &Ctx, args: ImagesArgs) -> CmdResult {

@@ -148,6 +148,22 @@ impl Ctx {
         Store::open(&self.paths.store()).map_err(Failure::internal)
     }
 
+    /// The descriptor of a stored image by name, digest or prefix; a name
+    /// the store lacks is the user's mistake.
+    pub fn resolve_image(
+        store: &Store,
+        reference: &str,
+    ) -> Result<oci_spec::image::Descriptor, Failure> {
+        store
+            .resolve(reference)
+            .map_err(Failure::internal)?
+            .ok_or_else(|| {
+                Failure::user(anyhow::anyhow!(
+                    "no image `{reference}` in the store (see `jbuild images`)"
+                ))
+            })
+    }
+
     /// The snapshot backend the flags and the configuration call for.
     pub fn snapshotter(&self) -> Result<Box<dyn Snapshotter>, Failure> {
         backend::choose(self).map(|c| c.snapshotter)

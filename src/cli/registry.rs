@@ -117,15 +117,7 @@ fn destination(
 
 pub fn push(ctx: &Ctx, args: PushArgs) -> CmdResult {
     let store = ctx.store()?;
-    let desc = store
-        .resolve(&args.image)
-        .map_err(Failure::internal)?
-        .ok_or_else(|| {
-            Failure::user(anyhow!(
-                "no image `{}` in the store (see `jbuild images`)",
-                args.image
-            ))
-        })?;
+    let desc = Ctx::resolve_image(&store, &args.image)?;
     let options = RegistryOptions::from_settings(&ctx.settings);
     let dest = args
         .destination

@@ -96,15 +96,7 @@ pub(super) fn copy_with(
 
 pub fn export(ctx: &Ctx, args: ExportArgs) -> CmdResult {
     let store = ctx.store()?;
-    let desc = store
-        .resolve(&args.image)
-        .map_err(Failure::internal)?
-        .ok_or_else(|| {
-            Failure::user(anyhow!(
-                "no image `{}` in the store (see `jbuild images`)",
-                args.image
-            ))
-        })?;
+    let desc = Ctx::resolve_image(&store, &args.image)?;
     let (dst, tag) = transport::parse_location(&args.destination).map_err(failure)?;
     let tag = tag.or_else(|| {
         args.image
