@@ -96,6 +96,13 @@ fn htpasswd_credentials_come_from_docker_config_and_wrong_ones_fail_clearly() {
     docker_login(w.tmp.path(), &reg.host(), "alice", "not-her-password");
     let wrong = run_bounded(w.jbuild().args(["push", "app:1", &name]), LIMIT);
     fails_with(&wrong, 1, &format!("jbuild login {}", reg.host()));
+    // Rejected credentials are named as such, not taken for no sign-in.
+    fails_with(
+        &wrong,
+        1,
+        &format!("with the credentials kept for {}", reg.host()),
+    );
+    assert!(!text(&anon.stderr).contains("credentials kept"));
     assert!(!text(&wrong.stderr).contains("not-her-password"));
 
     docker_login(w.tmp.path(), &reg.host(), "alice", "wonder-land");

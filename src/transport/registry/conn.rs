@@ -259,7 +259,8 @@ impl Conn {
             .ok_or_else(|| TransportError::Registry {
                 location: self.location.clone(),
                 message: format!(
-                    "{what}: the registry does not use token sign-in;                      sign in with a user name and password (`jbuild login {}`)",
+                    "{what}: the registry does not use token sign-in; \
+                     sign in with a user name and password (`jbuild login {}`)",
                     self.registry
                 ),
                 user: true,
@@ -465,11 +466,20 @@ impl Conn {
         };
         TransportError::Registry {
             location: self.location.clone(),
-            message: format!(
-                "{what}: access denied ({status}){detail}; sign in with `jbuild login {}`, \
-                 or check that the repository exists and your account may use it",
-                self.registry
-            ),
+            message: if matches!(self.auth, RegistryAuth::Anonymous) {
+                format!(
+                    "{what}: access denied ({status}){detail}; sign in with `jbuild login {}`, \
+                     or check that the repository exists and your account may use it",
+                    self.registry
+                )
+            } else {
+                format!(
+                    "{what}: access denied ({status}){detail} with the credentials kept for {0}; \
+                     check them with `jbuild login {0}`, and that the repository exists and \
+                     your account may use it",
+                    self.registry
+                )
+            },
             user: true,
         }
     }
