@@ -5,71 +5,26 @@ mod common;
 mod registry_support;
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::Path;
 use std::process::Command;
 
 use common::{jbuild, ok};
-use flate2::write::GzEncoder;
 use jbuild::digest::Digest;
 use jbuild::store::{canonical_json, descriptor_digest, oci_digest, Store};
-use oci_spec::image::{
-    Arch, ConfigBuilder, Descriptor, ImageConfigurationBuilder, ImageIndexBuilder,
-    ImageManifestBuilder, MediaType, Os, PlatformBuilder, RootFsBuilder,
-};
+use oci_spec::image::{Arch, Descriptor, ImageIndexBuilder, MediaType, Os, PlatformBuilder};
 use registry_support::Registry;
 
 /// A one-layer image for `os/arch` with `payload` bytes of content,
 /// written into `store` (not tagged).
 fn image(store: &Store, os: Os, arch: Arch, payload: &[u8]) -> Descriptor {
-    let mut tar = tar::Builder::new(Vec::new());
-    let mut file = tar::Header::new_ustar();
-    file.set_mode(0o644);
-    file.set_size(payload.len() as u64);
-    tar.append_data(&mut file, "etc/motd", payload).unwrap();
-    let raw = tar.into_inner().unwrap();
-    let mut gz = GzEncoder::new(Vec::new(), flate2::Compression::fast());
-    gz.write_all(&raw).unwrap();
-    let layer = gz.finish().unwrap();
     let labels = HashMap::from([("org.example.size".to_string(), payload.len().to_string())]);
-    let config = ImageConfigurationBuilder::default()
-        .architecture(arch)
-        .os(os)
-        .config(ConfigBuilder::default().labels(labels).build().unwrap())
-        .rootfs(
-            RootFsBuilder::default()
-                .typ("layers")
-                .diff_ids(vec![Digest::of(&raw).to_string()])
-                .build()
-                .unwrap(),
-        )
-        .build()
-        .unwrap();
-    let put = |mt: MediaType, bytes: &[u8]| {
-        let (d, n) = store.put_bytes(bytes).unwrap();
-        Descriptor::new(mt, n, oci_digest(&d))
-    };
-    let manifest = ImageManifestBuilder::default()
-        .schema_version(2u32)
-        .media_type(MediaType::ImageManifest)
-        .config(put(MediaType::ImageConfig, &canonical_json(&config)))
-        .layers(vec![put(MediaType::ImageLayerGzip, &layer)])
-        .build()
-        .unwrap();
-    put(MediaType::ImageManifest, &canonical_json(&manifest))
+    let files = vec![("etc/motd", payload.to_vec())];
+    registry_support::image::put_image(store, os, arch, &[files], labels).0
 }
 
 /// Bytes that do not compress, so the layer is as large as they are.
 fn noise(n: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    registry_support::image::noise(&seed.to_string(), n)
 }
 
 fn store_at(root: &Path) -> Store {

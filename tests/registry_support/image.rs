@@ -1,7 +1,7 @@
 //! Test images, made in a jbuild store with the store's own API, and checks
 //! on what lands in a layout.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::fs;
 use std::io::Write;
 use std::path::Path;
@@ -46,13 +46,29 @@ fn layer(files: &[(&str, Vec<u8>)]) -> (Vec<u8>, Vec<u8>) {
 /// descriptor and every digest it references (manifest, config, layers).
 pub fn make(store: &Store, tag: &str, seed: &str, big: usize) -> (Descriptor, BTreeSet<String>) {
     let layers = [
-        layer(&[("data/blob.bin", noise(seed, big))]),
-        layer(&[("etc/motd", format!("hello from {seed}\n").into_bytes())]),
+        vec![("data/blob.bin", noise(seed, big))],
+        vec![("etc/motd", format!("hello from {seed}\n").into_bytes())],
     ];
+    let (desc, all) = put_image(store, Os::FreeBSD, Arch::Amd64, &layers, HashMap::new());
+    store.tag(&ImageName::parse(tag).unwrap(), &desc).unwrap();
+    (desc, all)
+}
+
+/// An untagged image in `store` for `os/arch`: one gzip layer per entry of
+/// `layers` (each a list of files), the config carrying `labels`. Returns
+/// the manifest's descriptor and every digest it references.
+pub fn put_image(
+    store: &Store,
+    os: Os,
+    arch: Arch,
+    layers: &[Vec<(&str, Vec<u8>)>],
+    labels: HashMap<String, String>,
+) -> (Descriptor, BTreeSet<String>) {
+    let layers: Vec<_> = layers.iter().map(|files| layer(files)).collect();
     let config = ImageConfigurationBuilder::default()
-        .architecture(Arch::Amd64)
-        .os(Os::FreeBSD)
-        .config(ConfigBuilder::default().build().unwrap())
+        .architecture(arch)
+        .os(os)
+        .config(ConfigBuilder::default().labels(labels).build().unwrap())
         .rootfs(
             RootFsBuilder::default()
                 .typ("layers")
@@ -86,7 +102,6 @@ pub fn make(store: &Store, tag: &str, seed: &str, big: usize) -> (Descriptor, BT
         .build()
         .unwrap();
     let desc = put(MediaType::ImageManifest, &canonical_json(&manifest));
-    store.tag(&ImageName::parse(tag).unwrap(), &desc).unwrap();
     (desc, all)
 }
 
