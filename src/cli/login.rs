@@ -156,8 +156,10 @@ fn client_for(
 ) -> Result<(reqwest::Client, String), Failure> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let host = api_host(registry);
+    let timeout = ctx.settings.registries.timeout();
     let mut builder = reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(30))
+        .connect_timeout(timeout)
+        .read_timeout(timeout)
         .user_agent(concat!("jbuild/", env!("CARGO_PKG_VERSION")));
     let mut certs = Vec::new();
     for dir in certs_dirs(ctx) {
@@ -198,7 +200,7 @@ fn client_for(
     // Try TLS first, as docker does, and fall back to plain HTTP.
     let probe = rt.block_on(
         http.get(format!("{https}/v2/"))
-            .timeout(Duration::from_secs(10))
+            .timeout(timeout.min(Duration::from_secs(10)))
             .send(),
     );
     Ok(match probe {

@@ -23,6 +23,7 @@
 //! [registries]
 //! insecure = ["registry.lan:5000"]   # plain HTTP (localhost is always allowed)
 //! certs_dir = "/etc/docker/certs.d" # extra CAs: DIR/HOST[:PORT]/*.crt
+//! timeout_secs = 60                  # give up on a connection silent this long
 //!
 //! [freebsd]
 //! mirror = "https://download.freebsd.org/releases"
@@ -74,6 +75,25 @@ pub struct RegistrySettings {
     /// layout (`DIR/HOST[:PORT]/*.crt`). Unset: `/etc/docker/certs.d`
     /// then `/etc/containers/certs.d`.
     pub certs_dir: Option<PathBuf>,
+    /// Seconds a registry may stay silent — while connecting, during the
+    /// TLS handshake, or between two reads of an answer — before the
+    /// request is given up as timed out (and retried, within the retry
+    /// bound). Unset: [`DEFAULT_REGISTRY_TIMEOUT_SECS`].
+    pub timeout_secs: Option<u64>,
+}
+
+/// How long a registry may stay silent when `timeout_secs` is not set.
+pub const DEFAULT_REGISTRY_TIMEOUT_SECS: u64 = 60;
+
+impl RegistrySettings {
+    /// The stall timeout: `timeout_secs`, else the default; at least 1 s.
+    pub fn timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(
+            self.timeout_secs
+                .unwrap_or(DEFAULT_REGISTRY_TIMEOUT_SECS)
+                .max(1),
+        )
+    }
 }
 
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
@@ -229,6 +249,18 @@ mod tests {
             s.registries.certs_dir.as_deref(),
             Some(Path::new("/tmp/certs.d"))
         );
+    }
+
+    #[test]
+    fn registry_timeout_has_a_default_and_a_floor() {
+        use std::time::Duration;
+        let d = Settings::default().registries.timeout();
+        assert_eq!(d, Duration::from_secs(DEFAULT_REGISTRY_TIMEOUT_SECS));
+        let s = Settings::parse("[registries]\ntimeout_secs = 3\n").unwrap();
+        assert_eq!(s.registries.timeout(), Duration::from_secs(3));
+        let s = Settings::parse("[registries]\ntimeout_secs = 0\n").unwrap();
+        assert_eq!(s.registries.timeout(), Duration::from_secs(1));
+        assert!(Settings::parse("[registries]\ntimeout_secs = \"3\"\n").is_err());
     }
 
     #[test]

@@ -123,10 +123,22 @@ pub async fn verify(
         if !resp.status().is_success() {
             return Err(unexpected(&realm, resp).await);
         }
-        let bytes = resp.bytes().await.map_err(|e| VerifyError::Unreachable {
-            url: realm.clone(),
-            detail: error_chain(&e),
-        })?;
+        // A token answer is a few KiB; a bigger one is not read whole.
+        let bytes = crate::transport::registry::read_capped(resp, MAX_TOKEN_ANSWER + 1)
+            .await
+            .map_err(|(_, e)| VerifyError::Unreachable {
+                url: realm.clone(),
+                detail: error_chain(&e),
+            })?;
+        if bytes.len() > MAX_TOKEN_ANSWER {
+            return Err(VerifyError::Protocol {
+                url: realm.clone(),
+                detail: format!(
+                    "the token service's answer is larger than {} KiB; that is not a token",
+                    MAX_TOKEN_ANSWER / 1024
+                ),
+            });
+        }
         let body: serde_json::Value =
             serde_json::from_slice(&bytes).map_err(|e| VerifyError::Protocol {
                 url: realm.clone(),
@@ -161,6 +173,9 @@ pub async fn verify(
         ),
     })
 }
+
+/// The largest token-service answer read.
+const MAX_TOKEN_ANSWER: usize = 1 << 20;
 
 async fn check_final(
     resp: reqwest::Response,
@@ -198,7 +213,9 @@ async fn unexpected(url: &str, resp: reqwest::Response) -> VerifyError {
 /// The first `errors[].message` of a spec error body, else the status.
 async fn registry_message(resp: reqwest::Response) -> String {
     let status = resp.status();
-    let body = resp.bytes().await.unwrap_or_default();
+    // At most 64 KiB: an error body is a few hundred bytes, and one that
+    // does not end must not fill the memory.
+    let body = crate::transport::registry::head_of_body(resp, 64 * 1024).await;
     let v: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
     let msg = v["errors"][0]["message"]
         .as_str()
@@ -214,6 +231,12 @@ async fn registry_message(resp: reqwest::Response) -> String {
 /// down), without the URL's credentials (there are none in ours).
 fn error_chain(e: &reqwest::Error) -> String {
     let mut s = e.to_string();
+    if e.is_timeout() {
+        s.push_str(
+            ": timed out (the registry sent nothing for too long; \
+             `timeout_secs` under [registries] in the configuration file sets how long)",
+        );
+    }
     let mut cur: Option<&dyn std::error::Error> = std::error::Error::source(e);
     while let Some(c) = cur {
         let t = c.to_string();

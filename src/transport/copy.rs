@@ -7,7 +7,7 @@ use std::path::Path;
 use futures_util::StreamExt;
 use oci_spec::image::Descriptor;
 
-use super::{digest_of, platform, ManifestRole, Transport, TransportError};
+use super::{digest_of, platform, ManifestRole, Transport, TransportError, MAX_MANIFEST_SIZE};
 use crate::digest::Digest;
 use crate::plan::state::Platform;
 use crate::store::json::{DocKind, Document};
@@ -16,6 +16,9 @@ use crate::store::json::{DocKind, Document};
 const MAX_DEPTH: usize = 4;
 /// Manifests and indexes in one image, at most.
 const MAX_DOCUMENTS: usize = 1024;
+/// Layers of one manifest, at most: each becomes a snapshot stacked on the
+/// one below (docker stopped at 127; real images have a few dozen).
+pub const MAX_LAYERS: usize = 1000;
 
 /// What [`copy_image`] reports as it goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -245,6 +248,19 @@ async fn fetch_tree(
                 todo.extend(index.manifests().iter().map(|m| (m.clone(), depth + 1)));
             }
             Document::Manifest(manifest) => {
+                if manifest.layers().len() > MAX_LAYERS {
+                    return Err(invalid(format!(
+                        "it has {} layers; jbuild takes images of at most {MAX_LAYERS} layers",
+                        manifest.layers().len()
+                    )));
+                }
+                if manifest.config().size() > MAX_MANIFEST_SIZE {
+                    return Err(invalid(format!(
+                        "its config is {} bytes; jbuild reads configs of at most {} MiB",
+                        manifest.config().size(),
+                        MAX_MANIFEST_SIZE >> 20
+                    )));
+                }
                 for blob in std::iter::once(manifest.config()).chain(manifest.layers()) {
                     if seen.insert(digest_of(blob, &src.describe())?) {
                         blobs.push(blob.clone());

@@ -14,6 +14,7 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
 
+use futures_util::StreamExt;
 use oci_client::client::{Certificate, CertificateEncoding, ClientConfig, ClientProtocol};
 use oci_client::errors::OciDistributionError;
 use oci_client::secrets::RegistryAuth;
@@ -24,6 +25,7 @@ use tokio::sync::Mutex;
 use super::oauth;
 use super::reference::{api_host, is_loopback, RegistryRef};
 use super::retry::{parse_retry_after, transient_status, Attempt, RetryPolicy};
+use super::signin;
 use super::RegistryOptions;
 use crate::keychain::{Credential, Keychain, Secret};
 use crate::transport::TransportError;
@@ -56,6 +58,7 @@ pub(super) struct Conn {
     pub oci_ref: oci_client::Reference,
     certs_hint: PathBuf,
     registry: String,
+    timeout: Duration,
 }
 
 fn op_key(op: RegistryOperation) -> u8 {
@@ -79,9 +82,13 @@ impl Conn {
             message: e,
             user: true,
         })?;
+        // A silent registry (no TCP answer, a stalled TLS handshake, a
+        // body that stops) fails the request after `timeout`; requests are
+        // then retried within the retry policy's bound.
+        let timeout = options.timeout;
         let mut builder = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(30))
-            .read_timeout(Duration::from_secs(120))
+            .connect_timeout(timeout)
+            .read_timeout(timeout)
             .user_agent(USER_AGENT);
         let mut reqwest_certs = Vec::new();
         for (path, pem) in &pems {
@@ -104,7 +111,7 @@ impl Conn {
 
         let plain_ok = is_loopback(&registry) || options.insecure.contains(&registry);
         let scheme = if plain_ok {
-            probe_scheme(&http, &host).await
+            probe_scheme(&http, &host, timeout).await
         } else {
             "https"
         };
@@ -123,8 +130,8 @@ impl Conn {
                 })
                 .collect(),
             platform_resolver: None,
-            connect_timeout: Some(Duration::from_secs(30)),
-            read_timeout: Some(Duration::from_secs(120)),
+            connect_timeout: Some(timeout),
+            read_timeout: Some(timeout),
             user_agent: USER_AGENT,
             ..ClientConfig::default()
         };
@@ -171,6 +178,7 @@ impl Conn {
             oci_ref: r.to_oci(),
             certs_hint: dirs.into_iter().next().unwrap_or_default(),
             registry,
+            timeout,
         })
     }
 
@@ -205,33 +213,71 @@ impl Conn {
         // The token service is a server like any other: retried alike.
         let started = Instant::now();
         let mut attempt = 0;
+        let basic = self.basic.as_ref().map(|(u, p)| (u.as_str(), p));
+        let repository = self.oci_ref.repository().to_string();
         let answer = loop {
             attempt += 1;
-            let result = self.oci.auth(&self.oci_ref, &self.auth, op).await;
-            let outcome = match &result {
-                Err(e) if matches!(classify(e), Class::Transient) => {
-                    Attempt::Transient { retry_after: None }
-                }
-                _ => break result,
+            let result = signin::sign_in(&self.http, &self.base, &repository, op, basic).await;
+            let Err(signin::Failure::Transient(message)) = result else {
+                break result;
             };
-            match self
-                .policy
-                .next_delay(attempt, outcome, started, Instant::now(), fastrand::f64())
-            {
+            match self.policy.next_delay(
+                attempt,
+                Attempt::Transient { retry_after: None },
+                started,
+                Instant::now(),
+                fastrand::f64(),
+            ) {
                 Some(wait) => tokio::time::sleep(wait).await,
-                None => break result,
+                None => break Err(signin::Failure::Transient(message)),
             }
         };
         let header = match answer {
-            Ok(Some(token)) => AuthHeader::Bearer(Secret::new(token)),
-            Ok(None) => match &self.basic {
-                Some((u, p)) => AuthHeader::Basic {
-                    username: u.clone(),
-                    password: p.clone(),
-                },
-                None => AuthHeader::None,
-            },
-            Err(e) => return Err(self.oci_error(e, "sign in")),
+            Ok(signin::Outcome::Token(token)) => {
+                // oci-client stores a bearer token as it is, asking nothing.
+                let bearer = RegistryAuth::Bearer(token.expose().to_string());
+                self.oci
+                    .auth(&self.oci_ref, &bearer, op)
+                    .await
+                    .map_err(|e| self.oci_error(e, "sign in"))?;
+                AuthHeader::Bearer(token)
+            }
+            Ok(signin::Outcome::NoTokenService) => {
+                // oci-client learns of Basic credentials by its own
+                // sign-in (a `/v2/` request; no token body is read).
+                self.oci
+                    .auth(&self.oci_ref, &self.auth, op)
+                    .await
+                    .map_err(|e| self.oci_error(e, "sign in"))?;
+                match &self.basic {
+                    Some((u, p)) => AuthHeader::Basic {
+                        username: u.clone(),
+                        password: p.clone(),
+                    },
+                    None => AuthHeader::None,
+                }
+            }
+            Err(signin::Failure::Denied(status, words)) => {
+                return Err(self.denied("sign in", status, &words))
+            }
+            Err(signin::Failure::Transient(message)) => {
+                return Err(TransportError::Registry {
+                    location: self.location.clone(),
+                    message: format!(
+                        "{message} (gave up after {attempt} attempts in {:.0?}; try again later)",
+                        started.elapsed()
+                    ),
+                    user: false,
+                })
+            }
+            Err(signin::Failure::Request(what, e)) => return Err(self.request_failed(&what, &e)),
+            Err(signin::Failure::Final(message)) => {
+                return Err(TransportError::Registry {
+                    location: self.location.clone(),
+                    message: format!("cannot sign in: {message}"),
+                    user: false,
+                })
+            }
         };
         headers.insert(op_key(op), header.clone());
         Ok(header)
@@ -499,11 +545,32 @@ impl Conn {
     }
 
     fn network(&self, what: &str, e: &reqwest::Error) -> String {
+        if e.is_timeout() {
+            return self.timed_out(what, e);
+        }
         format!("{what}: {}", chain(e))
+    }
+
+    /// A request given up because the registry stayed silent.
+    fn timed_out(&self, what: &str, e: &reqwest::Error) -> String {
+        format!(
+            "{what}: timed out: {} sent nothing for {} s ({}); raise `timeout_secs` under \
+             [registries] in the configuration file if it is only slow",
+            self.registry,
+            self.timeout.as_secs(),
+            chain(e)
+        )
     }
 
     /// A request that got no answer: TLS trouble gets its own advice.
     fn request_failed(&self, what: &str, e: &reqwest::Error) -> TransportError {
+        if e.is_timeout() {
+            return TransportError::Registry {
+                location: self.location.clone(),
+                message: self.timed_out(what, e),
+                user: false,
+            };
+        }
         let text = chain(e);
         if is_tls_error(&text) {
             return TransportError::Registry {
@@ -532,10 +599,10 @@ const USER_AGENT: &str = concat!("jbuild/", env!("CARGO_PKG_VERSION"));
 
 /// For a registry allowed plain HTTP: HTTPS if it answers HTTPS (as docker
 /// tries first), else plain HTTP.
-async fn probe_scheme(http: &reqwest::Client, host: &str) -> &'static str {
+async fn probe_scheme(http: &reqwest::Client, host: &str, timeout: Duration) -> &'static str {
     let probe = |scheme: &str| {
         http.get(format!("{scheme}://{host}/v2/"))
-            .timeout(Duration::from_secs(10))
+            .timeout(timeout.min(Duration::from_secs(10)))
             .send()
     };
     match probe("https").await {
@@ -643,9 +710,7 @@ pub fn chain(e: &dyn std::error::Error) -> String {
 /// The registry's error body (the spec's `{"errors": [...]}`), shortened,
 /// as `": CODE: message"`, or nothing.
 async fn error_body(resp: Response) -> String {
-    let Ok(bytes) = resp.bytes().await else {
-        return String::new();
-    };
+    let bytes = head_of_body(resp, MAX_ERROR_BODY).await;
     #[derive(serde::Deserialize)]
     struct Body {
         errors: Vec<Item>,
@@ -655,7 +720,7 @@ async fn error_body(resp: Response) -> String {
         code: Option<String>,
         message: Option<String>,
     }
-    if let Ok(b) = serde_json::from_slice::<Body>(&bytes[..bytes.len().min(64 * 1024)]) {
+    if let Ok(b) = serde_json::from_slice::<Body>(&bytes) {
         let parts: Vec<String> = b
             .errors
             .iter()
@@ -672,6 +737,38 @@ async fn error_body(resp: Response) -> String {
         }
     }
     String::new()
+}
+
+/// The most of an error body jbuild reads: a registry's `{"errors": ...}`
+/// is a few hundred bytes; a body that does not end is not read to its end.
+pub const MAX_ERROR_BODY: usize = 64 * 1024;
+
+/// At most `max` bytes of a response body (the rest is dropped with the
+/// connection), so an answer of any size costs bounded memory.
+pub async fn head_of_body(resp: Response, max: usize) -> Vec<u8> {
+    match read_capped(resp, max).await {
+        Ok(b) => b,
+        Err((b, _)) => b,
+    }
+}
+
+/// At most `max` bytes of a response body; a body that breaks off (or
+/// times out) is an error, with what came before it.
+pub async fn read_capped(resp: Response, max: usize) -> Result<Vec<u8>, (Vec<u8>, reqwest::Error)> {
+    let mut out = Vec::new();
+    let mut stream = resp.bytes_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = match chunk {
+            Ok(c) => c,
+            Err(e) => return Err((out, e)),
+        };
+        let room = max - out.len();
+        out.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        if out.len() >= max {
+            break;
+        }
+    }
+    Ok(out)
 }
 
 fn short(s: &str) -> String {

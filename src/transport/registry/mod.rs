@@ -24,6 +24,7 @@ pub mod oauth;
 mod pull;
 pub mod reference;
 pub mod retry;
+mod signin;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -52,10 +53,11 @@ use super::{
 use crate::digest::Digest;
 use crate::keychain::Keychain;
 pub use blob::range_start;
+pub use conn::{head_of_body, read_capped};
 
 /// How registries are reached: which may use plain HTTP, where CA
 /// certificates are, whose credentials, how hard to retry.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct RegistryOptions {
     /// Registries (`host[:port]`) allowed plain HTTP besides loopback ones.
     pub insecure: Vec<String>,
@@ -65,6 +67,21 @@ pub struct RegistryOptions {
     /// Credentials; `None`: [`Keychain::from_env`] when first needed.
     pub keychain: Option<Keychain>,
     pub retry: RetryPolicy,
+    /// How long the registry may stay silent (connecting, in the TLS
+    /// handshake, between reads) before a request times out.
+    pub timeout: std::time::Duration,
+}
+
+impl Default for RegistryOptions {
+    fn default() -> Self {
+        RegistryOptions {
+            insecure: Vec::new(),
+            certs_dir: None,
+            keychain: None,
+            retry: RetryPolicy::default(),
+            timeout: crate::config::RegistrySettings::default().timeout(),
+        }
+    }
 }
 
 impl RegistryOptions {
@@ -73,6 +90,7 @@ impl RegistryOptions {
         RegistryOptions {
             insecure: s.registries.insecure.clone(),
             certs_dir: s.registries.certs_dir.clone(),
+            timeout: s.registries.timeout(),
             ..RegistryOptions::default()
         }
     }

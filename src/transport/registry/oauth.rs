@@ -73,6 +73,9 @@ pub struct ExchangeError {
     pub message: String,
 }
 
+/// The largest token-service answer read.
+pub const MAX_ANSWER: usize = 1 << 20;
+
 /// Exchanges `refresh` for an access token for `scope`.
 pub async fn exchange(
     http: &reqwest::Client,
@@ -128,7 +131,16 @@ pub async fn exchange(
         denied: false,
         message: format!("the token service {} sent no token: {e}", challenge.realm),
     };
-    let bytes = resp.bytes().await.map_err(|e| no_token(e.to_string()))?;
+    // A token answer is a few KiB; a bigger one is not read whole.
+    let bytes = super::conn::read_capped(resp, MAX_ANSWER + 1)
+        .await
+        .map_err(|(_, e)| no_token(super::conn::chain(&e)))?;
+    if bytes.len() > MAX_ANSWER {
+        return Err(no_token(format!(
+            "its answer is larger than {} KiB",
+            MAX_ANSWER / 1024
+        )));
+    }
     let answer: Answer = serde_json::from_slice(&bytes).map_err(|e| no_token(e.to_string()))?;
     answer
         .access_token

@@ -1,0 +1,249 @@
+//! Limits: documents too big to hold, answers that never end, registries
+//! that stall. Each case runs the real `jbuild` binary against a scripted
+//! server on 127.0.0.1 and checks that it gives up with a clear message,
+//! within a bounded time, with bounded memory (its own peak RSS, from
+//! `wait4`), and that the store is as it was.
+
+mod limits_support;
+mod registry_support;
+
+use std::path::Path;
+use std::time::Duration;
+
+use limits_support::{run_measured, Answer, Measured, Req, Server};
+
+/// 50 MB: what a registry (or an attacker) might serve as a manifest.
+const HUGE: u64 = 50 << 20;
+/// Peak RSS allowed while refusing a huge document: a 50 MB body held
+/// whole (and copied once) would pass it.
+const MAX_RSS_KIB: i64 = 100 << 10;
+const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
+const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
+
+fn manifest_head(len: u64, chunked: bool, media_type: &str, lie: Option<u64>) -> Answer {
+    Answer::Stream {
+        status: "200 OK",
+        headers: vec![("Content-Type".into(), media_type.into())],
+        prefix: format!("{{\"schemaVersion\":2,\"mediaType\":\"{media_type}\",\"x\":\"")
+            .into_bytes(),
+        fill: b'a',
+        len,
+        chunked,
+        length: lie,
+    }
+}
+
+/// A manifest naming `layers` layers (distinct digests, 1 byte each) and a
+/// config of `config_size` bytes.
+fn manifest_with(layers: usize, config_size: u64) -> Vec<u8> {
+    let d = |i: usize| format!("sha256:{:064x}", i);
+    let mut s = format!(
+        "{{\"schemaVersion\":2,\"mediaType\":\"{OCI_MANIFEST}\",\"config\":{{\"mediaType\":\
+         \"application/vnd.oci.image.config.v1+json\",\"digest\":\"{}\",\"size\":{config_size}}},\
+         \"layers\":[",
+        d(usize::MAX)
+    );
+    for i in 0..layers {
+        if i > 0 {
+            s.push(',');
+        }
+        s.push_str(&format!(
+            "{{\"mediaType\":\"application/vnd.oci.image.layer.v1.tar\",\"digest\":\"{}\",\"size\":1}}",
+            d(i)
+        ));
+    }
+    s.push_str("]}");
+    s.into_bytes()
+}
+
+/// The registry of every huge-document case, by tag.
+fn huge_registry(req: &Req, host: &str) -> Answer {
+    let path = req.path.as_str();
+    if path == "/v2/" && host.ends_with("#token") || path.starts_with("/v2/tok/") {
+        let host = host.trim_end_matches("#token");
+        return Answer::Reply {
+            status: "401 Unauthorized",
+            headers: vec![(
+                "WWW-Authenticate".into(),
+                format!("Bearer realm=\"http://{host}/token\",service=\"t\""),
+            )],
+            body: vec![],
+        };
+    }
+    if path == "/v2/" {
+        return Answer::json("200 OK", b"{}");
+    }
+    if path.starts_with("/token") {
+        return Answer::Stream {
+            status: "200 OK",
+            headers: vec![("Content-Type".into(), "application/json".into())],
+            prefix: b"{\"token\":\"".to_vec(),
+            fill: b'a',
+            len: HUGE,
+            chunked: true,
+            length: None,
+        };
+    }
+    let tag = path.rsplit('/').next().unwrap_or("");
+    match tag {
+        "length" => manifest_head(HUGE, false, OCI_MANIFEST, None),
+        "chunked" => manifest_head(HUGE, true, OCI_MANIFEST, None),
+        "index" => manifest_head(HUGE, true, OCI_INDEX, None),
+        "lie" => manifest_head(HUGE, false, OCI_MANIFEST, Some(1000)),
+        "errorbody" => Answer::Stream {
+            status: "400 Bad Request",
+            headers: vec![("Content-Type".into(), "application/json".into())],
+            prefix: b"{\"errors\":[{\"code\":\"X\",\"message\":\"".to_vec(),
+            fill: b'a',
+            len: HUGE,
+            chunked: true,
+            length: None,
+        },
+        "bigconfig" => Answer::Reply {
+            status: "200 OK",
+            headers: vec![("Content-Type".into(), OCI_MANIFEST.into())],
+            body: manifest_with(1, HUGE),
+        },
+        "manylayers" => Answer::Reply {
+            status: "200 OK",
+            headers: vec![("Content-Type".into(), OCI_MANIFEST.into())],
+            body: manifest_with(100_000, 10),
+        },
+        "somelayers" => Answer::Reply {
+            status: "200 OK",
+            headers: vec![("Content-Type".into(), OCI_MANIFEST.into())],
+            body: manifest_with(25_000, 10),
+        },
+        "configlies" => Answer::Reply {
+            status: "200 OK",
+            headers: vec![("Content-Type".into(), OCI_MANIFEST.into())],
+            body: manifest_with(1, 500),
+        },
+        // The config blob of `configlies`: 50 MB where 500 bytes were said.
+        _ if path.contains("/blobs/") => Answer::Stream {
+            status: "200 OK",
+            headers: vec![],
+            prefix: vec![],
+            fill: b'{',
+            len: HUGE,
+            chunked: true,
+            length: None,
+        },
+        _ => Answer::status("404 Not Found"),
+    }
+}
+
+/// A fresh state root with a short registry timeout.
+fn home(timeout_secs: u64) -> tempfile::TempDir {
+    let t = tempfile::tempdir().unwrap();
+    std::fs::write(
+        t.path().join("jbuild.toml"),
+        format!("[registries]\ntimeout_secs = {timeout_secs}\n"),
+    )
+    .unwrap();
+    t
+}
+
+/// The store holds no tag, no temporary file and only sound blobs.
+fn assert_store_clean(home: &Path, context: &str) {
+    let store = home.join("root/store");
+    if !store.exists() {
+        return;
+    }
+    registry_support::image::verify_layout(&store);
+    let tmp = store.join(".jbuild/tmp");
+    let left: Vec<_> = std::fs::read_dir(&tmp)
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(
+        left.is_empty(),
+        "{context}: left in {}: {left:?}",
+        tmp.display()
+    );
+    if let Ok(index) = std::fs::read_to_string(store.join("index.json")) {
+        assert!(
+            !index.contains("org.opencontainers.image.ref.name"),
+            "{context}: a tag appeared: {index}"
+        );
+    }
+}
+
+fn pull(home: &Path, reference: &str) -> Measured {
+    run_measured(
+        registry_support::jbuild(home).args(["pull", reference]),
+        b"",
+        Duration::from_secs(120),
+    )
+}
+
+#[test]
+fn huge_documents_are_refused_early_with_bounded_memory() {
+    let host = std::sync::Arc::new(std::sync::OnceLock::<String>::new());
+    let h = host.clone();
+    let server = Server::start(move |req| huge_registry(req, h.get().unwrap()));
+    host.set(server.host()).unwrap();
+    // tag, what the error must say
+    let cases = [
+        ("length", "more than the 4194304 allowed"),
+        ("chunked", "more than the 4194304 allowed"),
+        ("index", "more than the 4194304 allowed"),
+        ("lie", "manifest"),
+        ("errorbody", "400"),
+        ("bigconfig", "config is 52428800 bytes"),
+        ("manylayers", "more than the 4194304 allowed"),
+        ("somelayers", "25000 layers"),
+        ("configlies", "does not match its descriptor"),
+    ];
+    let mut report = Vec::new();
+    for (tag, says) in cases {
+        let home = home(5);
+        let reference = format!("{}/big:{tag}", server.host());
+        let m = pull(home.path(), &reference);
+        let err = m.stderr();
+        report.push(format!(
+            "{tag}: exit {:?}, {:.1?}, max RSS {} KiB",
+            m.output.status.code(),
+            m.elapsed,
+            m.max_rss_kib
+        ));
+        assert!(
+            matches!(m.output.status.code(), Some(1) | Some(2)),
+            "{tag}: {}",
+            m.text()
+        );
+        assert!(
+            err.contains(says),
+            "{tag}: expected `{says}`:\n{}",
+            m.text()
+        );
+        assert!(
+            err.contains(&server.host()),
+            "{tag}: the message names no registry:\n{}",
+            m.text()
+        );
+        assert!(
+            m.max_rss_kib < MAX_RSS_KIB,
+            "{tag}: peak RSS {} KiB:\n{}",
+            m.max_rss_kib,
+            m.text()
+        );
+        assert_store_clean(home.path(), tag);
+    }
+    eprintln!("{}", report.join("\n"));
+}
+
+#[test]
+fn a_huge_token_answer_is_not_held_in_memory() {
+    let host = std::sync::Arc::new(std::sync::OnceLock::<String>::new());
+    let h = host.clone();
+    let server = Server::start(move |req| huge_registry(req, h.get().unwrap()));
+    // Every request, `/v2/` too, is sent to the token service.
+    host.set(format!("{}#token", server.host())).unwrap();
+    let home = home(5);
+    let m = pull(home.path(), &format!("{}/tok:1", server.host()));
+    eprintln!("token: {}", m.text());
+    assert!(!m.output.status.success(), "{}", m.text());
+    assert!(m.stderr().contains("token"), "{}", m.text());
+    assert!(m.max_rss_kib < MAX_RSS_KIB, "{}", m.text());
+    assert_store_clean(home.path(), "token");
+}
