@@ -247,3 +247,137 @@ fn a_huge_token_answer_is_not_held_in_memory() {
     assert!(m.max_rss_kib < MAX_RSS_KIB, "{}", m.text());
     assert_store_clean(home.path(), "token");
 }
+
+/// A registry whose manifest and upload answers stop in the middle of
+/// their bodies (headers sent, then silence).
+fn stalls_mid_body(req: &Req) -> Answer {
+    let stall = |status, headers: Vec<(String, String)>| Answer::StallAfter {
+        status,
+        headers: [headers, vec![("Content-Length".into(), "1000".into())]].concat(),
+        sent: b"{\"schemaVersion\":2,".to_vec(),
+    };
+    match (req.method.as_str(), req.path.as_str()) {
+        (_, "/v2/") => Answer::json("200 OK", b"{}"),
+        ("GET", p) if p.contains("/manifests/") => {
+            stall("200 OK", vec![("Content-Type".into(), OCI_MANIFEST.into())])
+        }
+        ("HEAD", _) => Answer::status("404 Not Found"),
+        ("POST", p) if p.contains("/blobs/uploads/") => stall(
+            "202 Accepted",
+            vec![("Location".into(), "/v2/app/blobs/uploads/u1".into())],
+        ),
+        _ => stall("500 Internal Server Error", vec![]),
+    }
+}
+
+/// A registry that sends to a token service (`realm`) for every sign-in.
+fn token_at(realm: String) -> impl Fn(&Req) -> Answer + Send + Sync {
+    move |req| match req.path.as_str() {
+        p if p.starts_with("/token") => Answer::StallAfter {
+            status: "200 OK",
+            headers: vec![("Content-Length".into(), "1000".into())],
+            sent: b"{\"token\":\"".to_vec(),
+        },
+        _ => Answer::Reply {
+            status: "401 Unauthorized",
+            headers: vec![(
+                "WWW-Authenticate".into(),
+                format!("Bearer realm=\"{realm}\",service=\"t\""),
+            )],
+            body: vec![],
+        },
+    }
+}
+
+/// One stalled case: the command, its registry, how long it took.
+fn stalled(kind: &str, op: &str, host: &str) -> (String, Measured, tempfile::TempDir) {
+    let world = registry_support::World::new(4096);
+    std::fs::write(
+        world.path("jbuild.toml"),
+        "[registries]\ntimeout_secs = 1\n",
+    )
+    .unwrap();
+    let mut cmd = world.jbuild();
+    let mut input = Vec::new();
+    match op {
+        "pull" => cmd.args(["pull", &format!("{host}/app:1")]),
+        "push" => cmd.args(["push", "app:1", &format!("{host}/app:1")]),
+        _ => {
+            input = b"secret\n".to_vec();
+            cmd.args(["login", host, "-u", "user", "--password-stdin"])
+        }
+    };
+    let m = run_measured(&mut cmd, &input, Duration::from_secs(120));
+    (format!("{kind}/{op}"), m, world.tmp)
+}
+
+#[test]
+fn stalled_registries_time_out_with_a_clear_message() {
+    // Accepts, reads, never answers (over plain HTTP after the HTTPS probe).
+    let silent = Server::start(|_| Answer::Silent);
+    let mid_body = Server::start(stalls_mid_body);
+    // The token service takes the TCP connection and the ClientHello, and
+    // never answers the TLS handshake.
+    let tls = Server::start_with(true, |_| Answer::Silent);
+    let via_tls = Server::start(token_at(format!("https://{}/token", tls.host())));
+    // A token service whose answer stops in the middle (login reads it).
+    let token_stall = std::sync::Arc::new(std::sync::OnceLock::<String>::new());
+    let t = token_stall.clone();
+    let token_mid_body =
+        Server::start(move |req| token_at(format!("http://{}/token", t.get().unwrap()))(req));
+    token_stall.set(token_mid_body.host()).unwrap();
+
+    let mut cases = Vec::new();
+    for op in ["pull", "push", "login"] {
+        cases.push(("silent", op, silent.host()));
+        let mid = if op == "login" {
+            token_mid_body.host()
+        } else {
+            mid_body.host()
+        };
+        cases.push(("mid-body", op, mid));
+        cases.push(("tls-handshake", op, via_tls.host()));
+    }
+    // In parallel: each waits on timeouts, not on the CPU.
+    let runs: Vec<_> = cases
+        .into_iter()
+        .map(|(kind, op, host)| {
+            std::thread::spawn(move || (host.clone(), stalled(kind, op, &host)))
+        })
+        .collect();
+    let mut report = Vec::new();
+    for r in runs {
+        let (host, (name, m, home)) = r.join().unwrap();
+        report.push(format!("{name}: {:.1?}: {}", m.elapsed, m.stderr().trim()));
+        let err = m.stderr();
+        assert!(
+            matches!(m.output.status.code(), Some(1) | Some(2)),
+            "{name}: {}",
+            m.text()
+        );
+        assert!(
+            err.contains("timed out"),
+            "{name}: no `timed out`:\n{}",
+            m.text()
+        );
+        assert!(
+            err.contains(&host),
+            "{name}: the registry is not named:\n{}",
+            m.text()
+        );
+        // 6 attempts of 1 s with backoff, plus the HTTPS probe: well under
+        // a minute; without a timeout these would hang until killed.
+        assert!(m.elapsed < Duration::from_secs(60), "{name}: {}", m.text());
+        // The store is as it was: the one image, every blob sound, no
+        // temporary file.
+        let store = home.path().join("root/store");
+        assert_eq!(registry_support::image::verify_layout(&store), 4, "{name}");
+        let index = std::fs::read_to_string(store.join("index.json")).unwrap();
+        assert_eq!(index.matches("ref.name").count(), 1, "{name}: {index}");
+        let tmp: Vec<_> = std::fs::read_dir(store.join(".jbuild/tmp"))
+            .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name()).collect())
+            .unwrap_or_default();
+        assert!(tmp.is_empty(), "{name}: left behind: {tmp:?}");
+    }
+    eprintln!("{}", report.join("\n"));
+}

@@ -100,7 +100,9 @@ pub fn login(ctx: &Ctx, a: LoginArgs) -> CmdResult {
     let (http, base) = client_for(ctx, &rt, &registry)?;
     rt.block_on(verify(&http, &registry, &base, &cred))
         .map_err(|e| {
-            if e.is_user_error() {
+            let user = e.is_user_error();
+            let e = anyhow::Error::new(e).context(format!("cannot log in to {registry}"));
+            if user {
                 Failure::user(e)
             } else {
                 Failure::internal(e)

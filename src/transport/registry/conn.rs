@@ -544,7 +544,8 @@ impl Conn {
         }
     }
 
-    fn network(&self, what: &str, e: &reqwest::Error) -> String {
+    /// A request or body that failed on the way, as a message.
+    pub fn network(&self, what: &str, e: &reqwest::Error) -> String {
         if e.is_timeout() {
             return self.timed_out(what, e);
         }

@@ -183,7 +183,7 @@ impl RegistryTransport {
         while let Some(chunk) = stream.next().await {
             let chunk = chunk.map_err(|e| TransportError::Registry {
                 location: self.location(),
-                message: format!("{what}: {}", conn::chain(&e)),
+                message: c.network(&what, &e),
                 user: false,
             })?;
             body.extend_from_slice(&chunk);
