@@ -28,7 +28,7 @@ pub struct LoginArgs {
     username: Option<String>,
     /// The password (it lands in your shell history: prefer --password-stdin).
     #[arg(short, long, conflicts_with = "password_stdin")]
-    password: Option<String>,
+    password: Option<Secret>,
     /// Read the password (or token) from standard input.
     #[arg(long)]
     password_stdin: bool,
@@ -75,7 +75,7 @@ pub fn login(ctx: &Ctx, a: LoginArgs) -> CmdResult {
         if !ctx.quiet {
             eprintln!("warning: a password given with -p lands in your shell history and the process list; use --password-stdin");
         }
-        p
+        p.expose().to_string()
     } else {
         let hint = if std::io::stdin().is_terminal() {
             ""
@@ -89,6 +89,7 @@ pub fn login(ctx: &Ctx, a: LoginArgs) -> CmdResult {
     if password.is_empty() {
         return Err(Failure::user(anyhow::anyhow!("the password is empty")));
     }
+    jbuild::keychain::redact::remember(Some(&username), &password);
     let cred = Credential::Basic {
         username: username.clone(),
         password: Secret::new(password),

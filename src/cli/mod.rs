@@ -19,6 +19,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 
 use jbuild::config::{Paths, Settings};
+use jbuild::keychain::redact;
 use jbuild::report::{JsonReporter, PlainReporter, Reporter, SilentReporter, TtyReporter};
 use jbuild::snapshot::Snapshotter;
 use jbuild::store::Store;
@@ -193,7 +194,7 @@ pub fn main() -> i32 {
         std::env::var("RUST_LOG").unwrap_or_else(|_| "warn,rustls_platform_verifier=off".into())
     };
     tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
+        .with_writer(|| ScrubbedStderr)
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
         .without_time()
         .init();
@@ -249,15 +250,32 @@ pub fn main() -> i32 {
 
 /// `error: <top>` then `  caused by: <each source>`, skipping a cause whose
 /// text the previous line already contains (transparent wrappers).
+///
+/// Every line is scrubbed of the secrets jbuild read (a registry may
+/// repeat the credentials it was sent in its error).
 fn report(e: &anyhow::Error) {
     let mut shown = e.to_string();
-    eprintln!("error: {shown}");
+    eprintln!("error: {}", redact::scrub(&shown));
     for cause in e.chain().skip(1) {
         let text = cause.to_string();
         if shown.contains(&text) {
             continue;
         }
-        eprintln!("  caused by: {text}");
+        eprintln!("  caused by: {}", redact::scrub(&text));
         shown = text;
+    }
+}
+
+/// Standard error for log lines, scrubbed of the secrets jbuild read.
+struct ScrubbedStderr;
+
+impl std::io::Write for ScrubbedStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let text = redact::scrub(&String::from_utf8_lossy(buf));
+        std::io::stderr().write_all(text.as_bytes())?;
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
     }
 }

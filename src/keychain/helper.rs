@@ -82,8 +82,11 @@ fn call(
         .map_err(|e| fail(format!("{action}: {e}")))?;
     let mut stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
     if let Some(s) = secret.filter(|s| !s.is_empty()) {
-        stderr = stderr.replace(s, "<redacted>");
+        // As sent (in JSON), and in every other form it may be echoed in.
+        stderr = stderr.replace(s, super::redact::REDACTED);
+        stderr = super::redact::replace_all(&stderr, &super::redact::forms(None, s));
     }
+    stderr = super::redact::scrub(&stderr);
     if stderr.len() > 2000 {
         let mut cut = 2000;
         while !stderr.is_char_boundary(cut) {

@@ -39,6 +39,7 @@
 
 mod file;
 mod helper;
+pub mod redact;
 mod verify;
 pub use verify::{verify, VerifyError};
 
@@ -200,6 +201,19 @@ impl Keychain {
     /// The credential for `registry` (`host[:port]`), or `None` for
     /// anonymous access.
     pub fn get(&self, registry: &str) -> Result<Option<Credential>, KeychainError> {
+        let found = self.find(registry)?;
+        // Whatever jbuild prints from now on is scrubbed of it.
+        match &found {
+            Some(Credential::Basic { username, password }) => {
+                redact::remember(Some(username), password.expose())
+            }
+            Some(Credential::IdentityToken(t)) => redact::remember(None, t.expose()),
+            None => {}
+        }
+        Ok(found)
+    }
+
+    fn find(&self, registry: &str) -> Result<Option<Credential>, KeychainError> {
         let registry = canonical_registry(registry);
         if let Some((host, user, pass)) = &self.env_cred {
             if *host == registry {
