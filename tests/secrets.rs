@@ -361,3 +361,160 @@ fn the_canary_never_leaks_from_any_credential_source() {
     }
     assert!(failed.is_empty(), "{}", failed.join("\n"));
 }
+
+/// A canary as docker's `identitytoken` for `host`.
+fn identity_home(h: &Path, host: &str, canary: &Canary) {
+    fs::create_dir_all(h.join("docker")).unwrap();
+    fs::write(
+        h.join("docker/config.json"),
+        serde_json::json!({"auths": {host: {"identitytoken": canary.secret}}}).to_string(),
+    )
+    .unwrap();
+}
+
+#[test]
+fn the_canary_never_leaks_from_login_tokens_proxies_or_references() {
+    let canary = Canary::new();
+    let t = targets(&canary);
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    config(h, "");
+    let store = jbuild::store::Store::open(&h.join("root/store")).unwrap();
+    image::make(&store, "app:1", "secrets", 2048);
+    let bin = write_helper(h);
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let trace = vec![
+        ("RUST_LOG".to_string(), "trace".to_string()),
+        ("PATH".to_string(), path),
+    ];
+    let stdin_pw = format!("{}\n", canary.secret);
+    let login = |host: &str| {
+        vec![
+            "login".to_string(),
+            host.to_string(),
+            "-u".into(),
+            USER.into(),
+        ]
+    };
+    let with_stdin = |host: &str| {
+        let mut v = login(host);
+        v.push("--password-stdin".into());
+        v
+    };
+    let with_p = |host: &str| {
+        let mut v = login(host);
+        v.extend(["-p".to_string(), canary.secret.clone()]);
+        v
+    };
+    let exec = |args: &[String], input: &[u8], env: &[(String, String)], what: &str| {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        run(h, env, &args, input, &canary, what)
+    };
+
+    // Logins that work, through stdin and -p; the credentials land in
+    // docker's config.json (its job), outside JBUILD_ROOT.
+    let m = exec(
+        &with_stdin(&t.good.host()),
+        stdin_pw.as_bytes(),
+        &trace,
+        "login --password-stdin",
+    );
+    assert!(m.output.status.success(), "{}", m.text());
+    let m = exec(&with_p(&t.good.host()), b"", &trace, "login -p");
+    assert!(m.output.status.success(), "{}", m.text());
+    let kept = fs::read_to_string(h.join("docker/config.json")).unwrap();
+    assert!(kept.contains(&t.good.host()), "{kept}");
+    // ... and a push with what was kept.
+    let name = format!("{}/canary/app:1", t.good.host());
+    let m = exec(
+        &["push".into(), "app:1".into(), name.clone()],
+        b"",
+        &trace,
+        "push after login",
+    );
+    assert!(m.output.status.success(), "{}", m.text());
+
+    // Logins that fail, for each reason, both ways of giving the password.
+    for (why, host) in [
+        ("wrong password", t.wrong.host()),
+        ("registry down", t.down.clone()),
+        ("TLS failure", t.tls.host()),
+        ("token service refusing", t.refusing.host()),
+    ] {
+        let m = exec(&with_stdin(&host), stdin_pw.as_bytes(), &trace, why);
+        assert!(!m.output.status.success(), "{why}: {}", m.text());
+        let m = exec(&with_p(&host), b"", &trace, why);
+        assert!(!m.output.status.success(), "{why}: {}", m.text());
+    }
+
+    // A credential helper that fails to store and prints what it was
+    // given (the JSON with the secret) on its stderr: jbuild shows that
+    // stderr, with the secret replaced.
+    fs::write(
+        h.join("docker/config.json"),
+        serde_json::json!({"credsStore": "canary"}).to_string(),
+    )
+    .unwrap();
+    fs::write(h.join("fail-store"), "").unwrap();
+    let m = exec(
+        &with_stdin(&t.good.host()),
+        stdin_pw.as_bytes(),
+        &trace,
+        "helper store fails",
+    );
+    assert!(!m.output.status.success(), "{}", m.text());
+    assert!(
+        m.stderr().contains("cannot store") && m.stderr().contains("<redacted>"),
+        "the helper's stderr is shown, redacted:\n{}",
+        m.text()
+    );
+
+    // An identity token, refused by the token service and by a registry
+    // that has none.
+    for host in [t.refusing.host(), t.good.host()] {
+        identity_home(h, &host, &canary);
+        let name = format!("{host}/canary/app:1");
+        let m = exec(&["pull".into(), name], b"", &trace, "identity token");
+        assert!(!m.output.status.success(), "{}", m.text());
+    }
+
+    // A proxy with userinfo in the environment, that is not there.
+    fs::write(h.join("docker/config.json"), "{}").unwrap();
+    let encoded: String = url::form_urlencoded::byte_serialize(canary.secret.as_bytes()).collect();
+    let proxy = format!("http://proxyuser:{encoded}@{}/", t.down);
+    let mut env = trace.clone();
+    for k in [
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "http_proxy",
+        "https_proxy",
+    ] {
+        env.push((k.to_string(), proxy.clone()));
+    }
+    let m = exec(
+        &["pull".into(), name.clone()],
+        b"",
+        &env,
+        "proxy with userinfo",
+    );
+    assert!(!m.output.status.success(), "{}", m.text());
+
+    // Credentials inside an image reference are refused, unrepeated.
+    let bad = format!("{USER}:{encoded}@{}/canary/app:1", t.good.host());
+    for args in [
+        vec!["pull".to_string(), bad.clone()],
+        vec!["push".into(), "app:1".into(), bad.clone()],
+    ] {
+        let m = exec(&args, b"", &trace, "user:pass@host reference");
+        assert_eq!(m.output.status.code(), Some(1), "{}", m.text());
+        assert!(
+            m.stderr().contains("cannot hold a user name and password")
+                && m.stderr().contains("jbuild login"),
+            "{}",
+            m.text()
+        );
+    }
+
+    canary.assert_tree_clean("login etc.", &h.join("root"));
+}

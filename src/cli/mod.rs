@@ -185,6 +185,13 @@ impl Ctx {
 }
 
 pub fn main() -> i32 {
+    // A password written into an image reference (`user:pw@host/...`,
+    // refused when parsed) is kept out of everything printed.
+    for arg in std::env::args().skip(1) {
+        if let Some((user, password)) = jbuild::store::name::userinfo(&arg) {
+            redact::remember(Some(user), password);
+        }
+    }
     let cli = Cli::parse();
     let filter = if cli.debug {
         "jbuild=debug".to_string()

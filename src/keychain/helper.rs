@@ -80,11 +80,18 @@ fn call(
     let out = child
         .wait_with_output()
         .map_err(|e| fail(format!("{action}: {e}")))?;
-    let mut stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    // What is shown is cut to 2000 bytes below; scrubbing reads a bit more.
+    let head = &out.stderr[..out.stderr.len().min(16 * 1024)];
+    let mut stderr = String::from_utf8_lossy(head).trim().to_string();
     if let Some(s) = secret.filter(|s| !s.is_empty()) {
         // As sent (in JSON), and in every other form it may be echoed in.
         stderr = stderr.replace(s, super::redact::REDACTED);
         stderr = super::redact::replace_all(&stderr, &super::redact::forms(None, s));
+        // A helper may print it mangled (unescaped, cut): every long
+        // enough piece of it goes too.
+        if s.chars().count() >= 8 {
+            stderr = super::redact::replace_fragments(&stderr, s, 8);
+        }
     }
     stderr = super::redact::scrub(&stderr);
     if stderr.len() > 2000 {

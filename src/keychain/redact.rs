@@ -80,9 +80,52 @@ pub fn replace_all(text: &str, forms: &[String]) -> String {
     out
 }
 
+/// `text` with every run of at least `min` characters that also occurs in
+/// `secret` replaced by `<redacted>`: for text from a program that was
+/// given the secret and may have mangled it (unescaped, cut, re-quoted)
+/// before printing it.
+pub fn replace_fragments(text: &str, secret: &str, min: usize) -> String {
+    let t: Vec<char> = text.chars().collect();
+    let s: Vec<char> = secret.chars().collect();
+    let mut out = String::new();
+    let mut i = 0;
+    while i < t.len() {
+        // The longest run starting at `i` that occurs in the secret.
+        let mut best = 0;
+        for start in 0..s.len() {
+            let mut n = 0;
+            while i + n < t.len() && start + n < s.len() && t[i + n] == s[start + n] {
+                n += 1;
+            }
+            best = best.max(n);
+        }
+        if best >= min {
+            out.push_str(REDACTED);
+            i += best;
+        } else {
+            out.push(t[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mangled_fragments_are_replaced() {
+        let secret = "CNRY0123456789\"q\\&z";
+        let echoed = "cannot store: {\"Secret\":\"CNRY0123456789\\\"q\\&z\"}";
+        let s = replace_fragments(echoed, secret, 8);
+        assert!(!s.contains("CNRY01234"), "{s}");
+        assert!(
+            s.starts_with("cannot store: {\"Secret\":\"<redacted>"),
+            "{s}"
+        );
+        assert_eq!(replace_fragments("short", secret, 8), "short");
+    }
 
     #[test]
     fn every_form_is_replaced() {

@@ -51,6 +51,13 @@ pub enum NameError {
     Registry { name: String, registry: String },
     #[error("image name `{name}`: `{tag}` is not a valid tag (1 to 128 of A-Z a-z 0-9 _ . -, not starting with . or -)")]
     Tag { name: String, tag: String },
+    /// `user:password@host/...`: the name is not repeated (it holds a
+    /// password).
+    #[error(
+        "an image reference cannot hold a user name and password (`user:password@host/...`); \
+         sign in with `jbuild login HOST` (or docker/podman login) and name the image without them"
+    )]
+    Credentials,
     #[error("image name `{name}`: bad digest: {source}")]
     Digest {
         name: String,
@@ -59,10 +66,31 @@ pub enum NameError {
     },
 }
 
+/// Whether `s` looks like a reference with URL userinfo in front,
+/// `[docker://]user[:password]@host/...`: an `@` with a `/` after it (in a
+/// real reference the `@` only comes before the digest, which has none).
+pub fn has_userinfo(s: &str) -> bool {
+    s.find('@').is_some_and(|at| s[at..].contains('/'))
+}
+
+/// The user name and password of a reference written
+/// `[docker://]user:password@host/...`, so they can be kept out of output.
+pub fn userinfo(s: &str) -> Option<(&str, &str)> {
+    let s = s.strip_prefix("docker://").unwrap_or(s);
+    if !has_userinfo(s) {
+        return None;
+    }
+    let at = s.find('@')?;
+    s[..at].split_once(':')
+}
+
 impl ImageName {
     pub fn parse(s: &str) -> Result<ImageName, NameError> {
         if s.is_empty() {
             return Err(NameError::Empty);
+        }
+        if has_userinfo(s) {
+            return Err(NameError::Credentials);
         }
         let (rest, digest) = match s.split_once('@') {
             Some((rest, d)) => {
@@ -281,6 +309,21 @@ fn valid_tag(t: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn credentials_in_a_reference_are_refused_unrepeated() {
+        let e = ImageName::parse("me:s3cret@reg.lan:5000/app:1").unwrap_err();
+        assert_eq!(e, NameError::Credentials);
+        assert!(!e.to_string().contains("s3cret"));
+        assert_eq!(
+            userinfo("docker://me:s3cret@reg.lan/app"),
+            Some(("me", "s3cret"))
+        );
+        // A digest's `@` is not userinfo.
+        let d = format!("reg.lan/app@sha256:{}", "a".repeat(64));
+        assert!(!has_userinfo(&d) && ImageName::parse(&d).is_ok());
+        assert!(!has_userinfo(&format!("alpine@sha256:{}", "a".repeat(64))));
+    }
 
     fn p(s: &str) -> ImageName {
         ImageName::parse(s).unwrap_or_else(|e| panic!("{s}: {e}"))
