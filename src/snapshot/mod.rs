@@ -142,6 +142,11 @@ pub trait Snapshotter: Send + Sync {
     /// its layer was exported). Other labels are kept.
     fn set_labels(&self, name: &str, labels: &Labels) -> Result<()>;
 
+    /// Removes labels from a committed snapshot (a `jbuild:blob.*` label
+    /// naming a blob the store no longer has). Labels it does not have are
+    /// ignored.
+    fn remove_labels(&self, name: &str, labels: &[String]) -> Result<()>;
+
     /// Removes an active or committed snapshot. A committed snapshot that is
     /// the parent of others is refused with `HasChildren`.
     fn remove(&self, name: &str) -> Result<()>;

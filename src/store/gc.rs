@@ -13,7 +13,7 @@ use crate::digest::Digest;
 
 /// Temporary blob files untouched for this long belong to a process that
 /// died; younger ones may still be written by a live one.
-const STALE_TMP: Duration = Duration::from_secs(3600);
+pub const STALE_TMP: Duration = Duration::from_secs(3600);
 
 impl Store {
     /// Blobs that nothing in `index.json` reaches: the walk goes from the
@@ -96,7 +96,13 @@ impl Store {
     /// processes left, under the exclusive store lock. Returns what was
     /// removed.
     pub fn prune(&self) -> Result<Vec<Digest>, StoreError> {
-        let _lock = StoreLock::exclusive(self)?;
+        let lock = StoreLock::exclusive(self)?;
+        self.prune_locked(&lock)
+    }
+
+    /// [`prune`](Store::prune) for a caller that already holds the
+    /// exclusive store lock (`jbuild check --repair`).
+    pub fn prune_locked(&self, _exclusive: &StoreLock) -> Result<Vec<Digest>, StoreError> {
         let removed = self.unreferenced_blobs()?;
         for d in &removed {
             self.remove_blob(d)?;
