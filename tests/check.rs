@@ -584,3 +584,46 @@ fn unpacked_layers_no_image_uses_are_reclaimable_leaves_first() {
     assert!(!out.contains("could not"), "{out}");
     assert_clean(&root);
 }
+
+#[test]
+fn deep_diffs_built_layers_again() {
+    let t = tempfile::tempdir().unwrap();
+    let ctx = t.path().join("ctx");
+    fs::create_dir_all(&ctx).unwrap();
+    fs::write(ctx.join("Jailfile"), RECIPE).unwrap();
+    let root = t.path().join("root");
+    // Exported with a clamp that is not 0: --deep must use the same one.
+    ok(jbuild(&root)
+        .env("SOURCE_DATE_EPOCH", "1700000000")
+        .args(["build", "-q", "-t", "one:1"])
+        .arg(&ctx));
+    let (code, v) = check_json(&root, &["--deep"]);
+    assert_eq!(code, 0, "{v:#}");
+    assert_eq!(kinds(&v, "damaged"), Vec::<String>::new(), "{v:#}");
+    assert!(
+        v["notes"]
+            .to_string()
+            .contains("--deep: 2 layers diffed again"),
+        "{v:#}"
+    );
+
+    // A file of the top layer changed behind jbuild's back: only --deep sees it.
+    let mut top = None;
+    for e in fs::read_dir(root.join("snapshots/dir/committed")).unwrap() {
+        let dir = e.unwrap().path();
+        if dir.join("fs/etc/x").exists() {
+            top = Some(dir);
+        }
+    }
+    let top = top.unwrap();
+    fs::write(top.join("fs/etc/x"), "changed\n").unwrap();
+    assert_clean(&root);
+    let o = check(&root, &["--deep"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let out = text(&o);
+    let name = top.file_name().unwrap().to_string_lossy();
+    assert!(
+        out.contains(&format!("snapshot `{name}` no longer holds its layer")),
+        "{out}"
+    );
+}

@@ -27,6 +27,7 @@
 //! reachable from the index), [`leftovers`] (temporary files), [`snapshots`]
 //! (labels, parents, chain IDs, dead active snapshots, unused layers).
 
+pub mod deep;
 pub mod leftovers;
 pub mod repair;
 pub mod snapshots;
@@ -266,6 +267,9 @@ pub struct Inputs<'a> {
     /// This process holds the store lock exclusively (`--repair` does), so
     /// the store's temporary files are nobody else's work.
     pub store_lock_held: bool,
+    /// Diff every layer exported here again and compare its diff ID
+    /// ([`deep`]; costs a read of every snapshot).
+    pub deep: bool,
 }
 
 /// Runs every check. Errors are internal faults (a snapshot backend that
@@ -282,6 +286,7 @@ pub fn check(inputs: &Inputs<'_>) -> Result<Report, CheckError> {
             facts.store.as_ref(),
             facts.walk_complete,
             &present,
+            inputs.deep,
             &mut report,
         )?;
     }

@@ -25,7 +25,7 @@ use crate::snapshot::{label, Info, Kind, Snapshotter};
 use crate::store::Store;
 
 /// What to do about a damaged snapshot.
-const REMOVE_CACHE: &str = "remove the build cache with `jbuild prune --cache` (layers are built or unpacked again when needed)";
+pub(super) const REMOVE_CACHE: &str = "remove the build cache with `jbuild prune --cache` (layers are built or unpacked again when needed)";
 
 /// Whether the process that owns the active snapshot `name`
 /// (`active-<pid>-<n>`) is alive. A name of another form has no owner.
@@ -96,6 +96,7 @@ pub fn check(
     store: Option<&Store>,
     walk_complete: bool,
     blobs: &HashSet<Digest>,
+    deep: bool,
     report: &mut Report,
 ) -> Result<Vec<Info>, CheckError> {
     let all = sn.list()?;
@@ -128,6 +129,9 @@ pub fn check(
         .filter(|i| i.kind == Kind::Committed && !dead_names.contains(i.name.as_str()))
     {
         check_one(sn, info, &by_name, blobs, report);
+    }
+    if deep {
+        super::deep::check(sn, &all, &dead_names, report);
     }
     if let Some(store) = store.filter(|_| walk_complete) {
         match super::chains_in_use(store) {
@@ -189,7 +193,7 @@ fn check_one(
                 }
                 Ok(_) => {}
             }
-        } else if k == label::CREATED && v.parse::<u64>().is_err() {
+        } else if (k == label::CREATED || k == label::MTIME_CLAMP) && v.parse::<u64>().is_err() {
             damaged(
                 report,
                 "bad-label",

@@ -15,6 +15,10 @@ pub struct CheckArgs {
     /// delete corrupt blob files (never untags an image); then check again.
     #[arg(long)]
     repair: bool,
+    /// Also diff every layer built here against its parent again and
+    /// compare its diff ID with the one recorded (reads every snapshot).
+    #[arg(long)]
+    deep: bool,
 }
 
 /// Passes of repair: deleting a corrupt manifest can make its layers
@@ -35,6 +39,7 @@ pub fn run(ctx: &Ctx, args: CheckArgs) -> CmdResult {
         paths: &ctx.paths,
         snapshotter: Some(sn.as_ref()),
         store_lock_held: lock.is_some(),
+        deep: args.deep,
     };
     let mut report = check::check(&inputs).map_err(Failure::internal)?;
     let mut repaired = Vec::new();

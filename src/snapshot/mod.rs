@@ -60,6 +60,9 @@ pub mod label {
     /// Prefix for the blob digest of this layer in a given compression:
     /// `jbuild:blob.gzip`, `jbuild:blob.zstd`.
     pub const BLOB_PREFIX: &str = "jbuild:blob.";
+    /// The mtime clamp (`SOURCE_DATE_EPOCH`, Unix seconds) the layer was
+    /// exported with: what `jbuild check --deep` needs to export it again.
+    pub const MTIME_CLAMP: &str = "jbuild:mtimeclamp";
     /// Unix seconds at which the snapshot was committed.
     pub const CREATED: &str = "jbuild:created";
 }
