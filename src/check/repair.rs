@@ -77,7 +77,7 @@ pub fn repair(
         .count();
     if collect > 0 {
         match lock {
-            Some(lock) => match sizes_then_prune(&store, lock) {
+            Some(lock) => match store.prune_locked(lock) {
                 Ok(removed) => {
                     for (d, n) in removed {
                         done.push(format!("removed unreferenced blob {d} ({})", bytes(n)));
@@ -151,31 +151,6 @@ pub fn repair(
         }
     }
     done
-}
-
-/// Store::prune_locked, with the size of each blob it removed.
-fn sizes_then_prune(
-    store: &Store,
-    lock: &StoreLock,
-) -> Result<Vec<(crate::digest::Digest, u64)>, crate::store::StoreError> {
-    let sizes: std::collections::HashMap<_, _> = store
-        .unreferenced_blobs()?
-        .into_iter()
-        .map(|d| {
-            let n = fs::metadata(store.blob_path(&d))
-                .map(|m| m.len())
-                .unwrap_or(0);
-            (d, n)
-        })
-        .collect();
-    let removed = store.prune_locked(lock)?;
-    Ok(removed
-        .into_iter()
-        .map(|d| {
-            let n = sizes.get(&d).copied().unwrap_or(0);
-            (d, n)
-        })
-        .collect())
 }
 
 fn remove_path(path: &Path) -> std::io::Result<()> {

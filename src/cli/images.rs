@@ -8,11 +8,10 @@ use serde_json::json;
 use super::{CmdResult, Ctx, Failure};
 use jbuild::build::image::{self, JAILFILE_LABEL};
 use jbuild::check::snapshots::{dead_active, unused_chains};
-use jbuild::digest::Digest;
 use jbuild::plan::Platform;
 use jbuild::report::plain::bytes;
 use jbuild::snapshot::Kind;
-use jbuild::store::{ImageName, Store};
+use jbuild::store::{ImageName, Store, StoreLock};
 
 #[derive(Args, Debug)]
 pub struct ImagesArgs {
@@ -285,14 +284,12 @@ pub fn prune(ctx: &Ctx, args: PruneArgs) -> CmdResult {
             }
         }
     }
-    let mut freed = 0u64;
-    let blobs: Vec<Digest> = store.unreferenced_blobs().map_err(Failure::internal)?;
-    for d in &blobs {
-        freed += std::fs::metadata(store.blob_path(d))
-            .map(|m| m.len())
-            .unwrap_or(0);
-        store.remove_blob(d).map_err(Failure::internal)?;
-    }
+    // Under the store lock, exclusively: no build or pull is between
+    // writing its blobs and tagging them.
+    let lock = StoreLock::exclusive(&store).map_err(Failure::internal)?;
+    let blobs = store.prune_locked(&lock).map_err(Failure::internal)?;
+    drop(lock);
+    let freed: u64 = blobs.iter().map(|(_, n)| n).sum();
     if ctx.json {
         println!(
             "{}",

@@ -97,15 +97,22 @@ impl Store {
     /// removed.
     pub fn prune(&self) -> Result<Vec<Digest>, StoreError> {
         let lock = StoreLock::exclusive(self)?;
-        self.prune_locked(&lock)
+        Ok(self
+            .prune_locked(&lock)?
+            .into_iter()
+            .map(|(d, _)| d)
+            .collect())
     }
 
     /// [`prune`](Store::prune) for a caller that already holds the
-    /// exclusive store lock (`jbuild check --repair`).
-    pub fn prune_locked(&self, _exclusive: &StoreLock) -> Result<Vec<Digest>, StoreError> {
-        let removed = self.unreferenced_blobs()?;
-        for d in &removed {
-            self.remove_blob(d)?;
+    /// exclusive store lock (`jbuild prune`, `jbuild check --repair`); each
+    /// removed blob comes with its size.
+    pub fn prune_locked(&self, _exclusive: &StoreLock) -> Result<Vec<(Digest, u64)>, StoreError> {
+        let mut removed = Vec::new();
+        for d in self.unreferenced_blobs()? {
+            let size = fs::metadata(self.blob_path(&d)).map_or(0, |m| m.len());
+            self.remove_blob(&d)?;
+            removed.push((d, size));
         }
         let tmp = self.root.join(".jbuild/tmp");
         let now = SystemTime::now();
