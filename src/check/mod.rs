@@ -20,8 +20,9 @@
 //! deletes corrupt blob files (so the next pull fetches them again); it
 //! never untags an image and never touches the work of a live process.
 //!
-//! The check itself only reads, with one exception: it may create the
-//! store's lock file to find out whether other jbuild processes are running.
+//! The check itself only reads: whether other jbuild processes are running
+//! is learnt by trying their locks without waiting (a lock file that does
+//! not exist is nobody's).
 //!
 //! The parts: [`store`] (layout, index, every blob re-hashed, everything
 //! reachable from the index), [`leftovers`] (temporary files), [`snapshots`]
