@@ -334,8 +334,16 @@ fn leftovers_of_interrupted_work_are_reclaimable_then_gone() {
         b"docker://x/y",
     )
     .unwrap();
-    let dead = format!("active-{}-1", dead_pid());
+    let dead_pid = dead_pid();
+    let dead = format!("active-{dead_pid}-1");
     active_snapshot(&root, &dead);
+    // Origin notes being written name their writer: a dead one's is a
+    // leftover, a live one's (ours) is not even listed.
+    let origins = store.join(".jbuild/origins");
+    let dead_note = origins.join(format!(".{}.tmp-{dead_pid}", "cd".repeat(32)));
+    let live_note = origins.join(format!(".{}.tmp-{}", "cd".repeat(32), std::process::id()));
+    fs::write(&dead_note, b"r x\n").unwrap();
+    fs::write(&live_note, b"r x\n").unwrap();
 
     let (code, v) = check_json(&root, &[]);
     assert_eq!(code, 0, "{v:#}");
@@ -346,6 +354,7 @@ fn leftovers_of_interrupted_work_are_reclaimable_then_gone() {
         vec![
             "dead-active-snapshot",
             "stale-origin",
+            "tmp-file",
             "tmp-file",
             "tmp-file",
             "tmp-file",
@@ -380,6 +389,11 @@ fn leftovers_of_interrupted_work_are_reclaimable_then_gone() {
         assert!(!p.exists(), "{} is still there", p.display());
     }
     assert!(!committed.join(".tmp-meta1").exists());
+    assert!(!dead_note.exists());
+    assert!(
+        live_note.exists(),
+        "a live writer's origin note was removed"
+    );
     assert!(!root.join(format!("snapshots/dir/active/{dead}")).exists());
     assert_clean(&root);
 }

@@ -5,6 +5,7 @@
 //! |---|---|---|
 //! | `store/.jbuild/tmp/*` | blobs being written (builds, pulls, imports) | the store lock |
 //! | `store/.jbuild/origins/<hex>` of a blob the store lacks | pulls (where a blob came from) | the store lock |
+//! | `store/.jbuild/origins/.<hex>.tmp-<pid>` | an origin note being written | process `<pid>` being gone |
 //! | `store/.tmp-*` | `index.json` being replaced | the index lock |
 //! | `snapshots/dir/committed/<name>/.tmp-*` | a `meta.json` being replaced | the `dir` snapshotter's lock |
 //! | `tmp/*` | scratch space | the store lock |
@@ -53,6 +54,7 @@ impl FreeGuards {
             Guard::Index => self.index,
             Guard::DirSnapshots => self.dir_snapshots,
             Guard::Age => false,
+            Guard::Process(pid) => !super::snapshots::pid_alive(pid),
         }
     }
 }
@@ -110,6 +112,17 @@ pub fn check(
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
+        // `.<hex>.tmp-<pid>`: a note being written by process <pid>.
+        if let Some((_, pid)) = name.strip_prefix('.').and_then(|n| n.rsplit_once(".tmp-")) {
+            let guard = pid.parse().map_or(Guard::Age, Guard::Process);
+            found(
+                p,
+                guard,
+                "tmp-file",
+                "an origin note an interrupted pull or push was writing",
+            );
+            continue;
+        }
         let present = format!("sha256:{name}")
             .parse()
             .is_ok_and(|d| facts.blobs.contains_key(&d));

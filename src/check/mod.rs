@@ -93,6 +93,9 @@ pub enum Guard {
     DirSnapshots,
     /// No lock: only the file's age tells (release downloads).
     Age,
+    /// The file names the process writing it: it is a leftover once that
+    /// process is gone.
+    Process(i32),
 }
 
 /// One thing a check found.

@@ -103,11 +103,12 @@ pub fn repair(
             Guard::DirSnapshots => try_flock(&paths.dir_snapshots().join("lock"))
                 .ok()
                 .flatten(),
-            Guard::Store | Guard::Age => None,
+            Guard::Store | Guard::Age | Guard::Process(_) => None,
         };
         let held = match guard {
             Guard::Store => lock.is_some(),
             Guard::Age => false,
+            Guard::Process(pid) => !super::snapshots::pid_alive(*pid),
             Guard::Index | Guard::DirSnapshots => taken.is_some(),
         };
         if !held && !is_stale(path) {

@@ -30,21 +30,22 @@ pub(super) const REMOVE_CACHE: &str = "remove the build cache with `jbuild prune
 /// Whether the process that owns the active snapshot `name`
 /// (`active-<pid>-<n>`) is alive. A name of another form has no owner.
 pub fn owner_alive(name: &str) -> bool {
-    let pid = name
-        .strip_prefix("active-")
+    name.strip_prefix("active-")
         .and_then(|r| r.split('-').next())
         .and_then(|p| p.parse::<i32>().ok())
-        .filter(|p| *p > 0);
-    match pid {
-        Some(pid) => {
-            match nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None) {
-                Ok(()) => true,
-                // It exists but belongs to someone else.
-                Err(nix::errno::Errno::EPERM) => true,
-                Err(_) => false,
-            }
-        }
-        None => false,
+        .is_some_and(pid_alive)
+}
+
+/// Whether process `pid` exists (under any user).
+pub fn pid_alive(pid: i32) -> bool {
+    if pid <= 0 {
+        return false;
+    }
+    match nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None) {
+        Ok(()) => true,
+        // It exists but belongs to someone else.
+        Err(nix::errno::Errno::EPERM) => true,
+        Err(_) => false,
     }
 }
 
