@@ -42,12 +42,41 @@ impl StoreLock {
             .map(|l| StoreLock { _lock: l })
     }
 
+    /// Takes the store lock exclusively if no one holds it now; `None` if
+    /// another process holds it (shared or exclusive): jbuild processes are
+    /// adding or removing content. Never waits.
+    pub fn try_exclusive(store: &Store) -> Result<Option<StoreLock>, StoreError> {
+        let path = store.private_dir("")?.join("lock");
+        try_flock(&path)
+            .map(|l| l.map(|l| StoreLock { _lock: l }))
+            .map_err(|e| StoreError::io(format!("cannot lock {}", path.display()), e))
+    }
+
     /// Waits for and takes the store lock shared: content this process adds
     /// is safe from garbage collection until it is tagged.
     pub fn shared(store: &Store) -> Result<StoreLock, StoreError> {
         store
             .lock_file("lock", false)
             .map(|l| StoreLock { _lock: l })
+    }
+}
+
+/// Opens (creating) `path` and takes an exclusive `flock` on it if that is
+/// possible right now; `None` if another open file holds a lock on it.
+pub fn try_flock(path: &Path) -> io::Result<Option<Flock<File>>> {
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)?;
+    loop {
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(lock) => return Ok(Some(lock)),
+            Err((f, Errno::EINTR)) => file = f,
+            Err((_, Errno::EWOULDBLOCK)) => return Ok(None),
+            Err((_, errno)) => return Err(io::Error::from(errno)),
+        }
     }
 }
 
