@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use super::engine::{active_key, chain_snapshot, BuildEnv, Layer, StageResult};
-use super::error::BuildError;
+use super::error::{with_causes, BuildError};
 use super::image::{self, LayerRef, LoadedImage};
 use std::path::PathBuf;
 
@@ -87,14 +87,14 @@ fn apply_layer(
         let file = env
             .store
             .open_blob(&blob.digest)
-            .map_err(|e| BuildError::Store(e.to_string()))?;
+            .map_err(|e| BuildError::Store(with_causes(&e)))?;
         let stats = layer::apply(
             std::io::BufReader::new(file),
             &blob.media_type,
             &root,
             &layer::ApplyOptions::default(),
         )
-        .map_err(|e| BuildError::Layer(e.to_string()))?;
+        .map_err(|e| BuildError::Layer(with_causes(&e)))?;
         if stats.diff_id != blob.diff_id {
             return Err(BuildError::Store(format!(
                 "layer {} unpacks to {} but the image config says {}: the store is damaged (run `jbuild check`)",
@@ -218,7 +218,7 @@ pub fn layer_changes(
                 root: &child_root,
             },
         )
-        .map_err(|e| BuildError::Layer(e.to_string()))?;
+        .map_err(|e| BuildError::Layer(with_causes(&e)))?;
     let changes = changes
         .into_iter()
         .filter(|c| !super::freebsd::excluded_from_layers(&c.path))
@@ -244,7 +244,7 @@ fn export_one(
     let writer = env
         .store
         .blob_writer()
-        .map_err(|e| BuildError::Store(e.to_string()))?;
+        .map_err(|e| BuildError::Store(with_causes(&e)))?;
     let (exported, writer) = layer::export(
         &child_root,
         &changes,
@@ -252,10 +252,10 @@ fn export_one(
         compression,
         writer,
     )
-    .map_err(|e| BuildError::Layer(e.to_string()))?;
+    .map_err(|e| BuildError::Layer(with_causes(&e)))?;
     writer
         .commit(Some(&exported.digest))
-        .map_err(|e| BuildError::Store(e.to_string()))?;
+        .map_err(|e| BuildError::Store(with_causes(&e)))?;
     env.reporter.transfer_done(&id, false);
     Ok(LayerRef {
         digest: exported.digest,

@@ -250,6 +250,14 @@ pub fn main() -> i32 {
         Ok(()) => 0,
         Err(f) => {
             report(&f.error);
+            if let Some(place) = disk_full(&f.error, ctx.paths.root()) {
+                // Not a fault of jbuild's: the user frees space and retries.
+                eprintln!(
+                    "  = no space left on the filesystem holding {place}: free space there \
+                     (`jbuild prune` removes what no image uses) and run the command again"
+                );
+                return EXIT_USER;
+            }
             if f.user {
                 EXIT_USER
             } else {
@@ -257,6 +265,35 @@ pub fn main() -> i32 {
             }
         }
     }
+}
+
+/// When `e` comes from a full disk (ENOSPC, or a quota: EDQUOT), where:
+/// an `oci:`/`oci-archive:` destination on the command line that the error
+/// names, else the state root (store, snapshots and scratch space).
+fn disk_full(e: &anyhow::Error, root: &std::path::Path) -> Option<String> {
+    let full = e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .and_then(|io| io.raw_os_error())
+            .is_some_and(|n| n == libc::ENOSPC || n == libc::EDQUOT)
+            || c.to_string().contains("No space left on device")
+    });
+    if !full {
+        return None;
+    }
+    let text = format!("{e:#}");
+    for arg in std::env::args().skip(1) {
+        let Some(rest) = arg
+            .strip_prefix("oci:")
+            .or_else(|| arg.strip_prefix("oci-archive:"))
+        else {
+            continue;
+        };
+        let path = rest.split(':').next().unwrap_or(rest);
+        if !path.is_empty() && text.contains(path) {
+            return Some(path.to_string());
+        }
+    }
+    Some(root.display().to_string())
 }
 
 /// `error: <top>` then `  caused by: <each source>`, skipping a cause whose
