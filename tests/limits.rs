@@ -381,3 +381,93 @@ fn stalled_registries_time_out_with_a_clear_message() {
     }
     eprintln!("{}", report.join("\n"));
 }
+
+/// A 512 MiB layer (an uncompressed tar of one file of zeros, written
+/// streaming into the store) pushed to and pulled from a real Distribution
+/// registry: each transfer's peak RSS stays under 64 MiB.
+#[test]
+fn a_512_mib_layer_moves_with_bounded_memory() {
+    use jbuild::store::{canonical_json, oci_digest, ImageName, Store};
+    use oci_spec::image::{
+        Arch, ConfigBuilder, Descriptor, ImageConfigurationBuilder, ImageManifestBuilder,
+        MediaType, Os, RootFsBuilder,
+    };
+    const SIZE: u64 = 512 << 20;
+    const MAX_TRANSFER_RSS_KIB: i64 = 64 << 10;
+    let registry = registry_support::Registry::start();
+    let seed = tempfile::tempdir().unwrap();
+    std::fs::write(seed.path().join("jbuild.toml"), "").unwrap();
+    let store = Store::open(&seed.path().join("root/store")).unwrap();
+    let mut w = store.blob_writer().unwrap();
+    {
+        let mut tar = tar::Builder::new(&mut w);
+        let mut h = tar::Header::new_ustar();
+        h.set_mode(0o644);
+        h.set_size(SIZE);
+        tar.append_data(
+            &mut h,
+            "zeros.bin",
+            std::io::Read::take(std::io::repeat(0), SIZE),
+        )
+        .unwrap();
+        tar.finish().unwrap();
+    }
+    let (layer, layer_size) = w.commit(None).unwrap();
+    let config = ImageConfigurationBuilder::default()
+        .architecture(Arch::Amd64)
+        .os(Os::FreeBSD)
+        .config(ConfigBuilder::default().build().unwrap())
+        .rootfs(
+            RootFsBuilder::default()
+                .typ("layers")
+                .diff_ids(vec![layer.to_string()])
+                .build()
+                .unwrap(),
+        )
+        .build()
+        .unwrap();
+    let (c, n) = store.put_bytes(&canonical_json(&config)).unwrap();
+    let manifest = ImageManifestBuilder::default()
+        .schema_version(2u32)
+        .media_type(MediaType::ImageManifest)
+        .config(Descriptor::new(MediaType::ImageConfig, n, oci_digest(&c)))
+        .layers(vec![Descriptor::new(
+            MediaType::ImageLayer,
+            layer_size,
+            oci_digest(&layer),
+        )])
+        .build()
+        .unwrap();
+    let (m, n) = store.put_bytes(&canonical_json(&manifest)).unwrap();
+    let desc = Descriptor::new(MediaType::ImageManifest, n, oci_digest(&m));
+    store
+        .tag(&ImageName::parse("huge:1").unwrap(), &desc)
+        .unwrap();
+
+    let name = format!("{}/huge:1", registry.host());
+    let push = run_measured(
+        registry_support::jbuild(seed.path()).args(["push", "huge:1", &name]),
+        b"",
+        Duration::from_secs(300),
+    );
+    assert!(push.output.status.success(), "{}", push.text());
+    let dest = home(60);
+    let pull = pull(dest.path(), &name);
+    assert!(pull.output.status.success(), "{}", pull.text());
+    let pulled = dest
+        .path()
+        .join("root/store/blobs/sha256")
+        .join(layer.to_string().trim_start_matches("sha256:"));
+    assert_eq!(std::fs::metadata(&pulled).unwrap().len(), layer_size);
+    eprintln!(
+        "512 MiB layer: push {:.1?}, max RSS {} KiB; pull {:.1?}, max RSS {} KiB",
+        push.elapsed, push.max_rss_kib, pull.elapsed, pull.max_rss_kib
+    );
+    for (what, m) in [("push", &push), ("pull", &pull)] {
+        assert!(
+            m.max_rss_kib < MAX_TRANSFER_RSS_KIB,
+            "{what}: peak RSS {} KiB",
+            m.max_rss_kib
+        );
+    }
+}
