@@ -422,12 +422,20 @@ fn a_live_process_keeps_its_work() {
         filetime::FileTime::from_unix_time(filetime::FileTime::now().unix_seconds() - 7200, 0);
     filetime::set_file_mtime(&old, two_hours_ago).unwrap();
 
+    // A blob no image uses yet: a pull holding the lock may be about to tag it.
+    let content = b"about to be tagged\n";
+    let hex = format!("{:x}", <sha2::Sha256 as sha2::Digest>::digest(content));
+    let pending = root.join("store/blobs/sha256").join(&hex);
+    fs::write(&pending, content).unwrap();
+
     let (code, v) = check_json(&root, &[]);
     assert_eq!(code, 0, "{v:#}");
+    let mut found = kinds(&v, "reclaimable");
+    found.sort();
     assert_eq!(
-        kinds(&v, "reclaimable"),
-        vec!["tmp-file"],
-        "only the old one: {v:#}"
+        found,
+        vec!["tmp-file", "unreferenced-blob"],
+        "only the old temporary file: {v:#}"
     );
     let notes = v["notes"].to_string();
     assert!(
@@ -448,6 +456,17 @@ fn a_live_process_keeps_its_work() {
     );
     assert!(!old.exists());
     assert!(tmp.exists(), "a live writer's blob was removed");
+    assert!(
+        pending.exists(),
+        "a blob was collected while the store lock was held"
+    );
+    assert!(
+        text(&o).contains(
+            "repaired: left 1 unreferenced blobs: other jbuild processes are adding content"
+        ),
+        "{}",
+        text(&o)
+    );
     assert!(dir.exists(), "a live process's snapshot was removed");
     drop(held);
 
@@ -455,6 +474,7 @@ fn a_live_process_keeps_its_work() {
     let (code, v) = check_json(&root, &["--repair"]);
     assert_eq!(code, 0, "{v:#}");
     assert!(!tmp.exists());
+    assert!(!pending.exists());
     assert!(dir.exists());
     assert_eq!(kinds(&v, "reclaimable"), Vec::<String>::new(), "{v:#}");
 }
