@@ -267,6 +267,14 @@ fn a_bad_index_is_damage_and_nothing_is_written() {
             "{args:?} wrote to the store"
         );
     }
+    // Other commands point at the check.
+    let o = run(jbuild(&root).arg("images"));
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("the image store is damaged: `jbuild check` says what to do"),
+        "{}",
+        text(&o)
+    );
 }
 
 #[test]
