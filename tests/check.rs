@@ -120,6 +120,17 @@ fn active_snapshot(root: &Path, name: &str) -> PathBuf {
     dir
 }
 
+/// Holds the store lock shared, as a pull does while it adds blobs.
+fn hold_store_lock(root: &Path) -> nix::fcntl::Flock<fs::File> {
+    let lock_file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(root.join("store/.jbuild/lock"))
+        .unwrap();
+    nix::fcntl::Flock::lock(lock_file, nix::fcntl::FlockArg::LockShared).unwrap()
+}
+
 #[test]
 fn an_empty_root_and_a_fresh_build_are_sound() {
     let t = tempfile::tempdir().unwrap();
@@ -168,6 +179,19 @@ fn a_flipped_byte_in_a_layer_names_the_image_and_repair_deletes_it() {
     assert!(out.contains("images: one:1"), "{out}");
     assert!(out.contains("jbuild pull one:1"), "{out}");
     assert!(out.contains(&layers[0].display().to_string()), "{out}");
+
+    // While another process adds content, the corrupt blob stays: a pull
+    // finding it in place would keep it.
+    let held = hold_store_lock(&root);
+    let o = check(&root, &["--repair"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("repaired: left corrupt blob sha256:"),
+        "{}",
+        text(&o)
+    );
+    assert!(layers[0].exists());
+    drop(held);
 
     let o = check(&root, &["--repair"]);
     let out = text(&o);
@@ -416,13 +440,7 @@ fn a_live_process_keeps_its_work() {
     // has a blob half written.
     let tmp = root.join("store/.jbuild/tmp/blob-live");
     fs::write(&tmp, b"in progress").unwrap();
-    let lock_file = fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(root.join("store/.jbuild/lock"))
-        .unwrap();
-    let held = nix::fcntl::Flock::lock(lock_file, nix::fcntl::FlockArg::LockShared).unwrap();
+    let held = hold_store_lock(&root);
     // A leftover old enough to be nobody's any more goes even so.
     let old = root.join("store/.jbuild/tmp/blob-old");
     fs::write(&old, b"stale").unwrap();

@@ -4,7 +4,8 @@
 //!
 //! 1. writes a missing or unreadable `oci-layout` (its content is fixed);
 //! 2. deletes corrupt blob files — the images using them then lack a blob,
-//!    and the next check says which to pull or build again;
+//!    and the next check says which to pull or build again — only while
+//!    holding the store lock (a pull finding the blob in place keeps it);
 //! 3. removes unreferenced blobs through the store's own garbage collector
 //!    ([`Store::prune_locked`]), only while holding the store lock
 //!    exclusively, so no blob a pull is about to tag can go;
@@ -65,6 +66,14 @@ pub fn repair(
             } else {
                 format!(" (pull or build again: {})", finding.images.join(", "))
             };
+            // A pull finding the blob in place would keep it and tag the
+            // image: delete only while no one adds content.
+            if lock.is_none() {
+                done.push(format!(
+                    "left corrupt blob {d}: other jbuild processes are adding content; run `jbuild check --repair` again when they are done"
+                ));
+                continue;
+            }
             done.push(match store.remove_blob(d) {
                 Ok(()) => format!("deleted corrupt blob {d}{images}"),
                 Err(e) => format!("could not delete corrupt blob {d}: {e}"),
