@@ -687,3 +687,26 @@ fn deep_diffs_built_layers_again() {
         "{out}"
     );
 }
+
+#[test]
+fn an_interrupted_store_creation_is_finished_by_repair() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("root");
+    // What a process killed while creating the store leaves.
+    fs::create_dir_all(root.join("store/blobs/sha256")).unwrap();
+    fs::write(root.join("store/index.json"), "{").unwrap();
+    let (code, v) = check_json(&root, &[]);
+    assert_eq!(code, 0, "{v:#}");
+    assert_eq!(kinds(&v, "reclaimable"), vec!["unfinished-store"], "{v:#}");
+    let (code, v) = check_json(&root, &["--repair"]);
+    assert_eq!(code, 0, "{v:#}");
+    assert!(
+        v["repaired"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("finished creating the store"),
+        "{v:#}"
+    );
+    assert!(root.join("store/oci-layout").is_file());
+    assert_clean(&root);
+}

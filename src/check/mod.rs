@@ -79,6 +79,9 @@ pub enum Fix {
     },
     /// Write the layout's `oci-layout` file, whose content is fixed.
     WriteLayoutFile(PathBuf),
+    /// Finish creating a store whose creation was interrupted
+    /// ([`crate::store::Store::open`] does).
+    FinishStore(PathBuf),
 }
 
 /// Which lock shows that nobody is writing a temporary file right now.

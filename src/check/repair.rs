@@ -2,7 +2,8 @@
 //!
 //! What repair does, in this order:
 //!
-//! 1. writes a missing or unreadable `oci-layout` (its content is fixed);
+//! 1. writes a missing or unreadable `oci-layout` (its content is fixed), or
+//!    finishes creating a store whose creation was interrupted;
 //! 2. deletes corrupt blob files — the images using them then lack a blob,
 //!    and the next check says which to pull or build again — only while
 //!    holding the store lock (a pull finding the blob in place keeps it);
@@ -52,11 +53,16 @@ pub fn repair(
         .collect();
 
     for (_, fix) in &fixes {
-        if let Fix::WriteLayoutFile(path) = fix {
-            done.push(match write_atomic(path, LAYOUT_JSON) {
+        match fix {
+            Fix::WriteLayoutFile(path) => done.push(match write_atomic(path, LAYOUT_JSON) {
                 Ok(()) => format!("wrote {}", path.display()),
                 Err(e) => format!("could not write {}: {e}", path.display()),
-            });
+            }),
+            Fix::FinishStore(dir) => done.push(match Store::open(dir) {
+                Ok(_) => format!("finished creating the store {}", dir.display()),
+                Err(e) => format!("could not finish creating the store {}: {e}", dir.display()),
+            }),
+            _ => {}
         }
     }
     for (finding, fix) in &fixes {

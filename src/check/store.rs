@@ -50,6 +50,16 @@ pub fn check(dir: &Path, report: &mut Report) -> Result<Facts, CheckError> {
         return Ok(facts);
     }
     let store = Store::open_unchecked(dir);
+    if store.is_unfinished() {
+        report.push(Finding::reclaimable(
+            "unfinished-store",
+            "the store's creation was interrupted (it has no oci-layout file and no blobs); the next jbuild command finishes it",
+            dir.display().to_string(),
+            Fix::FinishStore(dir.to_path_buf()),
+        ).action("`jbuild check --repair` (or any command that uses the store) finishes it"));
+        facts.walk_complete = true;
+        return Ok(facts);
+    }
     check_layout_file(dir, report);
     let index = read_index(dir, report);
     scan_blobs(&store, &mut facts, report)?;
