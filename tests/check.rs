@@ -263,6 +263,16 @@ fn truncated_and_missing_blobs_are_damage_naming_the_image() {
         .find(|f| f["kind"] == "missing-blob")
         .unwrap();
     assert_eq!(missing["where"], layers[1].display().to_string());
+    let action = missing["action"].as_str().unwrap();
+    assert!(
+        action.contains("one:1, two:2") && action.contains("jbuild rmi one:1 two:2"),
+        "{action}"
+    );
+    let action = corrupt["action"].as_str().unwrap();
+    assert!(
+        action.contains("`jbuild pull one:1`, `jbuild pull two:2`"),
+        "{action}"
+    );
     // Nothing is unreferenced: everything is still reached. The layer's
     // snapshot records a blob that is gone, which a build ignores.
     assert_eq!(kinds(&v, "reclaimable"), vec!["stale-label"], "{v:#}");

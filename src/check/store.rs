@@ -98,9 +98,31 @@ pub fn check(dir: &Path, report: &mut Report) -> Result<Facts, CheckError> {
 }
 
 /// A corrupt blob names the images to fetch again; one no image uses is
-/// only reclaimable.
+/// only reclaimable. Other findings about a blob several images share name
+/// all of them in what to do.
 fn settle_corrupt(facts: &Facts, report: &mut Report) {
     for f in &mut report.findings {
+        // A finding about a blob several images share names them all.
+        let shared = [
+            "missing-blob",
+            "size-mismatch",
+            "bad-manifest",
+            "bad-config",
+            "layer-count",
+        ];
+        let names: Vec<&str> = f
+            .images
+            .iter()
+            .map(String::as_str)
+            .filter(|i| !i.starts_with('<'))
+            .collect();
+        if shared.contains(&f.kind) && f.images.len() > 1 && !names.is_empty() {
+            f.action = format!(
+                "pull or build these images again: {} (`jbuild pull NAME`), or remove them with `jbuild rmi {}`",
+                names.join(", "),
+                names.join(" ")
+            );
+        }
         let Some(Fix::DeleteCorruptBlob(_)) = &f.fix else {
             continue;
         };
