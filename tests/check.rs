@@ -720,3 +720,57 @@ fn an_interrupted_store_creation_is_finished_by_repair() {
     assert!(root.join("store/oci-layout").is_file());
     assert_clean(&root);
 }
+
+/// Builds run while `check --repair` runs again and again: builds hold the
+/// store lock shared from their first blob to their tag, so repair never
+/// collects a blob a build is about to tag, and every image comes out whole.
+#[test]
+fn repair_running_beside_builds_takes_nothing_they_need() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("root");
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let mut repairs = 0;
+    std::thread::scope(|s| {
+        let builders: Vec<_> = (0..3)
+            .map(|b| {
+                let (root, dir) = (&root, t.path().join(format!("ctx{b}")));
+                s.spawn(move || {
+                    fs::create_dir_all(&dir).unwrap();
+                    for n in 0..5 {
+                        fs::write(
+                            dir.join("Jailfile"),
+                            format!("FROM scratch\nLINE_IN_FILE \"{b} {n}\" /etc/a\nLINE_IN_FILE \"x\" /etc/b\n"),
+                        )
+                        .unwrap();
+                        ok(jbuild(root).args(["build", "-q", "-t", &format!("b{b}:{n}")]).arg(&dir));
+                    }
+                })
+            })
+            .collect();
+        let repairer = s.spawn(|| {
+            let mut n = 0;
+            while !done.load(std::sync::atomic::Ordering::SeqCst) && n < 2000 {
+                let o = check(&root, &["--repair"]);
+                // A build may have written blobs it has not tagged yet: only
+                // damage would be wrong.
+                assert!(o.status.code() != Some(2), "{}", text(&o));
+                n += 1;
+            }
+            n
+        });
+        // Stop the repairs even when a build failed, then report it.
+        let built: Vec<_> = builders.into_iter().map(|b| b.join()).collect();
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        repairs = repairer.join().unwrap();
+        for b in built {
+            if let Err(panic) = b {
+                std::panic::resume_unwind(panic);
+            }
+        }
+    });
+    assert!(repairs > 0);
+    let (code, v) = check_json(&root, &[]);
+    assert_eq!(code, 0, "{v:#}");
+    assert_eq!(kinds(&v, "damaged"), Vec::<String>::new(), "{v:#}");
+    assert_eq!(v["summary"]["images"], 15, "{v:#}");
+}
