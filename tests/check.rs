@@ -120,6 +120,17 @@ fn active_snapshot(root: &Path, name: &str) -> PathBuf {
     dir
 }
 
+/// Holds the store lock shared, as a pull does while it adds blobs.
+fn hold_store_lock(root: &Path) -> nix::fcntl::Flock<fs::File> {
+    let lock_file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(root.join("store/.jbuild/lock"))
+        .unwrap();
+    nix::fcntl::Flock::lock(lock_file, nix::fcntl::FlockArg::LockShared).unwrap()
+}
+
 #[test]
 fn an_empty_root_and_a_fresh_build_are_sound() {
     let t = tempfile::tempdir().unwrap();
@@ -168,6 +179,19 @@ fn a_flipped_byte_in_a_layer_names_the_image_and_repair_deletes_it() {
     assert!(out.contains("images: one:1"), "{out}");
     assert!(out.contains("jbuild pull one:1"), "{out}");
     assert!(out.contains(&layers[0].display().to_string()), "{out}");
+
+    // While another process adds content, the corrupt blob stays: a pull
+    // finding it in place would keep it.
+    let held = hold_store_lock(&root);
+    let o = check(&root, &["--repair"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("repaired: left corrupt blob sha256:"),
+        "{}",
+        text(&o)
+    );
+    assert!(layers[0].exists());
+    drop(held);
 
     let o = check(&root, &["--repair"]);
     let out = text(&o);
@@ -239,6 +263,16 @@ fn truncated_and_missing_blobs_are_damage_naming_the_image() {
         .find(|f| f["kind"] == "missing-blob")
         .unwrap();
     assert_eq!(missing["where"], layers[1].display().to_string());
+    let action = missing["action"].as_str().unwrap();
+    assert!(
+        action.contains("one:1, two:2") && action.contains("jbuild rmi one:1 two:2"),
+        "{action}"
+    );
+    let action = corrupt["action"].as_str().unwrap();
+    assert!(
+        action.contains("`jbuild pull one:1`, `jbuild pull two:2`"),
+        "{action}"
+    );
     // Nothing is unreferenced: everything is still reached. The layer's
     // snapshot records a blob that is gone, which a build ignores.
     assert_eq!(kinds(&v, "reclaimable"), vec!["stale-label"], "{v:#}");
@@ -267,6 +301,14 @@ fn a_bad_index_is_damage_and_nothing_is_written() {
             "{args:?} wrote to the store"
         );
     }
+    // Other commands point at the check.
+    let o = run(jbuild(&root).arg("images"));
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("the image store is damaged: `jbuild check` says what to do"),
+        "{}",
+        text(&o)
+    );
 }
 
 #[test]
@@ -408,13 +450,7 @@ fn a_live_process_keeps_its_work() {
     // has a blob half written.
     let tmp = root.join("store/.jbuild/tmp/blob-live");
     fs::write(&tmp, b"in progress").unwrap();
-    let lock_file = fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(root.join("store/.jbuild/lock"))
-        .unwrap();
-    let held = nix::fcntl::Flock::lock(lock_file, nix::fcntl::FlockArg::LockShared).unwrap();
+    let held = hold_store_lock(&root);
     // A leftover old enough to be nobody's any more goes even so.
     let old = root.join("store/.jbuild/tmp/blob-old");
     fs::write(&old, b"stale").unwrap();
@@ -422,12 +458,20 @@ fn a_live_process_keeps_its_work() {
         filetime::FileTime::from_unix_time(filetime::FileTime::now().unix_seconds() - 7200, 0);
     filetime::set_file_mtime(&old, two_hours_ago).unwrap();
 
+    // A blob no image uses yet: a pull holding the lock may be about to tag it.
+    let content = b"about to be tagged\n";
+    let hex = format!("{:x}", <sha2::Sha256 as sha2::Digest>::digest(content));
+    let pending = root.join("store/blobs/sha256").join(&hex);
+    fs::write(&pending, content).unwrap();
+
     let (code, v) = check_json(&root, &[]);
     assert_eq!(code, 0, "{v:#}");
+    let mut found = kinds(&v, "reclaimable");
+    found.sort();
     assert_eq!(
-        kinds(&v, "reclaimable"),
-        vec!["tmp-file"],
-        "only the old one: {v:#}"
+        found,
+        vec!["tmp-file", "unreferenced-blob"],
+        "only the old temporary file: {v:#}"
     );
     let notes = v["notes"].to_string();
     assert!(
@@ -448,6 +492,17 @@ fn a_live_process_keeps_its_work() {
     );
     assert!(!old.exists());
     assert!(tmp.exists(), "a live writer's blob was removed");
+    assert!(
+        pending.exists(),
+        "a blob was collected while the store lock was held"
+    );
+    assert!(
+        text(&o).contains(
+            "repaired: left 1 unreferenced blobs: other jbuild processes are adding content"
+        ),
+        "{}",
+        text(&o)
+    );
     assert!(dir.exists(), "a live process's snapshot was removed");
     drop(held);
 
@@ -455,6 +510,7 @@ fn a_live_process_keeps_its_work() {
     let (code, v) = check_json(&root, &["--repair"]);
     assert_eq!(code, 0, "{v:#}");
     assert!(!tmp.exists());
+    assert!(!pending.exists());
     assert!(dir.exists());
     assert_eq!(kinds(&v, "reclaimable"), Vec::<String>::new(), "{v:#}");
 }
@@ -640,4 +696,81 @@ fn deep_diffs_built_layers_again() {
         out.contains(&format!("snapshot `{name}` no longer holds its layer")),
         "{out}"
     );
+}
+
+#[test]
+fn an_interrupted_store_creation_is_finished_by_repair() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("root");
+    // What a process killed while creating the store leaves.
+    fs::create_dir_all(root.join("store/blobs/sha256")).unwrap();
+    fs::write(root.join("store/index.json"), "{").unwrap();
+    let (code, v) = check_json(&root, &[]);
+    assert_eq!(code, 0, "{v:#}");
+    assert_eq!(kinds(&v, "reclaimable"), vec!["unfinished-store"], "{v:#}");
+    let (code, v) = check_json(&root, &["--repair"]);
+    assert_eq!(code, 0, "{v:#}");
+    assert!(
+        v["repaired"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("finished creating the store"),
+        "{v:#}"
+    );
+    assert!(root.join("store/oci-layout").is_file());
+    assert_clean(&root);
+}
+
+/// Builds run while `check --repair` runs again and again: builds hold the
+/// store lock shared from their first blob to their tag, so repair never
+/// collects a blob a build is about to tag, and every image comes out whole.
+#[test]
+fn repair_running_beside_builds_takes_nothing_they_need() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("root");
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let mut repairs = 0;
+    std::thread::scope(|s| {
+        let builders: Vec<_> = (0..3)
+            .map(|b| {
+                let (root, dir) = (&root, t.path().join(format!("ctx{b}")));
+                s.spawn(move || {
+                    fs::create_dir_all(&dir).unwrap();
+                    for n in 0..5 {
+                        fs::write(
+                            dir.join("Jailfile"),
+                            format!("FROM scratch\nLINE_IN_FILE \"{b} {n}\" /etc/a\nLINE_IN_FILE \"x\" /etc/b\n"),
+                        )
+                        .unwrap();
+                        ok(jbuild(root).args(["build", "-q", "-t", &format!("b{b}:{n}")]).arg(&dir));
+                    }
+                })
+            })
+            .collect();
+        let repairer = s.spawn(|| {
+            let mut n = 0;
+            while !done.load(std::sync::atomic::Ordering::SeqCst) && n < 2000 {
+                let o = check(&root, &["--repair"]);
+                // A build may have written blobs it has not tagged yet: only
+                // damage would be wrong.
+                assert!(o.status.code() != Some(2), "{}", text(&o));
+                n += 1;
+            }
+            n
+        });
+        // Stop the repairs even when a build failed, then report it.
+        let built: Vec<_> = builders.into_iter().map(|b| b.join()).collect();
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        repairs = repairer.join().unwrap();
+        for b in built {
+            if let Err(panic) = b {
+                std::panic::resume_unwind(panic);
+            }
+        }
+    });
+    assert!(repairs > 0);
+    let (code, v) = check_json(&root, &[]);
+    assert_eq!(code, 0, "{v:#}");
+    assert_eq!(kinds(&v, "damaged"), Vec::<String>::new(), "{v:#}");
+    assert_eq!(v["summary"]["images"], 15, "{v:#}");
 }

@@ -24,7 +24,7 @@
 //! is learnt by trying their locks without waiting (a lock file that does
 //! not exist is nobody's).
 //!
-//! The parts: [`store`] (layout, index, every blob re-hashed, everything
+//! The parts: [`store`] (layout, index, every blob re-hashed; `images`: everything
 //! reachable from the index), [`leftovers`] (temporary files), [`snapshots`]
 //! (labels, parents, chain IDs, dead active snapshots, unused layers).
 
@@ -34,6 +34,7 @@ pub mod repair;
 pub mod snapshots;
 pub mod store;
 
+mod images;
 mod in_use;
 
 use std::collections::HashSet;
@@ -78,6 +79,9 @@ pub enum Fix {
     },
     /// Write the layout's `oci-layout` file, whose content is fixed.
     WriteLayoutFile(PathBuf),
+    /// Finish creating a store whose creation was interrupted
+    /// ([`crate::store::Store::open`] does).
+    FinishStore(PathBuf),
 }
 
 /// Which lock shows that nobody is writing a temporary file right now.

@@ -2,9 +2,11 @@
 //!
 //! What repair does, in this order:
 //!
-//! 1. writes a missing or unreadable `oci-layout` (its content is fixed);
+//! 1. writes a missing or unreadable `oci-layout` (its content is fixed), or
+//!    finishes creating a store whose creation was interrupted;
 //! 2. deletes corrupt blob files — the images using them then lack a blob,
-//!    and the next check says which to pull or build again;
+//!    and the next check says which to pull or build again — only while
+//!    holding the store lock (a pull finding the blob in place keeps it);
 //! 3. removes unreferenced blobs through the store's own garbage collector
 //!    ([`Store::prune_locked`]), only while holding the store lock
 //!    exclusively, so no blob a pull is about to tag can go;
@@ -51,11 +53,16 @@ pub fn repair(
         .collect();
 
     for (_, fix) in &fixes {
-        if let Fix::WriteLayoutFile(path) = fix {
-            done.push(match write_atomic(path, LAYOUT_JSON) {
+        match fix {
+            Fix::WriteLayoutFile(path) => done.push(match write_atomic(path, LAYOUT_JSON) {
                 Ok(()) => format!("wrote {}", path.display()),
                 Err(e) => format!("could not write {}: {e}", path.display()),
-            });
+            }),
+            Fix::FinishStore(dir) => done.push(match Store::open(dir) {
+                Ok(_) => format!("finished creating the store {}", dir.display()),
+                Err(e) => format!("could not finish creating the store {}: {e}", dir.display()),
+            }),
+            _ => {}
         }
     }
     for (finding, fix) in &fixes {
@@ -65,6 +72,14 @@ pub fn repair(
             } else {
                 format!(" (pull or build again: {})", finding.images.join(", "))
             };
+            // A pull finding the blob in place would keep it and tag the
+            // image: delete only while no one adds content.
+            if lock.is_none() {
+                done.push(format!(
+                    "left corrupt blob {d}: other jbuild processes are adding content; run `jbuild check --repair` again when they are done"
+                ));
+                continue;
+            }
             done.push(match store.remove_blob(d) {
                 Ok(()) => format!("deleted corrupt blob {d}{images}"),
                 Err(e) => format!("could not delete corrupt blob {d}: {e}"),

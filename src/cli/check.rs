@@ -10,6 +10,11 @@ use jbuild::check::{self, repair, Inputs, Report};
 use jbuild::store::{Store, StoreLock};
 
 #[derive(Args, Debug)]
+#[command(
+    after_help = "Exit status: 0 nothing is damaged (reclaimable things may be listed), \
+                        1 damage found (each finding says what to do), 2 the check itself failed.\n\
+                        Findings and repair: docs/check.md"
+)]
 pub struct CheckArgs {
     /// Remove leftovers of interrupted work and content no image uses,
     /// delete corrupt blob files (never untags an image); then check again.

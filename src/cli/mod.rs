@@ -149,7 +149,13 @@ impl Ctx {
                 self.paths.root().display()
             ))
         })?;
-        Store::open(&self.paths.store()).map_err(Failure::internal)
+        Store::open(&self.paths.store()).map_err(|e| match e {
+            jbuild::store::StoreError::Corrupt { .. } => Failure::internal(
+                anyhow::Error::new(e)
+                    .context("the image store is damaged: `jbuild check` says what to do"),
+            ),
+            e => Failure::internal(e),
+        })
     }
 
     /// The descriptor of a stored image by name, digest or prefix; a name

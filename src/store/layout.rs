@@ -68,6 +68,12 @@ impl Store {
         }
     }
 
+    /// Whether this is a layout whose creation was interrupted: no
+    /// `oci-layout` yet, and nothing [`Store::open`] would not finish.
+    pub fn is_unfinished(&self) -> bool {
+        !self.root.join(LAYOUT_FILE).exists() && self.check_creatable().is_ok()
+    }
+
     fn not_a_layout(&self, reason: impl Into<String>) -> StoreError {
         StoreError::NotALayout {
             path: self.root.clone(),
