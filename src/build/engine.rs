@@ -41,6 +41,10 @@ pub struct BuildEnv<'a> {
     /// Where a FROM image missing from the store is fetched from (a
     /// registry), as `docker build` does; `None`: it must be in the store.
     pub image_source: Option<&'a dyn ImageSource>,
+    /// What layers unpacked from images may hold (setuid files, devices).
+    pub layer_options: crate::layer::ApplyOptions,
+    /// How big they may be.
+    pub layer_limits: crate::layer::Limits,
 }
 
 /// Fetches images named in FROM or `COPY --from` that the store lacks.
@@ -70,7 +74,20 @@ impl<'a> BuildEnv<'a> {
             executor: OnceLock::new(),
             freebsd: FreeBsdEnv::default(),
             image_source: None,
+            layer_options: crate::layer::ApplyOptions::default(),
+            layer_limits: crate::layer::Limits::default(),
         }
+    }
+
+    /// Unpacks image layers with these options and within these limits.
+    pub fn with_layers(
+        mut self,
+        options: crate::layer::ApplyOptions,
+        limits: crate::layer::Limits,
+    ) -> Self {
+        self.layer_options = options;
+        self.layer_limits = limits;
+        self
     }
 
     /// Uses these FreeBSD settings (release mirror, pkg cache, ...).

@@ -50,6 +50,10 @@ pub enum LayerError {
         limit: String,
         key: &'static str,
     },
+    /// The layer unpacked fine, but to other bytes than the image's
+    /// configuration promises (its diff ID).
+    #[error("its content does not match the image's configuration: it unpacks to {actual}, the configuration says {expected}")]
+    DiffId { expected: String, actual: String },
     #[error("`{0}` is not a layer compression: use gzip, zstd or none")]
     Compression(String),
     /// A worker thread of the export pipeline panicked: a bug.
@@ -122,6 +126,7 @@ impl LayerError {
             | LayerError::Malformed { .. }
             | LayerError::Truncated(_)
             | LayerError::MediaType(_)
+            | LayerError::DiffId { .. }
             | LayerError::Limit { .. } => true,
             _ => false,
         }

@@ -50,6 +50,20 @@ impl Default for Limits {
     }
 }
 
+impl Limits {
+    /// The limits the configuration file's `[layers]` section sets, the
+    /// defaults for what it leaves out.
+    pub fn from_settings(s: &crate::config::LayerSettings) -> Limits {
+        let d = Limits::default();
+        Limits {
+            max_size: s.max_size.unwrap_or(d.max_size),
+            max_entries: s.max_entries.unwrap_or(d.max_entries),
+            max_header: s.max_header.unwrap_or(d.max_header),
+            max_path: s.max_path.unwrap_or(d.max_path),
+        }
+    }
+}
+
 /// A reader that gives at most `left` bytes and then fails, noting in
 /// `tripped` that it did, so the caller can tell a limit from a real read
 /// error whatever layer of readers the error passed through.
@@ -87,8 +101,8 @@ impl<R: Read> Read for Capped<R> {
     }
 }
 
-/// `n` bytes in the largest binary unit that divides it (`8 GiB`,
-/// `1.5 MiB` is shown as bytes), for messages.
+/// `n` bytes in the largest binary unit that divides it exactly
+/// (`8 GiB`), else in bytes, for messages.
 pub fn human(n: u64) -> String {
     for (shift, unit) in [(30, "GiB"), (20, "MiB"), (10, "KiB")] {
         if n >= 1 << shift && n % (1 << shift) == 0 {

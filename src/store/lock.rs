@@ -42,6 +42,15 @@ impl StoreLock {
             .map(|l| StoreLock { _lock: l })
     }
 
+    /// Takes the store lock exclusively if nobody holds it, without
+    /// waiting: `None` when another process is adding or removing content.
+    pub fn try_exclusive(store: &Store) -> Result<Option<StoreLock>, StoreError> {
+        let path = store.private_dir("")?.join("lock");
+        try_flock_exclusive(&path)
+            .map(|l| l.map(|l| StoreLock { _lock: l }))
+            .map_err(|e| StoreError::io(format!("cannot lock {}", path.display()), e))
+    }
+
     /// Waits for and takes the store lock shared: content this process adds
     /// is safe from garbage collection until it is tagged.
     pub fn shared(store: &Store) -> Result<StoreLock, StoreError> {
@@ -71,5 +80,43 @@ pub(crate) fn flock(path: &Path, exclusive: bool) -> io::Result<Flock<File>> {
             Err((f, Errno::EINTR)) => file = f,
             Err((_, errno)) => return Err(io::Error::from(errno)),
         }
+    }
+}
+
+/// Opens (creating) `path` and takes an exclusive `flock` on it if nobody
+/// holds one; `None` if somebody does.
+fn try_flock_exclusive(path: &Path) -> io::Result<Option<Flock<File>>> {
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)?;
+    loop {
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(lock) => return Ok(Some(lock)),
+            Err((f, Errno::EINTR)) => file = f,
+            Err((_, Errno::EWOULDBLOCK)) => return Ok(None),
+            Err((_, errno)) => return Err(io::Error::from(errno)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn try_exclusive_gives_way_to_any_holder() {
+        let t = tempfile::tempdir().unwrap();
+        let store = Store::open(t.path()).unwrap();
+        let shared = StoreLock::shared(&store).unwrap();
+        assert!(StoreLock::try_exclusive(&store).unwrap().is_none());
+        drop(shared);
+        let held = StoreLock::try_exclusive(&store).unwrap();
+        assert!(held.is_some());
+        assert!(StoreLock::try_exclusive(&store).unwrap().is_none());
+        drop(held);
+        assert!(StoreLock::try_exclusive(&store).unwrap().is_some());
     }
 }
