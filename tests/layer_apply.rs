@@ -164,8 +164,9 @@ fn writing_through_a_symlink_of_the_same_layer_is_refused() {
 }
 
 #[test]
-fn a_directory_replaced_by_a_symlink_keeps_its_metadata_inside() {
-    // `p/d/` gets its mode at the end; by then `p` is a symlink out.
+fn a_directory_this_layer_filled_is_not_replaced_by_a_symlink_out() {
+    // `p/d/` gets its mode at the end: were `p` a symlink out by then, the
+    // mode would land outside. Replacing `p` is refused (and `finish` checks).
     let mut a = Arena::new();
     mkdir(&a.sentinel, "d");
     a.before = a.outside_state();
@@ -179,7 +180,8 @@ fn a_directory_replaced_by_a_symlink_keeps_its_metadata_inside() {
         })
         .symlink(b"p", &abs)
         .finish();
-    a.apply(&tar).unwrap();
+    let err = a.apply(&tar).unwrap_err();
+    assert!(matches!(problem(Err(err)), EntryProblem::ReplacesOwn));
     let mode = fs::metadata(a.sentinel.join("d")).unwrap().mode() & 0o7777;
     assert_ne!(mode, 0o777, "the mode was set outside the root");
 }

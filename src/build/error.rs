@@ -43,9 +43,10 @@ pub enum BuildError {
         #[source]
         source: crate::layer::LayerError,
     },
-    /// An image whose manifest and configuration do not agree.
-    #[error("image {digest}: {reason}")]
-    BadImage { digest: String, reason: String },
+    /// An image that cannot be read: its configuration is missing or
+    /// malformed, or disagrees with its manifest.
+    #[error("{0}")]
+    BadImage(String),
     #[error("image store: {0}")]
     Store(String),
     #[error("{context}: {source}")]
@@ -109,7 +110,7 @@ impl BuildError {
             | BuildError::StepFailed(_) => true,
             BuildError::Located { source, .. } => source.is_user_error(),
             BuildError::LayerRefused { source, .. } => source.is_bad_input(),
-            BuildError::BadImage { .. } => true,
+            BuildError::BadImage(_) => true,
             BuildError::Snapshot(_)
             | BuildError::Layer(_)
             | BuildError::Store(_)

@@ -29,16 +29,8 @@ pub(super) fn unpack_image(
                 .map_err(|e| BuildError::Store(format!("image {}: {e}", img.manifest_digest)))
         })
         .collect::<Result<_, _>>()?;
+    // `image::load` made sure there is one diff ID per layer.
     let count = img.manifest.layers().len();
-    if diff_ids.len() != count {
-        return Err(BuildError::BadImage {
-            digest: img.manifest_digest.to_string(),
-            reason: format!(
-                "its manifest lists {count} layers but its configuration {} diff IDs",
-                diff_ids.len()
-            ),
-        });
-    }
     let chains = image::chain_ids(&diff_ids);
     // A layer built here is a `step-` snapshot labelled with its chain ID.
     let mut by_chain: HashMap<String, String> = HashMap::new();

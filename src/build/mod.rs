@@ -38,12 +38,8 @@ pub fn unpack(
     desc: &oci_spec::image::Descriptor,
     platform: &crate::plan::Platform,
 ) -> Result<Vec<String>, BuildError> {
-    let img = image::load_descriptor(env.store, desc, platform, desc.digest().as_ref()).map_err(
-        |reason| BuildError::BadImage {
-            digest: desc.digest().to_string(),
-            reason,
-        },
-    )?;
+    let img = image::load_descriptor(env.store, desc, platform, desc.digest().as_ref())
+        .map_err(BuildError::BadImage)?;
     let layers = layers::unpack_image(env, &img)?;
     Ok(layers.into_iter().map(|l| l.snapshot).collect())
 }

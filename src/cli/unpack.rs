@@ -103,7 +103,7 @@ pub fn unpack_and_tag(
             Err(Failure {
                 user: e.is_user_error(),
                 error: anyhow!(e).context(format!(
-                    "cannot pull {name}: a layer of it cannot be unpacked, so it was not stored \
+                    "cannot pull {name}: it cannot be unpacked, so it was not stored \
                      (a stored image of that name, if any, is unchanged)"
                 )),
             })

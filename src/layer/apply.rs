@@ -297,10 +297,14 @@ impl Applier<'_> {
         }
         let host = self.host(&rel, h)?;
         let is_dir = h.typeflag == header::DIRECTORY;
+        // Only a directory may come again where this layer wrote: no tar
+        // writer names a path twice, and replacing a directory this layer
+        // filled is how a symlink gets under its later entries.
         match self.written.get(&host) {
-            Some(Named::Dir) if is_dir => {}
+            Some(Named::Dir | Named::Implicit) if is_dir => {}
+            Some(Named::Implicit) => return Err(fail(EntryProblem::ReplacesOwn)),
             Some(Named::Dir | Named::Other) => return Err(fail(EntryProblem::Duplicate)),
-            _ => {}
+            None => {}
         }
         self.mark_written(host.clone());
         let named = if is_dir { Named::Dir } else { Named::Other };

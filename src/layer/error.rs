@@ -100,6 +100,8 @@ pub enum EntryProblem {
     ThroughSymlink(String),
     #[error("appears twice in the layer")]
     Duplicate,
+    #[error("replaces a directory that holds earlier entries of this same layer")]
+    ReplacesOwn,
     #[error("has a whiteout name (`.wh.…`) as one of its directories")]
     WhiteoutDir,
     #[error("carries file capabilities (the `security.capability` attribute), which are not allowed in this layer")]
