@@ -14,6 +14,7 @@
 
 pub mod bastille;
 pub mod build;
+pub mod check;
 pub mod config;
 pub mod create;
 pub mod diff;

@@ -332,6 +332,11 @@ pub fn build_text(
         .results
         .remove(&target.index)
         .expect("target stage was built");
+    // From the first blob written (or reused) until the image is tagged,
+    // the store lock is held shared, so `jbuild prune` and `jbuild check
+    // --repair` (exclusive) never take a blob this build is about to tag.
+    let _adding =
+        crate::store::StoreLock::shared(env.store).map_err(|e| BuildError::Store(e.to_string()))?;
     let layers = export_layers(env, &mut result, opts.compression, opts.epoch)?;
     let base = match &target.base {
         PlannedBase::Image {

@@ -8,10 +8,12 @@ use std::collections::HashMap;
 use super::engine::{active_key, chain_snapshot, BuildEnv, Layer, StageResult};
 use super::error::BuildError;
 use super::image::{self, LayerRef, LoadedImage};
-use crate::diff::SnapshotRef;
+use std::path::PathBuf;
+
+use crate::diff::{Change, SnapshotRef};
 use crate::digest::Digest;
 use crate::layer::{self, Compression, LayerError, TarOptions};
-use crate::snapshot::{label, Labels, SnapshotError};
+use crate::snapshot::{label, Labels, SnapshotError, Snapshotter};
 
 /// Makes sure every layer of `img` exists as a committed snapshot (keyed by
 /// chain ID, so images sharing a base share its snapshots) and returns them.
@@ -188,6 +190,7 @@ pub(super) fn export_layers(
             labels.insert(label::DIFF_ID.into(), blob.diff_id.to_string());
             labels.insert(label::CHAIN_ID.into(), chain.to_string());
             labels.insert(blob_label.clone(), blob.digest.to_string());
+            labels.insert(label::MTIME_CLAMP.into(), epoch.to_string());
             env.snapshotter.set_labels(&layer.snapshot, &labels)?;
         }
         parent_chain = Some(chain);
@@ -225,16 +228,18 @@ fn recorded_blob(
     }
 }
 
-fn export_one(
-    env: &BuildEnv<'_>,
+/// What goes into the layer of the committed snapshot `child` over
+/// `parent`: the differ's changes without the paths never exported
+/// ([`super::freebsd::excluded_from_layers`]), and the child's root to read
+/// them from. `jbuild check --deep` uses it to diff a snapshot again.
+pub fn layer_changes(
+    snapshotter: &dyn Snapshotter,
     differ: &dyn crate::diff::Differ,
     parent: Option<&str>,
     child: &str,
-    compression: Compression,
-    epoch: u64,
-) -> Result<LayerRef, BuildError> {
-    let child_root = env.snapshotter.view(child)?;
-    let parent_root = parent.map(|p| env.snapshotter.view(p)).transpose()?;
+) -> Result<(PathBuf, Vec<Change>), BuildError> {
+    let child_root = snapshotter.view(child)?;
+    let parent_root = parent.map(|p| snapshotter.view(p)).transpose()?;
     let changes = differ
         .changes(
             parent
@@ -246,10 +251,22 @@ fn export_one(
             },
         )
         .map_err(|e| BuildError::Layer(e.to_string()))?;
-    let changes: Vec<_> = changes
+    let changes = changes
         .into_iter()
         .filter(|c| !super::freebsd::excluded_from_layers(&c.path))
         .collect();
+    Ok((child_root, changes))
+}
+
+fn export_one(
+    env: &BuildEnv<'_>,
+    differ: &dyn crate::diff::Differ,
+    parent: Option<&str>,
+    child: &str,
+    compression: Compression,
+    epoch: u64,
+) -> Result<LayerRef, BuildError> {
+    let (child_root, changes) = layer_changes(env.snapshotter, differ, parent, child)?;
     let id = format!("export-{child}");
     env.reporter.transfer_start(
         &id,

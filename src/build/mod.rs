@@ -15,6 +15,7 @@ pub use engine::{
     ImageSource,
 };
 pub use error::BuildError;
+pub use layers::layer_changes;
 
 /// The committed snapshot that holds the whole root of the image
 /// `reference` (unpacking its layers into snapshots first if needed), and

@@ -7,11 +7,11 @@ use serde_json::json;
 
 use super::{CmdResult, Ctx, Failure};
 use jbuild::build::image::{self, JAILFILE_LABEL};
-use jbuild::digest::Digest;
+use jbuild::check::snapshots::{dead_active, unused_chains};
 use jbuild::plan::Platform;
 use jbuild::report::plain::bytes;
 use jbuild::snapshot::Kind;
-use jbuild::store::{ImageName, Store};
+use jbuild::store::{ImageName, Store, StoreLock};
 
 #[derive(Args, Debug)]
 pub struct ImagesArgs {
@@ -248,37 +248,18 @@ pub fn prune(ctx: &Ctx, args: PruneArgs) -> CmdResult {
     let mut removed_snapshots = 0;
     // Active snapshots are work in progress: keep those of live processes.
     // (A commit killed half-way on ZFS can leave an `active-` one committed.)
-    for info in sn.list().map_err(Failure::internal)? {
-        if (info.kind == Kind::Active || info.name.starts_with("active-"))
-            && !owner_alive(&info.name)
-        {
-            sn.remove(&info.name).map_err(Failure::internal)?;
-            removed_snapshots += 1;
-        }
+    for info in dead_active(&sn.list().map_err(Failure::internal)?) {
+        sn.remove(&info.name).map_err(Failure::internal)?;
+        removed_snapshots += 1;
     }
     // Layers unpacked from images that no image in the store uses any
     // more, leaves first (on ZFS a layer is the origin of the one above).
     // One a build step still stands on stays, as build cache.
     let in_use = super::in_use::chains_in_use(&store)
         .map_err(|e| Failure::internal(anyhow!("cannot tell which layers images use: {e}")))?;
-    loop {
-        let all = sn.list().map_err(Failure::internal)?;
-        let unused: Vec<_> = all
-            .iter()
-            .filter(|i| {
-                i.kind == Kind::Committed
-                    && i.name.starts_with("chain-")
-                    && !in_use.contains(&i.name)
-                    && !all.iter().any(|c| c.parent.as_deref() == Some(&i.name))
-            })
-            .collect();
-        if unused.is_empty() {
-            break;
-        }
-        for info in unused {
-            sn.remove(&info.name).map_err(Failure::internal)?;
-            removed_snapshots += 1;
-        }
+    for info in unused_chains(&sn.list().map_err(Failure::internal)?, &in_use) {
+        sn.remove(&info.name).map_err(Failure::internal)?;
+        removed_snapshots += 1;
     }
     if args.cache {
         // Children before parents: repeat until nothing more can go.
@@ -303,14 +284,12 @@ pub fn prune(ctx: &Ctx, args: PruneArgs) -> CmdResult {
             }
         }
     }
-    let mut freed = 0u64;
-    let blobs: Vec<Digest> = store.unreferenced_blobs().map_err(Failure::internal)?;
-    for d in &blobs {
-        freed += std::fs::metadata(store.blob_path(d))
-            .map(|m| m.len())
-            .unwrap_or(0);
-        store.remove_blob(d).map_err(Failure::internal)?;
-    }
+    // Under the store lock, exclusively: no build or pull is between
+    // writing its blobs and tagging them.
+    let lock = StoreLock::exclusive(&store).map_err(Failure::internal)?;
+    let blobs = store.prune_locked(&lock).map_err(Failure::internal)?;
+    drop(lock);
+    let freed: u64 = blobs.iter().map(|(_, n)| n).sum();
     if ctx.json {
         println!(
             "{}",
@@ -324,18 +303,6 @@ pub fn prune(ctx: &Ctx, args: PruneArgs) -> CmdResult {
         );
     }
     Ok(())
-}
-
-/// Active snapshots are named `active-<pid>-<n>`: whether that process lives.
-fn owner_alive(name: &str) -> bool {
-    let pid = name
-        .strip_prefix("active-")
-        .and_then(|r| r.split('-').next())
-        .and_then(|p| p.parse::<i32>().ok());
-    match pid {
-        Some(pid) => nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok(),
-        None => false,
-    }
 }
 
 pub fn info(ctx: &Ctx) -> CmdResult {

@@ -6,6 +6,7 @@
 mod backend;
 mod bastille;
 mod build;
+mod check;
 mod create;
 mod images;
 mod in_use;
@@ -82,6 +83,8 @@ enum Cmd {
     Rmi(images::RmiArgs),
     /// Remove blobs and snapshots that no image needs.
     Prune(images::PruneArgs),
+    /// Check the store and snapshots for damage and leftovers (`--repair` removes them).
+    Check(check::CheckArgs),
     /// Write an image to an OCI layout directory or archive.
     Export(transfer::ExportArgs),
     /// Read an image from an OCI layout directory or archive into the store.
@@ -146,7 +149,13 @@ impl Ctx {
                 self.paths.root().display()
             ))
         })?;
-        Store::open(&self.paths.store()).map_err(Failure::internal)
+        Store::open(&self.paths.store()).map_err(|e| match e {
+            jbuild::store::StoreError::Corrupt { .. } => Failure::internal(
+                anyhow::Error::new(e)
+                    .context("the image store is damaged: `jbuild check` says what to do"),
+            ),
+            e => Failure::internal(e),
+        })
     }
 
     /// The descriptor of a stored image by name, digest or prefix; a name
@@ -224,6 +233,7 @@ pub fn main() -> i32 {
         Cmd::Tag(a) => images::tag(&ctx, a),
         Cmd::Rmi(a) => images::rmi(&ctx, a),
         Cmd::Prune(a) => images::prune(&ctx, a),
+        Cmd::Check(a) => check::run(&ctx, a),
         Cmd::Export(a) => transfer::export(&ctx, a),
         Cmd::Import(a) => transfer::import(&ctx, a),
         Cmd::Push(a) => registry::push(&ctx, a),

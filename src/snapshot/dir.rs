@@ -316,6 +316,21 @@ impl Snapshotter for DirSnapshotter {
         self.write_meta(&dir, &meta)
     }
 
+    fn remove_labels(&self, name: &str, labels: &[String]) -> Result<()> {
+        let _lock = self.lock()?;
+        self.require(name, Kind::Committed)?;
+        let dir = self.dir(Kind::Committed, name);
+        let mut meta = self.read_meta(Kind::Committed, name)?.ok_or_else(|| {
+            SnapshotError::Backend(format!("committed snapshot `{name}` has no {META}"))
+        })?;
+        let before = meta.labels.len();
+        meta.labels.retain(|k, _| !labels.contains(k));
+        if meta.labels.len() == before {
+            return Ok(());
+        }
+        self.write_meta(&dir, &meta)
+    }
+
     fn remove(&self, name: &str) -> Result<()> {
         let lock = self.lock()?;
         let kind = self

@@ -60,6 +60,9 @@ pub mod label {
     /// Prefix for the blob digest of this layer in a given compression:
     /// `jbuild:blob.gzip`, `jbuild:blob.zstd`.
     pub const BLOB_PREFIX: &str = "jbuild:blob.";
+    /// The mtime clamp (`SOURCE_DATE_EPOCH`, Unix seconds) the layer was
+    /// exported with: what `jbuild check --deep` needs to export it again.
+    pub const MTIME_CLAMP: &str = "jbuild:mtimeclamp";
     /// Unix seconds at which the snapshot was committed.
     pub const CREATED: &str = "jbuild:created";
 }
@@ -141,6 +144,11 @@ pub trait Snapshotter: Send + Sync {
     /// Adds or replaces labels on a committed snapshot (e.g. the diff ID once
     /// its layer was exported). Other labels are kept.
     fn set_labels(&self, name: &str, labels: &Labels) -> Result<()>;
+
+    /// Removes labels from a committed snapshot (a `jbuild:blob.*` label
+    /// naming a blob the store no longer has). Labels it does not have are
+    /// ignored.
+    fn remove_labels(&self, name: &str, labels: &[String]) -> Result<()>;
 
     /// Removes an active or committed snapshot. A committed snapshot that is
     /// the parent of others is refused with `HasChildren`.

@@ -439,6 +439,15 @@ pub fn check_labels_persist_and_merge(sn: &dyn Snapshotter) {
     assert_err(sn.set_labels("missing", &Labels::new()), |e| {
         matches!(e, SnapshotError::NotFound(_))
     });
+    // Removing labels keeps the others; one the snapshot lacks is no error.
+    sn.remove_labels("n", &["jbuild:diffid".into(), "a".into(), "absent".into()])
+        .unwrap();
+    assert_eq!(sn.stat("n").unwrap().unwrap().labels, labels(&[("b", "3")]));
+    sn.remove_labels("n", &["jbuild:diffid".into()]).unwrap();
+    assert_eq!(sn.list().unwrap()[0].labels, labels(&[("b", "3")]));
+    assert_err(sn.remove_labels("missing", &["b".into()]), |e| {
+        matches!(e, SnapshotError::NotFound(_))
+    });
 }
 
 pub fn check_stat_missing_is_none(sn: &dyn Snapshotter) {

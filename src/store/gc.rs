@@ -13,7 +13,7 @@ use crate::digest::Digest;
 
 /// Temporary blob files untouched for this long belong to a process that
 /// died; younger ones may still be written by a live one.
-const STALE_TMP: Duration = Duration::from_secs(3600);
+pub const STALE_TMP: Duration = Duration::from_secs(3600);
 
 impl Store {
     /// Blobs that nothing in `index.json` reaches: the walk goes from the
@@ -96,10 +96,23 @@ impl Store {
     /// processes left, under the exclusive store lock. Returns what was
     /// removed.
     pub fn prune(&self) -> Result<Vec<Digest>, StoreError> {
-        let _lock = StoreLock::exclusive(self)?;
-        let removed = self.unreferenced_blobs()?;
-        for d in &removed {
-            self.remove_blob(d)?;
+        let lock = StoreLock::exclusive(self)?;
+        Ok(self
+            .prune_locked(&lock)?
+            .into_iter()
+            .map(|(d, _)| d)
+            .collect())
+    }
+
+    /// [`prune`](Store::prune) for a caller that already holds the
+    /// exclusive store lock (`jbuild prune`, `jbuild check --repair`); each
+    /// removed blob comes with its size.
+    pub fn prune_locked(&self, _exclusive: &StoreLock) -> Result<Vec<(Digest, u64)>, StoreError> {
+        let mut removed = Vec::new();
+        for d in self.unreferenced_blobs()? {
+            let size = fs::metadata(self.blob_path(&d)).map_or(0, |m| m.len());
+            self.remove_blob(&d)?;
+            removed.push((d, size));
         }
         let tmp = self.root.join(".jbuild/tmp");
         let now = SystemTime::now();

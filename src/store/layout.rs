@@ -59,6 +59,21 @@ impl Store {
         Ok(store)
     }
 
+    /// A handle on the layout at `dir` without checking anything, for
+    /// `jbuild check`, which examines a layout that may be damaged and
+    /// reports what it finds. Nothing is read or written here.
+    pub fn open_unchecked(dir: &Path) -> Store {
+        Store {
+            root: dir.to_path_buf(),
+        }
+    }
+
+    /// Whether this is a layout whose creation was interrupted: no
+    /// `oci-layout` yet, and nothing [`Store::open`] would not finish.
+    pub fn is_unfinished(&self) -> bool {
+        !self.root.join(LAYOUT_FILE).exists() && self.check_creatable().is_ok()
+    }
+
     fn not_a_layout(&self, reason: impl Into<String>) -> StoreError {
         StoreError::NotALayout {
             path: self.root.clone(),

@@ -42,11 +42,12 @@ impl StoreLock {
             .map(|l| StoreLock { _lock: l })
     }
 
-    /// Takes the store lock exclusively if nobody holds it, without
-    /// waiting: `None` when another process is adding or removing content.
+    /// Takes the store lock exclusively if no one holds it now; `None` if
+    /// another process holds it (shared or exclusive): jbuild processes are
+    /// adding or removing content. Never waits.
     pub fn try_exclusive(store: &Store) -> Result<Option<StoreLock>, StoreError> {
         let path = store.private_dir("")?.join("lock");
-        try_flock_exclusive(&path)
+        try_flock(&path)
             .map(|l| l.map(|l| StoreLock { _lock: l }))
             .map_err(|e| StoreError::io(format!("cannot lock {}", path.display()), e))
     }
@@ -57,6 +58,25 @@ impl StoreLock {
         store
             .lock_file("lock", false)
             .map(|l| StoreLock { _lock: l })
+    }
+}
+
+/// Opens (creating) `path` and takes an exclusive `flock` on it if that is
+/// possible right now; `None` if another open file holds a lock on it.
+pub fn try_flock(path: &Path) -> io::Result<Option<Flock<File>>> {
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)?;
+    loop {
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(lock) => return Ok(Some(lock)),
+            Err((f, Errno::EINTR)) => file = f,
+            Err((_, Errno::EWOULDBLOCK)) => return Ok(None),
+            Err((_, errno)) => return Err(io::Error::from(errno)),
+        }
     }
 }
 
@@ -80,43 +100,5 @@ pub(crate) fn flock(path: &Path, exclusive: bool) -> io::Result<Flock<File>> {
             Err((f, Errno::EINTR)) => file = f,
             Err((_, errno)) => return Err(io::Error::from(errno)),
         }
-    }
-}
-
-/// Opens (creating) `path` and takes an exclusive `flock` on it if nobody
-/// holds one; `None` if somebody does.
-fn try_flock_exclusive(path: &Path) -> io::Result<Option<Flock<File>>> {
-    let mut file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)?;
-    loop {
-        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-            Ok(lock) => return Ok(Some(lock)),
-            Err((f, Errno::EINTR)) => file = f,
-            Err((_, Errno::EWOULDBLOCK)) => return Ok(None),
-            Err((_, errno)) => return Err(io::Error::from(errno)),
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn try_exclusive_gives_way_to_any_holder() {
-        let t = tempfile::tempdir().unwrap();
-        let store = Store::open(t.path()).unwrap();
-        let shared = StoreLock::shared(&store).unwrap();
-        assert!(StoreLock::try_exclusive(&store).unwrap().is_none());
-        drop(shared);
-        let held = StoreLock::try_exclusive(&store).unwrap();
-        assert!(held.is_some());
-        assert!(StoreLock::try_exclusive(&store).unwrap().is_none());
-        drop(held);
-        assert!(StoreLock::try_exclusive(&store).unwrap().is_some());
     }
 }

@@ -49,6 +49,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 pub use blob::BlobWriter;
+pub use gc::STALE_TMP;
 pub(crate) use index::valid_ref_name;
 pub use index::RefName;
 pub use json::canonical_json;

@@ -387,6 +387,19 @@ impl Snapshotter for ZfsSnapshotter {
         Ok(())
     }
 
+    fn remove_labels(&self, name: &str, labels: &[String]) -> Result<()> {
+        validate_name(name)?;
+        self.require(name, Kind::Committed)?;
+        let snap = self.snap(name);
+        // `zfs inherit` of a user property on a snapshot removes it (a
+        // snapshot has nothing to inherit from); one not set is no error.
+        for l in labels {
+            let prop = props::property_name(l)?;
+            zfs(&["inherit", &prop, &snap]).map_err(|e| self.fail(e))?;
+        }
+        Ok(())
+    }
+
     fn remove(&self, name: &str) -> Result<()> {
         validate_name(name)?;
         let info = self

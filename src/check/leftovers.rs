@@ -1,0 +1,249 @@
+//! Leftovers of interrupted work: temporary files a killed process never
+//! renamed into place or removed.
+//!
+//! | where | written by | guarded by |
+//! |---|---|---|
+//! | `store/.jbuild/tmp/*` | blobs being written (builds, pulls, imports) | the store lock |
+//! | `store/.jbuild/origins/<hex>` of a blob the store lacks | pulls (where a blob came from) | the store lock |
+//! | `store/.jbuild/origins/.<hex>.tmp-<pid>` | an origin note being written | process `<pid>` being gone |
+//! | `store/.tmp-*` | `index.json` being replaced | the index lock |
+//! | `snapshots/dir/committed/<name>/.tmp-*` | a `meta.json` being replaced | the `dir` snapshotter's lock |
+//! | `tmp/*` | scratch space | the store lock |
+//! | `cache/**/.download-*`, `.write-*`, `.tmp-*` | release downloads, the content-hash cache | nothing: age only |
+//!
+//! A file is a leftover when the lock that guards its kind is free (nobody
+//! is writing one now), or when it has not been touched for
+//! [`STALE_TMP`] (its writer is long dead). Otherwise it may be a live
+//! process's work and is not even listed.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use super::store::Facts;
+use super::{CheckError, Finding, Fix, Guard, Report};
+use crate::config::Paths;
+use crate::store::lock::try_flock;
+use crate::store::STALE_TMP;
+
+/// Which guards were free when the check ran.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FreeGuards {
+    pub store: bool,
+    pub index: bool,
+    pub dir_snapshots: bool,
+}
+
+impl FreeGuards {
+    /// Looks at the locks now, never waiting and never creating a lock
+    /// file. `store_lock_held`: this process holds the store lock itself
+    /// (`--repair`), so it is free for our purposes.
+    pub fn probe(paths: &Paths, store_lock_held: bool) -> FreeGuards {
+        let private = paths.store().join(".jbuild");
+        FreeGuards {
+            store: store_lock_held || lock_free(&private.join("lock")),
+            index: lock_free(&private.join("index.lock")),
+            dir_snapshots: lock_free(&paths.dir_snapshots().join("lock")),
+        }
+    }
+
+    pub fn is_free(&self, guard: Guard) -> bool {
+        match guard {
+            Guard::Store => self.store,
+            Guard::Index => self.index,
+            Guard::DirSnapshots => self.dir_snapshots,
+            Guard::Age => false,
+            Guard::Process(pid) => !super::snapshots::pid_alive(pid),
+        }
+    }
+}
+
+/// Whether nobody holds a lock on `path` (a missing lock file is free).
+pub fn lock_free(path: &Path) -> bool {
+    if !path.exists() {
+        return true;
+    }
+    matches!(try_flock(path), Ok(Some(_)))
+}
+
+/// Whether `path` was last changed more than [`STALE_TMP`] ago.
+pub fn is_stale(path: &Path) -> bool {
+    fs::symlink_metadata(path)
+        .and_then(|m| m.modified())
+        .is_ok_and(|t| SystemTime::now().duration_since(t).unwrap_or_default() > STALE_TMP)
+}
+
+/// Finds the leftovers under `paths`' root.
+pub fn check(
+    paths: &Paths,
+    facts: &Facts,
+    guards: FreeGuards,
+    report: &mut Report,
+) -> Result<(), CheckError> {
+    let mut busy = false;
+    let mut found = |path: PathBuf, guard: Guard, kind: &'static str, what: &str| {
+        if guards.is_free(guard) || is_stale(&path) {
+            let size = tree_size(&path);
+            report.push(
+                Finding::reclaimable(
+                    kind,
+                    what.to_string(),
+                    path.display().to_string(),
+                    Fix::RemovePath { path, guard },
+                )
+                .bytes(size),
+            );
+        } else {
+            busy = true;
+        }
+    };
+    let store = paths.store();
+    for p in entries(&store.join(".jbuild/tmp"))? {
+        found(
+            p,
+            Guard::Store,
+            "tmp-file",
+            "a blob an interrupted build, pull or import was writing",
+        );
+    }
+    for p in entries(&store.join(".jbuild/origins"))? {
+        let name = p
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        // `.<hex>.tmp-<pid>`: a note being written by process <pid>.
+        if let Some((_, pid)) = name.strip_prefix('.').and_then(|n| n.rsplit_once(".tmp-")) {
+            let guard = pid.parse().map_or(Guard::Age, Guard::Process);
+            found(
+                p,
+                guard,
+                "tmp-file",
+                "an origin note an interrupted pull or push was writing",
+            );
+            continue;
+        }
+        let present = format!("sha256:{name}")
+            .parse()
+            .is_ok_and(|d| facts.blobs.contains_key(&d));
+        if !present {
+            found(
+                p,
+                Guard::Store,
+                "stale-origin",
+                "where a blob the store no longer has came from (a hint for pushes)",
+            );
+        }
+    }
+    for p in entries(&store)?
+        .into_iter()
+        .filter(|p| has_prefix(p, &[".tmp-"]))
+    {
+        found(
+            p,
+            Guard::Index,
+            "tmp-file",
+            "a copy of index.json an interrupted write left",
+        );
+    }
+    let dir_sn = paths.dir_snapshots();
+    // Active snapshots are whole work in progress: a dead one goes as a whole.
+    for snapshot in entries(&dir_sn.join("committed"))? {
+        if !snapshot.is_dir() {
+            continue;
+        }
+        for p in entries(&snapshot)?
+            .into_iter()
+            .filter(|p| has_prefix(p, &[".tmp-"]))
+        {
+            found(
+                p,
+                Guard::DirSnapshots,
+                "tmp-file",
+                "a copy of a snapshot's meta.json an interrupted write left",
+            );
+        }
+    }
+    for p in entries(&paths.tmp())? {
+        found(
+            p,
+            Guard::Store,
+            "tmp-file",
+            "scratch space of interrupted work",
+        );
+    }
+    let mut cache = Vec::new();
+    find_temp(&paths.root().join("cache"), 0, &mut cache)?;
+    for p in cache {
+        found(
+            p,
+            Guard::Age,
+            "tmp-file",
+            "an interrupted download or cache write",
+        );
+    }
+    if busy {
+        report.notes.push(format!(
+            "other jbuild processes are running: temporary files touched in the last {} minutes are left alone",
+            STALE_TMP.as_secs() / 60
+        ));
+    }
+    Ok(())
+}
+
+fn has_prefix(p: &Path, prefixes: &[&str]) -> bool {
+    p.file_name()
+        .map(|n| n.to_string_lossy())
+        .is_some_and(|n| prefixes.iter().any(|pre| n.starts_with(pre)))
+}
+
+/// The entries of `dir` (none if it does not exist), sorted.
+fn entries(dir: &Path) -> Result<Vec<PathBuf>, CheckError> {
+    let read = match fs::read_dir(dir) {
+        Ok(r) => r,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(CheckError::io(format!("cannot read {}", dir.display()), e)),
+    };
+    let mut out = read
+        .map(|e| e.map(|e| e.path()))
+        .collect::<io::Result<Vec<_>>>()
+        .map_err(|e| CheckError::io(format!("cannot read {}", dir.display()), e))?;
+    out.sort();
+    Ok(out)
+}
+
+/// Temporary files under the cache (a few levels deep: `cache/freebsd/<release>/<arch>/`).
+fn find_temp(dir: &Path, depth: u32, out: &mut Vec<PathBuf>) -> Result<(), CheckError> {
+    if depth > 6 {
+        return Ok(());
+    }
+    for p in entries(dir)? {
+        let meta = match fs::symlink_metadata(&p) {
+            Ok(m) => m,
+            Err(_) => continue,
+        };
+        if meta.is_file() && has_prefix(&p, &[".download-", ".write-", ".tmp-"]) {
+            out.push(p);
+        } else if meta.is_dir() && p.file_name().is_some_and(|n| n != "pkg") {
+            // pkg(8)'s own cache is pkg's business.
+            find_temp(&p, depth + 1, out)?;
+        }
+    }
+    Ok(())
+}
+
+/// Bytes under `path` (a file, or a tree counted without following links).
+pub fn tree_size(path: &Path) -> u64 {
+    let Ok(meta) = fs::symlink_metadata(path) else {
+        return 0;
+    };
+    if !meta.is_dir() {
+        return meta.len();
+    }
+    fs::read_dir(path)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| tree_size(&e.path()))
+        .sum()
+}

@@ -1,0 +1,183 @@
+//! `jbuild check --repair`: doing the [`Fix`] of each finding.
+//!
+//! What repair does, in this order:
+//!
+//! 1. writes a missing or unreadable `oci-layout` (its content is fixed), or
+//!    finishes creating a store whose creation was interrupted;
+//! 2. deletes corrupt blob files — the images using them then lack a blob,
+//!    and the next check says which to pull or build again — only while
+//!    holding the store lock (a pull finding the blob in place keeps it);
+//! 3. removes unreferenced blobs through the store's own garbage collector
+//!    ([`Store::prune_locked`]), only while holding the store lock
+//!    exclusively, so no blob a pull is about to tag can go;
+//! 4. removes leftover temporary files whose guarding lock is free (or that
+//!    are older than [`crate::store::STALE_TMP`]);
+//! 5. removes active snapshots of dead processes and unused unpacked layers
+//!    (leaves first), and stale blob labels.
+//!
+//! It never untags an image and never edits `index.json`. Each action is
+//! one line of the result; a failed action is a line too, and the rest go on.
+
+use std::fs;
+use std::path::Path;
+
+use super::leftovers::is_stale;
+use super::snapshots::owner_alive;
+use super::{Fix, Guard, Report};
+use crate::config::Paths;
+use crate::fsutil::write_atomic;
+use crate::report::plain::bytes;
+use crate::snapshot::Snapshotter;
+use crate::store::lock::try_flock;
+use crate::store::{Store, StoreLock};
+
+/// What `oci-layout` holds (the only version jbuild writes).
+const LAYOUT_JSON: &[u8] = br#"{"imageLayoutVersion":"1.0.0"}"#;
+
+/// Does what `report`'s findings call for; returns one line per action.
+/// `lock` is the store lock held exclusively, or `None` when other jbuild
+/// processes hold it (then unreferenced blobs and store temporary files
+/// are left alone).
+pub fn repair(
+    report: &Report,
+    paths: &Paths,
+    snapshotter: Option<&dyn Snapshotter>,
+    lock: Option<&StoreLock>,
+) -> Vec<String> {
+    let mut done = Vec::new();
+    let store = Store::open_unchecked(&paths.store());
+    let fixes: Vec<_> = report
+        .findings
+        .iter()
+        .filter_map(|f| f.fix.as_ref().map(|x| (f, x)))
+        .collect();
+
+    for (_, fix) in &fixes {
+        match fix {
+            Fix::WriteLayoutFile(path) => done.push(match write_atomic(path, LAYOUT_JSON) {
+                Ok(()) => format!("wrote {}", path.display()),
+                Err(e) => format!("could not write {}: {e}", path.display()),
+            }),
+            Fix::FinishStore(dir) => done.push(match Store::open(dir) {
+                Ok(_) => format!("finished creating the store {}", dir.display()),
+                Err(e) => format!("could not finish creating the store {}: {e}", dir.display()),
+            }),
+            _ => {}
+        }
+    }
+    for (finding, fix) in &fixes {
+        if let Fix::DeleteCorruptBlob(d) = fix {
+            let images = if finding.images.is_empty() {
+                String::new()
+            } else {
+                format!(" (pull or build again: {})", finding.images.join(", "))
+            };
+            // A pull finding the blob in place would keep it and tag the
+            // image: delete only while no one adds content.
+            if lock.is_none() {
+                done.push(format!(
+                    "left corrupt blob {d}: other jbuild processes are adding content; run `jbuild check --repair` again when they are done"
+                ));
+                continue;
+            }
+            done.push(match store.remove_blob(d) {
+                Ok(()) => format!("deleted corrupt blob {d}{images}"),
+                Err(e) => format!("could not delete corrupt blob {d}: {e}"),
+            });
+        }
+    }
+    let collect = fixes
+        .iter()
+        .filter(|(_, f)| matches!(f, Fix::CollectBlob(_)))
+        .count();
+    if collect > 0 {
+        match lock {
+            Some(lock) => match store.prune_locked(lock) {
+                Ok(removed) => {
+                    for (d, n) in removed {
+                        done.push(format!("removed unreferenced blob {d} ({})", bytes(n)));
+                    }
+                }
+                Err(e) => done.push(format!("could not remove unreferenced blobs: {e}")),
+            },
+            None => done.push(format!(
+                "left {collect} unreferenced blobs: other jbuild processes are adding content; run `jbuild check --repair` again when they are done"
+            )),
+        }
+    }
+
+    for (_, fix) in &fixes {
+        let Fix::RemovePath { path, guard } = fix else {
+            continue;
+        };
+        // Hold the guarding lock while removing, so no writer starts meanwhile.
+        let taken = match guard {
+            Guard::Index => try_flock(&paths.store().join(".jbuild/index.lock"))
+                .ok()
+                .flatten(),
+            Guard::DirSnapshots => try_flock(&paths.dir_snapshots().join("lock"))
+                .ok()
+                .flatten(),
+            Guard::Store | Guard::Age | Guard::Process(_) => None,
+        };
+        let held = match guard {
+            Guard::Store => lock.is_some(),
+            Guard::Age => false,
+            Guard::Process(pid) => !super::snapshots::pid_alive(*pid),
+            Guard::Index | Guard::DirSnapshots => taken.is_some(),
+        };
+        if !held && !is_stale(path) {
+            done.push(format!(
+                "left {}: a running jbuild process may be writing it",
+                path.display()
+            ));
+            continue;
+        }
+        done.push(match remove_path(path) {
+            Ok(()) => format!("removed {}", path.display()),
+            Err(e) => format!("could not remove {}: {e}", path.display()),
+        });
+        drop(taken);
+    }
+
+    if let Some(sn) = snapshotter {
+        for (_, fix) in &fixes {
+            match fix {
+                Fix::RemoveSnapshot(name) => {
+                    if name.starts_with("active-") && owner_alive(name) {
+                        done.push(format!("left snapshot {name}: its process is running"));
+                        continue;
+                    }
+                    done.push(match sn.remove(name) {
+                        Ok(()) => format!("removed snapshot {name}"),
+                        Err(e) => format!("could not remove snapshot {name}: {e}"),
+                    });
+                }
+                Fix::RemoveLabels { snapshot, labels } => {
+                    done.push(match sn.remove_labels(snapshot, labels) {
+                        Ok(()) => format!(
+                            "removed stale labels {} from snapshot {snapshot}",
+                            labels.join(", ")
+                        ),
+                        Err(e) => format!("could not remove labels from snapshot {snapshot}: {e}"),
+                    });
+                }
+                _ => {}
+            }
+        }
+    }
+    done
+}
+
+fn remove_path(path: &Path) -> std::io::Result<()> {
+    let meta = match fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    if meta.is_dir() {
+        fs::remove_dir_all(path)
+    } else {
+        fs::remove_file(path)
+    }
+}

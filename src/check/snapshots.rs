@@ -1,0 +1,276 @@
+//! Checking snapshots, through the [`Snapshotter`] seam (so the same checks
+//! run on `dir` and `zfs`).
+//!
+//! - Labels jbuild writes are well-formed (digests where digests belong).
+//! - A committed snapshot's parent exists.
+//! - A `chain-<id>` snapshot's `jbuild:chainid` label is `sha256:<id>`, and
+//!   any snapshot with `jbuild:diffid` and `jbuild:chainid` has the chain ID
+//!   that follows from its parent's chain ID and its own diff ID: a build
+//!   trusts these labels to find layers, so a wrong one is damage.
+//! - A `jbuild:blob.<compression>` label naming a blob the store no longer
+//!   has is stale (reclaimable; a build ignores it and exports again).
+//! - Active snapshots whose process (`active-<pid>-<n>`) is gone, and
+//!   unpacked layers (`chain-<id>`) no image in the store uses, are
+//!   reclaimable — exactly what `jbuild prune` removes ([`dead_active`],
+//!   [`unused_chains`]).
+//! - `--deep`: each committed snapshot is diffed against its parent again and
+//!   the layer's diff ID compared with its label ([`super::deep`]).
+
+use std::collections::{HashMap, HashSet};
+
+use super::{CheckError, Finding, Fix, Report};
+use crate::build::image::next_chain;
+use crate::digest::Digest;
+use crate::snapshot::{label, Info, Kind, Snapshotter};
+use crate::store::Store;
+
+/// What to do about a damaged snapshot.
+pub(super) const REMOVE_CACHE: &str = "remove the build cache with `jbuild prune --cache` (layers are built or unpacked again when needed)";
+
+/// Whether the process that owns the active snapshot `name`
+/// (`active-<pid>-<n>`) is alive. A name of another form has no owner.
+pub fn owner_alive(name: &str) -> bool {
+    name.strip_prefix("active-")
+        .and_then(|r| r.split('-').next())
+        .and_then(|p| p.parse::<i32>().ok())
+        .is_some_and(pid_alive)
+}
+
+/// Whether process `pid` exists (under any user).
+pub fn pid_alive(pid: i32) -> bool {
+    if pid <= 0 {
+        return false;
+    }
+    match nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None) {
+        Ok(()) => true,
+        // It exists but belongs to someone else.
+        Err(nix::errno::Errno::EPERM) => true,
+        Err(_) => false,
+    }
+}
+
+/// Active snapshots (and `active-` ones a killed ZFS commit left committed)
+/// whose process is gone: leftovers of interrupted work.
+pub fn dead_active(all: &[Info]) -> Vec<&Info> {
+    all.iter()
+        .filter(|i| {
+            (i.kind == Kind::Active || i.name.starts_with("active-")) && !owner_alive(&i.name)
+        })
+        .collect()
+}
+
+/// Committed `chain-` snapshots no image uses (`in_use`) and that nothing
+/// else stands on — counting as gone the dead active snapshots and the
+/// unused layers above them. Leaves come first: the order to remove them in.
+pub fn unused_chains<'a>(all: &'a [Info], in_use: &HashSet<String>) -> Vec<&'a Info> {
+    let mut gone: HashSet<&str> = dead_active(all).iter().map(|i| i.name.as_str()).collect();
+    let mut out: Vec<&Info> = Vec::new();
+    loop {
+        let next: Vec<&Info> = all
+            .iter()
+            .filter(|i| {
+                i.kind == Kind::Committed
+                    && i.name.starts_with("chain-")
+                    && !in_use.contains(&i.name)
+                    && !gone.contains(i.name.as_str())
+                    && all
+                        .iter()
+                        .filter(|c| c.parent.as_deref() == Some(i.name.as_str()))
+                        .all(|c| gone.contains(c.name.as_str()))
+            })
+            .collect();
+        if next.is_empty() {
+            return out;
+        }
+        for i in next {
+            gone.insert(&i.name);
+            out.push(i);
+        }
+    }
+}
+
+/// Checks every snapshot. `store` (if there is one) tells which blobs exist
+/// and which layers images use; `walk_complete` says whether the store's
+/// images could all be read (else unused layers are not counted).
+pub fn check(
+    sn: &dyn Snapshotter,
+    store: Option<&Store>,
+    walk_complete: bool,
+    blobs: &HashSet<Digest>,
+    deep: bool,
+    report: &mut Report,
+) -> Result<Vec<Info>, CheckError> {
+    let all = sn.list()?;
+    report.summary.snapshots = all.len();
+    let by_name: HashMap<&str, &Info> = all.iter().map(|i| (i.name.as_str(), i)).collect();
+    let dead = dead_active(&all);
+    let dead_names: HashSet<&str> = dead.iter().map(|i| i.name.as_str()).collect();
+    for info in &dead {
+        report.push(Finding::reclaimable(
+            "dead-active-snapshot",
+            format!(
+                "snapshot `{}` is unfinished work of a process that is gone",
+                info.name
+            ),
+            format!("{} snapshot {}", sn.backend(), info.name),
+            Fix::RemoveSnapshot(info.name.clone()),
+        ));
+    }
+    let live = all
+        .iter()
+        .filter(|i| i.kind == Kind::Active && !dead_names.contains(i.name.as_str()))
+        .count();
+    if live > 0 {
+        report.notes.push(format!(
+            "{live} active snapshots are work in progress of running processes: left alone"
+        ));
+    }
+    for info in all
+        .iter()
+        .filter(|i| i.kind == Kind::Committed && !dead_names.contains(i.name.as_str()))
+    {
+        check_one(sn, info, &by_name, blobs, report);
+    }
+    if deep {
+        super::deep::check(sn, &all, &dead_names, report);
+    }
+    if let Some(store) = store.filter(|_| walk_complete) {
+        match super::chains_in_use(store) {
+            Ok(in_use) => {
+                for info in unused_chains(&all, &in_use) {
+                    report.push(Finding::reclaimable(
+                        "unused-layer",
+                        format!(
+                            "unpacked layer `{}` is not used by any image in the store",
+                            info.name
+                        ),
+                        format!("{} snapshot {}", sn.backend(), info.name),
+                        Fix::RemoveSnapshot(info.name.clone()),
+                    ));
+                }
+            }
+            Err(e) => report.notes.push(format!(
+                "unused layers are not counted: cannot tell which layers images use ({e})"
+            )),
+        }
+    }
+    Ok(all)
+}
+
+fn check_one(
+    sn: &dyn Snapshotter,
+    info: &Info,
+    by_name: &HashMap<&str, &Info>,
+    blobs: &HashSet<Digest>,
+    report: &mut Report,
+) {
+    let location = format!("{} snapshot {}", sn.backend(), info.name);
+    let damaged = |report: &mut Report, kind, what: String| {
+        report.push(Finding::damaged(kind, what, location.clone()).action(REMOVE_CACHE));
+    };
+    let digest_label = |name: &str| -> Option<Result<Digest, String>> {
+        info.labels
+            .get(name)
+            .map(|v| v.parse::<Digest>().map_err(|_| v.clone()))
+    };
+    let mut stale = Vec::new();
+    for (k, v) in &info.labels {
+        let is_digest = k == label::KEY
+            || k == label::DIFF_ID
+            || k == label::CHAIN_ID
+            || k.starts_with(label::BLOB_PREFIX);
+        if is_digest {
+            match v.parse::<Digest>() {
+                Err(_) => damaged(
+                    report,
+                    "bad-label",
+                    format!(
+                        "snapshot `{}` has label {k}=`{v}`, which is not a sha256 digest",
+                        info.name
+                    ),
+                ),
+                Ok(d) if k.starts_with(label::BLOB_PREFIX) && !blobs.contains(&d) => {
+                    stale.push(k.clone())
+                }
+                Ok(_) => {}
+            }
+        } else if (k == label::CREATED || k == label::MTIME_CLAMP) && v.parse::<u64>().is_err() {
+            damaged(
+                report,
+                "bad-label",
+                format!(
+                    "snapshot `{}` has label {k}=`{v}`, which is not a time in seconds",
+                    info.name
+                ),
+            );
+        }
+    }
+    if !stale.is_empty() {
+        report.push(Finding::reclaimable(
+            "stale-label",
+            format!("snapshot `{}` records a layer blob the store no longer has ({}); builds export the layer again", info.name, stale.join(", ")),
+            location.clone(),
+            Fix::RemoveLabels { snapshot: info.name.clone(), labels: stale },
+        ));
+    }
+    let parent = match &info.parent {
+        Some(p) => match by_name.get(p.as_str()) {
+            Some(p) => Some(*p),
+            None => {
+                damaged(
+                    report,
+                    "missing-parent",
+                    format!(
+                        "snapshot `{}` was made from `{p}`, which no longer exists",
+                        info.name
+                    ),
+                );
+                return;
+            }
+        },
+        None => None,
+    };
+    let chain = digest_label(label::CHAIN_ID);
+    if let Some(hex) = info.name.strip_prefix("chain-") {
+        match &chain {
+            Some(Ok(c)) if c.hex() == hex => {}
+            Some(Ok(c)) => damaged(
+                report,
+                "chain-mismatch",
+                format!(
+                    "snapshot `{}` is labelled with chain ID {c}, not the one its name says",
+                    info.name
+                ),
+            ),
+            None => damaged(
+                report,
+                "chain-mismatch",
+                format!("snapshot `{}` has no {} label", info.name, label::CHAIN_ID),
+            ),
+            Some(Err(_)) => {}
+        }
+    }
+    let (Some(Ok(chain)), Some(Ok(diff_id))) = (chain, digest_label(label::DIFF_ID)) else {
+        return;
+    };
+    let parent_chain = match parent {
+        None => None,
+        Some(p) => match p.labels.get(label::CHAIN_ID).map(|c| c.parse::<Digest>()) {
+            Some(Ok(c)) => Some(c),
+            // Without the parent's chain ID there is nothing to compare with.
+            _ => return,
+        },
+    };
+    let expected = next_chain(parent_chain.as_ref(), &diff_id);
+    if expected != chain {
+        damaged(
+            report,
+            "chain-mismatch",
+            format!(
+                "snapshot `{}` is labelled with chain ID {chain}, but its diff ID {diff_id} on top of {} gives {expected}",
+                info.name,
+                parent.map_or("nothing".to_string(), |p| format!("`{}`", p.name))
+            ),
+        );
+    }
+}

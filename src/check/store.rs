@@ -1,0 +1,266 @@
+//! Checking the image store: the layout files, `index.json`, every blob
+//! (re-hashed, streaming), and everything the index reaches.
+//!
+//! A blob whose content does not match its name is *corrupt*; `--repair`
+//! deletes it, so the next `jbuild pull` (or build) writes it again. A blob
+//! the index reaches but the store lacks is *missing*. Both name the images
+//! they break. Blobs nothing reaches are reclaimable, as `jbuild prune`
+//! would count them — but only when every manifest and index on the way
+//! could be read: otherwise the walk cannot tell what they refer to, and
+//! nothing is offered for removal.
+//!
+//! A file under `blobs/sha256/` whose name is not a digest is damage, not a
+//! leftover: jbuild never writes one there (its temporary files live in
+//! `.jbuild/tmp/`), OCI tools may refuse the layout because of it, and it is
+//! not jbuild's to delete — the user moves it out.
+
+use std::collections::{HashMap, HashSet};
+use std::fs;
+use std::io;
+use std::path::Path;
+
+use oci_spec::image::ImageIndex;
+
+use super::{CheckError, Finding, Fix, Report};
+use crate::digest::{Digest, HashingReader};
+use crate::store::Store;
+
+/// What the store check learnt, for the checks after it.
+#[derive(Debug, Default)]
+pub struct Facts {
+    /// The store, when its directory exists.
+    pub store: Option<Store>,
+    /// Every blob file named by a digest, with its size.
+    pub blobs: HashMap<Digest, u64>,
+    /// Blobs whose content does not match their name.
+    pub corrupt: HashSet<Digest>,
+    /// Whether the index was read and every manifest and index it reaches
+    /// was present and readable: only then is "unreferenced" known.
+    pub walk_complete: bool,
+}
+
+/// Checks the store at `dir`, adding findings to `report`.
+pub fn check(dir: &Path, report: &mut Report) -> Result<Facts, CheckError> {
+    let mut facts = Facts::default();
+    if !dir.is_dir() {
+        report
+            .notes
+            .push(format!("there is no store at {} yet", dir.display()));
+        facts.walk_complete = true;
+        return Ok(facts);
+    }
+    let store = Store::open_unchecked(dir);
+    if store.is_unfinished() {
+        report.push(Finding::reclaimable(
+            "unfinished-store",
+            "the store's creation was interrupted (it has no oci-layout file and no blobs); the next jbuild command finishes it",
+            dir.display().to_string(),
+            Fix::FinishStore(dir.to_path_buf()),
+        ).action("`jbuild check --repair` (or any command that uses the store) finishes it"));
+        facts.walk_complete = true;
+        return Ok(facts);
+    }
+    check_layout_file(dir, report);
+    let index = read_index(dir, report);
+    scan_blobs(&store, &mut facts, report)?;
+    if let Some(index) = index {
+        report.summary.images = index.manifests().len();
+        let reachable = super::images::walk(&store, &index, &mut facts, report);
+        if facts.walk_complete {
+            let mut unreferenced: Vec<_> = facts
+                .blobs
+                .iter()
+                .filter(|(d, _)| !reachable.contains(*d) && !facts.corrupt.contains(*d))
+                .collect();
+            unreferenced.sort();
+            for (d, size) in unreferenced {
+                report.push(
+                    Finding::reclaimable(
+                        "unreferenced-blob",
+                        format!("blob {d} is not used by any image"),
+                        store.blob_path(d).display().to_string(),
+                        Fix::CollectBlob(d.clone()),
+                    )
+                    .bytes(*size),
+                );
+            }
+        } else {
+            report.notes.push(
+                "blobs no image uses are not counted while a manifest is damaged or missing".into(),
+            );
+        }
+    }
+    settle_corrupt(&facts, report);
+    report.summary.blobs = facts.blobs.len();
+    report.summary.blob_bytes = facts.blobs.values().sum();
+    facts.store = Some(store);
+    Ok(facts)
+}
+
+/// A corrupt blob names the images to fetch again; one no image uses is
+/// only reclaimable.
+fn settle_corrupt(facts: &Facts, report: &mut Report) {
+    for f in &mut report.findings {
+        let Some(Fix::DeleteCorruptBlob(_)) = &f.fix else {
+            continue;
+        };
+        if !f.images.is_empty() {
+            let names: Vec<String> = f
+                .images
+                .iter()
+                .filter(|i| !i.starts_with('<'))
+                .map(|i| format!("`jbuild pull {i}`"))
+                .collect();
+            f.action = if names.is_empty() {
+                "`jbuild check --repair` deletes it; then pull or build the image that used it again".into()
+            } else {
+                format!("`jbuild check --repair` deletes it; then fetch the image again ({}) or build it again", names.join(", "))
+            };
+        } else if facts.walk_complete {
+            f.severity = super::Severity::Reclaimable;
+            f.what.push_str(" (no image uses it)");
+            f.action = "`jbuild check --repair` removes it".into();
+        }
+    }
+}
+
+fn check_layout_file(dir: &Path, report: &mut Report) {
+    let path = dir.join("oci-layout");
+    let location = path.display().to_string();
+    let fix = Fix::WriteLayoutFile(path.clone());
+    let problem = match fs::read(&path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            "the store's oci-layout file is missing".to_string()
+        }
+        Err(e) => format!("the store's oci-layout file cannot be read: {e}"),
+        Ok(bytes) => match serde_json::from_slice::<serde_json::Value>(&bytes) {
+            Ok(v) => match v.get("imageLayoutVersion").and_then(|v| v.as_str()) {
+                Some(ver) if ver.starts_with("1.") => return,
+                Some(ver) => {
+                    report.push(
+                        Finding::damaged(
+                            "layout-version",
+                            format!("the store is an OCI layout of version {ver}, which jbuild does not read (1.x)"),
+                            location,
+                        )
+                        .action("point $JBUILD_ROOT elsewhere, or move this store aside"),
+                    );
+                    return;
+                }
+                None => "the store's oci-layout file has no imageLayoutVersion".to_string(),
+            },
+            Err(e) => format!("the store's oci-layout file is not valid JSON ({e})"),
+        },
+    };
+    report.push(
+        Finding::damaged(
+            "layout-file",
+            format!("{problem}: OCI tools will not read the store"),
+            location,
+        )
+        .action("`jbuild check --repair` writes it again ({\"imageLayoutVersion\":\"1.0.0\"})")
+        .fix(fix),
+    );
+}
+
+fn read_index(dir: &Path, report: &mut Report) -> Option<ImageIndex> {
+    let path = dir.join("index.json");
+    let location = path.display().to_string();
+    let action = "restore index.json from a backup; blobs are not affected, but until then jbuild \
+                  cannot tell which images the store holds (`jbuild check --repair` does not touch it)";
+    let bytes = match fs::read(&path) {
+        Ok(b) => b,
+        Err(e) => {
+            let what = match e.kind() {
+                io::ErrorKind::NotFound => "the store's index.json is missing".to_string(),
+                _ => format!("the store's index.json cannot be read: {e}"),
+            };
+            report.push(Finding::damaged("index", what, location).action(action));
+            return None;
+        }
+    };
+    match serde_json::from_slice::<ImageIndex>(&bytes) {
+        Ok(i) => Some(i),
+        Err(e) => {
+            report.push(
+                Finding::damaged(
+                    "index",
+                    format!("the store's index.json does not parse ({e})"),
+                    location,
+                )
+                .action(action),
+            );
+            None
+        }
+    }
+}
+
+/// Re-hashes every file under `blobs/sha256/`, one buffer at a time.
+fn scan_blobs(store: &Store, facts: &mut Facts, report: &mut Report) -> Result<(), CheckError> {
+    let dir = store.path().join("blobs/sha256");
+    let entries = match fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(CheckError::io(format!("cannot read {}", dir.display()), e)),
+    };
+    for entry in entries {
+        let entry =
+            entry.map_err(|e| CheckError::io(format!("cannot read {}", dir.display()), e))?;
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let is_file = entry.file_type().is_ok_and(|t| t.is_file());
+        let digest = format!("sha256:{name}").parse::<Digest>().ok();
+        let Some(digest) = digest.filter(|_| is_file) else {
+            report.push(
+                Finding::damaged(
+                    "not-a-blob",
+                    format!("`{name}` in the store's blob directory is not a blob (only files named by their sha256 digest belong there)"),
+                    path.display().to_string(),
+                )
+                .action("move it out of the store: OCI tools may refuse the layout because of it"),
+            );
+            continue;
+        };
+        let file = match fs::File::open(&path) {
+            Ok(f) => f,
+            Err(e) => {
+                report.push(
+                    Finding::damaged(
+                        "unreadable-blob",
+                        format!("blob {digest} cannot be read: {e}"),
+                        path.display().to_string(),
+                    )
+                    .action("check the file's permissions and the disk"),
+                );
+                continue;
+            }
+        };
+        let mut reader = HashingReader::new(io::BufReader::with_capacity(1 << 20, file));
+        if let Err(e) = io::copy(&mut reader, &mut io::sink()) {
+            report.push(
+                Finding::damaged("unreadable-blob", format!("blob {digest} cannot be read: {e}"), path.display().to_string())
+                    .action("check the disk; `jbuild check --repair` deletes the blob, then pull or build what uses it again")
+                    .fix(Fix::DeleteCorruptBlob(digest.clone())),
+            );
+            facts.corrupt.insert(digest.clone());
+            facts.blobs.insert(digest, 0);
+            continue;
+        }
+        let (actual, size, _) = reader.finish();
+        if actual != digest {
+            facts.corrupt.insert(digest.clone());
+            report.push(
+                Finding::damaged(
+                    "corrupt-blob",
+                    format!("blob {digest} is corrupt: its {size} bytes hash to {actual}"),
+                    path.display().to_string(),
+                )
+                .action("`jbuild check --repair` deletes it; then pull or build the images that use it again")
+                .fix(Fix::DeleteCorruptBlob(digest.clone()))
+                .bytes(size),
+            );
+        }
+        facts.blobs.insert(digest, size);
+    }
+    Ok(())
+}

@@ -1,0 +1,107 @@
+//! `jbuild check [--repair]`: is everything stored sound; what is left over.
+//! Exit 0: no damage (reclaimable things may be listed); 1: damage found;
+//! 2: the check itself failed.
+
+use anyhow::anyhow;
+use clap::Args;
+
+use super::{CmdResult, Ctx, Failure};
+use jbuild::check::{self, repair, Inputs, Report};
+use jbuild::store::{Store, StoreLock};
+
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Exit status: 0 nothing is damaged (reclaimable things may be listed), \
+                        1 damage found (each finding says what to do), 2 the check itself failed.\n\
+                        Findings and repair: docs/check.md"
+)]
+pub struct CheckArgs {
+    /// Remove leftovers of interrupted work and content no image uses,
+    /// delete corrupt blob files (never untags an image); then check again.
+    #[arg(long)]
+    repair: bool,
+    /// Also diff every layer built here against its parent again and
+    /// compare its diff ID with the one recorded (reads every snapshot).
+    #[arg(long)]
+    deep: bool,
+}
+
+/// Passes of repair: deleting a corrupt manifest can make its layers
+/// unreferenced, which the next pass removes.
+const MAX_PASSES: usize = 3;
+
+pub fn run(ctx: &Ctx, args: CheckArgs) -> CmdResult {
+    let sn = ctx.snapshotter()?;
+    let store_dir = ctx.paths.store();
+    // The store lock, exclusively, for the whole repair: no pull or import
+    // adds content meanwhile. Held by someone else: leave their work alone.
+    let lock = if args.repair && store_dir.is_dir() {
+        StoreLock::try_exclusive(&Store::open_unchecked(&store_dir)).map_err(Failure::internal)?
+    } else {
+        None
+    };
+    let inputs = Inputs {
+        paths: &ctx.paths,
+        snapshotter: Some(sn.as_ref()),
+        store_lock_held: lock.is_some(),
+        deep: args.deep,
+    };
+    let mut report = check::check(&inputs).map_err(Failure::internal)?;
+    let mut repaired = Vec::new();
+    if args.repair {
+        for _ in 0..MAX_PASSES {
+            if report.findings.iter().all(|f| f.fix.is_none()) {
+                break;
+            }
+            let done = repair::repair(&report, &ctx.paths, Some(sn.as_ref()), lock.as_ref());
+            if !ctx.json {
+                for line in &done {
+                    println!("repaired: {line}");
+                }
+            }
+            let progress = done
+                .iter()
+                .any(|l| !l.starts_with("left ") && !l.starts_with("could not"));
+            repaired.extend(done);
+            report = check::check(&inputs).map_err(Failure::internal)?;
+            if !progress {
+                break;
+            }
+        }
+    }
+    drop(lock);
+    print(ctx, &report, &repaired)?;
+    if report.is_damaged() {
+        let n = report.damaged().count();
+        return Err(Failure::user(anyhow!(
+            "the store is damaged: {n} problem{} found (each says what to do)",
+            if n == 1 { "" } else { "s" }
+        )));
+    }
+    Ok(())
+}
+
+fn print(ctx: &Ctx, report: &Report, repaired: &[String]) -> CmdResult {
+    if ctx.json {
+        let mut v = report.to_json();
+        v["repaired"] = serde_json::json!(repaired);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&v).map_err(Failure::internal)?
+        );
+        return Ok(());
+    }
+    for f in report.damaged() {
+        println!("{}", f.to_text());
+    }
+    if !ctx.quiet {
+        for f in report.reclaimable() {
+            println!("{}", f.to_text());
+        }
+        for n in &report.notes {
+            println!("note: {n}");
+        }
+    }
+    println!("{}", report.summary_line());
+    Ok(())
+}
