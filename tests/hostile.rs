@@ -8,7 +8,8 @@
 //! tars aim at a canary directory beside the roots, by `..`, absolute paths,
 //! symlinks and hard links), and leave the store and the snapshots exactly
 //! as they were: the good image intact, no new name, no `active-` snapshot,
-//! no blob nobody refers to. Valid but unusual layers must still be
+//! no blob nobody refers to, and `jbuild check` finds nothing damaged and
+//! nothing to reclaim. Valid but unusual layers must still be
 //! accepted: refusing good input is a bug too. `docs/security.md` lists the
 //! same cases.
 
@@ -750,6 +751,24 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+/// `jbuild check` on a state root must find it sound, with nothing to
+/// reclaim either: a refused pull leaves no leftover.
+fn assert_checks_clean(home: &Path, what: &str) {
+    let mut c = jbuild(home);
+    let out = run_bounded(c.args(["--json", "check"]), Duration::from_secs(60));
+    let report = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{what}: jbuild check:\n{report}{}",
+        text(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(&report).unwrap();
+    assert_eq!(v["sound"], true, "{what}: {report}");
+    assert_eq!(v["damaged"], serde_json::json!([]), "{what}: {report}");
+    assert_eq!(v["reclaimable"], serde_json::json!([]), "{what}: {report}");
+}
+
 fn pull(home: &Path, reference: &str, flags: &[&str]) -> Output {
     let mut c = jbuild(home);
     c.arg("pull").args(flags).arg(reference);
@@ -868,6 +887,7 @@ fn hostile_layers_are_refused_by_pull_and_leave_nothing_behind() {
     let good_top = top_snapshot(&w.template, &good_diff_ids);
     assert_eq!(fs::read(good_top.join("etc/motd")).unwrap(), b"welcome\n");
     assert!(!good_top.join("etc/rc.conf").exists());
+    assert_checks_clean(&w.template, "the root with the good image");
 
     let cases = cases();
     assert!(cases.len() >= 30, "the corpus has {} cases", cases.len());
@@ -915,6 +935,7 @@ fn hostile_layers_are_refused_by_pull_and_leave_nothing_behind() {
                 "{}: in the store: {changed:?}\n{err}",
                 case.name
             );
+            assert_checks_clean(&home, case.name);
             let images = registry_support::run_ok(
                 jbuild(&home).args(["images", "--digests-only"]),
                 Duration::from_secs(30),
@@ -943,6 +964,7 @@ fn hostile_layers_are_refused_by_pull_and_leave_nothing_behind() {
             let out = pull(&home, &reference, case.flags);
             assert!(out.status.success(), "{}: {}", case.name, text(&out.stderr));
             (case.check)(&w.aim, &top_snapshot(&home, &own));
+            assert_checks_clean(&home, case.name);
             let changed = differences(&canary, &outside(&w.aim.top));
             assert!(
                 changed.is_empty(),
