@@ -954,6 +954,20 @@ fn hostile_layers_are_refused_by_pull_and_leave_nothing_behind() {
         started.elapsed()
     );
 
+    // And after a refused pull, the good image still makes a jail.
+    let home = w.home("usable");
+    let refused = pull(&home, &published[0].0, &[]);
+    assert_eq!(refused.status.code(), Some(1));
+    let jail = home.join("jail");
+    let conf = home.join("jail.conf");
+    let mut create = jbuild(&home);
+    create.args(["create", &good_ref, "goodjail", "--path"]);
+    create.arg(&jail).arg("--conf").arg(&conf);
+    registry_support::run_ok(&mut create, Duration::from_secs(60));
+    assert_eq!(fs::read(jail.join("etc/motd")).unwrap(), b"welcome\n");
+    assert!(fs::read_to_string(&conf).unwrap().contains("goodjail"));
+    fs::remove_dir_all(&home).unwrap();
+
     let accepted = accepted();
     for case in &accepted {
         let img = (case.image)(&w.aim);
