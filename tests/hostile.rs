@@ -630,6 +630,23 @@ fn accepted() -> Vec<Accepted> {
             },
         },
         Accepted {
+            name: "hard-link-to-a-symlink",
+            image: |a| {
+                let t = Tar::new().symlink(b"s", &a.abs("canary/secret"));
+                one(t.hard_link(b"h", b"s").finish())
+            },
+            flags: &[],
+            check: |a, root| {
+                let h = fs::symlink_metadata(root.join("h")).unwrap();
+                assert!(h.file_type().is_symlink());
+                let target = fs::read_link(root.join("h")).unwrap();
+                assert_eq!(
+                    target.into_os_string().into_encoded_bytes(),
+                    a.abs("canary/secret")
+                );
+            },
+        },
+        Accepted {
             name: "whiteout-of-a-lower-file",
             image: |_| {
                 let lower = Tar::new().file(b"etc/motd", b"hi").file(b"etc/keep", b"k");
@@ -838,6 +855,18 @@ impl World {
     }
 }
 
+/// The peak resident memory, in KiB, of the largest child process waited
+/// for so far (`getrusage(RUSAGE_CHILDREN)`).
+fn max_rss_of_children() -> i64 {
+    // SAFETY: getrusage fills the struct it is given; all-zero is a valid start.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    assert_eq!(
+        unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) },
+        0
+    );
+    usage.ru_maxrss
+}
+
 /// The paths that differ between two states, for a readable failure.
 fn differences(
     before: &BTreeMap<String, common::Entry>,
@@ -995,9 +1024,17 @@ fn hostile_layers_are_refused_by_pull_and_leave_nothing_behind() {
         failed.is_empty(),
         "valid layers that went wrong: {failed:?}"
     );
+    // Memory stays bounded whatever the layer: the largest process this
+    // test waited for (every jbuild, the bombs' pulls among them) is small.
+    let peak_kib = max_rss_of_children();
+    assert!(
+        peak_kib < 200 << 10,
+        "a child process peaked at {peak_kib} KiB"
+    );
     eprintln!(
-        "and {} valid but unusual ones accepted; {:.1?} in all",
+        "and {} valid but unusual ones accepted; {:.1?} in all; largest process {} MiB",
         accepted.len(),
-        started.elapsed()
+        started.elapsed(),
+        peak_kib >> 10
     );
 }
