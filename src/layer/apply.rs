@@ -45,7 +45,7 @@ use filetime::FileTime;
 
 use super::compress::decompress;
 use super::header;
-use super::limits::{human, Capped, Limits, MAX_NAME, MAX_PATH_BYTES};
+use super::limits::{human, Capped, Limits, MAX_NAME};
 use super::reader::{Header, TarReader};
 use super::{fflags, EntryProblem, LayerError};
 use crate::diff::meta::make_dev;
@@ -190,7 +190,7 @@ struct Applier<'a> {
     flags: Vec<(PathBuf, u32)>,
     entries: u64,
     bytes: u64,
-    /// Bytes of all entry paths so far (see [`MAX_PATH_BYTES`]).
+    /// Bytes of all entry paths so far (see [`Limits::max_path_bytes`]).
     path_bytes: u64,
     /// For copying file content (allocated once: zeroing it per file costs).
     buf: Vec<u8>,
@@ -243,9 +243,10 @@ impl Applier<'_> {
             return Err(fail(EntryProblem::NameTooLong));
         }
         self.path_bytes += (h.path.len() + h.linkname.len()) as u64;
-        if self.path_bytes > MAX_PATH_BYTES {
+        let max_path_bytes = limits.max_path_bytes();
+        if self.path_bytes > max_path_bytes {
             let what = "its paths together are longer than";
-            return Err(total(what, human(MAX_PATH_BYTES), "max_entries"));
+            return Err(total(what, human(max_path_bytes), "max_entries"));
         }
         if h.size > limits.max_size {
             let (size, max) = (h.size, limits.max_size);

@@ -35,8 +35,9 @@ pub struct Limits {
 /// allows (`NAME_MAX`).
 pub const MAX_NAME: usize = 255;
 
-/// Bytes of all the paths of one layer together: the applier remembers
-/// each path it wrote, so this bounds its memory whatever the limits above.
+/// Bytes of all the paths of one layer together, at least: the applier
+/// remembers each path it wrote, so [`Limits::max_path_bytes`] bounds its
+/// memory whatever `max_path` is.
 pub const MAX_PATH_BYTES: u64 = 256 << 20;
 
 impl Default for Limits {
@@ -51,6 +52,12 @@ impl Default for Limits {
 }
 
 impl Limits {
+    /// Bytes of all the paths of one layer together: 256 bytes an entry,
+    /// and at least [`MAX_PATH_BYTES`]; raising `max_entries` raises it.
+    pub fn max_path_bytes(&self) -> u64 {
+        MAX_PATH_BYTES.max(self.max_entries.saturating_mul(256))
+    }
+
     /// The limits the configuration file's `[layers]` section sets, the
     /// defaults for what it leaves out.
     pub fn from_settings(s: &crate::config::LayerSettings) -> Limits {

@@ -4,6 +4,9 @@
 //! uploaded to a registry.
 #![allow(dead_code)]
 
+pub mod accepted;
+pub mod world;
+
 use std::collections::HashMap;
 use std::io::Write;
 
