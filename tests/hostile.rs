@@ -633,6 +633,27 @@ fn hostile_layers_are_refused_by_pull_and_leave_nothing_behind() {
     assert!(fs::read_to_string(&conf).unwrap().contains("goodjail"));
     fs::remove_dir_all(&home).unwrap();
 
+    // A build whose FROM pulls a hostile image fails the same way, and
+    // leaves it unnamed.
+    let home = w.home("from");
+    let ctx = home.join("ctx");
+    fs::create_dir_all(&ctx).unwrap();
+    let jailfile = format!("FROM {}\nLABEL purpose=test\n", published[0].0);
+    fs::write(ctx.join("Jailfile"), jailfile).unwrap();
+    let mut build = jbuild(&home);
+    build.args(["build", "-t", "app:1"]).arg(&ctx);
+    let out = registry_support::run_bounded(&mut build, Duration::from_secs(60));
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains(OUT) && err.contains(&published[0].1), "{err}");
+    let mut images = jbuild(&home);
+    let images = registry_support::run_ok(
+        images.args(["images", "--digests-only"]),
+        Duration::from_secs(30),
+    );
+    assert_eq!(images.lines().count(), 1, "{images}");
+    fs::remove_dir_all(&home).unwrap();
+
     let accepted = accepted();
     for case in &accepted {
         let img = (case.image)(&w.aim);
