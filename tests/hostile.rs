@@ -619,10 +619,19 @@ fn hostile_layers_are_refused_by_pull_and_leave_nothing_behind() {
         started.elapsed()
     );
 
-    // And after a refused pull, the good image still makes a jail.
+    // The registry's `good/base:1` turns hostile: pulling it again is
+    // refused and the stored image keeps its name and digest. And after
+    // refused pulls, the good image still makes a jail.
     let home = w.home("usable");
+    let before = state(&home);
+    let turned = Tar::new().file(&w.aim.up("pwned"), b"x").finish();
+    w.publish("good/base", &one(turned));
+    let refused = pull(&home, &good_ref, &[]);
+    assert_eq!(refused.status.code(), Some(1), "{}", text(&refused.stderr));
     let refused = pull(&home, &published[0].0, &[]);
     assert_eq!(refused.status.code(), Some(1));
+    let changed = differences(&before, &state(&home));
+    assert!(changed.is_empty(), "a refused re-pull changed {changed:?}");
     let jail = home.join("jail");
     let conf = home.join("jail.conf");
     let mut create = jbuild(&home);
