@@ -24,6 +24,18 @@ const MAX_SYMLINK_HOPS: u32 = 255;
 /// Missing components are fine: they are taken literally, so the result can
 /// name something to be created.
 pub fn resolve_in_root(root: &Path, path: &Path, follow_last: bool) -> io::Result<PathBuf> {
+    resolve_in_root_with(root, path, follow_last, &mut |_| Ok(()))
+}
+
+/// [`resolve_in_root`], calling `visit` with the host path of every symlink
+/// it follows, before following it; an error from `visit` stops there. The
+/// layer applier uses it to refuse paths through symlinks a layer made.
+pub fn resolve_in_root_with(
+    root: &Path,
+    path: &Path,
+    follow_last: bool,
+    visit: &mut dyn FnMut(&Path) -> io::Result<()>,
+) -> io::Result<PathBuf> {
     let mut pending: Vec<OsString> = Vec::new();
     push_components(&mut pending, path);
     let mut resolved: Vec<OsString> = Vec::new();
@@ -40,6 +52,7 @@ pub fn resolve_in_root(root: &Path, path: &Path, follow_last: bool) -> io::Resul
         let candidate = join_all(root, &resolved).join(&name);
         match fs::symlink_metadata(&candidate) {
             Ok(meta) if meta.file_type().is_symlink() => {
+                visit(&candidate)?;
                 hops += 1;
                 if hops > MAX_SYMLINK_HOPS {
                     return Err(io::Error::new(

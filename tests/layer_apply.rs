@@ -115,14 +115,14 @@ fn absolute_path_is_refused() {
 
 #[test]
 fn symlinked_directories_resolve_inside_the_root() {
+    // Symlinks of lower layers are followed as the jail would see them.
     let a = Arena::new();
-    let abs = a.sentinel.as_os_str().as_encoded_bytes().to_vec();
+    symlink("/etc", a.root.join("evil")).unwrap();
+    symlink(&a.sentinel, a.root.join("evil2")).unwrap();
+    symlink("../sentinel", a.root.join("evil3")).unwrap();
     let tar = RawTar::default()
-        .symlink(b"evil", b"/etc")
         .file(b"evil/passwd", b"owned")
-        .symlink(b"evil2", &abs)
         .file(b"evil2/keep", b"owned")
-        .symlink(b"evil3", b"../sentinel")
         .file(b"evil3/keep", b"owned")
         .finish();
     a.apply(&tar).unwrap();
@@ -133,6 +133,73 @@ fn symlinked_directories_resolve_inside_the_root() {
         .join("keep");
     assert_eq!(fs::read(inside).unwrap(), b"owned");
     assert_eq!(fs::read(a.root.join("sentinel/keep")).unwrap(), b"owned");
+}
+
+#[test]
+fn writing_through_a_symlink_of_the_same_layer_is_refused() {
+    let a = Arena::new();
+    let abs = a.sentinel.as_os_str().as_encoded_bytes().to_vec();
+    for tar in [
+        RawTar::default()
+            .symlink(b"evil", &abs)
+            .file(b"evil/keep", b"owned"),
+        RawTar::default()
+            .symlink(b"evil", b"../sentinel")
+            .dir(b"evil/sub/"),
+        RawTar::default()
+            .symlink(b"l1", b"l2")
+            .symlink(b"l2", &abs)
+            .file(b"l1/keep", b"owned"),
+        RawTar::default()
+            .symlink(b"evil", &abs)
+            .file(b"evil/.wh.keep", b""),
+    ] {
+        let err = a.apply(&tar.finish()).unwrap_err();
+        assert!(
+            err.to_string().contains("a symlink this same layer"),
+            "{err}"
+        );
+        assert!(matches!(problem(Err(err)), EntryProblem::ThroughSymlink(_)));
+    }
+}
+
+#[test]
+fn a_directory_this_layer_filled_is_not_replaced_by_a_symlink_out() {
+    // `p/d/` gets its mode at the end: were `p` a symlink out by then, the
+    // mode would land outside. Replacing `p` is refused (and `finish` checks).
+    let mut a = Arena::new();
+    mkdir(&a.sentinel, "d");
+    a.before = a.outside_state();
+    let abs = a.sentinel.as_os_str().as_encoded_bytes().to_vec();
+    let tar = RawTar::default()
+        .entry(RawEntry {
+            name: b"p/d/",
+            typeflag: b'5',
+            mode: 0o777,
+            ..Default::default()
+        })
+        .symlink(b"p", &abs)
+        .finish();
+    let err = a.apply(&tar).unwrap_err();
+    assert!(matches!(problem(Err(err)), EntryProblem::ReplacesOwn));
+    let mode = fs::metadata(a.sentinel.join("d")).unwrap().mode() & 0o7777;
+    assert_ne!(mode, 0o777, "the mode was set outside the root");
+}
+
+#[test]
+fn duplicate_entries_are_refused_but_directories_merge() {
+    let a = Arena::new();
+    for tar in [
+        RawTar::default().file(b"f", b"1").file(b"./f", b"2"),
+        RawTar::default().file(b"f", b"1").symlink(b"f", b"/etc"),
+        RawTar::default().dir(b"d/").file(b"d", b"x"),
+        RawTar::default().file(b"f", b"1").hard_link(b"f", b"f"),
+    ] {
+        let err = a.apply(&tar.finish()).unwrap_err();
+        assert!(err.to_string().contains("appears twice"), "{err}");
+    }
+    a.apply(&RawTar::default().dir(b"d/").dir(b"./d/").finish())
+        .unwrap();
 }
 
 #[test]
@@ -157,7 +224,7 @@ fn hard_links_out_of_the_root_are_refused() {
         problem(a.apply(&tar)),
         EntryProblem::LinkEscapes(_)
     ));
-    // Through a symlink: resolved inside the root, where there is nothing.
+    // Through a symlink of this layer: refused.
     let abs = a.top.as_os_str().as_encoded_bytes().to_vec();
     let tar = RawTar::default()
         .symlink(b"up", &abs)
@@ -165,8 +232,17 @@ fn hard_links_out_of_the_root_are_refused() {
         .finish();
     assert!(matches!(
         problem(a.apply(&tar)),
+        EntryProblem::ThroughSymlink(_)
+    ));
+    // Through a lower layer's: resolved inside the root, where there is nothing.
+    fs::remove_file(a.root.join("up")).unwrap();
+    symlink(&a.top, a.root.join("up")).unwrap();
+    let tar = RawTar::default().hard_link(b"h", b"up/outside").finish();
+    assert!(matches!(
+        problem(a.apply(&tar)),
         EntryProblem::LinkMissing(_)
     ));
+    fs::remove_file(a.root.join("up")).unwrap();
     let tar = RawTar::default().dir(b"d/").hard_link(b"h", b"d").finish();
     assert!(matches!(problem(a.apply(&tar)), EntryProblem::LinkToDir(_)));
 }
@@ -199,16 +275,19 @@ fn whiteouts_cannot_escape() {
     }
     let tar = RawTar::default().file(b"../.wh.outside", b"").finish();
     assert!(matches!(problem(a.apply(&tar)), EntryProblem::Escapes));
-    // Through symlinks, whiteouts and opaque markers act inside the root.
-    let abs = a.top.as_os_str().as_encoded_bytes().to_vec();
+    // Through lower layers' symlinks, whiteouts and opaque markers act
+    // inside the root.
+    symlink(&a.top, a.root.join("up")).unwrap();
+    symlink("..", a.root.join("up2")).unwrap();
     let tar = RawTar::default()
-        .symlink(b"up", &abs)
         .file(b"up/.wh.sentinel", b"")
         .file(b"up/sentinel/.wh..wh..opq", b"")
-        .symlink(b"up2", b"..")
         .file(b"up2/.wh.outside", b"")
         .finish();
     a.apply(&tar).unwrap();
+    // A whiteout name is no directory.
+    let tar = RawTar::default().file(b".wh.d/f", b"").finish();
+    assert!(matches!(problem(a.apply(&tar)), EntryProblem::WhiteoutDir));
 }
 
 #[test]
@@ -417,11 +496,9 @@ fn long_names_from_gnu_and_pax_headers_and_symlink_loops() {
     assert_eq!(fs::metadata(&p).unwrap().mtime(), 1_234_567_890);
     assert_eq!(xattr::get(&p, "user.k").unwrap().unwrap(), b"v\nv");
 
-    let tar = RawTar::default()
-        .symlink(b"l1", b"l2")
-        .symlink(b"l2", b"l1")
-        .file(b"l1/x", b"x")
-        .finish();
+    symlink("l2", a.root.join("l1")).unwrap();
+    symlink("l1", a.root.join("l2")).unwrap();
+    let tar = RawTar::default().file(b"l1/x", b"x").finish();
     assert!(matches!(problem(a.apply(&tar)), EntryProblem::Fs(_)));
     let tar = RawTar::default()
         .pax(&[("path", b"nul\0byte")])
@@ -490,4 +567,76 @@ fn unknown_media_types_are_refused() {
         &ApplyOptions::default(),
     );
     assert!(matches!(r, Err(LayerError::Fs { .. })));
+}
+
+#[test]
+fn limits_stop_a_layer_before_it_costs_more() {
+    use jbuild::layer::{apply_with_limits, Limits};
+    let a = Arena::new();
+    let opts = ApplyOptions {
+        allow_devices: false,
+        allow_setuid: false,
+        same_owner: false,
+    };
+    let limits = Limits {
+        max_size: 64 << 10,
+        max_entries: 3,
+        max_header: 512,
+        max_path: 16,
+    };
+    let try_with = |tar: &[u8]| apply_with_limits(tar, MEDIA_TYPE_TAR, &a.root, &opts, &limits);
+    // The header says 100 KiB; what follows is cut short, so only the
+    // declared size can be what stops it.
+    let mut tar = RawTar::default().file(b"big", &vec![1u8; 100 << 10]).bytes;
+    tar.truncate(4096);
+    let err = try_with(&tar).unwrap_err();
+    assert!(
+        matches!(problem(Err(err)), EntryProblem::TooLarge { .. }),
+        "a declared size past the limit is refused before it is written"
+    );
+    assert!(!a.root.join("big").exists());
+    // Trailing bytes count too: the whole stream is capped.
+    let mut tar = RawTar::default().file(b"f", b"x").finish();
+    tar.extend(vec![0u8; 100 << 10]);
+    let err = try_with(&tar).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            LayerError::Limit {
+                key: "max_size",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let mut many = RawTar::default();
+    for i in 0..4 {
+        many = many.file(format!(".wh.x{i}").as_bytes(), b"");
+    }
+    let err = try_with(&many.finish()).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            LayerError::Limit {
+                key: "max_entries",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let tar = RawTar::default()
+        .file(b"a-very-long-name-indeed", b"")
+        .finish();
+    assert!(matches!(
+        problem(try_with(&tar)),
+        EntryProblem::PathTooLong { len: 23, max: 16 }
+    ));
+    let tar = RawTar::default()
+        .pax(&[("comment", &[b'c'; 600])])
+        .file(b"f", b"")
+        .finish();
+    assert!(matches!(try_with(&tar), Err(LayerError::Malformed { .. })));
+    // Exactly at the limits is fine.
+    let exact = RawTar::default().file(b"sixteen-bytes-ok", b"").finish();
+    try_with(&exact).unwrap();
 }

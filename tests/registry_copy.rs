@@ -18,10 +18,17 @@ use oci_spec::image::{
 };
 use registry_support::Registry;
 
-/// A one-layer image in `store` (the layer need not be a tar to be moved),
+/// A one-layer image in `store` (an uncompressed tar: `pull` unpacks it),
 /// tagged `name`; returns its manifest and config digests.
 fn image(store: &Store, name: &str) -> (String, String) {
-    let layer: Vec<u8> = (0..200_000u32).map(|i| (i * 31 % 251) as u8).collect();
+    let content: Vec<u8> = (0..200_000u32).map(|i| (i * 31 % 251) as u8).collect();
+    let mut tar = tar::Builder::new(Vec::new());
+    let mut h = tar::Header::new_ustar();
+    h.set_mode(0o644);
+    h.set_size(content.len() as u64);
+    tar.append_data(&mut h, "data.bin", content.as_slice())
+        .unwrap();
+    let layer = tar.into_inner().unwrap();
     let config = ImageConfigurationBuilder::default()
         .architecture(Arch::Amd64)
         .os(Os::FreeBSD)

@@ -3,7 +3,7 @@
 //! step in it and commit it under the step's key; then export the target's
 //! layers and write its config and manifest.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
@@ -41,6 +41,10 @@ pub struct BuildEnv<'a> {
     /// Where a FROM image missing from the store is fetched from (a
     /// registry), as `docker build` does; `None`: it must be in the store.
     pub image_source: Option<&'a dyn ImageSource>,
+    /// What layers unpacked from images may hold (setuid files, devices).
+    pub layer_options: crate::layer::ApplyOptions,
+    /// How big they may be.
+    pub layer_limits: crate::layer::Limits,
 }
 
 /// Fetches images named in FROM or `COPY --from` that the store lacks.
@@ -70,7 +74,20 @@ impl<'a> BuildEnv<'a> {
             executor: OnceLock::new(),
             freebsd: FreeBsdEnv::default(),
             image_source: None,
+            layer_options: crate::layer::ApplyOptions::default(),
+            layer_limits: crate::layer::Limits::default(),
         }
+    }
+
+    /// Unpacks image layers with these options and within these limits.
+    pub fn with_layers(
+        mut self,
+        options: crate::layer::ApplyOptions,
+        limits: crate::layer::Limits,
+    ) -> Self {
+        self.layer_options = options;
+        self.layer_limits = limits;
+        self
     }
 
     /// Uses these FreeBSD settings (release mirror, pkg cache, ...).
@@ -147,6 +164,8 @@ pub(super) fn active_key() -> String {
 /// Answers the planner's questions from the store and the build context.
 struct Inputs<'a> {
     store: &'a Store,
+    /// For unpacking an image a FROM just pulled (see [`Inputs::load`]).
+    env: &'a BuildEnv<'a>,
     source: Option<(&'a dyn ImageSource, &'a dyn Reporter)>,
     context: &'a Path,
     ignore: Option<&'a Ignore>,
@@ -169,8 +188,26 @@ impl Inputs<'_> {
             (Err(e), Some((source, reporter)))
                 if matches!(self.store.resolve(reference), Ok(None)) =>
             {
+                let index = self.store.read_index().map_err(|e| e.to_string())?;
+                let named_before: HashSet<String> = index
+                    .manifests()
+                    .iter()
+                    .filter_map(|d| d.annotations().as_ref()?.get(crate::store::REF_NAME))
+                    .cloned()
+                    .collect();
                 match source.fetch(self.store, reference, platform, reporter)? {
-                    Some(name) => image::load(self.store, &name, platform)?,
+                    Some(name) => {
+                        let img = image::load(self.store, &name, platform)?;
+                        // As `jbuild pull`: a pulled image whose layers are
+                        // refused keeps no name (its blobs are for prune).
+                        if !named_before.contains(&name) {
+                            if let Err(e) = unpack_image(self.env, &img) {
+                                let _ = self.store.untag_ref(&name);
+                                return Err(format!("cannot use {name}: {e}"));
+                            }
+                        }
+                        img
+                    }
                     None => return Err(e),
                 }
             }
@@ -266,6 +303,7 @@ pub fn build_text(
     let ignore = Ignore::load(&opts.context).map_err(|e| BuildError::Context(e.to_string()))?;
     let inputs = Inputs {
         store: env.store,
+        env,
         source: env.image_source.map(|s| (s, env.reporter)),
         context: &opts.context,
         ignore: ignore.as_ref(),

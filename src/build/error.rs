@@ -33,6 +33,20 @@ pub enum BuildError {
     Snapshot(#[from] SnapshotError),
     #[error("layer: {0}")]
     Layer(String),
+    /// A layer of an image that could not be unpacked: the `index`th (from
+    /// 1) of `count`, blob `digest`.
+    #[error("layer {digest} ({index} of {count}) is refused: {source}{}", source.hint().map(|h| format!("\n  {h}")).unwrap_or_default())]
+    LayerRefused {
+        digest: String,
+        index: usize,
+        count: usize,
+        #[source]
+        source: crate::layer::LayerError,
+    },
+    /// An image that cannot be read: its configuration is missing or
+    /// malformed, or disagrees with its manifest.
+    #[error("{0}")]
+    BadImage(String),
     #[error("image store: {0}")]
     Store(String),
     #[error("{context}: {source}")]
@@ -95,6 +109,8 @@ impl BuildError {
             | BuildError::Step(_)
             | BuildError::StepFailed(_) => true,
             BuildError::Located { source, .. } => source.is_user_error(),
+            BuildError::LayerRefused { source, .. } => source.is_bad_input(),
+            BuildError::BadImage(_) => true,
             BuildError::Snapshot(_)
             | BuildError::Layer(_)
             | BuildError::Store(_)

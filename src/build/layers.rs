@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use crate::diff::{Change, SnapshotRef};
 use crate::digest::Digest;
-use crate::layer::{self, Compression, TarOptions};
+use crate::layer::{self, Compression, LayerError, TarOptions};
 use crate::snapshot::{label, Labels, SnapshotError, Snapshotter};
 
 /// Makes sure every layer of `img` exists as a committed snapshot (keyed by
@@ -31,6 +31,8 @@ pub(super) fn unpack_image(
                 .map_err(|e| BuildError::Store(format!("image {}: {e}", img.manifest_digest)))
         })
         .collect::<Result<_, _>>()?;
+    // `image::load` made sure there is one diff ID per layer.
+    let count = img.manifest.layers().len();
     let chains = image::chain_ids(&diff_ids);
     // A layer built here is a `step-` snapshot labelled with its chain ID.
     let mut by_chain: HashMap<String, String> = HashMap::new();
@@ -43,7 +45,8 @@ pub(super) fn unpack_image(
     }
     let mut layers = Vec::with_capacity(chains.len());
     let mut parent: Option<String> = None;
-    for ((desc, diff_id), chain) in img.manifest.layers().iter().zip(&diff_ids).zip(&chains) {
+    let all = img.manifest.layers().iter().zip(&diff_ids).zip(&chains);
+    for (i, ((desc, diff_id), chain)) in all.enumerate() {
         let digest: Digest = desc
             .digest()
             .to_string()
@@ -60,7 +63,17 @@ pub(super) fn unpack_image(
             None => {
                 let name = chain_snapshot(chain);
                 if env.snapshotter.stat(&name)?.is_none() {
-                    apply_layer(env, &blob, chain, parent.as_deref(), &name)?;
+                    apply_layer(env, &blob, chain, parent.as_deref(), &name).map_err(
+                        |e| match e {
+                            Unpack::Refused(source) => BuildError::LayerRefused {
+                                digest: blob.digest.to_string(),
+                                index: i + 1,
+                                count,
+                                source,
+                            },
+                            Unpack::Other(e) => e,
+                        },
+                    )?;
                 }
                 name
             }
@@ -74,32 +87,50 @@ pub(super) fn unpack_image(
     Ok(layers)
 }
 
+/// Why a layer was not unpacked: the layer (its bytes, or what they
+/// unpack to), or anything else.
+enum Unpack {
+    Refused(LayerError),
+    Other(BuildError),
+}
+
+impl<E: Into<BuildError>> From<E> for Unpack {
+    fn from(e: E) -> Self {
+        Unpack::Other(e.into())
+    }
+}
+
 fn apply_layer(
     env: &BuildEnv<'_>,
     blob: &LayerRef,
     chain: &Digest,
     parent: Option<&str>,
     name: &str,
-) -> Result<(), BuildError> {
+) -> Result<(), Unpack> {
     let active = active_key();
     let root = env.snapshotter.prepare(&active, parent)?;
+    let id = format!("unpack-{}", blob.digest);
+    let short = blob.digest.to_string();
+    let what = format!("unpacking layer {}", &short[..short.len().min(19)]);
+    env.reporter.transfer_start(&id, &what, None);
     let result = (|| {
         let file = env
             .store
             .open_blob(&blob.digest)
             .map_err(|e| BuildError::Store(with_causes(&e)))?;
-        let stats = layer::apply(
+        let stats = layer::apply_with_limits(
             std::io::BufReader::new(file),
             &blob.media_type,
             &root,
-            &layer::ApplyOptions::default(),
+            &env.layer_options,
+            &env.layer_limits,
         )
-        .map_err(|e| BuildError::Layer(with_causes(&e)))?;
+        .map_err(Unpack::Refused)?;
         if stats.diff_id != blob.diff_id {
-            return Err(BuildError::Store(format!(
-                "layer {} unpacks to {} but the image config says {}: the store is damaged (run `jbuild check`)",
-                blob.digest, stats.diff_id, blob.diff_id
-            )));
+            return Err(Unpack::Refused(LayerError::DiffId {
+                expected: blob.diff_id.to_string(),
+                actual: stats.diff_id.to_string(),
+            }));
         }
         let mut labels: Labels = Labels::new();
         labels.insert(label::DIFF_ID.into(), blob.diff_id.to_string());
@@ -115,6 +146,7 @@ fn apply_layer(
     if result.is_err() {
         let _ = env.snapshotter.remove(&active);
     }
+    env.reporter.transfer_done(&id, false);
     result
 }
 

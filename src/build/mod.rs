@@ -29,4 +29,19 @@ pub fn image_top(
     let layers = layers::unpack_image(env, &img)?;
     Ok((layers.last().map(|l| l.snapshot.clone()), img))
 }
+
+/// Unpacks every layer of the stored image `desc` (a manifest, or an index
+/// to pick `platform` from) into committed snapshots, as FROM and `create`
+/// do, and returns their names, bottom layer first. `jbuild pull` calls it
+/// so that only an image whose layers all apply is named.
+pub fn unpack(
+    env: &BuildEnv<'_>,
+    desc: &oci_spec::image::Descriptor,
+    platform: &crate::plan::Platform,
+) -> Result<Vec<String>, BuildError> {
+    let img = image::load_descriptor(env.store, desc, platform, desc.digest().as_ref())
+        .map_err(BuildError::BadImage)?;
+    let layers = layers::unpack_image(env, &img)?;
+    Ok(layers.into_iter().map(|l| l.snapshot).collect())
+}
 pub use freebsd::FreeBsdEnv;

@@ -200,9 +200,12 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
         options: jbuild::transport::RegistryOptions::from_settings(&ctx.settings),
         jobs: 4,
     };
+    // FROM images unpack as `jbuild pull` would, by the same [layers] settings.
+    let (layer_options, layer_limits) = super::unpack::layer_policy(ctx, false, false);
     let env = BuildEnv::new(&store, snapshotter.as_ref(), reporter.as_ref())
         .with_freebsd(freebsd_env(ctx, &args)?)
-        .with_image_source(&puller);
+        .with_image_source(&puller)
+        .with_layers(layer_options, layer_limits);
     let out = match &translated {
         Some(t) => build::build_text(&env, &opts, &t.jailfile),
         None => build::build(&env, &opts),

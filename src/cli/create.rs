@@ -46,7 +46,9 @@ pub fn run(ctx: &Ctx, a: CreateArgs) -> CmdResult {
     let store = ctx.store()?;
     let snapshotter = ctx.snapshotter()?;
     let reporter = ctx.reporter();
-    let env = BuildEnv::new(&store, snapshotter.as_ref(), reporter.as_ref());
+    let (layer_options, layer_limits) = super::unpack::layer_policy(ctx, false, false);
+    let env = BuildEnv::new(&store, snapshotter.as_ref(), reporter.as_ref())
+        .with_layers(layer_options, layer_limits);
     let made = create::create(&env, &opts).map_err(|e| Failure {
         user: e.is_user_error(),
         error: anyhow!(e),

@@ -13,6 +13,7 @@ mod in_use;
 mod login;
 mod registry;
 mod transfer;
+mod unpack;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;

@@ -5,7 +5,7 @@ use anyhow::anyhow;
 use clap::Args;
 
 use super::transfer::{copy_with, done, failure};
-use super::{CmdResult, Ctx, Failure};
+use super::{unpack, CmdResult, Ctx, Failure};
 use jbuild::plan::state::Platform;
 use jbuild::store::ImageName;
 use jbuild::transport::{
@@ -50,6 +50,16 @@ pub struct PullArgs {
     platform: Option<String>,
     #[command(flatten)]
     jobs: JobsArg,
+    /// Keep setuid and setgid files (and file capabilities) in its layers,
+    /// as FreeBSD's base has (`su`, `passwd`); without it, a layer holding
+    /// one is refused. Also `allow_setuid = true` under [layers] in the
+    /// configuration file.
+    #[arg(long)]
+    allow_setuid: bool,
+    /// Create the device nodes its layers hold; without it, a layer holding
+    /// one is refused. Also `allow_devices = true` under [layers].
+    #[arg(long)]
+    allow_devices: bool,
 }
 
 #[derive(Args, Debug)]
@@ -165,12 +175,17 @@ pub fn pull(ctx: &Ctx, args: PullArgs) -> CmdResult {
     // Named in the store by its full reference, as docker does.
     let name = r.to_string();
     let src = RegistryTransport::new(r, options);
-    let dst = LayoutTransport::from_store(ctx.store()?);
+    let store = ctx.store()?;
+    let before = unpack::Before::take(&store)?;
+    let dst = LayoutTransport::from_store(store.clone());
     let opts = CopyOptions {
         jobs: args.jobs.jobs.into(),
-        platform: Some(want),
+        platform: Some(want.clone()),
     };
-    let out = copy_with(ctx, &src, &reference, &dst, Some(&name), &opts)?;
+    // Named only once its layers are unpacked: a refused image gets no name.
+    let out = copy_with(ctx, &src, &reference, &dst, None, &opts)?;
+    let policy = unpack::layer_policy(ctx, args.allow_setuid, args.allow_devices);
+    unpack::unpack_and_tag(ctx, &store, &out, &name, &want, policy, &before)?;
     done(ctx, out.digest().as_ref(), &name, None);
     Ok(())
 }

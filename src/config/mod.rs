@@ -15,7 +15,8 @@
 
 mod settings;
 pub use settings::{
-    FreeBsdSettings, PkgSettings, RegistrySettings, Settings, SettingsError, ZfsSettings,
+    FreeBsdSettings, LayerSettings, PkgSettings, RegistrySettings, Settings, SettingsError,
+    ZfsSettings,
 };
 
 use std::path::{Path, PathBuf};

@@ -36,6 +36,14 @@
 //! [pkg]
 //! repos_dir = "/usr/local/etc/jbuild/pkg-repos"   # pkg repos for PKG steps
 //! offline = false
+//!
+//! [layers]                      # layers unpacked by pull, FROM and create
+//! allow_setuid = false          # keep setuid/setgid files (FreeBSD's base has su, passwd)
+//! allow_devices = false         # create device nodes
+//! max_size = 8_589_934_592      # bytes of one layer, uncompressed (8 GiB)
+//! max_entries = 1_000_000       # entries of one layer
+//! max_header = 1_048_576        # bytes of one PAX / GNU long-name header
+//! max_path = 4096               # bytes of one path or link target
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -54,6 +62,7 @@ pub struct Settings {
     pub freebsd: FreeBsdSettings,
     pub bastille: BastilleSettings,
     pub pkg: PkgSettings,
+    pub layers: LayerSettings,
     /// The file these settings were read from, if any.
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -130,6 +139,28 @@ pub struct BastilleSettings {
     /// Bastille's prefix: `create --bastille` makes `PREFIX/jails/NAME`
     /// (default `/usr/local/bastille`).
     pub prefix: Option<PathBuf>,
+}
+
+/// `[layers]`: what a layer unpacked from an image may hold (see
+/// `layer::apply`), and how big it may be (`layer::Limits`, whose defaults
+/// apply to what is not set).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct LayerSettings {
+    /// Keep setuid and setgid bits (and file capabilities); otherwise a
+    /// layer with them is refused.
+    pub allow_setuid: bool,
+    /// Create character and block devices; otherwise a layer with them is
+    /// refused.
+    pub allow_devices: bool,
+    /// Bytes of one layer's uncompressed tar stream.
+    pub max_size: Option<u64>,
+    /// Entries of one layer.
+    pub max_entries: Option<u64>,
+    /// Bytes of one extended header (PAX records, GNU long names).
+    pub max_header: Option<u64>,
+    /// Bytes of one entry's path, or of a link's target.
+    pub max_path: Option<usize>,
 }
 
 /// A configuration file that could not be used.
@@ -286,6 +317,28 @@ mod tests {
         assert_eq!(s.bastille.prefix.as_deref(), Some(Path::new("/jails")));
         let e = Settings::parse("[bastille]\ntemplate_dir = \"x\"\n").unwrap_err();
         assert!(e.contains("template_dir"), "{e}");
+    }
+
+    #[test]
+    fn layers_section_defaults_to_nothing_allowed() {
+        let d = Settings::default().layers;
+        assert!(!d.allow_setuid && !d.allow_devices && d.max_size.is_none());
+        let s = Settings::parse(
+            "[layers]
+allow_setuid = true
+max_size = 1_048_576
+",
+        )
+        .unwrap();
+        assert!(s.layers.allow_setuid && !s.layers.allow_devices);
+        assert_eq!(s.layers.max_size, Some(1 << 20));
+        let e = Settings::parse(
+            "[layers]
+allow_suid = true
+",
+        )
+        .unwrap_err();
+        assert!(e.contains("allow_suid"), "{e}");
     }
 
     #[test]

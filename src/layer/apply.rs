@@ -33,7 +33,7 @@
 //! entries (the set of paths written, and directories whose metadata is
 //! set at the end), not with their size.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
@@ -45,11 +45,12 @@ use filetime::FileTime;
 
 use super::compress::decompress;
 use super::header;
+use super::limits::{human, Capped, Limits, MAX_NAME};
 use super::reader::{Header, TarReader};
 use super::{fflags, EntryProblem, LayerError};
 use crate::diff::meta::make_dev;
 use crate::digest::{Digest, HashingReader};
-use crate::fsutil::resolve_in_root;
+use crate::fsutil::resolve_in_root_with;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApplyOptions {
@@ -84,12 +85,25 @@ pub struct ApplyStats {
 }
 
 /// Applies the layer blob `layer` of media type `media_type` (OCI tar,
-/// tar+gzip or tar+zstd, or docker's tar.gzip) to the directory `root`.
+/// tar+gzip or tar+zstd, or docker's tar.gzip) to the directory `root`,
+/// within the default [`Limits`].
 pub fn apply<R: Read>(
     layer: R,
     media_type: &str,
     root: &Path,
     opts: &ApplyOptions,
+) -> Result<ApplyStats, LayerError> {
+    apply_with_limits(layer, media_type, root, opts, &Limits::default())
+}
+
+/// [`apply`] within `limits`: a layer that passes one is refused, having
+/// written at most `limits.max_size` bytes.
+pub fn apply_with_limits<R: Read>(
+    layer: R,
+    media_type: &str,
+    root: &Path,
+    opts: &ApplyOptions,
+    limits: &Limits,
 ) -> Result<ApplyStats, LayerError> {
     let m = fs::symlink_metadata(root).map_err(LayerError::fs("read the metadata of", root))?;
     if !m.is_dir() {
@@ -99,51 +113,85 @@ pub fn apply<R: Read>(
         );
         return Err(LayerError::fs("apply a layer to", root)(e));
     }
+    let (capped, tripped) = Capped::new(decompress(media_type, layer)?, limits.max_size);
     // Buffered: headers are read 512 bytes at a time.
-    let stream = io::BufReader::with_capacity(256 * 1024, decompress(media_type, layer)?);
-    let mut tar = TarReader::new(HashingReader::new(stream));
+    let stream = io::BufReader::with_capacity(256 * 1024, capped);
+    let mut tar = TarReader::new(HashingReader::new(stream)).with_max_header(limits.max_header);
     let mut a = Applier {
         root,
         opts,
-        written: HashSet::new(),
+        limits,
+        written: HashMap::new(),
         holds_written: HashSet::new(),
+        symlinks: HashSet::new(),
         dirs: Vec::new(),
         flags: Vec::new(),
         entries: 0,
         bytes: 0,
+        path_bytes: 0,
         buf: vec![0u8; 128 * 1024],
     };
-    while let Some(h) = tar.next()? {
-        a.entries += 1;
-        a.entry(&mut tar, &h)?;
+    let result = (|| {
+        while let Some(h) = tar.next()? {
+            a.entries += 1;
+            a.within_limits(&h)?;
+            a.entry(&mut tar, &h)?;
+        }
+        a.finish()?;
+        // The diff ID covers the whole stream, with whatever follows the
+        // end-of-archive marker (writers pad to their record size).
+        let mut rest = tar.into_inner();
+        io::copy(&mut rest, &mut io::sink()).map_err(LayerError::Read)?;
+        Ok(rest.finish().0)
+    })();
+    match result {
+        Ok(diff_id) => Ok(ApplyStats {
+            diff_id,
+            entries: a.entries,
+            bytes: a.bytes,
+        }),
+        // However the error surfaced (a short read, a truncated entry), it
+        // was the cap.
+        Err(_) if tripped.get() => Err(LayerError::Limit {
+            what: "uncompressed, it is bigger than".into(),
+            limit: human(limits.max_size),
+            key: "max_size",
+        }),
+        Err(e) => Err(e),
     }
-    a.finish()?;
-    // The diff ID covers the whole stream, with whatever follows the
-    // end-of-archive marker (writers pad to their record size).
-    let mut rest = tar.into_inner();
-    io::copy(&mut rest, &mut io::sink()).map_err(LayerError::Read)?;
-    let (diff_id, _, _) = rest.finish();
-    Ok(ApplyStats {
-        diff_id,
-        entries: a.entries,
-        bytes: a.bytes,
-    })
+}
+
+/// What this layer did at a path, so that whiteouts spare it and a second
+/// entry for it is caught.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Named {
+    /// A directory created because an entry below it needed it.
+    Implicit,
+    /// An entry of the layer, a directory.
+    Dir,
+    /// An entry of the layer, anything else.
+    Other,
 }
 
 struct Applier<'a> {
     root: &'a Path,
     opts: &'a ApplyOptions,
+    limits: &'a Limits,
     /// Host paths this layer created or replaced: whiteouts and opaque
     /// markers leave them alone.
-    written: HashSet<PathBuf>,
+    written: HashMap<PathBuf, Named>,
     /// Directories with something of `written` below them.
     holds_written: HashSet<PathBuf>,
+    /// Symlinks this layer created: no later entry may lead through one.
+    symlinks: HashSet<PathBuf>,
     /// Directories whose mode and mtime are set at the end.
     dirs: Vec<(PathBuf, u32, FileTime)>,
     /// File flags, set after everything else.
     flags: Vec<(PathBuf, u32)>,
     entries: u64,
     bytes: u64,
+    /// Bytes of all entry paths so far (see [`Limits::max_path_bytes`]).
+    path_bytes: u64,
     /// For copying file content (allocated once: zeroing it per file costs).
     buf: Vec<u8>,
 }
@@ -171,9 +219,50 @@ fn mtime_of(h: &Header) -> FileTime {
 }
 
 impl Applier<'_> {
+    /// The limits on the number of entries, their paths and their sizes,
+    /// checked before anything of the entry is written.
+    fn within_limits(&mut self, h: &Header) -> Result<(), LayerError> {
+        let limits = self.limits;
+        let fail = |p| LayerError::entry(&h.path, p);
+        let total = |what: &str, limit: String, key| LayerError::Limit {
+            what: what.into(),
+            limit,
+            key,
+        };
+        if self.entries > limits.max_entries {
+            let what = "it has more entries than";
+            return Err(total(what, limits.max_entries.to_string(), "max_entries"));
+        }
+        for p in [&h.path, &h.linkname] {
+            if p.len() > limits.max_path {
+                let (len, max) = (p.len(), limits.max_path);
+                return Err(fail(EntryProblem::PathTooLong { len, max }));
+            }
+        }
+        if h.path.split(|&c| c == b'/').any(|c| c.len() > MAX_NAME) {
+            return Err(fail(EntryProblem::NameTooLong));
+        }
+        self.path_bytes += (h.path.len() + h.linkname.len()) as u64;
+        let max_path_bytes = limits.max_path_bytes();
+        if self.path_bytes > max_path_bytes {
+            let what = "its paths together are longer than";
+            return Err(total(what, human(max_path_bytes), "max_entries"));
+        }
+        if h.size > limits.max_size {
+            let (size, max) = (h.size, limits.max_size);
+            return Err(fail(EntryProblem::TooLarge { size, max }));
+        }
+        Ok(())
+    }
+
     fn entry<R: Read>(&mut self, tar: &mut TarReader<R>, h: &Header) -> Result<(), LayerError> {
         let fail = |p| LayerError::entry(&h.path, p);
         let rel = normalize(&h.path).map_err(fail)?;
+        if let Some(parent) = rel.parent() {
+            if parent.iter().any(|c| c.as_bytes().starts_with(b".wh.")) {
+                return Err(fail(EntryProblem::WhiteoutDir));
+            }
+        }
         let name = rel.file_name().map(OsStr::as_bytes).unwrap_or_default();
         if let Some(base) = name.strip_prefix(b".wh.") {
             return self.whiteout(h, &rel, base);
@@ -202,7 +291,25 @@ impl Applier<'_> {
         if mode_matters && h.mode & 0o6000 != 0 && !self.opts.allow_setuid {
             return Err(fail(EntryProblem::Setuid(h.mode)));
         }
+        // File capabilities raise privileges as setuid does (on Linux).
+        let caps = h.xattrs.iter().any(|(k, _)| k == b"security.capability");
+        if caps && !self.opts.allow_setuid {
+            return Err(fail(EntryProblem::Capability));
+        }
         let host = self.host(&rel, h)?;
+        let is_dir = h.typeflag == header::DIRECTORY;
+        // Only a directory may come again where this layer wrote: no tar
+        // writer names a path twice, and replacing a directory this layer
+        // filled is how a symlink gets under its later entries.
+        match self.written.get(&host) {
+            Some(Named::Dir | Named::Implicit) if is_dir => {}
+            Some(Named::Implicit) => return Err(fail(EntryProblem::ReplacesOwn)),
+            Some(Named::Dir | Named::Other) => return Err(fail(EntryProblem::Duplicate)),
+            None => {}
+        }
+        self.mark_written(host.clone());
+        let named = if is_dir { Named::Dir } else { Named::Other };
+        self.written.insert(host.clone(), named);
         match h.typeflag {
             header::DIRECTORY => self.directory(h, &host),
             header::REGULAR => self.file(tar, h, &host),
@@ -211,6 +318,7 @@ impl Applier<'_> {
                 self.replace(&host, false)?;
                 std::os::unix::fs::symlink(OsStr::from_bytes(&h.linkname), &host)
                     .map_err(LayerError::fs("create the symlink", &host))?;
+                self.symlinks.insert(host.clone());
                 self.metadata(h, &host, None)
             }
             _ => self.node(h, &host),
@@ -220,8 +328,7 @@ impl Applier<'_> {
     /// The host path of `rel`, inside the root, with its missing parent
     /// directories created (and counted as written by this layer).
     fn host(&mut self, rel: &Path, h: &Header) -> Result<PathBuf, LayerError> {
-        let host = resolve_in_root(self.root, rel, false)
-            .map_err(|e| LayerError::entry(&h.path, EntryProblem::Fs(e)))?;
+        let host = self.resolve(rel, false, h)?;
         let mut missing = Vec::new();
         for dir in host.ancestors().skip(1) {
             if dir == self.root || fs::symlink_metadata(dir).is_ok() {
@@ -240,7 +347,6 @@ impl Applier<'_> {
     /// unless it is a directory and `merge_dir` is set. Returns whether a
     /// directory was kept.
     fn replace(&mut self, host: &Path, merge_dir: bool) -> Result<bool, LayerError> {
-        self.mark_written(host.to_path_buf());
         match fs::symlink_metadata(host) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
             Err(e) => Err(LayerError::fs("read the metadata of", host)(e)),
@@ -312,8 +418,7 @@ impl Applier<'_> {
         let target_name = || String::from_utf8_lossy(&h.linkname).into_owned();
         let rel = normalize(&h.linkname)
             .map_err(|_| LayerError::entry(&h.path, EntryProblem::LinkEscapes(target_name())))?;
-        let target = resolve_in_root(self.root, &rel, false)
-            .map_err(|e| LayerError::entry(&h.path, EntryProblem::Fs(e)))?;
+        let target = self.resolve(&rel, false, h)?;
         match fs::symlink_metadata(&target) {
             Ok(m) if m.is_dir() => {
                 return Err(LayerError::entry(
@@ -330,6 +435,7 @@ impl Applier<'_> {
             }
         }
         if target == host {
+            // A link to a lower layer's file at its own path: nothing to do.
             return Ok(());
         }
         self.replace(host, false)?;
@@ -409,8 +515,7 @@ impl Applier<'_> {
 
     fn whiteout(&mut self, h: &Header, rel: &Path, base: &[u8]) -> Result<(), LayerError> {
         let dir_rel = rel.parent().unwrap_or(Path::new(""));
-        let dir = resolve_in_root(self.root, dir_rel, true)
-            .map_err(|e| LayerError::entry(&h.path, EntryProblem::Fs(e)))?;
+        let dir = self.resolve(dir_rel, true, h)?;
         if base == b".wh..opq" {
             if fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
                 self.clear_lower(&dir)?;
@@ -424,7 +529,7 @@ impl Applier<'_> {
             return Err(LayerError::entry(&h.path, EntryProblem::BadWhiteout));
         }
         let target = dir.join(OsStr::from_bytes(base));
-        if self.written.contains(&target) || fs::symlink_metadata(&target).is_err() {
+        if self.written.contains_key(&target) || fs::symlink_metadata(&target).is_err() {
             return Ok(());
         }
         if self.holds_written.contains(&target) {
@@ -434,13 +539,36 @@ impl Applier<'_> {
         remove_any(&target).map_err(LayerError::fs("remove", &target))
     }
 
+    /// Notes that this layer wrote `path`, and so something below each
+    /// of its parents (an entry then records what it was).
     fn mark_written(&mut self, path: PathBuf) {
         for dir in path.ancestors().skip(1) {
             if dir == self.root || !self.holds_written.insert(dir.to_path_buf()) {
                 break;
             }
         }
-        self.written.insert(path);
+        self.written.entry(path).or_insert(Named::Implicit);
+    }
+
+    /// The host path of `rel` ([`resolve_in_root_with`]), refusing a path
+    /// that leads through a symlink this layer created.
+    fn resolve(&self, rel: &Path, follow_last: bool, h: &Header) -> Result<PathBuf, LayerError> {
+        let mut through = None;
+        let result = resolve_in_root_with(self.root, rel, follow_last, &mut |link| {
+            if self.symlinks.contains(link) {
+                through = Some(link.strip_prefix(self.root).unwrap_or(link).to_path_buf());
+                return Err(io::Error::other("through a symlink of this layer"));
+            }
+            Ok(())
+        });
+        if let Some(link) = through {
+            let link = link.to_string_lossy().into_owned();
+            return Err(LayerError::entry(
+                &h.path,
+                EntryProblem::ThroughSymlink(link),
+            ));
+        }
+        result.map_err(|e| LayerError::entry(&h.path, EntryProblem::Fs(e)))
     }
 
     /// Removes what lower layers put in `dir`, keeping what this layer
@@ -451,7 +579,7 @@ impl Applier<'_> {
             let path = entry
                 .map_err(LayerError::fs("read the directory", dir))?
                 .path();
-            let keep = self.written.contains(&path) || self.holds_written.contains(&path);
+            let keep = self.written.contains_key(&path) || self.holds_written.contains(&path);
             if !keep {
                 remove_any(&path).map_err(LayerError::fs("remove", &path))?;
             } else if fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
@@ -465,7 +593,9 @@ impl Applier<'_> {
     /// since its entry was applied is skipped (a later entry set its own).
     fn finish(&mut self) -> Result<(), LayerError> {
         for (path, mode, mtime) in &self.dirs {
-            if !fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) {
+            // A later entry may have replaced the directory, or one of its
+            // parents by a symlink: then `path` leads elsewhere, maybe out.
+            if !self.unaliased_dir(path) {
                 continue;
             }
             fs::set_permissions(path, fs::Permissions::from_mode(mode & 0o7777))
@@ -475,11 +605,36 @@ impl Applier<'_> {
         }
         #[cfg(target_os = "freebsd")]
         for (path, flags) in &self.flags {
-            if fs::symlink_metadata(path).is_ok() {
+            if self.unaliased(path) {
                 fflags::set(path, *flags).map_err(LayerError::fs("set the file flags of", path))?;
             }
         }
         Ok(())
+    }
+}
+
+impl Applier<'_> {
+    /// Whether `path` (under the root) exists and no directory on the way
+    /// to it from the root is a symlink: so it names what it did when the
+    /// entry was applied, inside the root.
+    fn unaliased(&self, path: &Path) -> bool {
+        let Ok(rel) = path.strip_prefix(self.root) else {
+            return false;
+        };
+        let mut at = self.root.to_path_buf();
+        let mut parts = rel.components().peekable();
+        while let Some(c) = parts.next() {
+            at.push(c);
+            match fs::symlink_metadata(&at) {
+                Ok(m) if parts.peek().is_none() || m.is_dir() => {}
+                _ => return false,
+            }
+        }
+        true
+    }
+
+    fn unaliased_dir(&self, path: &Path) -> bool {
+        self.unaliased(path) && fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
     }
 }
 

@@ -43,6 +43,17 @@ pub enum LayerError {
     Order { prev: PathBuf, next: PathBuf },
     #[error("layer media type `{0}` is not supported")]
     MediaType(String),
+    /// The layer passed one of the [`Limits`](super::Limits).
+    #[error("the layer is larger than jbuild allows: {what} {limit} (if the layer is genuine, raise `{key}` under [layers] in the configuration file)")]
+    Limit {
+        what: String,
+        limit: String,
+        key: &'static str,
+    },
+    /// The layer unpacked fine, but to other bytes than the image's
+    /// configuration promises (its diff ID).
+    #[error("its content does not match the image's configuration: it unpacks to {actual}, the configuration says {expected}")]
+    DiffId { expected: String, actual: String },
     #[error("`{0}` is not a layer compression: use gzip, zstd or none")]
     Compression(String),
     /// A worker thread of the export pipeline panicked: a bug.
@@ -77,9 +88,78 @@ pub enum EntryProblem {
     DeviceNumber,
     #[error("cannot be applied: {0}")]
     Fs(#[source] io::Error),
+    #[error("is {size} bytes, more than the {} a layer may hold (`max_size` under [layers])", super::limits::human(*max))]
+    TooLarge { size: u64, max: u64 },
+    #[error("has a path or link target of {len} bytes, more than the {max} allowed (`max_path` under [layers])")]
+    PathTooLong { len: usize, max: usize },
+    #[error("has a path component longer than {} bytes", super::limits::MAX_NAME)]
+    NameTooLong,
+    /// The entry's path (or a hard link's target) leads through a symlink
+    /// that an earlier entry of the same layer created.
+    #[error("goes through `{0}`, a symlink this same layer created: no tar writer makes such a layer, and it is how a layer writes outside its root")]
+    ThroughSymlink(String),
+    #[error("appears twice in the layer")]
+    Duplicate,
+    #[error("replaces a directory that holds earlier entries of this same layer")]
+    ReplacesOwn,
+    #[error("has a whiteout name (`.wh.…`) as one of its directories")]
+    WhiteoutDir,
+    #[error("carries file capabilities (the `security.capability` attribute), which are not allowed in this layer")]
+    Capability,
 }
 
 impl LayerError {
+    /// Whether the layer's bytes are at fault (a malformed, hostile or
+    /// oversized layer: the user's input) rather than the system (a disk
+    /// that is full, a file that cannot be written) or jbuild.
+    pub fn is_bad_input(&self) -> bool {
+        match self {
+            // Resolving a path fails on symlink loops and names too long:
+            // the layer's doing. Other filesystem errors are the system's.
+            LayerError::Entry {
+                problem: EntryProblem::Fs(e),
+                ..
+            } => {
+                e.kind() == io::ErrorKind::InvalidInput
+                    || matches!(e.raw_os_error(), Some(libc::ENAMETOOLONG | libc::ELOOP))
+            }
+            LayerError::Entry { .. } => true,
+            LayerError::Read(_)
+            | LayerError::Malformed { .. }
+            | LayerError::Truncated(_)
+            | LayerError::MediaType(_)
+            | LayerError::DiffId { .. }
+            | LayerError::Limit { .. } => true,
+            _ => false,
+        }
+    }
+
+    /// What the user can do about a refused layer, in a sentence, when
+    /// there is something.
+    pub fn hint(&self) -> Option<&'static str> {
+        let problem = match self {
+            LayerError::Entry { problem, .. } => Some(problem),
+            _ => None,
+        };
+        match problem {
+            Some(EntryProblem::Setuid(_) | EntryProblem::Capability) => Some(
+                "if you trust this image, allow setuid files with `jbuild pull --allow-setuid`, \
+                 or `allow_setuid = true` under [layers] in the configuration file",
+            ),
+            Some(EntryProblem::Device) => Some(
+                "if you trust this image, allow device nodes with `jbuild pull --allow-devices`, \
+                 or `allow_devices = true` under [layers] in the configuration file",
+            ),
+            Some(EntryProblem::TooLarge { .. } | EntryProblem::PathTooLong { .. }) => None,
+            _ if matches!(self, LayerError::Limit { .. }) => None,
+            _ if self.is_bad_input() => Some(
+                "the image is malformed, or was made to attack whoever unpacks it: \
+                 ask its publisher for a sound one",
+            ),
+            _ => None,
+        }
+    }
+
     pub(crate) fn fs(
         action: &'static str,
         path: impl Into<PathBuf>,

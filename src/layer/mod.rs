@@ -20,15 +20,17 @@ mod compress;
 mod error;
 pub mod fflags;
 pub mod header;
+pub mod limits;
 mod reader;
 pub mod tar;
 
 use std::fmt;
 use std::str::FromStr;
 
-pub use apply::{apply, ApplyOptions, ApplyStats};
+pub use apply::{apply, apply_with_limits, ApplyOptions, ApplyStats};
 pub use compress::{export, export_with_workers};
 pub use error::{EntryProblem, LayerError};
+pub use limits::Limits;
 pub use tar::write_tar;
 
 use crate::digest::Digest;

@@ -3,7 +3,8 @@
 //! Reads ustar, PAX (`x` records apply to the next entry; `g` global
 //! records are read and ignored) and GNU (`L` long names, `K` long link
 //! names) headers, verifying every checksum. Extended headers are the only
-//! thing held in memory, and they are limited to [`META_MAX`] bytes; entry
+//! thing held in memory, and they are limited to [`META_MAX`] bytes (or
+//! what [`TarReader::with_max_header`] sets); entry
 //! content is streamed through [`TarReader::content`]. Sparse files (GNU `S`
 //! entries or PAX `GNU.sparse.*` records) are refused rather than guessed
 //! at: no layer writer jbuild knows produces them.
@@ -44,6 +45,8 @@ pub struct TarReader<R> {
     /// Unread content and padding of the current entry.
     remaining: u64,
     padding: u64,
+    /// The most bytes one extended header may have.
+    max_header: u64,
 }
 
 impl<R: Read> TarReader<R> {
@@ -53,7 +56,14 @@ impl<R: Read> TarReader<R> {
             offset: 0,
             remaining: 0,
             padding: 0,
+            max_header: META_MAX,
         }
+    }
+
+    /// Extended headers larger than `max` bytes are refused unread.
+    pub fn with_max_header(mut self, max: u64) -> Self {
+        self.max_header = max;
+        self
     }
 
     pub fn into_inner(self) -> R {
@@ -90,6 +100,12 @@ impl<R: Read> TarReader<R> {
                 _ => self.offset += BLOCK as u64,
             }
             if block.iter().all(|&b| b == 0) {
+                if pax.is_some() || long_name.is_some() || long_link.is_some() {
+                    return Err(LayerError::Malformed {
+                        offset: at,
+                        reason: "the archive ends right after an extended header".into(),
+                    });
+                }
                 return Ok(None);
             }
             let malformed = |reason: &str| LayerError::Malformed {
@@ -109,8 +125,12 @@ impl<R: Read> TarReader<R> {
                 | header::PAX_GLOBAL
                 | header::GNU_LONG_NAME
                 | header::GNU_LONG_LINK => {
-                    if size > META_MAX {
-                        return Err(malformed("extended header larger than 1 MiB"));
+                    if size > self.max_header {
+                        return Err(malformed(&format!(
+                            "an extended header of {size} bytes, more than the {} allowed \
+                             (`max_header` under [layers])",
+                            super::limits::human(self.max_header)
+                        )));
                     }
                     let mut data = vec![0u8; size as usize];
                     self.content()

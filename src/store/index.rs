@@ -128,6 +128,15 @@ impl Store {
         })
     }
 
+    /// Removes the untagged entry for `manifest`, if there is one (what
+    /// [`add_untagged`](Store::add_untagged) added); names stay.
+    pub fn remove_untagged(&self, manifest: &Descriptor) -> Result<(), StoreError> {
+        self.update_index(|manifests| {
+            manifests.retain(|d| ref_name(d).is_some() || d.digest() != manifest.digest());
+            Ok(())
+        })
+    }
+
     /// Removes the name `name`; returns what it named.
     pub fn untag(&self, name: &ImageName) -> Result<Option<Descriptor>, StoreError> {
         self.untag_ref(&name.tagged())
