@@ -302,7 +302,10 @@ fn one_source(source: Source, canary: &Canary, good: &str, failing: &[(&str, Str
     image::make(&store, "app:1", "secrets", 2048);
     let what = format!("{source:?}");
     let env = home_for(source, good, canary, h);
-    let name = format!("{good}/canary/app:1");
+    // A repository per source: the sources run at once, and Distribution
+    // 2.8 loses track of a blob two clients upload to one repository at the
+    // same time (MANIFEST_BLOB_UNKNOWN after both uploads said 201).
+    let name = format!("{good}/canary/{}/app:1", what.to_lowercase());
     for args in [
         vec!["push", "app:1", name.as_str()],
         vec!["pull", name.as_str()],
