@@ -29,6 +29,9 @@ use std::str::FromStr;
 pub use apply::{apply, ApplyOptions, ApplyStats};
 pub use compress::{export, export_with_workers};
 pub use error::{EntryProblem, LayerError};
+/// The hostile-tar reader alone, for the fuzz targets (`fuzz/`).
+#[doc(hidden)]
+pub use reader::{Header as TarHeader, TarReader};
 pub use tar::write_tar;
 
 use crate::digest::Digest;
