@@ -5,7 +5,7 @@
 //!
 //! The first byte selects the parser; the rest is its input. Properties:
 //! no panic; whatever parses, written back (canonical JSON, or `Display`),
-//! parses again to the same value.
+//! parses again to the same value (for a config: the same canonical JSON).
 #![no_main]
 
 use std::str::FromStr;
@@ -57,7 +57,10 @@ fuzz_target!(|data: &[u8]| {
                 let again = canonical_json(&c);
                 let back: ImageConfiguration =
                     serde_json::from_slice(&again).expect("a written config parses again");
-                assert_eq!(c, back);
+                // oci-spec keeps exposed ports as a list in document
+                // order, which canonical JSON sorts: compare the canonical
+                // forms, which must be a fixed point.
+                assert_eq!(canonical_json(&back), again);
             }
         }
         5 => {
