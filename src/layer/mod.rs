@@ -31,6 +31,9 @@ pub use apply::{apply, apply_with_limits, ApplyOptions, ApplyStats};
 pub use compress::{export, export_with_workers};
 pub use error::{EntryProblem, LayerError};
 pub use limits::Limits;
+/// The hostile-tar reader alone, for the fuzz targets (`fuzz/`).
+#[doc(hidden)]
+pub use reader::{Header as TarHeader, TarReader};
 pub use tar::write_tar;
 
 use crate::digest::Digest;

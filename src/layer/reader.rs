@@ -78,6 +78,7 @@ impl<R: Read> TarReader<R> {
 
     /// The next entry, or `None` at the end-of-archive marker. Content left
     /// unread of the previous entry is skipped.
+    #[allow(clippy::should_implement_trait)] // fallible: not an Iterator
     pub fn next(&mut self) -> Result<Option<Header>, LayerError> {
         let mut pax: Option<Vec<u8>> = None;
         let mut long_name: Option<Vec<u8>> = None;

@@ -19,7 +19,7 @@ use crate::digest::{Digest, DigestError};
 pub const DEFAULT_TAG: &str = "latest";
 
 /// docker's limit on `[registry/]repository`.
-const MAX_NAME_LEN: usize = 255;
+pub const MAX_NAME_LEN: usize = 255;
 const MAX_TAG_LEN: usize = 128;
 
 /// A parsed, valid image name.

@@ -11,7 +11,7 @@ use std::fmt;
 use std::net::IpAddr;
 
 use crate::digest::Digest;
-use crate::store::name::DEFAULT_TAG;
+use crate::store::name::{DEFAULT_TAG, MAX_NAME_LEN};
 use crate::store::{ImageName, NameError};
 
 pub const DOCKER_HUB: &str = "docker.io";
@@ -45,6 +45,15 @@ impl RegistryRef {
         } else {
             name.repository().to_string()
         };
+        // Docker checks the length of the normalised name, so must we: else
+        // a name this long is accepted and its own spelling is not.
+        let len = registry.len() + 1 + repository.len();
+        if len > MAX_NAME_LEN {
+            return Err(NameError::TooLong {
+                name: format!("{registry}/{repository}"),
+                len,
+            });
+        }
         let digest = name.digest().cloned();
         let tag = match (name.has_tag(), &digest) {
             (true, _) => Some(name.tag().to_string()),
@@ -154,6 +163,26 @@ mod tests {
 
     fn norm(s: &str) -> String {
         RegistryRef::parse(s).unwrap().to_string()
+    }
+
+    /// Found by `fuzz/` (oci_documents): a Docker Hub name short enough as
+    /// written but over 255 characters once `docker.io/` is put in front
+    /// was accepted, and its normalised spelling then was not.
+    #[test]
+    fn the_normalised_name_is_held_to_the_length_limit() {
+        let fuzzed = "index/docker.cker.io/ldockocker.cker.i/docker.cker.io/ldockocker.cker.io/library/aribrarary/aribrary/argino/library/arrary/architenger.cker.io/lry/architenger.cker.io/library/aribrary/argino/library/arrary/architenger.cker.io/library/aribrary/arginxst";
+        assert!(ImageName::parse(fuzzed).is_ok());
+        assert!(matches!(
+            RegistryRef::parse(fuzzed),
+            Err(NameError::TooLong { len: 261, .. })
+        ));
+        let short = "a".repeat(237);
+        assert_eq!(norm(&short).len(), 255 + ":latest".len());
+        let long = "a".repeat(238);
+        assert!(matches!(
+            RegistryRef::parse(&long),
+            Err(NameError::TooLong { len: 256, .. })
+        ));
     }
 
     #[test]
