@@ -119,18 +119,6 @@ impl BuildError {
     }
 }
 
-/// An error and its causes on one line (`a: b: c`), for the variants that
-/// keep a message: the cause (a full disk, a missing file) must not be lost.
-pub fn with_causes(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        let t = c.to_string();
-        if !s.contains(&t) {
-            s.push_str(": ");
-            s.push_str(&t);
-        }
-        cur = c.source();
-    }
-    s
-}
+/// An error and its causes on one line, for the variants that keep a
+/// message: the cause (a full disk, a missing file) must not be lost.
+pub use crate::report::error_chain as with_causes;

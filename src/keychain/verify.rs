@@ -230,21 +230,12 @@ async fn registry_message(resp: reqwest::Response) -> String {
 /// A reqwest error with its causes (the TLS reason is several levels
 /// down), without the URL's credentials (there are none in ours).
 fn error_chain(e: &reqwest::Error) -> String {
-    let mut s = e.to_string();
+    let mut s = crate::report::error_chain(e);
     if e.is_timeout() {
         s.push_str(
             ": timed out (the registry sent nothing for too long; \
              `timeout_secs` under [registries] in the configuration file sets how long)",
         );
-    }
-    let mut cur: Option<&dyn std::error::Error> = std::error::Error::source(e);
-    while let Some(c) = cur {
-        let t = c.to_string();
-        if !s.contains(&t) {
-            s.push_str(": ");
-            s.push_str(&t);
-        }
-        cur = c.source();
     }
     s
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use super::ReleaseError;
 use crate::digest::{Digest, HashingWriter};
-use crate::report::Reporter;
+use crate::report::{error_chain, Reporter};
 
 /// Caps on what is held in memory: a MANIFEST is a few hundred bytes.
 const MAX_SMALL: u64 = 1 << 20;
@@ -162,22 +162,6 @@ pub(crate) fn write_atomic(dest: &Path, text: &[u8]) -> Result<(), ReleaseError>
     tmp.persist(dest)
         .map_err(|e| ReleaseError::io(dest)(e.error))?;
     Ok(())
-}
-
-/// reqwest's error and its causes on one line (the cause says whether it
-/// was DNS, a refused connection or TLS).
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        let m = c.to_string();
-        if !s.contains(&m) {
-            s.push_str(": ");
-            s.push_str(&m);
-        }
-        cur = c.source();
-    }
-    s
 }
 
 impl Http {

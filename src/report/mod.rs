@@ -20,6 +20,24 @@ use std::time::Duration;
 
 use crate::exec::Stream;
 
+/// An error and its causes on one line (`a: b: c`), each cause once. The
+/// cause is often what a person needs (a full disk, a refused TLS
+/// certificate, a DNS failure several levels down a reqwest error), so
+/// messages that keep only a string keep this one.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let t = c.to_string();
+        if !s.contains(&t) {
+            s.push_str(": ");
+            s.push_str(&t);
+        }
+        cur = c.source();
+    }
+    s
+}
+
 /// One build step as the reporter sees it.
 #[derive(Debug, Clone)]
 pub struct StepInfo {

@@ -694,19 +694,7 @@ fn is_tls_error(text: &str) -> bool {
 }
 
 /// An error and its causes on one line.
-pub fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        let t = c.to_string();
-        if !s.contains(&t) {
-            s.push_str(": ");
-            s.push_str(&t);
-        }
-        cur = c.source();
-    }
-    s
-}
+pub use crate::report::error_chain as chain;
 
 /// The registry's error body (the spec's `{"errors": [...]}`), shortened,
 /// as `": CODE: message"`, or nothing.
