@@ -15,6 +15,7 @@
 
 mod common;
 mod hostile_support;
+mod layer_support;
 mod registry_support;
 
 use std::fs;

@@ -61,15 +61,19 @@ impl StoreLock {
     }
 }
 
-/// Opens (creating) `path` and takes an exclusive `flock` on it if that is
-/// possible right now; `None` if another open file holds a lock on it.
-pub fn try_flock(path: &Path) -> io::Result<Option<Flock<File>>> {
-    let mut file = OpenOptions::new()
+fn open_lock_file(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
-        .open(path)?;
+        .open(path)
+}
+
+/// Opens (creating) `path` and takes an exclusive `flock` on it if that is
+/// possible right now; `None` if another open file holds a lock on it.
+pub fn try_flock(path: &Path) -> io::Result<Option<Flock<File>>> {
+    let mut file = open_lock_file(path)?;
     loop {
         match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
             Ok(lock) => return Ok(Some(lock)),
@@ -83,12 +87,7 @@ pub fn try_flock(path: &Path) -> io::Result<Option<Flock<File>>> {
 /// Opens (creating) `path` and takes a `flock` on it, waiting as long as it
 /// takes.
 pub(crate) fn flock(path: &Path, exclusive: bool) -> io::Result<Flock<File>> {
-    let mut file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)?;
+    let mut file = open_lock_file(path)?;
     let arg = if exclusive {
         FlockArg::LockExclusive
     } else {

@@ -173,17 +173,7 @@ impl Tar {
 
     /// A PAX extended header for the next entry (`key=value` records).
     pub fn pax(self, records: &[(&str, &[u8])]) -> Tar {
-        let mut data = Vec::new();
-        for (k, v) in records {
-            let rest = k.len() + v.len() + 3;
-            let mut len = rest + 1;
-            while len != rest + len.to_string().len() {
-                len = rest + len.to_string().len();
-            }
-            data.extend_from_slice(format!("{len} {k}=").as_bytes());
-            data.extend_from_slice(v);
-            data.push(b'\n');
-        }
+        let data = crate::layer_support::pax_records(records);
         self.extended(b'x', b"PaxHeaders.0/x", &data)
     }
 

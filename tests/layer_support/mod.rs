@@ -311,17 +311,7 @@ impl RawTar {
 
     /// A PAX extended header (records given as `key=value`).
     pub fn pax(self, records: &[(&str, &[u8])]) -> Self {
-        let mut data = Vec::new();
-        for (k, v) in records {
-            let rest = k.len() + v.len() + 3;
-            let mut len = rest + 1;
-            while len != rest + len.to_string().len() {
-                len = rest + len.to_string().len();
-            }
-            data.extend_from_slice(format!("{len} {k}=").as_bytes());
-            data.extend_from_slice(v);
-            data.push(b'\n');
-        }
+        let data = pax_records(records);
         self.entry(RawEntry {
             name: b"PaxHeaders/x",
             typeflag: b'x',
@@ -346,4 +336,20 @@ impl RawTar {
         self.bytes.extend_from_slice(&[0u8; 1024]);
         self.bytes
     }
+}
+
+/// PAX extended-header records (`LEN key=value\n`, LEN counting itself).
+pub fn pax_records(records: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut data = Vec::new();
+    for (k, v) in records {
+        let rest = k.len() + v.len() + 3;
+        let mut len = rest + 1;
+        while len != rest + len.to_string().len() {
+            len = rest + len.to_string().len();
+        }
+        data.extend_from_slice(format!("{len} {k}=").as_bytes());
+        data.extend_from_slice(v);
+        data.push(b'\n');
+    }
+    data
 }
