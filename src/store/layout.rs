@@ -102,6 +102,10 @@ impl Store {
     }
 
     fn create_layout(&self) -> Result<(), StoreError> {
+        // Under the index lock, like every other write of `index.json`: the
+        // atomic writes' `.tmp-*` files are then known to be live work, and
+        // `jbuild check --repair` beside a first build leaves them alone.
+        let _index = self.lock_file("index.lock", true)?;
         let blobs = self.root.join("blobs/sha256");
         fs::create_dir_all(&blobs)
             .map_err(|e| StoreError::io(format!("cannot create {}", blobs.display()), e))?;
