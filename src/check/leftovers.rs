@@ -135,16 +135,23 @@ pub fn check(
             );
         }
     }
+    // While `oci-layout` is missing the store is being created, and its
+    // creation writes `index.json` and `oci-layout` without the index lock
+    // (no `.jbuild/` yet: a layout jbuild creates stays a plain one). Its
+    // temporary files are then only judged by age.
+    let created = store.join("oci-layout").exists();
     for p in entries(&store)?
         .into_iter()
         .filter(|p| has_prefix(p, &[".tmp-"]))
     {
-        found(
-            p,
-            Guard::Index,
-            "tmp-file",
-            "a copy of index.json an interrupted write left",
-        );
+        if created || is_stale(&p) {
+            found(
+                p,
+                Guard::Index,
+                "tmp-file",
+                "a copy of index.json an interrupted write left",
+            );
+        }
     }
     let dir_sn = paths.dir_snapshots();
     // Active snapshots are whole work in progress: a dead one goes as a whole.

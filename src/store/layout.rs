@@ -102,10 +102,6 @@ impl Store {
     }
 
     fn create_layout(&self) -> Result<(), StoreError> {
-        // Under the index lock, like every other write of `index.json`: the
-        // atomic writes' `.tmp-*` files are then known to be live work, and
-        // `jbuild check --repair` beside a first build leaves them alone.
-        let _index = self.lock_file("index.lock", true)?;
         let blobs = self.root.join("blobs/sha256");
         fs::create_dir_all(&blobs)
             .map_err(|e| StoreError::io(format!("cannot create {}", blobs.display()), e))?;
@@ -129,8 +125,24 @@ impl Store {
             {
                 continue;
             }
-            write_atomic(&path, &bytes)
-                .map_err(|e| StoreError::io(format!("cannot write {}", path.display()), e))?;
+            if let Err(e) = write_atomic(&path, &bytes) {
+                // Once another process has finished the same layout, a
+                // `jbuild check --repair` may take our temporary file: what
+                // we meant to write is then there already.
+                let there = fs::read(&path).is_ok_and(|b| {
+                    if name == LAYOUT_FILE {
+                        b == bytes
+                    } else {
+                        serde_json::from_slice::<oci_spec::image::ImageIndex>(&b).is_ok()
+                    }
+                });
+                if !there {
+                    return Err(StoreError::io(
+                        format!("cannot write {}", path.display()),
+                        e,
+                    ));
+                }
+            }
         }
         Ok(())
     }
