@@ -235,6 +235,7 @@ impl ZfsSnapshotter {
             )));
         }
         if mounted != "yes" {
+            let _turn = fuse::mount_turn(self.zfs_fuse);
             zfs(&["mount", &ds]).map_err(|e| self.fail(e))?;
         }
         Ok(PathBuf::from(mountpoint))
@@ -243,6 +244,7 @@ impl ZfsSnapshotter {
     /// `zfs rename from to`. zfs-fuse cannot rename a mounted filesystem
     /// ("dataset is busy"), so there the dataset is unmounted around it.
     fn rename(&self, from: &str, to: &str) -> Result<(), CmdError> {
+        let _turn = fuse::mount_turn(self.zfs_fuse);
         match zfs(&["rename", from, to]) {
             Err(e) if e.says("dataset is busy") => {
                 zfs_when_idle(&["umount", from])?;
@@ -300,9 +302,12 @@ impl Snapshotter for ZfsSnapshotter {
             self.require(parent, Kind::Committed)?;
         }
         let ds = self.ds(key);
-        let made = match parent {
-            Some(parent) => zfs(&["clone", &self.snap(parent), &ds]),
-            None => zfs(&["create", &ds]),
+        let made = {
+            let _turn = fuse::mount_turn(self.zfs_fuse);
+            match parent {
+                Some(parent) => zfs(&["clone", &self.snap(parent), &ds]),
+                None => zfs(&["create", &ds]),
+            }
         };
         match made {
             Ok(_) => {}
@@ -316,6 +321,7 @@ impl Snapshotter for ZfsSnapshotter {
             Err(e) => return Err(self.fail(e)),
         }
         self.mounted_root(key).inspect_err(|_| {
+            let _turn = fuse::mount_turn(self.zfs_fuse);
             let _ = zfs_when_idle(&["destroy", &ds]);
         })
     }
@@ -416,7 +422,11 @@ impl Snapshotter for ZfsSnapshotter {
             }
         }
         // -r takes the `@jbuild` with it; never -R, which would take clones.
-        match zfs_when_idle(&["destroy", "-r", &self.ds(name)]) {
+        let destroyed = {
+            let _turn = fuse::mount_turn(self.zfs_fuse);
+            zfs_when_idle(&["destroy", "-r", &self.ds(name)])
+        };
+        match destroyed {
             Ok(_) => Ok(()),
             // A clone made since the check: ZFS refused, nothing changed.
             Err(e) if e.says("dependent clones") => Err(has_children(self.children(name)?)),
