@@ -172,3 +172,47 @@ fn copy_from_a_stage_that_made_no_files_is_an_error() {
         "{err}"
     );
 }
+
+/// `jbuild images | head -1`, `jbuild check --repair | head`: a reader that
+/// went away ends the output, not the command (no panic, same exit code);
+/// a standard output that cannot be written (a full disk) is an error.
+#[test]
+fn a_closed_or_full_standard_output() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("r");
+    let ctx = jailfile(&t.path().join("c"), "FROM scratch\nSYSRC a=1\n");
+    ok(jbuild(&root).args(["build", "-q", "-t", "one:1"]).arg(&ctx));
+    for tag in ["one:2", "two:1", "three:1"] {
+        ok(jbuild(&root).args(["tag", "one:1", tag]));
+    }
+    for args in [
+        &["images"][..],
+        &["check"],
+        &["check", "--repair"],
+        &["history", "one:1"],
+    ] {
+        let (reader, writer) = nix::unistd::pipe().unwrap();
+        drop(reader);
+        let out = run(jbuild(&root).args(args).stdout(std::fs::File::from(writer)));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+        assert!(err.is_empty(), "{args:?}: {err}");
+
+        let full = fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        let out = run(jbuild(&root).args(args).stdout(full));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(
+            err.matches("error: cannot write to standard output")
+                .count(),
+            1,
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+    let images = ok(jbuild(&root).arg("images"));
+    assert_eq!(images.lines().count(), 5, "{images}");
+}

@@ -92,7 +92,7 @@ pub fn convert(ctx: &Ctx, a: ConvertArgs) -> CmdResult {
     match &a.output {
         Some(out) => jbuild::fsutil::write_atomic(out, converted.jailfile.as_bytes())
             .map_err(|e| Failure::user(anyhow!("cannot write {}: {e}", out.display())))?,
-        None => print!("{}", converted.jailfile),
+        None => out!("{}", converted.jailfile),
     }
     if !ctx.quiet && !ctx.json {
         eprintln!(

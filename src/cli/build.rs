@@ -253,7 +253,7 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
                 out.steps_cached
             );
         }
-        println!("{}", out.manifest_digest);
+        outln!("{}", out.manifest_digest);
     }
     Ok(())
 }

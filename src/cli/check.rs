@@ -56,7 +56,7 @@ pub fn run(ctx: &Ctx, args: CheckArgs) -> CmdResult {
             let done = repair::repair(&report, &ctx.paths, Some(sn.as_ref()), lock.as_ref());
             if !ctx.json {
                 for line in &done {
-                    println!("repaired: {line}");
+                    outln!("repaired: {line}");
                 }
             }
             let progress = done
@@ -85,23 +85,23 @@ fn print(ctx: &Ctx, report: &Report, repaired: &[String]) -> CmdResult {
     if ctx.json {
         let mut v = report.to_json();
         v["repaired"] = serde_json::json!(repaired);
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&v).map_err(Failure::internal)?
         );
         return Ok(());
     }
     for f in report.damaged() {
-        println!("{}", f.to_text());
+        outln!("{}", f.to_text());
     }
     if !ctx.quiet {
         for f in report.reclaimable() {
-            println!("{}", f.to_text());
+            outln!("{}", f.to_text());
         }
         for n in &report.notes {
-            println!("note: {n}");
+            outln!("note: {n}");
         }
     }
-    println!("{}", report.summary_line());
+    outln!("{}", report.summary_line());
     Ok(())
 }

@@ -70,7 +70,7 @@ pub fn run(ctx: &Ctx, a: CreateArgs) -> CmdResult {
                 made.conf.display()
             );
         }
-        print!("{}", made.entry);
+        out!("{}", made.entry);
     }
     Ok(())
 }

@@ -100,7 +100,7 @@ pub fn images(ctx: &Ctx, args: ImagesArgs) -> CmdResult {
             .iter()
             .map(|(n, d, p, s)| json!({"name": n, "digest": d, "platform": p, "size": s}))
             .collect();
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&v).map_err(Failure::internal)?
         );
@@ -108,16 +108,19 @@ pub fn images(ctx: &Ctx, args: ImagesArgs) -> CmdResult {
     }
     if args.digests {
         for (_, d, _, _) in &rows {
-            println!("{d}");
+            outln!("{d}");
         }
         return Ok(());
     }
-    println!(
+    outln!(
         "{:<40} {:<19} {:<16} {:>10}",
-        "NAME", "DIGEST", "PLATFORM", "SIZE"
+        "NAME",
+        "DIGEST",
+        "PLATFORM",
+        "SIZE"
     );
     for (n, d, p, s) in rows {
-        println!(
+        outln!(
             "{:<40} {:<19} {:<16} {:>10}",
             n,
             &d[..d.len().min(19)],
@@ -141,7 +144,7 @@ pub fn inspect(ctx: &Ctx, args: InspectArgs) -> CmdResult {
             .cloned();
         return match text {
             Some(t) => {
-                print!("{t}");
+                out!("{t}");
                 Ok(())
             }
             None => Err(Failure::user(anyhow!(
@@ -156,7 +159,7 @@ pub fn inspect(ctx: &Ctx, args: InspectArgs) -> CmdResult {
         "manifest": img.manifest,
         "config": img.config,
     });
-    println!(
+    outln!(
         "{}",
         serde_json::to_string_pretty(&out).map_err(Failure::internal)?
     );
@@ -178,13 +181,13 @@ pub fn history(ctx: &Ctx, args: HistoryArgs) -> CmdResult {
             .iter()
             .map(|(c, e, s)| json!({"created_by": c, "empty_layer": e, "size": s}))
             .collect();
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&v).map_err(Failure::internal)?
         );
         return Ok(());
     }
-    println!("{:>10}  CREATED BY", "SIZE");
+    outln!("{:>10}  CREATED BY", "SIZE");
     for (created_by, empty, size) in rows.iter().rev() {
         let one_line = created_by.replace('\n', " ");
         let shown: String = if args.no_trunc || one_line.chars().count() <= 60 {
@@ -192,7 +195,7 @@ pub fn history(ctx: &Ctx, args: HistoryArgs) -> CmdResult {
         } else {
             one_line.chars().take(57).chain("...".chars()).collect()
         };
-        println!(
+        outln!(
             "{:>10}  {}",
             if *empty {
                 "-".to_string()
@@ -227,7 +230,7 @@ pub fn rmi(ctx: &Ctx, args: RmiArgs) -> CmdResult {
         match store.untag(&name).map_err(Failure::internal)? {
             Some(d) => {
                 if !ctx.quiet {
-                    println!("untagged {name} ({})", d.digest());
+                    outln!("untagged {name} ({})", d.digest());
                 }
             }
             None => missing.push(n.clone()),
@@ -291,12 +294,12 @@ pub fn prune(ctx: &Ctx, args: PruneArgs) -> CmdResult {
     drop(lock);
     let freed: u64 = blobs.iter().map(|(_, n)| n).sum();
     if ctx.json {
-        println!(
+        outln!(
             "{}",
             json!({"snapshots_removed": removed_snapshots, "blobs_removed": blobs.len(), "bytes_freed": freed})
         );
     } else if !ctx.quiet {
-        println!(
+        outln!(
             "removed {removed_snapshots} snapshots and {} blobs ({})",
             blobs.len(),
             bytes(freed)
@@ -326,10 +329,10 @@ pub fn info(ctx: &Ctx) -> CmdResult {
         "version": env!("CARGO_PKG_VERSION"),
     });
     if ctx.json {
-        println!("{v}");
+        outln!("{v}");
     } else {
         for (k, val) in v.as_object().into_iter().flatten() {
-            println!(
+            outln!(
                 "{k:<16} {}",
                 val.as_str()
                     .map(str::to_string)

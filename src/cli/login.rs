@@ -116,12 +116,12 @@ pub fn login(ctx: &Ctx, a: LoginArgs) -> CmdResult {
         )
     })?;
     if ctx.json {
-        println!(
+        outln!(
             "{}",
             json!({"registry": registry, "username": username, "logged_in": true})
         );
     } else if !ctx.quiet {
-        println!("Login succeeded: {username} at {registry}");
+        outln!("Login succeeded: {username} at {registry}");
     }
     Ok(())
 }
@@ -131,12 +131,12 @@ pub fn logout(ctx: &Ctx, a: LogoutArgs) -> CmdResult {
     let keychain = Keychain::from_env().map_err(Failure::user)?;
     let removed = keychain.erase(&registry).map_err(Failure::user)?;
     if ctx.json {
-        println!("{}", json!({"registry": registry, "removed": removed}));
+        outln!("{}", json!({"registry": registry, "removed": removed}));
     } else if !ctx.quiet {
         if removed {
-            println!("Removed the credentials for {registry}");
+            outln!("Removed the credentials for {registry}");
         } else {
-            println!("Not logged in to {registry}");
+            outln!("Not logged in to {registry}");
         }
     }
     Ok(())

@@ -3,6 +3,9 @@
 //! `main` prints the failure once, as `error: ...` followed by its causes,
 //! and maps it to the exit code.
 
+#[macro_use]
+mod out;
+
 mod backend;
 mod bastille;
 mod build;
@@ -254,6 +257,8 @@ pub fn main() -> i32 {
         Cmd::Logout(a) => login::logout(&ctx, a),
     };
     match result {
+        // What the command printed did not all reach standard output.
+        Ok(()) if out::failed() => EXIT_INTERNAL,
         Ok(()) => 0,
         Err(f) => {
             report(&f.error);

@@ -153,7 +153,7 @@ pub fn import(ctx: &Ctx, args: ImportArgs) -> CmdResult {
 
 pub(super) fn done(ctx: &Ctx, digest: &str, place: &str, tag: Option<&str>) {
     if ctx.json {
-        println!(
+        outln!(
             "{}",
             json!({"event": "result", "digest": digest, "to": place, "tag": tag})
         );
@@ -161,6 +161,6 @@ pub(super) fn done(ctx: &Ctx, digest: &str, place: &str, tag: Option<&str>) {
         if !ctx.quiet {
             eprintln!("copied {digest} to {place}");
         }
-        println!("{digest}");
+        outln!("{digest}");
     }
 }
