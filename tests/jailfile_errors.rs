@@ -205,3 +205,41 @@ fn include_of_a_missing_file() {
         Some("INCLUDE paths are relative to the including file's directory (`web`)")
     );
 }
+
+/// `INCLUDE /dev/zero`, `-f /dev/zero`, or a file included over and over:
+/// bounded reads, an error naming the line, not a process filling memory.
+#[test]
+fn endless_or_huge_input_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let jf = dir.path().join("Jailfile");
+    fs::write(&jf, "FROM scratch\nINCLUDE /dev/zero\n").unwrap();
+    let e = load(&jf, &BTreeMap::new()).unwrap_err();
+    assert_eq!((e.line, e.column), (2, 9), "{e}");
+    assert!(
+        e.message
+            .starts_with("cannot read included file `/dev/zero`: more than 4 MiB"),
+        "{e}"
+    );
+
+    let e = jbuild::jailfile::read(Path::new("/dev/zero")).unwrap_err();
+    assert!(e.message.contains("more than 4 MiB"), "{e}");
+
+    // 3 MiB of comments, included 6 times: each file is fine, the sum is not.
+    let part = format!("{}RUN true\n", "# padding\n".repeat(300_000));
+    fs::write(dir.path().join("part.jf"), part).unwrap();
+    fs::write(
+        &jf,
+        format!("FROM scratch\n{}", "INCLUDE part.jf\n".repeat(6)),
+    )
+    .unwrap();
+    let e = load(&jf, &BTreeMap::new()).unwrap_err();
+    assert_eq!(e.line, 7, "{e}");
+    assert!(e.message.contains("INCLUDEs hold more than 16 MiB"), "{e}");
+    fs::write(
+        &jf,
+        format!("FROM scratch\n{}", "INCLUDE part.jf\n".repeat(5)),
+    )
+    .unwrap();
+    let b = load(&jf, &BTreeMap::new()).unwrap();
+    assert!(format!("{b:?}").matches("true").count() >= 5);
+}

@@ -166,6 +166,11 @@ impl Sources {
         FileId::try_from(self.files.len() - 1).unwrap_or(FileId::MAX)
     }
 
+    /// The bytes of text read so far, all files together.
+    pub fn total_len(&self) -> usize {
+        self.files.iter().map(|f| f.text.len()).sum()
+    }
+
     pub fn path(&self, id: FileId) -> Arc<PathBuf> {
         self.files
             .get(id as usize)

@@ -15,6 +15,10 @@ use super::text::Text;
 /// How deep INCLUDEs may nest before we suspect a mistake.
 const MAX_INCLUDE_DEPTH: usize = 32;
 
+/// The most text one load reads, the Jailfile and every INCLUDE together
+/// (each file alone is bounded by [`super::MAX_FILE`]).
+const MAX_TOTAL: usize = 16 << 20;
+
 impl Resolver<'_> {
     pub(super) fn include(&mut self, path: &Text, escape: char) -> Result<()> {
         let rel = subst::word(path, escape, &|n| self.lookup(n))?.value;
@@ -51,21 +55,31 @@ impl Resolver<'_> {
                 format!("INCLUDEs nest more than {MAX_INCLUDE_DEPTH} deep"),
             ));
         }
-        let text = std::fs::read_to_string(&full).map_err(|e| {
-            let why = match e.kind() {
-                std::io::ErrorKind::NotFound => "no such file".to_string(),
-                std::io::ErrorKind::InvalidData => "not UTF-8 text".to_string(),
-                _ => e.to_string(),
-            };
+        let text = super::read_text(&full).map_err(|e| {
             Error::new(
                 path.span(),
-                format!("cannot read included file `{}`: {why}", full.display()),
+                format!(
+                    "cannot read included file `{}`: {}",
+                    full.display(),
+                    super::why(&e)
+                ),
             )
             .with_help(format!(
                 "INCLUDE paths are relative to the including file's directory (`{}`)",
                 dir.display()
             ))
         })?;
+        if self.sources.total_len() + text.len() > MAX_TOTAL {
+            return Err(Error::new(
+                path.span(),
+                format!(
+                    "the Jailfile and its INCLUDEs hold more than {} MiB with `{}`",
+                    MAX_TOTAL >> 20,
+                    full.display()
+                ),
+            )
+            .with_help("is a file included over and over? include a shared file once"));
+        }
         let file = self.sources.add(full.clone(), text);
         self.includes.push((id, full));
         self.file(file)?;

@@ -50,17 +50,44 @@ pub fn load(path: &Path, build_args: &BTreeMap<String, String>) -> Result<Build,
 /// Reads a Jailfile's text, with the error a user should see when it
 /// cannot be read.
 pub fn read(path: &Path) -> Result<String, Diagnostic> {
-    std::fs::read_to_string(path).map_err(|e| {
-        let why = match e.kind() {
-            std::io::ErrorKind::NotFound => "no such file".to_string(),
-            std::io::ErrorKind::InvalidData => "not UTF-8 text".to_string(),
-            _ => e.to_string(),
-        };
+    read_text(path).map_err(|e| {
         Diagnostic::for_file(
             path,
-            format!("cannot read Jailfile `{}`: {why}", path.display()),
+            format!("cannot read Jailfile `{}`: {}", path.display(), why(&e)),
         )
     })
+}
+
+/// The most one Jailfile or included file may hold. Recipes are text of a
+/// few KiB; this only stops `-f /dev/zero` or a mistyped path to a disk
+/// image from filling memory.
+pub const MAX_FILE: u64 = 4 << 20;
+
+/// Reads a Jailfile or an included file as UTF-8, at most [`MAX_FILE`]
+/// bytes (more is an error of kind `FileTooLarge`).
+pub(crate) fn read_text(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::File::open(path)?
+        .take(MAX_FILE + 1)
+        .read_to_string(&mut text)?;
+    if text.len() as u64 > MAX_FILE {
+        return Err(std::io::ErrorKind::FileTooLarge.into());
+    }
+    Ok(text)
+}
+
+/// Why a Jailfile or included file could not be read, in plain words.
+pub(crate) fn why(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => "no such file".to_string(),
+        std::io::ErrorKind::InvalidData => "not UTF-8 text".to_string(),
+        std::io::ErrorKind::FileTooLarge => format!(
+            "more than {} MiB; a Jailfile is a short text recipe: is this the right file?",
+            MAX_FILE >> 20
+        ),
+        _ => e.to_string(),
+    }
 }
 
 /// Like [`load`], with the text given; `path` names the file in messages
