@@ -14,7 +14,6 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
 
-use futures_util::StreamExt;
 use oci_client::client::{Certificate, CertificateEncoding, ClientConfig, ClientProtocol};
 use oci_client::errors::OciDistributionError;
 use oci_client::secrets::RegistryAuth;
@@ -22,6 +21,8 @@ use oci_client::RegistryOperation;
 use reqwest::{RequestBuilder, Response, StatusCode};
 use tokio::sync::Mutex;
 
+use super::body::{error_body, short};
+use super::endpoint::{load_certs, probe_scheme};
 use super::oauth;
 use super::reference::{api_host, is_loopback, RegistryRef};
 use super::retry::{parse_retry_after, transient_status, Attempt, RetryPolicy};
@@ -29,9 +30,6 @@ use super::signin;
 use super::RegistryOptions;
 use crate::keychain::{Credential, Keychain, Secret};
 use crate::transport::TransportError;
-
-/// Where docker and podman look for a registry's CA certificates.
-pub const DEFAULT_CERTS_DIRS: [&str; 2] = ["/etc/docker/certs.d", "/etc/containers/certs.d"];
 
 /// How a request is authorised, once worked out for an operation.
 #[derive(Clone)]
@@ -598,49 +596,6 @@ impl Conn {
 
 const USER_AGENT: &str = concat!("jbuild/", env!("CARGO_PKG_VERSION"));
 
-/// For a registry allowed plain HTTP: HTTPS if it answers HTTPS (as docker
-/// tries first), else plain HTTP.
-async fn probe_scheme(http: &reqwest::Client, host: &str, timeout: Duration) -> &'static str {
-    let probe = |scheme: &str| {
-        http.get(format!("{scheme}://{host}/v2/"))
-            .timeout(timeout.min(Duration::from_secs(10)))
-            .send()
-    };
-    match probe("https").await {
-        Ok(_) => "https",
-        // It speaks TLS, with a certificate we do not trust: stay on HTTPS,
-        // so the request fails with the certificate advice instead of a
-        // confusing 400 from sending plain HTTP to a TLS port.
-        Err(e) if chain(&e).to_ascii_lowercase().contains("certificate") => "https",
-        Err(e) => {
-            tracing::debug!(error = %chain(&e), host, "no HTTPS; using plain HTTP");
-            "http"
-        }
-    }
-}
-
-/// The PEM files docker's `certs.d` convention names for `registry`:
-/// `DIR/HOST[:PORT]/*.crt`, from every directory in `dirs`.
-pub fn load_certs(dirs: &[PathBuf], registry: &str) -> Result<Vec<(PathBuf, Vec<u8>)>, String> {
-    let mut out = Vec::new();
-    for dir in dirs {
-        let d = dir.join(registry);
-        let Ok(entries) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        let mut paths: Vec<PathBuf> = entries
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "crt"))
-            .collect();
-        paths.sort();
-        for p in paths {
-            let pem = std::fs::read(&p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
-            out.push((p, pem));
-        }
-    }
-    Ok(out)
-}
-
 enum Class {
     Transient,
     Unauthorized,
@@ -696,107 +651,13 @@ fn is_tls_error(text: &str) -> bool {
 /// An error and its causes on one line.
 pub use crate::report::error_chain as chain;
 
-/// The registry's error body (the spec's `{"errors": [...]}`), shortened,
-/// as `": CODE: message"`, or nothing.
-async fn error_body(resp: Response) -> String {
-    let bytes = head_of_body(resp, MAX_ERROR_BODY).await;
-    #[derive(serde::Deserialize)]
-    struct Body {
-        errors: Vec<Item>,
-    }
-    #[derive(serde::Deserialize)]
-    struct Item {
-        code: Option<String>,
-        message: Option<String>,
-    }
-    if let Ok(b) = serde_json::from_slice::<Body>(&bytes) {
-        let parts: Vec<String> = b
-            .errors
-            .iter()
-            .map(|i| {
-                format!(
-                    "{}: {}",
-                    i.code.as_deref().unwrap_or("?"),
-                    i.message.as_deref().unwrap_or("")
-                )
-            })
-            .collect();
-        if !parts.is_empty() {
-            return format!(": {}", short(&parts.join("; ")));
-        }
-    }
-    String::new()
-}
-
-/// The most of an error body jbuild reads: a registry's `{"errors": ...}`
-/// is a few hundred bytes; a body that does not end is not read to its end.
-pub const MAX_ERROR_BODY: usize = 64 * 1024;
-
-/// At most `max` bytes of a response body (the rest is dropped with the
-/// connection), so an answer of any size costs bounded memory.
-pub async fn head_of_body(resp: Response, max: usize) -> Vec<u8> {
-    match read_capped(resp, max).await {
-        Ok(b) => b,
-        Err((b, _)) => b,
-    }
-}
-
-/// At most `max` bytes of a response body; a body that breaks off (or
-/// times out) is an error, with what came before it.
-pub async fn read_capped(resp: Response, max: usize) -> Result<Vec<u8>, (Vec<u8>, reqwest::Error)> {
-    let mut out = Vec::new();
-    let mut stream = resp.bytes_stream();
-    while let Some(chunk) = stream.next().await {
-        let chunk = match chunk {
-            Ok(c) => c,
-            Err(e) => return Err((out, e)),
-        };
-        let room = max - out.len();
-        out.extend_from_slice(&chunk[..chunk.len().min(room)]);
-        if out.len() >= max {
-            break;
-        }
-    }
-    Ok(out)
-}
-
-fn short(s: &str) -> String {
-    let s = s.trim();
-    match s.char_indices().nth(200) {
-        Some((i, _)) => format!("{}…", &s[..i]),
-        None => s.to_string(),
-    }
-}
-
-pub fn certs_dirs_default() -> Vec<PathBuf> {
-    DEFAULT_CERTS_DIRS.iter().map(PathBuf::from).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn certs_follow_docker_certs_d() {
-        let t = tempfile::tempdir().unwrap();
-        let d = t.path().join("reg.lan:5000");
-        std::fs::create_dir_all(&d).unwrap();
-        std::fs::write(d.join("ca.crt"), b"PEM").unwrap();
-        std::fs::write(d.join("client.key"), b"KEY").unwrap();
-        std::fs::create_dir_all(t.path().join("other")).unwrap();
-        std::fs::write(t.path().join("other/ca.crt"), b"X").unwrap();
-        let got = load_certs(&[t.path().to_path_buf()], "reg.lan:5000").unwrap();
-        assert_eq!(got.len(), 1);
-        assert_eq!(got[0].1, b"PEM");
-        assert!(load_certs(&[t.path().to_path_buf()], "none:1")
-            .unwrap()
-            .is_empty());
-    }
-
-    #[test]
     fn tls_errors_are_not_retried() {
         assert!(is_tls_error("invalid peer certificate: UnknownIssuer"));
         assert!(!is_tls_error("connection refused"));
-        assert_eq!(short(&"x".repeat(300)).chars().count(), 201);
     }
 }

@@ -19,7 +19,9 @@
 //! use, so naming a registry costs nothing until it is reached.
 
 mod blob;
+mod body;
 mod conn;
+mod endpoint;
 pub mod oauth;
 mod pull;
 pub mod reference;
@@ -53,7 +55,7 @@ use super::{
 use crate::digest::Digest;
 use crate::keychain::Keychain;
 pub use blob::range_start;
-pub use conn::{head_of_body, read_capped};
+pub use body::{head_of_body, read_capped};
 
 /// How registries are reached: which may use plain HTTP, where CA
 /// certificates are, whose credentials, how hard to retry.
@@ -98,7 +100,7 @@ impl RegistryOptions {
     fn certs_dirs(&self) -> Vec<PathBuf> {
         match &self.certs_dir {
             Some(d) => vec![d.clone()],
-            None => conn::certs_dirs_default(),
+            None => endpoint::certs_dirs_default(),
         }
     }
 }

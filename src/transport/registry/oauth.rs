@@ -132,7 +132,7 @@ pub async fn exchange(
         message: format!("the token service {} sent no token: {e}", challenge.realm),
     };
     // A token answer is a few KiB; a bigger one is not read whole.
-    let bytes = super::conn::read_capped(resp, MAX_ANSWER + 1)
+    let bytes = super::body::read_capped(resp, MAX_ANSWER + 1)
         .await
         .map_err(|(_, e)| no_token(super::conn::chain(&e)))?;
     if bytes.len() > MAX_ANSWER {

@@ -11,7 +11,8 @@
 use oci_client::RegistryOperation;
 use reqwest::header::WWW_AUTHENTICATE;
 
-use super::conn::{chain, head_of_body, read_capped};
+use super::body::{head_of_body, read_capped};
+use super::conn::chain;
 use super::oauth::{parse_bearer, MAX_ANSWER};
 use super::retry::transient_status;
 use crate::keychain::Secret;
