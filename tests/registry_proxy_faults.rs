@@ -263,3 +263,71 @@ fn pushes_report_lasting_faults() {
         text(&out.stderr)
     );
 }
+
+/// The registry loses a blob between its upload and the manifest (as
+/// Distribution 2.8 can when two pushes upload the same blob at once): the
+/// real registry refuses the manifest with MANIFEST_BLOB_UNKNOWN, and jbuild
+/// looks again, uploads the blob again and pushes the manifest again.
+#[test]
+fn a_blob_lost_before_its_manifest_is_uploaded_again() {
+    let src = World::new(1 << 20);
+    let reg = Registry::start();
+    let lost = src
+        .digests
+        .iter()
+        .find(|d| **d != src.manifest)
+        .unwrap()
+        .clone();
+    let delete = format!("/v2/jbuild/app/blobs/{lost}");
+    let proxy = Proxy::start(
+        reg.port,
+        vec![Fault::new(
+            "PUT",
+            "/manifests/",
+            1,
+            FaultKind::UpstreamFirst("DELETE", delete.clone()),
+        )],
+    );
+    let out = run_bounded(
+        src.jbuild().args([
+            "push",
+            "app:1",
+            &format!("127.0.0.1:{}/jbuild/app:1", proxy.port),
+        ]),
+        LIMIT,
+    );
+    let log = proxy.requests();
+    assert!(out.status.success(), "{}\n{log:#?}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim(), src.manifest);
+    // The blob really was gone when the first manifest arrived...
+    assert!(
+        log.contains(&format!("UPSTREAM DELETE {delete} -> 202")),
+        "{log:#?}"
+    );
+    let manifests = log
+        .iter()
+        .filter(|r| r.starts_with("PUT ") && r.contains("/manifests/"));
+    assert_eq!(manifests.count(), 2, "{log:#?}");
+    // ...and was looked for and uploaded again before the second.
+    let heads = log
+        .iter()
+        .filter(|r| r.starts_with("HEAD ") && r.ends_with(&lost))
+        .count();
+    assert_eq!(heads, 2, "{log:#?}");
+    assert!(
+        text(&out.stderr).contains("uploading the missing blobs again"),
+        "{}",
+        text(&out.stderr)
+    );
+    let dst = World::new(0);
+    run_ok(
+        dst.jbuild()
+            .args(["pull", &format!("{}/jbuild/app:1", reg.host())]),
+        LIMIT,
+    );
+    assert_eq!(
+        digests_in_layout(dst.store.path(), &src.manifest),
+        src.digests
+    );
+    verify_layout(dst.store.path());
+}

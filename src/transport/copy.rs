@@ -134,14 +134,17 @@ pub async fn copy_image_with(
         .prefix("jbuild-copy-")
         .tempdir()
         .map_err(|e| TransportError::io("cannot create a temporary directory", e))?;
-    let copies = blobs
-        .iter()
-        .map(|blob| copy_blob(src, dst, blob, staging.path(), progress));
-    let mut running = futures_util::stream::iter(copies).buffer_unordered(options.jobs.max(1));
-    while let Some(done) = running.next().await {
-        done?;
-    }
-    drop(running);
+    let copy_blobs = || async {
+        let copies = blobs
+            .iter()
+            .map(|blob| copy_blob(src, dst, blob, staging.path(), progress));
+        let mut running = futures_util::stream::iter(copies).buffer_unordered(options.jobs.max(1));
+        while let Some(done) = running.next().await {
+            done?;
+        }
+        Ok::<(), TransportError>(())
+    };
+    copy_blobs().await?;
 
     for (i, (desc, bytes)) in documents.iter().enumerate().rev() {
         let role = if i == 0 {
@@ -149,7 +152,19 @@ pub async fn copy_image_with(
         } else {
             ManifestRole::Child
         };
-        dst.push_manifest(bytes, desc, role).await?;
+        let mut again = 0;
+        loop {
+            match dst.push_manifest(bytes, desc, role).await {
+                // A blob went missing after it was found or uploaded: look
+                // again (a HEAD each) and upload what is not there.
+                Err(e @ TransportError::BlobUnknown { .. }) if again < BLOB_UNKNOWN_RETRIES => {
+                    again += 1;
+                    tracing::warn!("{e}: uploading the missing blobs again");
+                    copy_blobs().await?;
+                }
+                r => break r?,
+            }
+        }
         progress(CopyEvent::ManifestDone {
             digest: digest_of(desc, &src.describe())?,
             size: desc.size(),
@@ -157,6 +172,10 @@ pub async fn copy_image_with(
     }
     Ok(root)
 }
+
+/// How often a manifest the destination refused for a missing blob is
+/// pushed again after its blobs were (re)uploaded.
+const BLOB_UNKNOWN_RETRIES: u32 = 2;
 
 /// One blob across: skipped, mounted, pushed from the source's own file,
 /// or fetched to a temporary file and adopted.

@@ -210,6 +210,20 @@ pub enum TransportError {
     },
     #[error("a background task failed: {0}")]
     Task(String),
+    /// A registry refused a manifest because a blob it names is not there,
+    /// although jbuild had found or uploaded it: another upload of the same
+    /// blob raced this one (Distribution 2.8 can lose the repository's link
+    /// then), or the registry lost it since. [`copy::copy_image_with`]
+    /// uploads what is missing and pushes the manifest again.
+    #[error(
+        "{location}: cannot {what}: the registry does not have every blob it names ({detail}); \
+         push again"
+    )]
+    BlobUnknown {
+        location: String,
+        what: String,
+        detail: String,
+    },
     /// A registry refused or failed a request; `message` says what to do.
     #[error("{location}: {message}")]
     Registry {
@@ -243,7 +257,10 @@ impl TransportError {
             | TransportError::Mismatch { .. }
             | TransportError::TooLarge { .. }
             | TransportError::Invalid { .. } => true,
-            TransportError::Store(_) | TransportError::Io { .. } | TransportError::Task(_) => false,
+            TransportError::Store(_)
+            | TransportError::Io { .. }
+            | TransportError::Task(_)
+            | TransportError::BlobUnknown { .. } => false,
             TransportError::Registry { user, .. } => *user,
         }
     }

@@ -31,6 +31,10 @@ pub enum FaultKind {
     CorruptBody,
     /// Send the body in 16 KiB pieces with this pause before each.
     Slow(Duration),
+    /// Send this request (`METHOD`, path) to the registry first, then
+    /// forward the client's: e.g. a DELETE of a blob just before the
+    /// manifest that names it. The log gets `UPSTREAM METHOD PATH -> STATUS`.
+    UpstreamFirst(&'static str, String),
 }
 
 /// A fault for the first `times` requests with this method whose path
@@ -238,6 +242,19 @@ async fn handle(
         return Ok(());
     }
 
+    if let Some(FaultKind::UpstreamFirst(m, p)) = &fault {
+        let mut up = TcpStream::connect(upstream).await?;
+        up.write_all(
+            format!("{m} {p} HTTP/1.1\r\nHost: {upstream}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .await?;
+        let (rhead, _) = read_head(&mut up).await?;
+        let status = rhead.split_whitespace().nth(1).unwrap_or("?").to_string();
+        let mut st = state.lock().unwrap();
+        st.applied += 1;
+        st.log.push(format!("UPSTREAM {m} {p} -> {status}"));
+    }
     if let Some(FaultKind::Reset) = &fault {
         state.lock().unwrap().applied += 1;
         // Take part of an upload first, so it breaks off in the middle.
@@ -270,6 +287,7 @@ async fn handle(
         .unwrap_or(0);
     let length: Option<usize> = header(&rhead, "content-length").and_then(|v| v.parse().ok());
     let body_fault = match (&fault, status, length) {
+        (Some(FaultKind::UpstreamFirst(..)), ..) => None,
         (Some(k), 200 | 206, Some(n)) if n >= 2 && method == "GET" => Some(k.clone()),
         _ => None,
     };
@@ -321,7 +339,9 @@ async fn handle(
             cl_w.shutdown().await?;
             upload.abort();
         }
-        FaultKind::Status(..) | FaultKind::Reset => unreachable!("answered above"),
+        FaultKind::Status(..) | FaultKind::Reset | FaultKind::UpstreamFirst(..) => {
+            unreachable!("answered above")
+        }
     }
     Ok(())
 }

@@ -9,6 +9,13 @@ use reqwest::Response;
 /// as `": CODE: message"`, or nothing.
 pub(super) async fn error_body(resp: Response) -> String {
     let bytes = head_of_body(resp, MAX_ERROR_BODY).await;
+    errors_in(&bytes).map_or_else(String::new, |e| format!(": {e}"))
+}
+
+/// The spec's `{"errors": [{"code", "message", "detail"}]}` as
+/// `CODE: message (detail)` joined by `; ` and shortened; `None` when
+/// `body` is not such a document.
+pub(super) fn errors_in(body: &[u8]) -> Option<String> {
     #[derive(serde::Deserialize)]
     struct Body {
         errors: Vec<Item>,
@@ -17,24 +24,25 @@ pub(super) async fn error_body(resp: Response) -> String {
     struct Item {
         code: Option<String>,
         message: Option<String>,
+        detail: Option<serde_json::Value>,
     }
-    if let Ok(b) = serde_json::from_slice::<Body>(&bytes) {
-        let parts: Vec<String> = b
-            .errors
-            .iter()
-            .map(|i| {
-                format!(
-                    "{}: {}",
-                    i.code.as_deref().unwrap_or("?"),
-                    i.message.as_deref().unwrap_or("")
-                )
-            })
-            .collect();
-        if !parts.is_empty() {
-            return format!(": {}", short(&parts.join("; ")));
-        }
-    }
-    String::new()
+    let b = serde_json::from_slice::<Body>(body).ok()?;
+    let parts: Vec<String> = b
+        .errors
+        .iter()
+        .map(|i| {
+            let detail = match &i.detail {
+                Some(serde_json::Value::String(d)) if !d.is_empty() => format!(" ({d})"),
+                _ => String::new(),
+            };
+            format!(
+                "{}: {}{detail}",
+                i.code.as_deref().unwrap_or("?"),
+                i.message.as_deref().unwrap_or("")
+            )
+        })
+        .collect();
+    (!parts.is_empty()).then(|| short(&parts.join("; ")))
 }
 
 /// The most of an error body jbuild reads: a registry's `{"errors": ...}`
@@ -80,6 +88,17 @@ pub(super) fn short(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn registry_errors_read_as_code_message_detail() {
+        let body = br#"{"errors":[{"code":"MANIFEST_BLOB_UNKNOWN","message":"blob unknown to registry","detail":"sha256:06"},{"code":"DENIED","message":"no","detail":{"a":1}}]}"#;
+        assert_eq!(
+            errors_in(body).as_deref(),
+            Some("MANIFEST_BLOB_UNKNOWN: blob unknown to registry (sha256:06); DENIED: no")
+        );
+        assert_eq!(errors_in(b"<html>502</html>"), None);
+        assert_eq!(errors_in(br#"{"errors":[]}"#), None);
+    }
 
     #[test]
     fn long_messages_are_shortened() {

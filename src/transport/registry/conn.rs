@@ -21,7 +21,7 @@ use oci_client::RegistryOperation;
 use reqwest::{RequestBuilder, Response, StatusCode};
 use tokio::sync::Mutex;
 
-use super::body::{error_body, short};
+use super::body::{error_body, errors_in, short};
 use super::endpoint::{load_certs, probe_scheme};
 use super::oauth;
 use super::reference::{api_host, is_loopback, RegistryRef};
@@ -477,8 +477,23 @@ impl Conn {
                 return self.request_failed(what, r);
             }
         }
+        if let OciDistributionError::ServerError {
+            code: 400, message, ..
+        } = &e
+        {
+            // MANIFEST_BLOB_UNKNOWN (the spec's code for a manifest push).
+            if message.contains("BLOB_UNKNOWN") {
+                return TransportError::BlobUnknown {
+                    location: self.location.clone(),
+                    what: what.to_string(),
+                    detail: errors_in(message.as_bytes()).unwrap_or_else(|| short(message)),
+                };
+            }
+        }
         let detail = match &e {
-            OciDistributionError::ServerError { message, .. } => short(message),
+            OciDistributionError::ServerError { message, .. } => {
+                errors_in(message.as_bytes()).unwrap_or_else(|| short(message))
+            }
             OciDistributionError::RegistryError { envelope, .. } => envelope
                 .errors
                 .iter()
