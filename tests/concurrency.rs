@@ -2,7 +2,8 @@
 //! builds of two Jailfiles that share a busybox base, two builds of the
 //! same Jailfile, pulls of two images that share a layer from a real
 //! Distribution registry — with `prune`, `tag` and `rmi` racing them in
-//! some rounds. Every process is bounded in time (a deadlock fails the
+//! some rounds; and five pushes of one image to one repository at once.
+//! Every process is bounded in time (a deadlock fails the
 //! test with every output). After each round: every process succeeded,
 //! every blob re-hashes to its name, every tagged image is complete and
 //! readable by skopeo and umoci, built images have the digests of a solo
@@ -362,4 +363,62 @@ fn four_processes_build_and_pull_into_one_store() {
             &expect_of(&["a:1", "b:1", p1.as_str(), p2.as_str()]),
         );
     }
+}
+
+/// Five machines push the same new image (small blobs: the race is
+/// likelier) to one repository at once, 16 times over. Distribution 2.8 can lose a blob two clients upload to one
+/// repository at the same moment, and then refuses a manifest
+/// (MANIFEST_BLOB_UNKNOWN) after both uploads were answered 201; jbuild
+/// uploads the missing blobs again and pushes the manifest again (by hand:
+/// 5 of 200 pushes met it, all recovered). Every push must succeed and the
+/// repository must hold every image whole.
+#[test]
+fn pushes_of_one_image_to_one_repository_at_once() {
+    const MACHINES: usize = 5;
+    const ROUNDS: usize = 16;
+    let registry = Registry::start();
+    let homes: Vec<tempfile::TempDir> = (0..MACHINES)
+        .map(|_| tempfile::tempdir().unwrap())
+        .collect();
+    let mut retried = 0;
+    for round in 0..ROUNDS {
+        let mut manifest = None;
+        let procs: Vec<Proc> = homes
+            .iter()
+            .enumerate()
+            .map(|(m, home)| {
+                let store = Store::open(&home.path().join("root/store")).unwrap();
+                let tag = format!("app:{round}");
+                let (desc, _) = image::make(&store, &tag, &format!("race{round}"), 2048);
+                assert!(
+                    manifest.get_or_insert(desc.digest().to_string()) == desc.digest().as_ref()
+                );
+                let dest = format!("{}/race/app:{round}-{m}", registry.host());
+                spawn(home.path(), &format!("machine {m}"), &["push", &tag, &dest])
+            })
+            .collect();
+        let procs = wait_all(procs, Vec::new);
+        retried += procs
+            .iter()
+            .filter(|p| {
+                fs::read_to_string(&p.err)
+                    .unwrap_or_default()
+                    .contains("uploading the missing blobs again")
+            })
+            .count();
+        let check = tempfile::tempdir().unwrap();
+        for m in 0..MACHINES {
+            let name = format!("{}/race/app:{round}-{m}", registry.host());
+            let out = run_ok(
+                registry_support::jbuild(check.path()).args(["pull", &name]),
+                LIMIT,
+            );
+            assert!(out.contains(manifest.as_deref().unwrap()), "{out}");
+        }
+        run_ok(registry_support::jbuild(check.path()).arg("check"), LIMIT);
+    }
+    eprintln!(
+        "{} pushes in {ROUNDS} rounds; {retried} met a lost blob and uploaded it again",
+        MACHINES * ROUNDS
+    );
 }

@@ -304,7 +304,9 @@ fn one_source(source: Source, canary: &Canary, good: &str, failing: &[(&str, Str
     let env = home_for(source, good, canary, h);
     // A repository per source: the sources run at once, and Distribution
     // 2.8 loses track of a blob two clients upload to one repository at the
-    // same time (MANIFEST_BLOB_UNKNOWN after both uploads said 201).
+    // same time (MANIFEST_BLOB_UNKNOWN after both uploads said 201; jbuild
+    // uploads again then, see tests/concurrency.rs, but this test is about
+    // what it prints, not about that race).
     let name = format!("{good}/canary/{}/app:1", what.to_lowercase());
     for args in [
         vec!["push", "app:1", name.as_str()],
