@@ -190,6 +190,8 @@ fn a_closed_or_full_standard_output() {
         &["check"],
         &["check", "--repair"],
         &["history", "one:1"],
+        &["--json", "images"],
+        &["--json", "build", "-t", "one:3", ctx.to_str().unwrap()],
     ] {
         let (reader, writer) = nix::unistd::pipe().unwrap();
         drop(reader);
@@ -214,5 +216,5 @@ fn a_closed_or_full_standard_output() {
         assert!(!err.contains("panicked"), "{args:?}: {err}");
     }
     let images = ok(jbuild(&root).arg("images"));
-    assert_eq!(images.lines().count(), 5, "{images}");
+    assert_eq!(images.lines().count(), 6, "{images}");
 }

@@ -3,8 +3,25 @@
 //! `main` prints the failure once, as `error: ...` followed by its causes,
 //! and maps it to the exit code.
 
-#[macro_use]
-mod out;
+/// `println!` and `print!` for results, through [`jbuild::report::stdout`]:
+/// a closed pipe ends the output quietly, another write error fails the
+/// command.
+/// `println!` for results.
+macro_rules! outln {
+    () => {
+        jbuild::report::stdout::write(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        jbuild::report::stdout::write(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// `print!` for results.
+macro_rules! out {
+    ($($arg:tt)*) => {
+        jbuild::report::stdout::write(format_args!($($arg)*))
+    };
+}
 
 mod backend;
 mod bastille;
@@ -256,9 +273,12 @@ pub fn main() -> i32 {
         Cmd::Login(a) => login::login(&ctx, a),
         Cmd::Logout(a) => login::logout(&ctx, a),
     };
+    if let Some(e) = jbuild::report::stdout::failure() {
+        eprintln!("error: cannot write to standard output: {e}");
+    }
     match result {
         // What the command printed did not all reach standard output.
-        Ok(()) if out::failed() => EXIT_INTERNAL,
+        Ok(()) if jbuild::report::stdout::failure().is_some() => EXIT_INTERNAL,
         Ok(()) => 0,
         Err(f) => {
             report(&f.error);

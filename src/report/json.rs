@@ -21,7 +21,7 @@ const PROGRESS_EVERY: Duration = Duration::from_millis(500);
 
 impl JsonReporter {
     pub fn stdout() -> Self {
-        JsonReporter::to_writer(Box::new(std::io::stdout()))
+        JsonReporter::to_writer(Box::new(super::stdout::Stdout))
     }
 
     pub fn to_writer(w: Box<dyn Write + Send>) -> Self {

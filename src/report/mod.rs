@@ -9,6 +9,7 @@
 mod json;
 pub mod plain;
 mod record;
+pub mod stdout;
 mod tty;
 
 pub use json::JsonReporter;
