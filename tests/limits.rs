@@ -471,3 +471,81 @@ fn a_512_mib_layer_moves_with_bounded_memory() {
         );
     }
 }
+
+/// A registry answering a push with a 50 MB error body, at each step of
+/// the push: starting the upload, the upload itself, the manifest. jbuild
+/// reads at most the head of it, fails naming the registry and the status,
+/// and stays within [`MAX_RSS_KIB`].
+#[test]
+fn huge_error_bodies_on_push_are_not_held_in_memory() {
+    let huge_error = || Answer::Stream {
+        status: "400 Bad Request",
+        headers: vec![("Content-Type".into(), "application/json".into())],
+        prefix: b"{\"errors\":[{\"code\":\"X\",\"message\":\"".to_vec(),
+        fill: b'a',
+        len: HUGE,
+        chunked: true,
+        length: None,
+    };
+    let server = Server::start(move |req| {
+        let (m, p) = (req.method.as_str(), req.path.as_str());
+        let step = p.split('/').nth(2).unwrap_or("");
+        match (m, step) {
+            (_, "") => Answer::json("200 OK", b"{}"),
+            // The `manifest` case has every blob already.
+            ("HEAD", "manifest") => Answer::Reply {
+                status: "200 OK",
+                headers: vec![("Content-Length".into(), "0".into())],
+                body: vec![],
+            },
+            ("HEAD", _) => Answer::status("404 Not Found"),
+            ("POST", "start") => huge_error(),
+            ("POST", _) => Answer::Reply {
+                status: "202 Accepted",
+                headers: vec![(
+                    "Location".into(),
+                    format!("/v2/{step}/blobs/uploads/u1?state=x"),
+                )],
+                body: vec![],
+            },
+            ("PUT", "upload") if p.contains("/blobs/uploads/") => huge_error(),
+            ("PUT", "manifest") if p.contains("/manifests/") => huge_error(),
+            _ => Answer::status("500 Internal Server Error"),
+        }
+    });
+    let mut report = Vec::new();
+    for step in ["start", "upload", "manifest"] {
+        let home = home(5);
+        let store = jbuild::store::Store::open(&home.path().join("root/store")).unwrap();
+        registry_support::image::make(&store, "app:1", "pushbody", 2048);
+        let m = run_measured(
+            registry_support::jbuild(home.path()).args([
+                "push",
+                "app:1",
+                &format!("{}/{step}:1", server.host()),
+            ]),
+            b"",
+            Duration::from_secs(120),
+        );
+        report.push(format!(
+            "{step}: exit {:?}, {:.1?}, max RSS {} KiB",
+            m.output.status.code(),
+            m.elapsed,
+            m.max_rss_kib
+        ));
+        assert_eq!(m.output.status.code(), Some(1), "{step}: {}", m.text());
+        let err = m.stderr();
+        assert!(
+            err.contains(&server.host()) && err.contains("400"),
+            "{step}: {}",
+            m.text()
+        );
+        assert!(
+            m.max_rss_kib < MAX_RSS_KIB,
+            "{step}: peak RSS {} KiB:\n{}",
+            m.max_rss_kib,
+            m.text()
+        );
+    }
+    eprintln!("{}", report.join("\n"));
+}

@@ -523,3 +523,64 @@ fn the_canary_never_leaks_from_login_tokens_proxies_or_references() {
 
     canary.assert_tree_clean("login etc.", &h.join("root"));
 }
+
+/// A registry whose upload `Location` points at another host (a hostile
+/// or misconfigured one): the upload goes there, the credentials do not.
+#[test]
+fn credentials_stay_with_their_registry_when_an_upload_goes_elsewhere() {
+    let elsewhere = Server::start(|_| Answer::status("201 Created"));
+    let target = elsewhere.host();
+    let registry = Server::start(move |req| match (req.method.as_str(), req.path.as_str()) {
+        (_, "/v2/") if req.header("Authorization").is_none() => Answer::Reply {
+            status: "401 Unauthorized",
+            headers: vec![("WWW-Authenticate".into(), "Basic realm=\"r\"".into())],
+            body: vec![],
+        },
+        (_, "/v2/") => Answer::json("200 OK", b"{}"),
+        ("HEAD", _) => Answer::status("404 Not Found"),
+        ("POST", _) => Answer::Reply {
+            status: "202 Accepted",
+            headers: vec![(
+                "Location".into(),
+                format!("http://{target}/upload/u1?state=s"),
+            )],
+            body: vec![],
+        },
+        ("PUT", p) if p.contains("/manifests/") => Answer::status("201 Created"),
+        _ => Answer::status("404 Not Found"),
+    });
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    config(h, "");
+    let store = jbuild::store::Store::open(&h.join("root/store")).unwrap();
+    image::make(&store, "app:1", "elsewhere", 2048);
+    let basic = base64::engine::general_purpose::STANDARD.encode("user:canary-password");
+    fs::create_dir_all(h.join("docker")).unwrap();
+    fs::write(
+        h.join("docker/config.json"),
+        format!(
+            "{{\"auths\":{{\"{}\":{{\"auth\":\"{basic}\"}}}}}}",
+            registry.host()
+        ),
+    )
+    .unwrap();
+    let m = run_measured(
+        registry_support::jbuild(h).args(["push", "app:1", &format!("{}/app:1", registry.host())]),
+        b"",
+        Duration::from_secs(60),
+    );
+    assert!(m.output.status.success(), "{}", m.text());
+    let at_registry = registry.requests();
+    assert!(
+        at_registry
+            .iter()
+            .any(|r| r.method == "POST" && r.header("Authorization").is_some()),
+        "the registry itself got the credentials: {at_registry:#?}"
+    );
+    let uploads = elsewhere.requests();
+    assert!(uploads.iter().any(|r| r.method == "PUT"), "{uploads:#?}");
+    for r in &uploads {
+        assert!(r.header("Authorization").is_none(), "{r:#?}");
+        assert!(r.path.contains("digest=sha256%3A"), "{r:#?}");
+    }
+}

@@ -51,9 +51,7 @@ pub fn file_stream(
     expected: Digest,
     bad: Arc<Mutex<Option<String>>>,
     sent: Arc<AtomicU64>,
-) -> impl futures_util::Stream<Item = Result<bytes::Bytes, oci_client::errors::OciDistributionError>>
-       + Send
-       + 'static {
+) -> impl futures_util::Stream<Item = Result<bytes::Bytes, std::io::Error>> + Send + 'static {
     struct State {
         file: Option<tokio::fs::File>,
         path: PathBuf,
@@ -79,7 +77,7 @@ pub fn file_stream(
                     Ok(f) => st.file = Some(f),
                     Err(e) => {
                         st.done = true;
-                        return Some((Err(e.into()), st));
+                        return Some((Err(e), st));
                     }
                 }
             }
@@ -89,7 +87,7 @@ pub fn file_stream(
                 Ok(n) => n,
                 Err(e) => {
                     st.done = true;
-                    return Some((Err(e.into()), st));
+                    return Some((Err(e), st));
                 }
             };
             if n == 0 || st.read + n as u64 > size {
@@ -106,7 +104,7 @@ pub fn file_stream(
                     };
                     *bad.lock().unwrap_or_else(|e| e.into_inner()) = Some(reason.clone());
                     return Some((
-                        Err(std::io::Error::other(format!("the file has {reason}")).into()),
+                        Err(std::io::Error::other(format!("the file has {reason}"))),
                         st,
                     ));
                 }

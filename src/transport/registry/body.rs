@@ -8,8 +8,15 @@ use reqwest::Response;
 /// The registry's error body (the spec's `{"errors": [...]}`), shortened,
 /// as `": CODE: message"`, or nothing.
 pub(super) async fn error_body(resp: Response) -> String {
-    let bytes = head_of_body(resp, MAX_ERROR_BODY).await;
-    errors_in(&bytes).map_or_else(String::new, |e| format!(": {e}"))
+    let (bytes, stalled) = match read_capped(resp, MAX_ERROR_BODY).await {
+        Ok(b) => (b, false),
+        Err((b, e)) => (b, e.is_timeout()),
+    };
+    let mut detail = errors_in(&bytes).map_or_else(String::new, |e| format!(": {e}"));
+    if stalled {
+        detail.push_str(" (and the rest of that answer timed out)");
+    }
+    detail
 }
 
 /// The spec's `{"errors": [{"code", "message", "detail"}]}` as

@@ -2,34 +2,70 @@
 //! HTTP where allowed), CA certificates, credentials, tokens, and every
 //! request sent with retries.
 //!
-//! oci-client does the token dance, uploads (one monolithic PUT streamed
-//! from disk), mounts and manifest pushes. Requests whose answer jbuild
-//! must read closely — HEAD of a blob, GET of a manifest, GET of a blob
-//! with a `Range` to resume — are sent here with the same reqwest stack,
-//! because oci-client does not show a response's headers (`Retry-After`,
-//! `Content-Range`) to its caller.
+//! Every request is jbuild's own, on reqwest: the distribution API is a
+//! handful of calls, and each answer is read closely — its headers
+//! (`Retry-After`, `Content-Range`, `Location`) and at most a bounded head
+//! of its body. (jbuild used oci-client until it measured that a registry
+//! answering a push with a 50 MB error body cost 223 MB of memory:
+//! oci-client reads error bodies whole and hides response headers.)
+//! Credentials go only to this registry's own origin, never to an upload
+//! `Location` on another host.
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
 
-use oci_client::client::{Certificate, CertificateEncoding, ClientConfig, ClientProtocol};
-use oci_client::errors::OciDistributionError;
-use oci_client::secrets::RegistryAuth;
-use oci_client::RegistryOperation;
 use reqwest::{RequestBuilder, Response, StatusCode};
 use tokio::sync::Mutex;
 
-use super::body::{error_body, errors_in, short};
+use super::body::error_body;
 use super::endpoint::{load_certs, probe_scheme};
 use super::oauth;
 use super::reference::{api_host, is_loopback, RegistryRef};
 use super::retry::{parse_retry_after, transient_status, Attempt, RetryPolicy};
 use super::signin;
-use super::RegistryOptions;
+use super::{RegistryOperation, RegistryOptions};
 use crate::keychain::{Credential, Keychain, Secret};
 use crate::transport::TransportError;
+
+/// Why one attempt of [`Conn::retry`] did not give a value.
+pub(super) enum Failed {
+    /// Worth another try (connection error, 408, 429, 5xx); `message` says
+    /// what happened, for when no try is left.
+    Transient {
+        retry_after: Option<Duration>,
+        message: String,
+    },
+    /// A 401 before jbuild signed in again.
+    Unauthorized,
+    /// An answer or error that another try would not change.
+    Final(TransportError),
+}
+
+/// Whether `url` goes to the registry at `base` (same scheme, host and
+/// port): only then are credentials sent with it.
+fn same_origin(url: &reqwest::Url, base: &str) -> bool {
+    reqwest::Url::parse(base).is_ok_and(|b| b.origin() == url.origin())
+}
+
+/// Adds the `Authorization` header `h` gives, marked sensitive.
+fn authorise(req: &mut reqwest::Request, h: &AuthHeader) {
+    use base64::Engine as _;
+    let value = match h {
+        AuthHeader::None => return,
+        AuthHeader::Bearer(t) => format!("Bearer {}", t.expose()),
+        AuthHeader::Basic { username, password } => format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD
+                .encode(format!("{username}:{}", password.expose()))
+        ),
+    };
+    if let Ok(mut v) = reqwest::header::HeaderValue::from_str(&value) {
+        v.set_sensitive(true);
+        req.headers_mut().insert(reqwest::header::AUTHORIZATION, v);
+    }
+}
 
 /// How a request is authorised, once worked out for an operation.
 #[derive(Clone)]
@@ -40,11 +76,9 @@ enum AuthHeader {
 }
 
 pub(super) struct Conn {
-    pub oci: oci_client::Client,
     http: reqwest::Client,
     /// `https://host[:port]` or `http://host[:port]`.
     pub base: String,
-    auth: RegistryAuth,
     /// The Basic credentials too, for registries that want them as such.
     basic: Option<(String, Secret)>,
     /// An identity token (OAuth2 refresh token) to exchange for access.
@@ -53,7 +87,8 @@ pub(super) struct Conn {
     policy: RetryPolicy,
     /// `docker://registry/repository`, for messages.
     pub location: String,
-    pub oci_ref: oci_client::Reference,
+    /// The repository's path on the registry (`library/alpine`).
+    repository: String,
     certs_hint: PathBuf,
     registry: String,
     timeout: Duration,
@@ -113,32 +148,6 @@ impl Conn {
         } else {
             "https"
         };
-        let config = ClientConfig {
-            protocol: if scheme == "http" {
-                ClientProtocol::HttpsExcept(vec![host.clone()])
-            } else {
-                ClientProtocol::Https
-            },
-            use_monolithic_push: true,
-            extra_root_certificates: pems
-                .into_iter()
-                .map(|(_, data)| Certificate {
-                    encoding: CertificateEncoding::Pem,
-                    data,
-                })
-                .collect(),
-            platform_resolver: None,
-            connect_timeout: Some(timeout),
-            read_timeout: Some(timeout),
-            user_agent: USER_AGENT,
-            ..ClientConfig::default()
-        };
-        let oci = oci_client::Client::try_from(config).map_err(|e| TransportError::Registry {
-            location: location.clone(),
-            message: format!("cannot set up the registry client: {e}"),
-            user: false,
-        })?;
-
         let keychain = match &options.keychain {
             Some(k) => k.clone(),
             None => Keychain::from_env().map_err(|e| TransportError::Registry {
@@ -159,21 +168,15 @@ impl Conn {
             Some(Credential::IdentityToken(t)) => (None, Some(t)),
             None => (None, None),
         };
-        let auth = match &basic {
-            Some((u, p)) => RegistryAuth::Basic(u.clone(), p.expose().to_string()),
-            None => RegistryAuth::Anonymous,
-        };
         Ok(Conn {
-            oci,
             http,
             base: format!("{scheme}://{host}"),
-            auth,
             basic,
             identity,
             headers: Mutex::new(HashMap::new()),
             policy: options.retry.clone(),
             location,
-            oci_ref: r.to_oci(),
+            repository: r.repository.clone(),
             certs_hint: dirs.into_iter().next().unwrap_or_default(),
             registry,
             timeout,
@@ -182,11 +185,7 @@ impl Conn {
 
     /// `/v2/<repository>/<kind>/<reference>` on this registry.
     pub fn url(&self, kind: &str, reference: &str) -> String {
-        format!(
-            "{}/v2/{}/{kind}/{reference}",
-            self.base,
-            self.oci_ref.repository()
-        )
+        format!("{}/v2/{}/{kind}/{reference}", self.base, self.repository)
     }
 
     /// Works out (once per operation, again after a 401) how requests are
@@ -212,7 +211,7 @@ impl Conn {
         let started = Instant::now();
         let mut attempt = 0;
         let basic = self.basic.as_ref().map(|(u, p)| (u.as_str(), p));
-        let repository = self.oci_ref.repository().to_string();
+        let repository = self.repository.clone();
         let answer = loop {
             attempt += 1;
             let result = signin::sign_in(&self.http, &self.base, &repository, op, basic).await;
@@ -231,30 +230,14 @@ impl Conn {
             }
         };
         let header = match answer {
-            Ok(signin::Outcome::Token(token)) => {
-                // oci-client stores a bearer token as it is, asking nothing.
-                let bearer = RegistryAuth::Bearer(token.expose().to_string());
-                self.oci
-                    .auth(&self.oci_ref, &bearer, op)
-                    .await
-                    .map_err(|e| self.oci_error(e, "sign in"))?;
-                AuthHeader::Bearer(token)
-            }
-            Ok(signin::Outcome::NoTokenService) => {
-                // oci-client learns of Basic credentials by its own
-                // sign-in (a `/v2/` request; no token body is read).
-                self.oci
-                    .auth(&self.oci_ref, &self.auth, op)
-                    .await
-                    .map_err(|e| self.oci_error(e, "sign in"))?;
-                match &self.basic {
-                    Some((u, p)) => AuthHeader::Basic {
-                        username: u.clone(),
-                        password: p.clone(),
-                    },
-                    None => AuthHeader::None,
-                }
-            }
+            Ok(signin::Outcome::Token(token)) => AuthHeader::Bearer(token),
+            Ok(signin::Outcome::NoTokenService) => match &self.basic {
+                Some((u, p)) => AuthHeader::Basic {
+                    username: u.clone(),
+                    password: p.clone(),
+                },
+                None => AuthHeader::None,
+            },
             Err(signin::Failure::Denied(status, words)) => {
                 return Err(self.denied("sign in", status, &words))
             }
@@ -281,8 +264,7 @@ impl Conn {
         Ok(header)
     }
 
-    /// An access token for `op` in exchange for the identity token, handed
-    /// to oci-client too (it then skips its own sign-in).
+    /// An access token for `op` in exchange for the identity token.
     async fn identity_access(
         &self,
         refresh: &Secret,
@@ -310,9 +292,9 @@ impl Conn {
                 user: true,
             })?;
         let scope = match op {
-            RegistryOperation::Pull => format!("repository:{}:pull", self.oci_ref.repository()),
+            RegistryOperation::Pull => format!("repository:{}:pull", self.repository),
             RegistryOperation::Push => {
-                format!("repository:{}:pull,push", self.oci_ref.repository())
+                format!("repository:{}:pull,push", self.repository)
             }
         };
         let access = oauth::exchange(&self.http, &challenge, &scope, refresh)
@@ -328,27 +310,7 @@ impl Conn {
                     }
                 }
             })?;
-        let bearer = RegistryAuth::Bearer(access.expose().to_string());
-        self.oci
-            .auth(&self.oci_ref, &bearer, op)
-            .await
-            .map_err(|e| self.oci_error(e, what))?;
         Ok(AuthHeader::Bearer(access))
-    }
-
-    /// Signs in for `op` if not yet done, so oci-client holds a token.
-    pub async fn ensure_auth(&self, op: RegistryOperation) -> Result<(), TransportError> {
-        self.auth_header(op, false).await.map(drop)
-    }
-
-    fn authorise(req: RequestBuilder, h: &AuthHeader) -> RequestBuilder {
-        match h {
-            AuthHeader::None => req,
-            AuthHeader::Bearer(t) => req.bearer_auth(t.expose()),
-            AuthHeader::Basic { username, password } => {
-                req.basic_auth(username, Some(password.expose()))
-            }
-        }
     }
 
     /// Sends a request built by `build`, retrying as the policy says and
@@ -361,39 +323,46 @@ impl Conn {
         what: &str,
         build: impl Fn(&reqwest::Client) -> RequestBuilder,
     ) -> Result<Response, TransportError> {
+        self.retry(op, what, |reauthed| {
+            self.send_once(op, what, &build, reauthed)
+        })
+        .await
+    }
+
+    /// Runs `attempt` (told whether jbuild has signed in again already)
+    /// until it returns a value or a final error: a transient failure is
+    /// tried again as the policy says, a 401 once after signing in again.
+    /// Used for one request ([`Conn::send`]) and for sequences that must be
+    /// started over as a whole (an upload: a new session, then its `PUT`).
+    pub async fn retry<T, F, Fut>(
+        &self,
+        op: RegistryOperation,
+        what: &str,
+        attempt_fn: F,
+    ) -> Result<T, TransportError>
+    where
+        F: Fn(bool) -> Fut,
+        Fut: Future<Output = Result<T, Failed>>,
+    {
         let started = Instant::now();
         let mut attempt = 0;
         let mut reauthed = false;
         loop {
             attempt += 1;
-            let header = self.auth_header(op, false).await?;
-            let (outcome, failure) = match Self::authorise(build(&self.http), &header).send().await
-            {
-                Ok(resp) if resp.status() == StatusCode::UNAUTHORIZED && !reauthed => {
+            let (outcome, failure) = match attempt_fn(reauthed).await {
+                Ok(v) => return Ok(v),
+                Err(Failed::Final(e)) => return Err(e),
+                Err(Failed::Unauthorized) if reauthed => return Err(self.denied(what, 401, "")),
+                Err(Failed::Unauthorized) => {
                     reauthed = true;
-                    self.auth_header(op, true).await?;
                     attempt -= 1;
+                    self.auth_header(op, true).await?;
                     continue;
                 }
-                Ok(resp) if transient_status(resp.status().as_u16()) => {
-                    let retry_after = resp
-                        .headers()
-                        .get(reqwest::header::RETRY_AFTER)
-                        .and_then(|v| v.to_str().ok())
-                        .and_then(|v| parse_retry_after(v, SystemTime::now()));
-                    let status = resp.status();
-                    let detail = error_body(resp).await;
-                    (
-                        Attempt::Transient { retry_after },
-                        format!("{what}: the registry answered {status}{detail}"),
-                    )
-                }
-                Ok(resp) => return Ok(resp),
-                Err(e) if transient_request_error(&e) => (
-                    Attempt::Transient { retry_after: None },
-                    self.network(what, &e),
-                ),
-                Err(e) => return Err(self.request_failed(what, &e)),
+                Err(Failed::Transient {
+                    retry_after,
+                    message,
+                }) => (Attempt::Transient { retry_after }, message),
             };
             match self
                 .policy
@@ -403,117 +372,59 @@ impl Conn {
                     tracing::debug!(%failure, ?wait, attempt, "retrying");
                     tokio::time::sleep(wait).await;
                 }
-                None => {
-                    return Err(TransportError::Registry {
-                        location: self.location.clone(),
-                        message: format!(
+                None => return Err(TransportError::Registry {
+                    location: self.location.clone(),
+                    message: format!(
                         "{failure} (gave up after {attempt} attempts in {:.0?}; try again later)",
                         started.elapsed()
                     ),
-                        user: false,
-                    })
-                }
+                    user: false,
+                }),
             }
         }
     }
 
-    /// Runs an oci-client operation with the same retries, signing in
-    /// again once when the registry says the token has expired.
-    pub async fn retry_oci<T, F, Fut>(
+    /// One request, authorised for `op` when it goes to this registry (an
+    /// upload `Location` on another host gets no credentials). A 401 is
+    /// [`Failed::Unauthorized`] until jbuild has signed in again
+    /// (`reauthed`), then an answer like any other.
+    pub async fn send_once(
         &self,
         op: RegistryOperation,
         what: &str,
-        f: F,
-    ) -> Result<T, TransportError>
-    where
-        F: Fn() -> Fut,
-        Fut: Future<Output = Result<T, OciDistributionError>>,
-    {
-        let started = Instant::now();
-        let mut attempt = 0;
-        let mut reauthed = false;
-        // oci-client keeps its own token; make sure it has one for `op`.
-        self.auth_header(op, false).await?;
-        loop {
-            attempt += 1;
-            let e = match f().await {
-                Ok(v) => return Ok(v),
-                Err(e) => e,
-            };
-            let outcome = match classify(&e) {
-                Class::Unauthorized if !reauthed => {
-                    reauthed = true;
-                    attempt -= 1;
-                    self.auth_header(op, true).await?;
-                    continue;
-                }
-                Class::Transient => Attempt::Transient { retry_after: None },
-                Class::Unauthorized | Class::Final => Attempt::Final,
-            };
-            match self
-                .policy
-                .next_delay(attempt, outcome, started, Instant::now(), fastrand::f64())
-            {
-                Some(wait) => {
-                    tracing::debug!(error = %e, ?wait, attempt, "retrying");
-                    tokio::time::sleep(wait).await;
-                }
-                None => return Err(self.oci_error(e, what)),
-            }
+        build: impl Fn(&reqwest::Client) -> RequestBuilder,
+        reauthed: bool,
+    ) -> Result<Response, Failed> {
+        let header = self.auth_header(op, false).await.map_err(Failed::Final)?;
+        let mut req = build(&self.http)
+            .build()
+            .map_err(|e| Failed::Final(self.request_failed(what, &e)))?;
+        if same_origin(req.url(), &self.base) {
+            authorise(&mut req, &header);
         }
-    }
-
-    /// An oci-client error as the user should read it.
-    pub fn oci_error(&self, e: OciDistributionError, what: &str) -> TransportError {
-        let status = match &e {
-            OciDistributionError::ServerError { code, .. } => Some(*code),
-            OciDistributionError::UnauthorizedError { .. } => Some(401),
-            OciDistributionError::AuthenticationFailure(_) => Some(401),
-            OciDistributionError::RequestError(r) => r.status().map(|s| s.as_u16()),
-            _ => None,
-        };
-        if let OciDistributionError::RequestError(r) = &e {
-            if r.status().is_none() {
-                return self.request_failed(what, r);
+        match self.http.execute(req).await {
+            Ok(resp) if resp.status() == StatusCode::UNAUTHORIZED && !reauthed => {
+                Err(Failed::Unauthorized)
             }
-        }
-        if let OciDistributionError::ServerError {
-            code: 400, message, ..
-        } = &e
-        {
-            // MANIFEST_BLOB_UNKNOWN (the spec's code for a manifest push).
-            if message.contains("BLOB_UNKNOWN") {
-                return TransportError::BlobUnknown {
-                    location: self.location.clone(),
-                    what: what.to_string(),
-                    detail: errors_in(message.as_bytes()).unwrap_or_else(|| short(message)),
-                };
+            Ok(resp) if transient_status(resp.status().as_u16()) => {
+                let retry_after = resp
+                    .headers()
+                    .get(reqwest::header::RETRY_AFTER)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| parse_retry_after(v, SystemTime::now()));
+                let status = resp.status();
+                let detail = error_body(resp).await;
+                Err(Failed::Transient {
+                    retry_after,
+                    message: format!("{what}: the registry answered {status}{detail}"),
+                })
             }
-        }
-        let detail = match &e {
-            OciDistributionError::ServerError { message, .. } => {
-                errors_in(message.as_bytes()).unwrap_or_else(|| short(message))
-            }
-            OciDistributionError::RegistryError { envelope, .. } => envelope
-                .errors
-                .iter()
-                .map(|x| format!("{:?}: {}", x.code, x.message))
-                .collect::<Vec<_>>()
-                .join("; "),
-            other => other.to_string(),
-        };
-        match status {
-            Some(401) | Some(403) => self.denied(what, status.unwrap_or(401), &detail),
-            Some(404) => TransportError::Registry {
-                location: self.location.clone(),
-                message: format!("{what}: not found ({detail}); check the name"),
-                user: true,
-            },
-            _ => TransportError::Registry {
-                location: self.location.clone(),
-                message: format!("cannot {what}: {detail}"),
-                user: matches!(status, Some(400..=499)),
-            },
+            Ok(resp) => Ok(resp),
+            Err(e) if transient_request_error(&e) => Err(Failed::Transient {
+                retry_after: None,
+                message: self.network(what, &e),
+            }),
+            Err(e) => Err(Failed::Final(self.request_failed(what, &e))),
         }
     }
 
@@ -525,7 +436,7 @@ impl Conn {
         };
         TransportError::Registry {
             location: self.location.clone(),
-            message: if matches!(self.auth, RegistryAuth::Anonymous) {
+            message: if self.basic.is_none() && self.identity.is_none() {
                 format!(
                     "{what}: access denied ({status}){detail}; sign in with `jbuild login {}`, \
                      or check that the repository exists and your account may use it",
@@ -610,44 +521,6 @@ impl Conn {
 }
 
 const USER_AGENT: &str = concat!("jbuild/", env!("CARGO_PKG_VERSION"));
-
-enum Class {
-    Transient,
-    Unauthorized,
-    Final,
-}
-
-fn classify(e: &OciDistributionError) -> Class {
-    match e {
-        OciDistributionError::ServerError { code, .. } if *code == 401 => Class::Unauthorized,
-        OciDistributionError::ServerError { code, .. } if transient_status(*code) => {
-            Class::Transient
-        }
-        OciDistributionError::UnauthorizedError { .. } => Class::Unauthorized,
-        OciDistributionError::RequestError(r) => match r.status() {
-            Some(s) if s == StatusCode::UNAUTHORIZED => Class::Unauthorized,
-            Some(s) if transient_status(s.as_u16()) => Class::Transient,
-            Some(_) => Class::Final,
-            None if transient_request_error(r) => Class::Transient,
-            None => Class::Final,
-        },
-        OciDistributionError::RegistryError { envelope, .. } => {
-            let codes: Vec<String> = envelope
-                .errors
-                .iter()
-                .map(|x| format!("{:?}", x.code).to_ascii_uppercase())
-                .collect();
-            if codes.iter().any(|c| c.contains("TOOMANYREQUESTS")) {
-                Class::Transient
-            } else if codes.iter().any(|c| c.contains("UNAUTHORIZED")) {
-                Class::Unauthorized
-            } else {
-                Class::Final
-            }
-        }
-        _ => Class::Final,
-    }
-}
 
 /// Connection refused or reset, a timeout, a body cut short: worth another
 /// try. A TLS failure is not: it will fail the same way.

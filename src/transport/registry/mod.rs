@@ -5,9 +5,10 @@
 //!   read from another repository of the same registry is mounted
 //!   (`POST …/uploads/?mount=…&from=…`; a 202 means "no", and the blob is
 //!   uploaded).
-//! - Uploads stream from the file in one monolithic `PUT` with its size
-//!   (oci-client's `use_monolithic_push`), hashed on the way: a file that
-//!   does not match its descriptor is never committed.
+//! - Uploads open a session (`POST …/uploads/`) and stream the file in one
+//!   monolithic `PUT` with its size, hashed on the way: a file that does not
+//!   match its descriptor is never committed. A failed upload starts over
+//!   with a new session.
 //! - Downloads stream into the file they are given, hashed on the way; a
 //!   connection lost in the middle resumes with a `Range` request, and the
 //!   whole blob is still checked at the end.
@@ -34,9 +35,8 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 use futures_util::StreamExt;
-use oci_client::RegistryOperation;
 use oci_spec::image::{Descriptor, MediaType};
-use reqwest::header::{ACCEPT, CONTENT_LENGTH, CONTENT_RANGE, RANGE};
+use reqwest::header::{ACCEPT, CONTENT_LENGTH, CONTENT_RANGE, CONTENT_TYPE, RANGE};
 use reqwest::StatusCode;
 use sha2::{Digest as _, Sha256};
 use tokio::io::AsyncWriteExt;
@@ -47,7 +47,7 @@ pub use reference::RegistryRef;
 pub use retry::RetryPolicy;
 
 use self::blob::{file_stream, restart, CHUNK};
-use self::conn::Conn;
+use self::conn::{Conn, Failed};
 use super::{
     check_bytes, digest_of, BlobOrigin, ManifestRole, Progress, Transport, TransportError,
     MAX_MANIFEST_SIZE,
@@ -56,6 +56,14 @@ use crate::digest::Digest;
 use crate::keychain::Keychain;
 pub use blob::range_start;
 pub use body::{head_of_body, read_capped};
+
+/// What a request is for: a token service grants pull, or pull and push,
+/// for a repository.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RegistryOperation {
+    Pull,
+    Push,
+}
 
 /// How registries are reached: which may use plain HTTP, where CA
 /// certificates are, whose credentials, how hard to retry.
@@ -462,23 +470,64 @@ impl Transport for RegistryTransport {
         let expected = digest_of(desc, &self.location())?;
         let digest = expected.to_string();
         let size = desc.size();
-        let oci_ref = self.reference.to_oci();
         // Set by the stream when the file is not what the descriptor says.
         let bad: std::sync::Arc<Mutex<Option<String>>> = Default::default();
         // The stream is `'static`; it counts bytes here, and this task
         // reports them.
         let sent = std::sync::Arc::new(AtomicU64::new(0));
         let what = format!("upload blob {digest}");
-        let upload = c.retry_oci(RegistryOperation::Push, &what, || {
-            let stream = file_stream(
-                src.to_path_buf(),
-                size,
-                expected.clone(),
-                bad.clone(),
-                sent.clone(),
-            );
-            let (oci, r, d) = (&c.oci, &oci_ref, &digest);
-            async move { oci.push_blob_stream(r, stream, d, Some(size)).await }
+        // A session, then one monolithic PUT streamed from the file; a
+        // failure starts over with a new session (a broken PUT may have
+        // left part of the bytes in the old one).
+        let upload = c.retry(RegistryOperation::Push, &what, |reauthed| {
+            let (what, digest, bad, sent, expected) = (&what, &digest, &bad, &sent, &expected);
+            async move {
+                let start = c.url("blobs", "uploads/");
+                let resp = c
+                    .send_once(RegistryOperation::Push, what, |h| h.post(&start), reauthed)
+                    .await?;
+                if resp.status() != StatusCode::ACCEPTED {
+                    return Err(Failed::Final(c.status_error(what, resp).await));
+                }
+                let put = upload_url(&c.base, &resp, digest).ok_or_else(|| {
+                    Failed::Final(TransportError::Registry {
+                        location: c.location.clone(),
+                        message: format!(
+                            "{what}: the registry started an upload without a usable Location"
+                        ),
+                        user: false,
+                    })
+                })?;
+                let resp = c
+                    .send_once(
+                        RegistryOperation::Push,
+                        what,
+                        |h| {
+                            let stream = file_stream(
+                                src.to_path_buf(),
+                                size,
+                                expected.clone(),
+                                bad.clone(),
+                                sent.clone(),
+                            );
+                            h.put(put.clone())
+                                .header(CONTENT_TYPE, "application/octet-stream")
+                                .header(CONTENT_LENGTH, size)
+                                .body(reqwest::Body::wrap_stream(stream))
+                        },
+                        reauthed,
+                    )
+                    .await;
+                if bad.lock().unwrap_or_else(|e| e.into_inner()).is_some() {
+                    // The file is not the blob: no other try will change it.
+                    return Ok(());
+                }
+                let resp = resp?;
+                match resp.status() {
+                    StatusCode::CREATED | StatusCode::NO_CONTENT | StatusCode::OK => Ok(()),
+                    _ => Err(Failed::Final(c.status_error(what, resp).await)),
+                }
+            }
         });
         tokio::pin!(upload);
         let mut tick = tokio::time::interval(std::time::Duration::from_millis(200));
@@ -488,9 +537,6 @@ impl Transport for RegistryTransport {
                 _ = tick.tick() => progress(sent.load(Ordering::Relaxed)),
             }
         };
-        if result.is_ok() {
-            progress(size);
-        }
         if let Some(reason) = bad.lock().unwrap_or_else(|e| e.into_inner()).take() {
             return Err(TransportError::Mismatch {
                 location: format!("{}", src.display()),
@@ -499,7 +545,10 @@ impl Transport for RegistryTransport {
                 actual: reason,
             });
         }
-        result.map(drop)
+        if result.is_ok() {
+            progress(size);
+        }
+        result
     }
 
     fn origins(&self, _desc: &Descriptor) -> Vec<BlobOrigin> {
@@ -519,21 +568,25 @@ impl Transport for RegistryTransport {
             return Ok(false);
         }
         let c = self.conn().await?;
-        let source = oci_client::Reference::with_tag(
-            from.registry.clone(),
-            from.repository.clone(),
-            "latest".into(),
-        );
-        c.ensure_auth(RegistryOperation::Push).await?;
-        match c
-            .oci
-            .mount_blob(&self.reference.to_oci(), &source, desc.digest().as_ref())
-            .await
-        {
-            Ok(()) => Ok(true),
+        let what = format!("mount blob {} from {}", desc.digest(), from.repository);
+        let mut url = reqwest::Url::parse(&c.url("blobs", "uploads/")).map_err(|e| {
+            TransportError::Registry {
+                location: self.location(),
+                message: format!("{what}: {e}"),
+                user: false,
+            }
+        })?;
+        url.query_pairs_mut()
+            .append_pair("mount", desc.digest().as_ref())
+            .append_pair("from", &from.repository);
+        let resp = c
+            .send(RegistryOperation::Push, &what, |h| h.post(url.clone()))
+            .await?;
+        match resp.status() {
+            StatusCode::CREATED => Ok(true),
             // 202: the registry started an upload instead; upload.
-            Err(e) => {
-                tracing::debug!(error = %e, "cross-repository mount refused; uploading");
+            status => {
+                tracing::debug!(%status, "cross-repository mount refused; uploading");
                 Ok(false)
             }
         }
@@ -551,7 +604,6 @@ impl Transport for RegistryTransport {
             ManifestRole::Root { tag: Some(tag) } => self.reference.with_reference(tag),
             _ => self.reference.with_reference(desc.digest().as_ref()),
         };
-        let oci_ref = target.to_oci();
         let content_type = desc
             .media_type()
             .to_string()
@@ -562,19 +614,57 @@ impl Transport for RegistryTransport {
                 reason: "its media type cannot be sent as a header".into(),
             })?;
         let body = bytes::Bytes::copy_from_slice(bytes);
-        c.retry_oci(
-            RegistryOperation::Push,
-            &format!("push manifest {}", target.reference()),
-            || {
-                c.oci
-                    .push_manifest_raw(&oci_ref, body.clone(), content_type.clone())
-            },
-        )
-        .await
-        .map(drop)
+        let what = format!("push manifest {}", target.reference());
+        let url = c.url("manifests", &target.reference());
+        let resp = c
+            .send(RegistryOperation::Push, &what, |h| {
+                h.put(&url)
+                    .header(CONTENT_TYPE, content_type.clone())
+                    .body(body.clone())
+            })
+            .await?;
+        match resp.status() {
+            StatusCode::CREATED | StatusCode::OK | StatusCode::ACCEPTED => Ok(()),
+            StatusCode::BAD_REQUEST => {
+                let answer = head_of_body(resp, body::MAX_ERROR_BODY).await;
+                let detail = body::errors_in(&answer)
+                    .unwrap_or_else(|| body::short(&String::from_utf8_lossy(&answer)));
+                // MANIFEST_BLOB_UNKNOWN, the spec's code for this.
+                if detail.contains("BLOB_UNKNOWN") {
+                    return Err(TransportError::BlobUnknown {
+                        location: self.location(),
+                        what,
+                        detail,
+                    });
+                }
+                Err(TransportError::Registry {
+                    location: self.location(),
+                    message: format!("{what}: the registry answered 400 Bad Request: {detail}"),
+                    user: true,
+                })
+            }
+            _ => Err(c.status_error(&what, resp).await),
+        }
     }
 
     async fn finish(&self) -> Result<(), TransportError> {
         Ok(())
     }
+}
+
+/// Where the monolithic `PUT` of an upload goes: the session's `Location`
+/// (absolute, or relative to the registry) with `digest=` added to what
+/// query it has.
+fn upload_url(base: &str, resp: &reqwest::Response, digest: &str) -> Option<reqwest::Url> {
+    let location = resp
+        .headers()
+        .get(reqwest::header::LOCATION)?
+        .to_str()
+        .ok()?;
+    let mut url = reqwest::Url::parse(base).ok()?.join(location).ok()?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return None;
+    }
+    url.query_pairs_mut().append_pair("digest", digest);
+    Some(url)
 }

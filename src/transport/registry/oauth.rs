@@ -3,7 +3,7 @@
 //! identity token is a refresh token; it is exchanged at the registry's
 //! token service for an access token with `POST realm` and the form
 //! `grant_type=refresh_token` (the distribution token spec's "OAuth2
-//! token" flow), which oci-client does not do.
+//! token" flow).
 
 use crate::keychain::Secret;
 

@@ -98,22 +98,6 @@ impl RegistryRef {
         }
         r
     }
-
-    /// oci-client's form of the reference.
-    pub fn to_oci(&self) -> oci_client::Reference {
-        match &self.digest {
-            Some(d) => oci_client::Reference::with_digest(
-                self.registry.clone(),
-                self.repository.clone(),
-                d.to_string(),
-            ),
-            None => oci_client::Reference::with_tag(
-                self.registry.clone(),
-                self.repository.clone(),
-                self.tag.clone().unwrap_or_else(|| DEFAULT_TAG.into()),
-            ),
-        }
-    }
 }
 
 impl fmt::Display for RegistryRef {
@@ -130,7 +114,7 @@ impl fmt::Display for RegistryRef {
 }
 
 /// Where HTTP requests for `registry` go: Docker Hub's API host is not
-/// its name (the same host oci-client uses, so both agree on the scheme).
+/// its name (docker's rule).
 pub fn api_host(registry: &str) -> &str {
     if registry == DOCKER_HUB {
         "index.docker.io"

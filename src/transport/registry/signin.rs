@@ -2,13 +2,11 @@
 //! registry's token service: the distribution token spec's `GET realm?
 //! scope=…&service=…` with Basic credentials.
 //!
-//! oci-client can do this itself, but it reads the token service's whole
-//! answer into memory: a token service that answers 50 MB (or never stops)
-//! would cost that much. Here the answer is read up to [`MAX_ANSWER`] and
-//! refused beyond it; the token is then handed to oci-client as a bearer
-//! token, which it stores without asking again.
+//! The answer is read up to [`MAX_ANSWER`] and refused beyond it: a token
+//! service that answers 50 MB (or never stops) costs no more memory than
+//! one that answers 1 KiB.
 
-use oci_client::RegistryOperation;
+use super::RegistryOperation;
 use reqwest::header::WWW_AUTHENTICATE;
 
 use super::body::{head_of_body, read_capped};
@@ -21,8 +19,7 @@ use crate::keychain::Secret;
 pub enum Outcome {
     /// A token from its token service.
     Token(Secret),
-    /// No token service: Basic credentials or nothing (oci-client is told
-    /// by its own sign-in, which reads no body).
+    /// No token service: Basic credentials or nothing.
     NoTokenService,
 }
 
