@@ -3,14 +3,12 @@
 //! helper, see `jbuild::keychain`), or forget them.
 
 use std::io::{IsTerminal, Read};
-use std::path::PathBuf;
-use std::time::Duration;
 
 use clap::Args;
 use serde_json::json;
 
 use jbuild::keychain::{canonical_registry, verify, Credential, Keychain, Secret};
-use jbuild::transport::registry::reference::{api_host, is_loopback};
+use jbuild::transport::registry::{reach, RegistryOptions};
 
 use super::{CmdResult, Ctx, Failure};
 
@@ -98,16 +96,23 @@ pub fn login(ctx: &Ctx, a: LoginArgs) -> CmdResult {
 
     let rt = runtime()?;
     let _inside = rt.enter();
-    let (http, base) = client_for(ctx, &rt, &registry)?;
-    rt.block_on(verify(&http, &registry, &base, &cred))
+    let cannot = |e: anyhow::Error, user: bool| {
+        let e = e.context(format!("cannot log in to {registry}"));
+        if user {
+            Failure::user(e)
+        } else {
+            Failure::internal(e)
+        }
+    };
+    let options = RegistryOptions::from_settings(&ctx.settings);
+    let ep = rt.block_on(reach(&registry, &options)).map_err(|e| {
+        let user = e.is_user_error();
+        cannot(e.into(), user)
+    })?;
+    rt.block_on(verify(&ep.http, &registry, &ep.base, &cred))
         .map_err(|e| {
             let user = e.is_user_error();
-            let e = anyhow::Error::new(e).context(format!("cannot log in to {registry}"));
-            if user {
-                Failure::user(e)
-            } else {
-                Failure::internal(e)
-            }
+            cannot(e.into(), user)
         })?;
     keychain.store(&registry, &cred).map_err(|e| {
         Failure::user(
@@ -147,88 +152,4 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
         .enable_all()
         .build()
         .map_err(Failure::internal)
-}
-
-/// Where the registry's API is (`https://`, or `http://` for loopback and
-/// configured insecure registries that do not speak TLS), and an HTTP
-/// client trusting the CAs of docker's `certs.d` for it.
-fn client_for(
-    ctx: &Ctx,
-    rt: &tokio::runtime::Runtime,
-    registry: &str,
-) -> Result<(reqwest::Client, String), Failure> {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let host = api_host(registry);
-    let timeout = ctx.settings.registries.timeout();
-    let mut builder = reqwest::Client::builder()
-        .connect_timeout(timeout)
-        .read_timeout(timeout)
-        .user_agent(concat!("jbuild/", env!("CARGO_PKG_VERSION")));
-    let mut certs = Vec::new();
-    for dir in certs_dirs(ctx) {
-        let Ok(entries) = std::fs::read_dir(dir.join(registry)) else {
-            continue;
-        };
-        let mut paths: Vec<PathBuf> = entries
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "crt"))
-            .collect();
-        paths.sort();
-        for p in paths {
-            let pem = std::fs::read(&p)
-                .map_err(|e| Failure::user(anyhow::anyhow!("cannot read {}: {e}", p.display())))?;
-            certs.push(reqwest::Certificate::from_pem(&pem).map_err(|e| {
-                Failure::user(anyhow::anyhow!(
-                    "{} is not a PEM certificate: {e}",
-                    p.display()
-                ))
-            })?);
-        }
-    }
-    if !certs.is_empty() {
-        builder = builder.tls_certs_merge(certs);
-    }
-    let http = builder.build().map_err(Failure::internal)?;
-    let plain_ok = is_loopback(registry)
-        || ctx
-            .settings
-            .registries
-            .insecure
-            .iter()
-            .any(|i| i == registry);
-    let https = format!("https://{host}");
-    if !plain_ok {
-        return Ok((http, https));
-    }
-    // Try TLS first, as docker does, and fall back to plain HTTP.
-    let probe = rt.block_on(
-        http.get(format!("{https}/v2/"))
-            .timeout(timeout.min(Duration::from_secs(10)))
-            .send(),
-    );
-    Ok(match probe {
-        Ok(_) => (http, https),
-        // TLS with an untrusted certificate: stay on HTTPS so the login
-        // fails saying so (plain HTTP to a TLS port only gets a 400).
-        Err(e)
-            if format!("{e:?}")
-                .to_ascii_lowercase()
-                .contains("certificate") =>
-        {
-            (http, https)
-        }
-        Err(_) => (http, format!("http://{host}")),
-    })
-}
-
-/// docker's `certs.d` directories: the configured one, else docker's and
-/// podman's defaults.
-fn certs_dirs(ctx: &Ctx) -> Vec<PathBuf> {
-    match &ctx.settings.registries.certs_dir {
-        Some(d) => vec![d.clone()],
-        None => ["/etc/docker/certs.d", "/etc/containers/certs.d"]
-            .iter()
-            .map(PathBuf::from)
-            .collect(),
-    }
 }

@@ -20,9 +20,9 @@ use reqwest::{RequestBuilder, Response, StatusCode};
 use tokio::sync::Mutex;
 
 use super::body::error_body;
-use super::endpoint::{load_certs, probe_scheme};
+use super::endpoint::{reach, Endpoint};
 use super::oauth;
-use super::reference::{api_host, is_loopback, RegistryRef};
+use super::reference::RegistryRef;
 use super::retry::{parse_retry_after, transient_status, Attempt, RetryPolicy};
 use super::signin;
 use super::{RegistryOperation, RegistryOptions};
@@ -103,51 +103,12 @@ fn op_key(op: RegistryOperation) -> u8 {
 
 impl Conn {
     pub async fn open(r: &RegistryRef, options: &RegistryOptions) -> Result<Conn, TransportError> {
-        // reqwest is built without a default crypto provider (aws-lc does
-        // not cross-compile to FreeBSD here); ring is installed once.
-        let _ = rustls::crypto::ring::default_provider().install_default();
         let location = format!("docker://{}", r.name());
         let registry = r.registry.clone();
-        let host = api_host(&registry).to_string();
-        let dirs = options.certs_dirs();
-        let pems = load_certs(&dirs, &registry).map_err(|e| TransportError::Registry {
-            location: location.clone(),
-            message: e,
-            user: true,
-        })?;
-        // A silent registry (no TCP answer, a stalled TLS handshake, a
-        // body that stops) fails the request after `timeout`; requests are
-        // then retried within the retry policy's bound.
+        let Endpoint { http, base } = reach(&registry, options).await?;
         let timeout = options.timeout;
-        let mut builder = reqwest::Client::builder()
-            .connect_timeout(timeout)
-            .read_timeout(timeout)
-            .user_agent(USER_AGENT);
-        let mut reqwest_certs = Vec::new();
-        for (path, pem) in &pems {
-            reqwest_certs.push(reqwest::Certificate::from_pem(pem).map_err(|e| {
-                TransportError::Registry {
-                    location: location.clone(),
-                    message: format!("{} is not a PEM certificate: {e}", path.display()),
-                    user: true,
-                }
-            })?);
-        }
-        if !reqwest_certs.is_empty() {
-            builder = builder.tls_certs_merge(reqwest_certs);
-        }
-        let http = builder.build().map_err(|e| TransportError::Registry {
-            location: location.clone(),
-            message: format!("cannot set up HTTP: {}", chain(&e)),
-            user: false,
-        })?;
+        let dirs = options.certs_dirs();
 
-        let plain_ok = is_loopback(&registry) || options.insecure.contains(&registry);
-        let scheme = if plain_ok {
-            probe_scheme(&http, &host, timeout).await
-        } else {
-            "https"
-        };
         let keychain = match &options.keychain {
             Some(k) => k.clone(),
             None => Keychain::from_env().map_err(|e| TransportError::Registry {
@@ -170,7 +131,7 @@ impl Conn {
         };
         Ok(Conn {
             http,
-            base: format!("{scheme}://{host}"),
+            base,
             basic,
             identity,
             headers: Mutex::new(HashMap::new()),
@@ -372,14 +333,16 @@ impl Conn {
                     tracing::debug!(%failure, ?wait, attempt, "retrying");
                     tokio::time::sleep(wait).await;
                 }
-                None => return Err(TransportError::Registry {
-                    location: self.location.clone(),
-                    message: format!(
+                None => {
+                    return Err(TransportError::Registry {
+                        location: self.location.clone(),
+                        message: format!(
                         "{failure} (gave up after {attempt} attempts in {:.0?}; try again later)",
                         started.elapsed()
                     ),
-                    user: false,
-                }),
+                        user: false,
+                    })
+                }
             }
         }
     }
@@ -519,8 +482,6 @@ impl Conn {
         }
     }
 }
-
-const USER_AGENT: &str = concat!("jbuild/", env!("CARGO_PKG_VERSION"));
 
 /// Connection refused or reset, a timeout, a body cut short: worth another
 /// try. A TLS failure is not: it will fail the same way.

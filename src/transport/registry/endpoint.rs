@@ -6,6 +6,69 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::conn::chain;
+use super::reference::{api_host, is_loopback};
+use super::RegistryOptions;
+use crate::transport::TransportError;
+
+const USER_AGENT: &str = concat!("jbuild/", env!("CARGO_PKG_VERSION"));
+
+/// How to reach one registry: an HTTP client that trusts its CAs, and the
+/// base URL of its API (`https://host[:port]`, or `http://` where allowed).
+pub struct Endpoint {
+    pub http: reqwest::Client,
+    pub base: String,
+}
+
+/// The [`Endpoint`] of `registry`: CA certificates from docker's `certs.d`
+/// directories of `options`, the stall timeout on connecting and on every
+/// read, and the scheme (plain HTTP only for loopback and `insecure`
+/// registries that do not answer HTTPS). Used by every registry request
+/// and by `jbuild login`.
+pub async fn reach(registry: &str, options: &RegistryOptions) -> Result<Endpoint, TransportError> {
+    // reqwest is built without a default crypto provider (aws-lc does not
+    // cross-compile to FreeBSD here); ring is installed once.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let failed = |message: String, user: bool| TransportError::Registry {
+        location: format!("docker://{registry}"),
+        message,
+        user,
+    };
+    let host = api_host(registry).to_string();
+    let pems = load_certs(&options.certs_dirs(), registry).map_err(|e| failed(e, true))?;
+    // A silent registry (no TCP answer, a stalled TLS handshake, a body
+    // that stops) fails the request after `timeout`; requests are then
+    // retried within the retry policy's bound.
+    let timeout = options.timeout;
+    let mut builder = reqwest::Client::builder()
+        .connect_timeout(timeout)
+        .read_timeout(timeout)
+        .user_agent(USER_AGENT);
+    let mut certs = Vec::new();
+    for (path, pem) in &pems {
+        certs.push(reqwest::Certificate::from_pem(pem).map_err(|e| {
+            failed(
+                format!("{} is not a PEM certificate: {e}", path.display()),
+                true,
+            )
+        })?);
+    }
+    if !certs.is_empty() {
+        builder = builder.tls_certs_merge(certs);
+    }
+    let http = builder
+        .build()
+        .map_err(|e| failed(format!("cannot set up HTTP: {}", chain(&e)), false))?;
+    let plain_ok = is_loopback(registry) || options.insecure.iter().any(|i| i == registry);
+    let scheme = if plain_ok {
+        probe_scheme(&http, &host, timeout).await
+    } else {
+        "https"
+    };
+    Ok(Endpoint {
+        http,
+        base: format!("{scheme}://{host}"),
+    })
+}
 
 /// Where docker and podman look for a registry's CA certificates.
 pub const DEFAULT_CERTS_DIRS: [&str; 2] = ["/etc/docker/certs.d", "/etc/containers/certs.d"];
@@ -17,11 +80,7 @@ pub fn certs_dirs_default() -> Vec<PathBuf> {
 
 /// For a registry allowed plain HTTP: HTTPS if it answers HTTPS (as docker
 /// tries first), else plain HTTP.
-pub(super) async fn probe_scheme(
-    http: &reqwest::Client,
-    host: &str,
-    timeout: Duration,
-) -> &'static str {
+async fn probe_scheme(http: &reqwest::Client, host: &str, timeout: Duration) -> &'static str {
     let probe = |scheme: &str| {
         http.get(format!("{scheme}://{host}/v2/"))
             .timeout(timeout.min(Duration::from_secs(10)))

@@ -56,6 +56,7 @@ use crate::digest::Digest;
 use crate::keychain::Keychain;
 pub use blob::range_start;
 pub use body::{head_of_body, read_capped};
+pub use endpoint::{reach, Endpoint};
 
 /// What a request is for: a token service grants pull, or pull and push,
 /// for a repository.
@@ -105,7 +106,7 @@ impl RegistryOptions {
         }
     }
 
-    fn certs_dirs(&self) -> Vec<PathBuf> {
+    pub(crate) fn certs_dirs(&self) -> Vec<PathBuf> {
         match &self.certs_dir {
             Some(d) => vec![d.clone()],
             None => endpoint::certs_dirs_default(),
