@@ -56,6 +56,19 @@ fn manifest_with(layers: usize, config_size: u64) -> Vec<u8> {
     s.into_bytes()
 }
 
+/// A 400 whose `{"errors": ...}` body goes on for [`HUGE`] bytes.
+fn huge_error_body() -> Answer {
+    Answer::Stream {
+        status: "400 Bad Request",
+        headers: vec![("Content-Type".into(), "application/json".into())],
+        prefix: b"{\"errors\":[{\"code\":\"X\",\"message\":\"".to_vec(),
+        fill: b'a',
+        len: HUGE,
+        chunked: true,
+        length: None,
+    }
+}
+
 /// The registry of every huge-document case, by tag.
 fn huge_registry(req: &Req, host: &str) -> Answer {
     let path = req.path.as_str();
@@ -90,15 +103,7 @@ fn huge_registry(req: &Req, host: &str) -> Answer {
         "chunked" => manifest_head(HUGE, true, OCI_MANIFEST, None),
         "index" => manifest_head(HUGE, true, OCI_INDEX, None),
         "lie" => manifest_head(HUGE, false, OCI_MANIFEST, Some(1000)),
-        "errorbody" => Answer::Stream {
-            status: "400 Bad Request",
-            headers: vec![("Content-Type".into(), "application/json".into())],
-            prefix: b"{\"errors\":[{\"code\":\"X\",\"message\":\"".to_vec(),
-            fill: b'a',
-            len: HUGE,
-            chunked: true,
-            length: None,
-        },
+        "errorbody" => huge_error_body(),
         "bigconfig" => Answer::Reply {
             status: "200 OK",
             headers: vec![("Content-Type".into(), OCI_MANIFEST.into())],
@@ -478,15 +483,6 @@ fn a_512_mib_layer_moves_with_bounded_memory() {
 /// and stays within [`MAX_RSS_KIB`].
 #[test]
 fn huge_error_bodies_on_push_are_not_held_in_memory() {
-    let huge_error = || Answer::Stream {
-        status: "400 Bad Request",
-        headers: vec![("Content-Type".into(), "application/json".into())],
-        prefix: b"{\"errors\":[{\"code\":\"X\",\"message\":\"".to_vec(),
-        fill: b'a',
-        len: HUGE,
-        chunked: true,
-        length: None,
-    };
     let server = Server::start(move |req| {
         let (m, p) = (req.method.as_str(), req.path.as_str());
         let step = p.split('/').nth(2).unwrap_or("");
@@ -499,7 +495,7 @@ fn huge_error_bodies_on_push_are_not_held_in_memory() {
                 body: vec![],
             },
             ("HEAD", _) => Answer::status("404 Not Found"),
-            ("POST", "start") => huge_error(),
+            ("POST", "start") => huge_error_body(),
             ("POST", _) => Answer::Reply {
                 status: "202 Accepted",
                 headers: vec![(
@@ -508,8 +504,8 @@ fn huge_error_bodies_on_push_are_not_held_in_memory() {
                 )],
                 body: vec![],
             },
-            ("PUT", "upload") if p.contains("/blobs/uploads/") => huge_error(),
-            ("PUT", "manifest") if p.contains("/manifests/") => huge_error(),
+            ("PUT", "upload") if p.contains("/blobs/uploads/") => huge_error_body(),
+            ("PUT", "manifest") if p.contains("/manifests/") => huge_error_body(),
             _ => Answer::status("500 Internal Server Error"),
         }
     });

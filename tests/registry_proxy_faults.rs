@@ -193,19 +193,25 @@ fn push_through(faults: Vec<Fault>) -> (Output, Proxy) {
     );
     if out.status.success() {
         assert_eq!(text(&out.stdout).trim(), src.manifest);
-        let dst = World::new(0);
-        run_ok(
-            dst.jbuild()
-                .args(["pull", &format!("{}/jbuild/app:1", reg.host())]),
-            LIMIT,
-        );
-        assert_eq!(
-            digests_in_layout(dst.store.path(), &src.manifest),
-            src.digests
-        );
-        verify_layout(dst.store.path());
+        assert_registry_holds(&reg, &src);
     }
     (out, proxy)
+}
+
+/// `jbuild/app:1` in `reg`, pulled directly into a fresh root, is `src`'s
+/// image whole: every digest, every blob sound.
+fn assert_registry_holds(reg: &Registry, src: &World) {
+    let dst = World::new(0);
+    run_ok(
+        dst.jbuild()
+            .args(["pull", &format!("{}/jbuild/app:1", reg.host())]),
+        LIMIT,
+    );
+    assert_eq!(
+        digests_in_layout(dst.store.path(), &src.manifest),
+        src.digests
+    );
+    verify_layout(dst.store.path());
 }
 
 #[test]
@@ -319,15 +325,5 @@ fn a_blob_lost_before_its_manifest_is_uploaded_again() {
         "{}",
         text(&out.stderr)
     );
-    let dst = World::new(0);
-    run_ok(
-        dst.jbuild()
-            .args(["pull", &format!("{}/jbuild/app:1", reg.host())]),
-        LIMIT,
-    );
-    assert_eq!(
-        digests_in_layout(dst.store.path(), &src.manifest),
-        src.digests
-    );
-    verify_layout(dst.store.path());
+    assert_registry_holds(&reg, &src);
 }
