@@ -178,14 +178,7 @@ fn push_through(faults: Vec<Fault>) -> (Output, Proxy) {
     let src = World::new(1 << 20);
     let reg = Registry::start();
     let proxy = Proxy::start(reg.port, faults);
-    let out = run_bounded(
-        src.jbuild().args([
-            "push",
-            "app:1",
-            &format!("127.0.0.1:{}/jbuild/app:1", proxy.port),
-        ]),
-        LIMIT,
-    );
+    let out = push_via(&src, &proxy);
     assert!(
         proxy.applied() >= 1,
         "the fault never fired: {:?}",
@@ -196,6 +189,18 @@ fn push_through(faults: Vec<Fault>) -> (Output, Proxy) {
         assert_registry_holds(&reg, &src);
     }
     (out, proxy)
+}
+
+/// `jbuild push app:1` from `src` to `jbuild/app:1` through `proxy`.
+fn push_via(src: &World, proxy: &Proxy) -> Output {
+    run_bounded(
+        src.jbuild().args([
+            "push",
+            "app:1",
+            &format!("127.0.0.1:{}/jbuild/app:1", proxy.port),
+        ]),
+        LIMIT,
+    )
 }
 
 /// `jbuild/app:1` in `reg`, pulled directly into a fresh root, is `src`'s
@@ -294,14 +299,7 @@ fn a_blob_lost_before_its_manifest_is_uploaded_again() {
             FaultKind::UpstreamFirst("DELETE", delete.clone()),
         )],
     );
-    let out = run_bounded(
-        src.jbuild().args([
-            "push",
-            "app:1",
-            &format!("127.0.0.1:{}/jbuild/app:1", proxy.port),
-        ]),
-        LIMIT,
-    );
+    let out = push_via(&src, &proxy);
     let log = proxy.requests();
     assert!(out.status.success(), "{}\n{log:#?}", text(&out.stderr));
     assert_eq!(text(&out.stdout).trim(), src.manifest);
