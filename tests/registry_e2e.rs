@@ -281,3 +281,44 @@ fn jbuild_pulls_what_skopeo_pushed() {
         "{images}"
     );
 }
+
+/// A layer the store already holds, damaged since (a disk error), and its
+/// snapshot gone: pulling the image again cannot unpack it, and says that
+/// the store's copy is at fault and how to mend it, not that the image is
+/// bad. After `jbuild check --repair` the same pull works.
+#[test]
+fn a_pull_that_meets_a_damaged_stored_layer_says_so() {
+    let src = World::new(1 << 20);
+    let reg = Registry::start();
+    let name = format!("{}/jbuild/app:1", reg.host());
+    run_ok(src.jbuild().args(["push", "app:1", &name]), LIMIT);
+    let dst = World::new(0);
+    run_ok(dst.jbuild().args(["pull", &name]), LIMIT);
+    run_ok(dst.jbuild().args(["prune", "--cache"]), LIMIT);
+    // The biggest blob is the 1 MiB layer.
+    let blobs = dst.store.path().join("blobs/sha256");
+    let layer = fs::read_dir(&blobs)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .max_by_key(|p| fs::metadata(p).unwrap().len())
+        .unwrap();
+    let mut bytes = fs::read(&layer).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x40;
+    fs::write(&layer, &bytes).unwrap();
+
+    let out = run_bounded(dst.jbuild().args(["pull", &name]), LIMIT);
+    let hex = layer.file_name().unwrap().to_string_lossy().into_owned();
+    fails_with(
+        &out,
+        2,
+        &format!("the store's copy of layer sha256:{hex}, kept from before this pull, is damaged"),
+    );
+    fails_with(&out, 2, "run `jbuild check --repair`");
+
+    run_bounded(dst.jbuild().args(["check", "--repair"]), LIMIT);
+    assert!(!layer.exists());
+    let out = run_ok(dst.jbuild().args(["pull", &name]), LIMIT);
+    assert_eq!(out.trim(), src.manifest);
+    run_ok(dst.jbuild().arg("check"), LIMIT);
+}

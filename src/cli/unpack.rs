@@ -99,7 +99,21 @@ pub fn unpack_and_tag(
         Ok(_) => store.tag_ref(name, desc).map_err(Failure::internal),
         Err(e) => {
             let sn = snapshotter.as_ref();
+            // A layer the store already had may be what failed: its copy
+            // damaged since (a disk error), not the image.
+            let damaged = layer_blobs(store, desc, platform)
+                .into_iter()
+                .find(|d| before.blobs.contains(d) && !store.blob_is_sound(d));
             discard(store, sn, desc, platform, before, &snapshots_before);
+            if let Some(d) = damaged {
+                let e = anyhow!(e);
+                return Err(Failure::internal(anyhow!(
+                    "cannot pull {name}: the store's copy of layer {d}, kept from before this \
+                     pull, is damaged (its bytes no longer hash to its name, and unpacking it \
+                     failed: {}); run `jbuild check --repair`, which deletes it, then pull again",
+                    e.root_cause()
+                )));
+            }
             Err(Failure {
                 user: e.is_user_error(),
                 error: anyhow!(e).context(format!(
@@ -109,6 +123,19 @@ pub fn unpack_and_tag(
             })
         }
     }
+}
+
+/// The digests of an image's layer blobs (empty if its manifest cannot be
+/// read).
+fn layer_blobs(store: &Store, desc: &Descriptor, platform: &Platform) -> Vec<Digest> {
+    let Ok(img) = build::image::load_descriptor(store, desc, platform, "") else {
+        return Vec::new();
+    };
+    img.manifest
+        .layers()
+        .iter()
+        .filter_map(|l| l.digest().to_string().parse().ok())
+        .collect()
 }
 
 /// The snapshot names an image's layers unpack to, bottom first (empty if

@@ -76,6 +76,17 @@ impl Store {
         self.blob_path(d).is_file()
     }
 
+    /// Whether blob `d` is there and its bytes still hash to its name (read
+    /// through once, one buffer at a time). `jbuild check` reports the same
+    /// for every blob; this is for one blob a command has doubts about.
+    pub fn blob_is_sound(&self, d: &Digest) -> bool {
+        let Ok(file) = File::open(self.blob_path(d)) else {
+            return false;
+        };
+        let mut reader = HashingReader::new(io::BufReader::with_capacity(1 << 20, file));
+        io::copy(&mut reader, &mut io::sink()).is_ok() && reader.finish().0 == *d
+    }
+
     /// A writer for a new blob, in a temporary file under `.jbuild/tmp/`.
     pub fn blob_writer(&self) -> Result<BlobWriter, StoreError> {
         let dir = self.private_dir("tmp")?;
