@@ -3,9 +3,10 @@
 //! `main` prints the failure once, as `error: ...` followed by its causes,
 //! and maps it to the exit code.
 
-/// `println!` and `print!` for results, through [`jbuild::report::stdout`]:
-/// a closed pipe ends the output quietly, another write error fails the
-/// command.
+// `println!` and `print!` for results, through `jbuild::report::stdout`:
+// a closed pipe ends the output quietly, another write error fails the
+// command.
+
 /// `println!` for results.
 macro_rules! outln {
     () => {

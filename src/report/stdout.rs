@@ -33,8 +33,8 @@ pub fn write(args: fmt::Arguments<'_>) {
 }
 
 /// Standard output as an [`io::Write`](std::io::Write) that follows the
-/// same rules: writes never fail, and a failure is remembered (and
-/// reported once) as with [`write`].
+/// same rules: writes never fail, and a failure is remembered as with
+/// [`write`].
 pub struct Stdout;
 
 impl Write for Stdout {

@@ -421,6 +421,12 @@ impl Conn {
     pub async fn status_error(&self, what: &str, resp: Response) -> TransportError {
         let status = resp.status();
         let detail = error_body(resp).await;
+        self.answered(what, status, &detail)
+    }
+
+    /// [`Conn::status_error`] once the body is read: `detail` is what
+    /// [`error_body`] made of it.
+    pub fn answered(&self, what: &str, status: StatusCode, detail: &str) -> TransportError {
         match status.as_u16() {
             401 | 403 => self.denied(what, status.as_u16(), detail.trim_start_matches(": ")),
             code => TransportError::Registry {

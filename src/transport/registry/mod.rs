@@ -626,25 +626,18 @@ impl Transport for RegistryTransport {
             .await?;
         match resp.status() {
             StatusCode::CREATED | StatusCode::OK | StatusCode::ACCEPTED => Ok(()),
-            StatusCode::BAD_REQUEST => {
-                let answer = head_of_body(resp, body::MAX_ERROR_BODY).await;
-                let detail = body::errors_in(&answer)
-                    .unwrap_or_else(|| body::short(&String::from_utf8_lossy(&answer)));
+            status => {
+                let detail = body::error_body(resp).await;
                 // MANIFEST_BLOB_UNKNOWN, the spec's code for this.
-                if detail.contains("BLOB_UNKNOWN") {
+                if status == StatusCode::BAD_REQUEST && detail.contains("BLOB_UNKNOWN") {
                     return Err(TransportError::BlobUnknown {
                         location: self.location(),
                         what,
-                        detail,
+                        detail: detail.trim_start_matches(": ").to_string(),
                     });
                 }
-                Err(TransportError::Registry {
-                    location: self.location(),
-                    message: format!("{what}: the registry answered 400 Bad Request: {detail}"),
-                    user: true,
-                })
+                Err(c.answered(&what, status, &detail))
             }
-            _ => Err(c.status_error(&what, resp).await),
         }
     }
 
