@@ -32,6 +32,22 @@ pub struct LoadedImage {
     pub config: ImageConfiguration,
 }
 
+impl LoadedImage {
+    /// The config's `rootfs.diff_ids`, bottom first; one that is not a
+    /// sha256 digest is an error naming the image.
+    pub fn diff_ids(&self) -> Result<Vec<Digest>, String> {
+        self.config
+            .rootfs()
+            .diff_ids()
+            .iter()
+            .map(|d| {
+                d.parse::<Digest>()
+                    .map_err(|e| format!("image {}: {e}", self.manifest_digest))
+            })
+            .collect()
+    }
+}
+
 fn parse_digest(d: &oci_spec::image::Digest) -> Result<Digest, String> {
     d.to_string().parse().map_err(|e| format!("{e}"))
 }

@@ -21,16 +21,7 @@ pub(super) fn unpack_image(
     env: &BuildEnv<'_>,
     img: &LoadedImage,
 ) -> Result<Vec<Layer>, BuildError> {
-    let diff_ids: Vec<Digest> = img
-        .config
-        .rootfs()
-        .diff_ids()
-        .iter()
-        .map(|d| {
-            d.parse::<Digest>()
-                .map_err(|e| BuildError::Store(format!("image {}: {e}", img.manifest_digest)))
-        })
-        .collect::<Result<_, _>>()?;
+    let diff_ids = img.diff_ids().map_err(BuildError::Store)?;
     // `image::load` made sure there is one diff ID per layer.
     let count = img.manifest.layers().len();
     let chains = image::chain_ids(&diff_ids);

@@ -7,7 +7,6 @@ use oci_spec::image::{Descriptor, ImageIndex};
 
 use crate::build::chain_snapshot;
 use crate::build::image::{self, MEDIA_INDEX};
-use crate::digest::Digest;
 use crate::plan::Platform;
 use crate::store::{descriptor_digest, Store};
 
@@ -47,16 +46,7 @@ pub fn chains_in_use(store: &Store) -> Result<HashSet<String>, String> {
             &Platform::default_for_host(),
             &digest.to_string(),
         )?;
-        let diff_ids: Vec<Digest> = img
-            .config
-            .rootfs()
-            .diff_ids()
-            .iter()
-            .map(|d| {
-                d.parse::<Digest>()
-                    .map_err(|e| format!("image {digest}: {e}"))
-            })
-            .collect::<Result<_, _>>()?;
+        let diff_ids = img.diff_ids()?;
         used.extend(image::chain_ids(&diff_ids).iter().map(chain_snapshot));
     }
     Ok(used)

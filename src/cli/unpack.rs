@@ -141,16 +141,11 @@ fn layer_blobs(store: &Store, desc: &Descriptor, platform: &Platform) -> Vec<Dig
 /// The snapshot names an image's layers unpack to, bottom first (empty if
 /// its configuration cannot be read: then nothing was unpacked).
 fn chain_snapshots(store: &Store, desc: &Descriptor, platform: &Platform) -> Vec<String> {
-    let Ok(img) = build::image::load_descriptor(store, desc, platform, "") else {
+    let Ok(diff_ids) =
+        build::image::load_descriptor(store, desc, platform, "").and_then(|img| img.diff_ids())
+    else {
         return Vec::new();
     };
-    let diff_ids: Vec<Digest> = img
-        .config
-        .rootfs()
-        .diff_ids()
-        .iter()
-        .filter_map(|d| d.parse().ok())
-        .collect();
     build::image::chain_ids(&diff_ids)
         .iter()
         .map(build::chain_snapshot)

@@ -137,6 +137,13 @@ impl DirSnapshotter {
 
     /// The snapshot's `meta.json`; `None` for an active snapshot whose
     /// `prepare` was killed before writing it.
+    /// The `meta.json` of committed `name`, which every committed snapshot has.
+    fn committed_meta(&self, name: &str) -> Result<Meta> {
+        self.read_meta(Kind::Committed, name)?.ok_or_else(|| {
+            SnapshotError::Backend(format!("committed snapshot `{name}` has no {META}"))
+        })
+    }
+
     fn read_meta(&self, kind: Kind, name: &str) -> Result<Option<Meta>> {
         let path = self.dir(kind, name).join(META);
         match fs::read(&path) {
@@ -308,9 +315,7 @@ impl Snapshotter for DirSnapshotter {
         let _lock = self.lock()?;
         self.require(name, Kind::Committed)?;
         let dir = self.dir(Kind::Committed, name);
-        let mut meta = self.read_meta(Kind::Committed, name)?.ok_or_else(|| {
-            SnapshotError::Backend(format!("committed snapshot `{name}` has no {META}"))
-        })?;
+        let mut meta = self.committed_meta(name)?;
         meta.labels
             .extend(labels.iter().map(|(k, v)| (k.clone(), v.clone())));
         self.write_meta(&dir, &meta)
@@ -320,9 +325,7 @@ impl Snapshotter for DirSnapshotter {
         let _lock = self.lock()?;
         self.require(name, Kind::Committed)?;
         let dir = self.dir(Kind::Committed, name);
-        let mut meta = self.read_meta(Kind::Committed, name)?.ok_or_else(|| {
-            SnapshotError::Backend(format!("committed snapshot `{name}` has no {META}"))
-        })?;
+        let mut meta = self.committed_meta(name)?;
         let before = meta.labels.len();
         meta.labels.retain(|k, _| !labels.contains(k));
         if meta.labels.len() == before {
