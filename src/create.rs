@@ -21,12 +21,12 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::build::{self, BuildEnv, BuildError};
 use crate::fsutil::write_atomic;
+use crate::image::unpack::{UnpackError, Unpacker};
+use crate::image::Platform;
 use crate::jailconf::{self, Param};
 use crate::plan::state::ImageState;
-use crate::plan::Platform;
-use crate::snapshot::SnapshotError;
+use crate::snapshot::{SnapshotError, Snapshotter};
 
 /// Where the jail goes.
 #[derive(Debug, Clone)]
@@ -83,8 +83,9 @@ impl CreateOptions {
 pub enum CreateError {
     #[error("{0}")]
     User(String),
+    /// The image cannot be read or unpacked.
     #[error(transparent)]
-    Build(#[from] BuildError),
+    Unpack(#[from] UnpackError),
     #[error("snapshot: {0}")]
     Snapshot(#[from] SnapshotError),
     #[error("{context}: {source}")]
@@ -99,7 +100,7 @@ impl CreateError {
     pub fn is_user_error(&self) -> bool {
         match self {
             CreateError::User(_) => true,
-            CreateError::Build(b) => b.is_user_error(),
+            CreateError::Unpack(e) => e.is_user_error(),
             _ => false,
         }
     }
@@ -130,14 +131,14 @@ pub fn valid_name(name: &str) -> bool {
         && !name.starts_with('-')
 }
 
-pub fn create(env: &BuildEnv<'_>, opts: &CreateOptions) -> Result<Created, CreateError> {
+pub fn create(unpacker: &Unpacker<'_>, opts: &CreateOptions) -> Result<Created, CreateError> {
     if !valid_name(&opts.name) {
         return Err(CreateError::User(format!(
             "jail name `{}`: use letters, digits, `_` and `-` (at most 64)",
             opts.name
         )));
     }
-    let (top, img) = build::image_top(env, &opts.image, &Platform::default_for_host())?;
+    let (top, img) = unpacker.top(&opts.image, &Platform::default_for_host())?;
     let state = ImageState::from_config(&img.config);
 
     let root = opts.root.display().to_string();
@@ -284,7 +285,7 @@ pub fn create(env: &BuildEnv<'_>, opts: &CreateOptions) -> Result<Created, Creat
             opts.conf.display()
         ))
     })?;
-    make_root(env, top.as_deref(), &opts.root)?;
+    make_root(unpacker.snapshotter, top.as_deref(), &opts.root)?;
 
     let fstab = if write_fstab {
         let mut text = fstab_lines.join("\n");
@@ -347,7 +348,11 @@ fn write_file(path: &Path, text: &str) -> Result<(), CreateError> {
 
 /// Fills `root` with the snapshot's tree: into a temporary sibling first,
 /// renamed into place once complete, so a half-copied root is never seen.
-fn make_root(env: &BuildEnv<'_>, top: Option<&str>, root: &Path) -> Result<(), CreateError> {
+fn make_root(
+    snapshotter: &dyn Snapshotter,
+    top: Option<&str>,
+    root: &Path,
+) -> Result<(), CreateError> {
     match std::fs::read_dir(root) {
         Ok(mut entries) => {
             if entries.next().is_some() {
@@ -372,8 +377,7 @@ fn make_root(env: &BuildEnv<'_>, top: Option<&str>, root: &Path) -> Result<(), C
         .unwrap_or_else(|| "root".into());
     let tmp = parent.join(format!(".{name}.jbuild-create-{}", std::process::id()));
     let made = match top {
-        Some(snap) => env
-            .snapshotter
+        Some(snap) => snapshotter
             .materialize(snap, &tmp)
             .map_err(CreateError::from),
         None => std::fs::create_dir(&tmp).map_err(io(format!("cannot create {}", tmp.display()))),

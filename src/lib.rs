@@ -13,14 +13,15 @@
 //! - [`report`] is how any of it talks to the user.
 
 pub mod bastille;
-pub mod build;
 pub mod check;
 pub mod config;
 pub mod create;
 pub mod diff;
 pub mod digest;
+pub mod engine;
 pub mod exec;
 pub mod fsutil;
+pub mod image;
 pub mod jailconf;
 pub mod jailfile;
 pub mod keychain;

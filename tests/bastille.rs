@@ -14,9 +14,10 @@ use std::path::{Path, PathBuf};
 use common::{copy_tree, is_root, jbuild, ok, repo, run, static_busybox};
 use jbuild::bastille::{self, Options};
 use jbuild::digest::Digest;
+use jbuild::image::Platform;
 use jbuild::jailconf;
 use jbuild::jailfile::{self, Build, CopySource};
-use jbuild::plan::{self, BaseImage, PlanInputs, PlanOptions, Platform, StepKind};
+use jbuild::plan::{self, BaseImage, PlanInputs, PlanOptions, StepKind};
 
 fn templates() -> PathBuf {
     repo().join("tests/bastille")
@@ -63,7 +64,7 @@ impl PlanInputs for Inputs {
         Err(format!("no image `{reference}` in this test"))
     }
     fn context_sources(&self, sources: &[CopySource]) -> Result<Digest, String> {
-        jbuild::build::native::sources_digest(&self.context, sources, None)
+        jbuild::engine::native::sources_digest(&self.context, sources, None)
             .map_err(|e| e.to_string())
     }
     /// Planning only: a release's base set stands for the same digest in

@@ -721,7 +721,7 @@ fn an_http_repository_is_asked_for_its_catalogue_with_head_only() {
         ),
     )
     .unwrap();
-    let env = jbuild::build::FreeBsdEnv {
+    let env = jbuild::engine::FreeBsdEnv {
         pkg_repos_dir: Some(repos),
         ..Default::default()
     };

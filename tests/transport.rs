@@ -331,7 +331,9 @@ async fn indexes_are_copied_whole() {
     );
     all_blobs_present(&out, &amd64);
     all_blobs_present(&out, &arm64);
-    assert!(out.unreferenced_blobs().unwrap().is_empty());
+    assert!(jbuild::image::gc::unreferenced_blobs(&out)
+        .unwrap()
+        .is_empty());
     let umoci = run(Command::new("umoci").args(["ls", "--layout"]).arg(&dir));
     assert_eq!(umoci.trim(), "multi");
     let raw = run(Command::new("skopeo").args([

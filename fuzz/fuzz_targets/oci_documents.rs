@@ -1,5 +1,5 @@
 //! The parsers of what comes from a registry or an image layout: manifests
-//! and indexes (`store::json::Document::parse`), image configs, digests,
+//! and indexes (`image::media::Document::parse`), image configs, digests,
 //! image names (`store::ImageName`), registry references (`RegistryRef`),
 //! `WWW-Authenticate` Bearer challenges and `Content-Range` values.
 //!
@@ -11,7 +11,8 @@
 use std::str::FromStr;
 
 use jbuild::digest::Digest;
-use jbuild::store::json::{canonical_json, Document, DOCKER_MANIFEST, DOCKER_MANIFEST_LIST};
+use jbuild::image::media::{Document, DOCKER_MANIFEST, DOCKER_MANIFEST_LIST};
+use jbuild::store::canonical_json;
 use jbuild::store::ImageName;
 use jbuild::transport::registry::oauth::parse_bearer;
 use jbuild::transport::registry::range_start;

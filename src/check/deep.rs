@@ -14,8 +14,8 @@ use std::collections::HashSet;
 use std::io;
 
 use super::{Finding, Report};
-use crate::build::layer_changes;
 use crate::digest::Digest;
+use crate::image::layer_changes;
 use crate::layer::{self, Compression, TarOptions};
 use crate::snapshot::{label, Info, Kind, Snapshotter};
 

@@ -11,11 +11,8 @@ use oci_spec::image::{Descriptor, ImageConfiguration, ImageIndex};
 use super::store::Facts;
 use super::{Finding, Fix, Report};
 use crate::digest::Digest;
-use crate::store::json::{DocKind, Document, MAX_MANIFEST_SIZE};
+use crate::image::media::{self, DocKind, Document, MAX_DOCUMENT};
 use crate::store::{descriptor_digest, valid_ref_name, Store, REF_NAME};
-
-const OCI_CONFIG: &str = "application/vnd.oci.image.config.v1+json";
-const DOCKER_CONFIG: &str = "application/vnd.docker.container.image.v1+json";
 
 /// Walks from every entry of the index; returns every digest reached.
 pub(super) fn walk(
@@ -155,9 +152,9 @@ pub(super) fn walk(
                 continue;
             }
             let parsed = store
-                .read_blob(&digest, MAX_MANIFEST_SIZE)
+                .read_blob(&digest, MAX_DOCUMENT)
                 .map_err(|e| e.to_string())
-                .and_then(|bytes| Document::parse(&desc, &bytes));
+                .and_then(|bytes| Document::parse(&desc, &bytes).map_err(|e| e.to_string()));
             let doc = match parsed {
                 Ok(doc) => doc,
                 Err(problem) => {
@@ -237,13 +234,12 @@ fn remove_image_action(reference: &Option<String>) -> String {
 
 /// What is wrong with an image config, if anything.
 fn config_problem(store: &Store, digest: &Digest, desc: &Descriptor) -> Option<String> {
-    let media = desc.media_type().to_string();
     // An artifact's config (`application/vnd.oci.empty.v1+json`, a Helm
     // chart's, ...) is not an image config and is not read as one.
-    if media != OCI_CONFIG && media != DOCKER_CONFIG {
+    if !media::is_config(desc.media_type()) {
         return None;
     }
-    let bytes = match store.read_blob(digest, MAX_MANIFEST_SIZE) {
+    let bytes = match store.read_blob(digest, MAX_DOCUMENT) {
         Ok(b) => b,
         Err(e) => return Some(format!("cannot be read: {e}")),
     };
@@ -254,15 +250,14 @@ fn config_problem(store: &Store, digest: &Digest, desc: &Descriptor) -> Option<S
 
 /// The number of diff IDs in a manifest's config, if it can be read.
 fn diff_id_count(store: &Store, config: &Descriptor, facts: &Facts) -> Option<usize> {
-    let media = config.media_type().to_string();
-    if media != OCI_CONFIG && media != DOCKER_CONFIG {
+    if !media::is_config(config.media_type()) {
         return None;
     }
     let d = descriptor_digest(config).ok()?;
     if facts.corrupt.contains(&d) || !facts.blobs.contains_key(&d) {
         return None;
     }
-    let bytes = store.read_blob(&d, MAX_MANIFEST_SIZE).ok()?;
+    let bytes = store.read_blob(&d, MAX_DOCUMENT).ok()?;
     let c: ImageConfiguration = serde_json::from_slice(&bytes).ok()?;
     Some(c.rootfs().diff_ids().len())
 }

@@ -54,7 +54,7 @@ impl FreeGuards {
             Guard::Index => self.index,
             Guard::DirSnapshots => self.dir_snapshots,
             Guard::Age => false,
-            Guard::Process(pid) => !super::snapshots::pid_alive(pid),
+            Guard::Process(pid) => !crate::image::gc::pid_alive(pid),
         }
     }
 }

@@ -35,14 +35,11 @@ pub mod snapshots;
 pub mod store;
 
 mod images;
-mod in_use;
 
 use std::collections::HashSet;
 use std::path::PathBuf;
 
 use serde::Serialize;
-
-pub use in_use::chains_in_use;
 
 use crate::config::Paths;
 use crate::digest::Digest;

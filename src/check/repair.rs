@@ -22,10 +22,11 @@ use std::fs;
 use std::path::Path;
 
 use super::leftovers::is_stale;
-use super::snapshots::owner_alive;
 use super::{Fix, Guard, Report};
 use crate::config::Paths;
 use crate::fsutil::write_atomic;
+use crate::image::gc::{owner_alive, pid_alive};
+use crate::image::SnapshotName;
 use crate::report::plain::bytes;
 use crate::snapshot::Snapshotter;
 use crate::store::lock::try_flock;
@@ -92,7 +93,7 @@ pub fn repair(
         .count();
     if collect > 0 {
         match lock {
-            Some(lock) => match store.prune_locked(lock) {
+            Some(lock) => match crate::image::gc::prune_blobs(&store, lock) {
                 Ok(removed) => {
                     for (d, n) in removed {
                         done.push(format!("removed unreferenced blob {d} ({})", bytes(n)));
@@ -123,7 +124,7 @@ pub fn repair(
         let held = match guard {
             Guard::Store => lock.is_some(),
             Guard::Age => false,
-            Guard::Process(pid) => !super::snapshots::pid_alive(*pid),
+            Guard::Process(pid) => !pid_alive(*pid),
             Guard::Index | Guard::DirSnapshots => taken.is_some(),
         };
         if !held && !is_stale(path) {
@@ -144,7 +145,7 @@ pub fn repair(
         for (_, fix) in &fixes {
             match fix {
                 Fix::RemoveSnapshot(name) => {
-                    if name.starts_with("active-") && owner_alive(name) {
+                    if SnapshotName::is_active(name) && owner_alive(name) {
                         done.push(format!("left snapshot {name}: its process is running"));
                         continue;
                     }

@@ -11,83 +11,22 @@
 //!   has is stale (reclaimable; a build ignores it and exports again).
 //! - Active snapshots whose process (`active-<pid>-<n>`) is gone, and
 //!   unpacked layers (`chain-<id>`) no image in the store uses, are
-//!   reclaimable — exactly what `jbuild prune` removes ([`dead_active`],
-//!   [`unused_chains`]).
+//!   reclaimable — exactly what `jbuild prune` removes
+//!   ([`crate::image::gc::dead_active`], [`crate::image::gc::unused_chains`]).
 //! - `--deep`: each committed snapshot is diffed against its parent again and
 //!   the layer's diff ID compared with its label ([`super::deep`]).
 
 use std::collections::{HashMap, HashSet};
 
 use super::{CheckError, Finding, Fix, Report};
-use crate::build::image::next_chain;
 use crate::digest::Digest;
+use crate::image::gc::{chains_in_use, dead_active, unused_chains};
+use crate::image::{next_chain, SnapshotName};
 use crate::snapshot::{label, Info, Kind, Snapshotter};
 use crate::store::Store;
 
 /// What to do about a damaged snapshot.
 pub(super) const REMOVE_CACHE: &str = "remove the build cache with `jbuild prune --cache` (layers are built or unpacked again when needed)";
-
-/// Whether the process that owns the active snapshot `name`
-/// (`active-<pid>-<n>`) is alive. A name of another form has no owner.
-pub fn owner_alive(name: &str) -> bool {
-    name.strip_prefix("active-")
-        .and_then(|r| r.split('-').next())
-        .and_then(|p| p.parse::<i32>().ok())
-        .is_some_and(pid_alive)
-}
-
-/// Whether process `pid` exists (under any user).
-pub fn pid_alive(pid: i32) -> bool {
-    if pid <= 0 {
-        return false;
-    }
-    match nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None) {
-        Ok(()) => true,
-        // It exists but belongs to someone else.
-        Err(nix::errno::Errno::EPERM) => true,
-        Err(_) => false,
-    }
-}
-
-/// Active snapshots (and `active-` ones a killed ZFS commit left committed)
-/// whose process is gone: leftovers of interrupted work.
-pub fn dead_active(all: &[Info]) -> Vec<&Info> {
-    all.iter()
-        .filter(|i| {
-            (i.kind == Kind::Active || i.name.starts_with("active-")) && !owner_alive(&i.name)
-        })
-        .collect()
-}
-
-/// Committed `chain-` snapshots no image uses (`in_use`) and that nothing
-/// else stands on — counting as gone the dead active snapshots and the
-/// unused layers above them. Leaves come first: the order to remove them in.
-pub fn unused_chains<'a>(all: &'a [Info], in_use: &HashSet<String>) -> Vec<&'a Info> {
-    let mut gone: HashSet<&str> = dead_active(all).iter().map(|i| i.name.as_str()).collect();
-    let mut out: Vec<&Info> = Vec::new();
-    loop {
-        let next: Vec<&Info> = all
-            .iter()
-            .filter(|i| {
-                i.kind == Kind::Committed
-                    && i.name.starts_with("chain-")
-                    && !in_use.contains(&i.name)
-                    && !gone.contains(i.name.as_str())
-                    && all
-                        .iter()
-                        .filter(|c| c.parent.as_deref() == Some(i.name.as_str()))
-                        .all(|c| gone.contains(c.name.as_str()))
-            })
-            .collect();
-        if next.is_empty() {
-            return out;
-        }
-        for i in next {
-            gone.insert(&i.name);
-            out.push(i);
-        }
-    }
-}
 
 /// Checks every snapshot. `store` (if there is one) tells which blobs exist
 /// and which layers images use; `walk_complete` says whether the store's
@@ -135,7 +74,7 @@ pub fn check(
         super::deep::check(sn, &all, &dead_names, report);
     }
     if let Some(store) = store.filter(|_| walk_complete) {
-        match super::chains_in_use(store) {
+        match chains_in_use(store) {
             Ok(in_use) => {
                 for info in unused_chains(&all, &in_use) {
                     report.push(Finding::reclaimable(
@@ -231,7 +170,7 @@ fn check_one(
         None => None,
     };
     let chain = digest_label(label::CHAIN_ID);
-    if let Some(hex) = info.name.strip_prefix("chain-") {
+    if let Some(SnapshotName::Chain(hex)) = SnapshotName::parse(&info.name) {
         match &chain {
             Some(Ok(c)) if c.hex() == hex => {}
             Some(Ok(c)) => damaged(

@@ -8,9 +8,9 @@ use clap::Args;
 use serde_json::json;
 
 use super::{CmdResult, Ctx, Failure};
-use jbuild::build::{self, BuildEnv, BuildOptions, FreeBsdEnv};
+use jbuild::engine::{self, BuildEnv, BuildOptions, FreeBsdEnv};
+use jbuild::image::Platform;
 use jbuild::layer::Compression;
-use jbuild::plan::Platform;
 use jbuild::release::ReleaseSource;
 use jbuild::report::JsonReporter;
 use jbuild::store::ImageName;
@@ -201,20 +201,19 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
         jobs: 4,
     };
     // FROM images unpack as `jbuild pull` would, by the same [layers] settings.
-    let (layer_options, layer_limits) = super::unpack::layer_policy(ctx, false, false);
     let env = BuildEnv::new(&store, snapshotter.as_ref(), reporter.as_ref())
         .with_freebsd(freebsd_env(ctx, &args)?)
         .with_image_source(&puller)
-        .with_layers(layer_options, layer_limits);
+        .with_layers(ctx.layer_policy(false, false));
     let out = match &translated {
-        Some(t) => build::build_text(&env, &opts, &t.jailfile),
-        None => build::build(&env, &opts),
+        Some(t) => engine::build_text(&env, &opts, &t.jailfile),
+        None => engine::build(&env, &opts),
     }
     .map_err(|e| {
         let user = e.is_user_error();
         // A failed step of a template: name the Bastillefile line first.
         let at = match (&translated, &e) {
-            (Some(t), build::BuildError::Located { location, .. })
+            (Some(t), engine::BuildError::Located { location, .. })
                 if location.file.as_path() == t.path.as_path() =>
             {
                 t.origin(location.line)

@@ -7,8 +7,8 @@ use clap::Args;
 use serde_json::json;
 
 use super::{CmdResult, Ctx, Failure};
-use jbuild::build::BuildEnv;
 use jbuild::create::{self, CreateOptions};
+use jbuild::image::Unpacker;
 use jbuild::report::JsonReporter;
 
 #[derive(Args, Debug)]
@@ -46,10 +46,13 @@ pub fn run(ctx: &Ctx, a: CreateArgs) -> CmdResult {
     let store = ctx.store()?;
     let snapshotter = ctx.snapshotter()?;
     let reporter = ctx.reporter();
-    let (layer_options, layer_limits) = super::unpack::layer_policy(ctx, false, false);
-    let env = BuildEnv::new(&store, snapshotter.as_ref(), reporter.as_ref())
-        .with_layers(layer_options, layer_limits);
-    let made = create::create(&env, &opts).map_err(|e| Failure {
+    let unpacker = Unpacker::new(
+        &store,
+        snapshotter.as_ref(),
+        reporter.as_ref(),
+        ctx.layer_policy(false, false),
+    );
+    let made = create::create(&unpacker, &opts).map_err(|e| Failure {
         user: e.is_user_error(),
         error: anyhow!(e),
     })?;

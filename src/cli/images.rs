@@ -6,12 +6,9 @@ use clap::Args;
 use serde_json::json;
 
 use super::{CmdResult, Ctx, Failure};
-use jbuild::build::image::{self, JAILFILE_LABEL};
-use jbuild::check::snapshots::{dead_active, unused_chains};
-use jbuild::plan::Platform;
+use jbuild::image::{self, gc, Platform, JAILFILE_LABEL};
 use jbuild::report::plain::bytes;
-use jbuild::snapshot::Kind;
-use jbuild::store::{ImageName, Store, StoreLock};
+use jbuild::store::{ImageName, Store};
 
 #[derive(Args, Debug)]
 pub struct ImagesArgs {
@@ -71,10 +68,10 @@ fn platform(p: &Option<String>) -> Result<Platform, Failure> {
 
 fn load(store: &Store, reference: &str, p: &Platform) -> Result<image::LoadedImage, Failure> {
     let desc = Ctx::resolve_image(store, reference)?;
-    // A single manifest that does not load is damage in the store; an
+    // A stored manifest that does not load is damage in the store; an
     // index without the asked-for platform is the user's to fix.
     image::load_descriptor(store, &desc, p, reference).map_err(|e| Failure {
-        user: desc.media_type().to_string() != image::MEDIA_MANIFEST,
+        user: !e.is_malformed() && e.is_user_error(),
         error: anyhow!(e),
     })
 }
@@ -248,61 +245,18 @@ pub fn rmi(ctx: &Ctx, args: RmiArgs) -> CmdResult {
 pub fn prune(ctx: &Ctx, args: PruneArgs) -> CmdResult {
     let store = ctx.store()?;
     let sn = ctx.snapshotter()?;
-    let mut removed_snapshots = 0;
-    // Active snapshots are work in progress: keep those of live processes.
-    // (A commit killed half-way on ZFS can leave an `active-` one committed.)
-    for info in dead_active(&sn.list().map_err(Failure::internal)?) {
-        sn.remove(&info.name).map_err(Failure::internal)?;
-        removed_snapshots += 1;
-    }
-    // Layers unpacked from images that no image in the store uses any
-    // more, leaves first (on ZFS a layer is the origin of the one above).
-    // One a build step still stands on stays, as build cache.
-    let in_use = super::in_use::chains_in_use(&store)
-        .map_err(|e| Failure::internal(anyhow!("cannot tell which layers images use: {e}")))?;
-    for info in unused_chains(&sn.list().map_err(Failure::internal)?, &in_use) {
-        sn.remove(&info.name).map_err(Failure::internal)?;
-        removed_snapshots += 1;
-    }
-    if args.cache {
-        // Children before parents: repeat until nothing more can go.
-        // A live build's active snapshot keeps its parent (on ZFS a clone
-        // keeps its origin).
-        loop {
-            let all = sn.list().map_err(Failure::internal)?;
-            let committed: Vec<_> = all.iter().filter(|i| i.kind == Kind::Committed).collect();
-            let mut progress = false;
-            for info in &committed {
-                if !all
-                    .iter()
-                    .any(|c| c.parent.as_deref() == Some(info.name.as_str()))
-                {
-                    sn.remove(&info.name).map_err(Failure::internal)?;
-                    removed_snapshots += 1;
-                    progress = true;
-                }
-            }
-            if !progress {
-                break;
-            }
-        }
-    }
-    // Under the store lock, exclusively: no build or pull is between
-    // writing its blobs and tagging them.
-    let lock = StoreLock::exclusive(&store).map_err(Failure::internal)?;
-    let blobs = store.prune_locked(&lock).map_err(Failure::internal)?;
-    drop(lock);
-    let freed: u64 = blobs.iter().map(|(_, n)| n).sum();
+    let summary = gc::prune(&store, sn.as_ref(), args.cache).map_err(Failure::internal)?;
     if ctx.json {
         outln!(
             "{}",
-            json!({"snapshots_removed": removed_snapshots, "blobs_removed": blobs.len(), "bytes_freed": freed})
+            json!({"snapshots_removed": summary.snapshots_removed, "blobs_removed": summary.blobs_removed.len(), "bytes_freed": summary.bytes_freed()})
         );
     } else if !ctx.quiet {
         outln!(
-            "removed {removed_snapshots} snapshots and {} blobs ({})",
-            blobs.len(),
-            bytes(freed)
+            "removed {} snapshots and {} blobs ({})",
+            summary.snapshots_removed,
+            summary.blobs_removed.len(),
+            bytes(summary.bytes_freed())
         );
     }
     Ok(())

@@ -30,11 +30,9 @@ mod build;
 mod check;
 mod create;
 mod images;
-mod in_use;
 mod login;
 mod registry;
 mod transfer;
-mod unpack;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -42,6 +40,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 
 use jbuild::config::{Paths, Settings};
+use jbuild::image::LayerPolicy;
 use jbuild::keychain::redact;
 use jbuild::report::{JsonReporter, PlainReporter, Reporter, SilentReporter, TtyReporter};
 use jbuild::snapshot::Snapshotter;
@@ -194,6 +193,12 @@ impl Ctx {
                     "no image `{reference}` in the store (see `jbuild images`)"
                 ))
             })
+    }
+
+    /// How image layers are unpacked: the configuration file's `[layers]`,
+    /// with the command's `--allow-setuid` and `--allow-devices` on top.
+    pub fn layer_policy(&self, allow_setuid: bool, allow_devices: bool) -> LayerPolicy {
+        LayerPolicy::from_settings(&self.settings.layers, allow_setuid, allow_devices)
     }
 
     /// The snapshot backend the flags and the configuration call for.

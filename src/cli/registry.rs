@@ -5,11 +5,12 @@ use anyhow::anyhow;
 use clap::Args;
 
 use super::transfer::{copy_with, done, failure};
-use super::{unpack, CmdResult, Ctx, Failure};
-use jbuild::plan::state::Platform;
+use super::{CmdResult, Ctx, Failure};
+use jbuild::image::{self, Platform, Unpacker};
 use jbuild::store::ImageName;
 use jbuild::transport::{
-    self, CopyOptions, LayoutTransport, RegistryOptions, RegistryRef, RegistryTransport, Transport,
+    self, CopyOptions, LayoutTransport, RegistryOptions, RegistryPuller, RegistryRef,
+    RegistryTransport, Transport,
 };
 
 #[derive(Args, Debug)]
@@ -164,29 +165,32 @@ pub fn push(ctx: &Ctx, args: PushArgs) -> CmdResult {
 }
 
 pub fn pull(ctx: &Ctx, args: PullArgs) -> CmdResult {
-    let r = registry_ref(
-        args.reference
-            .strip_prefix("docker://")
-            .unwrap_or(&args.reference),
-    )?;
+    let reference = args
+        .reference
+        .strip_prefix("docker://")
+        .unwrap_or(&args.reference);
+    registry_ref(reference)?;
     let want = platform(&args.platform)?.unwrap_or_else(Platform::default_for_host);
-    let options = RegistryOptions::from_settings(&ctx.settings);
-    let reference = r.reference();
-    // Named in the store by its full reference, as docker does.
-    let name = r.to_string();
-    let src = RegistryTransport::new(r, options);
-    let store = ctx.store()?;
-    let before = unpack::Before::take(&store)?;
-    let dst = LayoutTransport::from_store(store.clone());
-    let opts = CopyOptions {
+    let source = RegistryPuller {
+        options: RegistryOptions::from_settings(&ctx.settings),
         jobs: args.jobs.jobs.into(),
-        platform: Some(want.clone()),
     };
+    let store = ctx.store()?;
+    let snapshotter = ctx.snapshotter()?;
+    let reporter = ctx.reporter();
+    let unpacker = Unpacker::new(
+        &store,
+        snapshotter.as_ref(),
+        reporter.as_ref(),
+        ctx.layer_policy(args.allow_setuid, args.allow_devices),
+    );
     // Named only once its layers are unpacked: a refused image gets no name.
-    let out = copy_with(ctx, &src, &reference, &dst, None, &opts)?;
-    let policy = unpack::layer_policy(ctx, args.allow_setuid, args.allow_devices);
-    unpack::unpack_and_tag(ctx, &store, &out, &name, &want, policy, &before)?;
-    done(ctx, out.digest().as_ref(), &name, None);
+    let pulled = image::pull(&unpacker, &source, reference, &want).map_err(|e| Failure {
+        user: e.is_user_error(),
+        error: e.into(),
+    })?;
+    drop(reporter);
+    done(ctx, pulled.descriptor.digest().as_ref(), &pulled.name, None);
     Ok(())
 }
 

@@ -25,9 +25,10 @@ pub mod state;
 use std::collections::BTreeSet;
 
 use crate::digest::Digest;
+use crate::image::Platform;
 use crate::jailfile::{Base, Build, CopyFrom, CopySource, Location, Op, Step};
 use key::KeyEncoder;
-pub use state::{ImageState, Platform};
+pub use state::ImageState;
 
 /// What the planner needs from the outside world.
 pub trait PlanInputs {
@@ -247,7 +248,7 @@ pub fn plan(build: &Build, inputs: &dyn PlanInputs, opts: &PlanOptions) -> Resul
         };
         let platform = match (&opts.platform, &stage.platform) {
             (Some(p), _) => Some(p.clone()),
-            (None, Some(p)) => Some(Platform::parse(p).map_err(err)?),
+            (None, Some(p)) => Some(Platform::parse(p).map_err(|e| err(e.to_string()))?),
             (None, None) => None,
         };
         let (base, base_state, base_identity) = match &stage.base {
@@ -358,7 +359,7 @@ pub fn plan(build: &Build, inputs: &dyn PlanInputs, opts: &PlanOptions) -> Resul
                 let parent = top_key.replace(key.clone());
                 StepKind::Layer { key, parent, exec }
             } else {
-                state.apply(&step.op);
+                state::apply(&mut state, &step.op);
                 StepKind::Metadata
             };
             state.history.push(state::HistoryEntry {

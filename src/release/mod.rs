@@ -38,8 +38,8 @@ use std::path::{Path, PathBuf};
 
 use crate::config::{FreeBsdSettings, Paths};
 use crate::digest::Digest;
+use crate::image::Platform;
 use crate::layer::apply::{apply, ApplyOptions};
-use crate::plan::Platform;
 use crate::report::Reporter;
 pub use manifest::{Manifest, ManifestEntry};
 

@@ -8,7 +8,6 @@ use oci_spec::image::{Descriptor, ImageIndex};
 use super::json::canonical_json;
 use super::name::ImageName;
 use super::{descriptor_digest, Store, StoreError, REF_NAME};
-use crate::digest::Digest;
 use crate::fsutil::write_atomic;
 
 /// Shortest digest prefix [`Store::resolve`] accepts.
@@ -220,16 +219,6 @@ impl Store {
             })
             .collect())
     }
-
-    /// Digests of everything `index.json` names directly.
-    pub(super) fn index_roots(&self) -> Result<Vec<(Digest, Descriptor)>, StoreError> {
-        let index = self.read_index()?;
-        index
-            .manifests()
-            .iter()
-            .map(|d| Ok((descriptor_digest(d)?, d.clone())))
-            .collect()
-    }
 }
 
 fn ref_name(d: &Descriptor) -> Option<&str> {
@@ -257,6 +246,7 @@ pub(crate) fn valid_ref_name(r: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::digest::Digest;
     use crate::store::oci_digest;
     use oci_spec::image::MediaType;
 

@@ -38,9 +38,9 @@
 //! temporary file behind, never a half-written blob or index.
 
 mod blob;
-mod gc;
+mod cleanup;
 mod index;
-pub mod json;
+mod json;
 mod layout;
 pub mod lock;
 pub mod name;
@@ -49,7 +49,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 pub use blob::BlobWriter;
-pub use gc::STALE_TMP;
+pub use cleanup::STALE_TMP;
 pub(crate) use index::valid_ref_name;
 pub use index::RefName;
 pub use json::canonical_json;

@@ -1,24 +1,18 @@
 //! Copying one image (a manifest, or an index and everything under it)
 //! between any two transports.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::path::Path;
 
 use futures_util::StreamExt;
 use oci_spec::image::Descriptor;
 
-use super::{digest_of, platform, ManifestRole, Transport, TransportError, MAX_MANIFEST_SIZE};
+use super::{digest_of, ManifestRole, Transport, TransportError};
 use crate::digest::Digest;
-use crate::plan::state::Platform;
-use crate::store::json::{DocKind, Document};
-
-/// Indexes nested deeper than this are refused (real images use one level).
-const MAX_DEPTH: usize = 4;
-/// Manifests and indexes in one image, at most.
-const MAX_DOCUMENTS: usize = 1024;
-/// Layers of one manifest, at most: each becomes a snapshot stacked on the
-/// one below (docker stopped at 127; real images have a few dozen).
-pub const MAX_LAYERS: usize = 1000;
+use crate::image::media::{self, Document};
+use crate::image::platform;
+use crate::image::walk::{Bounds, Role, Walk, WalkError};
+use crate::image::Platform;
 
 /// What [`copy_image`] reports as it goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,17 +109,19 @@ pub async fn copy_image_with(
 ) -> Result<Descriptor, TransportError> {
     let mut root = src.resolve(src_ref).await?;
     if let Some(want) = &options.platform {
-        if DocKind::of(root.media_type()) == Some(DocKind::Index) {
+        if media::is_index(root.media_type()) {
             let bytes = src.fetch_manifest(&root).await?;
             let invalid = |reason: String| TransportError::Invalid {
                 location: src.describe(),
                 what: format!("image `{src_ref}`"),
                 reason,
             };
-            let Document::Index(index) = Document::parse(&root, &bytes).map_err(invalid)? else {
+            let Document::Index(index) =
+                Document::parse(&root, &bytes).map_err(|e| invalid(e.to_string()))?
+            else {
                 return Err(invalid("its index is not an index".into()));
             };
-            root = platform::select(&index, want).map_err(invalid)?;
+            root = platform::select(&index, want).map_err(|e| invalid(e.to_string()))?;
         }
     }
     let (documents, blobs) = fetch_tree(src, &root).await?;
@@ -235,59 +231,81 @@ async fn copy_blob(
     Ok(())
 }
 
-/// Every manifest and index under `root` (each parent before its
-/// children), with their checked bytes, and the blobs they name, once each.
+/// Every manifest and index under `root` with their checked bytes, the
+/// root first and each document before every document it names (so pushed
+/// in reverse, children go before the index that names them), and the
+/// blobs they name, once each. The walk is [`crate::image::walk`]'s,
+/// bounded as for any image from outside.
 async fn fetch_tree(
     src: &dyn Transport,
     root: &Descriptor,
 ) -> Result<(Vec<(Descriptor, Vec<u8>)>, Vec<Descriptor>), TransportError> {
-    let mut documents = Vec::new();
+    let location = src.describe();
+    let refused = |what: String, e: WalkError| TransportError::Invalid {
+        location: location.clone(),
+        what,
+        reason: e.to_string(),
+    };
+    let root_what = || format!("manifest {}", root.digest());
+    let mut walk =
+        Walk::new([root.clone()], Bounds::image()).map_err(|e| refused(root_what(), e))?;
+    // Each document's bytes and the documents it names.
+    let mut documents: HashMap<Digest, (Descriptor, Vec<u8>, Vec<Digest>)> = HashMap::new();
     let mut blobs = Vec::new();
-    let mut seen = HashSet::new();
-    let mut todo = vec![(root.clone(), 0)];
-    while let Some((desc, depth)) = todo.pop() {
-        let invalid = |reason: String| TransportError::Invalid {
-            location: src.describe(),
-            what: format!("manifest {}", desc.digest()),
-            reason,
+    loop {
+        let node = match walk.next_node() {
+            Ok(Some(node)) => node,
+            Ok(None) => break,
+            Err(e) => return Err(refused(root_what(), e)),
         };
-        if documents.len() == MAX_DOCUMENTS {
-            return Err(invalid(format!(
-                "the image has more than {MAX_DOCUMENTS} manifests"
-            )));
-        }
-        let bytes = src.fetch_manifest(&desc).await?;
-        match Document::parse(&desc, &bytes).map_err(invalid)? {
-            Document::Index(index) => {
-                if depth == MAX_DEPTH {
-                    return Err(invalid(format!(
-                        "indexes are nested more than {MAX_DEPTH} deep"
-                    )));
-                }
-                todo.extend(index.manifests().iter().map(|m| (m.clone(), depth + 1)));
+        match node.role {
+            Role::Config | Role::Layer => {
+                blobs.push(node.desc);
+                continue;
             }
-            Document::Manifest(manifest) => {
-                if manifest.layers().len() > MAX_LAYERS {
-                    return Err(invalid(format!(
-                        "it has {} layers; jbuild takes images of at most {MAX_LAYERS} layers",
-                        manifest.layers().len()
-                    )));
-                }
-                if manifest.config().size() > MAX_MANIFEST_SIZE {
-                    return Err(invalid(format!(
-                        "its config is {} bytes; jbuild reads configs of at most {} MiB",
-                        manifest.config().size(),
-                        MAX_MANIFEST_SIZE >> 20
-                    )));
-                }
-                for blob in std::iter::once(manifest.config()).chain(manifest.layers()) {
-                    if seen.insert(digest_of(blob, &src.describe())?) {
-                        blobs.push(blob.clone());
-                    }
-                }
-            }
+            // A referrer's subject is another image: not part of this copy.
+            Role::Subject => continue,
+            Role::Entry => {}
         }
-        documents.push((desc, bytes));
+        let what = format!("manifest {}", node.desc.digest());
+        let bytes = src.fetch_manifest(&node.desc).await?;
+        let doc = Document::parse(&node.desc, &bytes).map_err(|e| TransportError::Invalid {
+            location: location.clone(),
+            what: what.clone(),
+            reason: e.to_string(),
+        })?;
+        walk.expand(&node, &doc).map_err(|e| refused(what, e))?;
+        let children = match &doc {
+            Document::Index(index) => index
+                .manifests()
+                .iter()
+                .map(|m| digest_of(m, &location))
+                .collect::<Result<_, _>>()?,
+            Document::Manifest(_) => Vec::new(),
+        };
+        documents.insert(node.digest, (node.desc, bytes, children));
     }
-    Ok((documents, blobs))
+    // Post-order from the root (children first), reversed.
+    let mut order: Vec<Digest> = Vec::with_capacity(documents.len());
+    let mut done = std::collections::HashSet::new();
+    let mut stack = vec![(digest_of(root, &location)?, false)];
+    while let Some((d, expanded)) = stack.pop() {
+        if expanded {
+            order.push(d);
+            continue;
+        }
+        if !done.insert(d.clone()) {
+            continue;
+        }
+        stack.push((d.clone(), true));
+        if let Some((_, _, children)) = documents.get(&d) {
+            stack.extend(children.iter().rev().map(|c| (c.clone(), false)));
+        }
+    }
+    let tree = order
+        .into_iter()
+        .rev()
+        .filter_map(|d| documents.remove(&d).map(|(desc, bytes, _)| (desc, bytes)))
+        .collect();
+    Ok((tree, blobs))
 }

@@ -13,7 +13,7 @@ use super::{
     blocking, check_bytes, check_size, copy_checked, digest_of, BlobOrigin, ManifestRole, Progress,
     Transport, TransportError,
 };
-use crate::store::json::MAX_MANIFEST_SIZE;
+use crate::image::MAX_DOCUMENT;
 use crate::store::{Store, StoreError, StoreLock};
 
 /// An OCI layout directory as a transport. Reading never changes the
@@ -150,12 +150,12 @@ impl Inner {
     }
 
     fn fetch_manifest(&self, desc: &Descriptor) -> Result<Vec<u8>, TransportError> {
-        if desc.size() > MAX_MANIFEST_SIZE {
+        if desc.size() > MAX_DOCUMENT {
             return Err(TransportError::TooLarge {
                 location: self.location(),
                 what: format!("manifest {}", desc.digest()),
                 size: desc.size(),
-                max: MAX_MANIFEST_SIZE,
+                max: MAX_DOCUMENT,
             });
         }
         let file = self

@@ -32,7 +32,6 @@
 mod archive;
 mod copy;
 mod layout;
-pub mod platform;
 pub mod registry;
 
 use std::io::{self, Read, Write};
@@ -47,7 +46,7 @@ pub use layout::LayoutTransport;
 pub use registry::{RegistryOptions, RegistryPuller, RegistryRef, RegistryTransport};
 
 use crate::digest::{Digest, HashingWriter};
-pub use crate::store::json::MAX_MANIFEST_SIZE;
+pub use crate::image::MAX_DOCUMENT as MAX_MANIFEST_SIZE;
 use crate::store::{descriptor_digest, StoreError};
 
 /// Told the number of bytes of a blob moved so far, as they move.
@@ -321,6 +320,20 @@ pub fn parse_location_with(
         _ => return Err(TransportError::InvalidLocation(s.to_string())),
     };
     Ok((transport, reference))
+}
+
+/// Runs `future` to completion: the one place jbuild starts its async
+/// runtime. Transports are async; everything around them blocks, so each
+/// command (or a build's pull) enters the runtime here and leaves it with
+/// the result.
+pub fn block_on<T, E: From<TransportError>>(
+    future: impl std::future::Future<Output = Result<T, E>>,
+) -> Result<T, E> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| TransportError::io("cannot start the async runtime", e))?;
+    runtime.block_on(future)
 }
 
 /// Runs blocking file work off the async runtime.

@@ -117,8 +117,8 @@ pub fn pull(home: &Path, reference: &str, flags: &[&str]) -> Output {
 /// The committed snapshot that holds the whole root of an image whose
 /// layers have these diff IDs.
 pub fn top_snapshot(home: &Path, diff_ids: &[Digest]) -> PathBuf {
-    let chain = jbuild::build::image::chain_ids(diff_ids);
-    let name = jbuild::build::chain_snapshot(chain.last().unwrap());
+    let chain = jbuild::image::chain_ids(diff_ids);
+    let name = jbuild::image::SnapshotName::chain(chain.last().unwrap());
     home.join("root/snapshots/dir/committed")
         .join(name)
         .join("fs")

@@ -3,7 +3,7 @@ use std::os::unix::fs::{symlink, MetadataExt};
 use std::path::Path;
 
 use filetime::FileTime;
-use jbuild::build::native::{copy, CopyOptions, CopyStats, Ignore, NativeError};
+use jbuild::engine::native::{copy, CopyOptions, CopyStats, Ignore, NativeError};
 use jbuild::jailfile::CopySource;
 
 use crate::{chmod, is_root, mode, Scratch};

@@ -4,8 +4,8 @@ use std::path::Path;
 use std::time::Instant;
 
 use filetime::FileTime;
-use jbuild::build::native::{sources_digest, Ignore};
 use jbuild::digest::Digest;
+use jbuild::engine::native::{sources_digest, Ignore};
 use jbuild::jailfile::CopySource;
 
 use crate::{chmod, Scratch};

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::{symlink, MetadataExt};
 
-use jbuild::build::native::{
+use jbuild::engine::native::{
     line_in_file, render, service, service_rcvar, NativeError, RenderStats,
 };
 

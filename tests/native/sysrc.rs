@@ -1,7 +1,7 @@
 use std::fs;
 use std::os::unix::fs::{symlink, MetadataExt};
 
-use jbuild::build::native::{sysrc, NativeError, SysrcChange};
+use jbuild::engine::native::{sysrc, NativeError, SysrcChange};
 use jbuild::jailfile::SysrcOp::{Append, Remove, Set};
 
 use crate::{chmod, is_root, mode, Scratch};

@@ -1,41 +1,45 @@
-//! Pulling a registry image into the store on behalf of a build (`FROM
-//! alpine` when the store has no `alpine`), through the same copy as
-//! `jbuild pull`.
+//! The registry as an [`ImageSource`]: what `jbuild pull` and a build's
+//! `FROM alpine` (when the store has no `alpine`) fetch through, before
+//! [`crate::image::pull`] unpacks and names the image.
+
+use oci_spec::image::Descriptor;
 
 use super::{RegistryOptions, RegistryRef, RegistryTransport};
-use crate::build::ImageSource;
-use crate::plan::state::Platform;
+use crate::image::pull::{FetchError, ImageSource};
+use crate::image::Platform;
 use crate::report::Reporter;
 use crate::store::Store;
-use crate::transport::{copy_image_with, CopyEvent, CopyOptions, LayoutTransport};
+use crate::transport::{
+    block_on, copy_image_with, CopyEvent, CopyOptions, LayoutTransport, Transport,
+};
 
-/// Pulls FROM images a build needs that the store lacks.
+/// Pulls images from registries into the store.
 pub struct RegistryPuller {
     pub options: RegistryOptions,
     pub jobs: usize,
 }
 
 impl ImageSource for RegistryPuller {
+    fn name(&self, reference: &str) -> Option<String> {
+        // Named by its full reference, as docker names it: a second build
+        // finds it there.
+        RegistryRef::parse(reference.strip_prefix("docker://").unwrap_or(reference))
+            .ok()
+            .map(|r| r.to_string())
+    }
+
     fn fetch(
         &self,
         store: &Store,
         reference: &str,
         platform: &Platform,
         reporter: &dyn Reporter,
-    ) -> Result<Option<String>, String> {
-        let Ok(r) = RegistryRef::parse(reference) else {
-            return Ok(None);
-        };
-        // Named by its full reference, as `jbuild pull` names it: a second
-        // build finds it there.
-        let name = r.to_string();
-        if matches!(store.resolve(&name), Ok(Some(_))) {
-            return Ok(Some(name));
-        }
-        reporter.message(
-            crate::report::Level::Info,
-            &format!("pulling {name} ({platform})"),
-        );
+    ) -> Result<Descriptor, FetchError> {
+        let r = RegistryRef::parse(reference.strip_prefix("docker://").unwrap_or(reference))
+            .map_err(|e| FetchError {
+                user: true,
+                source: Box::new(e),
+            })?;
         let src = RegistryTransport::new(r.clone(), self.options.clone());
         let dst = LayoutTransport::from_store(store.clone());
         let opts = CopyOptions {
@@ -43,17 +47,15 @@ impl ImageSource for RegistryPuller {
             platform: Some(platform.clone()),
         };
         let progress = |ev: CopyEvent| report(reporter, ev);
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| format!("cannot start the runtime to pull {name}: {e}"))?;
-        runtime
-            .block_on(async {
-                copy_image_with(&src, &r.reference(), &dst, Some(&name), &opts, &progress).await?;
-                crate::transport::Transport::finish(&dst).await
-            })
-            .map_err(|e| format!("cannot pull {name}: {e}"))?;
-        Ok(Some(name))
+        block_on(async {
+            let desc = copy_image_with(&src, &r.reference(), &dst, None, &opts, &progress).await?;
+            dst.finish().await?;
+            Ok(desc)
+        })
+        .map_err(|e: crate::transport::TransportError| FetchError {
+            user: e.is_user_error(),
+            source: Box::new(e),
+        })
     }
 }
 

@@ -1,14 +1,88 @@
-//! Choosing one manifest of an image index by platform, as `docker pull`
+//! Platforms: what an image runs on (`os/architecture[/variant]`), and
+//! choosing one manifest of an image index by platform, as `docker pull`
 //! does: the OS and architecture must match; a variant asked for must
 //! match too, and without one the entry with no variant is preferred.
 
 use oci_spec::image::{Descriptor, ImageIndex};
 
-use crate::plan::state::Platform;
+/// An OCI platform: `os/architecture[/variant]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Platform {
+    pub os: String,
+    pub architecture: String,
+    pub variant: Option<String>,
+}
 
-/// The manifest of `index` for `want`, or a message listing the platforms
+impl Platform {
+    /// The default for images jbuild builds: FreeBSD on this host's
+    /// architecture (jbuild makes jail templates; a Linux root says so
+    /// with `--platform linux/amd64`).
+    pub fn default_for_host() -> Platform {
+        Platform {
+            os: "freebsd".into(),
+            architecture: crate::config::host_architecture().into(),
+            variant: None,
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<Platform, BadPlatform> {
+        let parts: Vec<&str> = s.split('/').collect();
+        let valid = |p: &str| {
+            !p.is_empty()
+                && p.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        };
+        match parts.as_slice() {
+            [os, arch] if valid(os) && valid(arch) => Ok(Platform {
+                os: os.to_lowercase(),
+                architecture: normalize_arch(arch),
+                variant: None,
+            }),
+            [os, arch, variant] if valid(os) && valid(arch) && valid(variant) => Ok(Platform {
+                os: os.to_lowercase(),
+                architecture: normalize_arch(arch),
+                variant: Some(variant.to_lowercase()),
+            }),
+            _ => Err(BadPlatform(s.to_string())),
+        }
+    }
+}
+
+fn normalize_arch(a: &str) -> String {
+    match a.to_lowercase().as_str() {
+        "x86_64" | "x86-64" => "amd64".into(),
+        "aarch64" => "arm64".into(),
+        other => other.to_string(),
+    }
+}
+
+impl std::fmt::Display for Platform {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.os, self.architecture)?;
+        if let Some(v) = &self.variant {
+            write!(f, "/{v}")?;
+        }
+        Ok(())
+    }
+}
+
+/// An index has no manifest for the platform asked for.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("the image has no manifest for {want}; it has: {have} (choose one with --platform)")]
+pub struct NoSuchPlatform {
+    pub want: Platform,
+    /// The platforms the index has, sorted, or a phrase saying it names none.
+    pub have: String,
+}
+
+/// A `--platform` or `FROM --platform` value that is not `os/arch[/variant]`.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("platform `{0}` is not of the form os/arch[/variant], e.g. freebsd/amd64")]
+pub struct BadPlatform(pub String);
+
+/// The manifest of `index` for `want`, or an error listing the platforms
 /// the index has.
-pub fn select(index: &ImageIndex, want: &Platform) -> Result<Descriptor, String> {
+pub fn select(index: &ImageIndex, want: &Platform) -> Result<Descriptor, NoSuchPlatform> {
     let candidates: Vec<(&Descriptor, Platform)> = index
         .manifests()
         .iter()
@@ -43,9 +117,10 @@ pub fn select(index: &ImageIndex, want: &Platform) -> Result<Descriptor, String>
             } else {
                 have.join(", ")
             };
-            Err(format!(
-                "the image has no manifest for {want}; it has: {have} (choose one with --platform)"
-            ))
+            Err(NoSuchPlatform {
+                want: want.clone(),
+                have,
+            })
         }
     }
 }
@@ -105,10 +180,14 @@ mod tests {
             entry(Os::Linux, Arch::Amd64, None, 1),
             entry(Os::Linux, Arch::ARM64, Some("v8"), 2),
         ]);
-        let err = select(&idx, &Platform::parse("freebsd/amd64").unwrap()).unwrap_err();
+        let err = select(&idx, &Platform::parse("freebsd/amd64").unwrap())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("freebsd/amd64"), "{err}");
         assert!(err.contains("linux/amd64, linux/arm64/v8"), "{err}");
-        let err = select(&index(vec![]), &Platform::parse("linux/amd64").unwrap()).unwrap_err();
+        let err = select(&index(vec![]), &Platform::parse("linux/amd64").unwrap())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("none"), "{err}");
     }
 }

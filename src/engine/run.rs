@@ -3,9 +3,8 @@
 //! step in it and commit it under the step's key; then export the target's
 //! layers and write its config and manifest.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::Instant;
 
@@ -13,16 +12,17 @@ use oci_spec::image::Descriptor;
 
 use super::error::BuildError;
 use super::freebsd::{self, FreeBsdEnv};
-use super::image::{self, ImageMeta, LayerRef, LoadedImage};
-use super::layers::{export_layers, unpack_image};
 use super::native::{self, CopyOptions, Ignore};
 use crate::digest::Digest;
 use crate::exec::{self, Executor, RunSpec};
-use crate::jailfile::{self, CopyFrom, CopySource, Location, Op};
+use crate::image::{
+    self, ImageMeta, ImageSource, Layer, LayerPolicy, LoadedImage, Platform, SnapshotName, Unpacker,
+};
+use crate::jailfile::{self, CopyFrom, CopySource, Op};
 use crate::layer::Compression;
 use crate::plan::{
     self, BaseImage, ExecContext, Plan, PlanInputs, PlanOptions, PlannedBase, PlannedStage,
-    Platform, StepKind,
+    StepKind,
 };
 use crate::report::{Level, Reporter, StepInfo, StepResult};
 use crate::snapshot::{label, Labels, SnapshotError, Snapshotter};
@@ -41,24 +41,8 @@ pub struct BuildEnv<'a> {
     /// Where a FROM image missing from the store is fetched from (a
     /// registry), as `docker build` does; `None`: it must be in the store.
     pub image_source: Option<&'a dyn ImageSource>,
-    /// What layers unpacked from images may hold (setuid files, devices).
-    pub layer_options: crate::layer::ApplyOptions,
-    /// How big they may be.
-    pub layer_limits: crate::layer::Limits,
-}
-
-/// Fetches images named in FROM or `COPY --from` that the store lacks.
-pub trait ImageSource: Send + Sync {
-    /// Puts `reference` (for `platform`, when it is an index) into the
-    /// store and returns the name it is stored under; `Ok(None)` when the
-    /// reference is not one this source can fetch.
-    fn fetch(
-        &self,
-        store: &Store,
-        reference: &str,
-        platform: &Platform,
-        reporter: &dyn Reporter,
-    ) -> Result<Option<String>, String>;
+    /// What layers unpacked from images may hold and how big they may be.
+    pub layer_policy: LayerPolicy,
 }
 
 impl<'a> BuildEnv<'a> {
@@ -74,20 +58,24 @@ impl<'a> BuildEnv<'a> {
             executor: OnceLock::new(),
             freebsd: FreeBsdEnv::default(),
             image_source: None,
-            layer_options: crate::layer::ApplyOptions::default(),
-            layer_limits: crate::layer::Limits::default(),
+            layer_policy: LayerPolicy::default(),
         }
     }
 
-    /// Unpacks image layers with these options and within these limits.
-    pub fn with_layers(
-        mut self,
-        options: crate::layer::ApplyOptions,
-        limits: crate::layer::Limits,
-    ) -> Self {
-        self.layer_options = options;
-        self.layer_limits = limits;
+    /// Unpacks image layers as `policy` says.
+    pub fn with_layers(mut self, policy: LayerPolicy) -> Self {
+        self.layer_policy = policy;
         self
+    }
+
+    /// The unpacker for FROM and `COPY --from` images.
+    pub fn unpacker(&self) -> Unpacker<'_> {
+        Unpacker::new(
+            self.store,
+            self.snapshotter,
+            self.reporter,
+            self.layer_policy.clone(),
+        )
     }
 
     /// Uses these FreeBSD settings (release mirror, pkg cache, ...).
@@ -141,32 +129,12 @@ pub struct BuildOutput {
     pub steps_cached: usize,
 }
 
-/// The name of the snapshot a build step commits.
-pub fn step_snapshot(key: &Digest) -> String {
-    format!("step-{}", key.hex())
-}
-
-/// The name of the snapshot an unpacked image layer is committed as.
-pub fn chain_snapshot(chain_id: &Digest) -> String {
-    format!("chain-{}", chain_id.hex())
-}
-
-static ACTIVE_COUNTER: AtomicU64 = AtomicU64::new(0);
-
-pub(super) fn active_key() -> String {
-    format!(
-        "active-{}-{}",
-        std::process::id(),
-        ACTIVE_COUNTER.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
 /// Answers the planner's questions from the store and the build context.
 struct Inputs<'a> {
     store: &'a Store,
     /// For unpacking an image a FROM just pulled (see [`Inputs::load`]).
     env: &'a BuildEnv<'a>,
-    source: Option<(&'a dyn ImageSource, &'a dyn Reporter)>,
+    source: Option<&'a dyn ImageSource>,
     context: &'a Path,
     ignore: Option<&'a Ignore>,
     images: std::cell::RefCell<HashMap<String, LoadedImage>>,
@@ -178,40 +146,30 @@ struct Inputs<'a> {
 }
 
 impl Inputs<'_> {
-    fn load(&self, reference: &str, platform: &Platform) -> Result<LoadedImage, String> {
+    /// The image `reference` names: from the store, else (when the build
+    /// has a source) by its full name if an earlier pull stored it so,
+    /// else pulled now — through the same transaction as `jbuild pull`, so
+    /// an image whose layers are refused gets no name.
+    fn load(&self, reference: &str, platform: &Platform) -> Result<LoadedImage, BuildError> {
         let key = format!("{reference}|{platform}");
         if let Some(img) = self.images.borrow().get(&key) {
             return Ok(img.clone());
         }
         let img = match (image::load(self.store, reference, platform), self.source) {
             (Ok(img), _) => img,
-            (Err(e), Some((source, reporter)))
-                if matches!(self.store.resolve(reference), Ok(None)) =>
-            {
-                let index = self.store.read_index().map_err(|e| e.to_string())?;
-                let named_before: HashSet<String> = index
-                    .manifests()
-                    .iter()
-                    .filter_map(|d| d.annotations().as_ref()?.get(crate::store::REF_NAME))
-                    .cloned()
-                    .collect();
-                match source.fetch(self.store, reference, platform, reporter)? {
-                    Some(name) => {
-                        let img = image::load(self.store, &name, platform)?;
-                        // As `jbuild pull`: a pulled image whose layers are
-                        // refused keeps no name (its blobs are for prune).
-                        if !named_before.contains(&name) {
-                            if let Err(e) = unpack_image(self.env, &img) {
-                                let _ = self.store.untag_ref(&name);
-                                return Err(format!("cannot use {name}: {e}"));
-                            }
-                        }
-                        img
-                    }
-                    None => return Err(e),
+            (Err(image::ImageError::NotFound(_)), Some(source)) => {
+                let Some(name) = source.name(reference) else {
+                    return Err(image::ImageError::NotFound(reference.to_string()).into());
+                };
+                if self.store.resolve(&name)?.is_none() {
+                    self.env
+                        .reporter
+                        .message(Level::Info, &format!("pulling {name} ({platform})"));
+                    image::pull(&self.env.unpacker(), source, reference, platform)?;
                 }
+                image::load(self.store, &name, platform)?
             }
-            (Err(e), _) => return Err(e),
+            (Err(e), _) => return Err(e.into()),
         };
         self.images.borrow_mut().insert(key, img.clone());
         Ok(img)
@@ -220,7 +178,9 @@ impl Inputs<'_> {
 
 impl PlanInputs for Inputs<'_> {
     fn image(&self, reference: &str, platform: &Platform) -> Result<BaseImage, String> {
-        let img = self.load(reference, platform)?;
+        let img = self
+            .load(reference, platform)
+            .map_err(|e| crate::report::error_chain(&e))?;
         Ok(BaseImage {
             manifest: img.manifest_digest,
             config: img.config,
@@ -260,14 +220,6 @@ impl PlanInputs for Inputs<'_> {
     }
 }
 
-/// A layer of the stage being built: the snapshot holding it, and its blob
-/// once exported (or inherited from a base image).
-#[derive(Debug, Clone)]
-pub(super) struct Layer {
-    pub(super) snapshot: String,
-    pub(super) blob: Option<LayerRef>,
-}
-
 /// The result of one stage: its top snapshot and its layers.
 #[derive(Debug, Clone)]
 pub(super) struct StageResult {
@@ -304,7 +256,7 @@ pub fn build_text(
     let inputs = Inputs {
         store: env.store,
         env,
-        source: env.image_source.map(|s| (s, env.reporter)),
+        source: env.image_source,
         context: &opts.context,
         ignore: ignore.as_ref(),
         images: Default::default(),
@@ -356,9 +308,15 @@ pub fn build_text(
     // From the first blob written (or reused) until the image is tagged,
     // the store lock is held shared, so `jbuild prune` and `jbuild check
     // --repair` (exclusive) never take a blob this build is about to tag.
-    let _adding =
-        crate::store::StoreLock::shared(env.store).map_err(|e| BuildError::Store(e.to_string()))?;
-    let layers = export_layers(env, &mut result, opts.compression, opts.epoch)?;
+    let _adding = crate::store::StoreLock::shared(env.store)?;
+    let layers = image::export_layers(
+        env.store,
+        env.snapshotter,
+        env.reporter,
+        &mut result.layers,
+        opts.compression,
+        opts.epoch,
+    )?;
     let base = match &target.base {
         PlannedBase::Image {
             reference,
@@ -371,18 +329,15 @@ pub fn build_text(
         jailfile_text: &jailfile_text,
         base,
     };
-    let (manifest, config_digest) =
-        image::write(env.store, &target.state, &layers, &meta).map_err(BuildError::Store)?;
+    let (manifest, config_digest) = image::write::write(env.store, &target.state, &layers, &meta)?;
     for tag in &opts.tags {
-        env.store
-            .tag(tag, &manifest)
-            .map_err(|e| BuildError::Store(e.to_string()))?;
+        env.store.tag(tag, &manifest)?;
     }
-    let manifest_digest: Digest = manifest
-        .digest()
-        .to_string()
-        .parse()
-        .map_err(|e| BuildError::Store(format!("{e}")))?;
+    let manifest_digest =
+        crate::store::descriptor_digest(&manifest).map_err(|source| image::ImageError::Digest {
+            image: "the new image".into(),
+            source,
+        })?;
     Ok(BuildOutput {
         manifest,
         manifest_digest,
@@ -429,11 +384,14 @@ impl Run<'_, '_> {
                 let img = self
                     .inputs
                     .load(reference, &stage.base_state.platform)
-                    .map_err(|m| BuildError::at(&stage.location, m))?;
-                unpack_image(self.env, &img).map_err(|e| e.located(&stage.location))?
+                    .map_err(|e| e.located(&stage.location))?;
+                self.env
+                    .unpacker()
+                    .unpack(&img)
+                    .map_err(|e| BuildError::from(e).located(&stage.location))?
             }
             PlannedBase::FreeBsdRelease { release, key } => {
-                let name = step_snapshot(key);
+                let name = SnapshotName::step(key);
                 self.release_base(stage, release, key, &name)
                     .map_err(|e| e.located(&stage.location))?;
                 vec![Layer {
@@ -456,7 +414,7 @@ impl Run<'_, '_> {
                     .step_done(&info, StepResult::Metadata, started.elapsed());
                 continue;
             };
-            let name = step_snapshot(key);
+            let name = SnapshotName::step(key);
             if self
                 .env
                 .snapshotter
@@ -474,7 +432,7 @@ impl Run<'_, '_> {
                 continue;
             }
             let parent = layers.last().map(|l| l.snapshot.clone());
-            let active = active_key();
+            let active = SnapshotName::active();
             let root = self.env.snapshotter.prepare(&active, parent.as_deref())?;
             let outcome = self.execute(&ps.step.op, &ps.step.args, exec, &root, &info);
             let outcome = outcome.and_then(|()| {
@@ -559,7 +517,7 @@ impl Run<'_, '_> {
         self.env
             .reporter
             .transfer_start(&id, &format!("extracting FreeBSD {release}"), None);
-        let active = active_key();
+        let active = SnapshotName::active();
         let root = self.env.snapshotter.prepare(&active, None)?;
         let made = rel.extract(&root).map_err(rel_err).and_then(|()| {
             let labels: Labels = [(label::KEY.to_string(), key.to_string())].into();
@@ -640,11 +598,8 @@ impl Run<'_, '_> {
                         }
                     }
                     Some(CopyFrom::Image(r)) => {
-                        let img = self
-                            .inputs
-                            .load(r, &Platform::default_for_host())
-                            .map_err(BuildError::Step)?;
-                        let layers = unpack_image(self.env, &img)?;
+                        let img = self.inputs.load(r, &Platform::default_for_host())?;
+                        let layers = self.env.unpacker().unpack(&img)?;
                         match layers.last() {
                             Some(l) => (self.env.snapshotter.view(&l.snapshot)?, None),
                             None => {
@@ -748,14 +703,4 @@ impl Run<'_, '_> {
 
 fn step_error(e: impl std::fmt::Display) -> BuildError {
     BuildError::Step(e.to_string())
-}
-
-impl BuildError {
-    fn at(location: &Location, message: String) -> BuildError {
-        BuildError::Located {
-            location: location.clone(),
-            step: None,
-            source: Box::new(BuildError::Step(message)),
-        }
-    }
 }

@@ -36,19 +36,7 @@ pub const PKG_REPOS_TARGET: &str = "/usr/local/etc/pkg/repos";
 /// FreeBSD's default package repository.
 pub const DEFAULT_PKG_REPO: &str = "https://pkg.FreeBSD.org/${ABI}/quarterly";
 
-/// Paths (relative to the root) whose content never goes into a layer:
-/// the package cache (a mount during PKG steps, but a RUN step may still
-/// write there) and pkg's copy of the repository catalogues, as FreeBSD's
-/// own OCI images leave them out.
-pub const EXCLUDED_FROM_LAYERS: &[&str] = &["var/cache/pkg", "var/db/pkg/repos"];
-
-/// Whether `path` (relative, as a differ gives it) is under one of
-/// [`EXCLUDED_FROM_LAYERS`]. The directories themselves stay.
-pub fn excluded_from_layers(path: &Path) -> bool {
-    EXCLUDED_FROM_LAYERS
-        .iter()
-        .any(|d| path.starts_with(d) && path != Path::new(d))
-}
+pub use crate::image::export::{excluded_from_layers, EXCLUDED_FROM_LAYERS};
 
 /// FreeBSD settings of a build (from the configuration file and flags).
 #[derive(Debug, Clone, Default)]

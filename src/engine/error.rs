@@ -2,9 +2,13 @@
 //! and jbuild's or the system's faults (exit 2).
 
 use crate::exec::Outcome;
+use crate::image::export::ExportError;
+use crate::image::unpack::UnpackError;
+use crate::image::{ImageError, PullError};
 use crate::jailfile::{Diagnostic, Location};
 use crate::plan::PlanError;
 use crate::snapshot::SnapshotError;
+use crate::store::StoreError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
@@ -31,30 +35,38 @@ pub enum BuildError {
     },
     #[error("snapshot: {0}")]
     Snapshot(#[from] SnapshotError),
-    #[error("layer: {0}")]
-    Layer(String),
-    /// A layer of an image that could not be unpacked: the `index`th (from
-    /// 1) of `count`, blob `digest`.
-    #[error("layer {digest} ({index} of {count}) is refused: {source}{}", source.hint().map(|h| format!("\n  {h}")).unwrap_or_default())]
-    LayerRefused {
-        digest: String,
-        index: usize,
-        count: usize,
-        #[source]
-        source: crate::layer::LayerError,
-    },
-    /// An image that cannot be read: its configuration is missing or
-    /// malformed, or disagrees with its manifest.
-    #[error("{0}")]
-    BadImage(String),
+    /// A FROM or `COPY --from` image that cannot be read.
+    #[error(transparent)]
+    Image(#[from] ImageError),
+    /// A FROM or `COPY --from` image whose layers cannot be unpacked.
+    #[error(transparent)]
+    Unpack(Box<UnpackError>),
+    /// A FROM image that could not be pulled.
+    #[error(transparent)]
+    Pull(Box<PullError>),
+    /// A layer of the new image that could not be exported.
+    #[error(transparent)]
+    Export(#[from] ExportError),
     #[error("image store: {0}")]
-    Store(String),
+    Store(#[from] StoreError),
     #[error("{context}: {source}")]
     Io {
         context: String,
         #[source]
         source: std::io::Error,
     },
+}
+
+impl From<UnpackError> for BuildError {
+    fn from(e: UnpackError) -> Self {
+        BuildError::Unpack(Box::new(e))
+    }
+}
+
+impl From<PullError> for BuildError {
+    fn from(e: PullError) -> Self {
+        BuildError::Pull(Box::new(e))
+    }
 }
 
 impl BuildError {
@@ -109,16 +121,13 @@ impl BuildError {
             | BuildError::Step(_)
             | BuildError::StepFailed(_) => true,
             BuildError::Located { source, .. } => source.is_user_error(),
-            BuildError::LayerRefused { source, .. } => source.is_bad_input(),
-            BuildError::BadImage(_) => true,
+            BuildError::Image(e) => e.is_user_error(),
+            BuildError::Unpack(e) => e.is_user_error(),
+            BuildError::Pull(e) => e.is_user_error(),
             BuildError::Snapshot(_)
-            | BuildError::Layer(_)
+            | BuildError::Export(_)
             | BuildError::Store(_)
             | BuildError::Io { .. } => false,
         }
     }
 }
-
-/// An error and its causes on one line, for the variants that keep a
-/// message: the cause (a full disk, a missing file) must not be lost.
-pub use crate::report::error_chain as with_causes;

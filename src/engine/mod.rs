@@ -1,0 +1,15 @@
+//! The build engine: runs a plan against a snapshotter, an executor and the
+//! image store. Native instructions (COPY, SYSRC, SERVICE, LINE_IN_FILE,
+//! RENDER) live in [`native`]: they edit a root directly, running nothing
+//! inside it, so they work for FreeBSD images built on any host. Images —
+//! unpacking a FROM image, exporting layers, writing the result — are
+//! [`crate::image`]'s.
+
+mod error;
+pub mod freebsd;
+pub mod native;
+mod run;
+
+pub use error::BuildError;
+pub use freebsd::FreeBsdEnv;
+pub use run::{build, build_text, BuildEnv, BuildOptions, BuildOutput};

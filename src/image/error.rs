@@ -1,0 +1,83 @@
+//! What can go wrong reading an image from the store.
+
+use crate::digest::{Digest, DigestError};
+use crate::store::StoreError;
+
+use super::platform::NoSuchPlatform;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ImageError {
+    /// No image of that name or digest in the store.
+    #[error(
+        "image `{0}` is not in the local store (see `jbuild images`; import or pull it first)"
+    )]
+    NotFound(String),
+    /// The reference names something that is not a manifest or an index.
+    #[error("`{reference}` is a {media_type}, not an image")]
+    NotAnImage {
+        reference: String,
+        media_type: String,
+    },
+    /// An index without the platform asked for.
+    #[error("image `{reference}`: {source}")]
+    Platform {
+        reference: String,
+        #[source]
+        source: NoSuchPlatform,
+    },
+    /// A document of the image (`what`: index, manifest, config) that does
+    /// not parse.
+    #[error("{what} {digest} is not valid: {source}")]
+    Invalid {
+        what: &'static str,
+        digest: Digest,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A manifest and its config disagree on the number of layers.
+    #[error(
+        "image {digest} is inconsistent: {layers} layers but {diff_ids} diff IDs in its config"
+    )]
+    Inconsistent {
+        digest: Digest,
+        layers: usize,
+        diff_ids: usize,
+    },
+    /// A digest in a manifest or config that jbuild cannot use.
+    #[error("image {image}: {source}")]
+    Digest {
+        image: String,
+        #[source]
+        source: DigestError,
+    },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl ImageError {
+    /// Whether the user can fix this (a name, a platform, an image that is
+    /// not what it should be) rather than it being the store's damage or
+    /// the system's fault.
+    pub fn is_user_error(&self) -> bool {
+        match self {
+            ImageError::NotFound(_)
+            | ImageError::NotAnImage { .. }
+            | ImageError::Platform { .. } => true,
+            ImageError::Invalid { .. }
+            | ImageError::Inconsistent { .. }
+            | ImageError::Digest { .. } => true,
+            ImageError::Store(_) => false,
+        }
+    }
+
+    /// Whether the image itself is malformed (as opposed to missing, or
+    /// not readable from the store).
+    pub fn is_malformed(&self) -> bool {
+        matches!(
+            self,
+            ImageError::Invalid { .. }
+                | ImageError::Inconsistent { .. }
+                | ImageError::Digest { .. }
+        )
+    }
+}

@@ -1,0 +1,212 @@
+//! Exporting: the layers a build made, from snapshots into blobs in the
+//! store. A differ lists what changed between a snapshot and its parent,
+//! the tar writer turns the list into a deterministic tar, compressed and
+//! hashed twice (diff ID and digest) in one pass. A snapshot exported once
+//! is labelled with its blob, so a rebuild reuses it without diffing again.
+
+use std::path::{Path, PathBuf};
+
+use super::names::next_chain;
+use super::LayerRef;
+use crate::diff::{Change, DiffError, Differ, SnapshotRef};
+use crate::digest::Digest;
+use crate::layer::{self, Compression, LayerError, TarOptions};
+use crate::report::Reporter;
+use crate::snapshot::{label, Labels, SnapshotError, Snapshotter};
+use crate::store::{Store, StoreError};
+
+/// Paths (relative to the root) whose content never goes into a layer:
+/// the package cache (a mount during PKG steps, but a RUN step may still
+/// write there) and pkg's copy of the repository catalogues, as FreeBSD's
+/// own OCI images leave them out.
+pub const EXCLUDED_FROM_LAYERS: &[&str] = &["var/cache/pkg", "var/db/pkg/repos"];
+
+/// Whether `path` (relative, as a differ gives it) is under one of
+/// [`EXCLUDED_FROM_LAYERS`]. The directories themselves stay.
+pub fn excluded_from_layers(path: &Path) -> bool {
+    EXCLUDED_FROM_LAYERS
+        .iter()
+        .any(|d| path.starts_with(d) && path != Path::new(d))
+}
+
+/// A layer of an image being built: the snapshot holding it, and its blob
+/// once exported (or inherited from a base image).
+#[derive(Debug, Clone)]
+pub struct Layer {
+    pub snapshot: String,
+    pub blob: Option<LayerRef>,
+}
+
+/// Why a layer could not be exported.
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    #[error("snapshot: {0}")]
+    Snapshot(#[from] SnapshotError),
+    #[error("image store: {0}")]
+    Store(#[from] StoreError),
+    #[error("layer: {0}")]
+    Diff(#[from] DiffError),
+    #[error("layer: {0}")]
+    Layer(#[from] LayerError),
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Exports every layer of `layers` that has no blob yet in `compression`,
+/// reusing blobs recorded on the snapshots; returns the layer list.
+pub fn export_layers(
+    store: &Store,
+    snapshotter: &dyn Snapshotter,
+    reporter: &dyn Reporter,
+    layers: &mut [Layer],
+    compression: Compression,
+    epoch: u64,
+) -> Result<Vec<LayerRef>, ExportError> {
+    let blob_label = format!("{}{}", label::BLOB_PREFIX, compression);
+    let differ = snapshotter.differ();
+    let mut out: Vec<LayerRef> = Vec::with_capacity(layers.len());
+    let mut parent_chain: Option<Digest> = None;
+    for i in 0..layers.len() {
+        let layer = &layers[i];
+        // Inherited layers come with their blob; built ones may have one
+        // recorded on the snapshot from an earlier build; else export now.
+        let (blob, fresh) = match &layer.blob {
+            Some(b) => (b.clone(), false),
+            None => match recorded_blob(
+                store,
+                snapshotter,
+                &layer.snapshot,
+                &blob_label,
+                compression,
+            )? {
+                Some(b) => (b, false),
+                None => {
+                    let parent = i.checked_sub(1).map(|p| layers[p].snapshot.as_str());
+                    let b = export_one(
+                        store,
+                        snapshotter,
+                        reporter,
+                        differ.as_ref(),
+                        parent,
+                        &layer.snapshot,
+                        compression,
+                        epoch,
+                    )?;
+                    (b, true)
+                }
+            },
+        };
+        let chain = next_chain(parent_chain.as_ref(), &blob.diff_id);
+        if fresh {
+            let mut labels = Labels::new();
+            labels.insert(label::DIFF_ID.into(), blob.diff_id.to_string());
+            labels.insert(label::CHAIN_ID.into(), chain.to_string());
+            labels.insert(blob_label.clone(), blob.digest.to_string());
+            labels.insert(label::MTIME_CLAMP.into(), epoch.to_string());
+            snapshotter.set_labels(&layers[i].snapshot, &labels)?;
+        }
+        parent_chain = Some(chain);
+        layers[i].blob = Some(blob.clone());
+        out.push(blob);
+    }
+    Ok(out)
+}
+
+/// The blob an earlier build exported from `snapshot` in this compression,
+/// if the snapshot records one and the store still has it.
+fn recorded_blob(
+    store: &Store,
+    snapshotter: &dyn Snapshotter,
+    snapshot: &str,
+    blob_label: &str,
+    compression: Compression,
+) -> Result<Option<LayerRef>, ExportError> {
+    let info = snapshotter
+        .stat(snapshot)?
+        .ok_or_else(|| SnapshotError::NotFound(snapshot.to_string()))?;
+    let parse = |l: &str| info.labels.get(l).and_then(|v| v.parse::<Digest>().ok());
+    let (Some(digest), Some(diff_id)) = (parse(blob_label), parse(label::DIFF_ID)) else {
+        return Ok(None);
+    };
+    match std::fs::metadata(store.blob_path(&digest)) {
+        Ok(m) => Ok(Some(LayerRef {
+            digest,
+            diff_id,
+            size: m.len(),
+            media_type: compression.media_type().to_string(),
+        })),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(ExportError::Io {
+            context: "reading a layer blob's size".into(),
+            source,
+        }),
+    }
+}
+
+/// What goes into the layer of the committed snapshot `child` over
+/// `parent`: the differ's changes without the paths never exported
+/// ([`excluded_from_layers`]), and the child's root to read them from.
+/// `jbuild check --deep` uses it to diff a snapshot again.
+pub fn layer_changes(
+    snapshotter: &dyn Snapshotter,
+    differ: &dyn Differ,
+    parent: Option<&str>,
+    child: &str,
+) -> Result<(PathBuf, Vec<Change>), ExportError> {
+    let child_root = snapshotter.view(child)?;
+    let parent_root = parent.map(|p| snapshotter.view(p)).transpose()?;
+    let changes = differ.changes(
+        parent
+            .zip(parent_root.as_deref())
+            .map(|(name, root)| SnapshotRef { name, root }),
+        SnapshotRef {
+            name: child,
+            root: &child_root,
+        },
+    )?;
+    let changes = changes
+        .into_iter()
+        .filter(|c| !excluded_from_layers(&c.path))
+        .collect();
+    Ok((child_root, changes))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn export_one(
+    store: &Store,
+    snapshotter: &dyn Snapshotter,
+    reporter: &dyn Reporter,
+    differ: &dyn Differ,
+    parent: Option<&str>,
+    child: &str,
+    compression: Compression,
+    epoch: u64,
+) -> Result<LayerRef, ExportError> {
+    let (child_root, changes) = layer_changes(snapshotter, differ, parent, child)?;
+    let id = format!("export-{child}");
+    reporter.transfer_start(
+        &id,
+        &format!("exporting layer {}", &child[..child.len().min(17)]),
+        None,
+    );
+    let writer = store.blob_writer()?;
+    let (exported, writer) = layer::export(
+        &child_root,
+        &changes,
+        &TarOptions { clamp_mtime: epoch },
+        compression,
+        writer,
+    )?;
+    writer.commit(Some(&exported.digest))?;
+    reporter.transfer_done(&id, false);
+    Ok(LayerRef {
+        digest: exported.digest,
+        diff_id: exported.diff_id,
+        size: exported.size,
+        media_type: exported.media_type.to_string(),
+    })
+}

@@ -1,0 +1,125 @@
+//! Reading an image from the store: resolve a reference to a manifest and
+//! its config (choosing from an index by platform), every document read
+//! within [`MAX_DOCUMENT`] and checked to agree with the others.
+
+use oci_spec::image::{Descriptor, ImageConfiguration, ImageIndex, ImageManifest};
+
+use super::media::{self, MAX_DOCUMENT};
+use super::{platform, ImageError, Platform};
+use crate::digest::Digest;
+use crate::store::{descriptor_digest, Store};
+
+/// An image as the engine uses it.
+#[derive(Debug, Clone)]
+pub struct LoadedImage {
+    pub manifest_digest: Digest,
+    pub manifest: ImageManifest,
+    pub config: ImageConfiguration,
+}
+
+impl LoadedImage {
+    /// The config's `rootfs.diff_ids`, bottom first; one that is not a
+    /// sha256 digest is an error naming the image.
+    pub fn diff_ids(&self) -> Result<Vec<Digest>, ImageError> {
+        self.config
+            .rootfs()
+            .diff_ids()
+            .iter()
+            .map(|d| {
+                d.parse::<Digest>().map_err(|source| ImageError::Digest {
+                    image: self.manifest_digest.to_string(),
+                    source,
+                })
+            })
+            .collect()
+    }
+
+    /// The layers' blob digests, bottom first.
+    pub fn layer_digests(&self) -> Result<Vec<Digest>, ImageError> {
+        self.manifest
+            .layers()
+            .iter()
+            .map(|l| {
+                descriptor_digest(l).map_err(|source| ImageError::Digest {
+                    image: self.manifest_digest.to_string(),
+                    source,
+                })
+            })
+            .collect()
+    }
+}
+
+/// Reads the image `reference` names in the store, picking `platform` from
+/// an index.
+pub fn load(
+    store: &Store,
+    reference: &str,
+    platform: &Platform,
+) -> Result<LoadedImage, ImageError> {
+    let desc = store
+        .resolve(reference)?
+        .ok_or_else(|| ImageError::NotFound(reference.to_string()))?;
+    load_descriptor(store, &desc, platform, reference)
+}
+
+/// Reads the image `desc` describes (`reference` names it in errors),
+/// picking `platform` from an index.
+pub fn load_descriptor(
+    store: &Store,
+    desc: &Descriptor,
+    platform: &Platform,
+    reference: &str,
+) -> Result<LoadedImage, ImageError> {
+    let bad_digest = |source| ImageError::Digest {
+        image: reference.to_string(),
+        source,
+    };
+    let digest = descriptor_digest(desc).map_err(bad_digest)?;
+    if media::is_index(desc.media_type()) {
+        let bytes = store.read_blob(&digest, MAX_DOCUMENT)?;
+        let index: ImageIndex =
+            serde_json::from_slice(&bytes).map_err(|source| ImageError::Invalid {
+                what: "image index",
+                digest: digest.clone(),
+                source,
+            })?;
+        let chosen = platform::select(&index, platform).map_err(|source| ImageError::Platform {
+            reference: reference.to_string(),
+            source,
+        })?;
+        return load_descriptor(store, &chosen, platform, reference);
+    }
+    if !media::is_manifest(desc.media_type()) {
+        return Err(ImageError::NotAnImage {
+            reference: reference.to_string(),
+            media_type: desc.media_type().to_string(),
+        });
+    }
+    let bytes = store.read_blob(&digest, MAX_DOCUMENT)?;
+    let manifest: ImageManifest =
+        serde_json::from_slice(&bytes).map_err(|source| ImageError::Invalid {
+            what: "manifest",
+            digest: digest.clone(),
+            source,
+        })?;
+    let config_digest = descriptor_digest(manifest.config()).map_err(bad_digest)?;
+    let config_bytes = store.read_blob(&config_digest, MAX_DOCUMENT)?;
+    let config: ImageConfiguration =
+        serde_json::from_slice(&config_bytes).map_err(|source| ImageError::Invalid {
+            what: "image config",
+            digest: config_digest.clone(),
+            source,
+        })?;
+    if config.rootfs().diff_ids().len() != manifest.layers().len() {
+        return Err(ImageError::Inconsistent {
+            digest,
+            layers: manifest.layers().len(),
+            diff_ids: config.rootfs().diff_ids().len(),
+        });
+    }
+    Ok(LoadedImage {
+        manifest_digest: digest,
+        manifest,
+        config,
+    })
+}

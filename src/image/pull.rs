@@ -1,0 +1,280 @@
+//! The pull transaction, the one way an image from elsewhere gets a name
+//! in the store, for `jbuild pull` and for a build's FROM alike:
+//!
+//! 1. the [`ImageSource`] copies the image into the store *untagged* (an
+//!    untagged entry in `index.json` keeps its blobs from `prune` while
+//!    the layers are unpacked);
+//! 2. the [`Unpacker`] applies every layer into `chain-` snapshots;
+//! 3. every layer applied: the image gets its name, replacing the untagged
+//!    entry.
+//!
+//! When a layer is refused (or anything else fails after the copy), what
+//! the pull added is taken away: the half-applied snapshot is already gone
+//! (the unpacker removes it); the layers of this image unpacked before it,
+//! the untagged entry, and the blobs the pull added are removed — the
+//! blobs only under the exclusive store lock, taken without waiting: if
+//! another jbuild is adding content, they stay for `jbuild prune` (or
+//! `jbuild check --repair`), harmless. A stored image of the same name, if
+//! any, is left as it was.
+//!
+//! A layer the store held before the pull may be what failed: its copy
+//! damaged since (a disk error), not the image. Such a blob is re-hashed,
+//! and if damaged the error says so ([`PullError::DamagedStoredLayer`]).
+
+use std::collections::HashSet;
+
+use oci_spec::image::Descriptor;
+
+use super::names::{chain_ids, SnapshotName};
+use super::unpack::{UnpackError, Unpacker};
+use super::{load_descriptor, Platform};
+use crate::digest::Digest;
+use crate::report::Reporter;
+use crate::snapshot::{SnapshotError, Snapshotter};
+use crate::store::{Store, StoreError, StoreLock};
+
+/// Where images come from (a registry, for jbuild): copies an image into
+/// the store, untagged, for [`pull`] to unpack and name.
+pub trait ImageSource: Send + Sync {
+    /// The name `reference` is stored under once pulled (its full,
+    /// normalised name: `alpine` is `docker.io/library/alpine:latest`), or
+    /// `None` when the reference is not one this source can fetch.
+    fn name(&self, reference: &str) -> Option<String>;
+
+    /// Copies the image `reference` names (the manifest for `platform`,
+    /// when it is an index) into `store` without naming it; returns the
+    /// descriptor of what was stored.
+    fn fetch(
+        &self,
+        store: &Store,
+        reference: &str,
+        platform: &Platform,
+        reporter: &dyn Reporter,
+    ) -> Result<Descriptor, FetchError>;
+}
+
+/// Why a source could not copy an image. The source's own error is kept
+/// as the cause; `user` says whether the user can fix it (a name, a
+/// credential, an image that is not there or is malformed) rather than it
+/// being the system's or the network's fault.
+#[derive(Debug)]
+pub struct FetchError {
+    pub user: bool,
+    pub source: Box<dyn std::error::Error + Send + Sync>,
+}
+
+impl std::fmt::Display for FetchError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.source.fmt(f)
+    }
+}
+
+impl std::error::Error for FetchError {
+    // As a transparent wrapper: the source's own causes follow it.
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.source()
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PullError {
+    /// The reference is not one the source can fetch.
+    #[error("`{0}` is not a reference jbuild can pull")]
+    NotFetchable(String),
+    /// The copy failed; nothing was named.
+    #[error(transparent)]
+    Fetch(#[from] FetchError),
+    /// The image cannot be unpacked (a refused layer, a malformed image):
+    /// what the pull added was taken away.
+    #[error(
+        "cannot pull {name}: it cannot be unpacked, so it was not stored \
+         (a stored image of that name, if any, is unchanged)"
+    )]
+    Unpack {
+        name: String,
+        #[source]
+        source: Box<UnpackError>,
+    },
+    /// A layer blob kept from before the pull no longer hashes to its name.
+    #[error(
+        "cannot pull {name}: the store's copy of layer {digest}, kept from before this \
+         pull, is damaged (its bytes no longer hash to its name, and unpacking it \
+         failed: {cause}); run `jbuild check --repair`, which deletes it, then pull again"
+    )]
+    DamagedStoredLayer {
+        name: String,
+        digest: Digest,
+        /// The innermost cause of the unpack failure.
+        cause: String,
+    },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("snapshot: {0}")]
+    Snapshot(#[from] SnapshotError),
+}
+
+impl PullError {
+    /// Whether the user can fix it (exit 1) rather than it being the
+    /// store's or the system's fault (exit 2).
+    pub fn is_user_error(&self) -> bool {
+        match self {
+            PullError::NotFetchable(_) => true,
+            PullError::Fetch(e) => e.user,
+            PullError::Unpack { source, .. } => source.is_user_error(),
+            PullError::DamagedStoredLayer { .. } | PullError::Store(_) | PullError::Snapshot(_) => {
+                false
+            }
+        }
+    }
+}
+
+/// An image [`pull`] named.
+#[derive(Debug, Clone)]
+pub struct Pulled {
+    /// The name it is stored under.
+    pub name: String,
+    /// What the name points at (the manifest, or the manifest of
+    /// `platform` chosen from an index).
+    pub descriptor: Descriptor,
+}
+
+/// Pulls `reference` from `source` into the unpacker's store and
+/// snapshots: copy, unpack, name; or take away what was added. See the
+/// module docs.
+pub fn pull(
+    unpacker: &Unpacker<'_>,
+    source: &dyn ImageSource,
+    reference: &str,
+    platform: &Platform,
+) -> Result<Pulled, PullError> {
+    let name = source
+        .name(reference)
+        .ok_or_else(|| PullError::NotFetchable(reference.to_string()))?;
+    let store = unpacker.store;
+    let before = Before::take(store, unpacker.snapshotter)?;
+    let descriptor = source.fetch(store, reference, platform, unpacker.reporter)?;
+    let unpacked = load_descriptor(store, &descriptor, platform, descriptor.digest().as_ref())
+        .map_err(UnpackError::from)
+        .and_then(|img| unpacker.unpack(&img));
+    match unpacked {
+        Ok(_) => {
+            store.tag_ref(&name, &descriptor)?;
+            Ok(Pulled { name, descriptor })
+        }
+        Err(e) => {
+            let damaged = layer_blobs(store, &descriptor, platform)
+                .into_iter()
+                .find(|d| before.blobs.contains(d) && !store.blob_is_sound(d));
+            discard(store, unpacker.snapshotter, &descriptor, platform, &before);
+            if let Some(digest) = damaged {
+                return Err(PullError::DamagedStoredLayer {
+                    name,
+                    digest,
+                    cause: innermost(&e),
+                });
+            }
+            Err(PullError::Unpack {
+                name,
+                source: Box::new(e),
+            })
+        }
+    }
+}
+
+/// The text of the innermost cause of `e`.
+fn innermost(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = e;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    cause.to_string()
+}
+
+/// The store and snapshots as they were before a pull, to tell what it
+/// added.
+struct Before {
+    blobs: HashSet<Digest>,
+    indexed: HashSet<String>,
+    snapshots: HashSet<String>,
+}
+
+impl Before {
+    fn take(store: &Store, snapshotter: &dyn Snapshotter) -> Result<Before, PullError> {
+        Ok(Before {
+            blobs: store.blob_digests()?.into_iter().collect(),
+            indexed: store
+                .list()?
+                .into_iter()
+                .map(|(_, d)| d.digest().to_string())
+                .collect(),
+            snapshots: names(snapshotter)?,
+        })
+    }
+}
+
+/// The digests of an image's layer blobs (empty if its manifest cannot be
+/// read).
+fn layer_blobs(store: &Store, desc: &Descriptor, platform: &Platform) -> Vec<Digest> {
+    load_descriptor(store, desc, platform, "")
+        .and_then(|img| img.layer_digests())
+        .unwrap_or_default()
+}
+
+/// The snapshot names an image's layers unpack to, bottom first (empty if
+/// its configuration cannot be read: then nothing was unpacked).
+fn chain_snapshots(store: &Store, desc: &Descriptor, platform: &Platform) -> Vec<String> {
+    let Ok(diff_ids) = load_descriptor(store, desc, platform, "").and_then(|img| img.diff_ids())
+    else {
+        return Vec::new();
+    };
+    chain_ids(&diff_ids)
+        .iter()
+        .map(SnapshotName::chain)
+        .collect()
+}
+
+fn names(snapshotter: &dyn Snapshotter) -> Result<HashSet<String>, SnapshotError> {
+    Ok(snapshotter.list()?.into_iter().map(|i| i.name).collect())
+}
+
+/// Takes away what the failed pull of `desc` added. Best effort: what
+/// cannot be removed now is what `prune` removes later, so failures here
+/// are logged, not reported over the reason the pull failed.
+fn discard(
+    store: &Store,
+    snapshotter: &dyn Snapshotter,
+    desc: &Descriptor,
+    platform: &Platform,
+    before: &Before,
+) {
+    // The snapshots of this image's layers below the refused one that this
+    // pull made (not others', made meanwhile): top first, as children must
+    // go before their parents.
+    let now = names(snapshotter).unwrap_or_default();
+    for name in chain_snapshots(store, desc, platform).iter().rev() {
+        if now.contains(name) && !before.snapshots.contains(name) {
+            if let Err(e) = snapshotter.remove(name) {
+                tracing::debug!("snapshot {name} is left for prune: {e}");
+            }
+        }
+    }
+    if !before.indexed.contains(&desc.digest().to_string()) {
+        if let Err(e) = store.remove_untagged(desc) {
+            tracing::debug!("cannot drop the untagged entry of {}: {e}", desc.digest());
+        }
+    }
+    match StoreLock::try_exclusive(store) {
+        Ok(Some(_lock)) => match super::gc::unreferenced_blobs(store) {
+            Ok(unreferenced) => {
+                for d in unreferenced.iter().filter(|d| !before.blobs.contains(d)) {
+                    if let Err(e) = store.remove_blob(d) {
+                        tracing::debug!("cannot remove {d}: {e}");
+                    }
+                }
+            }
+            Err(e) => tracing::debug!("cannot tell which blobs are unreferenced: {e}"),
+        },
+        Ok(None) => tracing::debug!("the store is busy: the pulled blobs are left for prune"),
+        Err(e) => tracing::debug!("cannot lock the store: {e}"),
+    }
+}

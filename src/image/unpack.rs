@@ -1,0 +1,245 @@
+//! Unpacking: an image's layers into committed snapshots, keyed by chain
+//! ID, so images that share a base share its snapshots (containerd's
+//! `core/unpack` plays this part there).
+//!
+//! Each layer is applied into an active snapshot prepared on the one
+//! below, as hostile input (see [`crate::layer::apply_with_limits`]), and
+//! committed as `chain-<chain id>` only when it applied and its diff ID is
+//! the one the config names. A layer that fails leaves nothing: its active
+//! snapshot is removed.
+
+use std::collections::HashMap;
+
+use super::export::Layer;
+use super::names::{chain_ids, SnapshotName};
+use super::{ImageError, LayerRef, LoadedImage, Platform};
+use crate::digest::Digest;
+use crate::layer::{self, ApplyOptions, LayerError, Limits};
+use crate::report::Reporter;
+use crate::snapshot::{label, Kind, Labels, SnapshotError, Snapshotter};
+use crate::store::{Store, StoreError};
+
+/// What layers unpacked from images may hold (setuid files, devices) and
+/// how big they may be: the configuration file's `[layers]`, with a
+/// command's `--allow-setuid` and `--allow-devices` on top.
+#[derive(Debug, Clone, Default)]
+pub struct LayerPolicy {
+    pub options: ApplyOptions,
+    pub limits: Limits,
+}
+
+impl LayerPolicy {
+    /// The configuration file's `[layers]`, with what a command allows on
+    /// top (`--allow-setuid`, `--allow-devices`).
+    pub fn from_settings(
+        settings: &crate::config::LayerSettings,
+        allow_setuid: bool,
+        allow_devices: bool,
+    ) -> LayerPolicy {
+        LayerPolicy {
+            options: ApplyOptions {
+                allow_setuid: allow_setuid || settings.allow_setuid,
+                allow_devices: allow_devices || settings.allow_devices,
+                ..ApplyOptions::default()
+            },
+            limits: Limits::from_settings(settings),
+        }
+    }
+}
+
+/// Why an image's layers could not all be unpacked.
+#[derive(Debug, thiserror::Error)]
+pub enum UnpackError {
+    /// A layer of the image was refused: the `index`th (from 1) of
+    /// `count`, blob `digest`. Its bytes, or what they unpack to.
+    #[error("layer {digest} ({index} of {count}) is refused: {source}{}", source.hint().map(|h| format!("\n  {h}")).unwrap_or_default())]
+    LayerRefused {
+        digest: Digest,
+        index: usize,
+        count: usize,
+        #[source]
+        source: LayerError,
+    },
+    /// The image cannot be read: its configuration is missing or
+    /// malformed, or disagrees with its manifest.
+    #[error(transparent)]
+    Image(#[from] ImageError),
+    #[error("snapshot: {0}")]
+    Snapshot(#[from] SnapshotError),
+    #[error("image store: {0}")]
+    Store(#[from] StoreError),
+}
+
+impl UnpackError {
+    /// Whether the image is at fault (a refused layer, a malformed image)
+    /// or the user's request (a name, a platform): exit 1; else the store's
+    /// or the system's fault: exit 2.
+    pub fn is_user_error(&self) -> bool {
+        match self {
+            UnpackError::LayerRefused { source, .. } => source.is_bad_input(),
+            UnpackError::Image(e) => e.is_user_error(),
+            UnpackError::Snapshot(_) | UnpackError::Store(_) => false,
+        }
+    }
+}
+
+/// Unpacks images from one store into one snapshotter.
+pub struct Unpacker<'a> {
+    pub store: &'a Store,
+    pub snapshotter: &'a dyn Snapshotter,
+    pub reporter: &'a dyn Reporter,
+    pub policy: LayerPolicy,
+}
+
+impl<'a> Unpacker<'a> {
+    pub fn new(
+        store: &'a Store,
+        snapshotter: &'a dyn Snapshotter,
+        reporter: &'a dyn Reporter,
+        policy: LayerPolicy,
+    ) -> Self {
+        Unpacker {
+            store,
+            snapshotter,
+            reporter,
+            policy,
+        }
+    }
+
+    /// The committed snapshot that holds the whole root of the image
+    /// `reference` (unpacking its layers first if needed), and the image.
+    /// `None` for an image without layers.
+    pub fn top(
+        &self,
+        reference: &str,
+        platform: &Platform,
+    ) -> Result<(Option<String>, LoadedImage), UnpackError> {
+        let img = super::load(self.store, reference, platform)?;
+        let layers = self.unpack(&img)?;
+        Ok((layers.last().map(|l| l.snapshot.clone()), img))
+    }
+
+    /// Makes sure every layer of `img` exists as a committed snapshot
+    /// (keyed by chain ID, so images sharing a base share its snapshots)
+    /// and returns them, bottom first. A layer a build made here and
+    /// exported is found by its chain ID label and used as it is.
+    pub fn unpack(&self, img: &LoadedImage) -> Result<Vec<Layer>, UnpackError> {
+        let diff_ids = img.diff_ids()?;
+        let digests = img.layer_digests()?;
+        // `load` made sure there is one diff ID per layer.
+        let count = img.manifest.layers().len();
+        let chains = chain_ids(&diff_ids);
+        // A layer built here is a `step-` snapshot labelled with its chain ID.
+        let mut by_chain: HashMap<String, String> = HashMap::new();
+        for info in self.snapshotter.list()? {
+            if let Some(c) = info.labels.get(label::CHAIN_ID) {
+                if info.kind == Kind::Committed {
+                    by_chain.entry(c.clone()).or_insert(info.name);
+                }
+            }
+        }
+        let mut layers = Vec::with_capacity(chains.len());
+        let mut parent: Option<String> = None;
+        let all = img
+            .manifest
+            .layers()
+            .iter()
+            .zip(digests)
+            .zip(&diff_ids)
+            .zip(&chains);
+        for (i, (((desc, digest), diff_id), chain)) in all.enumerate() {
+            let blob = LayerRef {
+                digest,
+                diff_id: diff_id.clone(),
+                size: desc.size(),
+                media_type: desc.media_type().to_string(),
+            };
+            let name = match by_chain.get(&chain.to_string()) {
+                Some(existing) => existing.clone(),
+                None => {
+                    let name = SnapshotName::chain(chain);
+                    if self.snapshotter.stat(&name)?.is_none() {
+                        self.apply(&blob, chain, parent.as_deref(), &name).map_err(
+                            |e| match e {
+                                Apply::Refused(source) => UnpackError::LayerRefused {
+                                    digest: blob.digest.clone(),
+                                    index: i + 1,
+                                    count,
+                                    source,
+                                },
+                                Apply::Other(e) => e,
+                            },
+                        )?;
+                    }
+                    name
+                }
+            };
+            parent = Some(name.clone());
+            layers.push(Layer {
+                snapshot: name,
+                blob: Some(blob),
+            });
+        }
+        Ok(layers)
+    }
+
+    fn apply(
+        &self,
+        blob: &LayerRef,
+        chain: &Digest,
+        parent: Option<&str>,
+        name: &str,
+    ) -> Result<(), Apply> {
+        let active = SnapshotName::active();
+        let root = self.snapshotter.prepare(&active, parent)?;
+        let id = format!("unpack-{}", blob.digest);
+        let short = blob.digest.to_string();
+        let what = format!("unpacking layer {}", &short[..short.len().min(19)]);
+        self.reporter.transfer_start(&id, &what, None);
+        let result = (|| {
+            let file = self.store.open_blob(&blob.digest)?;
+            let stats = layer::apply_with_limits(
+                std::io::BufReader::new(file),
+                &blob.media_type,
+                &root,
+                &self.policy.options,
+                &self.policy.limits,
+            )
+            .map_err(Apply::Refused)?;
+            if stats.diff_id != blob.diff_id {
+                return Err(Apply::Refused(LayerError::DiffId {
+                    expected: blob.diff_id.to_string(),
+                    actual: stats.diff_id.to_string(),
+                }));
+            }
+            let mut labels: Labels = Labels::new();
+            labels.insert(label::DIFF_ID.into(), blob.diff_id.to_string());
+            labels.insert(label::CHAIN_ID.into(), chain.to_string());
+            self.snapshotter
+                .commit(name, &active, &labels)
+                .or_else(|e| match e {
+                    SnapshotError::AlreadyExists(_) => self.snapshotter.remove(&active),
+                    e => Err(e),
+                })?;
+            Ok(())
+        })();
+        if result.is_err() {
+            let _ = self.snapshotter.remove(&active);
+        }
+        self.reporter.transfer_done(&id, false);
+        result
+    }
+}
+
+/// Why a layer was not applied: the layer (its bytes, or what they
+/// unpack to), or anything else.
+enum Apply {
+    Refused(LayerError),
+    Other(UnpackError),
+}
+
+impl<E: Into<UnpackError>> From<E> for Apply {
+    fn from(e: E) -> Self {
+        Apply::Other(e.into())
+    }
+}

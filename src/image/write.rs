@@ -1,0 +1,164 @@
+//! Writing a new image into the store: its config and manifest, as
+//! canonical JSON, so the same build gives the same digests.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, UNIX_EPOCH};
+
+use oci_spec::image::Descriptor;
+use serde_json::{json, Map, Value};
+
+use super::media::{OCI_CONFIG, OCI_MANIFEST};
+use super::{ImageError, ImageState, JAIL_LABEL_PREFIX};
+use crate::digest::Digest;
+use crate::store::{canonical_json, Store};
+
+/// The label that carries the Jailfile an image was built from.
+pub const JAILFILE_LABEL: &str = "org.jbuild.jailfile";
+
+/// A layer of the image being written.
+#[derive(Debug, Clone)]
+pub struct LayerRef {
+    pub digest: Digest,
+    pub diff_id: Digest,
+    pub size: u64,
+    pub media_type: String,
+}
+
+pub fn rfc3339(epoch: u64) -> String {
+    humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_secs(epoch)).to_string()
+}
+
+/// What `write` needs besides the final state and the layers.
+pub struct ImageMeta<'a> {
+    pub epoch: u64,
+    pub jailfile_text: &'a str,
+    pub base: Option<(&'a str, &'a Digest)>,
+}
+
+/// Writes the config and manifest of a new image; returns the manifest's
+/// descriptor. The bytes depend only on the inputs (sorted keys, fixed
+/// times), so the same build gives the same digests.
+pub fn write(
+    store: &Store,
+    state: &ImageState,
+    layers: &[LayerRef],
+    meta: &ImageMeta<'_>,
+) -> Result<(Descriptor, Digest), ImageError> {
+    let created = rfc3339(meta.epoch);
+    let mut cfg = Map::new();
+    let env: Vec<String> = state.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    if !env.is_empty() {
+        cfg.insert("Env".into(), json!(env));
+    }
+    if let Some(c) = &state.cmd {
+        cfg.insert("Cmd".into(), json!(c));
+    }
+    if let Some(e) = &state.entrypoint {
+        cfg.insert("Entrypoint".into(), json!(e));
+    }
+    if let Some(w) = &state.workdir {
+        cfg.insert("WorkingDir".into(), json!(w));
+    }
+    if let Some(u) = &state.user {
+        cfg.insert("User".into(), json!(u));
+    }
+    if !state.exposed_ports.is_empty() {
+        let ports: Map<String, Value> = state
+            .exposed_ports
+            .iter()
+            .map(|p| (p.clone(), json!({})))
+            .collect();
+        cfg.insert("ExposedPorts".into(), Value::Object(ports));
+    }
+    if !state.volumes.is_empty() {
+        let vols: Map<String, Value> = state
+            .volumes
+            .iter()
+            .map(|v| (v.clone(), json!({})))
+            .collect();
+        cfg.insert("Volumes".into(), Value::Object(vols));
+    }
+    let mut labels: BTreeMap<String, String> = state.labels.clone();
+    for (k, v) in &state.jail {
+        labels.insert(format!("{JAIL_LABEL_PREFIX}{k}"), v.clone());
+    }
+    labels.insert(JAILFILE_LABEL.into(), meta.jailfile_text.to_string());
+    cfg.insert("Labels".into(), json!(labels));
+
+    let history: Vec<Value> = state
+        .history
+        .iter()
+        .map(|h| match &h.inherited {
+            Some(inherited) => serde_json::to_value(inherited).unwrap_or(Value::Null),
+            None => {
+                let mut e =
+                    json!({"created": created, "created_by": h.created_by, "comment": "jbuild"});
+                if h.empty_layer {
+                    e["empty_layer"] = json!(true);
+                }
+                e
+            }
+        })
+        .collect();
+    let mut config = json!({
+        "created": created,
+        "architecture": state.platform.architecture,
+        "os": state.platform.os,
+        "config": Value::Object(cfg),
+        "rootfs": {"type": "layers", "diff_ids": layers.iter().map(|l| l.diff_id.to_string()).collect::<Vec<_>>()},
+        "history": history,
+    });
+    if let Some(v) = &state.platform.variant {
+        config["variant"] = json!(v);
+    }
+    let config_bytes = canonical_json(&config);
+    let (config_digest, config_size) = store.put_bytes(&config_bytes)?;
+
+    let mut annotations = BTreeMap::new();
+    annotations.insert(
+        "org.opencontainers.image.created".to_string(),
+        created.clone(),
+    );
+    if let Some((name, digest)) = meta.base {
+        annotations.insert(
+            "org.opencontainers.image.base.name".into(),
+            name.to_string(),
+        );
+        annotations.insert(
+            "org.opencontainers.image.base.digest".into(),
+            digest.to_string(),
+        );
+    }
+    let manifest = json!({
+        "schemaVersion": 2,
+        "mediaType": OCI_MANIFEST,
+        "config": {"mediaType": OCI_CONFIG, "digest": config_digest.to_string(), "size": config_size},
+        "layers": layers.iter().map(|l| json!({"mediaType": l.media_type, "digest": l.digest.to_string(), "size": l.size})).collect::<Vec<_>>(),
+        "annotations": annotations,
+    });
+    let manifest_bytes = canonical_json(&manifest);
+    let (manifest_digest, manifest_size) = store.put_bytes(&manifest_bytes)?;
+    let desc: Descriptor = serde_json::from_value(json!({
+        "mediaType": OCI_MANIFEST,
+        "digest": manifest_digest.to_string(),
+        "size": manifest_size,
+        "platform": {"os": state.platform.os, "architecture": state.platform.architecture},
+    }))
+    .map_err(|source| ImageError::Invalid {
+        what: "the descriptor of new manifest",
+        digest: manifest_digest.clone(),
+        source,
+    })?;
+    Ok((desc, config_digest))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn epoch_formats() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(1_700_000_000), "2023-11-14T22:13:20Z");
+    }
+}
