@@ -11,7 +11,8 @@
 //! ```
 //!
 //! Helpers on the way: `heredoc` (markers and bodies, for the lexer),
-//! `forms` (flags, JSON arrays, word counts, for the parser), `subst`
+//! `forms` (flags, JSON arrays, word counts, for the parser), `words`
+//! (arguments split at unquoted whitespace, for both), `subst`
 //! (variable substitution), `include` (INCLUDE, for the resolver),
 //! `validate` (image references, releases, ports, modes) and `suggest`
 //! ("did you mean").
@@ -33,6 +34,7 @@ mod subst;
 mod suggest;
 mod text;
 mod validate;
+mod words;
 
 use std::collections::BTreeMap;
 use std::path::Path;
