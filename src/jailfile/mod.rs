@@ -10,7 +10,8 @@
 //!         heredoc bodies)                key=value, JSON)     substitution, checks)
 //! ```
 //!
-//! Helpers on the way: `heredoc` (markers and bodies, for the lexer),
+//! Helpers on the way: `line` (physical lines, for the lexer and
+//! `heredoc`), `heredoc` (markers and bodies, for the lexer),
 //! `forms` (flags, JSON arrays, word counts, for the parser), `words`
 //! (arguments split at unquoted whitespace, for both), `subst`
 //! (variable substitution), `include` (INCLUDE, for the resolver),
@@ -26,6 +27,7 @@ mod forms;
 mod heredoc;
 mod include;
 mod lexer;
+mod line;
 mod ops;
 mod parser;
 mod resolve;
