@@ -41,6 +41,10 @@ pub mod user;
 
 use std::path::Path;
 
+/// Which pipe an output line came from; defined with the Reporter, which
+/// shows it, so that `report` need not know about executors.
+pub use crate::report::Stream;
+
 /// What to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunSpec {
@@ -71,12 +75,6 @@ pub struct BindMount {
     /// Absolute path inside the root.
     pub target: String,
     pub read_only: bool,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stream {
-    Stdout,
-    Stderr,
 }
 
 /// Receives a step's output, one line at a time (without the newline; a

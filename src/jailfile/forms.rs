@@ -6,7 +6,8 @@ use super::ast::{CommandSrc, Keyword};
 use super::diagnostic::{Error, Result};
 use super::heredoc::Heredoc;
 use super::suggest;
-use super::text::{find_unquoted, split_words, Text};
+use super::text::Text;
+use super::words::{find_unquoted, split_words};
 
 /// A `--name=value` flag before the arguments.
 pub(super) struct Flag {

@@ -7,7 +7,7 @@
 //! in marker order, each up to a line that is exactly its terminator.
 
 use super::diagnostic::{Error, Result};
-use super::lexer::Line;
+use super::line::Line;
 use super::text::Text;
 
 /// A heredoc with its body read.
@@ -187,7 +187,7 @@ pub(crate) fn read_bodies(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::jailfile::lexer::lines;
+    use crate::jailfile::line::lines;
     use crate::jailfile::text::Pos;
 
     fn text(s: &str) -> Text {

@@ -4,13 +4,14 @@
 //! the directory of the file that says INCLUDE. The included file's
 //! instructions keep their own file and line. A file that (directly or
 //! not) includes itself is an error naming the chain.
+//!
+//! This file finds, checks and reads the included file; the resolver
+//! substitutes the path and resolves the instructions read.
 
 use std::path::{Component, Path, PathBuf};
 
-use super::diagnostic::{Error, Result};
-use super::resolve::Resolver;
-use super::subst;
-use super::text::Text;
+use super::diagnostic::{Error, Result, Sources};
+use super::text::{FileId, Text};
 
 /// How deep INCLUDEs may nest before we suspect a mistake.
 const MAX_INCLUDE_DEPTH: usize = 32;
@@ -19,73 +20,87 @@ const MAX_INCLUDE_DEPTH: usize = 32;
 /// (each file alone is bounded by [`super::MAX_FILE`]).
 const MAX_TOTAL: usize = 16 << 20;
 
-impl Resolver<'_> {
-    pub(super) fn include(&mut self, path: &Text, escape: char) -> Result<()> {
-        let rel = subst::word(path, escape, &|n| self.lookup(n))?.value;
-        if rel.is_empty() {
-            return Err(
-                Error::new(path.span(), "INCLUDE path is empty").with_help("usage: INCLUDE path")
-            );
-        }
-        let dir = self
-            .sources
-            .path(path.start().file)
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_default();
-        let full = dir.join(&rel);
-        let id = identity(&full);
-        if let Some(i) = self.includes.iter().position(|(seen, _)| *seen == id) {
-            let chain: Vec<String> = self
-                .includes
-                .get(i..)
-                .unwrap_or_default()
-                .iter()
-                .map(|(_, p)| p.display().to_string())
-                .collect();
-            return Err(Error::new(
-                path.span(),
-                format!("INCLUDE cycle: {} → {}", chain.join(" → "), full.display()),
-            )
-            .with_help("remove one of these INCLUDEs"));
-        }
-        if self.includes.len() > MAX_INCLUDE_DEPTH {
-            return Err(Error::new(
-                path.span(),
-                format!("INCLUDEs nest more than {MAX_INCLUDE_DEPTH} deep"),
-            ));
-        }
-        let text = super::read_text(&full).map_err(|e| {
-            Error::new(
-                path.span(),
-                format!(
-                    "cannot read included file `{}`: {}",
-                    full.display(),
-                    super::why(&e)
-                ),
-            )
-            .with_help(format!(
-                "INCLUDE paths are relative to the including file's directory (`{}`)",
-                dir.display()
-            ))
-        })?;
-        if self.sources.total_len() + text.len() > MAX_TOTAL {
-            return Err(Error::new(
-                path.span(),
-                format!(
-                    "the Jailfile and its INCLUDEs hold more than {} MiB with `{}`",
-                    MAX_TOTAL >> 20,
-                    full.display()
-                ),
-            )
-            .with_help("is a file included over and over? include a shared file once"));
-        }
-        let file = self.sources.add(full.clone(), text);
-        self.includes.push((id, full));
-        self.file(file)?;
-        self.includes.pop();
-        Ok(())
+/// A file an INCLUDE names, read and added to the load's [`Sources`].
+pub(super) struct Included {
+    pub file: FileId,
+    /// What makes it the same file as another INCLUDE's ([`identity`]).
+    pub identity: PathBuf,
+    /// The path as messages show it.
+    pub path: PathBuf,
+}
+
+/// Reads the file `INCLUDE path` names (`rel`: the path after
+/// substitution) into `sources`. `includes` are the files being included
+/// (identity, as shown), outermost first; naming one of them again is a
+/// cycle.
+pub(super) fn open(
+    path: &Text,
+    rel: &str,
+    sources: &mut Sources,
+    includes: &[(PathBuf, PathBuf)],
+) -> Result<Included> {
+    if rel.is_empty() {
+        return Err(
+            Error::new(path.span(), "INCLUDE path is empty").with_help("usage: INCLUDE path")
+        );
     }
+    let dir = sources
+        .path(path.start().file)
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let full = dir.join(rel);
+    let id = identity(&full);
+    if let Some(i) = includes.iter().position(|(seen, _)| *seen == id) {
+        let chain: Vec<String> = includes
+            .get(i..)
+            .unwrap_or_default()
+            .iter()
+            .map(|(_, p)| p.display().to_string())
+            .collect();
+        return Err(Error::new(
+            path.span(),
+            format!("INCLUDE cycle: {} → {}", chain.join(" → "), full.display()),
+        )
+        .with_help("remove one of these INCLUDEs"));
+    }
+    if includes.len() > MAX_INCLUDE_DEPTH {
+        return Err(Error::new(
+            path.span(),
+            format!("INCLUDEs nest more than {MAX_INCLUDE_DEPTH} deep"),
+        ));
+    }
+    let text = super::read_text(&full).map_err(|e| {
+        Error::new(
+            path.span(),
+            format!(
+                "cannot read included file `{}`: {}",
+                full.display(),
+                super::why(&e)
+            ),
+        )
+        .with_help(format!(
+            "INCLUDE paths are relative to the including file's directory (`{}`)",
+            dir.display()
+        ))
+    })?;
+    if sources.total_len() + text.len() > MAX_TOTAL {
+        return Err(Error::new(
+            path.span(),
+            format!(
+                "the Jailfile and its INCLUDEs hold more than {} MiB with `{}`",
+                MAX_TOTAL >> 20,
+                full.display()
+            ),
+        )
+        .with_help("is a file included over and over? include a shared file once"));
+    }
+    let file = sources.add(full.clone(), text);
+    Ok(Included {
+        file,
+        identity: id,
+        path: full,
+    })
 }
 
 /// What makes two INCLUDE paths the same file: the canonical path when the

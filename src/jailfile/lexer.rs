@@ -16,6 +16,7 @@
 
 use super::diagnostic::{Error, Result};
 use super::heredoc::{self, Heredoc};
+use super::line::{col, lines, Line};
 use super::text::{FileId, Pos, Span, Text};
 
 /// One instruction as written, before its arguments are understood.
@@ -38,56 +39,6 @@ impl RawInstr {
     pub fn keyword_span(&self) -> Span {
         self.keyword.span()
     }
-}
-
-/// A physical line: its number and characters with positions.
-pub(crate) struct Line<'a> {
-    pub number: u32,
-    pub text: &'a str,
-    file: FileId,
-}
-
-impl Line<'_> {
-    pub fn chars(&self) -> impl Iterator<Item = (char, Pos)> + '_ {
-        let (file, line) = (self.file, self.number);
-        self.text
-            .chars()
-            .enumerate()
-            .map(move |(i, c)| (c, Pos::new(file, line, col(i))))
-    }
-
-    pub fn is_blank_or_comment(&self) -> bool {
-        let t = self.text.trim_start();
-        t.is_empty() || t.starts_with('#')
-    }
-
-    /// The position just past the line's last character.
-    pub fn end(&self) -> Pos {
-        Pos::new(self.file, self.number, col(self.text.chars().count()))
-    }
-}
-
-fn col(index: usize) -> u32 {
-    u32::try_from(index)
-        .unwrap_or(u32::MAX - 1)
-        .saturating_add(1)
-}
-
-pub(crate) fn lines(file: FileId, text: &str) -> Vec<Line<'_>> {
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let mut lines: Vec<Line<'_>> = text
-        .split('\n')
-        .enumerate()
-        .map(|(i, l)| Line {
-            number: col(i),
-            text: l.strip_suffix('\r').unwrap_or(l),
-            file,
-        })
-        .collect();
-    if lines.last().is_some_and(|l| l.text.is_empty()) {
-        lines.pop();
-    }
-    lines
 }
 
 /// Splits a file into instructions.

@@ -10,8 +10,10 @@
 //!         heredoc bodies)                key=value, JSON)     substitution, checks)
 //! ```
 //!
-//! Helpers on the way: `heredoc` (markers and bodies, for the lexer),
-//! `forms` (flags, JSON arrays, word counts, for the parser), `subst`
+//! Helpers on the way: `line` (physical lines, for the lexer and
+//! `heredoc`), `heredoc` (markers and bodies, for the lexer),
+//! `forms` (flags, JSON arrays, word counts, for the parser), `words`
+//! (arguments split at unquoted whitespace, for both), `subst`
 //! (variable substitution), `include` (INCLUDE, for the resolver),
 //! `validate` (image references, releases, ports, modes) and `suggest`
 //! ("did you mean").
@@ -25,6 +27,7 @@ mod forms;
 mod heredoc;
 mod include;
 mod lexer;
+mod line;
 mod ops;
 mod parser;
 mod resolve;
@@ -33,6 +36,7 @@ mod subst;
 mod suggest;
 mod text;
 mod validate;
+mod words;
 
 use std::collections::BTreeMap;
 use std::path::Path;

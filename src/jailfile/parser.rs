@@ -11,7 +11,8 @@ use super::forms::{is_identifier, Parser};
 use super::lexer::RawInstr;
 use super::resolved::SysrcOp;
 use super::suggest;
-use super::text::{find_unquoted, word_ranges, Text};
+use super::text::Text;
+use super::words::{find_unquoted, word_ranges};
 
 /// Parses one instruction.
 pub(crate) fn parse(raw: RawInstr) -> Result<Instruction> {

@@ -90,7 +90,7 @@ pub(crate) fn resolve(
 }
 
 impl Resolver<'_> {
-    pub(super) fn file(&mut self, id: u32) -> Result<()> {
+    fn file(&mut self, id: u32) -> Result<()> {
         let text = self.sources.text(id).to_string();
         for raw in lexer::lex(id, &text)? {
             self.seen_instruction = true;
@@ -140,6 +140,16 @@ impl Resolver<'_> {
                 Ok(())
             }
         }
+    }
+
+    /// INCLUDE: the named file's instructions, resolved where it stands.
+    fn include(&mut self, path: &Text, escape: char) -> Result<()> {
+        let rel = subst::word(path, escape, &|n| self.lookup(n))?.value;
+        let included = include::open(path, &rel, &mut self.sources, &self.includes)?;
+        self.includes.push((included.identity, included.path));
+        self.file(included.file)?;
+        self.includes.pop();
+        Ok(())
     }
 
     /// The `--build-arg` value for `name`, noting that it was used.

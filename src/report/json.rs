@@ -7,8 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use super::{Level, Reporter, StepInfo, StepResult};
-use crate::exec::Stream;
+use super::{Level, Reporter, StepInfo, StepResult, Stream};
 
 pub struct JsonReporter {
     out: Mutex<Box<dyn Write + Send>>,

@@ -19,8 +19,6 @@ pub use tty::TtyReporter;
 
 use std::time::Duration;
 
-use crate::exec::Stream;
-
 /// An error and its causes on one line (`a: b: c`), each cause once. The
 /// cause is often what a person needs (a full disk, a refused TLS
 /// certificate, a DNS failure several levels down a reqwest error), so
@@ -37,6 +35,13 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
         cur = c.source();
     }
     s
+}
+
+/// Which of a step's output pipes a line came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    Stdout,
+    Stderr,
 }
 
 /// One build step as the reporter sees it.

@@ -4,8 +4,7 @@ use std::io::Write;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use super::{Level, Reporter, StepInfo, StepResult};
-use crate::exec::Stream;
+use super::{Level, Reporter, StepInfo, StepResult, Stream};
 
 /// Writes to standard error, so standard output stays free for results.
 pub struct PlainReporter {

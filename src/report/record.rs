@@ -3,8 +3,7 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use super::{Level, Reporter, StepInfo, StepResult};
-use crate::exec::Stream;
+use super::{Level, Reporter, StepInfo, StepResult, Stream};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {

@@ -8,8 +8,7 @@ use std::time::Duration;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
 use super::plain::secs;
-use super::{Level, Reporter, StepInfo, StepResult};
-use crate::exec::Stream;
+use super::{Level, Reporter, StepInfo, StepResult, Stream};
 
 pub struct TtyReporter {
     multi: MultiProgress,
