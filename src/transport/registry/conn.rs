@@ -22,11 +22,12 @@ use tokio::sync::Mutex;
 use super::body::error_body;
 use super::endpoint::{reach, Endpoint};
 use super::oauth;
+use super::options::{RegistryOperation, RegistryOptions};
 use super::reference::RegistryRef;
 use super::retry::{parse_retry_after, transient_status, Attempt, RetryPolicy};
 use super::signin;
-use super::{RegistryOperation, RegistryOptions};
 use crate::keychain::{Credential, Keychain, Secret};
+use crate::report::error_chain as chain;
 use crate::transport::TransportError;
 
 /// Why one attempt of [`Conn::retry`] did not give a value.
@@ -502,9 +503,6 @@ fn is_tls_error(text: &str) -> bool {
     let t = text.to_ascii_lowercase();
     t.contains("certificate") || t.contains("tls") || t.contains("handshake")
 }
-
-/// An error and its causes on one line.
-pub use crate::report::error_chain as chain;
 
 #[cfg(test)]
 mod tests {
