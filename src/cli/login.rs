@@ -7,8 +7,8 @@ use std::io::{IsTerminal, Read};
 use clap::Args;
 use serde_json::json;
 
-use jbuild::keychain::{canonical_registry, verify, Credential, Keychain, Secret};
-use jbuild::transport::registry::{reach, RegistryOptions};
+use jbuild::keychain::{canonical_registry, Credential, Keychain, Secret};
+use jbuild::transport::registry::{reach, verify, RegistryOptions};
 
 use super::{CmdResult, Ctx, Failure};
 

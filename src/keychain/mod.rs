@@ -40,8 +40,6 @@
 mod file;
 mod helper;
 pub mod redact;
-mod verify;
-pub use verify::{verify, VerifyError};
 
 use std::ffi::OsString;
 use std::fmt;

@@ -23,6 +23,7 @@ mod blob;
 mod body;
 mod conn;
 mod endpoint;
+mod login;
 pub mod oauth;
 mod options;
 mod pull;
@@ -57,6 +58,7 @@ use crate::digest::Digest;
 pub use blob::range_start;
 pub use body::{head_of_body, read_capped};
 pub use endpoint::{reach, Endpoint};
+pub use login::{verify, VerifyError};
 pub use options::{RegistryOperation, RegistryOptions};
 
 /// What a manifest GET accepts: OCI and Docker manifests and indexes.
