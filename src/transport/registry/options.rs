@@ -5,6 +5,7 @@
 //! `mod.rs`.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use super::retry::RetryPolicy;
 use crate::keychain::Keychain;
@@ -25,8 +26,10 @@ pub struct RegistryOptions {
     pub insecure: Vec<String>,
     /// docker's `certs.d` directory; `None`: [`DEFAULT_CERTS_DIRS`].
     pub certs_dir: Option<PathBuf>,
-    /// Credentials; `None`: [`Keychain::from_env`] when first needed.
-    pub keychain: Option<Keychain>,
+    /// Credentials; `None`: [`DefaultKeychain::from_env`] when first needed.
+    ///
+    /// [`DefaultKeychain::from_env`]: crate::keychain::DefaultKeychain::from_env
+    pub keychain: Option<Arc<dyn Keychain>>,
     pub retry: RetryPolicy,
     /// How long the registry may stay silent (connecting, in the TLS
     /// handshake, between reads) before a request times out.
