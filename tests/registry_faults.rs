@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use jbuild::digest::Digest;
-use jbuild::keychain::Keychain;
+use jbuild::keychain::DefaultKeychain;
 use jbuild::store::oci_digest;
 use jbuild::transport::registry::RetryPolicy;
 use jbuild::transport::{RegistryOptions, RegistryRef, RegistryTransport, Transport};
@@ -190,7 +190,7 @@ async fn serve_raw(answer: impl Fn(&Req) -> Reply + Send + Sync + 'static) -> u1
 
 fn transport(port: u16) -> RegistryTransport {
     let options = RegistryOptions {
-        keychain: Some(Keychain::from_env().unwrap()),
+        keychain: Some(Arc::new(DefaultKeychain::from_env().unwrap())),
         retry: RetryPolicy {
             max_attempts: 4,
             base: Duration::from_millis(20),

@@ -7,8 +7,8 @@ use std::io::{IsTerminal, Read};
 use clap::Args;
 use serde_json::json;
 
-use jbuild::keychain::{canonical_registry, verify, Credential, Keychain, Secret};
-use jbuild::transport::registry::{reach, RegistryOptions};
+use jbuild::keychain::{canonical_registry, Credential, DefaultKeychain, Secret};
+use jbuild::transport::registry::{reach, verify, RegistryOptions};
 
 use super::{CmdResult, Ctx, Failure};
 
@@ -92,7 +92,7 @@ pub fn login(ctx: &Ctx, a: LoginArgs) -> CmdResult {
         username: username.clone(),
         password: Secret::new(password),
     };
-    let keychain = Keychain::from_env().map_err(Failure::user)?;
+    let keychain = DefaultKeychain::from_env().map_err(Failure::user)?;
 
     let rt = runtime()?;
     let _inside = rt.enter();
@@ -133,7 +133,7 @@ pub fn login(ctx: &Ctx, a: LoginArgs) -> CmdResult {
 
 pub fn logout(ctx: &Ctx, a: LogoutArgs) -> CmdResult {
     let registry = registry_name(&a.registry)?;
-    let keychain = Keychain::from_env().map_err(Failure::user)?;
+    let keychain = DefaultKeychain::from_env().map_err(Failure::user)?;
     let removed = keychain.erase(&registry).map_err(Failure::user)?;
     if ctx.json {
         outln!("{}", json!({"registry": registry, "removed": removed}));

@@ -13,11 +13,13 @@
 //! repository (`quay.io/org/repo`, a containers extension) is not used,
 //! because it is meant for that repository only.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use base64::Engine;
 use serde_json::{Map, Value};
 
+use super::helper;
 use super::{canonical_registry, server_url, Credential, KeychainError, Secret};
 
 const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
@@ -236,6 +238,48 @@ impl AuthFile {
         // keeps that mode.
         crate::fsutil::write_atomic(&self.path, text.as_bytes()).map_err(werr)
     }
+}
+
+/// The credential the file at `path` gives for `registry` (canonical):
+/// through the helper it names for the registry, else written in the file
+/// itself. Helpers are looked for in `helpers` (a `$PATH`).
+///
+/// docker's `config.json` and containers' `auth.json` are read alike.
+pub(super) fn resolve_in(
+    path: &Path,
+    registry: &str,
+    helpers: Option<&OsString>,
+) -> Result<Option<Credential>, KeychainError> {
+    let Some(f) = AuthFile::load(path)? else {
+        return Ok(None);
+    };
+    if let Some(program) = f.helper_for(registry) {
+        if let Some(c) = helper::get(&program, &server_url(registry), helpers)? {
+            return Ok(Some(c));
+        }
+    }
+    f.inline(registry)
+}
+
+/// Forgets `registry` in the file at `path` and in the helper it names for
+/// it; `true` if anything was removed.
+pub(super) fn erase_in(
+    path: &Path,
+    registry: &str,
+    helpers: Option<&OsString>,
+) -> Result<bool, KeychainError> {
+    let Some(mut f) = AuthFile::load(path)? else {
+        return Ok(false);
+    };
+    let mut removed = false;
+    if let Some(program) = f.helper_for(registry) {
+        removed |= helper::erase(&program, &server_url(registry), helpers)?;
+    }
+    if f.remove(registry) {
+        f.save()?;
+        removed = true;
+    }
+    Ok(removed)
 }
 
 /// Whether an `auths`/`credHelpers` key stands for `registry`.

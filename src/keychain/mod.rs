@@ -10,44 +10,126 @@
 //! `docker-credential-<name>` that keeps secrets in an OS keyring and
 //! speaks docker's `get`/`store`/`erase` protocol on stdin/stdout.
 //!
-//! `get` asks these sources in order and the first that knows the registry
-//! answers:
+//! Each place credentials are kept is a [`Keychain`] of its own, and the
+//! keychain jbuild uses, [`DefaultKeychain`], asks them in order; the first
+//! that knows the registry answers:
 //!
-//! 1. The environment: `JBUILD_REGISTRY_USERNAME` and
+//! 1. [`EnvKeychain`], the environment: `JBUILD_REGISTRY_USERNAME` and
 //!    `JBUILD_REGISTRY_PASSWORD`, for the one registry named by
 //!    `JBUILD_REGISTRY_HOST` (all three, or none: credentials in the
 //!    environment are never sent to a registry they were not meant for).
-//! 2. containers' `auth.json` (podman, skopeo, buildah):
-//!    `$REGISTRY_AUTH_FILE` when set, else
+//! 2. [`ContainersAuthKeychain`], containers' `auth.json` (podman, skopeo,
+//!    buildah): `$REGISTRY_AUTH_FILE` when set, else
 //!    `$XDG_RUNTIME_DIR/containers/auth.json` and
 //!    `$XDG_CONFIG_HOME/containers/auth.json` (`~/.config/...`).
-//! 3. docker's `config.json` in `$DOCKER_CONFIG` (else `~/.docker`):
-//!    `credHelpers[registry]`, else `credsStore`, through the helper; then
-//!    `auths` (base64 `user:password` in `auth`, or `identitytoken`).
+//! 3. [`DockerConfigKeychain`], docker's `config.json` in `$DOCKER_CONFIG`
+//!    (else `~/.docker`): `credHelpers[registry]`, else `credsStore`,
+//!    through the helper; then `auths` (base64 `user:password` in `auth`,
+//!    or `identitytoken`).
+//! 4. [`Anonymous`]: no answer means anonymous access.
 //!
-//! No answer means anonymous access.
-//!
-//! `store` writes where the answer will be found again: into the auth file
-//! that already holds an entry for the registry, else where docker would
-//! (the `credHelpers`/`credsStore` helper when one is configured, else
-//! base64 in `config.json`, mode 0600, replaced atomically). `erase`
-//! removes the registry from every file and helper that knows it.
+//! [`DefaultKeychain::store`] writes where the answer will be found again:
+//! into the auth file that already holds an entry for the registry, else
+//! where docker would (the `credHelpers`/`credsStore` helper when one is
+//! configured, else base64 in `config.json`, mode 0600, replaced
+//! atomically). [`DefaultKeychain::erase`] removes the registry from every
+//! file and helper that knows it.
 //!
 //! Docker Hub is keyed `https://index.docker.io/v1/` in these files (and
 //! for helpers), a quirk kept for compatibility; `docker.io`,
 //! `index.docker.io` and `registry-1.docker.io` all mean it.
 
+mod containers;
+mod default;
+mod docker;
+mod env;
 mod file;
 mod helper;
+mod multi;
 pub mod redact;
-mod verify;
-pub use verify::{verify, VerifyError};
 
 use std::ffi::OsString;
 use std::fmt;
 use std::path::PathBuf;
 
-use file::AuthFile;
+pub use containers::ContainersAuthKeychain;
+pub use default::DefaultKeychain;
+pub use docker::DockerConfigKeychain;
+pub use env::EnvKeychain;
+pub use multi::MultiKeychain;
+
+/// A source of registry credentials. The one question a keychain answers:
+/// what do I show `registry` to prove who I am?
+///
+/// An implementation writes [`resolve`](Keychain::resolve). It is given the
+/// registry in its canonical form ([`canonical_registry`]: `docker.io` for
+/// Docker Hub, else `host[:port]` in lowercase) and returns
+///
+/// - `Ok(Some(credential))` when it holds one for that registry;
+/// - `Ok(None)` when it knows nothing of it: the next source is asked, and
+///   when none answers the registry is used anonymously;
+/// - `Err(..)` when the source itself is broken (a file that is not JSON,
+///   a credential helper that fails). A broken source stops the search
+///   rather than being skipped: skipping it would quietly send another
+///   identity, or none, and the person would not learn why.
+///
+/// Callers ask with [`get`](Keychain::get), which takes the registry in any
+/// spelling (`https://index.docker.io/v1/`, `Registry.LAN:5000`) and
+/// remembers the secret it hands out for [`redact`], so nothing jbuild
+/// prints afterwards can contain it.
+///
+/// Keychains compose: a [`MultiKeychain`] asks a list of them in order and
+/// the first answer wins; whoever holds it never learns which source gave
+/// the answer. [`DefaultKeychain`] is the list jbuild uses (see the module
+/// documentation), and the one that can also [store](DefaultKeychain::store)
+/// and [erase](DefaultKeychain::erase) credentials.
+///
+/// ```
+/// use std::sync::Arc;
+/// use jbuild::keychain::{Anonymous, EnvKeychain, Keychain, MultiKeychain};
+///
+/// let ci = EnvKeychain::from_vars(|name| match name {
+///     "JBUILD_REGISTRY_HOST" => Some("registry.lan:5000".into()),
+///     "JBUILD_REGISTRY_USERNAME" => Some("ci".into()),
+///     "JBUILD_REGISTRY_PASSWORD" => Some("s3cret".into()),
+///     _ => None,
+/// })?;
+/// let keychain = MultiKeychain::new(vec![Arc::new(ci), Arc::new(Anonymous)]);
+/// assert!(keychain.get("Registry.LAN:5000")?.is_some());
+/// assert_eq!(keychain.get("docker.io")?, None); // anonymous
+/// # Ok::<(), jbuild::keychain::KeychainError>(())
+/// ```
+pub trait Keychain: fmt::Debug + Send + Sync {
+    /// The credential this source holds for `registry` (canonical), or
+    /// `None` when it knows nothing of it.
+    fn resolve(&self, registry: &str) -> Result<Option<Credential>, KeychainError>;
+
+    /// The credential for `registry` (`host[:port]`, in any spelling), or
+    /// `None` for anonymous access.
+    fn get(&self, registry: &str) -> Result<Option<Credential>, KeychainError> {
+        let found = self.resolve(&canonical_registry(registry))?;
+        // Whatever jbuild prints from now on is scrubbed of it.
+        match &found {
+            Some(Credential::Basic { username, password }) => {
+                redact::remember(Some(username), password.expose())
+            }
+            Some(Credential::IdentityToken(t)) => redact::remember(None, t.expose()),
+            None => {}
+        }
+        Ok(found)
+    }
+}
+
+/// The keychain that knows no registry: every request goes without
+/// credentials. Last in [`DefaultKeychain`]'s list.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Anonymous;
+
+impl Keychain for Anonymous {
+    fn resolve(&self, _registry: &str) -> Result<Option<Credential>, KeychainError> {
+        Ok(None)
+    }
+}
 
 /// A password or token. It prints as `<redacted>` however it is formatted,
 /// so it cannot reach a log or an error message by accident.
@@ -122,173 +204,9 @@ pub enum KeychainError {
     Helper { program: String, message: String },
 }
 
-/// Where credentials are looked up and stored. Built from the environment
-/// once (`from_env`); tests build it from a map of variables.
-#[derive(Debug, Clone)]
-pub struct Keychain {
-    env_cred: Option<(String, String, Secret)>,
-    /// containers auth.json files, in the order they are asked.
-    auth_files: Vec<PathBuf>,
-    docker_config: Option<PathBuf>,
-    /// `$PATH` for finding helpers.
-    path: Option<OsString>,
-}
-
-impl Keychain {
-    pub fn from_env() -> Result<Keychain, KeychainError> {
-        Keychain::from_vars(|name| std::env::var_os(name))
-    }
-
-    /// The keychain the given environment describes (`var` looks a variable
-    /// up; empty values count as unset).
-    pub fn from_vars(var: impl Fn(&str) -> Option<OsString>) -> Result<Keychain, KeychainError> {
-        let get = |name: &str| var(name).filter(|v| !v.is_empty());
-        let text = |name: &str| get(name).map(|v| v.to_string_lossy().into_owned());
-        let env_cred = match (
-            text("JBUILD_REGISTRY_HOST"),
-            text("JBUILD_REGISTRY_USERNAME"),
-            text("JBUILD_REGISTRY_PASSWORD"),
-        ) {
-            (None, None, None) => None,
-            (Some(h), Some(u), Some(p)) => Some((canonical_registry(&h), u, Secret(p))),
-            (h, u, p) => {
-                let missing: Vec<&str> = [
-                    ("JBUILD_REGISTRY_HOST", h.is_none()),
-                    ("JBUILD_REGISTRY_USERNAME", u.is_none()),
-                    ("JBUILD_REGISTRY_PASSWORD", p.is_none()),
-                ]
-                .iter()
-                .filter(|(_, m)| *m)
-                .map(|(n, _)| *n)
-                .collect();
-                return Err(KeychainError::Env {
-                    message: format!(
-                        "registry credentials in the environment are incomplete: {} not set\n  \
-                         set all three of JBUILD_REGISTRY_HOST, JBUILD_REGISTRY_USERNAME and \
-                         JBUILD_REGISTRY_PASSWORD, or none",
-                        missing.join(" and ")
-                    ),
-                });
-            }
-        };
-        let home = get("HOME").map(PathBuf::from);
-        let mut auth_files = Vec::new();
-        if let Some(f) = get("REGISTRY_AUTH_FILE") {
-            auth_files.push(PathBuf::from(f));
-        } else {
-            if let Some(run) = get("XDG_RUNTIME_DIR") {
-                auth_files.push(PathBuf::from(run).join("containers/auth.json"));
-            }
-            let config = get("XDG_CONFIG_HOME")
-                .map(PathBuf::from)
-                .or_else(|| home.as_ref().map(|h| h.join(".config")));
-            if let Some(c) = config {
-                auth_files.push(c.join("containers/auth.json"));
-            }
-        }
-        let docker_config = get("DOCKER_CONFIG")
-            .map(PathBuf::from)
-            .or_else(|| home.as_ref().map(|h| h.join(".docker")))
-            .map(|d| d.join("config.json"));
-        Ok(Keychain {
-            env_cred,
-            auth_files,
-            docker_config,
-            path: var("PATH"),
-        })
-    }
-
-    /// The credential for `registry` (`host[:port]`), or `None` for
-    /// anonymous access.
-    pub fn get(&self, registry: &str) -> Result<Option<Credential>, KeychainError> {
-        let found = self.find(registry)?;
-        // Whatever jbuild prints from now on is scrubbed of it.
-        match &found {
-            Some(Credential::Basic { username, password }) => {
-                redact::remember(Some(username), password.expose())
-            }
-            Some(Credential::IdentityToken(t)) => redact::remember(None, t.expose()),
-            None => {}
-        }
-        Ok(found)
-    }
-
-    fn find(&self, registry: &str) -> Result<Option<Credential>, KeychainError> {
-        let registry = canonical_registry(registry);
-        if let Some((host, user, pass)) = &self.env_cred {
-            if *host == registry {
-                return Ok(Some(Credential::Basic {
-                    username: user.clone(),
-                    password: pass.clone(),
-                }));
-            }
-        }
-        for path in self.auth_files.iter().chain(&self.docker_config) {
-            let Some(f) = AuthFile::load(path)? else {
-                continue;
-            };
-            if let Some(program) = f.helper_for(&registry) {
-                if let Some(c) = helper::get(&program, &server_url(&registry), self.path.as_ref())?
-                {
-                    return Ok(Some(c));
-                }
-            }
-            if let Some(c) = f.inline(&registry)? {
-                return Ok(Some(c));
-            }
-        }
-        Ok(None)
-    }
-
-    /// Keeps `cred` for `registry` (see the module docs for where).
-    pub fn store(&self, registry: &str, cred: &Credential) -> Result<(), KeychainError> {
-        let registry = canonical_registry(registry);
-        for path in &self.auth_files {
-            if let Some(mut f) = AuthFile::load(path)? {
-                if f.has_inline(&registry) {
-                    f.set_inline(&registry, cred);
-                    return f.save();
-                }
-            }
-        }
-        let Some(path) = &self.docker_config else {
-            return Err(KeychainError::Env {
-                message: "nowhere to store credentials: set HOME or DOCKER_CONFIG".into(),
-            });
-        };
-        let mut f = AuthFile::load(path)?.unwrap_or_else(|| AuthFile::empty(path));
-        if let Some(program) = f.helper_for(&registry) {
-            helper::store(&program, &server_url(&registry), cred, self.path.as_ref())?;
-            // docker keeps an empty entry so `docker login` lists the registry.
-            if !f.has_entry(&registry) {
-                f.set_placeholder(&registry);
-                f.save()?;
-            }
-            return Ok(());
-        }
-        f.set_inline(&registry, cred);
-        f.save()
-    }
-
-    /// Forgets `registry` everywhere jbuild can write; `true` if anything
-    /// was removed.
-    pub fn erase(&self, registry: &str) -> Result<bool, KeychainError> {
-        let registry = canonical_registry(registry);
-        let mut removed = false;
-        for path in self.auth_files.iter().chain(&self.docker_config) {
-            let Some(mut f) = AuthFile::load(path)? else {
-                continue;
-            };
-            if let Some(program) = f.helper_for(&registry) {
-                removed |= helper::erase(&program, &server_url(&registry), self.path.as_ref())?;
-            }
-            if f.remove(&registry) {
-                f.save()?;
-                removed = true;
-            }
-        }
-        Ok(removed)
-    }
+/// `var(name)`, with an empty value counted as unset.
+fn non_empty(var: &impl Fn(&str) -> Option<OsString>, name: &str) -> Option<OsString> {
+    var(name).filter(|v| !v.is_empty())
 }
 
 /// Docker Hub under one name; every other registry as `host[:port]`,

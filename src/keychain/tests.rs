@@ -3,6 +3,7 @@ use std::ffi::OsString;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use super::*;
 
@@ -40,8 +41,8 @@ impl Env {
         fs::write(&p, text).unwrap();
         p
     }
-    fn keychain(&self) -> Keychain {
-        Keychain::from_vars(|k| self.vars.get(k).cloned()).unwrap()
+    fn keychain(&self) -> DefaultKeychain {
+        DefaultKeychain::from_vars(|k| self.vars.get(k).cloned()).unwrap()
     }
     /// A working credential helper (`docker-credential-<name>`) keeping
     /// secrets as files in a directory, first in `$PATH`.
@@ -108,10 +109,33 @@ fn environment_credentials_serve_only_their_registry() {
 }
 
 #[test]
+fn multi_keychain_asks_in_order_and_a_broken_source_stops_it() {
+    #[derive(Debug)]
+    struct Broken;
+    impl Keychain for Broken {
+        fn resolve(&self, _: &str) -> Result<Option<Credential>, KeychainError> {
+            Err(KeychainError::Env {
+                message: "broken".into(),
+            })
+        }
+    }
+    let mut e = Env::new();
+    e.set("JBUILD_REGISTRY_HOST", "reg.example")
+        .set("JBUILD_REGISTRY_USERNAME", "ci")
+        .set("JBUILD_REGISTRY_PASSWORD", "s3cret");
+    let env = EnvKeychain::from_vars(|k| e.vars.get(k).cloned()).unwrap();
+    let k = MultiKeychain::new(vec![Arc::new(env), Arc::new(Broken), Arc::new(Anonymous)]);
+    assert_eq!(k.get("Reg.Example").unwrap(), Some(basic("ci", "s3cret")));
+    assert!(k.get("other.example").is_err());
+    let anonymous = MultiKeychain::new(vec![Arc::new(Anonymous)]);
+    assert_eq!(anonymous.get("other.example").unwrap(), None);
+}
+
+#[test]
 fn incomplete_environment_names_what_is_missing() {
     let mut e = Env::new();
     e.set("JBUILD_REGISTRY_USERNAME", "ci");
-    let err = Keychain::from_vars(|k| e.vars.get(k).cloned())
+    let err = DefaultKeychain::from_vars(|k| e.vars.get(k).cloned())
         .unwrap_err()
         .to_string();
     assert!(

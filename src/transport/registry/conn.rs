@@ -22,11 +22,12 @@ use tokio::sync::Mutex;
 use super::body::error_body;
 use super::endpoint::{reach, Endpoint};
 use super::oauth;
+use super::options::{RegistryOperation, RegistryOptions};
 use super::reference::RegistryRef;
 use super::retry::{parse_retry_after, transient_status, Attempt, RetryPolicy};
 use super::signin;
-use super::{RegistryOperation, RegistryOptions};
-use crate::keychain::{Credential, Keychain, Secret};
+use crate::keychain::{Credential, DefaultKeychain, Keychain, Secret};
+use crate::report::error_chain as chain;
 use crate::transport::TransportError;
 
 /// Why one attempt of [`Conn::retry`] did not give a value.
@@ -109,21 +110,15 @@ impl Conn {
         let timeout = options.timeout;
         let dirs = options.certs_dirs();
 
-        let keychain = match &options.keychain {
-            Some(k) => k.clone(),
-            None => Keychain::from_env().map_err(|e| TransportError::Registry {
-                location: location.clone(),
-                message: format!("cannot read credentials: {e}"),
-                user: true,
-            })?,
-        };
-        let cred = keychain
-            .get(&registry)
-            .map_err(|e| TransportError::Registry {
-                location: location.clone(),
-                message: format!("cannot read credentials: {e}"),
-                user: true,
-            })?;
+        let cred = match &options.keychain {
+            Some(k) => k.get(&registry),
+            None => DefaultKeychain::from_env().and_then(|k| k.get(&registry)),
+        }
+        .map_err(|e| TransportError::Registry {
+            location: location.clone(),
+            message: format!("cannot read credentials: {e}"),
+            user: true,
+        })?;
         let (basic, identity) = match cred {
             Some(Credential::Basic { username, password }) => (Some((username, password)), None),
             Some(Credential::IdentityToken(t)) => (None, Some(t)),
@@ -502,9 +497,6 @@ fn is_tls_error(text: &str) -> bool {
     let t = text.to_ascii_lowercase();
     t.contains("certificate") || t.contains("tls") || t.contains("handshake")
 }
-
-/// An error and its causes on one line.
-pub use crate::report::error_chain as chain;
 
 #[cfg(test)]
 mod tests {

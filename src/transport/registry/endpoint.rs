@@ -5,9 +5,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::conn::chain;
+use super::options::RegistryOptions;
 use super::reference::{api_host, is_loopback};
-use super::RegistryOptions;
+use crate::report::error_chain as chain;
 use crate::transport::TransportError;
 
 const USER_AGENT: &str = concat!("jbuild/", env!("CARGO_PKG_VERSION"));
@@ -68,14 +68,6 @@ pub async fn reach(registry: &str, options: &RegistryOptions) -> Result<Endpoint
         http,
         base: format!("{scheme}://{host}"),
     })
-}
-
-/// Where docker and podman look for a registry's CA certificates.
-pub const DEFAULT_CERTS_DIRS: [&str; 2] = ["/etc/docker/certs.d", "/etc/containers/certs.d"];
-
-/// [`DEFAULT_CERTS_DIRS`], as paths.
-pub fn certs_dirs_default() -> Vec<PathBuf> {
-    DEFAULT_CERTS_DIRS.iter().map(PathBuf::from).collect()
 }
 
 /// For a registry allowed plain HTTP: HTTPS if it answers HTTPS (as docker

@@ -23,13 +23,15 @@ mod blob;
 mod body;
 mod conn;
 mod endpoint;
+mod login;
 pub mod oauth;
+mod options;
 mod pull;
 pub mod reference;
 pub mod retry;
 mod signin;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
@@ -53,66 +55,11 @@ use super::{
     MAX_MANIFEST_SIZE,
 };
 use crate::digest::Digest;
-use crate::keychain::Keychain;
 pub use blob::range_start;
 pub use body::{head_of_body, read_capped};
 pub use endpoint::{reach, Endpoint};
-
-/// What a request is for: a token service grants pull, or pull and push,
-/// for a repository.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RegistryOperation {
-    Pull,
-    Push,
-}
-
-/// How registries are reached: which may use plain HTTP, where CA
-/// certificates are, whose credentials, how hard to retry.
-#[derive(Debug, Clone)]
-pub struct RegistryOptions {
-    /// Registries (`host[:port]`) allowed plain HTTP besides loopback ones.
-    pub insecure: Vec<String>,
-    /// docker's `certs.d` directory; `None`: `/etc/docker/certs.d` and
-    /// `/etc/containers/certs.d`.
-    pub certs_dir: Option<PathBuf>,
-    /// Credentials; `None`: [`Keychain::from_env`] when first needed.
-    pub keychain: Option<Keychain>,
-    pub retry: RetryPolicy,
-    /// How long the registry may stay silent (connecting, in the TLS
-    /// handshake, between reads) before a request times out.
-    pub timeout: std::time::Duration,
-}
-
-impl Default for RegistryOptions {
-    fn default() -> Self {
-        RegistryOptions {
-            insecure: Vec::new(),
-            certs_dir: None,
-            keychain: None,
-            retry: RetryPolicy::default(),
-            timeout: crate::config::RegistrySettings::default().timeout(),
-        }
-    }
-}
-
-impl RegistryOptions {
-    /// The options the configuration file sets.
-    pub fn from_settings(s: &crate::config::Settings) -> RegistryOptions {
-        RegistryOptions {
-            insecure: s.registries.insecure.clone(),
-            certs_dir: s.registries.certs_dir.clone(),
-            timeout: s.registries.timeout(),
-            ..RegistryOptions::default()
-        }
-    }
-
-    pub(crate) fn certs_dirs(&self) -> Vec<PathBuf> {
-        match &self.certs_dir {
-            Some(d) => vec![d.clone()],
-            None => endpoint::certs_dirs_default(),
-        }
-    }
-}
+pub use login::{verify, VerifyError};
+pub use options::{RegistryOperation, RegistryOptions};
 
 /// What a manifest GET accepts: OCI and Docker manifests and indexes.
 const MANIFEST_ACCEPT: &str = "application/vnd.oci.image.manifest.v1+json, \
@@ -289,7 +236,7 @@ impl RegistryTransport {
             let chunk = match chunk {
                 Ok(c) => c,
                 Err(e) => {
-                    tracing::debug!(error = %conn::chain(&e), have, "blob body cut short");
+                    tracing::debug!(error = %crate::report::error_chain(&e), have, "blob body cut short");
                     return Err((have, None));
                 }
             };

@@ -109,7 +109,7 @@ pub async fn exchange(
             message: format!(
                 "cannot reach the token service {}: {}",
                 challenge.realm,
-                super::conn::chain(&e)
+                crate::report::error_chain(&e)
             ),
         })?;
     let status = resp.status();
@@ -134,7 +134,7 @@ pub async fn exchange(
     // A token answer is a few KiB; a bigger one is not read whole.
     let bytes = super::body::read_capped(resp, MAX_ANSWER + 1)
         .await
-        .map_err(|(_, e)| no_token(super::conn::chain(&e)))?;
+        .map_err(|(_, e)| no_token(crate::report::error_chain(&e)))?;
     if bytes.len() > MAX_ANSWER {
         return Err(no_token(format!(
             "its answer is larger than {} KiB",

@@ -6,14 +6,14 @@
 //! service that answers 50 MB (or never stops) costs no more memory than
 //! one that answers 1 KiB.
 
-use super::RegistryOperation;
 use reqwest::header::WWW_AUTHENTICATE;
 
 use super::body::{head_of_body, read_capped};
-use super::conn::chain;
 use super::oauth::{parse_bearer, MAX_ANSWER};
+use super::options::RegistryOperation;
 use super::retry::transient_status;
 use crate::keychain::Secret;
+use crate::report::error_chain as chain;
 
 /// What the registry's `/v2/` asked for.
 pub enum Outcome {

@@ -13,7 +13,8 @@
 
 use std::time::Duration;
 
-use super::Credential;
+use super::body::{head_of_body, read_capped};
+use crate::keychain::Credential;
 
 /// Why a login did not succeed.
 #[derive(Debug, thiserror::Error)]
@@ -124,7 +125,7 @@ pub async fn verify(
             return Err(unexpected(&realm, resp).await);
         }
         // A token answer is a few KiB; a bigger one is not read whole.
-        let bytes = crate::transport::registry::read_capped(resp, MAX_TOKEN_ANSWER + 1)
+        let bytes = read_capped(resp, MAX_TOKEN_ANSWER + 1)
             .await
             .map_err(|(_, e)| VerifyError::Unreachable {
                 url: realm.clone(),
@@ -215,7 +216,7 @@ async fn registry_message(resp: reqwest::Response) -> String {
     let status = resp.status();
     // At most 64 KiB: an error body is a few hundred bytes, and one that
     // does not end must not fill the memory.
-    let body = crate::transport::registry::head_of_body(resp, 64 * 1024).await;
+    let body = head_of_body(resp, 64 * 1024).await;
     let v: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
     let msg = v["errors"][0]["message"]
         .as_str()
