@@ -705,3 +705,55 @@ fn hostile_layers_are_refused_by_pull_and_leave_nothing_behind() {
         peak_kib >> 10
     );
 }
+
+/// A build's FROM goes through the same pull transaction as `jbuild pull`:
+/// an image with a hostile layer makes the build exit 1 naming the layer,
+/// and leaves `jbuild images` and `jbuild check --json` exactly as before
+/// (no name for the refused image, no blob or snapshot left to reclaim).
+#[test]
+fn a_build_from_an_image_with_a_hostile_layer_leaves_the_store_as_it_was() {
+    let w = World::new();
+    let (good_ref, _) = w.publish("good/base", &good_image());
+    let out = pull(&w.template, &good_ref, &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let hostile = Tar::new().file(&w.aim.up("pwned"), b"x").finish();
+    let base = good_image().layers.remove(0);
+    let (reference, layer) = w.publish(
+        "hostile/from",
+        &layers(vec![base, hostile_support::Layer::tar(hostile)]),
+    );
+    let home = w.home("from");
+    let context = home.join("context");
+    fs::create_dir_all(&context).unwrap();
+    fs::write(
+        context.join("Jailfile"),
+        format!("FROM {reference}\nLABEL built=here\n"),
+    )
+    .unwrap();
+    let look = |args: &[&str]| {
+        let out = registry_support::run_bounded(jbuild(&home).args(args), Duration::from_secs(60));
+        (out.status.code(), text(&out.stdout))
+    };
+    let images = look(&["images"]);
+    let check = look(&["--json", "check"]);
+    let before = state(&home);
+    let canary = outside(&w.aim.top);
+
+    let mut build = jbuild(&home);
+    build.args(["build", "-t", "web:1"]).arg(&context);
+    let out = registry_support::run_bounded(&mut build, Duration::from_secs(120));
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains(&layer) && err.contains(OUT), "{err}");
+    assert_eq!(look(&["images"]), images, "{err}");
+    assert_eq!(look(&["--json", "check"]), check, "{err}");
+    // The base layer the two images share is now known to be in the
+    // hostile image's repository too (`.jbuild/origins`, a hint for
+    // cross-repository mounts): true of the registry, so it may stay.
+    let changed: Vec<String> = differences(&before, &state(&home))
+        .into_iter()
+        .filter(|c| !c.starts_with("changed store/.jbuild/origins/"))
+        .collect();
+    assert!(changed.is_empty(), "the build changed {changed:?}\n{err}");
+    assert!(differences(&canary, &outside(&w.aim.top)).is_empty());
+}
