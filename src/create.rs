@@ -23,9 +23,8 @@ use std::path::{Path, PathBuf};
 
 use crate::fsutil::write_atomic;
 use crate::image::unpack::{UnpackError, Unpacker};
-use crate::image::Platform;
+use crate::image::{ImageState, Platform};
 use crate::jailconf::{self, Param};
-use crate::plan::state::ImageState;
 use crate::snapshot::{SnapshotError, Snapshotter};
 
 /// Where the jail goes.
