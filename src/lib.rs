@@ -5,8 +5,10 @@
 //!
 //! - [`jailfile`] parses recipes and resolves variables;
 //! - [`plan`] turns them into steps with cache keys (nothing runs there);
-//! - [`build`] runs the steps: [`snapshot`] holds the trees, [`exec`] runs
+//! - [`engine`] runs the steps: [`snapshot`] holds the trees, [`exec`] runs
 //!   processes in them, native instructions edit them directly;
+//! - [`image`] is everything between an image in the store and its
+//!   snapshots: unpack, export, the pull transaction, garbage collection;
 //! - [`diff`] and [`layer`] turn snapshots into layer tars and back;
 //! - [`store`] is the local OCI image layout; [`transport`] moves images
 //!   between it and other places;
