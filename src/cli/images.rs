@@ -267,7 +267,7 @@ pub fn info(ctx: &Ctx) -> CmdResult {
         Ok(e) => e.name().to_string(),
         Err(e) => format!("none ({e})"),
     };
-    let chosen = super::backend::choose(ctx)?;
+    let chosen = ctx.backend()?;
     let v = json!({
         "root": ctx.paths.root(),
         "store": ctx.paths.store(),

@@ -24,7 +24,6 @@ macro_rules! out {
     };
 }
 
-mod backend;
 mod bastille;
 mod build;
 mod check;
@@ -43,6 +42,7 @@ use jbuild::config::{Paths, Settings};
 use jbuild::image::LayerPolicy;
 use jbuild::keychain::redact;
 use jbuild::report::{JsonReporter, PlainReporter, Reporter, SilentReporter, TtyReporter};
+use jbuild::snapshot::choose::{choose, Chosen};
 use jbuild::snapshot::Snapshotter;
 use jbuild::store::Store;
 
@@ -203,7 +203,15 @@ impl Ctx {
 
     /// The snapshot backend the flags and the configuration call for.
     pub fn snapshotter(&self) -> Result<Box<dyn Snapshotter>, Failure> {
-        backend::choose(self).map(|c| c.snapshotter)
+        self.backend().map(|c| c.snapshotter)
+    }
+
+    /// The snapshot backend chosen, and why (for `jbuild info`).
+    pub fn backend(&self) -> Result<Chosen, Failure> {
+        choose(self.backend.as_deref(), &self.settings, &self.paths).map_err(|e| Failure {
+            user: e.is_user_error(),
+            error: e.into(),
+        })
     }
 
     /// The reporter the flags and the terminal call for.

@@ -37,6 +37,7 @@
 //! must unmount (backends that need mounts keep them mounted while the
 //! snapshot exists).
 
+pub mod choose;
 pub mod dir;
 pub mod testsuite;
 pub mod zfs;

@@ -1,0 +1,142 @@
+//! Which snapshot backend to use, and why: `--backend` (or
+//! `$JBUILD_BACKEND`), else `backend =` in the configuration file, else
+//! `auto`, which is `zfs` when a dataset is configured (`$JBUILD_ZFS_DATASET`,
+//! else `[zfs] dataset`) and usable, and `dir` otherwise.
+
+use super::dir::DirSnapshotter;
+use super::zfs::ZfsSnapshotter;
+use super::{SnapshotError, Snapshotter};
+use crate::config::{Paths, Settings};
+
+/// The backend chosen, in a sentence for `jbuild info`, and the snapshotter.
+pub struct Chosen {
+    pub reason: String,
+    /// Where the snapshots are: a directory, or a dataset.
+    pub location: String,
+    pub snapshotter: Box<dyn Snapshotter>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ChooseError {
+    #[error(
+        "the zfs backend (asked for by {by}) needs a parent dataset: set [zfs] dataset in {config} \
+         or $JBUILD_ZFS_DATASET, e.g. `zroot/jbuild`"
+    )]
+    NoDataset { by: String, config: String },
+    #[error("the zfs backend (asked for by {by}) cannot use {dataset} (from {from})")]
+    Unusable {
+        by: String,
+        dataset: String,
+        from: String,
+        #[source]
+        source: SnapshotError,
+    },
+    #[error("unknown backend `{name}` (from {by}): use auto, zfs or dir")]
+    Unknown { name: String, by: String },
+    /// The `dir` backend's directory cannot be made or read.
+    #[error(transparent)]
+    Dir(SnapshotError),
+}
+
+impl ChooseError {
+    /// Whether the user can fix it (a flag, the configuration, a dataset).
+    pub fn is_user_error(&self) -> bool {
+        !matches!(self, ChooseError::Dir(_))
+    }
+}
+
+/// Where the ZFS dataset name came from, for messages.
+fn dataset(settings: &Settings) -> Option<(String, String)> {
+    if let Some(d) = std::env::var("JBUILD_ZFS_DATASET")
+        .ok()
+        .filter(|d| !d.is_empty())
+    {
+        return Some((d, "$JBUILD_ZFS_DATASET".into()));
+    }
+    let d = settings.zfs.dataset.clone()?;
+    Some((d, format!("[zfs] dataset in {}", config_file(settings))))
+}
+
+fn config_file(settings: &Settings) -> String {
+    match &settings.source {
+        Some(p) => p.display().to_string(),
+        None => "the configuration file (none found; e.g. /etc/jbuild/config.toml)".into(),
+    }
+}
+
+fn dir(paths: &Paths, reason: String) -> Result<Chosen, ChooseError> {
+    let sn = DirSnapshotter::new(paths.dir_snapshots()).map_err(ChooseError::Dir)?;
+    Ok(Chosen {
+        reason,
+        location: paths.dir_snapshots().display().to_string(),
+        snapshotter: Box::new(sn),
+    })
+}
+
+fn zfs(sn: ZfsSnapshotter) -> Chosen {
+    Chosen {
+        reason: format!(
+            "zfs: dataset {} is mounted at {}",
+            sn.dataset(),
+            sn.mountpoint().display()
+        ),
+        location: sn.dataset().to_string(),
+        snapshotter: Box::new(sn),
+    }
+}
+
+/// The backend `requested` (`--backend`, `None` when not given) and the
+/// configuration call for.
+pub fn choose(
+    requested: Option<&str>,
+    settings: &Settings,
+    paths: &Paths,
+) -> Result<Chosen, ChooseError> {
+    let (requested, by) = match (requested, &settings.backend) {
+        (Some(b), _) => (b, "--backend (or $JBUILD_BACKEND)".to_string()),
+        (None, Some(b)) => (
+            b.as_str(),
+            format!("backend = in {}", config_file(settings)),
+        ),
+        (None, None) => ("auto", String::new()),
+    };
+    match requested {
+        "dir" => dir(paths, format!("dir: asked for by {by}")),
+        "zfs" => {
+            let (ds, from) = dataset(settings).ok_or_else(|| ChooseError::NoDataset {
+                by: by.clone(),
+                config: config_file(settings),
+            })?;
+            let sn = ZfsSnapshotter::open(&ds).map_err(|source| ChooseError::Unusable {
+                by,
+                dataset: ds,
+                from,
+                source,
+            })?;
+            Ok(zfs(sn))
+        }
+        "auto" => match dataset(settings) {
+            None => dir(
+                paths,
+                format!(
+                    "dir: no ZFS dataset configured ([zfs] dataset in {}, or $JBUILD_ZFS_DATASET)",
+                    config_file(settings)
+                ),
+            ),
+            Some((ds, from)) => match ZfsSnapshotter::open(&ds) {
+                Ok(sn) => Ok(zfs(sn)),
+                Err(e) => {
+                    let e = e.to_string().lines().collect::<Vec<_>>().join("; ");
+                    let reason = format!("dir: ZFS dataset {ds} (from {from}) is not usable: {e}");
+                    // Not an error: the build goes on, on `dir`, and says why.
+                    tracing::warn!("{reason}");
+                    dir(paths, reason)
+                }
+            },
+        },
+        other => Err(ChooseError::Unknown {
+            name: other.to_string(),
+            by,
+        }),
+    }
+}
