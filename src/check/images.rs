@@ -8,8 +8,7 @@ use std::collections::{HashMap, HashSet};
 
 use oci_spec::image::{Descriptor, ImageConfiguration, ImageIndex};
 
-use super::store::Facts;
-use super::{Finding, Fix, Report};
+use super::{Facts, Finding, Fix, Report};
 use crate::digest::Digest;
 use crate::image::media::{self, DocKind, Document, MAX_DOCUMENT};
 use crate::store::{descriptor_digest, valid_ref_name, Store, REF_NAME};

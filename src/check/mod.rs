@@ -34,7 +34,10 @@ pub mod repair;
 pub mod snapshots;
 pub mod store;
 
+mod facts;
 mod images;
+
+pub use facts::Facts;
 
 use std::collections::HashSet;
 use std::path::PathBuf;

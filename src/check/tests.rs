@@ -141,7 +141,7 @@ mod store_walk {
         put(s, MediaType::ImageManifest, &canonical_json(&m))
     }
 
-    fn run(s: &Store) -> (Report, store::Facts) {
+    fn run(s: &Store) -> (Report, Facts) {
         let mut r = Report::default();
         let facts = store::check(s.path(), &mut r).unwrap();
         (r, facts)
