@@ -226,6 +226,47 @@ mod store_walk {
     }
 
     #[test]
+    fn a_subject_the_same_index_lists_is_checked_as_an_image() {
+        let t = tempfile::tempdir().unwrap();
+        let s = Store::open(t.path()).unwrap();
+        let subject = image(&s, "subject", 2, 2);
+        let empty = put(&s, MediaType::EmptyJSON, b"{}");
+        let referrer = ImageManifestBuilder::default()
+            .schema_version(2u32)
+            .media_type(MediaType::ImageManifest)
+            .config(empty)
+            .layers(vec![])
+            .subject(subject.clone())
+            .build()
+            .unwrap();
+        let referrer = put(&s, MediaType::ImageManifest, &canonical_json(&referrer));
+        // The referrer first: its subject is met before the index's entry.
+        let idx = ImageIndexBuilder::default()
+            .schema_version(2u32)
+            .media_type(MediaType::ImageIndex)
+            .manifests(vec![referrer, subject])
+            .build()
+            .unwrap();
+        let idx = put(&s, MediaType::ImageIndex, &canonical_json(&idx));
+        s.tag(&ImageName::parse("signed:1").unwrap(), &idx).unwrap();
+        let layer = Digest::of(b"subject layer 0");
+        s.remove_blob(&layer).unwrap();
+        let (r, facts) = run(&s);
+        assert!(facts.walk_complete);
+        assert_eq!(
+            kinds(&r),
+            vec![(Severity::Damaged, "missing-blob")],
+            "the subject's config and layers are reached: {:#?}",
+            r.findings
+        );
+        assert_eq!(r.findings[0].images, vec!["signed:1".to_string()]);
+        assert_eq!(
+            r.findings[0].location,
+            s.blob_path(&layer).display().to_string()
+        );
+    }
+
+    #[test]
     fn a_corrupt_blob_nobody_uses_is_only_reclaimable() {
         let t = tempfile::tempdir().unwrap();
         let s = Store::open(t.path()).unwrap();
