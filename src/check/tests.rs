@@ -282,3 +282,48 @@ mod store_walk {
         );
     }
 }
+
+mod check_and_repair {
+    use super::*;
+    use crate::config::Paths;
+    use crate::store::{Store, StoreLock};
+
+    #[test]
+    fn repairs_while_it_makes_progress_and_says_what_it_left() {
+        let t = tempfile::tempdir().unwrap();
+        let paths = Paths::at(t.path().to_path_buf());
+        let store = Store::open(&paths.store()).unwrap();
+        let (d, _) = store.put_bytes(b"nobody uses me\n").unwrap();
+        let inputs = Inputs {
+            paths: &paths,
+            snapshotter: None,
+            store_lock_held: false,
+            deep: false,
+        };
+
+        // Without the store lock the blob is left, once: no pass after one
+        // that changed nothing.
+        let (report, repaired) = check_and_repair(&inputs, None).unwrap();
+        assert_eq!(
+            repaired,
+            vec![Repaired::Left(
+                "left 1 unreferenced blobs: other jbuild processes are adding content; run `jbuild check --repair` again when they are done".into()
+            )]
+        );
+        assert!(!repaired[0].made_progress());
+        assert_eq!(report.reclaimable().count(), 1);
+        assert!(store.has_blob(&d));
+
+        let lock = StoreLock::try_exclusive(&store).unwrap().unwrap();
+        let (report, repaired) = check_and_repair(&inputs, Some(&lock)).unwrap();
+        assert_eq!(
+            repaired,
+            vec![Repaired::Done(format!(
+                "removed unreferenced blob {d} (15 B)"
+            ))]
+        );
+        assert!(repaired[0].made_progress());
+        assert_eq!(report.findings.len(), 0, "{:#?}", report.findings);
+        assert!(!store.has_blob(&d));
+    }
+}
