@@ -105,11 +105,8 @@ fn check_one(
     let damaged = |report: &mut Report, kind, what: String| {
         report.push(Finding::damaged(kind, what, location.clone()).action(REMOVE_CACHE));
     };
-    let digest_label = |name: &str| -> Option<Result<Digest, String>> {
-        info.labels
-            .get(name)
-            .map(|v| v.parse::<Digest>().map_err(|_| v.clone()))
-    };
+    // A malformed one is a `bad-label` finding of its own, made below.
+    let digest_label = |name: &str| info.labels.get(name).map(|v| v.parse::<Digest>());
     let mut stale = Vec::new();
     for (k, v) in &info.labels {
         let is_digest = k == label::KEY
