@@ -19,6 +19,9 @@ use crate::image::layer_changes;
 use crate::layer::{self, Compression, TarOptions};
 use crate::snapshot::{label, Info, Kind, Snapshotter};
 
+/// What to do about a damaged snapshot.
+pub(super) const REMOVE_CACHE: &str = "remove the build cache with `jbuild prune --cache` (layers are built or unpacked again when needed)";
+
 /// Re-diffs every committed snapshot of `all` that records how its layer
 /// was exported, except those in `skip` (dead work).
 pub fn check(sn: &dyn Snapshotter, all: &[Info], skip: &HashSet<&str>, report: &mut Report) {
@@ -66,11 +69,11 @@ pub fn check(sn: &dyn Snapshotter, all: &[Info], skip: &HashSet<&str>, report: &
                     ),
                     location,
                 )
-                .action(super::snapshots::REMOVE_CACHE),
+                .action(REMOVE_CACHE),
             ),
             Err(e) => report.push(
                 Finding::damaged("content-unreadable", format!("snapshot `{}` cannot be diffed: {e}", info.name), location)
-                    .action(super::snapshots::REMOVE_CACHE),
+                    .action(REMOVE_CACHE),
             ),
         }
     }

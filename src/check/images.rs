@@ -8,13 +8,17 @@ use std::collections::{HashMap, HashSet};
 
 use oci_spec::image::{Descriptor, ImageConfiguration, ImageIndex};
 
-use super::store::Facts;
-use super::{Finding, Fix, Report};
+use super::{Facts, Finding, Fix, Report};
 use crate::digest::Digest;
 use crate::image::media::{self, DocKind, Document, MAX_DOCUMENT};
+use crate::image::walk::{Bounds, Node, Role, Walk};
 use crate::store::{descriptor_digest, valid_ref_name, Store, REF_NAME};
 
 /// Walks from every entry of the index; returns every digest reached.
+///
+/// Each entry is walked on its own ([`Walk`] visits a digest once), so a
+/// blob shared by several images is met once per image, and each finding
+/// about it names them all.
 pub(super) fn walk(
     store: &Store,
     index: &ImageIndex,
@@ -23,8 +27,7 @@ pub(super) fn walk(
 ) -> HashSet<Digest> {
     facts.walk_complete = true;
     let mut reached = HashSet::new();
-    // Findings about one blob are made once, and name every image it breaks.
-    let mut by_blob: HashMap<(Digest, &'static str), usize> = HashMap::new();
+    let mut findings = ByBlob::default();
     let index_path = store.path().join("index.json").display().to_string();
     for (i, desc) in index.manifests().iter().enumerate() {
         let reference = desc
@@ -32,10 +35,13 @@ pub(super) fn walk(
             .as_ref()
             .and_then(|a| a.get(REF_NAME))
             .cloned();
-        let image = reference
-            .clone()
-            .unwrap_or_else(|| format!("<untagged {}>", desc.digest()));
-        if let Some(r) = &reference {
+        let image = Image {
+            name: reference
+                .clone()
+                .unwrap_or_else(|| format!("<untagged {}>", desc.digest())),
+            reference,
+        };
+        if let Some(r) = &image.reference {
             if !valid_ref_name(r) {
                 report.push(
                     Finding::damaged(
@@ -50,156 +56,43 @@ pub(super) fn walk(
                 );
             }
         }
-        let Ok(digest) = descriptor_digest(desc) else {
+        let Ok(mut walk) = Walk::new([desc.clone()], Bounds::none()) else {
             report.push(
-                Finding::damaged("bad-descriptor", format!("index.json entry {} ({image}) has the digest `{}`; jbuild only uses sha256 digests", i + 1, desc.digest()), index_path.clone())
-                    .action(remove_image_action(&reference)),
+                Finding::damaged("bad-descriptor", format!("index.json entry {} ({}) has the digest `{}`; jbuild only uses sha256 digests", i + 1, image.name, desc.digest()), index_path.clone())
+                    .action(remove_image_action(&image.reference)),
             );
             continue;
         };
         if DocKind::of(desc.media_type()).is_none() {
             report.push(
-                Finding::damaged("bad-descriptor", format!("index.json entry {} ({image}) has media type `{}`, not a manifest or an index", i + 1, desc.media_type()), index_path.clone())
-                    .action(remove_image_action(&reference)),
+                Finding::damaged(
+                    "bad-descriptor",
+                    format!(
+                        "index.json entry {} ({}) has media type `{}`, not a manifest or an index",
+                        i + 1,
+                        image.name,
+                        desc.media_type()
+                    ),
+                    index_path.clone(),
+                )
+                .action(remove_image_action(&image.reference)),
             );
             continue;
         }
-        let mut seen = HashSet::new();
-        let mut todo = vec![(digest, desc.clone(), false)];
-        while let Some((digest, desc, is_config)) = todo.pop() {
-            if !seen.insert(digest.clone()) {
+        // Unbounded, the walk refuses no graph: `next_node` and
+        // `expand_usable` do not fail here.
+        while let Ok(Some(node)) = walk.next_node() {
+            reached.insert(node.digest.clone());
+            if node.role == Role::Subject {
+                // A referrer's subject may live elsewhere: it is only kept
+                // reachable, and walked where the index names it.
+                walk.leave(&node);
                 continue;
             }
-            reached.insert(digest.clone());
-            let mut note = |kind: &'static str, make: &dyn Fn() -> Finding| match by_blob
-                .get(&(digest.clone(), kind))
-            {
-                Some(&at) => {
-                    let f = &mut report.findings[at];
-                    if !f.images.contains(&image) {
-                        f.images.push(image.clone());
-                    }
-                }
-                None => {
-                    let mut f = make();
-                    f.images.push(image.clone());
-                    by_blob.insert((digest.clone(), kind), report.findings.len());
-                    report.findings.push(f);
-                }
-            };
-            let doc_kind = DocKind::of(desc.media_type());
-            let Some(&size) = facts.blobs.get(&digest) else {
-                if doc_kind.is_some() {
-                    facts.walk_complete = false;
-                }
-                note("missing-blob", &|| {
-                    Finding::damaged(
-                        "missing-blob",
-                        format!("{} {digest} is missing", what_blob(&desc, is_config)),
-                        store.blob_path(&digest).display().to_string(),
-                    )
-                    .action(pull_again_action(&reference))
-                });
-                continue;
-            };
-            if facts.corrupt.contains(&digest) {
-                if doc_kind.is_some() {
-                    facts.walk_complete = false;
-                }
-                // The corrupt-blob finding exists: add this image to it.
-                if let Some(f) = report
-                    .findings
-                    .iter_mut()
-                    .find(|f| f.fix == Some(Fix::DeleteCorruptBlob(digest.clone())))
-                {
-                    if !f.images.contains(&image) {
-                        f.images.push(image.clone());
-                    }
-                    if let Some(rest) = f.what.strip_prefix("blob ") {
-                        f.what = format!("{} {rest}", what_blob(&desc, is_config));
-                    }
-                }
-                continue;
-            }
-            if size != desc.size() {
-                note("size-mismatch", &|| {
-                    Finding::damaged(
-                        "size-mismatch",
-                        format!(
-                            "{} {digest} is {size} bytes, but its descriptor says {}",
-                            what_blob(&desc, is_config),
-                            desc.size()
-                        ),
-                        store.blob_path(&digest).display().to_string(),
-                    )
-                    .action(pull_again_action(&reference))
-                });
-            }
-            if is_config {
-                if let Some(problem) = config_problem(store, &digest, &desc) {
-                    note("bad-config", &|| {
-                        Finding::damaged(
-                            "bad-config",
-                            format!("image config {digest} {problem}"),
-                            store.blob_path(&digest).display().to_string(),
-                        )
-                        .action(pull_again_action(&reference))
-                    });
-                }
-                continue;
-            }
-            if doc_kind.is_none() {
-                continue;
-            }
-            let parsed = store
-                .read_blob(&digest, MAX_DOCUMENT)
-                .map_err(|e| e.to_string())
-                .and_then(|bytes| Document::parse(&desc, &bytes).map_err(|e| e.to_string()));
-            let doc = match parsed {
-                Ok(doc) => doc,
-                Err(problem) => {
-                    facts.walk_complete = false;
-                    note("bad-manifest", &|| {
-                        Finding::damaged(
-                            "bad-manifest",
-                            format!(
-                                "{} {digest} cannot be read: {problem}",
-                                what_blob(&desc, false)
-                            ),
-                            store.blob_path(&digest).display().to_string(),
-                        )
-                        .action(pull_again_action(&reference))
-                    });
-                    continue;
-                }
-            };
-            if let Document::Manifest(m) = &doc {
-                if let Some(n) = diff_id_count(store, m.config(), facts) {
-                    if n != m.layers().len() {
-                        note("layer-count", &|| {
-                            Finding::damaged("layer-count", format!("manifest {digest} lists {} layers but its config lists {n} diff IDs", m.layers().len()), store.blob_path(&digest).display().to_string()).action(pull_again_action(&reference))
-                        });
-                    }
-                }
-                if let Ok(d) = descriptor_digest(m.config()) {
-                    todo.push((d, m.config().clone(), true));
-                }
-                for l in m.layers() {
-                    if let Ok(d) = descriptor_digest(l) {
-                        todo.push((d, l.clone(), false));
-                    }
-                }
-                // A referrer's subject may live elsewhere: only keep it reachable.
-                if let Some(s) = m.subject() {
-                    if let Ok(d) = descriptor_digest(s) {
-                        reached.insert(d);
-                    }
-                }
-            } else {
-                for child in doc.children() {
-                    if let Ok(d) = descriptor_digest(child) {
-                        todo.push((d, child.clone(), false));
-                    }
+            if let Some(doc) = visit(store, &node, &image, facts, &mut findings, report) {
+                // Children whose digest jbuild cannot use are not followed.
+                if walk.expand_usable(&node, &doc).is_err() {
+                    break;
                 }
             }
         }
@@ -207,11 +100,158 @@ pub(super) fn walk(
     reached
 }
 
-fn what_blob(desc: &Descriptor, is_config: bool) -> &'static str {
-    if is_config {
+/// The image an index entry names, as findings name it.
+struct Image {
+    reference: Option<String>,
+    /// The ref name, or `<untagged DIGEST>`.
+    name: String,
+}
+
+/// Findings about one blob are made once, and name every image it breaks.
+#[derive(Default)]
+struct ByBlob(HashMap<(Digest, &'static str), usize>);
+
+impl ByBlob {
+    /// Adds `image` to the finding of `kind` about `digest`, or makes it.
+    fn note(
+        &mut self,
+        report: &mut Report,
+        digest: &Digest,
+        image: &Image,
+        kind: &'static str,
+        make: impl FnOnce() -> Finding,
+    ) {
+        match self.0.get(&(digest.clone(), kind)) {
+            Some(&at) => add_image(&mut report.findings[at], image),
+            None => {
+                let mut f = make();
+                f.images.push(image.name.clone());
+                self.0.insert((digest.clone(), kind), report.findings.len());
+                report.findings.push(f);
+            }
+        }
+    }
+}
+
+fn add_image(f: &mut Finding, image: &Image) {
+    if !f.images.contains(&image.name) {
+        f.images.push(image.name.clone());
+    }
+}
+
+/// Checks one node of `image`; returns the document to expand, if it is a
+/// manifest or an index that could be read.
+fn visit(
+    store: &Store,
+    node: &Node,
+    image: &Image,
+    facts: &mut Facts,
+    findings: &mut ByBlob,
+    report: &mut Report,
+) -> Option<Document> {
+    let (digest, desc) = (&node.digest, &node.desc);
+    let what = what_blob(node);
+    let at = || store.blob_path(digest).display().to_string();
+    let Some(&size) = facts.blobs.get(digest) else {
+        if node.is_document() {
+            facts.walk_complete = false;
+        }
+        findings.note(report, digest, image, "missing-blob", || {
+            Finding::damaged("missing-blob", format!("{what} {digest} is missing"), at())
+                .action(pull_again_action(&image.reference))
+        });
+        return None;
+    };
+    if facts.corrupt.contains(digest) {
+        if node.is_document() {
+            facts.walk_complete = false;
+        }
+        // The corrupt-blob finding exists: add this image to it.
+        if let Some(f) = report
+            .findings
+            .iter_mut()
+            .find(|f| f.fix == Some(Fix::DeleteCorruptBlob(digest.clone())))
+        {
+            add_image(f, image);
+            if let Some(rest) = f.what.strip_prefix("blob ") {
+                f.what = format!("{what} {rest}");
+            }
+        }
+        return None;
+    }
+    if size != desc.size() {
+        findings.note(report, digest, image, "size-mismatch", || {
+            Finding::damaged(
+                "size-mismatch",
+                format!(
+                    "{what} {digest} is {size} bytes, but its descriptor says {}",
+                    desc.size()
+                ),
+                at(),
+            )
+            .action(pull_again_action(&image.reference))
+        });
+    }
+    if node.role == Role::Config {
+        if let Some(problem) = config_problem(store, digest, desc) {
+            findings.note(report, digest, image, "bad-config", || {
+                Finding::damaged(
+                    "bad-config",
+                    format!("image config {digest} {problem}"),
+                    at(),
+                )
+                .action(pull_again_action(&image.reference))
+            });
+        }
+        return None;
+    }
+    if !node.is_document() {
+        return None;
+    }
+    let parsed = store
+        .read_blob(digest, MAX_DOCUMENT)
+        .map_err(|e| e.to_string())
+        .and_then(|bytes| Document::parse(desc, &bytes).map_err(|e| e.to_string()));
+    let doc = match parsed {
+        Ok(doc) => doc,
+        Err(problem) => {
+            facts.walk_complete = false;
+            findings.note(report, digest, image, "bad-manifest", || {
+                Finding::damaged(
+                    "bad-manifest",
+                    format!("{what} {digest} cannot be read: {problem}"),
+                    at(),
+                )
+                .action(pull_again_action(&image.reference))
+            });
+            return None;
+        }
+    };
+    if let Document::Manifest(m) = &doc {
+        if let Some(n) = diff_id_count(store, m.config(), facts) {
+            if n != m.layers().len() {
+                findings.note(report, digest, image, "layer-count", || {
+                    Finding::damaged(
+                        "layer-count",
+                        format!(
+                            "manifest {digest} lists {} layers but its config lists {n} diff IDs",
+                            m.layers().len()
+                        ),
+                        at(),
+                    )
+                    .action(pull_again_action(&image.reference))
+                });
+            }
+        }
+    }
+    Some(doc)
+}
+
+fn what_blob(node: &Node) -> &'static str {
+    if node.role == Role::Config {
         return "image config";
     }
-    match DocKind::of(desc.media_type()) {
+    match DocKind::of(node.desc.media_type()) {
         Some(DocKind::Manifest) => "manifest",
         Some(DocKind::Index) => "image index",
         None => "layer",

@@ -21,8 +21,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use super::store::Facts;
-use super::{CheckError, Finding, Fix, Guard, Report};
+use super::{CheckError, Facts, Finding, Fix, Guard, Report};
 use crate::config::Paths;
 use crate::store::lock::try_flock;
 use crate::store::STALE_TMP;

@@ -16,7 +16,8 @@
 //!   (unreferenced blobs, unpacked layers no image needs).
 //!
 //! A finding may carry a [`Fix`]: what `jbuild check --repair` does about
-//! it ([`repair`]). Repair removes leftovers and unreferenced content and
+//! it ([`repair`]; [`check_and_repair`] checks, repairs and checks again,
+//! and says what each action came to as a [`Repaired`]). Repair removes leftovers and unreferenced content and
 //! deletes corrupt blob files (so the next pull fetches them again); it
 //! never untags an image and never touches the work of a live process.
 //!
@@ -34,7 +35,11 @@ pub mod repair;
 pub mod snapshots;
 pub mod store;
 
+mod facts;
 mod images;
+
+pub use facts::Facts;
+pub use repair::Repaired;
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -44,6 +49,7 @@ use serde::Serialize;
 use crate::config::Paths;
 use crate::digest::Digest;
 use crate::snapshot::Snapshotter;
+use crate::store::StoreLock;
 
 /// How bad a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -296,6 +302,43 @@ pub fn check(inputs: &Inputs<'_>) -> Result<Report, CheckError> {
         )?;
     }
     Ok(report)
+}
+
+/// Passes of repair: deleting a corrupt manifest can make its layers
+/// unreferenced, which the next pass removes.
+const MAX_PASSES: usize = 3;
+
+/// `jbuild check --repair`: checks, does what the findings call for
+/// ([`repair::repair`]) and checks again, for up to [`MAX_PASSES`] passes
+/// while they make progress. Returns the final check's report and every
+/// action of every pass, in order.
+///
+/// `lock` is the store lock held exclusively, or `None` when other jbuild
+/// processes hold it (their work is then left alone); it, not
+/// `inputs.store_lock_held`, says whether the lock is held.
+pub fn check_and_repair(
+    inputs: &Inputs<'_>,
+    lock: Option<&StoreLock>,
+) -> Result<(Report, Vec<Repaired>), CheckError> {
+    let inputs = Inputs {
+        store_lock_held: lock.is_some(),
+        ..*inputs
+    };
+    let mut report = check(&inputs)?;
+    let mut repaired = Vec::new();
+    for _ in 0..MAX_PASSES {
+        if report.findings.iter().all(|f| f.fix.is_none()) {
+            break;
+        }
+        let done = repair::repair(&report, inputs.paths, inputs.snapshotter, lock);
+        let progress = done.iter().any(Repaired::made_progress);
+        repaired.extend(done);
+        report = check(&inputs)?;
+        if !progress {
+            break;
+        }
+    }
+    Ok((report, repaired))
 }
 
 /// A failure of the check itself (not of what it checks).

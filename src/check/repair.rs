@@ -16,7 +16,8 @@
 //!    (leaves first), and stale blob labels.
 //!
 //! It never untags an image and never edits `index.json`. Each action is
-//! one line of the result; a failed action is a line too, and the rest go on.
+//! one [`Repaired`] of the result, done, left alone or failed; a failed
+//! action does not stop the rest.
 
 use std::fs;
 use std::path::Path;
@@ -35,7 +36,57 @@ use crate::store::{Store, StoreLock};
 /// What `oci-layout` holds (the only version jbuild writes).
 const LAYOUT_JSON: &[u8] = br#"{"imageLayoutVersion":"1.0.0"}"#;
 
-/// Does what `report`'s findings call for; returns one line per action.
+/// What one repair action came to, with its line for people
+/// (`repaired: …`): the variant is for code, the line is not parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Repaired {
+    /// Something was written or removed.
+    Done(String),
+    /// Left alone on purpose: another process may be using it. A later
+    /// `jbuild check --repair` may do it.
+    Left(String),
+    /// Tried, and it failed; the line says why.
+    Failed(String),
+}
+
+impl Repaired {
+    /// Whether the action changed anything, so that checking again may
+    /// find more to do.
+    pub fn made_progress(&self) -> bool {
+        matches!(self, Repaired::Done(_))
+    }
+
+    /// The line for people.
+    pub fn line(&self) -> &str {
+        match self {
+            Repaired::Done(l) | Repaired::Left(l) | Repaired::Failed(l) => l,
+        }
+    }
+}
+
+impl std::fmt::Display for Repaired {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.line())
+    }
+}
+
+/// In JSON an action is its line, as `jbuild --json check --repair` has
+/// always printed it.
+impl serde::Serialize for Repaired {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.line())
+    }
+}
+
+/// `r` as done, or as failed with `failed`'s line.
+fn outcome<E>(r: Result<(), E>, done: String, failed: impl FnOnce(E) -> String) -> Repaired {
+    match r {
+        Ok(()) => Repaired::Done(done),
+        Err(e) => Repaired::Failed(failed(e)),
+    }
+}
+
+/// Does what `report`'s findings call for; returns one [`Repaired`] per action.
 /// `lock` is the store lock held exclusively, or `None` when other jbuild
 /// processes hold it (then unreferenced blobs and store temporary files
 /// are left alone).
@@ -44,7 +95,7 @@ pub fn repair(
     paths: &Paths,
     snapshotter: Option<&dyn Snapshotter>,
     lock: Option<&StoreLock>,
-) -> Vec<String> {
+) -> Vec<Repaired> {
     let mut done = Vec::new();
     let store = Store::open_unchecked(&paths.store());
     let fixes: Vec<_> = report
@@ -55,14 +106,16 @@ pub fn repair(
 
     for (_, fix) in &fixes {
         match fix {
-            Fix::WriteLayoutFile(path) => done.push(match write_atomic(path, LAYOUT_JSON) {
-                Ok(()) => format!("wrote {}", path.display()),
-                Err(e) => format!("could not write {}: {e}", path.display()),
-            }),
-            Fix::FinishStore(dir) => done.push(match Store::open(dir) {
-                Ok(_) => format!("finished creating the store {}", dir.display()),
-                Err(e) => format!("could not finish creating the store {}: {e}", dir.display()),
-            }),
+            Fix::WriteLayoutFile(path) => done.push(outcome(
+                write_atomic(path, LAYOUT_JSON),
+                format!("wrote {}", path.display()),
+                |e| format!("could not write {}: {e}", path.display()),
+            )),
+            Fix::FinishStore(dir) => done.push(outcome(
+                Store::open(dir).map(drop),
+                format!("finished creating the store {}", dir.display()),
+                |e| format!("could not finish creating the store {}: {e}", dir.display()),
+            )),
             _ => {}
         }
     }
@@ -76,15 +129,16 @@ pub fn repair(
             // A pull finding the blob in place would keep it and tag the
             // image: delete only while no one adds content.
             if lock.is_none() {
-                done.push(format!(
+                done.push(Repaired::Left(format!(
                     "left corrupt blob {d}: other jbuild processes are adding content; run `jbuild check --repair` again when they are done"
-                ));
+                )));
                 continue;
             }
-            done.push(match store.remove_blob(d) {
-                Ok(()) => format!("deleted corrupt blob {d}{images}"),
-                Err(e) => format!("could not delete corrupt blob {d}: {e}"),
-            });
+            done.push(outcome(
+                store.remove_blob(d),
+                format!("deleted corrupt blob {d}{images}"),
+                |e| format!("could not delete corrupt blob {d}: {e}"),
+            ));
         }
     }
     let collect = fixes
@@ -96,14 +150,19 @@ pub fn repair(
             Some(lock) => match crate::image::gc::prune_blobs(&store, lock) {
                 Ok(removed) => {
                     for (d, n) in removed {
-                        done.push(format!("removed unreferenced blob {d} ({})", bytes(n)));
+                        done.push(Repaired::Done(format!(
+                            "removed unreferenced blob {d} ({})",
+                            bytes(n)
+                        )));
                     }
                 }
-                Err(e) => done.push(format!("could not remove unreferenced blobs: {e}")),
+                Err(e) => done.push(Repaired::Failed(format!(
+                    "could not remove unreferenced blobs: {e}"
+                ))),
             },
-            None => done.push(format!(
+            None => done.push(Repaired::Left(format!(
                 "left {collect} unreferenced blobs: other jbuild processes are adding content; run `jbuild check --repair` again when they are done"
-            )),
+            ))),
         }
     }
 
@@ -128,16 +187,17 @@ pub fn repair(
             Guard::Index | Guard::DirSnapshots => taken.is_some(),
         };
         if !held && !is_stale(path) {
-            done.push(format!(
+            done.push(Repaired::Left(format!(
                 "left {}: a running jbuild process may be writing it",
                 path.display()
-            ));
+            )));
             continue;
         }
-        done.push(match remove_path(path) {
-            Ok(()) => format!("removed {}", path.display()),
-            Err(e) => format!("could not remove {}: {e}", path.display()),
-        });
+        done.push(outcome(
+            remove_path(path),
+            format!("removed {}", path.display()),
+            |e| format!("could not remove {}: {e}", path.display()),
+        ));
         drop(taken);
     }
 
@@ -146,22 +206,26 @@ pub fn repair(
             match fix {
                 Fix::RemoveSnapshot(name) => {
                     if SnapshotName::is_active(name) && owner_alive(name) {
-                        done.push(format!("left snapshot {name}: its process is running"));
+                        done.push(Repaired::Left(format!(
+                            "left snapshot {name}: its process is running"
+                        )));
                         continue;
                     }
-                    done.push(match sn.remove(name) {
-                        Ok(()) => format!("removed snapshot {name}"),
-                        Err(e) => format!("could not remove snapshot {name}: {e}"),
-                    });
+                    done.push(outcome(
+                        sn.remove(name),
+                        format!("removed snapshot {name}"),
+                        |e| format!("could not remove snapshot {name}: {e}"),
+                    ));
                 }
                 Fix::RemoveLabels { snapshot, labels } => {
-                    done.push(match sn.remove_labels(snapshot, labels) {
-                        Ok(()) => format!(
+                    done.push(outcome(
+                        sn.remove_labels(snapshot, labels),
+                        format!(
                             "removed stale labels {} from snapshot {snapshot}",
                             labels.join(", ")
                         ),
-                        Err(e) => format!("could not remove labels from snapshot {snapshot}: {e}"),
-                    });
+                        |e| format!("could not remove labels from snapshot {snapshot}: {e}"),
+                    ));
                 }
                 _ => {}
             }

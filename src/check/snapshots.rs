@@ -18,15 +18,13 @@
 
 use std::collections::{HashMap, HashSet};
 
+use super::deep::REMOVE_CACHE;
 use super::{CheckError, Finding, Fix, Report};
 use crate::digest::Digest;
 use crate::image::gc::{chains_in_use, dead_active, unused_chains};
 use crate::image::{next_chain, SnapshotName};
 use crate::snapshot::{label, Info, Kind, Snapshotter};
 use crate::store::Store;
-
-/// What to do about a damaged snapshot.
-pub(super) const REMOVE_CACHE: &str = "remove the build cache with `jbuild prune --cache` (layers are built or unpacked again when needed)";
 
 /// Checks every snapshot. `store` (if there is one) tells which blobs exist
 /// and which layers images use; `walk_complete` says whether the store's
@@ -107,11 +105,8 @@ fn check_one(
     let damaged = |report: &mut Report, kind, what: String| {
         report.push(Finding::damaged(kind, what, location.clone()).action(REMOVE_CACHE));
     };
-    let digest_label = |name: &str| -> Option<Result<Digest, String>> {
-        info.labels
-            .get(name)
-            .map(|v| v.parse::<Digest>().map_err(|_| v.clone()))
-    };
+    // A malformed one is a `bad-label` finding of its own, made below.
+    let digest_label = |name: &str| info.labels.get(name).map(|v| v.parse::<Digest>());
     let mut stale = Vec::new();
     for (k, v) in &info.labels {
         let is_digest = k == label::KEY

@@ -14,30 +14,15 @@
 //! `.jbuild/tmp/`), OCI tools may refuse the layout because of it, and it is
 //! not jbuild's to delete — the user moves it out.
 
-use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::io;
 use std::path::Path;
 
 use oci_spec::image::ImageIndex;
 
-use super::{CheckError, Finding, Fix, Report};
+use super::{CheckError, Facts, Finding, Fix, Report};
 use crate::digest::{Digest, HashingReader};
 use crate::store::Store;
-
-/// What the store check learnt, for the checks after it.
-#[derive(Debug, Default)]
-pub struct Facts {
-    /// The store, when its directory exists.
-    pub store: Option<Store>,
-    /// Every blob file named by a digest, with its size.
-    pub blobs: HashMap<Digest, u64>,
-    /// Blobs whose content does not match their name.
-    pub corrupt: HashSet<Digest>,
-    /// Whether the index was read and every manifest and index it reaches
-    /// was present and readable: only then is "unreferenced" known.
-    pub walk_complete: bool,
-}
 
 /// Checks the store at `dir`, adding findings to `report`.
 pub fn check(dir: &Path, report: &mut Report) -> Result<Facts, CheckError> {

@@ -141,7 +141,7 @@ mod store_walk {
         put(s, MediaType::ImageManifest, &canonical_json(&m))
     }
 
-    fn run(s: &Store) -> (Report, store::Facts) {
+    fn run(s: &Store) -> (Report, Facts) {
         let mut r = Report::default();
         let facts = store::check(s.path(), &mut r).unwrap();
         (r, facts)
@@ -226,6 +226,47 @@ mod store_walk {
     }
 
     #[test]
+    fn a_subject_the_same_index_lists_is_checked_as_an_image() {
+        let t = tempfile::tempdir().unwrap();
+        let s = Store::open(t.path()).unwrap();
+        let subject = image(&s, "subject", 2, 2);
+        let empty = put(&s, MediaType::EmptyJSON, b"{}");
+        let referrer = ImageManifestBuilder::default()
+            .schema_version(2u32)
+            .media_type(MediaType::ImageManifest)
+            .config(empty)
+            .layers(vec![])
+            .subject(subject.clone())
+            .build()
+            .unwrap();
+        let referrer = put(&s, MediaType::ImageManifest, &canonical_json(&referrer));
+        // The referrer first: its subject is met before the index's entry.
+        let idx = ImageIndexBuilder::default()
+            .schema_version(2u32)
+            .media_type(MediaType::ImageIndex)
+            .manifests(vec![referrer, subject])
+            .build()
+            .unwrap();
+        let idx = put(&s, MediaType::ImageIndex, &canonical_json(&idx));
+        s.tag(&ImageName::parse("signed:1").unwrap(), &idx).unwrap();
+        let layer = Digest::of(b"subject layer 0");
+        s.remove_blob(&layer).unwrap();
+        let (r, facts) = run(&s);
+        assert!(facts.walk_complete);
+        assert_eq!(
+            kinds(&r),
+            vec![(Severity::Damaged, "missing-blob")],
+            "the subject's config and layers are reached: {:#?}",
+            r.findings
+        );
+        assert_eq!(r.findings[0].images, vec!["signed:1".to_string()]);
+        assert_eq!(
+            r.findings[0].location,
+            s.blob_path(&layer).display().to_string()
+        );
+    }
+
+    #[test]
     fn a_corrupt_blob_nobody_uses_is_only_reclaimable() {
         let t = tempfile::tempdir().unwrap();
         let s = Store::open(t.path()).unwrap();
@@ -239,5 +280,50 @@ mod store_walk {
             "{}",
             r.findings[0].what
         );
+    }
+}
+
+mod check_and_repair {
+    use super::*;
+    use crate::config::Paths;
+    use crate::store::{Store, StoreLock};
+
+    #[test]
+    fn repairs_while_it_makes_progress_and_says_what_it_left() {
+        let t = tempfile::tempdir().unwrap();
+        let paths = Paths::at(t.path().to_path_buf());
+        let store = Store::open(&paths.store()).unwrap();
+        let (d, _) = store.put_bytes(b"nobody uses me\n").unwrap();
+        let inputs = Inputs {
+            paths: &paths,
+            snapshotter: None,
+            store_lock_held: false,
+            deep: false,
+        };
+
+        // Without the store lock the blob is left, once: no pass after one
+        // that changed nothing.
+        let (report, repaired) = check_and_repair(&inputs, None).unwrap();
+        assert_eq!(
+            repaired,
+            vec![Repaired::Left(
+                "left 1 unreferenced blobs: other jbuild processes are adding content; run `jbuild check --repair` again when they are done".into()
+            )]
+        );
+        assert!(!repaired[0].made_progress());
+        assert_eq!(report.reclaimable().count(), 1);
+        assert!(store.has_blob(&d));
+
+        let lock = StoreLock::try_exclusive(&store).unwrap().unwrap();
+        let (report, repaired) = check_and_repair(&inputs, Some(&lock)).unwrap();
+        assert_eq!(
+            repaired,
+            vec![Repaired::Done(format!(
+                "removed unreferenced blob {d} (15 B)"
+            ))]
+        );
+        assert!(repaired[0].made_progress());
+        assert_eq!(report.findings.len(), 0, "{:#?}", report.findings);
+        assert!(!store.has_blob(&d));
     }
 }

@@ -6,7 +6,7 @@ use anyhow::anyhow;
 use clap::Args;
 
 use super::{CmdResult, Ctx, Failure};
-use jbuild::check::{self, repair, Inputs, Report};
+use jbuild::check::{self, Inputs, Repaired, Report};
 use jbuild::store::{Store, StoreLock};
 
 #[derive(Args, Debug)]
@@ -26,10 +26,6 @@ pub struct CheckArgs {
     deep: bool,
 }
 
-/// Passes of repair: deleting a corrupt manifest can make its layers
-/// unreferenced, which the next pass removes.
-const MAX_PASSES: usize = 3;
-
 pub fn run(ctx: &Ctx, args: CheckArgs) -> CmdResult {
     let sn = ctx.snapshotter()?;
     let store_dir = ctx.paths.store();
@@ -46,29 +42,12 @@ pub fn run(ctx: &Ctx, args: CheckArgs) -> CmdResult {
         store_lock_held: lock.is_some(),
         deep: args.deep,
     };
-    let mut report = check::check(&inputs).map_err(Failure::internal)?;
-    let mut repaired = Vec::new();
-    if args.repair {
-        for _ in 0..MAX_PASSES {
-            if report.findings.iter().all(|f| f.fix.is_none()) {
-                break;
-            }
-            let done = repair::repair(&report, &ctx.paths, Some(sn.as_ref()), lock.as_ref());
-            if !ctx.json {
-                for line in &done {
-                    outln!("repaired: {line}");
-                }
-            }
-            let progress = done
-                .iter()
-                .any(|l| !l.starts_with("left ") && !l.starts_with("could not"));
-            repaired.extend(done);
-            report = check::check(&inputs).map_err(Failure::internal)?;
-            if !progress {
-                break;
-            }
-        }
+    let (report, repaired) = if args.repair {
+        check::check_and_repair(&inputs, lock.as_ref())
+    } else {
+        check::check(&inputs).map(|report| (report, Vec::new()))
     }
+    .map_err(Failure::internal)?;
     drop(lock);
     print(ctx, &report, &repaired)?;
     if report.is_damaged() {
@@ -81,7 +60,7 @@ pub fn run(ctx: &Ctx, args: CheckArgs) -> CmdResult {
     Ok(())
 }
 
-fn print(ctx: &Ctx, report: &Report, repaired: &[String]) -> CmdResult {
+fn print(ctx: &Ctx, report: &Report, repaired: &[Repaired]) -> CmdResult {
     if ctx.json {
         let mut v = report.to_json();
         v["repaired"] = serde_json::json!(repaired);
@@ -90,6 +69,9 @@ fn print(ctx: &Ctx, report: &Report, repaired: &[String]) -> CmdResult {
             serde_json::to_string_pretty(&v).map_err(Failure::internal)?
         );
         return Ok(());
+    }
+    for r in repaired {
+        outln!("repaired: {r}");
     }
     for f in report.damaged() {
         outln!("{}", f.to_text());

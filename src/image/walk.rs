@@ -161,7 +161,57 @@ impl Walk {
 
     /// Queues what `doc`, the document at `parent`, names.
     pub fn expand(&mut self, parent: &Node, doc: &Document) -> Result<(), WalkError> {
+        self.queue(parent, doc, None)
+    }
+
+    /// As [`Walk::expand`], but a child whose digest jbuild cannot use is
+    /// left out instead of refusing the whole document; the errors say
+    /// which were left out. For a reader that reports what it finds
+    /// (`jbuild check`) rather than one that must reach everything.
+    pub fn expand_usable(
+        &mut self,
+        parent: &Node,
+        doc: &Document,
+    ) -> Result<Vec<WalkError>, WalkError> {
+        let mut unusable = Vec::new();
+        self.queue(parent, doc, Some(&mut unusable))?;
+        Ok(unusable)
+    }
+
+    /// Takes back the visit of `node`, which [`Walk::next_node`] has just
+    /// returned and the caller will not expand (a `subject` it only notes):
+    /// should another path reach the same digest, it is visited then.
+    pub fn leave(&mut self, node: &Node) {
+        if self.seen.remove(&node.digest) && node.is_document() {
+            self.documents -= 1;
+        }
+    }
+
+    fn queue(
+        &mut self,
+        parent: &Node,
+        doc: &Document,
+        mut unusable: Option<&mut Vec<WalkError>>,
+    ) -> Result<(), WalkError> {
         let mut children = Vec::new();
+        let mut child = |desc: &Descriptor, role: Role, depth: usize| match node(
+            desc.clone(),
+            role,
+            depth,
+            parent.root,
+        ) {
+            Ok(n) => {
+                children.push(n);
+                Ok(())
+            }
+            Err(e) => match unusable.as_deref_mut() {
+                Some(unusable) => {
+                    unusable.push(e);
+                    Ok(())
+                }
+                None => Err(e),
+            },
+        };
         match doc {
             Document::Index(index) => {
                 if parent.depth == self.bounds.max_depth {
@@ -171,7 +221,7 @@ impl Walk {
                     )));
                 }
                 for m in index.manifests() {
-                    children.push(node(m.clone(), Role::Entry, parent.depth + 1, parent.root)?);
+                    child(m, Role::Entry, parent.depth + 1)?;
                 }
             }
             Document::Manifest(manifest) => {
@@ -190,17 +240,12 @@ impl Walk {
                     )));
                 }
                 let depth = parent.depth;
-                children.push(node(
-                    manifest.config().clone(),
-                    Role::Config,
-                    depth,
-                    parent.root,
-                )?);
+                child(manifest.config(), Role::Config, depth)?;
                 for l in manifest.layers() {
-                    children.push(node(l.clone(), Role::Layer, depth, parent.root)?);
+                    child(l, Role::Layer, depth)?;
                 }
                 if let Some(s) = manifest.subject() {
-                    children.push(node(s.clone(), Role::Subject, depth, parent.root)?);
+                    child(s, Role::Subject, depth)?;
                 }
             }
         }
@@ -281,6 +326,105 @@ mod tests {
                 (Role::Entry, 1),
                 (Role::Config, 1),
                 (Role::Layer, 1)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_left_subject_is_visited_again_as_an_entry() {
+        let subject_m = ImageManifestBuilder::default()
+            .schema_version(2u32)
+            .config(desc(MediaType::ImageConfig, b"{}"))
+            .layers(vec![desc(MediaType::ImageLayerGzip, b"subject layer")])
+            .build()
+            .unwrap();
+        let subject = desc(MediaType::ImageManifest, &canonical_json(&subject_m));
+        let referrer_m = ImageManifestBuilder::default()
+            .schema_version(2u32)
+            .config(desc(MediaType::EmptyJSON, b"{ }"))
+            .layers(vec![])
+            .subject(subject.clone())
+            .build()
+            .unwrap();
+        let referrer = desc(MediaType::ImageManifest, &canonical_json(&referrer_m));
+        let i = ImageIndexBuilder::default()
+            .schema_version(2u32)
+            .manifests(vec![referrer.clone(), subject.clone()])
+            .build()
+            .unwrap();
+        let i_desc = desc(MediaType::ImageIndex, &canonical_json(&i));
+        let walk = |leave: bool| {
+            let mut w = Walk::new([i_desc.clone()], Bounds::image()).unwrap();
+            let mut order = Vec::new();
+            while let Some(n) = w.next_node().unwrap() {
+                order.push(n.role);
+                let doc = if n.digest == descriptor_digest(&i_desc).unwrap() {
+                    Document::Index(Box::new(i.clone()))
+                } else if n.digest == descriptor_digest(&referrer).unwrap() {
+                    Document::Manifest(Box::new(referrer_m.clone()))
+                } else if n.digest == descriptor_digest(&subject).unwrap() {
+                    if leave && n.role == Role::Subject {
+                        w.leave(&n);
+                        continue;
+                    }
+                    Document::Manifest(Box::new(subject_m.clone()))
+                } else {
+                    continue;
+                };
+                w.expand(&n, &doc).unwrap();
+            }
+            order
+        };
+        use Role::*;
+        // Expanded where it is first reached, as a subject, it is not an
+        // entry any more.
+        assert_eq!(walk(false), [Entry, Entry, Config, Subject, Config, Layer]);
+        // Left, it is reached again as the index's entry.
+        assert_eq!(
+            walk(true),
+            [Entry, Entry, Config, Subject, Entry, Config, Layer]
+        );
+    }
+
+    #[test]
+    fn expand_usable_leaves_out_what_expand_refuses() {
+        let sha512: oci_spec::image::Digest =
+            format!("sha512:{}", "a".repeat(128)).parse().unwrap();
+        let odd = Descriptor::new(MediaType::ImageLayerGzip, 1, sha512);
+        let good = desc(MediaType::ImageLayerGzip, b"layer");
+        let m = ImageManifestBuilder::default()
+            .schema_version(2u32)
+            .config(desc(MediaType::ImageConfig, b"{}"))
+            .layers(vec![odd, good.clone()])
+            .build()
+            .unwrap();
+        let m = Document::Manifest(Box::new(m));
+        let root = desc(MediaType::ImageManifest, b"m");
+
+        let mut w = Walk::new([root.clone()], Bounds::image()).unwrap();
+        let n = w.next_node().unwrap().unwrap();
+        let err = w.expand(&n, &m).unwrap_err();
+        assert!(matches!(err, WalkError::Descriptor { .. }), "{err}");
+        assert!(w.next_node().unwrap().is_none(), "nothing was queued");
+
+        let mut w = Walk::new([root], Bounds::image()).unwrap();
+        let n = w.next_node().unwrap().unwrap();
+        let unusable = w.expand_usable(&n, &m).unwrap();
+        assert_eq!(unusable.len(), 1);
+        assert!(
+            unusable[0].to_string().contains("sha512:"),
+            "{}",
+            unusable[0]
+        );
+        let mut rest = Vec::new();
+        while let Some(n) = w.next_node().unwrap() {
+            rest.push((n.role, n.digest));
+        }
+        assert_eq!(
+            rest,
+            [
+                (Role::Config, Digest::of(b"{}")),
+                (Role::Layer, descriptor_digest(&good).unwrap())
             ]
         );
     }
