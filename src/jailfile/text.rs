@@ -152,15 +152,24 @@ impl Text {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn text(s: &str) -> Text {
+impl Text {
+    /// `s` as line 1 of file 0, one column a character: the texts the
+    /// lexer's tests start from.
+    pub(crate) fn line_one(s: &str) -> Text {
         let mut t = Text::new(Pos::new(0, 1, 1));
         for (i, c) in s.chars().enumerate() {
             t.push(c, Pos::new(0, 1, i as u32 + 1));
         }
         t
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(s: &str) -> Text {
+        Text::line_one(s)
     }
 
     #[test]

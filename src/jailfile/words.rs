@@ -91,11 +91,7 @@ mod tests {
     use super::*;
 
     fn text(s: &str) -> Text {
-        let mut t = Text::new(Pos::new(0, 1, 1));
-        for (i, c) in s.chars().enumerate() {
-            t.push(c, Pos::new(0, 1, i as u32 + 1));
-        }
-        t
+        Text::line_one(s)
     }
 
     #[test]
