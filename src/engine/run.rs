@@ -21,8 +21,8 @@ use crate::image::{
 use crate::jailfile::{self, CopyFrom, CopySource, Op};
 use crate::layer::Compression;
 use crate::plan::{
-    self, BaseImage, ExecContext, Plan, PlanInputs, PlanOptions, PlannedBase, PlannedStage,
-    StepKind,
+    self, BaseImage, ExecContext, InputError, Plan, PlanInputs, PlanOptions, PlannedBase,
+    PlannedStage, StepKind,
 };
 use crate::report::{Level, Reporter, StepInfo, StepResult};
 use crate::snapshot::{label, Labels, SnapshotError, Snapshotter};
@@ -177,27 +177,34 @@ impl Inputs<'_> {
 }
 
 impl PlanInputs for Inputs<'_> {
-    fn image(&self, reference: &str, platform: &Platform) -> Result<BaseImage, String> {
+    fn image(&self, reference: &str, platform: &Platform) -> Result<BaseImage, InputError> {
         let img = self
             .load(reference, platform)
-            .map_err(|e| crate::report::error_chain(&e))?;
+            .map_err(|e| InputError::new(e.is_user_error(), e))?;
         Ok(BaseImage {
             manifest: img.manifest_digest,
             config: img.config,
         })
     }
 
-    fn context_sources(&self, sources: &[CopySource]) -> Result<Digest, String> {
-        native::sources_digest(self.context, sources, self.ignore).map_err(|e| e.to_string())
+    fn context_sources(&self, sources: &[CopySource]) -> Result<Digest, InputError> {
+        native::sources_digest(self.context, sources, self.ignore)
+            .map_err(|e| InputError::new(e.is_user_error(), e))
     }
 
-    fn release(&self, release: &str, platform: &Platform) -> Result<Vec<(String, Digest)>, String> {
+    fn release(
+        &self,
+        release: &str,
+        platform: &Platform,
+    ) -> Result<Vec<(String, Digest)>, InputError> {
         let source = self.freebsd.release.as_ref().ok_or_else(|| {
-            format!("FROM freebsd:{release} needs a release mirror, which this build was not given")
+            InputError::user(format!(
+                "FROM freebsd:{release} needs a release mirror, which this build was not given"
+            ))
         })?;
         let r = source
             .resolve(release, platform)
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| InputError::new(e.is_user_error(), e))?;
         let sets = r
             .sets
             .iter()
@@ -209,12 +216,15 @@ impl PlanInputs for Inputs<'_> {
         Ok(sets)
     }
 
-    fn pkg_repositories(&self, abi: Option<&str>) -> Result<String, String> {
+    fn pkg_repositories(&self, abi: Option<&str>) -> Result<String, InputError> {
         let k = abi.map(str::to_string);
         if let Some(v) = self.pkg_repos.borrow().get(&k) {
             return Ok(v.clone());
         }
-        let v = self.freebsd.pkg_repositories(abi)?;
+        let v = self
+            .freebsd
+            .pkg_repositories(abi)
+            .map_err(|e| InputError::new(e.is_user_error(), e))?;
         self.pkg_repos.borrow_mut().insert(k, v.clone());
         Ok(v)
     }
