@@ -262,7 +262,7 @@ pub fn build_text(
             &format!("build argument `{name}` was given but no ARG uses it"),
         );
     }
-    let ignore = Ignore::load(&opts.context).map_err(|e| BuildError::Context(e.to_string()))?;
+    let ignore = Ignore::load(&opts.context).map_err(BuildError::Context)?;
     let inputs = Inputs {
         store: env.store,
         env,
@@ -505,7 +505,6 @@ impl Run<'_, '_> {
             .get(&format!("{release}|{platform}"))
             .cloned()
             .expect("the planner resolved the release");
-        let rel_err = |e: crate::release::ReleaseError| BuildError::Step(e.to_string());
         let missing: Vec<&str> = rel
             .sets
             .iter()
@@ -522,14 +521,14 @@ impl Run<'_, '_> {
                 ),
             );
         }
-        rel.fetch(self.env.reporter).map_err(rel_err)?;
+        rel.fetch(self.env.reporter)?;
         let id = format!("extract-{release}");
         self.env
             .reporter
             .transfer_start(&id, &format!("extracting FreeBSD {release}"), None);
         let active = SnapshotName::active();
         let root = self.env.snapshotter.prepare(&active, None)?;
-        let made = rel.extract(&root).map_err(rel_err).and_then(|()| {
+        let made = rel.extract(&root).map_err(BuildError::from).and_then(|()| {
             let labels: Labels = [(label::KEY.to_string(), key.to_string())].into();
             match self.env.snapshotter.commit(name, &active, &labels) {
                 Err(SnapshotError::AlreadyExists(_)) => self
@@ -581,10 +580,7 @@ impl Run<'_, '_> {
                 chmod,
             } => {
                 let owner = match chown {
-                    Some(spec) => Some(
-                        exec::user::resolve_owner(root, spec)
-                            .map_err(|e| BuildError::Step(e.to_string()))?,
-                    ),
+                    Some(spec) => Some(exec::user::resolve_owner(root, spec)?),
                     None => None,
                 };
                 let copy_opts = CopyOptions {
@@ -630,7 +626,7 @@ impl Run<'_, '_> {
                     &copy_opts,
                 )
                 .map(drop)
-                .map_err(step_error)
+                .map_err(BuildError::Native)
             }
             Op::Sysrc {
                 file,
@@ -639,16 +635,16 @@ impl Run<'_, '_> {
                 value,
             } => native::sysrc(root, file, name, *op, value)
                 .map(drop)
-                .map_err(step_error),
+                .map_err(BuildError::Native),
             Op::Service { name, enable } => native::service(root, name, *enable)
                 .map(drop)
-                .map_err(step_error),
+                .map_err(BuildError::Native),
             Op::LineInFile { line, file } => native::line_in_file(root, line, file)
                 .map(drop)
-                .map_err(step_error),
+                .map_err(BuildError::Native),
             Op::Render { path, vars } => native::render(root, path, vars)
                 .map(drop)
-                .map_err(step_error),
+                .map_err(BuildError::Native),
             // Metadata instructions have no StepKind::Layer and never get here.
             _ => Ok(()),
         }
@@ -694,23 +690,14 @@ impl Run<'_, '_> {
             jail_params: freebsd::build_jail_params(&ctx.jail),
             mounts,
         };
-        let executor = self
-            .env
-            .executor()
-            .map_err(|e| BuildError::Step(e.to_string()))?;
+        let executor = self.env.executor()?;
         let reporter = self.env.reporter;
         let mut sink = |stream, line: &[u8]| reporter.step_output(info, stream, line);
-        let outcome = executor
-            .run(root, &spec, &mut sink)
-            .map_err(|e| BuildError::Step(e.to_string()))?;
+        let outcome = executor.run(root, &spec, &mut sink)?;
         if outcome.success() {
             Ok(())
         } else {
             Err(BuildError::StepFailed(outcome))
         }
     }
-}
-
-fn step_error(e: impl std::fmt::Display) -> BuildError {
-    BuildError::Step(e.to_string())
 }
