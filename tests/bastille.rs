@@ -17,7 +17,7 @@ use jbuild::digest::Digest;
 use jbuild::image::Platform;
 use jbuild::jailconf;
 use jbuild::jailfile::{self, Build, CopySource};
-use jbuild::plan::{self, BaseImage, PlanInputs, PlanOptions, StepKind};
+use jbuild::plan::{self, BaseImage, InputError, PlanInputs, PlanOptions, StepKind};
 
 fn templates() -> PathBuf {
     repo().join("tests/bastille")
@@ -60,17 +60,19 @@ struct Inputs {
 }
 
 impl PlanInputs for Inputs {
-    fn image(&self, reference: &str, _: &Platform) -> Result<BaseImage, String> {
-        Err(format!("no image `{reference}` in this test"))
+    fn image(&self, reference: &str, _: &Platform) -> Result<BaseImage, InputError> {
+        Err(InputError::user(format!(
+            "no image `{reference}` in this test"
+        )))
     }
-    fn context_sources(&self, sources: &[CopySource]) -> Result<Digest, String> {
+    fn context_sources(&self, sources: &[CopySource]) -> Result<Digest, InputError> {
         jbuild::engine::native::sources_digest(&self.context, sources, None)
-            .map_err(|e| e.to_string())
+            .map_err(InputError::user)
     }
     /// Planning only: a release's base set stands for the same digest in
     /// both plans compared (the bootstrap itself is tested in
     /// tests/freebsd_release.rs).
-    fn release(&self, release: &str, _: &Platform) -> Result<Vec<(String, Digest)>, String> {
+    fn release(&self, release: &str, _: &Platform) -> Result<Vec<(String, Digest)>, InputError> {
         Ok(vec![(
             "base.txz".into(),
             Digest::of(format!("base.txz of {release}").as_bytes()),

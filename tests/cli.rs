@@ -173,6 +173,48 @@ fn copy_from_a_stage_that_made_no_files_is_an_error() {
     );
 }
 
+/// A step that fails while it runs, not because a process it ran failed
+/// (a native edit, a `COPY --chown` owner, the working directory of a
+/// RUN), is the recipe's mistake: exit 1, at the step's line, with the
+/// cause on a `caused by:` line when the message does not already say it.
+#[test]
+fn a_step_that_cannot_be_carried_out_exits_1() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("r");
+    let mut cases = vec![
+        (
+            "FROM scratch\nSYSRC a=1\nLINE_IN_FILE \"x\" /etc\n",
+            "`/etc`",
+            false,
+        ),
+        (
+            "FROM scratch\nSYSRC a=1\nCOPY --chown=nobody Jailfile /x\n",
+            "`nobody`",
+            false,
+        ),
+    ];
+    if is_root() {
+        // Checked before anything is started: no executor needs to work.
+        cases.push((
+            "FROM scratch\nSYSRC a=1\nLINE_IN_FILE \"x\" /w\nWORKDIR /w\nRUN true\n",
+            "working directory /w",
+            true,
+        ));
+    }
+    for (i, (text, words, cause)) in cases.into_iter().enumerate() {
+        let ctx = jailfile(&t.path().join(format!("c{i}")), text);
+        let out = run(jbuild(&root).args(["build", "-t", "bad:1"]).arg(&ctx));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{text}: {err}");
+        let last = text.lines().count();
+        assert!(
+            err.contains(&format!("Jailfile:{last}:1")) && err.contains(words),
+            "{text}: {err}"
+        );
+        assert_eq!(err.contains("\n  caused by: "), cause, "{text}: {err}");
+    }
+}
+
 /// `jbuild images | head -1`, `jbuild check --repair | head`: a reader that
 /// went away ends the output, not the command (no panic, same exit code);
 /// a standard output that cannot be written (a full disk) is an error.

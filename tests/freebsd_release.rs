@@ -736,7 +736,7 @@ fn an_http_repository_is_asked_for_its_catalogue_with_head_only() {
     let third = env.pkg_repositories(abi).unwrap();
     assert_ne!(second, third);
     fs::remove_file(repo.join("packagesite.txz")).unwrap();
-    let e = env.pkg_repositories(abi).unwrap_err();
+    let e = env.pkg_repositories(abi).unwrap_err().to_string();
     assert!(e.contains("--pkg-offline"), "{e}");
     let asked = server.requests();
     assert!(

@@ -65,6 +65,16 @@ pub struct BuildArgs {
     template: super::bastille::TemplateArgs,
 }
 
+/// A failed step of a Bastille template, named at its Bastillefile line;
+/// the build error stays the cause, so its chain reaches the report.
+#[derive(Debug, thiserror::Error)]
+#[error("{at}: {source}")]
+struct AtTemplateLine {
+    at: String,
+    #[source]
+    source: engine::BuildError,
+}
+
 fn parse_build_args(raw: &[String]) -> Result<BTreeMap<String, String>, Failure> {
     let mut out = BTreeMap::new();
     for a in raw {
@@ -223,7 +233,7 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
         Failure {
             user,
             error: match at {
-                Some(at) => anyhow!("{at}: {e}"),
+                Some(at) => AtTemplateLine { at, source: e }.into(),
                 None => e.into(),
             },
         }

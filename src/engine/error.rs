@@ -1,12 +1,14 @@
 //! What can go wrong in a build, sorted into the user's mistakes (exit 1)
 //! and jbuild's or the system's faults (exit 2).
 
-use crate::exec::Outcome;
+use super::native::NativeError;
+use crate::exec::{ExecError, Outcome};
 use crate::image::export::ExportError;
 use crate::image::unpack::UnpackError;
 use crate::image::{ImageError, PullError};
 use crate::jailfile::{Diagnostic, Location};
 use crate::plan::PlanError;
+use crate::release::ReleaseError;
 use crate::snapshot::SnapshotError;
 use crate::store::StoreError;
 
@@ -16,10 +18,24 @@ pub enum BuildError {
     Jailfile(#[from] Diagnostic),
     #[error(transparent)]
     Plan(#[from] PlanError),
+    /// The build context's `.jailignore` cannot be read or used.
     #[error("build context: {0}")]
-    Context(String),
-    /// A step that could not be carried out (bad COPY source, unknown
-    /// user, a native edit that failed).
+    Context(#[source] NativeError),
+    /// A native instruction (COPY, SYSRC, SERVICE, LINE_IN_FILE, RENDER)
+    /// that failed.
+    #[error(transparent)]
+    Native(NativeError),
+    /// A step's process that could not be run at all (no executor on this
+    /// host, an unknown user, a `COPY --chown` owner not in the root).
+    #[error(transparent)]
+    Exec(#[from] ExecError),
+    /// The release of `FROM freebsd:<release>` that could not be fetched,
+    /// verified or extracted.
+    #[error(transparent)]
+    Release(#[from] ReleaseError),
+    /// A step that cannot be carried out, in the engine's own words (a
+    /// `COPY --from` stage that made no files, a jail parameter that needs
+    /// consent).
     #[error("{0}")]
     Step(String),
     /// A RUN or PKG process that ran and failed.
@@ -115,11 +131,11 @@ impl BuildError {
     /// jbuild or the system (exit code 2).
     pub fn is_user_error(&self) -> bool {
         match self {
-            BuildError::Jailfile(_)
-            | BuildError::Plan(_)
-            | BuildError::Context(_)
-            | BuildError::Step(_)
-            | BuildError::StepFailed(_) => true,
+            BuildError::Jailfile(_) | BuildError::Step(_) | BuildError::StepFailed(_) => true,
+            BuildError::Plan(e) => e.is_user_error(),
+            BuildError::Context(e) | BuildError::Native(e) => e.is_user_error(),
+            BuildError::Exec(e) => e.is_user_error(),
+            BuildError::Release(e) => e.is_user_error(),
             BuildError::Located { source, .. } => source.is_user_error(),
             BuildError::Image(e) => e.is_user_error(),
             BuildError::Unpack(e) => e.is_user_error(),

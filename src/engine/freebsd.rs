@@ -27,7 +27,7 @@ use crate::digest::Digest;
 use crate::exec::{jail_params, BindMount};
 use crate::jailfile::Op;
 use crate::plan::{Plan, StepKind};
-use crate::release::ReleaseSource;
+use crate::release::{ReleaseError, ReleaseSource};
 
 /// Where pkg(8) keeps downloaded packages in the jail.
 pub const PKG_CACHE_TARGET: &str = "/var/cache/pkg";
@@ -37,6 +37,52 @@ pub const PKG_REPOS_TARGET: &str = "/usr/local/etc/pkg/repos";
 pub const DEFAULT_PKG_REPO: &str = "https://pkg.FreeBSD.org/${ABI}/quarterly";
 
 pub use crate::image::export::{excluded_from_layers, EXCLUDED_FROM_LAYERS};
+
+/// Why the state of the package repositories, which PKG steps are keyed
+/// on, is not known.
+#[derive(Debug, thiserror::Error)]
+pub enum PkgRepoError {
+    #[error("cannot read the pkg repository directory {}: {source} (set [pkg] repos_dir or --pkg-repos to a directory of *.conf files)", dir.display())]
+    ReadDir {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("reading {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the pkg repository {url} has no packagesite.pkg (run `pkg repo` there), or use --pkg-offline")]
+    NoLocalCatalogue { url: String },
+    #[error("{source}\n  PKG steps are keyed on the repository's catalogue; build with --pkg-offline to key on the configuration only")]
+    Ask {
+        #[source]
+        source: ReleaseError,
+    },
+    /// No HTTP client could be made to ask with.
+    #[error(transparent)]
+    Client(ReleaseError),
+    #[error("the pkg repository {base} has no packagesite.pkg; check the repository url, or build with --pkg-offline")]
+    NoCatalogue { base: String },
+}
+
+impl PkgRepoError {
+    /// The repository directory and the repositories are the user's
+    /// configuration, theirs to fix (exit code 1); an HTTP client that
+    /// cannot be made is jbuild's fault.
+    pub fn is_user_error(&self) -> bool {
+        match self {
+            PkgRepoError::Ask { source } => source.is_user_error(),
+            PkgRepoError::Client(_) => false,
+            PkgRepoError::ReadDir { .. }
+            | PkgRepoError::Read { .. }
+            | PkgRepoError::NoLocalCatalogue { .. }
+            | PkgRepoError::NoCatalogue { .. } => true,
+        }
+    }
+}
 
 /// FreeBSD settings of a build (from the configuration file and flags).
 #[derive(Debug, Clone, Default)]
@@ -77,7 +123,7 @@ impl FreeBsdEnv {
     }
 
     /// What PKG steps are keyed on besides the root (see the module docs).
-    pub fn pkg_repositories(&self, abi: Option<&str>) -> Result<String, String> {
+    pub fn pkg_repositories(&self, abi: Option<&str>) -> Result<String, PkgRepoError> {
         let mut out = String::new();
         let mut urls = Vec::new();
         match &self.pkg_repos_dir {
@@ -120,22 +166,25 @@ impl FreeBsdEnv {
 }
 
 /// The `*.conf` files of a repository directory, by name.
-fn repo_files(dir: &Path) -> Result<BTreeMap<String, String>, String> {
-    let entries = fs::read_dir(dir).map_err(|e| {
-        format!(
-            "cannot read the pkg repository directory {}: {e} (set [pkg] repos_dir or --pkg-repos to a directory of *.conf files)",
-            dir.display()
-        )
+fn repo_files(dir: &Path) -> Result<BTreeMap<String, String>, PkgRepoError> {
+    let entries = fs::read_dir(dir).map_err(|source| PkgRepoError::ReadDir {
+        dir: dir.to_path_buf(),
+        source,
     })?;
     let mut files = BTreeMap::new();
     for entry in entries {
-        let entry = entry.map_err(|e| format!("reading {}: {e}", dir.display()))?;
+        let entry = entry.map_err(|source| PkgRepoError::Read {
+            path: dir.to_path_buf(),
+            source,
+        })?;
         let name = entry.file_name().to_string_lossy().into_owned();
         if !name.ends_with(".conf") {
             continue;
         }
-        let text = fs::read_to_string(entry.path())
-            .map_err(|e| format!("reading {}: {e}", entry.path().display()))?;
+        let text = fs::read_to_string(entry.path()).map_err(|source| PkgRepoError::Read {
+            path: entry.path(),
+            source,
+        })?;
         files.insert(name, text);
     }
     Ok(files)
@@ -174,7 +223,7 @@ fn repo_urls(text: &str) -> Vec<String> {
 fn catalogue_identity(
     url: &str,
     http: &mut Option<crate::release::fetch::Http>,
-) -> Result<String, String> {
+) -> Result<String, PkgRepoError> {
     let base = url
         .strip_prefix("pkg+")
         .unwrap_or(url)
@@ -186,20 +235,21 @@ fn catalogue_identity(
                 Ok(f) => {
                     let mut r = crate::digest::HashingReader::new(f);
                     std::io::copy(&mut r, &mut std::io::sink())
-                        .map_err(|e| format!("reading {}: {e}", p.display()))?;
+                        .map_err(|source| PkgRepoError::Read { path: p, source })?;
                     let (d, _, _): (Digest, _, _) = r.finish();
                     return Ok(format!("content {d}"));
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(format!("reading {}: {e}", p.display())),
+                Err(source) => return Err(PkgRepoError::Read { path: p, source }),
             }
         }
-        return Err(format!(
-            "the pkg repository {url} has no packagesite.pkg (run `pkg repo` there), or use --pkg-offline"
-        ));
+        return Err(PkgRepoError::NoLocalCatalogue {
+            url: url.to_string(),
+        });
     }
     if http.is_none() {
-        *http = Some(crate::release::fetch::Http::new().map_err(|e| e.to_string())?);
+        let made = crate::release::fetch::Http::new().map_err(PkgRepoError::Client)?;
+        *http = Some(made);
     }
     let h = http.as_ref().expect("made above");
     for name in ["packagesite.pkg", "packagesite.txz"] {
@@ -207,16 +257,12 @@ fn catalogue_identity(
         match h.head_identity(&file) {
             Ok(Some(id)) => return Ok(id),
             Ok(None) => continue,
-            Err(e) => {
-                return Err(format!(
-                    "{e}\n  PKG steps are keyed on the repository's catalogue; build with --pkg-offline to key on the configuration only"
-                ))
-            }
+            Err(source) => return Err(PkgRepoError::Ask { source }),
         }
     }
-    Err(format!(
-        "the pkg repository {base} has no packagesite.pkg; check the repository url, or build with --pkg-offline"
-    ))
+    Err(PkgRepoError::NoCatalogue {
+        base: base.to_string(),
+    })
 }
 
 /// The recipe's jail parameters that apply to a build step's jail. `JAIL`
@@ -386,7 +432,7 @@ mod tests {
         );
 
         env.pkg_offline = false;
-        let e = env.pkg_repositories(abi).unwrap_err();
+        let e = env.pkg_repositories(abi).unwrap_err().to_string();
         assert!(
             e.contains("packagesite.pkg") && e.contains("--pkg-offline"),
             "{e}"

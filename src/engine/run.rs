@@ -21,8 +21,8 @@ use crate::image::{
 use crate::jailfile::{self, CopyFrom, CopySource, Op};
 use crate::layer::Compression;
 use crate::plan::{
-    self, BaseImage, ExecContext, Plan, PlanInputs, PlanOptions, PlannedBase, PlannedStage,
-    StepKind,
+    self, BaseImage, ExecContext, InputError, Plan, PlanInputs, PlanOptions, PlannedBase,
+    PlannedStage, StepKind,
 };
 use crate::report::{Level, Reporter, StepInfo, StepResult};
 use crate::snapshot::{label, Labels, SnapshotError, Snapshotter};
@@ -177,27 +177,34 @@ impl Inputs<'_> {
 }
 
 impl PlanInputs for Inputs<'_> {
-    fn image(&self, reference: &str, platform: &Platform) -> Result<BaseImage, String> {
+    fn image(&self, reference: &str, platform: &Platform) -> Result<BaseImage, InputError> {
         let img = self
             .load(reference, platform)
-            .map_err(|e| crate::report::error_chain(&e))?;
+            .map_err(|e| InputError::new(e.is_user_error(), e))?;
         Ok(BaseImage {
             manifest: img.manifest_digest,
             config: img.config,
         })
     }
 
-    fn context_sources(&self, sources: &[CopySource]) -> Result<Digest, String> {
-        native::sources_digest(self.context, sources, self.ignore).map_err(|e| e.to_string())
+    fn context_sources(&self, sources: &[CopySource]) -> Result<Digest, InputError> {
+        native::sources_digest(self.context, sources, self.ignore)
+            .map_err(|e| InputError::new(e.is_user_error(), e))
     }
 
-    fn release(&self, release: &str, platform: &Platform) -> Result<Vec<(String, Digest)>, String> {
+    fn release(
+        &self,
+        release: &str,
+        platform: &Platform,
+    ) -> Result<Vec<(String, Digest)>, InputError> {
         let source = self.freebsd.release.as_ref().ok_or_else(|| {
-            format!("FROM freebsd:{release} needs a release mirror, which this build was not given")
+            InputError::user(format!(
+                "FROM freebsd:{release} needs a release mirror, which this build was not given"
+            ))
         })?;
         let r = source
             .resolve(release, platform)
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| InputError::new(e.is_user_error(), e))?;
         let sets = r
             .sets
             .iter()
@@ -209,12 +216,15 @@ impl PlanInputs for Inputs<'_> {
         Ok(sets)
     }
 
-    fn pkg_repositories(&self, abi: Option<&str>) -> Result<String, String> {
+    fn pkg_repositories(&self, abi: Option<&str>) -> Result<String, InputError> {
         let k = abi.map(str::to_string);
         if let Some(v) = self.pkg_repos.borrow().get(&k) {
             return Ok(v.clone());
         }
-        let v = self.freebsd.pkg_repositories(abi)?;
+        let v = self
+            .freebsd
+            .pkg_repositories(abi)
+            .map_err(|e| InputError::new(e.is_user_error(), e))?;
         self.pkg_repos.borrow_mut().insert(k, v.clone());
         Ok(v)
     }
@@ -252,7 +262,7 @@ pub fn build_text(
             &format!("build argument `{name}` was given but no ARG uses it"),
         );
     }
-    let ignore = Ignore::load(&opts.context).map_err(|e| BuildError::Context(e.to_string()))?;
+    let ignore = Ignore::load(&opts.context).map_err(BuildError::Context)?;
     let inputs = Inputs {
         store: env.store,
         env,
@@ -495,7 +505,6 @@ impl Run<'_, '_> {
             .get(&format!("{release}|{platform}"))
             .cloned()
             .expect("the planner resolved the release");
-        let rel_err = |e: crate::release::ReleaseError| BuildError::Step(e.to_string());
         let missing: Vec<&str> = rel
             .sets
             .iter()
@@ -512,14 +521,14 @@ impl Run<'_, '_> {
                 ),
             );
         }
-        rel.fetch(self.env.reporter).map_err(rel_err)?;
+        rel.fetch(self.env.reporter)?;
         let id = format!("extract-{release}");
         self.env
             .reporter
             .transfer_start(&id, &format!("extracting FreeBSD {release}"), None);
         let active = SnapshotName::active();
         let root = self.env.snapshotter.prepare(&active, None)?;
-        let made = rel.extract(&root).map_err(rel_err).and_then(|()| {
+        let made = rel.extract(&root).map_err(BuildError::from).and_then(|()| {
             let labels: Labels = [(label::KEY.to_string(), key.to_string())].into();
             match self.env.snapshotter.commit(name, &active, &labels) {
                 Err(SnapshotError::AlreadyExists(_)) => self
@@ -571,10 +580,7 @@ impl Run<'_, '_> {
                 chmod,
             } => {
                 let owner = match chown {
-                    Some(spec) => Some(
-                        exec::user::resolve_owner(root, spec)
-                            .map_err(|e| BuildError::Step(e.to_string()))?,
-                    ),
+                    Some(spec) => Some(exec::user::resolve_owner(root, spec)?),
                     None => None,
                 };
                 let copy_opts = CopyOptions {
@@ -620,7 +626,7 @@ impl Run<'_, '_> {
                     &copy_opts,
                 )
                 .map(drop)
-                .map_err(step_error)
+                .map_err(BuildError::Native)
             }
             Op::Sysrc {
                 file,
@@ -629,16 +635,16 @@ impl Run<'_, '_> {
                 value,
             } => native::sysrc(root, file, name, *op, value)
                 .map(drop)
-                .map_err(step_error),
+                .map_err(BuildError::Native),
             Op::Service { name, enable } => native::service(root, name, *enable)
                 .map(drop)
-                .map_err(step_error),
+                .map_err(BuildError::Native),
             Op::LineInFile { line, file } => native::line_in_file(root, line, file)
                 .map(drop)
-                .map_err(step_error),
+                .map_err(BuildError::Native),
             Op::Render { path, vars } => native::render(root, path, vars)
                 .map(drop)
-                .map_err(step_error),
+                .map_err(BuildError::Native),
             // Metadata instructions have no StepKind::Layer and never get here.
             _ => Ok(()),
         }
@@ -684,23 +690,14 @@ impl Run<'_, '_> {
             jail_params: freebsd::build_jail_params(&ctx.jail),
             mounts,
         };
-        let executor = self
-            .env
-            .executor()
-            .map_err(|e| BuildError::Step(e.to_string()))?;
+        let executor = self.env.executor()?;
         let reporter = self.env.reporter;
         let mut sink = |stream, line: &[u8]| reporter.step_output(info, stream, line);
-        let outcome = executor
-            .run(root, &spec, &mut sink)
-            .map_err(|e| BuildError::Step(e.to_string()))?;
+        let outcome = executor.run(root, &spec, &mut sink)?;
         if outcome.success() {
             Ok(())
         } else {
             Err(BuildError::StepFailed(outcome))
         }
     }
-}
-
-fn step_error(e: impl std::fmt::Display) -> BuildError {
-    BuildError::Step(e.to_string())
 }

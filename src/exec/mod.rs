@@ -136,6 +136,39 @@ pub enum ExecError {
     Invalid(String),
 }
 
+impl ExecError {
+    /// Whether the recipe or the way jbuild was started is at fault (exit
+    /// code 1): an unknown user or group, a spec that cannot be run, a
+    /// host or privileges that cannot run steps, and a file operation that
+    /// failed on a path in the root (a WORKDIR that is a file, a mount
+    /// point in the way). Other I/O errors are the system's.
+    pub fn is_user_error(&self) -> bool {
+        match self {
+            ExecError::Spawn { .. }
+            | ExecError::UnknownUser(_)
+            | ExecError::UnknownGroup(_)
+            | ExecError::Unsupported(_)
+            | ExecError::Invalid(_) => true,
+            ExecError::Io { source, .. } => {
+                use std::io::ErrorKind as K;
+                matches!(
+                    source.kind(),
+                    K::NotFound
+                        | K::AlreadyExists
+                        | K::NotADirectory
+                        | K::IsADirectory
+                        | K::DirectoryNotEmpty
+                        | K::InvalidInput
+                        | K::PermissionDenied
+                ) || matches!(
+                    source.raw_os_error(),
+                    Some(libc::ELOOP | libc::ENAMETOOLONG)
+                )
+            }
+        }
+    }
+}
+
 /// Runs one step's process confined to a root. See the module docs.
 pub trait Executor: Send + Sync {
     /// A short name for messages (`linux-namespaces`, `jail`).

@@ -23,8 +23,11 @@ pub mod key;
 pub mod state;
 
 use std::collections::BTreeSet;
+use std::error::Error;
+use std::fmt;
 
 use crate::digest::Digest;
+use crate::image::platform::BadPlatform;
 use crate::image::Platform;
 use crate::jailfile::{Base, Build, CopyFrom, CopySource, Location, Op, Step};
 use key::KeyEncoder;
@@ -34,23 +37,27 @@ pub use state::ImageState;
 pub trait PlanInputs {
     /// The manifest digest and config of an image named in FROM or
     /// `COPY --from`, for `platform`.
-    fn image(&self, reference: &str, platform: &Platform) -> Result<BaseImage, String>;
+    fn image(&self, reference: &str, platform: &Platform) -> Result<BaseImage, InputError>;
     /// The content digest of what a COPY from the build context reads.
-    fn context_sources(&self, sources: &[CopySource]) -> Result<Digest, String>;
+    fn context_sources(&self, sources: &[CopySource]) -> Result<Digest, InputError>;
     /// The distribution sets `FROM freebsd:<release>` is made of, as
     /// `(name, sha256)` from the release's verified MANIFEST, in
     /// extraction order.
-    fn release(&self, release: &str, platform: &Platform) -> Result<Vec<(String, Digest)>, String> {
+    fn release(
+        &self,
+        release: &str,
+        platform: &Platform,
+    ) -> Result<Vec<(String, Digest)>, InputError> {
         let _ = platform;
-        Err(format!(
+        Err(InputError::user(format!(
             "FROM freebsd:{release} needs a release mirror, which this build was not given"
-        ))
+        )))
     }
     /// What PKG steps depend on besides the root: the repository
     /// configuration and the state of the repositories' catalogues (see
     /// `build::pkg`). `abi` is `FreeBSD:14:amd64` when the stage's release
     /// is known.
-    fn pkg_repositories(&self, abi: Option<&str>) -> Result<String, String> {
+    fn pkg_repositories(&self, abi: Option<&str>) -> Result<String, InputError> {
         let _ = abi;
         Ok("unknown".into())
     }
@@ -103,11 +110,102 @@ pub struct PlanOptions {
     pub no_cache_nonce: Option<String>,
 }
 
+/// Why a [`PlanInputs`] question had no answer: the error itself, kept
+/// whole as the cause (the report shows its chain; the CLI looks in it for
+/// a full disk), and whether the user can fix it (a name, a context file,
+/// a release) or it is a fault of jbuild or the system.
+pub struct InputError {
+    user: bool,
+    error: Box<dyn Error + Send + Sync>,
+}
+
+impl InputError {
+    pub fn new(user: bool, error: impl Into<Box<dyn Error + Send + Sync>>) -> Self {
+        InputError {
+            user,
+            error: error.into(),
+        }
+    }
+
+    /// The user's to fix: exit code 1. A `String` makes a plain message.
+    pub fn user(error: impl Into<Box<dyn Error + Send + Sync>>) -> Self {
+        InputError::new(true, error)
+    }
+
+    /// jbuild's or the system's fault: exit code 2.
+    pub fn internal(error: impl Into<Box<dyn Error + Send + Sync>>) -> Self {
+        InputError::new(false, error)
+    }
+
+    pub fn is_user_error(&self) -> bool {
+        self.user
+    }
+
+    /// The error the input gave.
+    pub fn get_ref(&self) -> &(dyn Error + Send + Sync + 'static) {
+        &*self.error
+    }
+}
+
+impl fmt::Debug for InputError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("InputError")
+            .field("user", &self.user)
+            .field("error", &self.error)
+            .finish()
+    }
+}
+
+/// Shows the input's error as it is; its cause is that error, so the
+/// chain keeps every type in it.
+impl fmt::Display for InputError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+impl Error for InputError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        Some(&*self.error)
+    }
+}
+
+/// A plan that cannot be made, at the Jailfile line it is about.
 #[derive(Debug, thiserror::Error)]
-#[error("{location}: {message}")]
+#[error("{location}: {kind}")]
 pub struct PlanError {
     pub location: Location,
-    pub message: String,
+    #[source]
+    pub kind: PlanErrorKind,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PlanErrorKind {
+    #[error("the Jailfile has no FROM line")]
+    NoFrom,
+    #[error(transparent)]
+    Platform(#[from] BadPlatform),
+    #[error("stage {0} is not built before this one")]
+    StageNotBuilt(usize),
+    #[error("COPY --from stage {0} is not built before this one")]
+    CopyFromNotBuilt(usize),
+    /// A question to [`PlanInputs`] that had no answer.
+    #[error(transparent)]
+    Input(#[from] InputError),
+}
+
+impl PlanError {
+    /// Whether the user can fix this (exit code 1): always, but for an
+    /// input that failed by a fault of jbuild or the system.
+    pub fn is_user_error(&self) -> bool {
+        match &self.kind {
+            PlanErrorKind::Input(e) => e.is_user_error(),
+            PlanErrorKind::NoFrom
+            | PlanErrorKind::Platform(_)
+            | PlanErrorKind::StageNotBuilt(_)
+            | PlanErrorKind::CopyFromNotBuilt(_) => true,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -235,20 +333,20 @@ pub fn plan(build: &Build, inputs: &dyn PlanInputs, opts: &PlanOptions) -> Resul
                 line: 1,
                 column: 1,
             },
-            message: "the Jailfile has no FROM line".into(),
+            kind: PlanErrorKind::NoFrom,
         });
     }
     let needed = needed_stages(build);
     let mut stages: Vec<PlannedStage> = Vec::new();
     let mut number = 0;
     for stage in build.stages.iter().filter(|s| needed.contains(&s.index)) {
-        let err = |message: String| PlanError {
+        let err = |kind: PlanErrorKind| PlanError {
             location: stage.location.clone(),
-            message,
+            kind,
         };
         let platform = match (&opts.platform, &stage.platform) {
             (Some(p), _) => Some(p.clone()),
-            (None, Some(p)) => Some(Platform::parse(p).map_err(|e| err(e.to_string()))?),
+            (None, Some(p)) => Some(Platform::parse(p).map_err(|e| err(e.into()))?),
             (None, None) => None,
         };
         let (base, base_state, base_identity) = match &stage.base {
@@ -262,7 +360,7 @@ pub fn plan(build: &Build, inputs: &dyn PlanInputs, opts: &PlanOptions) -> Resul
             }
             Base::FreeBsdRelease(rel) => {
                 let p = platform.unwrap_or_else(Platform::default_for_host);
-                let sets = inputs.release(rel, &p).map_err(err)?;
+                let sets = inputs.release(rel, &p).map_err(|e| err(e.into()))?;
                 let mut e = KeyEncoder::new();
                 e.str("base", "freebsd-release")
                     .str("release", rel)
@@ -290,7 +388,7 @@ pub fn plan(build: &Build, inputs: &dyn PlanInputs, opts: &PlanOptions) -> Resul
             }
             Base::Image(reference) => {
                 let p = platform.unwrap_or_else(Platform::default_for_host);
-                let img = inputs.image(reference, &p).map_err(err)?;
+                let img = inputs.image(reference, &p).map_err(|e| err(e.into()))?;
                 let id = KeyEncoder::new()
                     .str("base", "image")
                     .str("manifest", &img.manifest.to_string())
@@ -309,7 +407,7 @@ pub fn plan(build: &Build, inputs: &dyn PlanInputs, opts: &PlanOptions) -> Resul
                 let parent = stages
                     .iter()
                     .find(|s| s.index == *i)
-                    .ok_or_else(|| err(format!("stage {i} is not built before this one")))?;
+                    .ok_or_else(|| err(PlanErrorKind::StageNotBuilt(*i)))?;
                 let mut state = parent.state.clone();
                 if let Some(p) = platform {
                     state.platform = p;
@@ -351,9 +449,9 @@ pub fn plan(build: &Build, inputs: &dyn PlanInputs, opts: &PlanOptions) -> Resul
                     inputs,
                     opts,
                 )
-                .map_err(|message| PlanError {
+                .map_err(|kind| PlanError {
                     location: step.location.clone(),
-                    message,
+                    kind,
                 })?;
                 identity = key.clone();
                 let parent = top_key.replace(key.clone());
@@ -402,7 +500,7 @@ fn step_key(
     done: &[PlannedStage],
     inputs: &dyn PlanInputs,
     opts: &PlanOptions,
-) -> Result<Digest, String> {
+) -> Result<Digest, PlanErrorKind> {
     let mut e = KeyEncoder::new();
     e.str("parent", &parent.to_string());
     key::encode_op(&mut e, &step.op);
@@ -440,9 +538,10 @@ fn step_key(
             let digest = match from {
                 None => inputs.context_sources(sources)?,
                 Some(CopyFrom::Stage(i)) => {
-                    let s = done.iter().find(|s| s.index == *i).ok_or_else(|| {
-                        format!("COPY --from stage {i} is not built before this one")
-                    })?;
+                    let s = done
+                        .iter()
+                        .find(|s| s.index == *i)
+                        .ok_or(PlanErrorKind::CopyFromNotBuilt(*i))?;
                     s.top_identity.clone()
                 }
                 Some(CopyFrom::Image(r)) => {

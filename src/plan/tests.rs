@@ -15,7 +15,7 @@ struct Fake {
 }
 
 impl PlanInputs for Fake {
-    fn image(&self, reference: &str, _: &Platform) -> Result<BaseImage, String> {
+    fn image(&self, reference: &str, _: &Platform) -> Result<BaseImage, InputError> {
         let config: oci_spec::image::ImageConfiguration = serde_json::from_str(
             r#"{"architecture":"amd64","os":"freebsd","config":{"Env":["PATH=/bin"],"Cmd":["/bin/sh"]},"rootfs":{"type":"layers","diff_ids":[]}}"#,
         )
@@ -25,13 +25,13 @@ impl PlanInputs for Fake {
             config,
         })
     }
-    fn context_sources(&self, _: &[CopySource]) -> Result<Digest, String> {
+    fn context_sources(&self, _: &[CopySource]) -> Result<Digest, InputError> {
         Ok(self.context.borrow().clone())
     }
-    fn release(&self, _: &str, _: &Platform) -> Result<Vec<(String, Digest)>, String> {
+    fn release(&self, _: &str, _: &Platform) -> Result<Vec<(String, Digest)>, InputError> {
         Ok(self.sets.borrow().clone())
     }
-    fn pkg_repositories(&self, abi: Option<&str>) -> Result<String, String> {
+    fn pkg_repositories(&self, abi: Option<&str>) -> Result<String, InputError> {
         self.abis.borrow_mut().push(abi.map(str::to_string));
         Ok(self.repos.borrow().clone())
     }
@@ -393,4 +393,66 @@ fn freebsd_versions_of_releases() {
     assert_eq!(v("13.5-RELEASE", "amd64").osversion, 1_305_000);
     assert_eq!(v("15.0-CURRENT", "riscv64").osversion, 1_500_000);
     assert_eq!(FreeBsdVersion::of_release("latest", "amd64"), None);
+}
+
+/// Inputs that fail: COPY's context as the system's fault, images as the
+/// user's, with a cause below the error they give.
+struct Failing;
+
+#[derive(Debug, thiserror::Error)]
+#[error("cannot read `site/index.html`")]
+struct Unreadable(#[source] std::io::Error);
+
+impl PlanInputs for Failing {
+    fn image(&self, reference: &str, _: &Platform) -> Result<BaseImage, InputError> {
+        Err(InputError::user(format!("no image `{reference}`")))
+    }
+    fn context_sources(&self, _: &[CopySource]) -> Result<Digest, InputError> {
+        let io = std::io::Error::from_raw_os_error(libc::EIO);
+        Err(InputError::internal(Unreadable(io)))
+    }
+}
+
+/// An error and its causes, outermost first.
+fn chain<'a>(
+    e: &'a (dyn std::error::Error + 'static),
+) -> Vec<&'a (dyn std::error::Error + 'static)> {
+    let mut v = vec![e];
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        v.push(c);
+        cur = c.source();
+    }
+    v
+}
+
+#[test]
+fn an_input_error_is_located_and_keeps_its_cause_and_its_kind() {
+    let e = plan(
+        &build(vec![step(2, "COPY site /www/", copy())]),
+        &Failing,
+        &amd64(),
+    )
+    .unwrap_err();
+    assert_eq!(e.to_string(), "Jailfile:2:1: cannot read `site/index.html`");
+    assert!(!e.is_user_error());
+    let causes = chain(&e);
+    let io = causes
+        .iter()
+        .find_map(|c| c.downcast_ref::<std::io::Error>());
+    assert_eq!(
+        io.and_then(|e| e.raw_os_error()),
+        Some(libc::EIO),
+        "the I/O error is a cause: {causes:?}"
+    );
+
+    let mut b = build(vec![]);
+    b.stages[0].base = Base::Image("web:1".into());
+    let e = plan(&b, &Failing, &amd64()).unwrap_err();
+    assert_eq!(e.to_string(), "Jailfile:1:1: no image `web:1`");
+    assert!(e.is_user_error());
+
+    let e = plan(&release_build("14.3-RELEASE", vec![]), &Failing, &amd64()).unwrap_err();
+    assert!(e.to_string().contains("needs a release mirror"), "{e}");
+    assert!(e.is_user_error());
 }

@@ -72,6 +72,20 @@ pub enum ReleaseError {
 }
 
 impl ReleaseError {
+    /// Whether the user can fix it (exit code 1): the release name, the
+    /// platform, the sets asked for, the mirror (unreachable, broken, or
+    /// serving sets that do not match or are refused). A file of the
+    /// release cache that cannot be read or written is the system's fault.
+    pub fn is_user_error(&self) -> bool {
+        match self {
+            ReleaseError::Http { .. }
+            | ReleaseError::Mismatch { .. }
+            | ReleaseError::Invalid(_)
+            | ReleaseError::Extract { .. } => true,
+            ReleaseError::Io { .. } => false,
+        }
+    }
+
     fn io(path: &Path) -> impl FnOnce(io::Error) -> ReleaseError + '_ {
         move |source| ReleaseError::Io {
             path: path.to_path_buf(),

@@ -115,6 +115,28 @@ fn origin_suffix(origin: &Option<PathBuf>) -> String {
 }
 
 impl NativeError {
+    /// Whether the recipe, the build context or the root it edits is at
+    /// fault (exit code 1): every refusal, and a file operation that failed
+    /// on a path (missing, in the way, a loop, not readable). Other
+    /// filesystem errors (a failing disk, a read-only filesystem) are the
+    /// system's.
+    pub fn is_user_error(&self) -> bool {
+        match self {
+            NativeError::Io { source, .. } => path_at_fault(source),
+            NativeError::InvalidName { .. }
+            | NativeError::InvalidService { .. }
+            | NativeError::InvalidValue { .. }
+            | NativeError::Syntax { .. }
+            | NativeError::NotLiteral { .. }
+            | NativeError::SourceNotFound { .. }
+            | NativeError::SourceEscapes { .. }
+            | NativeError::BadPattern { .. }
+            | NativeError::UnsupportedFile { .. }
+            | NativeError::InvalidInlineName { .. }
+            | NativeError::Conflict { .. } => true,
+        }
+    }
+
     pub(crate) fn io(
         action: &'static str,
         path: impl Into<PathBuf>,
@@ -126,6 +148,22 @@ impl NativeError {
             source,
         }
     }
+}
+
+/// Whether an I/O error says something about the path it was about
+/// rather than about the system.
+fn path_at_fault(e: &io::Error) -> bool {
+    use io::ErrorKind as K;
+    matches!(
+        e.kind(),
+        K::NotFound
+            | K::AlreadyExists
+            | K::NotADirectory
+            | K::IsADirectory
+            | K::DirectoryNotEmpty
+            | K::InvalidInput
+            | K::PermissionDenied
+    ) || matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENAMETOOLONG))
 }
 
 /// `[A-Za-z_][A-Za-z0-9_]*`: a shell variable name, which is what an
