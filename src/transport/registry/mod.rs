@@ -51,8 +51,8 @@ pub use retry::RetryPolicy;
 use self::blob::{file_stream, restart, CHUNK};
 use self::conn::{Conn, Failed};
 use super::{
-    check_bytes, digest_of, BlobOrigin, ManifestRole, Progress, Transport, TransportError,
-    MAX_MANIFEST_SIZE,
+    check_bytes, digest_of, BlobMounts, BlobOrigin, ManifestRole, Progress, Transport,
+    TransportError, MAX_MANIFEST_SIZE,
 };
 use crate::digest::Digest;
 pub use blob::range_start;
@@ -499,47 +499,6 @@ impl Transport for RegistryTransport {
         result
     }
 
-    fn origins(&self, _desc: &Descriptor) -> Vec<BlobOrigin> {
-        vec![BlobOrigin {
-            registry: self.reference.registry.clone(),
-            repository: self.reference.repository.clone(),
-        }]
-    }
-
-    async fn mount_blob(
-        &self,
-        desc: &Descriptor,
-        from: &BlobOrigin,
-    ) -> Result<bool, TransportError> {
-        if from.registry != self.reference.registry || from.repository == self.reference.repository
-        {
-            return Ok(false);
-        }
-        let c = self.conn().await?;
-        let what = format!("mount blob {} from {}", desc.digest(), from.repository);
-        let mut url = reqwest::Url::parse(&c.url("blobs", "uploads/")).map_err(|e| {
-            TransportError::Registry {
-                location: self.location(),
-                message: format!("{what}: {e}"),
-                user: false,
-            }
-        })?;
-        url.query_pairs_mut()
-            .append_pair("mount", desc.digest().as_ref())
-            .append_pair("from", &from.repository);
-        let resp = c
-            .send(RegistryOperation::Push, &what, |h| h.post(url.clone()))
-            .await?;
-        match resp.status() {
-            StatusCode::CREATED => Ok(true),
-            // 202: the registry started an upload instead; upload.
-            status => {
-                tracing::debug!(%status, "cross-repository mount refused; uploading");
-                Ok(false)
-            }
-        }
-    }
-
     async fn push_manifest(
         &self,
         bytes: &[u8],
@@ -590,6 +549,54 @@ impl Transport for RegistryTransport {
 
     async fn finish(&self) -> Result<(), TransportError> {
         Ok(())
+    }
+
+    fn mounts(&self) -> Option<&dyn BlobMounts> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl BlobMounts for RegistryTransport {
+    fn origin(&self) -> BlobOrigin {
+        BlobOrigin {
+            registry: self.reference.registry.clone(),
+            repository: self.reference.repository.clone(),
+        }
+    }
+
+    async fn mount_blob(
+        &self,
+        desc: &Descriptor,
+        from: &BlobOrigin,
+    ) -> Result<bool, TransportError> {
+        if from.registry != self.reference.registry || from.repository == self.reference.repository
+        {
+            return Ok(false);
+        }
+        let c = self.conn().await?;
+        let what = format!("mount blob {} from {}", desc.digest(), from.repository);
+        let mut url = reqwest::Url::parse(&c.url("blobs", "uploads/")).map_err(|e| {
+            TransportError::Registry {
+                location: self.location(),
+                message: format!("{what}: {e}"),
+                user: false,
+            }
+        })?;
+        url.query_pairs_mut()
+            .append_pair("mount", desc.digest().as_ref())
+            .append_pair("from", &from.repository);
+        let resp = c
+            .send(RegistryOperation::Push, &what, |h| h.post(url.clone()))
+            .await?;
+        match resp.status() {
+            StatusCode::CREATED => Ok(true),
+            // 202: the registry started an upload instead; upload.
+            status => {
+                tracing::debug!(%status, "cross-repository mount refused; uploading");
+                Ok(false)
+            }
+        }
     }
 }
 
