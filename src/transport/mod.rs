@@ -31,8 +31,9 @@
 //! parsed into [`Digest`], which only has hex digits to offer.
 //!
 //! Blobs go file to file, so memory stays bounded whatever their size;
-//! manifests are read whole but never beyond [`MAX_MANIFEST_SIZE`]. File
-//! work runs in `spawn_blocking`, off the async runtime.
+//! manifests are read whole but never beyond
+//! [`MAX_DOCUMENT`](crate::image::MAX_DOCUMENT). File work runs in
+//! `spawn_blocking`, off the async runtime.
 
 mod ability;
 mod archive;
@@ -53,7 +54,6 @@ pub use layout::LayoutTransport;
 pub use registry::{RegistryOptions, RegistryPuller, RegistryRef, RegistryTransport};
 
 use crate::digest::{Digest, HashingWriter};
-pub use crate::image::MAX_DOCUMENT as MAX_MANIFEST_SIZE;
 use crate::store::{descriptor_digest, StoreError};
 
 /// Told the number of bytes of a blob moved so far, as they move.
@@ -82,7 +82,8 @@ pub trait Transport: Send + Sync {
     async fn resolve(&self, reference: &str) -> Result<Descriptor, TransportError>;
 
     /// The bytes of the manifest or index `desc` describes, checked against
-    /// its size and digest; refused beyond [`MAX_MANIFEST_SIZE`].
+    /// its size and digest; refused beyond
+    /// [`MAX_DOCUMENT`](crate::image::MAX_DOCUMENT).
     async fn fetch_manifest(&self, desc: &Descriptor) -> Result<Vec<u8>, TransportError>;
 
     /// Whether the location already has the blob (so a copy can skip it).
@@ -143,8 +144,6 @@ pub trait Transport: Send + Sync {
 pub enum TransportError {
     #[error("`{0}` is not a location jbuild knows: use oci:DIR[:REF], oci-archive:FILE[:REF] or docker://NAME")]
     InvalidLocation(String),
-    #[error("{0}")]
-    Unsupported(String),
     #[error("{location}: no image `{reference}`")]
     NotFound { location: String, reference: String },
     #[error("{location}: {what} does not match its descriptor: expected {expected}, got {actual}")]
@@ -175,8 +174,8 @@ pub enum TransportError {
         #[source]
         source: io::Error,
     },
-    #[error("a background task failed: {0}")]
-    Task(String),
+    #[error("a background task failed")]
+    Task(#[source] tokio::task::JoinError),
     /// A registry refused a manifest because a blob it names is not there,
     /// although jbuild had found or uploaded it: another upload of the same
     /// blob raced this one (Distribution 2.8 can lose the repository's link
@@ -219,7 +218,6 @@ impl TransportError {
     pub fn is_user_error(&self) -> bool {
         match self {
             TransportError::InvalidLocation(_)
-            | TransportError::Unsupported(_)
             | TransportError::NotFound { .. }
             | TransportError::Mismatch { .. }
             | TransportError::TooLarge { .. }
@@ -310,7 +308,7 @@ async fn blocking<T: Send + 'static>(
 ) -> Result<T, TransportError> {
     tokio::task::spawn_blocking(f)
         .await
-        .map_err(|e| TransportError::Task(e.to_string()))?
+        .map_err(TransportError::Task)?
 }
 
 /// The digest of `desc`, or why it cannot be used.

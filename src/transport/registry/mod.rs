@@ -52,9 +52,10 @@ use self::blob::{file_stream, restart, CHUNK};
 use self::conn::{Conn, Failed};
 use super::{
     check_bytes, digest_of, BlobMounts, BlobOrigin, ManifestRole, Progress, Transport,
-    TransportError, MAX_MANIFEST_SIZE,
+    TransportError,
 };
 use crate::digest::Digest;
+use crate::image::MAX_DOCUMENT;
 pub use blob::range_start;
 pub use body::{head_of_body, read_capped};
 pub use endpoint::{reach, Endpoint};
@@ -126,9 +127,9 @@ impl RegistryTransport {
             location: self.location(),
             what: format!("manifest `{reference}`"),
             size,
-            max: MAX_MANIFEST_SIZE,
+            max: MAX_DOCUMENT,
         };
-        if let Some(n) = resp.content_length().filter(|n| *n > MAX_MANIFEST_SIZE) {
+        if let Some(n) = resp.content_length().filter(|n| *n > MAX_DOCUMENT) {
             return Err(too_large(n));
         }
         let content_type = resp
@@ -145,7 +146,7 @@ impl RegistryTransport {
                 user: false,
             })?;
             body.extend_from_slice(&chunk);
-            if body.len() as u64 > MAX_MANIFEST_SIZE {
+            if body.len() as u64 > MAX_DOCUMENT {
                 return Err(too_large(body.len() as u64));
             }
         }
@@ -305,12 +306,12 @@ impl Transport for RegistryTransport {
     }
 
     async fn fetch_manifest(&self, desc: &Descriptor) -> Result<Vec<u8>, TransportError> {
-        if desc.size() > MAX_MANIFEST_SIZE {
+        if desc.size() > MAX_DOCUMENT {
             return Err(TransportError::TooLarge {
                 location: self.location(),
                 what: format!("manifest {}", desc.digest()),
                 size: desc.size(),
-                max: MAX_MANIFEST_SIZE,
+                max: MAX_DOCUMENT,
             });
         }
         let digest = digest_of(desc, &self.location())?;
