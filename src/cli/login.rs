@@ -9,6 +9,7 @@ use serde_json::json;
 
 use jbuild::keychain::{canonical_registry, Credential, DefaultKeychain, Secret};
 use jbuild::transport::registry::{reach, verify, RegistryOptions};
+use jbuild::transport::{self, TransportError};
 
 use super::{CmdResult, Ctx, Failure};
 
@@ -94,8 +95,6 @@ pub fn login(ctx: &Ctx, a: LoginArgs) -> CmdResult {
     };
     let keychain = DefaultKeychain::from_env().map_err(Failure::user)?;
 
-    let rt = runtime()?;
-    let _inside = rt.enter();
     let cannot = |e: anyhow::Error, user: bool| {
         let e = e.context(format!("cannot log in to {registry}"));
         if user {
@@ -105,15 +104,20 @@ pub fn login(ctx: &Ctx, a: LoginArgs) -> CmdResult {
         }
     };
     let options = RegistryOptions::from_settings(&ctx.settings);
-    let ep = rt.block_on(reach(&registry, &options)).map_err(|e| {
+    // One runtime for both: the HTTP client `reach` builds keeps its
+    // connections on the runtime it was first used in.
+    let verified = transport::block_on(async {
+        let ep = reach(&registry, &options).await?;
+        Ok::<_, TransportError>(verify(&ep.http, &registry, &ep.base, &cred).await)
+    })
+    .map_err(|e| {
         let user = e.is_user_error();
         cannot(e.into(), user)
     })?;
-    rt.block_on(verify(&ep.http, &registry, &ep.base, &cred))
-        .map_err(|e| {
-            let user = e.is_user_error();
-            cannot(e.into(), user)
-        })?;
+    verified.map_err(|e| {
+        let user = e.is_user_error();
+        cannot(e.into(), user)
+    })?;
     keychain.store(&registry, &cred).map_err(|e| {
         Failure::user(
             anyhow::Error::new(e)
@@ -145,11 +149,4 @@ pub fn logout(ctx: &Ctx, a: LogoutArgs) -> CmdResult {
         }
     }
     Ok(())
-}
-
-fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(Failure::internal)
 }

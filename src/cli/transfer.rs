@@ -31,13 +31,6 @@ pub struct ImportArgs {
     name: Option<String>,
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(Failure::internal)
-}
-
 /// A transport failure is the user's when it is about what they named
 /// (a location, a reference, a missing image), jbuild's or the system's
 /// otherwise.
@@ -72,13 +65,12 @@ fn copy_reporting(
     options: &CopyOptions,
     reporter: &dyn Reporter,
 ) -> Result<oci_spec::image::Descriptor, Failure> {
-    runtime()?
-        .block_on(async {
-            let d = copy_image_with(src, reference, dst, tag, options, &progress(reporter)).await?;
-            dst.finish().await?;
-            Ok::<_, TransportError>(d)
-        })
-        .map_err(failure)
+    transport::block_on(async {
+        let d = copy_image_with(src, reference, dst, tag, options, &progress(reporter)).await?;
+        dst.finish().await?;
+        Ok::<_, TransportError>(d)
+    })
+    .map_err(failure)
 }
 
 /// [`copy`] with options, reporting as the flags say.

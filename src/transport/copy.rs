@@ -7,7 +7,7 @@ use std::path::Path;
 use futures_util::StreamExt;
 use oci_spec::image::Descriptor;
 
-use super::{digest_of, ManifestRole, Transport, TransportError};
+use super::{digest_of, BlobOrigin, ManifestRole, Transport, TransportError};
 use crate::digest::Digest;
 use crate::image::media::{self, Document};
 use crate::image::platform;
@@ -174,7 +174,8 @@ pub async fn copy_image_with(
 const BLOB_UNKNOWN_RETRIES: u32 = 2;
 
 /// One blob across: skipped, mounted, pushed from the source's own file,
-/// or fetched to a temporary file and adopted.
+/// or fetched to a temporary file and adopted. Each shortcut is taken only
+/// when the transport has the ability (see [`super::ability`]).
 async fn copy_blob(
     src: &dyn Transport,
     dst: &dyn Transport,
@@ -184,23 +185,29 @@ async fn copy_blob(
 ) -> Result<(), TransportError> {
     let digest = digest_of(blob, &src.describe())?;
     let size = blob.size();
-    let origins = src.origins(blob);
-    // Both ends learn where the blob now is (a store remembers it for
-    // later mounts; a registry forgets).
+    let origins = known_origins(src, blob);
+    // Both ends learn where the blob now is (a store notes it for later
+    // mounts; a registry keeps no notes).
     let known = || {
-        dst.remember_origins(blob, &origins);
-        src.remember_origins(blob, &dst.origins(blob));
+        if let Some(notes) = dst.origin_notes() {
+            notes.remember_origins(blob, &origins);
+        }
+        if let Some(notes) = src.origin_notes() {
+            notes.remember_origins(blob, &known_origins(dst, blob));
+        }
     };
     if dst.has_blob(blob).await? {
         known();
         progress(CopyEvent::BlobSkipped { digest, size });
         return Ok(());
     }
-    for origin in &origins {
-        if dst.mount_blob(blob, origin).await? {
-            known();
-            progress(CopyEvent::BlobSkipped { digest, size });
-            return Ok(());
+    if let Some(mounts) = dst.mounts() {
+        for origin in &origins {
+            if mounts.mount_blob(blob, origin).await? {
+                known();
+                progress(CopyEvent::BlobSkipped { digest, size });
+                return Ok(());
+            }
         }
     }
     progress(CopyEvent::BlobStarted {
@@ -213,22 +220,36 @@ async fn copy_blob(
             done,
         })
     };
-    if let Some(path) = src.local_blob(blob) {
+    if let Some(path) = src.local().and_then(|l| l.blob_file(blob)) {
         dst.push_blob(blob, &path, &moved).await?;
-    } else {
-        let file = match dst.staging_file()? {
-            Some(f) => f,
-            None => tempfile::Builder::new()
-                .prefix("blob-")
-                .tempfile_in(staging)
-                .map_err(|e| TransportError::io("cannot create a temporary file", e))?,
-        };
+    } else if let Some(local) = dst.local() {
+        let file = local.staging_file()?;
         src.fetch_blob(blob, file.path(), &moved).await?;
-        dst.adopt_blob(blob, file).await?;
+        local.adopt_blob(blob, file).await?;
+    } else {
+        let file = tempfile::Builder::new()
+            .prefix("blob-")
+            .tempfile_in(staging)
+            .map_err(|e| TransportError::io("cannot create a temporary file", e))?;
+        src.fetch_blob(blob, file.path(), &moved).await?;
+        dst.push_blob(blob, file.path(), &|_| {}).await?;
     }
     known();
     progress(CopyEvent::BlobDone { digest, size });
     Ok(())
+}
+
+/// Registry repositories known to hold `blob` besides `t`: a registry's
+/// own repository, or those a store has noted.
+fn known_origins(t: &dyn Transport, blob: &Descriptor) -> Vec<BlobOrigin> {
+    let mut all = Vec::new();
+    if let Some(mounts) = t.mounts() {
+        all.push(mounts.origin());
+    }
+    if let Some(notes) = t.origin_notes() {
+        all.extend(notes.origins(blob));
+    }
+    all
 }
 
 /// Every manifest and index under `root` with their checked bytes, the
@@ -309,3 +330,6 @@ async fn fetch_tree(
         .collect();
     Ok((tree, blobs))
 }
+
+#[cfg(test)]
+mod tests;

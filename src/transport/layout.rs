@@ -10,8 +10,8 @@ use async_trait::async_trait;
 use oci_spec::image::Descriptor;
 
 use super::{
-    blocking, check_bytes, check_size, copy_checked, digest_of, BlobOrigin, ManifestRole, Progress,
-    Transport, TransportError,
+    blocking, check_bytes, check_size, copy_checked, digest_of, BlobOrigin, LocalBlobs,
+    ManifestRole, OriginNotes, Progress, Transport, TransportError,
 };
 use crate::image::MAX_DOCUMENT;
 use crate::store::{Store, StoreError, StoreLock};
@@ -291,7 +291,45 @@ impl Transport for LayoutTransport {
         Ok(())
     }
 
-    fn local_blob(&self, desc: &Descriptor) -> Option<PathBuf> {
+    async fn push_manifest(
+        &self,
+        bytes: &[u8],
+        desc: &Descriptor,
+        role: ManifestRole<'_>,
+    ) -> Result<(), TransportError> {
+        let (bytes, desc) = (bytes.to_vec(), desc.clone());
+        let record = match role {
+            ManifestRole::Child => Record::Child,
+            ManifestRole::Root { tag: Some(tag) } => Record::Tag(tag.to_string()),
+            ManifestRole::Root { tag: None } => Record::Untagged,
+        };
+        self.run(move |i| i.push_manifest(&bytes, &desc, record))
+            .await
+    }
+
+    async fn finish(&self) -> Result<(), TransportError> {
+        self.0
+            .writing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        Ok(())
+    }
+
+    fn local(&self) -> Option<&dyn LocalBlobs> {
+        Some(self)
+    }
+
+    fn origin_notes(&self) -> Option<&dyn OriginNotes> {
+        Some(self)
+    }
+}
+
+/// Blobs are files under `blobs/sha256/`; staged ones are created in the
+/// layout's own temporary directory, so adopting one is a rename.
+#[async_trait]
+impl LocalBlobs for LayoutTransport {
+    fn blob_file(&self, desc: &Descriptor) -> Option<PathBuf> {
         let store = self.0.store(false).ok()?;
         let path = store.blob_path(&digest_of(desc, &self.0.location()).ok()?);
         std::fs::metadata(&path)
@@ -299,6 +337,34 @@ impl Transport for LayoutTransport {
             .then_some(path)
     }
 
+    fn staging_file(&self) -> Result<tempfile::NamedTempFile, TransportError> {
+        Ok(self.0.writable()?.blob_tempfile()?)
+    }
+
+    async fn adopt_blob(
+        &self,
+        desc: &Descriptor,
+        file: tempfile::NamedTempFile,
+    ) -> Result<(), TransportError> {
+        let desc = desc.clone();
+        self.run(move |i| {
+            let digest = digest_of(&desc, &i.location())?;
+            let len = file
+                .as_file()
+                .metadata()
+                .map_err(|e| {
+                    TransportError::io(format!("cannot read {}", file.path().display()), e)
+                })?
+                .len();
+            check_size(&desc, &digest, len, &i.location())?;
+            Ok(i.writable()?.adopt_blob(file, &digest)?)
+        })
+        .await
+    }
+}
+
+/// Notes live in `.jbuild/origins/`, written only in jbuild's own store.
+impl OriginNotes for LayoutTransport {
     fn origins(&self, desc: &Descriptor) -> Vec<BlobOrigin> {
         let Ok(digest) = digest_of(desc, &self.0.location()) else {
             return Vec::new();
@@ -338,55 +404,5 @@ impl Transport for LayoutTransport {
             let _ = std::fs::remove_file(&tmp);
             tracing::debug!("cannot note where {digest} came from: {e}");
         }
-    }
-
-    fn staging_file(&self) -> Result<Option<tempfile::NamedTempFile>, TransportError> {
-        Ok(Some(self.0.writable()?.blob_tempfile()?))
-    }
-
-    async fn adopt_blob(
-        &self,
-        desc: &Descriptor,
-        file: tempfile::NamedTempFile,
-    ) -> Result<(), TransportError> {
-        let desc = desc.clone();
-        self.run(move |i| {
-            let digest = digest_of(&desc, &i.location())?;
-            let len = file
-                .as_file()
-                .metadata()
-                .map_err(|e| {
-                    TransportError::io(format!("cannot read {}", file.path().display()), e)
-                })?
-                .len();
-            check_size(&desc, &digest, len, &i.location())?;
-            Ok(i.writable()?.adopt_blob(file, &digest)?)
-        })
-        .await
-    }
-
-    async fn push_manifest(
-        &self,
-        bytes: &[u8],
-        desc: &Descriptor,
-        role: ManifestRole<'_>,
-    ) -> Result<(), TransportError> {
-        let (bytes, desc) = (bytes.to_vec(), desc.clone());
-        let record = match role {
-            ManifestRole::Child => Record::Child,
-            ManifestRole::Root { tag: Some(tag) } => Record::Tag(tag.to_string()),
-            ManifestRole::Root { tag: None } => Record::Untagged,
-        };
-        self.run(move |i| i.push_manifest(&bytes, &desc, record))
-            .await
-    }
-
-    async fn finish(&self) -> Result<(), TransportError> {
-        self.0
-            .writing
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
-        Ok(())
     }
 }

@@ -17,6 +17,11 @@
 //! (blobs first, skipping those the destination has; manifests last,
 //! children before the index that names them).
 //!
+//! [`Transport`] is what every transport does. What only some can do —
+//! keep blobs as files ([`LocalBlobs`]), mount blobs across repositories
+//! ([`BlobMounts`]), note where blobs came from ([`OriginNotes`]) — is a
+//! small trait of its own that a copy asks for and does without.
+//!
 //! # Every byte from outside is checked
 //!
 //! A transport checks what it *reads* against the descriptor it was given
@@ -26,9 +31,11 @@
 //! parsed into [`Digest`], which only has hex digits to offer.
 //!
 //! Blobs go file to file, so memory stays bounded whatever their size;
-//! manifests are read whole but never beyond [`MAX_MANIFEST_SIZE`]. File
-//! work runs in `spawn_blocking`, off the async runtime.
+//! manifests are read whole but never beyond
+//! [`MAX_DOCUMENT`](crate::image::MAX_DOCUMENT). File work runs in
+//! `spawn_blocking`, off the async runtime.
 
+mod ability;
 mod archive;
 mod copy;
 mod layout;
@@ -40,26 +47,17 @@ use std::path::{Path, PathBuf};
 use async_trait::async_trait;
 use oci_spec::image::Descriptor;
 
+pub use ability::{BlobMounts, BlobOrigin, LocalBlobs, OriginNotes};
 pub use archive::ArchiveTransport;
 pub use copy::{copy_image, copy_image_with, CopyEvent, CopyOptions};
 pub use layout::LayoutTransport;
 pub use registry::{RegistryOptions, RegistryPuller, RegistryRef, RegistryTransport};
 
 use crate::digest::{Digest, HashingWriter};
-pub use crate::image::MAX_DOCUMENT as MAX_MANIFEST_SIZE;
 use crate::store::{descriptor_digest, StoreError};
 
 /// Told the number of bytes of a blob moved so far, as they move.
 pub type Progress<'a> = &'a (dyn Fn(u64) + Send + Sync);
-
-/// Where a blob can be found besides its digest: the registry and
-/// repository it was read from, so a copy to another repository of the
-/// same registry can mount it instead of uploading it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BlobOrigin {
-    pub registry: String,
-    pub repository: String,
-}
 
 /// What a pushed manifest is to the destination.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,7 +82,8 @@ pub trait Transport: Send + Sync {
     async fn resolve(&self, reference: &str) -> Result<Descriptor, TransportError>;
 
     /// The bytes of the manifest or index `desc` describes, checked against
-    /// its size and digest; refused beyond [`MAX_MANIFEST_SIZE`].
+    /// its size and digest; refused beyond
+    /// [`MAX_DOCUMENT`](crate::image::MAX_DOCUMENT).
     async fn fetch_manifest(&self, desc: &Descriptor) -> Result<Vec<u8>, TransportError>;
 
     /// Whether the location already has the blob (so a copy can skip it).
@@ -109,53 +108,6 @@ pub trait Transport: Send + Sync {
         progress: Progress<'_>,
     ) -> Result<(), TransportError>;
 
-    /// A file here that already holds the blob, checked when it was
-    /// stored (an OCI layout's blob file), so a copy reads it in place
-    /// instead of staging a copy. `None` when there is none.
-    fn local_blob(&self, _desc: &Descriptor) -> Option<PathBuf> {
-        None
-    }
-
-    /// A temporary file on this destination's own filesystem for a blob on
-    /// its way here, so [`Transport::adopt_blob`] can rename rather than
-    /// copy it. `None`: the copy stages in the system's temporary directory.
-    fn staging_file(&self) -> Result<Option<tempfile::NamedTempFile>, TransportError> {
-        Ok(None)
-    }
-
-    /// Stores a blob from `file`, whose content the source transport's
-    /// `fetch_blob` has just checked against `desc`. By default the file is
-    /// pushed like any other.
-    async fn adopt_blob(
-        &self,
-        desc: &Descriptor,
-        file: tempfile::NamedTempFile,
-    ) -> Result<(), TransportError> {
-        self.push_blob(desc, file.path(), &|_| {}).await
-    }
-
-    /// Registry repositories known to hold the blob, so a copy to another
-    /// repository of the same registry can mount it: the repository itself
-    /// for a registry, those it was pulled from for jbuild's store.
-    fn origins(&self, _desc: &Descriptor) -> Vec<BlobOrigin> {
-        Vec::new()
-    }
-
-    /// Notes that the blob, now here, is also in `origins` (a store
-    /// remembers where its blobs were pulled from). By default, nothing.
-    fn remember_origins(&self, _desc: &Descriptor, _origins: &[BlobOrigin]) {}
-
-    /// Asks the destination to take the blob from `from` without an upload
-    /// (a registry's cross-repository mount). `Ok(false)`: it could not;
-    /// push the blob.
-    async fn mount_blob(
-        &self,
-        _desc: &Descriptor,
-        _from: &BlobOrigin,
-    ) -> Result<bool, TransportError> {
-        Ok(false)
-    }
-
     /// Stores a manifest or index (after checking `bytes` against `desc`).
     /// Push every blob and child it names first.
     async fn push_manifest(
@@ -169,14 +121,29 @@ pub trait Transport: Send + Sync {
     /// after the last push; a transport that was only read from does
     /// nothing.
     async fn finish(&self) -> Result<(), TransportError>;
+
+    /// Blobs kept as files here, to push from in place and to stage new
+    /// ones beside by rename (an OCI layout). `None` by default.
+    fn local(&self) -> Option<&dyn LocalBlobs> {
+        None
+    }
+
+    /// Cross-repository mounts (a registry). `None` by default.
+    fn mounts(&self) -> Option<&dyn BlobMounts> {
+        None
+    }
+
+    /// Notes of the registry repositories that also hold this location's
+    /// blobs (jbuild's store). `None` by default.
+    fn origin_notes(&self) -> Option<&dyn OriginNotes> {
+        None
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum TransportError {
     #[error("`{0}` is not a location jbuild knows: use oci:DIR[:REF], oci-archive:FILE[:REF] or docker://NAME")]
     InvalidLocation(String),
-    #[error("{0}")]
-    Unsupported(String),
     #[error("{location}: no image `{reference}`")]
     NotFound { location: String, reference: String },
     #[error("{location}: {what} does not match its descriptor: expected {expected}, got {actual}")]
@@ -207,8 +174,8 @@ pub enum TransportError {
         #[source]
         source: io::Error,
     },
-    #[error("a background task failed: {0}")]
-    Task(String),
+    #[error("a background task failed")]
+    Task(#[source] tokio::task::JoinError),
     /// A registry refused a manifest because a blob it names is not there,
     /// although jbuild had found or uploaded it: another upload of the same
     /// blob raced this one (Distribution 2.8 can lose the repository's link
@@ -251,7 +218,6 @@ impl TransportError {
     pub fn is_user_error(&self) -> bool {
         match self {
             TransportError::InvalidLocation(_)
-            | TransportError::Unsupported(_)
             | TransportError::NotFound { .. }
             | TransportError::Mismatch { .. }
             | TransportError::TooLarge { .. }
@@ -342,7 +308,7 @@ async fn blocking<T: Send + 'static>(
 ) -> Result<T, TransportError> {
     tokio::task::spawn_blocking(f)
         .await
-        .map_err(|e| TransportError::Task(e.to_string()))?
+        .map_err(TransportError::Task)?
 }
 
 /// The digest of `desc`, or why it cannot be used.

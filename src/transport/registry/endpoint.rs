@@ -34,7 +34,7 @@ pub async fn reach(registry: &str, options: &RegistryOptions) -> Result<Endpoint
         user,
     };
     let host = api_host(registry).to_string();
-    let pems = load_certs(&options.certs_dirs(), registry).map_err(|e| failed(e, true))?;
+    let pems = load_certs(&options.certs_dirs(), registry).map_err(|e| failed(chain(&e), true))?;
     // A silent registry (no TCP answer, a stalled TLS handshake, a body
     // that stops) fails the request after `timeout`; requests are then
     // retried within the retry policy's bound.
@@ -91,9 +91,18 @@ async fn probe_scheme(http: &reqwest::Client, host: &str, timeout: Duration) -> 
     }
 }
 
+/// A CA certificate file that `certs.d` names but that cannot be read.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot read {}", path.display())]
+pub struct CertError {
+    path: PathBuf,
+    #[source]
+    source: std::io::Error,
+}
+
 /// The PEM files docker's `certs.d` convention names for `registry`:
 /// `DIR/HOST[:PORT]/*.crt`, from every directory in `dirs`.
-pub fn load_certs(dirs: &[PathBuf], registry: &str) -> Result<Vec<(PathBuf, Vec<u8>)>, String> {
+pub fn load_certs(dirs: &[PathBuf], registry: &str) -> Result<Vec<(PathBuf, Vec<u8>)>, CertError> {
     let mut out = Vec::new();
     for dir in dirs {
         let d = dir.join(registry);
@@ -106,7 +115,10 @@ pub fn load_certs(dirs: &[PathBuf], registry: &str) -> Result<Vec<(PathBuf, Vec<
             .collect();
         paths.sort();
         for p in paths {
-            let pem = std::fs::read(&p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
+            let pem = std::fs::read(&p).map_err(|source| CertError {
+                path: p.clone(),
+                source,
+            })?;
             out.push((p, pem));
         }
     }

@@ -1,0 +1,202 @@
+//! Blobs out of a registry repository: a HEAD to see whether it is there,
+//! and a GET streamed into a file, hashed on the way, resumed with a
+//! `Range` request where the connection was cut.
+
+use std::path::Path;
+
+use futures_util::StreamExt;
+use oci_spec::image::Descriptor;
+use reqwest::header::{CONTENT_LENGTH, CONTENT_RANGE, RANGE};
+use reqwest::StatusCode;
+use sha2::{Digest as _, Sha256};
+use tokio::io::AsyncWriteExt;
+
+use super::blob::{range_start, restart, CHUNK};
+use super::conn::Conn;
+use super::{RegistryOperation, RegistryTransport};
+use crate::digest::Digest;
+use crate::transport::{digest_of, Progress, TransportError};
+
+impl RegistryTransport {
+    /// Whether the repository has the blob, by a HEAD.
+    pub(super) async fn head_blob(&self, desc: &Descriptor) -> Result<bool, TransportError> {
+        let c = self.conn().await?;
+        let url = c.url("blobs", desc.digest().as_ref());
+        let what = format!("look for blob {}", desc.digest());
+        // A HEAD needs push rights' token when pushing: ask with the
+        // operation the copy is for. Pull scope is a subset of push.
+        let resp = c
+            .send(RegistryOperation::Pull, &what, |h| h.head(&url))
+            .await?;
+        match resp.status() {
+            s if s.is_success() => Ok(resp
+                .content_length()
+                .is_none_or(|n| n == 0 || n == desc.size())),
+            StatusCode::NOT_FOUND => Ok(false),
+            // No read access yet (a repository about to be created).
+            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => Ok(false),
+            _ => Err(c.status_error(&what, resp).await),
+        }
+    }
+
+    /// Streams the blob into `dest`, resuming a cut connection with a
+    /// `Range` request, and checks the whole of it at the end.
+    pub(super) async fn download_blob(
+        &self,
+        desc: &Descriptor,
+        dest: &Path,
+        progress: Progress<'_>,
+    ) -> Result<(), TransportError> {
+        let c = self.conn().await?;
+        let expected = digest_of(desc, &self.location())?;
+        let io = |e| TransportError::io(format!("cannot write {}", dest.display()), e);
+        let file = tokio::fs::File::create(dest).await.map_err(io)?;
+        let mut file = tokio::io::BufWriter::with_capacity(CHUNK, file);
+        let mut hasher = Sha256::new();
+        let mut have = 0;
+        // Each resumption must make progress; a body cut at the same
+        // place again and again ends as an error after a few tries.
+        let mut stalls = 0;
+        loop {
+            match self
+                .fetch_once(c, desc, &mut file, &mut hasher, have, progress)
+                .await
+            {
+                Ok(n) => {
+                    have = n;
+                    if have == desc.size() {
+                        break;
+                    }
+                    tracing::debug!(have, size = desc.size(), "blob body shorter than its size");
+                }
+                Err((_, Some(e))) => return Err(e),
+                Err((n, None)) => {
+                    if n == have {
+                        stalls += 1;
+                    } else {
+                        stalls = 0;
+                    }
+                    have = n;
+                }
+            }
+            if stalls >= self.options.retry.max_attempts.max(1) {
+                return Err(TransportError::Registry {
+                    location: self.location(),
+                    message: format!(
+                        "fetch blob {}: the connection kept failing at byte {have} of {}; \
+                         try again later",
+                        desc.digest(),
+                        desc.size()
+                    ),
+                    user: false,
+                });
+            }
+            stalls += 1;
+            file.flush().await.map_err(io)?;
+        }
+        file.flush().await.map_err(io)?;
+        let actual = Digest::from_sha(hasher.finalize().into());
+        if actual != expected {
+            return Err(TransportError::Mismatch {
+                location: self.location(),
+                what: format!("content of {expected}"),
+                expected: expected.to_string(),
+                actual: actual.to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Streams the blob into `file` from byte `have` on, hashing into
+    /// `hasher`; returns the new count. A cut connection returns what was
+    /// written so far as `Err((have, error))`.
+    async fn fetch_once(
+        &self,
+        c: &Conn,
+        desc: &Descriptor,
+        file: &mut tokio::io::BufWriter<tokio::fs::File>,
+        hasher: &mut Sha256,
+        mut have: u64,
+        progress: Progress<'_>,
+    ) -> Result<u64, (u64, Option<TransportError>)> {
+        let url = c.url("blobs", desc.digest().as_ref());
+        let what = format!("fetch blob {}", desc.digest());
+        let resp = c
+            .send(RegistryOperation::Pull, &what, |h| {
+                let r = h.get(&url);
+                if have > 0 {
+                    r.header(RANGE, format!("bytes={have}-"))
+                } else {
+                    r
+                }
+            })
+            .await
+            .map_err(|e| (have, Some(e)))?;
+        let status = resp.status();
+        if status == StatusCode::NOT_FOUND {
+            return Err((
+                have,
+                Some(TransportError::Registry {
+                    location: self.location(),
+                    message: format!(
+                        "blob {} is not in the repository, though a manifest names it",
+                        desc.digest()
+                    ),
+                    user: true,
+                }),
+            ));
+        }
+        if !status.is_success() {
+            return Err((have, Some(c.status_error(&what, resp).await)));
+        }
+        let resumed = status == StatusCode::PARTIAL_CONTENT
+            && resp
+                .headers()
+                .get(CONTENT_RANGE)
+                .and_then(|v| v.to_str().ok())
+                .and_then(range_start)
+                == Some(have);
+        if have > 0 && !resumed {
+            // The registry sent the whole blob again: start over.
+            restart(file, hasher).await.map_err(|e| (0, Some(e)))?;
+            have = 0;
+        }
+        if let Some(n) = resp.headers().get(CONTENT_LENGTH) {
+            tracing::debug!(?n, have, "blob body");
+        }
+        let mut stream = resp.bytes_stream();
+        while let Some(chunk) = stream.next().await {
+            let chunk = match chunk {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::debug!(error = %crate::report::error_chain(&e), have, "blob body cut short");
+                    return Err((have, None));
+                }
+            };
+            if have + chunk.len() as u64 > desc.size() {
+                return Err((
+                    have,
+                    Some(TransportError::Mismatch {
+                        location: self.location(),
+                        what: format!("size of {}", desc.digest()),
+                        expected: desc.size().to_string(),
+                        actual: format!("more than {}", desc.size()),
+                    }),
+                ));
+            }
+            hasher.update(&chunk);
+            file.write_all(&chunk).await.map_err(|e| {
+                (
+                    have,
+                    Some(TransportError::io(
+                        format!("cannot write blob {}", desc.digest()),
+                        e,
+                    )),
+                )
+            })?;
+            have += chunk.len() as u64;
+            progress(have);
+        }
+        Ok(have)
+    }
+}

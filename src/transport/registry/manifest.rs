@@ -1,0 +1,203 @@
+//! Manifests and indexes in a registry repository: GET by tag or digest
+//! (bounded by [`MAX_DOCUMENT`], the media type taken from the document
+//! itself), and PUT as the exact bytes whose digest was computed.
+
+use futures_util::StreamExt;
+use oci_spec::image::{Descriptor, MediaType};
+use reqwest::header::{ACCEPT, CONTENT_TYPE};
+use reqwest::StatusCode;
+
+use super::{body, RegistryOperation, RegistryTransport};
+use crate::digest::Digest;
+use crate::image::MAX_DOCUMENT;
+use crate::transport::{check_bytes, digest_of, ManifestRole, TransportError};
+
+/// What a manifest GET accepts: OCI and Docker manifests and indexes.
+const MANIFEST_ACCEPT: &str = "application/vnd.oci.image.manifest.v1+json, \
+     application/vnd.oci.image.index.v1+json, \
+     application/vnd.docker.distribution.manifest.v2+json, \
+     application/vnd.docker.distribution.manifest.list.v2+json";
+
+impl RegistryTransport {
+    /// GETs a manifest or index by tag or digest; returns its bytes and
+    /// media type.
+    pub(super) async fn get_manifest(
+        &self,
+        reference: &str,
+    ) -> Result<(Vec<u8>, String), TransportError> {
+        let c = self.conn().await?;
+        let url = c.url("manifests", reference);
+        let what = format!("fetch manifest `{reference}`");
+        let resp = c
+            .send(RegistryOperation::Pull, &what, |h| {
+                h.get(&url).header(ACCEPT, MANIFEST_ACCEPT)
+            })
+            .await?;
+        match resp.status() {
+            s if s.is_success() => {}
+            StatusCode::NOT_FOUND => {
+                return Err(TransportError::NotFound {
+                    location: self.location(),
+                    reference: reference.to_string(),
+                })
+            }
+            _ => return Err(c.status_error(&what, resp).await),
+        }
+        let too_large = |size: u64| TransportError::TooLarge {
+            location: self.location(),
+            what: format!("manifest `{reference}`"),
+            size,
+            max: MAX_DOCUMENT,
+        };
+        if let Some(n) = resp.content_length().filter(|n| *n > MAX_DOCUMENT) {
+            return Err(too_large(n));
+        }
+        let content_type = resp
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| v.split(';').next().unwrap_or(v).trim().to_string());
+        let mut body = Vec::new();
+        let mut stream = resp.bytes_stream();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| TransportError::Registry {
+                location: self.location(),
+                message: c.network(&what, &e),
+                user: false,
+            })?;
+            body.extend_from_slice(&chunk);
+            if body.len() as u64 > MAX_DOCUMENT {
+                return Err(too_large(body.len() as u64));
+            }
+        }
+        // The document's own mediaType wins over the header (some
+        // registries answer `application/json`).
+        #[derive(serde::Deserialize)]
+        struct Head {
+            #[serde(rename = "mediaType")]
+            media_type: Option<String>,
+        }
+        let own = serde_json::from_slice::<Head>(&body)
+            .ok()
+            .and_then(|h| h.media_type);
+        let media_type = own
+            .or(content_type)
+            .ok_or_else(|| TransportError::Invalid {
+                location: self.location(),
+                what: format!("manifest `{reference}`"),
+                reason: "it says neither in its body nor in its Content-Type what it is".into(),
+            })?;
+        Ok((body, media_type))
+    }
+
+    pub(super) fn cached_manifest(&self, d: &Digest) -> Option<Vec<u8>> {
+        let cache = self.manifests.lock().unwrap_or_else(|e| e.into_inner());
+        cache.iter().find(|(k, _)| k == d).map(|(_, v)| v.clone())
+    }
+
+    /// The descriptor of the manifest `reference` names (the tag or digest
+    /// of the location's own name when `reference` is empty); its bytes
+    /// are kept for [`RegistryTransport::read_manifest`].
+    pub(super) async fn resolve_manifest(
+        &self,
+        reference: &str,
+    ) -> Result<Descriptor, TransportError> {
+        let reference = if reference.is_empty() {
+            self.reference.reference()
+        } else {
+            reference.to_string()
+        };
+        let (bytes, media_type) = self.get_manifest(&reference).await?;
+        let digest = Digest::of(&bytes);
+        if let Ok(asked) = reference.parse::<Digest>() {
+            if asked != digest {
+                return Err(TransportError::Mismatch {
+                    location: self.location(),
+                    what: format!("manifest {asked}"),
+                    expected: asked.to_string(),
+                    actual: digest.to_string(),
+                });
+            }
+        }
+        let desc = Descriptor::new(
+            MediaType::from(media_type.as_str()),
+            bytes.len() as u64,
+            crate::store::oci_digest(&digest),
+        );
+        self.manifests
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((digest, bytes));
+        Ok(desc)
+    }
+
+    /// The checked bytes of the manifest `desc` describes, from the
+    /// manifests `resolve` kept or from the registry.
+    pub(super) async fn read_manifest(&self, desc: &Descriptor) -> Result<Vec<u8>, TransportError> {
+        if desc.size() > MAX_DOCUMENT {
+            return Err(TransportError::TooLarge {
+                location: self.location(),
+                what: format!("manifest {}", desc.digest()),
+                size: desc.size(),
+                max: MAX_DOCUMENT,
+            });
+        }
+        let digest = digest_of(desc, &self.location())?;
+        let bytes = match self.cached_manifest(&digest) {
+            Some(b) => b,
+            None => self.get_manifest(&digest.to_string()).await?.0,
+        };
+        check_bytes(&bytes, desc, &self.location())?;
+        Ok(bytes)
+    }
+
+    /// PUTs the exact bytes of a manifest, by tag for a tagged root and
+    /// by digest otherwise.
+    pub(super) async fn put_manifest(
+        &self,
+        bytes: &[u8],
+        desc: &Descriptor,
+        role: ManifestRole<'_>,
+    ) -> Result<(), TransportError> {
+        check_bytes(bytes, desc, &self.location())?;
+        let c = self.conn().await?;
+        let target = match role {
+            ManifestRole::Root { tag: Some(tag) } => self.reference.with_reference(tag),
+            _ => self.reference.with_reference(desc.digest().as_ref()),
+        };
+        let content_type = desc
+            .media_type()
+            .to_string()
+            .parse::<reqwest::header::HeaderValue>()
+            .map_err(|_| TransportError::Invalid {
+                location: self.location(),
+                what: format!("manifest {}", desc.digest()),
+                reason: "its media type cannot be sent as a header".into(),
+            })?;
+        let body = bytes::Bytes::copy_from_slice(bytes);
+        let what = format!("push manifest {}", target.reference());
+        let url = c.url("manifests", &target.reference());
+        let resp = c
+            .send(RegistryOperation::Push, &what, |h| {
+                h.put(&url)
+                    .header(CONTENT_TYPE, content_type.clone())
+                    .body(body.clone())
+            })
+            .await?;
+        match resp.status() {
+            StatusCode::CREATED | StatusCode::OK | StatusCode::ACCEPTED => Ok(()),
+            status => {
+                let detail = body::error_body(resp).await;
+                // MANIFEST_BLOB_UNKNOWN, the spec's code for this.
+                if status == StatusCode::BAD_REQUEST && detail.contains("BLOB_UNKNOWN") {
+                    return Err(TransportError::BlobUnknown {
+                        location: self.location(),
+                        what,
+                        detail: detail.trim_start_matches(": ").to_string(),
+                    });
+                }
+                Err(c.answered(&what, status, &detail))
+            }
+        }
+    }
+}
