@@ -1,6 +1,7 @@
 //! Filesystem helpers shared by everything that writes into a root on behalf
 //! of a recipe or a layer: resolving a path *inside* a root the way the
-//! jail would see it, and writing files atomically.
+//! jail would see it, and writing files atomically; and telling an I/O
+//! error about a path from a fault of the system.
 
 use std::ffi::OsString;
 use std::fs;
@@ -95,6 +96,23 @@ fn join_all(root: &Path, parts: &[OsString]) -> PathBuf {
         p.push(part);
     }
     p
+}
+
+/// Whether an I/O error says something about the path it was about (it is
+/// missing, in the way, not a directory, a loop, not permitted): the
+/// user's to fix, rather than a fault of the system.
+pub fn path_at_fault(e: &io::Error) -> bool {
+    use io::ErrorKind as K;
+    matches!(
+        e.kind(),
+        K::NotFound
+            | K::AlreadyExists
+            | K::NotADirectory
+            | K::IsADirectory
+            | K::DirectoryNotEmpty
+            | K::InvalidInput
+            | K::PermissionDenied
+    ) || matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENAMETOOLONG))
 }
 
 /// Writes `bytes` to `path` so that readers see the old content or the new,

@@ -149,22 +149,7 @@ impl ExecError {
             | ExecError::UnknownGroup(_)
             | ExecError::Unsupported(_)
             | ExecError::Invalid(_) => true,
-            ExecError::Io { source, .. } => {
-                use std::io::ErrorKind as K;
-                matches!(
-                    source.kind(),
-                    K::NotFound
-                        | K::AlreadyExists
-                        | K::NotADirectory
-                        | K::IsADirectory
-                        | K::DirectoryNotEmpty
-                        | K::InvalidInput
-                        | K::PermissionDenied
-                ) || matches!(
-                    source.raw_os_error(),
-                    Some(libc::ELOOP | libc::ENAMETOOLONG)
-                )
-            }
+            ExecError::Io { source, .. } => crate::fsutil::path_at_fault(source),
         }
     }
 }

@@ -122,7 +122,7 @@ impl NativeError {
     /// system's.
     pub fn is_user_error(&self) -> bool {
         match self {
-            NativeError::Io { source, .. } => path_at_fault(source),
+            NativeError::Io { source, .. } => crate::fsutil::path_at_fault(source),
             NativeError::InvalidName { .. }
             | NativeError::InvalidService { .. }
             | NativeError::InvalidValue { .. }
@@ -148,22 +148,6 @@ impl NativeError {
             source,
         }
     }
-}
-
-/// Whether an I/O error says something about the path it was about
-/// rather than about the system.
-fn path_at_fault(e: &io::Error) -> bool {
-    use io::ErrorKind as K;
-    matches!(
-        e.kind(),
-        K::NotFound
-            | K::AlreadyExists
-            | K::NotADirectory
-            | K::IsADirectory
-            | K::DirectoryNotEmpty
-            | K::InvalidInput
-            | K::PermissionDenied
-    ) || matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENAMETOOLONG))
 }
 
 /// `[A-Za-z_][A-Za-z0-9_]*`: a shell variable name, which is what an
