@@ -346,8 +346,6 @@ pub fn check_and_repair(
 pub enum CheckError {
     #[error(transparent)]
     Snapshot(#[from] crate::snapshot::SnapshotError),
-    #[error(transparent)]
-    Store(#[from] crate::store::StoreError),
     #[error("{context}")]
     Io {
         context: String,

@@ -1,7 +1,8 @@
 //! The FreeBSD parts of a build: where `FROM freebsd:<release>` comes
 //! from, what PKG steps get (the shared package cache, a repository
-//! override) and what they are keyed on, which paths never reach a layer,
-//! and which recipe jail parameters need the user's consent.
+//! override) and what they are keyed on, and which recipe jail parameters
+//! need the user's consent. (Which paths never reach a layer is
+//! [`crate::image::export::EXCLUDED_FROM_LAYERS`].)
 //!
 //! **PKG keying.** A PKG step's result depends on the repositories'
 //! catalogue, which changes without the recipe changing. Its key therefore
@@ -35,8 +36,6 @@ pub const PKG_CACHE_TARGET: &str = "/var/cache/pkg";
 pub const PKG_REPOS_TARGET: &str = "/usr/local/etc/pkg/repos";
 /// FreeBSD's default package repository.
 pub const DEFAULT_PKG_REPO: &str = "https://pkg.FreeBSD.org/${ABI}/quarterly";
-
-pub use crate::image::export::{excluded_from_layers, EXCLUDED_FROM_LAYERS};
 
 /// Why the state of the package repositories, which PKG steps are keyed
 /// on, is not known.
@@ -334,26 +333,6 @@ pub fn check_jail_params(plan: &Plan, allowed: &[String]) -> Result<(), BuildErr
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn package_caches_never_reach_a_layer() {
-        for p in [
-            "var/cache/pkg/nginx-1.26.pkg",
-            "var/cache/pkg/sub/x",
-            "var/db/pkg/repos/FreeBSD/db",
-        ] {
-            assert!(excluded_from_layers(Path::new(p)), "{p}");
-        }
-        for p in [
-            "var/cache/pkg",
-            "var/db/pkg/repos",
-            "var/db/pkg/local.sqlite",
-            "var/cache/pkgx/a",
-            "usr/local/var/cache/pkg/a",
-        ] {
-            assert!(!excluded_from_layers(Path::new(p)), "{p}");
-        }
-    }
 
     #[test]
     fn runtime_only_parameters_stay_out_of_the_build_jail() {

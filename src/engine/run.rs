@@ -131,14 +131,11 @@ pub struct BuildOutput {
 
 /// Answers the planner's questions from the store and the build context.
 struct Inputs<'a> {
-    store: &'a Store,
-    /// For unpacking an image a FROM just pulled (see [`Inputs::load`]).
+    /// The store, the image source, the FreeBSD settings.
     env: &'a BuildEnv<'a>,
-    source: Option<&'a dyn ImageSource>,
     context: &'a Path,
     ignore: Option<&'a Ignore>,
     images: std::cell::RefCell<HashMap<String, LoadedImage>>,
-    freebsd: &'a FreeBsdEnv,
     /// Releases whose MANIFEST was read, by `release|platform`.
     releases: std::cell::RefCell<HashMap<String, crate::release::Release>>,
     /// [`FreeBsdEnv::pkg_repositories`] by ABI: asked once per build.
@@ -155,19 +152,23 @@ impl Inputs<'_> {
         if let Some(img) = self.images.borrow().get(&key) {
             return Ok(img.clone());
         }
-        let img = match (image::load(self.store, reference, platform), self.source) {
+        let store = self.env.store;
+        let img = match (
+            image::load(store, reference, platform),
+            self.env.image_source,
+        ) {
             (Ok(img), _) => img,
             (Err(image::ImageError::NotFound(_)), Some(source)) => {
                 let Some(name) = source.name(reference) else {
                     return Err(image::ImageError::NotFound(reference.to_string()).into());
                 };
-                if self.store.resolve(&name)?.is_none() {
+                if store.resolve(&name)?.is_none() {
                     self.env
                         .reporter
                         .message(Level::Info, &format!("pulling {name} ({platform})"));
                     image::pull(&self.env.unpacker(), source, reference, platform)?;
                 }
-                image::load(self.store, &name, platform)?
+                image::load(store, &name, platform)?
             }
             (Err(e), _) => return Err(e.into()),
         };
@@ -197,7 +198,7 @@ impl PlanInputs for Inputs<'_> {
         release: &str,
         platform: &Platform,
     ) -> Result<Vec<(String, Digest)>, InputError> {
-        let source = self.freebsd.release.as_ref().ok_or_else(|| {
+        let source = self.env.freebsd.release.as_ref().ok_or_else(|| {
             InputError::user(format!(
                 "FROM freebsd:{release} needs a release mirror, which this build was not given"
             ))
@@ -222,6 +223,7 @@ impl PlanInputs for Inputs<'_> {
             return Ok(v.clone());
         }
         let v = self
+            .env
             .freebsd
             .pkg_repositories(abi)
             .map_err(|e| InputError::new(e.is_user_error(), e))?;
@@ -264,13 +266,10 @@ pub fn build_text(
     }
     let ignore = Ignore::load(&opts.context).map_err(BuildError::Context)?;
     let inputs = Inputs {
-        store: env.store,
         env,
-        source: env.image_source,
         context: &opts.context,
         ignore: ignore.as_ref(),
         images: Default::default(),
-        freebsd: &env.freebsd,
         releases: Default::default(),
         pkg_repos: Default::default(),
     };

@@ -210,3 +210,28 @@ fn export_one(
         media_type: exported.media_type.to_string(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn package_caches_never_reach_a_layer() {
+        for p in [
+            "var/cache/pkg/nginx-1.26.pkg",
+            "var/cache/pkg/sub/x",
+            "var/db/pkg/repos/FreeBSD/db",
+        ] {
+            assert!(excluded_from_layers(Path::new(p)), "{p}");
+        }
+        for p in [
+            "var/cache/pkg",
+            "var/db/pkg/repos",
+            "var/db/pkg/local.sqlite",
+            "var/cache/pkgx/a",
+            "usr/local/var/cache/pkg/a",
+        ] {
+            assert!(!excluded_from_layers(Path::new(p)), "{p}");
+        }
+    }
+}

@@ -6,12 +6,13 @@
 
 use std::collections::HashSet;
 
-use oci_spec::image::Descriptor;
+use oci_spec::image::ImageManifest;
 
+use super::load::with_config;
 use super::media::{Document, MAX_DOCUMENT};
 use super::names::{chain_ids, SnapshotName};
 use super::walk::{Bounds, Walk, WalkError};
-use super::{load_descriptor, ImageError, Platform};
+use super::ImageError;
 use crate::digest::Digest;
 use crate::snapshot::{Info, Kind, SnapshotError, Snapshotter};
 use crate::store::{Store, StoreError, StoreLock};
@@ -47,13 +48,13 @@ impl PruneSummary {
 }
 
 /// The documents reachable from `store`'s index, read from the store: the
-/// walk itself, driven to its end. `on_image` sees each manifest; a
+/// walk itself, driven to its end. `on_manifest` sees each manifest; a
 /// manifest that is referenced but missing is skipped (a layout may be
 /// partial); one that does not parse is an error, because guessing could
 /// delete what it refers to.
 fn walk_store(
     store: &Store,
-    mut on_manifest: impl FnMut(&Descriptor) -> Result<(), GcError>,
+    mut on_manifest: impl FnMut(&Digest, &ImageManifest) -> Result<(), GcError>,
 ) -> Result<HashSet<Digest>, GcError> {
     let roots = store.read_index()?.manifests().clone();
     let walk_error = |source| GcError::Walk {
@@ -70,8 +71,8 @@ fn walk_store(
             path: store.blob_path(&node.digest),
             reason: e.to_string(),
         })?;
-        if matches!(doc, Document::Manifest(_)) {
-            on_manifest(&node.desc)?;
+        if let Document::Manifest(m) = &doc {
+            on_manifest(&node.digest, m)?;
         }
         walk.expand(&node, &doc).map_err(walk_error)?;
     }
@@ -85,7 +86,7 @@ fn walk_store(
 /// Call it under [`StoreLock::exclusive`] if the result is used to delete,
 /// as [`prune_blobs`] does.
 pub fn unreferenced_blobs(store: &Store) -> Result<Vec<Digest>, GcError> {
-    let reachable = walk_store(store, |_| Ok(()))?;
+    let reachable = walk_store(store, |_, _| Ok(()))?;
     let mut unreferenced: Vec<Digest> = store
         .blob_digests()?
         .into_iter()
@@ -116,14 +117,9 @@ pub fn prune_blobs(store: &Store, _exclusive: &StoreLock) -> Result<Vec<(Digest,
 /// be read is an error, because guessing could delete what it uses.
 pub fn chains_in_use(store: &Store) -> Result<HashSet<String>, GcError> {
     let mut used = HashSet::new();
-    walk_store(store, |desc| {
-        let img = load_descriptor(
-            store,
-            desc,
-            &Platform::default_for_host(),
-            desc.digest().as_ref(),
-        )
-        .map_err(GcError::InUse)?;
+    walk_store(store, |digest, manifest| {
+        let img = with_config(store, digest.clone(), manifest.clone(), &digest.to_string())
+            .map_err(GcError::InUse)?;
         let diff_ids = img.diff_ids().map_err(GcError::InUse)?;
         used.extend(chain_ids(&diff_ids).iter().map(SnapshotName::chain));
         Ok(())
@@ -244,7 +240,7 @@ pub fn prune(
 mod tests {
     use super::*;
     use crate::store::{canonical_json, descriptor_digest, oci_digest, ImageName};
-    use oci_spec::image::{ImageIndexBuilder, ImageManifestBuilder, MediaType};
+    use oci_spec::image::{Descriptor, ImageIndexBuilder, ImageManifestBuilder, MediaType};
     use std::fs;
 
     fn put(s: &Store, mt: MediaType, bytes: &[u8]) -> Descriptor {

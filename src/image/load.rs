@@ -102,7 +102,22 @@ pub fn load_descriptor(
             digest: digest.clone(),
             source,
         })?;
-    let config_digest = descriptor_digest(manifest.config()).map_err(bad_digest)?;
+    with_config(store, digest, manifest, reference)
+}
+
+/// The image whose manifest `manifest` (digest `digest`) was already read:
+/// its config read and checked against it.
+pub fn with_config(
+    store: &Store,
+    digest: Digest,
+    manifest: ImageManifest,
+    reference: &str,
+) -> Result<LoadedImage, ImageError> {
+    let config_digest =
+        descriptor_digest(manifest.config()).map_err(|source| ImageError::Digest {
+            image: reference.to_string(),
+            source,
+        })?;
     let config_bytes = store.read_blob(&config_digest, MAX_DOCUMENT)?;
     let config: ImageConfiguration =
         serde_json::from_slice(&config_bytes).map_err(|source| ImageError::Invalid {

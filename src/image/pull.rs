@@ -27,7 +27,7 @@ use oci_spec::image::Descriptor;
 
 use super::names::{chain_ids, SnapshotName};
 use super::unpack::{UnpackError, Unpacker};
-use super::{load_descriptor, Platform};
+use super::{load_descriptor, LoadedImage, Platform};
 use crate::digest::Digest;
 use crate::report::Reporter;
 use crate::snapshot::{SnapshotError, Snapshotter};
@@ -153,19 +153,34 @@ pub fn pull(
     let store = unpacker.store;
     let before = Before::take(store, unpacker.snapshotter)?;
     let descriptor = source.fetch(store, reference, platform, unpacker.reporter)?;
-    let unpacked = load_descriptor(store, &descriptor, platform, descriptor.digest().as_ref())
-        .map_err(UnpackError::from)
-        .and_then(|img| unpacker.unpack(&img));
-    match unpacked {
+    let img = match load_descriptor(store, &descriptor, platform, descriptor.digest().as_ref()) {
+        Ok(img) => img,
+        Err(e) => {
+            discard(store, unpacker.snapshotter, None, &descriptor, &before);
+            return Err(PullError::Unpack {
+                name,
+                source: Box::new(e.into()),
+            });
+        }
+    };
+    match unpacker.unpack(&img) {
         Ok(_) => {
             store.tag_ref(&name, &descriptor)?;
             Ok(Pulled { name, descriptor })
         }
         Err(e) => {
-            let damaged = layer_blobs(store, &descriptor, platform)
+            let damaged = img
+                .layer_digests()
+                .unwrap_or_default()
                 .into_iter()
                 .find(|d| before.blobs.contains(d) && !store.blob_is_sound(d));
-            discard(store, unpacker.snapshotter, &descriptor, platform, &before);
+            discard(
+                store,
+                unpacker.snapshotter,
+                Some(&img),
+                &descriptor,
+                &before,
+            );
             if let Some(digest) = damaged {
                 return Err(PullError::DamagedStoredLayer {
                     name,
@@ -212,46 +227,33 @@ impl Before {
     }
 }
 
-/// The digests of an image's layer blobs (empty if its manifest cannot be
-/// read).
-fn layer_blobs(store: &Store, desc: &Descriptor, platform: &Platform) -> Vec<Digest> {
-    load_descriptor(store, desc, platform, "")
-        .and_then(|img| img.layer_digests())
-        .unwrap_or_default()
-}
-
-/// The snapshot names an image's layers unpack to, bottom first (empty if
-/// its configuration cannot be read: then nothing was unpacked).
-fn chain_snapshots(store: &Store, desc: &Descriptor, platform: &Platform) -> Vec<String> {
-    let Ok(diff_ids) = load_descriptor(store, desc, platform, "").and_then(|img| img.diff_ids())
-    else {
-        return Vec::new();
-    };
-    chain_ids(&diff_ids)
-        .iter()
-        .map(SnapshotName::chain)
-        .collect()
-}
-
 fn names(snapshotter: &dyn Snapshotter) -> Result<HashSet<String>, SnapshotError> {
     Ok(snapshotter.list()?.into_iter().map(|i| i.name).collect())
 }
 
-/// Takes away what the failed pull of `desc` added. Best effort: what
-/// cannot be removed now is what `prune` removes later, so failures here
-/// are logged, not reported over the reason the pull failed.
+/// Takes away what the failed pull of `desc` (read as `img`, when it could
+/// be read: else nothing was unpacked) added. Best effort: what cannot be
+/// removed now is what `prune` removes later, so failures here are logged,
+/// not reported over the reason the pull failed.
 fn discard(
     store: &Store,
     snapshotter: &dyn Snapshotter,
+    img: Option<&LoadedImage>,
     desc: &Descriptor,
-    platform: &Platform,
     before: &Before,
 ) {
     // The snapshots of this image's layers below the refused one that this
     // pull made (not others', made meanwhile): top first, as children must
     // go before their parents.
+    let chains: Vec<String> = match img.map(LoadedImage::diff_ids) {
+        Some(Ok(diff_ids)) => chain_ids(&diff_ids)
+            .iter()
+            .map(SnapshotName::chain)
+            .collect(),
+        _ => Vec::new(),
+    };
     let now = names(snapshotter).unwrap_or_default();
-    for name in chain_snapshots(store, desc, platform).iter().rev() {
+    for name in chains.iter().rev() {
         if now.contains(name) && !before.snapshots.contains(name) {
             if let Err(e) = snapshotter.remove(name) {
                 tracing::debug!("snapshot {name} is left for prune: {e}");

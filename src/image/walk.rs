@@ -84,8 +84,6 @@ pub struct Node {
     pub role: Role,
     /// Indexes above it (a root has depth 0).
     pub depth: usize,
-    /// The root it was first reached from (its position among the roots).
-    pub root: usize,
 }
 
 impl Node {
@@ -126,8 +124,8 @@ impl Walk {
         bounds: Bounds,
     ) -> Result<Walk, WalkError> {
         let mut todo = Vec::new();
-        for (i, desc) in roots.into_iter().enumerate() {
-            todo.push(node(desc, Role::Entry, 0, i)?);
+        for desc in roots {
+            todo.push(node(desc, Role::Entry, 0)?);
         }
         todo.reverse();
         Ok(Walk {
@@ -194,24 +192,20 @@ impl Walk {
         mut unusable: Option<&mut Vec<WalkError>>,
     ) -> Result<(), WalkError> {
         let mut children = Vec::new();
-        let mut child = |desc: &Descriptor, role: Role, depth: usize| match node(
-            desc.clone(),
-            role,
-            depth,
-            parent.root,
-        ) {
-            Ok(n) => {
-                children.push(n);
-                Ok(())
-            }
-            Err(e) => match unusable.as_deref_mut() {
-                Some(unusable) => {
-                    unusable.push(e);
+        let mut child =
+            |desc: &Descriptor, role: Role, depth: usize| match node(desc.clone(), role, depth) {
+                Ok(n) => {
+                    children.push(n);
                     Ok(())
                 }
-                None => Err(e),
-            },
-        };
+                Err(e) => match unusable.as_deref_mut() {
+                    Some(unusable) => {
+                        unusable.push(e);
+                        Ok(())
+                    }
+                    None => Err(e),
+                },
+            };
         match doc {
             Document::Index(index) => {
                 if parent.depth == self.bounds.max_depth {
@@ -254,18 +248,13 @@ impl Walk {
         Ok(())
     }
 
-    /// Whether `digest` has been visited.
-    pub fn visited(&self, digest: &Digest) -> bool {
-        self.seen.contains(digest)
-    }
-
     /// Every digest visited so far.
     pub fn into_visited(self) -> HashSet<Digest> {
         self.seen
     }
 }
 
-fn node(desc: Descriptor, role: Role, depth: usize, root: usize) -> Result<Node, WalkError> {
+fn node(desc: Descriptor, role: Role, depth: usize) -> Result<Node, WalkError> {
     let digest = descriptor_digest(&desc).map_err(|source| WalkError::Descriptor {
         digest: desc.digest().to_string(),
         source,
@@ -275,7 +264,6 @@ fn node(desc: Descriptor, role: Role, depth: usize, root: usize) -> Result<Node,
         digest,
         role,
         depth,
-        root,
     })
 }
 

@@ -19,13 +19,16 @@ pub struct RegistryPuller {
     pub jobs: usize,
 }
 
+/// A registry reference, written bare or as `docker://…`.
+fn parse(reference: &str) -> Result<RegistryRef, crate::store::NameError> {
+    RegistryRef::parse(reference.strip_prefix("docker://").unwrap_or(reference))
+}
+
 impl ImageSource for RegistryPuller {
     fn name(&self, reference: &str) -> Option<String> {
         // Named by its full reference, as docker names it: a second build
         // finds it there.
-        RegistryRef::parse(reference.strip_prefix("docker://").unwrap_or(reference))
-            .ok()
-            .map(|r| r.to_string())
+        parse(reference).ok().map(|r| r.to_string())
     }
 
     fn fetch(
@@ -35,11 +38,10 @@ impl ImageSource for RegistryPuller {
         platform: &Platform,
         reporter: &dyn Reporter,
     ) -> Result<Descriptor, FetchError> {
-        let r = RegistryRef::parse(reference.strip_prefix("docker://").unwrap_or(reference))
-            .map_err(|e| FetchError {
-                user: true,
-                source: Box::new(e),
-            })?;
+        let r = parse(reference).map_err(|e| FetchError {
+            user: true,
+            source: Box::new(e),
+        })?;
         let src = RegistryTransport::new(r.clone(), self.options.clone());
         let dst = LayoutTransport::from_store(store.clone());
         let opts = CopyOptions {
