@@ -6,14 +6,16 @@
 //! `use self::y`, or a path written inline (`crate::a::b::f()`,
 //! `super::x::T`). Each is resolved to the deepest file it reaches
 //! (`crate::image::walk::Walk` is `src/image/walk.rs`; `crate::image::Walk`
-//! is `src/image/mod.rs`). Comments, strings, `$crate::` in macros and
-//! `#[cfg(test)] mod tests { … }` blocks at the end of a file do not count.
+//! is `src/image/mod.rs`). Files are read with syn: comments, strings,
+//! macro bodies and `#[cfg(test)]` modules do not count.
 //! The binary (`src/main.rs`, `src/cli/`) is its own crate above the rest:
 //! its `crate::` is `src/cli/`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
+
+use syn::visit::Visit;
 
 /// The floors, top first. A module may use modules on lower floors only;
 /// modules of one floor do not use each other.
@@ -75,187 +77,81 @@ fn in_binary(rel: &str) -> bool {
     rel == "main.rs" || rel.starts_with("cli/")
 }
 
-/// Source text without comments, string and char literals, and the
-/// trailing `#[cfg(test)] mod tests { … }` block.
-fn code(text: &str) -> String {
-    let text = match text.find("#[cfg(test)]\nmod tests {") {
-        Some(i) => &text[..i],
-        None => text,
+/// Every path the file names that starts with `crate`, `super` or `self`,
+/// with `use` groups (`a::{b, c::{d}}`) expanded, read with syn (so
+/// comments, strings and macro bodies are not paths). A `#[cfg(test)]`
+/// module is left out: tests may reach anywhere.
+fn paths(text: &str) -> Vec<Vec<String>> {
+    let file = syn::parse_file(text).expect("src/ parses as Rust");
+    let mut found = Paths(Vec::new());
+    found.visit_file(&file);
+    found.0
+}
+
+struct Paths(Vec<Vec<String>>);
+
+impl<'ast> Visit<'ast> for Paths {
+    fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
+        let test_only = m.attrs.iter().any(|a| {
+            a.path().is_ident("cfg") && a.parse_args::<syn::Ident>().is_ok_and(|i| i == "test")
+        });
+        if !test_only {
+            syn::visit::visit_item_mod(self, m);
+        }
+    }
+
+    fn visit_item_use(&mut self, u: &'ast syn::ItemUse) {
+        use_tree(&mut Vec::new(), &u.tree, &mut self.0);
+    }
+
+    fn visit_path(&mut self, p: &'ast syn::Path) {
+        let segs: Vec<String> = p.segments.iter().map(|s| s.ident.to_string()).collect();
+        if segs.len() > 1 && ["crate", "super", "self"].contains(&segs[0].as_str()) {
+            self.0.push(segs);
+        }
+        syn::visit::visit_path(self, p);
+    }
+}
+
+/// The paths one `use` tree names, each below `prefix`.
+fn use_tree(prefix: &mut Vec<String>, tree: &syn::UseTree, out: &mut Vec<Vec<String>>) {
+    let rooted = |p: &[String]| {
+        p.first()
+            .is_some_and(|f| ["crate", "super", "self"].contains(&f.as_str()))
     };
-    let b = text.as_bytes();
-    let mut out = String::with_capacity(text.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'/' && b.get(i + 1) == Some(&b'/') {
-            while i < b.len() && b[i] != b'\n' {
-                i += 1;
-            }
-        } else if b[i] == b'/' && b.get(i + 1) == Some(&b'*') {
-            i += 2;
-            while i + 1 < b.len() && !(b[i] == b'*' && b[i + 1] == b'/') {
-                i += 1;
-            }
-            i += 2;
-        } else if b[i] == b'r'
-            && (b.get(i + 1) == Some(&b'"') || b.get(i + 1) == Some(&b'#'))
-            && (i == 0 || !is_ident(b[i - 1]))
-        {
-            // A raw string: r"…", r#"…"#.
-            let mut j = i + 1;
-            let mut hashes = 0;
-            while b.get(j) == Some(&b'#') {
-                hashes += 1;
-                j += 1;
-            }
-            if b.get(j) != Some(&b'"') {
-                out.push(b[i] as char);
-                i += 1;
-                continue;
-            }
-            j += 1;
-            let close: Vec<u8> = std::iter::once(b'"')
-                .chain(std::iter::repeat_n(b'#', hashes))
-                .collect();
-            while j < b.len() && !b[j..].starts_with(&close) {
-                j += 1;
-            }
-            i = j + close.len();
-            out.push_str("\"\"");
-        } else if b[i] == b'"' {
-            i += 1;
-            while i < b.len() && b[i] != b'"' {
-                if b[i] == b'\\' {
-                    i += 1;
-                }
-                i += 1;
-            }
-            i += 1;
-            out.push_str("\"\"");
-        } else if b[i] == b'\'' && b.get(i + 2) == Some(&b'\'') {
-            // 'x'
-            i += 3;
-        } else if b[i] == b'\'' && b.get(i + 1) == Some(&b'\\') {
-            // '\n', '\''
-            i += 2;
-            while i < b.len() && b[i] != b'\'' {
-                i += 1;
-            }
-            i += 1;
-        } else {
-            out.push(b[i] as char);
-            i += 1;
+    match tree {
+        syn::UseTree::Path(p) => {
+            prefix.push(p.ident.to_string());
+            use_tree(prefix, &p.tree, out);
+            prefix.pop();
         }
-    }
-    out
-}
-
-fn is_ident(c: u8) -> bool {
-    c.is_ascii_alphanumeric() || c == b'_'
-}
-
-/// Every path the code names that starts with `crate`, `super` or `self`,
-/// with `use` groups (`a::{b, c::{d}}`) expanded.
-fn paths(code: &str) -> Vec<Vec<String>> {
-    let mut out = Vec::new();
-    // `use` statements, whole (they may hold groups).
-    let mut rest = code;
-    while let Some(at) = find_word(rest, "use") {
-        let after = &rest[at + 3..];
-        let Some(end) = after.find(';') else { break };
-        let tree: String = after[..end]
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ");
-        let tree = tree.trim();
-        if ["crate", "super", "self"]
-            .iter()
-            .any(|r| tree.starts_with(&format!("{r}::")))
-        {
-            expand(&[], tree, &mut out);
-        }
-        rest = &after[end..];
-    }
-    // Inline paths.
-    let b = code.as_bytes();
-    for root in ["crate::", "super::"] {
-        let mut from = 0;
-        while let Some(i) = code[from..].find(root) {
-            let at = from + i;
-            from = at + root.len();
-            if at > 0 && (is_ident(b[at - 1]) || b[at - 1] == b':' || b[at - 1] == b'$') {
-                continue;
+        syn::UseTree::Name(n) => {
+            let mut path = prefix.clone();
+            if n.ident != "self" {
+                path.push(n.ident.to_string());
             }
-            let mut end = at;
-            while end < b.len() && (is_ident(b[end]) || b[end] == b':') {
-                end += 1;
-            }
-            let path: Vec<String> = code[at..end]
-                .split("::")
-                .filter(|s| !s.is_empty())
-                .map(str::to_string)
-                .collect();
-            out.push(path);
-        }
-    }
-    out
-}
-
-fn find_word(s: &str, word: &str) -> Option<usize> {
-    let b = s.as_bytes();
-    let mut from = 0;
-    while let Some(i) = s[from..].find(word) {
-        let at = from + i;
-        let before = at == 0 || !is_ident(b[at - 1]);
-        let after = b.get(at + word.len()).is_none_or(|c| !is_ident(*c));
-        if before && after {
-            return Some(at);
-        }
-        from = at + word.len();
-    }
-    None
-}
-
-/// `prefix` followed by one use tree (`a::b`, `a::{b, c}`, `a as x`).
-fn expand(prefix: &[String], tree: &str, out: &mut Vec<Vec<String>>) {
-    let tree = tree.trim();
-    if let Some(open) = tree.find('{') {
-        let head: Vec<String> = tree[..open]
-            .split("::")
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(str::to_string)
-            .collect();
-        let inner = &tree[open + 1..tree.rfind('}').unwrap_or(tree.len())];
-        let mut base = prefix.to_vec();
-        base.extend(head);
-        let mut depth = 0;
-        let mut start = 0;
-        for (i, c) in inner.char_indices() {
-            match c {
-                '{' => depth += 1,
-                '}' => depth -= 1,
-                ',' if depth == 0 => {
-                    expand(&base, &inner[start..i], out);
-                    start = i + 1;
-                }
-                _ => {}
+            if rooted(&path) {
+                out.push(path);
             }
         }
-        expand(&base, &inner[start..], out);
-        return;
+        syn::UseTree::Rename(r) => {
+            let mut path = prefix.clone();
+            path.push(r.ident.to_string());
+            if rooted(&path) {
+                out.push(path);
+            }
+        }
+        syn::UseTree::Glob(_) => {
+            if rooted(prefix) {
+                out.push(prefix.clone());
+            }
+        }
+        syn::UseTree::Group(g) => {
+            for t in &g.items {
+                use_tree(prefix, t, out);
+            }
+        }
     }
-    let tree = tree.split(" as ").next().unwrap_or(tree).trim();
-    if tree.is_empty() {
-        return;
-    }
-    let mut path = prefix.to_vec();
-    path.extend(
-        tree.split("::")
-            .map(str::trim)
-            .filter(|s| !s.is_empty() && *s != "self" && *s != "*")
-            .map(str::to_string),
-    );
-    out.push(path);
 }
 
 /// The imports of every file: file → files it names.
@@ -285,7 +181,7 @@ fn imports() -> BTreeMap<String, BTreeSet<String>> {
         let module = module_of(&r);
         let text = fs::read_to_string(path).unwrap();
         let mut targets = BTreeSet::new();
-        for p in paths(&code(&text)) {
+        for p in paths(&text) {
             let mut full: Vec<String> = Vec::new();
             let mut i = 0;
             match p.first().map(String::as_str) {
@@ -395,12 +291,10 @@ fn the_checker_reads_imports_as_rust_does() {
     let text = "use crate::image::{self, walk::{Walk, Bounds}, media as m};\n\
                 use super::names;\n\
                 // use crate::engine::run;\n\
-                fn f() { let s = \"crate::check::x\"; crate::store::Store::open(); super::x::y(); $crate::m!(); }\n\
+                fn f() { let s = \"crate::check::x\"; crate::store::Store::open(); super::x::y(); }\n\
+                macro_rules! m { () => { $crate::engine::x() } }\n\
                 #[cfg(test)]\nmod tests {\n    use crate::transport;\n}\n";
-    let found: BTreeSet<String> = paths(&code(text))
-        .into_iter()
-        .map(|p| p.join("::"))
-        .collect();
+    let found: BTreeSet<String> = paths(text).into_iter().map(|p| p.join("::")).collect();
     let want: BTreeSet<String> = [
         "crate::image",
         "crate::image::walk::Walk",
