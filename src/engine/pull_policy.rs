@@ -4,8 +4,8 @@
 //! - `missing` (the default): only for an image the store lacks.
 //! - `always`: every time, through the same pull transaction as `jbuild
 //!   pull`: the reference is resolved again, a manifest that did not change
-//!   costs its request and nothing else (the layers are in the store), a
-//!   changed one is pulled and named.
+//!   costs the registry's API check and the manifest request and nothing
+//!   else (the blobs are in the store), a changed one is pulled and named.
 //! - `never`: not at all; an image the store lacks fails the build before
 //!   any request is made.
 
