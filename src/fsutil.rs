@@ -119,7 +119,11 @@ pub fn path_at_fault(e: &io::Error) -> bool {
 /// never a part: a temporary file beside it, fsync, rename, fsync of the
 /// directory.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
+    // `iid` alone has the parent "", which cannot be opened to be synced.
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
     let mut tmp = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)?;
     tmp.write_all(bytes)?;
     tmp.as_file().sync_all()?;

@@ -281,6 +281,9 @@ fn a_build_whose_from_image_has_a_refused_layer_leaves_no_name() {
         compression: Compression::Gzip,
         epoch: 0,
         hash_cache: None,
+        target: None,
+        labels: Default::default(),
+        annotations: Default::default(),
     };
     let err = engine::build(&env, &opts).unwrap_err();
     assert!(err.is_user_error(), "{err}");

@@ -8,8 +8,9 @@ use clap::Args;
 use serde_json::json;
 
 use super::{CmdResult, Ctx, Failure};
-use jbuild::engine::{self, BuildEnv, BuildOptions, FreeBsdEnv};
+use jbuild::engine::{self, BuildEnv, BuildOptions, FreeBsdEnv, PullPolicy};
 use jbuild::image::Platform;
+use jbuild::jailfile;
 use jbuild::layer::Compression;
 use jbuild::release::ReleaseSource;
 use jbuild::report::JsonReporter;
@@ -17,7 +18,8 @@ use jbuild::store::ImageName;
 
 #[derive(Args, Debug)]
 pub struct BuildArgs {
-    /// The Jailfile (default: DIR/Jailfile).
+    /// The Jailfile (default: DIR/Jailfile); `-` reads it from standard
+    /// input (its INCLUDEs are then relative to DIR).
     #[arg(short = 'f', long = "file", value_name = "FILE")]
     file: Option<PathBuf>,
     /// Name (and tag) for the image; may be given several times.
@@ -27,6 +29,36 @@ pub struct BuildArgs {
     /// the environment variable K.
     #[arg(long = "build-arg", value_name = "K=V")]
     build_args: Vec<String>,
+    /// Build arguments from a file: one K=V a line, `#` comments and blank
+    /// lines ignored; --build-arg wins over it. May be given several times.
+    #[arg(long = "build-arg-file", value_name = "FILE")]
+    build_arg_files: Vec<PathBuf>,
+    /// Build this stage (its AS name, or its number from 0) and the stages
+    /// it needs, instead of the last one.
+    #[arg(long, value_name = "STAGE")]
+    target: Option<String>,
+    /// A label for the image's config, over the Jailfile's LABELs (no step
+    /// runs again for it); may be given several times.
+    #[arg(long = "label", value_name = "K=V")]
+    labels: Vec<String>,
+    /// An annotation for the image's manifest; may be given several times.
+    #[arg(long = "annotation", value_name = "K=V")]
+    annotations: Vec<String>,
+    /// Write the image's digest (`sha256:…`, what `jbuild images` shows
+    /// and `jbuild inspect` takes) to FILE.
+    #[arg(long, value_name = "FILE")]
+    iidfile: Option<PathBuf>,
+    /// When to fetch FROM images from their registry: `missing` (default:
+    /// when the store lacks them), `always` (check for a newer one; bare
+    /// --pull), `never` (fail if the store lacks one; nothing is asked of
+    /// any registry).
+    #[arg(long, value_name = "POLICY", num_args = 0..=1, require_equals = true,
+          default_missing_value = "always")]
+    pull: Option<String>,
+    /// After the build, push every -t name to its registry (as `jbuild
+    /// push NAME` does).
+    #[arg(long)]
+    push: bool,
     /// Run every step, using no cached result.
     #[arg(long)]
     no_cache: bool,
@@ -73,6 +105,34 @@ struct AtTemplateLine {
     at: String,
     #[source]
     source: engine::BuildError,
+}
+
+/// `--label` and `--annotation` values: `K=V`, K not empty.
+fn parse_pairs(flag: &str, raw: &[String]) -> Result<BTreeMap<String, String>, Failure> {
+    let mut out = BTreeMap::new();
+    for a in raw {
+        match a.split_once('=') {
+            Some((k, v)) if !k.is_empty() => {
+                out.insert(k.to_string(), v.to_string());
+            }
+            _ => {
+                return Err(Failure::user(anyhow!(
+                    "{flag} `{a}`: write {flag} NAME=VALUE (the name may not be empty)"
+                )))
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The build arguments: the files' (in order), then --build-arg's over them.
+fn build_args(args: &BuildArgs) -> Result<BTreeMap<String, String>, Failure> {
+    let mut out = BTreeMap::new();
+    for f in &args.build_arg_files {
+        out.extend(jailfile::arg_file::read(f).map_err(Failure::user)?);
+    }
+    out.extend(parse_build_args(&args.build_args)?);
+    Ok(out)
 }
 
 fn parse_build_args(raw: &[String]) -> Result<BTreeMap<String, String>, Failure> {
@@ -132,20 +192,24 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
             args.context.display()
         )));
     }
-    let jailfile = args
-        .file
-        .clone()
-        .unwrap_or_else(|| args.context.join("Jailfile"));
+    let stdin = args.file.as_deref() == Some(std::path::Path::new("-"));
+    // `-f -`: named `<stdin>` in messages, in DIR so INCLUDEs are DIR's.
+    let jailfile = match &args.file {
+        _ if stdin => args.context.join("<stdin>"),
+        Some(f) => f.clone(),
+        None => args.context.join("Jailfile"),
+    };
     let bastille = match &args.file {
+        _ if stdin => false,
         Some(f) => f
             .file_name()
             .is_some_and(|n| n.to_string_lossy().ends_with("Bastillefile")),
         None => !jailfile.exists() && jbuild::bastille::is_template(&args.context),
     };
     let translated = if bastille {
-        if !args.build_args.is_empty() {
+        if !args.build_args.is_empty() || !args.build_arg_files.is_empty() {
             return Err(Failure::user(anyhow!(
-                "--build-arg is for Jailfiles; a Bastille template takes its ARGs with --arg NAME=VALUE or --arg-file FILE"
+                "--build-arg and --build-arg-file are for Jailfiles; a Bastille template takes its ARGs with --arg NAME=VALUE or --arg-file FILE"
             )));
         }
         let from = args.file.clone().unwrap_or_else(|| args.context.clone());
@@ -163,7 +227,7 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
     } else {
         None
     };
-    if translated.is_none() && !jailfile.is_file() {
+    if translated.is_none() && !stdin && !jailfile.is_file() {
         return Err(Failure::user(anyhow!(
             "no Jailfile at `{}`; give one with -f FILE",
             jailfile.display()
@@ -177,6 +241,22 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
                 .map_err(|e| Failure::user(anyhow!("-t {t}: {e}")))
         })
         .collect::<Result<Vec<_>, _>>()?;
+    if args.push && tags.is_empty() {
+        return Err(Failure::user(anyhow!(
+            "--push pushes the image's -t names, and none was given: add -t REGISTRY/REPOSITORY:TAG"
+        )));
+    }
+    if args.push {
+        for t in &tags {
+            super::registry::registry_ref(&t.to_string())?;
+        }
+    }
+    let pull: PullPolicy = match &args.pull {
+        Some(p) => p
+            .parse()
+            .map_err(|e| Failure::user(anyhow!("--pull: {e}")))?,
+        None => PullPolicy::Missing,
+    };
     let platform = args
         .platform
         .as_deref()
@@ -196,12 +276,20 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
         context,
         jailfile,
         tags,
-        build_args: parse_build_args(&args.build_args)?,
+        build_args: build_args(&args)?,
         no_cache: args.no_cache,
         platform,
         compression,
         epoch,
         hash_cache: Some(ctx.paths.hash_cache()),
+        target: args.target.clone(),
+        labels: parse_pairs("--label", &args.labels)?,
+        annotations: parse_pairs("--annotation", &args.annotations)?,
+    };
+    let piped = if stdin {
+        Some(jailfile::read_from(std::io::stdin().lock(), &opts.jailfile).map_err(Failure::user)?)
+    } else {
+        None
     };
     let store = ctx.store()?;
     let snapshotter = ctx.snapshotter()?;
@@ -214,10 +302,12 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
     let env = BuildEnv::new(&store, snapshotter.as_ref(), reporter.as_ref())
         .with_freebsd(freebsd_env(ctx, &args)?)
         .with_image_source(&puller)
-        .with_layers(ctx.layer_policy(false, false));
-    let out = match &translated {
-        Some(t) => engine::build_text(&env, &opts, &t.jailfile),
-        None => engine::build(&env, &opts),
+        .with_layers(ctx.layer_policy(false, false))
+        .with_pull(pull);
+    let out = match (&translated, &piped) {
+        (Some(t), _) => engine::build_text(&env, &opts, &t.jailfile),
+        (None, Some(text)) => engine::build_text(&env, &opts, text),
+        (None, None) => engine::build(&env, &opts),
     }
     .map_err(|e| {
         let user = e.is_user_error();
@@ -238,6 +328,23 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
             },
         }
     })?;
+    drop(reporter);
+    if let Some(file) = &args.iidfile {
+        super::registry::write_digest_file("--iidfile", file, &out.manifest_digest.to_string())?;
+    }
+    let mut pushed = Vec::new();
+    if args.push {
+        let store = ctx.store()?;
+        let digest = out.manifest_digest.to_string();
+        for t in &opts.tags {
+            let name = t.to_string();
+            let p = super::registry::push_to(ctx, &store, &digest, &name, &name, 4)?;
+            if !ctx.json && !ctx.quiet {
+                eprintln!("pushed {} to {}", p.digest, p.place);
+            }
+            pushed.push(json!({"name": p.place, "digest": p.digest}));
+        }
+    }
     if ctx.json {
         JsonReporter::stdout().emit(json!({
             "event": "result",
@@ -246,6 +353,7 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
             "tags": opts.tags.iter().map(|t| t.to_string()).collect::<Vec<_>>(),
             "steps_run": out.steps_run,
             "steps_cached": out.steps_cached,
+            "pushed": pushed,
         }));
     } else {
         if !ctx.quiet {

@@ -35,6 +35,10 @@ pub struct PushArgs {
     destination: Option<String>,
     #[command(flatten)]
     jobs: JobsArg,
+    /// Write the digest of the manifest pushed (`sha256:…`) to FILE, as
+    /// podman and skopeo do.
+    #[arg(long, value_name = "FILE")]
+    digestfile: Option<std::path::PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -101,7 +105,7 @@ fn place(dst: &dyn Transport, tag: &Option<String>) -> String {
     }
 }
 
-fn registry_ref(s: &str) -> Result<RegistryRef, Failure> {
+pub(super) fn registry_ref(s: &str) -> Result<RegistryRef, Failure> {
     RegistryRef::parse(s).map_err(|e| {
         Failure::user(anyhow!(
             "`{s}` is not a registry reference: {e} \
@@ -126,25 +130,38 @@ fn destination(
     Ok((Box::new(RegistryTransport::new(r, options.clone())), tag))
 }
 
-pub fn push(ctx: &Ctx, args: PushArgs) -> CmdResult {
-    let store = ctx.store()?;
-    let desc = Ctx::resolve_image(&store, &args.image)?;
+/// An image [`push_to`] sent.
+pub(super) struct Pushed {
+    /// The manifest digest at the destination.
+    pub digest: String,
+    /// The destination as the user would write it.
+    pub place: String,
+    pub tag: Option<String>,
+}
+
+/// Pushes the stored image `image` (name, digest or prefix) to `dest`:
+/// the one way `jbuild push` and `jbuild build --push` send images.
+pub(super) fn push_to(
+    ctx: &Ctx,
+    store: &jbuild::store::Store,
+    image: &str,
+    dest: &str,
+    shown_as: &str,
+    jobs: usize,
+) -> Result<Pushed, Failure> {
+    let desc = Ctx::resolve_image(store, image)?;
     let options = RegistryOptions::from_settings(&ctx.settings);
-    let dest = args
-        .destination
-        .clone()
-        .unwrap_or_else(|| args.image.clone());
-    let (dst, mut tag) = destination(&dest, &options)?;
+    let (dst, mut tag) = destination(dest, &options)?;
     if tag.is_none() && (dest.starts_with("oci:") || dest.starts_with("oci-archive:")) {
         // As `export`: a layout gets the image's own tag.
-        tag = ImageName::parse(&args.image)
+        tag = ImageName::parse(shown_as)
             .ok()
-            .filter(|_| !args.image.starts_with("sha256:"))
+            .filter(|_| !shown_as.starts_with("sha256:"))
             .map(|n| n.tag().to_string());
     }
-    let src = LayoutTransport::from_store(store);
+    let src = LayoutTransport::from_store(store.clone());
     let opts = CopyOptions {
-        jobs: args.jobs.jobs.into(),
+        jobs,
         platform: None,
     };
     let out = copy_with(
@@ -155,12 +172,46 @@ pub fn push(ctx: &Ctx, args: PushArgs) -> CmdResult {
         tag.as_deref(),
         &opts,
     )?;
-    done(
+    Ok(Pushed {
+        digest: out.digest().to_string(),
+        place: place(dst.as_ref(), &tag),
+        tag,
+    })
+}
+
+/// Writes `digest` (no newline, as docker and podman write theirs) to
+/// `file`, atomically: a script never reads half of it.
+pub(super) fn write_digest_file(
+    flag: &str,
+    file: &std::path::Path,
+    digest: &str,
+) -> Result<(), Failure> {
+    jbuild::fsutil::write_atomic(file, digest.as_bytes()).map_err(|e| {
+        let user = jbuild::fsutil::path_at_fault(&e);
+        let error =
+            anyhow::Error::new(e).context(format!("{flag} {}: cannot write it", file.display()));
+        Failure { user, error }
+    })
+}
+
+pub fn push(ctx: &Ctx, args: PushArgs) -> CmdResult {
+    let store = ctx.store()?;
+    let dest = args
+        .destination
+        .clone()
+        .unwrap_or_else(|| args.image.clone());
+    let p = push_to(
         ctx,
-        out.digest().as_ref(),
-        &place(dst.as_ref(), &tag),
-        tag.as_deref(),
-    );
+        &store,
+        &args.image,
+        &dest,
+        &args.image,
+        args.jobs.jobs.into(),
+    )?;
+    if let Some(file) = &args.digestfile {
+        write_digest_file("--digestfile", file, &p.digest)?;
+    }
+    done(ctx, &p.digest, &p.place, p.tag.as_deref());
     Ok(())
 }
 

@@ -7,7 +7,7 @@ use crate::image::export::ExportError;
 use crate::image::unpack::UnpackError;
 use crate::image::{ImageError, PullError};
 use crate::jailfile::{Diagnostic, Location};
-use crate::plan::PlanError;
+use crate::plan::{PlanError, UnknownTarget};
 use crate::release::ReleaseError;
 use crate::snapshot::SnapshotError;
 use crate::store::StoreError;
@@ -18,6 +18,15 @@ pub enum BuildError {
     Jailfile(#[from] Diagnostic),
     #[error(transparent)]
     Plan(#[from] PlanError),
+    /// `--target` names no stage.
+    #[error(transparent)]
+    Target(#[from] UnknownTarget),
+    /// `--pull=never`, and an image the store lacks.
+    #[error(
+        "image `{0}` is not in the local store, and --pull=never forbids fetching it: \
+         pull it first (`jbuild pull {0}`) or build with --pull=missing"
+    )]
+    NotPulled(String),
     /// The build context's `.jailignore` cannot be read or used.
     #[error("build context: {0}")]
     Context(#[source] NativeError),
@@ -131,7 +140,11 @@ impl BuildError {
     /// jbuild or the system (exit code 2).
     pub fn is_user_error(&self) -> bool {
         match self {
-            BuildError::Jailfile(_) | BuildError::Step(_) | BuildError::StepFailed(_) => true,
+            BuildError::Jailfile(_)
+            | BuildError::Target(_)
+            | BuildError::NotPulled(_)
+            | BuildError::Step(_)
+            | BuildError::StepFailed(_) => true,
             BuildError::Plan(e) => e.is_user_error(),
             BuildError::Context(e) | BuildError::Native(e) => e.is_user_error(),
             BuildError::Exec(e) => e.is_user_error(),

@@ -8,8 +8,10 @@
 mod error;
 pub mod freebsd;
 pub mod native;
+mod pull_policy;
 mod run;
 
 pub use error::BuildError;
 pub use freebsd::FreeBsdEnv;
+pub use pull_policy::{BadPullPolicy, PullPolicy};
 pub use run::{build, build_text, BuildEnv, BuildOptions, BuildOutput};

@@ -13,6 +13,7 @@ use oci_spec::image::Descriptor;
 use super::error::BuildError;
 use super::freebsd::{self, FreeBsdEnv};
 use super::native::{self, CopyOptions, Ignore};
+use super::pull_policy::PullPolicy;
 use crate::digest::Digest;
 use crate::exec::{self, Executor, RunSpec};
 use crate::image::{
@@ -43,6 +44,8 @@ pub struct BuildEnv<'a> {
     pub image_source: Option<&'a dyn ImageSource>,
     /// What layers unpacked from images may hold and how big they may be.
     pub layer_policy: LayerPolicy,
+    /// When FROM images are asked of `image_source` (`--pull`).
+    pub pull: PullPolicy,
 }
 
 impl<'a> BuildEnv<'a> {
@@ -59,7 +62,14 @@ impl<'a> BuildEnv<'a> {
             freebsd: FreeBsdEnv::default(),
             image_source: None,
             layer_policy: LayerPolicy::default(),
+            pull: PullPolicy::default(),
         }
+    }
+
+    /// Asks `image_source` for FROM images as `policy` says.
+    pub fn with_pull(mut self, policy: PullPolicy) -> Self {
+        self.pull = policy;
+        self
     }
 
     /// Unpacks image layers as `policy` says.
@@ -118,6 +128,13 @@ pub struct BuildOptions {
     pub epoch: u64,
     /// Where content hashes of context files persist between builds.
     pub hash_cache: Option<PathBuf>,
+    /// `--target`: the stage to build (name or index; default: the last).
+    pub target: Option<String>,
+    /// `--label`: config labels over the Jailfile's LABELs. Like LABEL,
+    /// they change the image, never a step's cache key.
+    pub labels: BTreeMap<String, String>,
+    /// `--annotation`: manifest annotations.
+    pub annotations: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone)]
@@ -146,23 +163,31 @@ impl Inputs<'_> {
     /// The image `reference` names: from the store, else (when the build
     /// has a source) by its full name if an earlier pull stored it so,
     /// else pulled now — through the same transaction as `jbuild pull`, so
-    /// an image whose layers are refused gets no name.
+    /// an image whose layers are refused gets no name. `--pull=always`
+    /// pulls it again (once a build); `--pull=never` never asks the source.
     fn load(&self, reference: &str, platform: &Platform) -> Result<LoadedImage, BuildError> {
         let key = format!("{reference}|{platform}");
         if let Some(img) = self.images.borrow().get(&key) {
             return Ok(img.clone());
         }
         let store = self.env.store;
-        let img = match (
-            image::load(store, reference, platform),
-            self.env.image_source,
-        ) {
-            (Ok(img), _) => img,
-            (Err(image::ImageError::NotFound(_)), Some(source)) => {
+        let stored = image::load(store, reference, platform);
+        let always = self.env.pull == PullPolicy::Always
+            && self
+                .env
+                .image_source
+                .is_some_and(|s| s.name(reference).is_some());
+        let img = match (stored, self.env.image_source) {
+            (Ok(img), None) => img,
+            (Ok(img), Some(_)) if !always => img,
+            (Ok(_) | Err(image::ImageError::NotFound(_)), Some(source)) => {
                 let Some(name) = source.name(reference) else {
                     return Err(image::ImageError::NotFound(reference.to_string()).into());
                 };
-                if store.resolve(&name)?.is_none() {
+                if always || store.resolve(&name)?.is_none() {
+                    if self.env.pull == PullPolicy::Never {
+                        return Err(BuildError::NotPulled(reference.to_string()));
+                    }
                     self.env
                         .reporter
                         .message(Level::Info, &format!("pulling {name} ({platform})"));
@@ -279,12 +304,17 @@ pub fn build_text(
     if let Some(cache) = &opts.hash_cache {
         native::hash_cache::attach(cache);
     }
+    let target = match &opts.target {
+        Some(t) => Some(plan::target_stage(&parsed, t)?),
+        None => None,
+    };
     let plan = plan::plan(
         &parsed,
         &inputs,
         &PlanOptions {
             platform: opts.platform.clone(),
             no_cache_nonce: nonce,
+            target,
         },
     )?;
     freebsd::check_jail_params(&plan, &env.freebsd.allowed_jail_params)?;
@@ -337,8 +367,11 @@ pub fn build_text(
         epoch: opts.epoch,
         jailfile_text: &jailfile_text,
         base,
+        annotations: &opts.annotations,
     };
-    let (manifest, config_digest) = image::write::write(env.store, &target.state, &layers, &meta)?;
+    let mut state = target.state.clone();
+    state.labels.extend(opts.labels.clone());
+    let (manifest, config_digest) = image::write::write(env.store, &state, &layers, &meta)?;
     for tag in &opts.tags {
         env.store.tag(tag, &manifest)?;
     }

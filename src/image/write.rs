@@ -33,6 +33,8 @@ pub struct ImageMeta<'a> {
     pub epoch: u64,
     pub jailfile_text: &'a str,
     pub base: Option<(&'a str, &'a Digest)>,
+    /// Annotations for the manifest (`--annotation`), over jbuild's own.
+    pub annotations: &'a BTreeMap<String, String>,
 }
 
 /// Writes the config and manifest of a new image; returns the manifest's
@@ -129,6 +131,7 @@ pub fn write(
             digest.to_string(),
         );
     }
+    annotations.extend(meta.annotations.clone());
     let manifest = json!({
         "schemaVersion": 2,
         "mediaType": OCI_MANIFEST,

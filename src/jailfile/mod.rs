@@ -21,6 +21,7 @@
 //! Every character keeps its file, line and column (`text`), so any error
 //! becomes a [`Diagnostic`] that shows the source line with a caret.
 
+pub mod arg_file;
 mod ast;
 mod diagnostic;
 mod forms;
@@ -62,6 +63,21 @@ pub fn read(path: &Path) -> Result<String, Diagnostic> {
     })
 }
 
+/// Reads a Jailfile's text from `input` (standard input, for `-f -`),
+/// bounded as a file is; `shown` names it in messages.
+pub fn read_from(input: impl std::io::Read, shown: &Path) -> Result<String, Diagnostic> {
+    read_bounded(input).map_err(|e| {
+        Diagnostic::for_file(
+            shown,
+            format!(
+                "cannot read the Jailfile from {}: {}",
+                shown.display(),
+                why(&e)
+            ),
+        )
+    })
+}
+
 /// The most one Jailfile or included file may hold. Recipes are text of a
 /// few KiB; this only stops `-f /dev/zero` or a mistyped path to a disk
 /// image from filling memory.
@@ -70,11 +86,13 @@ pub const MAX_FILE: u64 = 4 << 20;
 /// Reads a Jailfile or an included file as UTF-8, at most [`MAX_FILE`]
 /// bytes (more is an error of kind `FileTooLarge`).
 pub(crate) fn read_text(path: &Path) -> std::io::Result<String> {
+    read_bounded(std::fs::File::open(path)?)
+}
+
+fn read_bounded(input: impl std::io::Read) -> std::io::Result<String> {
     use std::io::Read;
     let mut text = String::new();
-    std::fs::File::open(path)?
-        .take(MAX_FILE + 1)
-        .read_to_string(&mut text)?;
+    input.take(MAX_FILE + 1).read_to_string(&mut text)?;
     if text.len() as u64 > MAX_FILE {
         return Err(std::io::ErrorKind::FileTooLarge.into());
     }

@@ -108,6 +108,58 @@ pub struct PlanOptions {
     pub platform: Option<Platform>,
     /// `--no-cache`: a nonce mixed into every key, so nothing matches.
     pub no_cache_nonce: Option<String>,
+    /// `--target`: the stage (its index in the Jailfile, see
+    /// [`target_stage`]) to build, with the stages it needs; `None`: the
+    /// last one.
+    pub target: Option<usize>,
+}
+
+/// A `--target` that names no stage of the Jailfile.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "`{file}` has no stage `{target}` to build; its stages are {}",
+    stages.join(", ")
+)]
+pub struct UnknownTarget {
+    pub target: String,
+    pub file: String,
+    /// Each stage as it can be named: `name (index)`, or the index alone.
+    pub stages: Vec<String>,
+}
+
+/// The index of the stage `target` names: its `AS` name (any case, as
+/// names are kept lowercased), else its index in the Jailfile.
+pub fn target_stage(build: &Build, target: &str) -> Result<usize, UnknownTarget> {
+    let lower = target.to_ascii_lowercase();
+    let by_name = build
+        .stages
+        .iter()
+        .find(|s| s.name.as_deref() == Some(lower.as_str()));
+    let by_index = || {
+        target
+            .parse::<usize>()
+            .ok()
+            .filter(|i| *i < build.stages.len())
+    };
+    match by_name.map(|s| s.index).or_else(by_index) {
+        Some(i) => Ok(i),
+        None => Err(UnknownTarget {
+            target: target.to_string(),
+            file: build
+                .stages
+                .first()
+                .map(|s| s.location.file.display().to_string())
+                .unwrap_or_default(),
+            stages: build
+                .stages
+                .iter()
+                .map(|s| match &s.name {
+                    Some(n) => format!("`{n}` ({})", s.index),
+                    None => format!("`{}`", s.index),
+                })
+                .collect(),
+        }),
+    }
 }
 
 /// Why a [`PlanInputs`] question had no answer: the error itself, kept
@@ -300,10 +352,10 @@ impl Plan {
     }
 }
 
-/// The stages the last one needs, directly or through others.
-fn needed_stages(build: &Build) -> BTreeSet<usize> {
+/// The stages `target` needs (itself included), directly or through others.
+fn needed_stages(build: &Build, target: usize) -> BTreeSet<usize> {
     let mut needed = BTreeSet::new();
-    let mut todo = vec![build.stages.len() - 1];
+    let mut todo = vec![target];
     while let Some(i) = todo.pop() {
         if !needed.insert(i) {
             continue;
@@ -336,7 +388,8 @@ pub fn plan(build: &Build, inputs: &dyn PlanInputs, opts: &PlanOptions) -> Resul
             kind: PlanErrorKind::NoFrom,
         });
     }
-    let needed = needed_stages(build);
+    let last = build.stages.len() - 1;
+    let needed = needed_stages(build, opts.target.unwrap_or(last).min(last));
     let mut stages: Vec<PlannedStage> = Vec::new();
     let mut number = 0;
     for stage in build.stages.iter().filter(|s| needed.contains(&s.index)) {

@@ -304,6 +304,7 @@ fn amd64() -> PlanOptions {
     PlanOptions {
         platform: Some(Platform::parse("freebsd/amd64").unwrap()),
         no_cache_nonce: None,
+        ..Default::default()
     }
 }
 
@@ -455,4 +456,56 @@ fn an_input_error_is_located_and_keeps_its_cause_and_its_kind() {
     let e = plan(&release_build("14.3-RELEASE", vec![]), &Failing, &amd64()).unwrap_err();
     assert!(e.to_string().contains("needs a release mirror"), "{e}");
     assert!(e.is_user_error());
+}
+
+#[test]
+fn a_target_stage_is_planned_with_what_it_needs_and_named_by_name_or_index() {
+    let s0 = stage(
+        0,
+        Some("base"),
+        Base::Scratch,
+        vec![step(2, "RUN a", run("a"))],
+    );
+    let s1 = stage(
+        1,
+        Some("tools"),
+        Base::Stage(0),
+        vec![step(4, "RUN b", run("b"))],
+    );
+    let s2 = stage(
+        2,
+        Some("final"),
+        Base::Scratch,
+        vec![step(6, "RUN c", run("c"))],
+    );
+    let b = Build {
+        stages: vec![s0, s1, s2],
+        unused_build_args: vec![],
+    };
+    assert_eq!(target_stage(&b, "tools").unwrap(), 1);
+    assert_eq!(target_stage(&b, "TOOLS").unwrap(), 1);
+    assert_eq!(target_stage(&b, "0").unwrap(), 0);
+    let e = target_stage(&b, "web").unwrap_err();
+    let text = e.to_string();
+    assert!(text.contains("`web`"), "{text}");
+    assert!(
+        text.contains("`base` (0), `tools` (1), `final` (2)"),
+        "{text}"
+    );
+    assert!(target_stage(&b, "3").is_err());
+
+    let opts = PlanOptions {
+        target: Some(1),
+        ..Default::default()
+    };
+    let p = plan(&b, &fake(), &opts).unwrap();
+    assert_eq!(
+        p.stages.iter().map(|s| s.index).collect::<Vec<_>>(),
+        vec![0, 1]
+    );
+    assert_eq!(p.target().index, 1);
+    assert_eq!(p.total_steps, 4);
+    // The same stage keys the same with or without --target.
+    let whole = plan(&b, &fake(), &PlanOptions::default()).unwrap();
+    assert_eq!(whole.target().index, 2);
 }
