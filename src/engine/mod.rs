@@ -8,8 +8,10 @@
 mod error;
 pub mod freebsd;
 pub mod native;
+pub mod platforms;
 mod run;
 
 pub use error::BuildError;
 pub use freebsd::FreeBsdEnv;
+pub use platforms::{build_platforms, ListOutput, PlatformOutput};
 pub use run::{build, build_text, BuildEnv, BuildOptions, BuildOutput};
