@@ -6,6 +6,7 @@
 //! [`crate::image`]'s.
 
 mod error;
+pub mod foreign;
 pub mod freebsd;
 pub mod native;
 pub mod platforms;

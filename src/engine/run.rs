@@ -308,7 +308,7 @@ fn build_or_check(
         },
     )?;
     freebsd::check_jail_params(&plan, &env.freebsd.allowed_jail_params)?;
-    super::platforms::check_runnable(&plan, crate::config::host_architecture())?;
+    super::foreign::check_runnable(&plan, crate::config::host_architecture())?;
     if check_only {
         return Ok(None);
     }
