@@ -31,9 +31,15 @@ pub struct BuildArgs {
     #[arg(long)]
     no_cache: bool,
     /// The image's platform, e.g. freebsd/amd64 (default: FROM's, the base
-    /// image's, or freebsd on this host's architecture).
-    #[arg(long, value_name = "OS/ARCH")]
-    platform: Option<String>,
+    /// image's, or freebsd on this host's architecture). Several, comma
+    /// separated (freebsd/amd64,freebsd/arm64), build one image each, into
+    /// the list --manifest names.
+    #[arg(long, value_name = "OS/ARCH[,...]", value_delimiter = ',')]
+    platform: Vec<String>,
+    /// Add the image (one per --platform) to this manifest list, made if
+    /// missing; an image of the same platform in it is replaced.
+    #[arg(long, value_name = "NAME")]
+    manifest: Option<String>,
     /// Layer compression.
     #[arg(long, default_value = "gzip", value_parser = ["gzip", "zstd"])]
     compression: String,
@@ -177,12 +183,27 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
                 .map_err(|e| Failure::user(anyhow!("-t {t}: {e}")))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let platform = args
+    let platforms = args
         .platform
-        .as_deref()
-        .map(Platform::parse)
-        .transpose()
+        .iter()
+        .map(|p| Platform::parse(p))
+        .collect::<Result<Vec<_>, _>>()
         .map_err(|e| Failure::user(anyhow!("--platform: {e}")))?;
+    let list = args
+        .manifest
+        .as_deref()
+        .map(|m| {
+            m.parse::<ImageName>()
+                .map_err(|e| Failure::user(anyhow!("--manifest {m}: {e}")))
+        })
+        .transpose()?;
+    if platforms.len() > 1 && list.is_none() {
+        return Err(Failure::user(anyhow!(
+            "--platform names {} platforms: give the manifest list to build them into with --manifest NAME",
+            platforms.len()
+        )));
+    }
+    let platform = platforms.first().cloned().filter(|_| platforms.len() == 1);
     let compression: Compression = args
         .compression
         .parse()
@@ -215,11 +236,7 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
         .with_freebsd(freebsd_env(ctx, &args)?)
         .with_image_source(&puller)
         .with_layers(ctx.layer_policy(false, false));
-    let out = match &translated {
-        Some(t) => engine::build_text(&env, &opts, &t.jailfile),
-        None => engine::build(&env, &opts),
-    }
-    .map_err(|e| {
+    let failure = |e: engine::BuildError| {
         let user = e.is_user_error();
         // A failed step of a template: name the Bastillefile line first.
         let at = match (&translated, &e) {
@@ -237,7 +254,18 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
                 None => e.into(),
             },
         }
-    })?;
+    };
+    if let Some(list) = &list {
+        let text = translated.as_ref().map(|t| t.jailfile.as_str());
+        let out = engine::build_platforms(&env, &opts, text, &platforms, list).map_err(failure)?;
+        listed(ctx, list, &out);
+        return Ok(());
+    }
+    let out = match &translated {
+        Some(t) => engine::build_text(&env, &opts, &t.jailfile),
+        None => engine::build(&env, &opts),
+    }
+    .map_err(failure)?;
     if ctx.json {
         JsonReporter::stdout().emit(json!({
             "event": "result",
@@ -265,4 +293,47 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
         outln!("{}", out.manifest_digest);
     }
     Ok(())
+}
+
+/// What `build --manifest` prints: the list's digest, and each image.
+fn listed(ctx: &Ctx, list: &ImageName, out: &engine::ListOutput) {
+    let platform = |p: &engine::PlatformOutput| {
+        p.platform
+            .as_ref()
+            .map_or_else(|| "(the recipe's)".to_string(), |p| p.to_string())
+    };
+    if ctx.json {
+        let images: Vec<_> = out
+            .images
+            .iter()
+            .map(|p| {
+                json!({
+                    "platform": platform(p),
+                    "manifest": p.output.manifest_digest.to_string(),
+                    "steps_run": p.output.steps_run,
+                    "steps_cached": p.output.steps_cached,
+                })
+            })
+            .collect();
+        JsonReporter::stdout().emit(json!({
+            "event": "result",
+            "list": list.to_string(),
+            "digest": out.list_digest.to_string(),
+            "images": images,
+        }));
+        return;
+    }
+    if !ctx.quiet {
+        for p in &out.images {
+            eprintln!(
+                "built {} for {} ({} steps run, {} cached)",
+                p.output.manifest_digest,
+                platform(p),
+                p.output.steps_run,
+                p.output.steps_cached
+            );
+        }
+        eprintln!("manifest list {list}: {}", out.list_digest);
+    }
+    outln!("{}", out.list_digest);
 }

@@ -18,7 +18,7 @@ pub struct JobsArg {
     /// Blobs moved at the same time.
     #[arg(long, short = 'j', value_name = "N", default_value_t = 4,
           value_parser = clap::value_parser!(u16).range(1..=64))]
-    jobs: u16,
+    pub(super) jobs: u16,
 }
 
 #[derive(Args, Debug)]
@@ -94,7 +94,7 @@ fn platform(p: &Option<String>) -> Result<Option<Platform>, Failure> {
 }
 
 /// The destination as the user would write it, with the tag written.
-fn place(dst: &dyn Transport, tag: &Option<String>) -> String {
+pub(super) fn place(dst: &dyn Transport, tag: &Option<String>) -> String {
     match tag {
         Some(t) => format!("{}:{t}", dst.describe()),
         None => dst.describe(),
@@ -111,7 +111,7 @@ fn registry_ref(s: &str) -> Result<RegistryRef, Failure> {
 }
 
 /// A destination and the tag to give the image there.
-fn destination(
+pub(super) fn destination(
     s: &str,
     options: &RegistryOptions,
 ) -> Result<(Box<dyn Transport>, Option<String>), Failure> {

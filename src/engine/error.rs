@@ -41,7 +41,7 @@ pub enum BuildError {
     Step(String),
     /// A RUN or PKG step for an architecture this host cannot run
     /// (see [`super::foreign`]).
-    #[error("it cannot run for {platform} on this {host} host: only native instructions (COPY, SYSRC, SERVICE, LINE_IN_FILE, RENDER) build for another architecture; build {platform} on a {} runner", platform.architecture)]
+    #[error("it cannot run for {platform} on this {host} host: only native instructions (COPY, SYSRC, SERVICE, LINE_IN_FILE, RENDER) build for another architecture; build {platform} on a runner of that architecture")]
     Foreign { platform: Platform, host: String },
     /// The manifest list of `build --manifest`.
     #[error(transparent)]

@@ -15,7 +15,8 @@ use crate::store::{descriptor_digest, ImageName, StoreLock};
 /// One platform's image of a [`build_platforms`].
 #[derive(Debug, Clone)]
 pub struct PlatformOutput {
-    pub platform: Platform,
+    /// The platform asked for (`None`: the recipe's own).
+    pub platform: Option<Platform>,
     pub output: BuildOutput,
 }
 
@@ -32,7 +33,9 @@ pub struct ListOutput {
 /// is replaced, as `podman build --manifest` does). Every platform is
 /// planned and checked first, so a step that cannot run for one of them
 /// fails the build before any step runs. `jailfile_text`: the recipe's
-/// text when it is not `opts.jailfile`'s (a translated template).
+/// text when it is not `opts.jailfile`'s (a translated template). No
+/// platform: one build, for the recipe's own platform (FROM's, the base
+/// image's, else this host's).
 pub fn build_platforms(
     env: &BuildEnv<'_>,
     opts: &BuildOptions,
@@ -47,15 +50,27 @@ pub fn build_platforms(
             )));
         }
     }
+    if platforms.len() > 1 && !opts.tags.is_empty() {
+        return Err(BuildError::Step(format!(
+            "-t names one image, and {} platforms make {} images: name the list with --manifest alone (push it with `jbuild manifest push {list}`)",
+            platforms.len(),
+            platforms.len()
+        )));
+    }
+    let platforms: Vec<Option<Platform>> = if platforms.is_empty() {
+        vec![None]
+    } else {
+        platforms.iter().cloned().map(Some).collect()
+    };
     let text = match jailfile_text {
         Some(t) => t.to_string(),
         None => jailfile::read(&opts.jailfile)?,
     };
-    let for_platform = |p: &Platform| BuildOptions {
-        platform: Some(p.clone()),
+    let for_platform = |p: &Option<Platform>| BuildOptions {
+        platform: p.clone().or_else(|| opts.platform.clone()),
         ..opts.clone()
     };
-    for p in platforms {
+    for p in &platforms {
         check_text(env, &for_platform(p), &text)?;
     }
     // Held until the last image is in the list: an image built without a
@@ -64,16 +79,17 @@ pub fn build_platforms(
     let _adding = StoreLock::shared(env.store)?;
     let mut images = Vec::new();
     let mut last = None;
-    for p in platforms {
+    for p in &platforms {
         let output = build_text(env, &for_platform(p), &text)?;
         let add = AddOptions {
             replace_platform: true,
             ..AddOptions::default()
         };
-        last = Some(index::add(
+        last = Some(index::add_descriptor(
             env.store,
             list,
             &output.manifest_digest.to_string(),
+            &output.manifest,
             &add,
             true,
         )?);

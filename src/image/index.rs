@@ -171,7 +171,8 @@ pub fn create(
     }
     let mut entries = Vec::new();
     for image in images {
-        let entry = entry_for(store, name, image, &AddOptions::default())?;
+        let desc = resolve_image(store, name, image)?;
+        let entry = entry_for(store, name, image, &desc, &AddOptions::default())?;
         merge(&mut entries, entry, false);
     }
     write_and_tag(store, name, entries)
@@ -188,8 +189,22 @@ pub fn add(
     opts: &AddOptions,
     create_missing: bool,
 ) -> Result<Descriptor, IndexError> {
+    let desc = resolve_image(store, name, image)?;
+    add_descriptor(store, name, image, &desc, opts, create_missing)
+}
+
+/// [`add`] of the image `desc` describes (`image` names it in messages),
+/// tagged or not: `build --manifest` adds the images it builds so.
+pub fn add_descriptor(
+    store: &Store,
+    name: &ImageName,
+    image: &str,
+    desc: &Descriptor,
+    opts: &AddOptions,
+    create_missing: bool,
+) -> Result<Descriptor, IndexError> {
     let _adding = StoreLock::shared(store)?;
-    let entry = entry_for(store, name, image, opts)?;
+    let entry = entry_for(store, name, image, desc, opts)?;
     let mut entries = match read(store, name) {
         Ok((_, index)) => index.manifests().clone(),
         Err(IndexError::NotFound(_)) if create_missing => Vec::new(),
@@ -305,15 +320,13 @@ fn entry_for(
     store: &Store,
     name: &ImageName,
     image: &str,
+    desc: &Descriptor,
     opts: &AddOptions,
 ) -> Result<Descriptor, IndexError> {
     let image_error = |source| IndexError::Image {
         name: name.to_string(),
         source,
     };
-    let desc = store
-        .resolve(image)?
-        .ok_or_else(|| image_error(ImageError::NotFound(image.to_string())))?;
     if media::is_index(desc.media_type()) {
         return Err(IndexError::NestedIndex {
             image: image.to_string(),
@@ -346,6 +359,14 @@ fn entry_for(
         entry["annotations"] = json!(opts.annotations);
     }
     Ok(serde_json::from_value(entry).expect("an index entry made of valid parts"))
+}
+
+/// The image `image` names in the store.
+fn resolve_image(store: &Store, name: &ImageName, image: &str) -> Result<Descriptor, IndexError> {
+    store.resolve(image)?.ok_or_else(|| IndexError::Image {
+        name: name.to_string(),
+        source: ImageError::NotFound(image.to_string()),
+    })
 }
 
 /// Puts `entry` into `entries`: in place of an entry of the same digest
