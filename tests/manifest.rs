@@ -401,6 +401,18 @@ fn build_for_two_platforms_into_a_list_and_the_store_keeps_its_children() {
         want
     );
 
+    // A changed recipe: each platform's new image takes the old one's place.
+    fs::write(ctx.join("hello"), "hello again\n").unwrap();
+    let changed = build(&[]);
+    let now = entries(&json(&run_ok(
+        jbuild(&home).args(["manifest", "inspect", "web:1"]),
+        LIMIT,
+    )));
+    let platforms: Vec<&str> = now.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(platforms, ["freebsd/amd64", "freebsd/arm64"]);
+    assert_eq!(now[1].1, changed["images"][1]["manifest"].as_str().unwrap());
+    assert_ne!(now, want);
+
     // The children have no name but the list's: prune keeps them, check is clean.
     run_ok(jbuild(&home).args(["prune"]), LIMIT);
     run_ok(jbuild(&home).args(["check"]), LIMIT);
