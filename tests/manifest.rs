@@ -419,6 +419,7 @@ fn build_for_two_platforms_into_a_list_and_the_store_keeps_its_children() {
     let listed = json(&run_ok(jbuild(&home).args(["--json", "images"]), LIMIT));
     assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
     assert_eq!(listed[0]["name"], "web:1");
+    assert_eq!(listed[0]["platform"], "list of 2");
     let out = tempfile::tempdir().unwrap();
     let layout = format!("oci:{}", out.path().join("l").display());
     run_ok(

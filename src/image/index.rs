@@ -114,18 +114,26 @@ pub fn read(store: &Store, name: &ImageName) -> Result<(Descriptor, ImageIndex),
     let desc = store
         .resolve(&name.tagged())?
         .ok_or_else(|| IndexError::NotFound(name.to_string()))?;
-    let index = read_desc(store, name, &desc)?;
+    let index = read_desc(store, &name.to_string(), &desc)?;
     Ok((desc, index))
 }
 
-fn read_desc(store: &Store, name: &ImageName, desc: &Descriptor) -> Result<ImageIndex, IndexError> {
+/// The index `desc` describes (`name` names it in messages): what
+/// `jbuild images` shows of a list, named or not.
+pub fn read_desc(store: &Store, name: &str, desc: &Descriptor) -> Result<ImageIndex, IndexError> {
     if !media::is_index(desc.media_type()) {
         return Err(IndexError::NotAList {
             name: name.to_string(),
             media_type: desc.media_type().to_string(),
         });
     }
-    let digest = digest_of(name, desc)?;
+    let digest = descriptor_digest(desc).map_err(|source| IndexError::Image {
+        name: name.to_string(),
+        source: ImageError::Digest {
+            image: desc.digest().to_string(),
+            source,
+        },
+    })?;
     let bytes = store.read_blob(&digest, MAX_DOCUMENT)?;
     serde_json::from_slice(&bytes).map_err(|source| IndexError::Image {
         name: name.to_string(),
