@@ -22,8 +22,12 @@ use serde_json::Value;
 /// `$(go env GOPATH)/bin` (default `~/go/bin`).
 fn go_tool(name: &str) -> PathBuf {
     let on_path = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).map(|d| d.join(name)).collect())
-        .unwrap_or_else(Vec::new);
+        .map(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join(name))
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
     let gopath = Command::new("go")
         .args(["env", "GOPATH"])
         .output()

@@ -45,7 +45,7 @@ pub enum BuildError {
     Foreign { platform: Platform, host: String },
     /// The manifest list of `build --manifest`.
     #[error(transparent)]
-    Index(#[from] IndexError),
+    Index(Box<IndexError>),
     /// A RUN or PKG process that ran and failed.
     #[error("the command ended with {0}")]
     StepFailed(Outcome),
@@ -84,6 +84,12 @@ pub enum BuildError {
 impl From<UnpackError> for BuildError {
     fn from(e: UnpackError) -> Self {
         BuildError::Unpack(Box::new(e))
+    }
+}
+
+impl From<IndexError> for BuildError {
+    fn from(e: IndexError) -> Self {
+        BuildError::Index(Box::new(e))
     }
 }
 

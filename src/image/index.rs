@@ -46,25 +46,25 @@ pub enum IndexError {
     #[error("manifest list `{name}` has two images for {platform}: {first} and {second}; remove one with `jbuild manifest remove {name} DIGEST`")]
     DuplicatePlatform {
         name: String,
-        platform: Platform,
-        first: Digest,
-        second: Digest,
+        platform: String,
+        first: String,
+        second: String,
     },
     #[error("manifest list `{name}`: the image for {platform} ({child}) is incomplete in the store: its {what} {missing} is missing; build or pull that image again and `jbuild manifest add` it")]
     MissingChild {
         name: String,
         platform: String,
-        child: Digest,
+        child: String,
         what: &'static str,
-        missing: Digest,
+        missing: String,
     },
     #[error("manifest list `{name}`: entry {child} says no platform; add it again with --platform OS/ARCH")]
-    NoPlatform { name: String, child: Digest },
+    NoPlatform { name: String, child: String },
     #[error("manifest list `{name}`: {source}")]
     Image {
         name: String,
         #[source]
-        source: ImageError,
+        source: Box<ImageError>,
     },
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -129,19 +129,19 @@ pub fn read_desc(store: &Store, name: &str, desc: &Descriptor) -> Result<ImageIn
     }
     let digest = descriptor_digest(desc).map_err(|source| IndexError::Image {
         name: name.to_string(),
-        source: ImageError::Digest {
+        source: Box::new(ImageError::Digest {
             image: desc.digest().to_string(),
             source,
-        },
+        }),
     })?;
     let bytes = store.read_blob(&digest, MAX_DOCUMENT)?;
     serde_json::from_slice(&bytes).map_err(|source| IndexError::Image {
         name: name.to_string(),
-        source: ImageError::Invalid {
+        source: Box::new(ImageError::Invalid {
             what: "image index",
             digest,
             source,
-        },
+        }),
     })
 }
 
@@ -265,23 +265,23 @@ pub fn check(store: &Store, name: &ImageName) -> Result<Descriptor, IndexError> 
         let Some(platform) = entry_platform(entry) else {
             return Err(IndexError::NoPlatform {
                 name: name.to_string(),
-                child,
+                child: child.to_string(),
             });
         };
         if let Some((_, first)) = seen.iter().find(|(p, _)| *p == platform) {
             return Err(IndexError::DuplicatePlatform {
                 name: name.to_string(),
-                platform,
-                first: first.clone(),
-                second: child,
+                platform: platform.to_string(),
+                first: first.to_string(),
+                second: child.to_string(),
             });
         }
         let missing = |what, missing: Digest| IndexError::MissingChild {
             name: name.to_string(),
             platform: platform.to_string(),
-            child: child.clone(),
+            child: child.to_string(),
             what,
-            missing,
+            missing: missing.to_string(),
         };
         if !media::is_manifest(entry.media_type()) {
             return Err(IndexError::NestedIndex {
@@ -295,11 +295,11 @@ pub fn check(store: &Store, name: &ImageName) -> Result<Descriptor, IndexError> 
         let manifest: ImageManifest =
             serde_json::from_slice(&bytes).map_err(|source| IndexError::Image {
                 name: name.to_string(),
-                source: ImageError::Invalid {
+                source: Box::new(ImageError::Invalid {
                     what: "manifest",
                     digest: child.clone(),
                     source,
-                },
+                }),
             })?;
         let config = std::iter::once(("config", manifest.config()));
         for (what, blob) in config.chain(manifest.layers().iter().map(|l| ("layer", l))) {
@@ -333,7 +333,7 @@ fn entry_for(
 ) -> Result<Descriptor, IndexError> {
     let image_error = |source| IndexError::Image {
         name: name.to_string(),
-        source,
+        source: Box::new(source),
     };
     if media::is_index(desc.media_type()) {
         return Err(IndexError::NestedIndex {
@@ -341,7 +341,7 @@ fn entry_for(
         });
     }
     let loaded =
-        load_descriptor(store, &desc, &Platform::default_for_host(), image).map_err(image_error)?;
+        load_descriptor(store, desc, &Platform::default_for_host(), image).map_err(image_error)?;
     let platform = opts.platform.clone().unwrap_or_else(|| {
         let c = &loaded.config;
         let mut p =
@@ -373,7 +373,7 @@ fn entry_for(
 fn resolve_image(store: &Store, name: &ImageName, image: &str) -> Result<Descriptor, IndexError> {
     store.resolve(image)?.ok_or_else(|| IndexError::Image {
         name: name.to_string(),
-        source: ImageError::NotFound(image.to_string()),
+        source: Box::new(ImageError::NotFound(image.to_string())),
     })
 }
 
@@ -424,10 +424,10 @@ fn write_and_tag(
 fn digest_of(name: &ImageName, d: &Descriptor) -> Result<Digest, IndexError> {
     descriptor_digest(d).map_err(|source| IndexError::Image {
         name: name.to_string(),
-        source: ImageError::Digest {
+        source: Box::new(ImageError::Digest {
             image: d.digest().to_string(),
             source,
-        },
+        }),
     })
 }
 
