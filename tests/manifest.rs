@@ -431,6 +431,19 @@ fn build_for_two_platforms_into_a_list_and_the_store_keeps_its_children() {
         LIMIT,
     );
 
+    // Scripts read what a command did from --json.
+    let copy = json(&run_ok(
+        jbuild(&home).args(["--json", "manifest", "create", "web:copy", &now[0].1]),
+        LIMIT,
+    ));
+    assert_eq!(copy["event"], "result");
+    assert_eq!(copy["list"], "web:copy");
+    let removed = json(&run_ok(
+        jbuild(&home).args(["--json", "manifest", "rm", "web:copy"]),
+        LIMIT,
+    ));
+    assert_eq!(removed["removed"], copy["digest"]);
+
     // Without the list's name, prune frees its children.
     run_ok(jbuild(&home).args(["manifest", "rm", "web:1"]), LIMIT);
     run_ok(jbuild(&home).args(["prune"]), LIMIT);

@@ -162,7 +162,12 @@ pub fn run(ctx: &Ctx, args: ManifestArgs) -> CmdResult {
         ManifestCmd::Rm(a) => {
             let name = list_name(&a.name)?;
             let d = index::delete(&store, &name).map_err(failure)?;
-            if !ctx.quiet && !ctx.json {
+            if ctx.json {
+                outln!(
+                    "{}",
+                    serde_json::json!({"event": "result", "list": name.to_string(), "removed": d.digest().to_string()})
+                );
+            } else if !ctx.quiet {
                 eprintln!("removed {name} ({})", d.digest());
             }
         }

@@ -369,9 +369,34 @@ fn entry_for(
     Ok(serde_json::from_value(entry).expect("an index entry made of valid parts"))
 }
 
-/// The image `image` names in the store.
+/// The image `image` names in the store: by name, digest or prefix, or
+/// by the full digest of a manifest the store holds without a name (an
+/// image of another list).
 fn resolve_image(store: &Store, name: &ImageName, image: &str) -> Result<Descriptor, IndexError> {
-    store.resolve(image)?.ok_or_else(|| IndexError::Image {
+    if let Some(d) = store.resolve(image)? {
+        return Ok(d);
+    }
+    let unnamed = image
+        .parse::<Digest>()
+        .ok()
+        .filter(|d| store.has_blob(d))
+        .and_then(|d| {
+            #[derive(serde::Deserialize)]
+            struct Head {
+                #[serde(rename = "mediaType")]
+                media_type: Option<String>,
+            }
+            let bytes = store.read_blob(&d, MAX_DOCUMENT).ok()?;
+            let head: Head = serde_json::from_slice(&bytes).ok()?;
+            let desc: Descriptor = serde_json::from_value(json!({
+                "mediaType": head.media_type?,
+                "digest": d.to_string(),
+                "size": bytes.len(),
+            }))
+            .ok()?;
+            media::is_manifest(desc.media_type()).then_some(desc)
+        });
+    unnamed.ok_or_else(|| IndexError::Image {
         name: name.to_string(),
         source: Box::new(ImageError::NotFound(image.to_string())),
     })
