@@ -531,3 +531,59 @@ fn a_run_step_for_a_foreign_architecture_fails_before_anything_runs() {
     let images = json(&run_ok(jbuild(&home).args(["--json", "images"]), LIMIT));
     assert_eq!(images, serde_json::json!([]), "nothing was built");
 }
+
+#[test]
+fn a_list_stitched_from_images_each_runner_pushed_as_docs_platforms_says() {
+    let reg = Registry::start();
+    let t = tempfile::tempdir().unwrap();
+    let ctx = native_context(t.path());
+    let repo = format!("{}/jails/web", reg.host());
+    // One root per "runner", each pushing its architecture's image.
+    let mut built = Vec::new();
+    for arch in ["amd64", "arm64"] {
+        let runner = t.path().join(arch);
+        fs::create_dir_all(&runner).unwrap();
+        let tag = format!("{repo}:1.0-{arch}");
+        built.push(build_for(&runner, &ctx, &format!("freebsd/{arch}"), &tag));
+        run_ok(jbuild(&runner).args(["push", &tag]), LIMIT);
+    }
+    // The stitching job starts empty.
+    let job = t.path().join("job");
+    fs::create_dir_all(&job).unwrap();
+    let mut names = Vec::new();
+    for arch in ["amd64", "arm64"] {
+        let tag = format!("{repo}:1.0-{arch}");
+        run_ok(
+            jbuild(&job).args(["pull", "--platform", &format!("freebsd/{arch}"), &tag]),
+            LIMIT,
+        );
+        names.push(tag);
+    }
+    run_ok(
+        jbuild(&job)
+            .args(["manifest", "create", "web:1.0"])
+            .args(&names),
+        LIMIT,
+    );
+    let dest = format!("{repo}:1.0");
+    run_ok(
+        jbuild(&job).args(["manifest", "push", "web:1.0", &dest]),
+        LIMIT,
+    );
+    let raw = run_ok(
+        skopeo(t.path()).args([
+            "inspect",
+            "--raw",
+            "--tls-verify=false",
+            &format!("docker://{dest}"),
+        ]),
+        LIMIT,
+    );
+    assert_eq!(
+        entries(&json(&raw)),
+        vec![
+            ("freebsd/amd64".to_string(), built[0].clone()),
+            ("freebsd/arm64".to_string(), built[1].clone()),
+        ]
+    );
+}
