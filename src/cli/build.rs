@@ -63,9 +63,15 @@ pub struct BuildArgs {
     #[arg(long)]
     no_cache: bool,
     /// The image's platform, e.g. freebsd/amd64 (default: FROM's, the base
-    /// image's, or freebsd on this host's architecture).
-    #[arg(long, value_name = "OS/ARCH")]
-    platform: Option<String>,
+    /// image's, or freebsd on this host's architecture). Several, comma
+    /// separated (freebsd/amd64,freebsd/arm64), build one image each, into
+    /// the list --manifest names.
+    #[arg(long, value_name = "OS/ARCH[,...]", value_delimiter = ',')]
+    platform: Vec<String>,
+    /// Add the image (one per --platform) to this manifest list, made if
+    /// missing; an image of the same platform in it is replaced.
+    #[arg(long, value_name = "NAME")]
+    manifest: Option<String>,
     /// Layer compression.
     #[arg(long, default_value = "gzip", value_parser = ["gzip", "zstd"])]
     compression: String,
@@ -241,28 +247,43 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
                 .map_err(|e| Failure::user(anyhow!("-t {t}: {e}")))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    if args.push && tags.is_empty() {
-        return Err(Failure::user(anyhow!(
-            "--push pushes the image's -t names, and none was given: add -t REGISTRY/REPOSITORY:TAG"
-        )));
-    }
-    if args.push {
-        for t in &tags {
-            super::registry::registry_ref(&t.to_string())?;
-        }
-    }
     let pull: PullPolicy = match &args.pull {
         Some(p) => p
             .parse()
             .map_err(|e| Failure::user(anyhow!("--pull: {e}")))?,
         None => PullPolicy::Missing,
     };
-    let platform = args
+    let platforms = args
         .platform
-        .as_deref()
-        .map(Platform::parse)
-        .transpose()
+        .iter()
+        .map(|p| Platform::parse(p))
+        .collect::<Result<Vec<_>, _>>()
         .map_err(|e| Failure::user(anyhow!("--platform: {e}")))?;
+    let list = args
+        .manifest
+        .as_deref()
+        .map(|m| {
+            m.parse::<ImageName>()
+                .map_err(|e| Failure::user(anyhow!("--manifest {m}: {e}")))
+        })
+        .transpose()?;
+    if platforms.len() > 1 && list.is_none() {
+        return Err(Failure::user(anyhow!(
+            "--platform names {} platforms: give the manifest list to build them into with --manifest NAME",
+            platforms.len()
+        )));
+    }
+    let platform = platforms.first().cloned().filter(|_| platforms.len() == 1);
+    if args.push && tags.is_empty() && list.is_none() {
+        return Err(Failure::user(anyhow!(
+            "--push pushes the image's -t names (or the --manifest list), and none was given: add -t REGISTRY/REPOSITORY:TAG"
+        )));
+    }
+    if args.push {
+        for t in tags.iter().chain(&list) {
+            super::registry::registry_ref(&t.to_string())?;
+        }
+    }
     let compression: Compression = args
         .compression
         .parse()
@@ -304,12 +325,7 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
         .with_image_source(&puller)
         .with_layers(ctx.layer_policy(false, false))
         .with_pull(pull);
-    let out = match (&translated, &piped) {
-        (Some(t), _) => engine::build_text(&env, &opts, &t.jailfile),
-        (None, Some(text)) => engine::build_text(&env, &opts, text),
-        (None, None) => engine::build(&env, &opts),
-    }
-    .map_err(|e| {
+    let failure = |e: engine::BuildError| {
         let user = e.is_user_error();
         // A failed step of a template: name the Bastillefile line first.
         let at = match (&translated, &e) {
@@ -327,7 +343,31 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
                 None => e.into(),
             },
         }
-    })?;
+    };
+    let text = match (&translated, &piped) {
+        (Some(t), _) => Some(t.jailfile.as_str()),
+        (None, Some(text)) => Some(text.as_str()),
+        (None, None) => None,
+    };
+    if let Some(list) = &list {
+        let out = engine::build_platforms(&env, &opts, text, &platforms, list).map_err(failure)?;
+        drop(reporter);
+        listed(ctx, list, &out);
+        if args.push {
+            let store = ctx.store()?;
+            let name = list.to_string();
+            let p = super::manifest::push_list(ctx, &store, list, &name, 4)?;
+            if !ctx.json && !ctx.quiet {
+                eprintln!("pushed {} to {}", p.digest, p.place);
+            }
+        }
+        return Ok(());
+    }
+    let out = match text {
+        Some(text) => engine::build_text(&env, &opts, text),
+        None => engine::build(&env, &opts),
+    }
+    .map_err(failure)?;
     drop(reporter);
     if let Some(file) = &args.iidfile {
         super::registry::write_digest_file("--iidfile", file, &out.manifest_digest.to_string())?;
@@ -373,4 +413,47 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
         outln!("{}", out.manifest_digest);
     }
     Ok(())
+}
+
+/// What `build --manifest` prints: the list's digest, and each image.
+fn listed(ctx: &Ctx, list: &ImageName, out: &engine::ListOutput) {
+    let platform = |p: &engine::PlatformOutput| {
+        p.platform
+            .as_ref()
+            .map_or_else(|| "(the recipe's)".to_string(), |p| p.to_string())
+    };
+    if ctx.json {
+        let images: Vec<_> = out
+            .images
+            .iter()
+            .map(|p| {
+                json!({
+                    "platform": platform(p),
+                    "manifest": p.output.manifest_digest.to_string(),
+                    "steps_run": p.output.steps_run,
+                    "steps_cached": p.output.steps_cached,
+                })
+            })
+            .collect();
+        JsonReporter::stdout().emit(json!({
+            "event": "result",
+            "list": list.to_string(),
+            "digest": out.list_digest.to_string(),
+            "images": images,
+        }));
+        return;
+    }
+    if !ctx.quiet {
+        for p in &out.images {
+            eprintln!(
+                "built {} for {} ({} steps run, {} cached)",
+                p.output.manifest_digest,
+                platform(p),
+                p.output.steps_run,
+                p.output.steps_cached
+            );
+        }
+        eprintln!("manifest list {list}: {}", out.list_digest);
+    }
+    outln!("{}", out.list_digest);
 }

@@ -83,12 +83,31 @@ pub fn images(ctx: &Ctx, args: ImagesArgs) -> CmdResult {
     for (name, desc) in &list {
         let digest = desc.digest().to_string();
         let any = Platform::default_for_host();
-        let (platform, size) = match image::load_descriptor(&store, desc, &any, &digest) {
-            Ok(img) => (
-                format!("{}/{}", img.config.os(), img.config.architecture()),
-                img.manifest.layers().iter().map(|l| l.size()).sum::<u64>(),
-            ),
-            Err(_) => ("(index)".to_string(), 0),
+        let (platform, size) = if image::media::is_index(desc.media_type()) {
+            // A list: how many platforms, and the layers of them all.
+            match image::index::read_desc(&store, &name.to_string(), desc) {
+                Ok(index) => {
+                    let size = index
+                        .manifests()
+                        .iter()
+                        .filter_map(|m| image::load_descriptor(&store, m, &any, &digest).ok())
+                        .flat_map(|img| img.manifest.layers().clone())
+                        .map(|l| (l.digest().to_string(), l.size()))
+                        .collect::<std::collections::BTreeMap<_, _>>()
+                        .values()
+                        .sum::<u64>();
+                    (format!("list of {}", index.manifests().len()), size)
+                }
+                Err(_) => ("(index)".to_string(), 0),
+            }
+        } else {
+            match image::load_descriptor(&store, desc, &any, &digest) {
+                Ok(img) => (
+                    format!("{}/{}", img.config.os(), img.config.architecture()),
+                    img.manifest.layers().iter().map(|l| l.size()).sum::<u64>(),
+                ),
+                Err(_) => ("(index)".to_string(), 0),
+            }
         };
         rows.push((name.to_string(), digest, platform, size));
     }

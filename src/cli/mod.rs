@@ -30,6 +30,7 @@ mod check;
 mod create;
 mod images;
 mod login;
+mod manifest;
 mod registry;
 mod transfer;
 
@@ -117,6 +118,8 @@ enum Cmd {
     Pull(registry::PullArgs),
     /// Copy an image between any two places: registries, OCI layouts and archives, the store.
     Copy(registry::CopyArgs),
+    /// Make, edit and push manifest lists (one image per platform).
+    Manifest(manifest::ManifestArgs),
     /// Show where jbuild keeps its state and what it will use.
     Info,
     /// Print the Jailfile a Bastille template translates to.
@@ -282,6 +285,7 @@ pub fn main() -> i32 {
         Cmd::Push(a) => registry::push(&ctx, a),
         Cmd::Pull(a) => registry::pull(&ctx, a),
         Cmd::Copy(a) => registry::copy(&ctx, a),
+        Cmd::Manifest(a) => manifest::run(&ctx, a),
         Cmd::Info => images::info(&ctx),
         Cmd::Convert(a) => bastille::convert(&ctx, a),
         Cmd::Create(a) => create::run(&ctx, a),

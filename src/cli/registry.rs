@@ -18,7 +18,7 @@ pub struct JobsArg {
     /// Blobs moved at the same time.
     #[arg(long, short = 'j', value_name = "N", default_value_t = 4,
           value_parser = clap::value_parser!(u16).range(1..=64))]
-    jobs: u16,
+    pub(super) jobs: u16,
 }
 
 #[derive(Args, Debug)]

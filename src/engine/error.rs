@@ -4,8 +4,9 @@
 use super::native::NativeError;
 use crate::exec::{ExecError, Outcome};
 use crate::image::export::ExportError;
+use crate::image::index::IndexError;
 use crate::image::unpack::UnpackError;
-use crate::image::{ImageError, PullError};
+use crate::image::{ImageError, Platform, PullError};
 use crate::jailfile::{Diagnostic, Location};
 use crate::plan::{PlanError, UnknownTarget};
 use crate::release::ReleaseError;
@@ -47,6 +48,13 @@ pub enum BuildError {
     /// consent).
     #[error("{0}")]
     Step(String),
+    /// A RUN or PKG step for an architecture this host cannot run
+    /// (see [`super::foreign`]).
+    #[error("it cannot run for {platform} on this {host} host: only native instructions (COPY, SYSRC, SERVICE, LINE_IN_FILE, RENDER) build for another architecture; build {platform} on a runner of that architecture")]
+    Foreign { platform: Platform, host: String },
+    /// The manifest list of `build --manifest`.
+    #[error(transparent)]
+    Index(Box<IndexError>),
     /// A RUN or PKG process that ran and failed.
     #[error("the command ended with {0}")]
     StepFailed(Outcome),
@@ -85,6 +93,12 @@ pub enum BuildError {
 impl From<UnpackError> for BuildError {
     fn from(e: UnpackError) -> Self {
         BuildError::Unpack(Box::new(e))
+    }
+}
+
+impl From<IndexError> for BuildError {
+    fn from(e: IndexError) -> Self {
+        BuildError::Index(Box::new(e))
     }
 }
 
@@ -144,7 +158,9 @@ impl BuildError {
             | BuildError::Target(_)
             | BuildError::NotPulled(_)
             | BuildError::Step(_)
-            | BuildError::StepFailed(_) => true,
+            | BuildError::StepFailed(_)
+            | BuildError::Foreign { .. } => true,
+            BuildError::Index(e) => e.is_user_error(),
             BuildError::Plan(e) => e.is_user_error(),
             BuildError::Context(e) | BuildError::Native(e) => e.is_user_error(),
             BuildError::Exec(e) => e.is_user_error(),

@@ -6,12 +6,15 @@
 //! [`crate::image`]'s.
 
 mod error;
+pub mod foreign;
 pub mod freebsd;
 pub mod native;
+pub mod platforms;
 mod pull_policy;
 mod run;
 
 pub use error::BuildError;
 pub use freebsd::FreeBsdEnv;
+pub use platforms::{build_platforms, ListOutput, PlatformOutput};
 pub use pull_policy::{BadPullPolicy, PullPolicy};
 pub use run::{build, build_text, BuildEnv, BuildOptions, BuildOutput};

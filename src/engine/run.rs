@@ -281,6 +281,26 @@ pub fn build_text(
     opts: &BuildOptions,
     jailfile_text: &str,
 ) -> Result<BuildOutput, BuildError> {
+    Ok(build_or_check(env, opts, jailfile_text, false)?.expect("a build, not a check"))
+}
+
+/// Plans the build and makes every check that comes before a step runs
+/// (jail parameters, steps for a foreign architecture), running nothing;
+/// `build_platforms` asks this of every platform before it builds one.
+pub(super) fn check_text(
+    env: &BuildEnv<'_>,
+    opts: &BuildOptions,
+    jailfile_text: &str,
+) -> Result<(), BuildError> {
+    build_or_check(env, opts, jailfile_text, true).map(drop)
+}
+
+fn build_or_check(
+    env: &BuildEnv<'_>,
+    opts: &BuildOptions,
+    jailfile_text: &str,
+    check_only: bool,
+) -> Result<Option<BuildOutput>, BuildError> {
     let jailfile_text = jailfile_text.to_string();
     let parsed = jailfile::load_str(&opts.jailfile, &jailfile_text, &opts.build_args)?;
     for name in &parsed.unused_build_args {
@@ -318,6 +338,10 @@ pub fn build_text(
         },
     )?;
     freebsd::check_jail_params(&plan, &env.freebsd.allowed_jail_params)?;
+    super::foreign::check_runnable(&plan, crate::config::host_architecture())?;
+    if check_only {
+        return Ok(None);
+    }
 
     if let Some(cache) = &opts.hash_cache {
         if let Err(e) = native::hash_cache::save(cache) {
@@ -380,13 +404,13 @@ pub fn build_text(
             image: "the new image".into(),
             source,
         })?;
-    Ok(BuildOutput {
+    Ok(Some(BuildOutput {
         manifest,
         manifest_digest,
         config_digest,
         steps_run: run.steps_run,
         steps_cached: run.steps_cached,
-    })
+    }))
 }
 
 struct Run<'a, 'b> {

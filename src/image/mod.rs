@@ -39,6 +39,8 @@
 //! - [`write`]: a new config and manifest, byte for byte deterministic;
 //! - [`pull`]: the one pull transaction — copy untagged, unpack, and only
 //!   then name; or roll back — used by `jbuild pull` and by a build's FROM;
+//! - [`index`]: manifest lists (image indexes made here, one manifest per
+//!   platform), and the check a list passes before it is pushed;
 //! - [`gc`]: what no image needs any more (blobs, unpacked layers, dead
 //!   work), with a typed summary.
 //!
@@ -48,6 +50,7 @@
 pub mod config;
 pub mod export;
 pub mod gc;
+pub mod index;
 pub mod load;
 pub mod media;
 pub mod names;
