@@ -132,7 +132,8 @@ fn run_shell_exec_and_network() {
         s[0].op,
         Op::Run {
             command: Command::Shell("pkg install -y nginx && echo $HOME".into()),
-            network: false
+            network: false,
+            mounts: vec![],
         }
     );
     assert_eq!(s[0].text, "RUN pkg install -y nginx && echo $HOME");
@@ -141,21 +142,24 @@ fn run_shell_exec_and_network() {
         op("RUN [\"/bin/echo\", \"a b\"]"),
         Op::Run {
             command: Command::Exec(strings(&["/bin/echo", "a b"])),
-            network: false
+            network: false,
+            mounts: vec![],
         }
     );
     assert_eq!(
         op("RUN --network=host fetch https://x"),
         Op::Run {
             command: Command::Shell("fetch https://x".into()),
-            network: true
+            network: true,
+            mounts: vec![],
         }
     );
     assert_eq!(
         op("RUN --network=none true"),
         Op::Run {
             command: Command::Shell("true".into()),
-            network: false
+            network: false,
+            mounts: vec![],
         }
     );
     // Not valid JSON: the shell form, as Docker does.
@@ -163,7 +167,8 @@ fn run_shell_exec_and_network() {
         op("RUN ['a', 'b']"),
         Op::Run {
             command: Command::Shell("['a', 'b']".into()),
-            network: false
+            network: false,
+            mounts: vec![],
         }
     );
     assert_eq!(

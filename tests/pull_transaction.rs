@@ -281,6 +281,8 @@ fn a_build_whose_from_image_has_a_refused_layer_leaves_no_name() {
         compression: Compression::Gzip,
         epoch: 0,
         hash_cache: None,
+        mount_cache: None,
+        secrets: Default::default(),
     };
     let err = engine::build(&env, &opts).unwrap_err();
     assert!(err.is_user_error(), "{err}");

@@ -27,6 +27,11 @@ pub struct BuildArgs {
     /// the environment variable K.
     #[arg(long = "build-arg", value_name = "K=V")]
     build_args: Vec<String>,
+    /// A build secret for `RUN --mount=type=secret,id=ID`: `id=ID,src=FILE`
+    /// or `id=ID,env=VAR`; may be given several times. It reaches no
+    /// layer, history, cache key, log or output.
+    #[arg(long = "secret", value_name = "id=ID,src=FILE|env=VAR")]
+    secrets: Vec<String>,
     /// Run every step, using no cached result.
     #[arg(long)]
     no_cache: bool,
@@ -202,6 +207,8 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
         compression,
         epoch,
         hash_cache: Some(ctx.paths.hash_cache()),
+        mount_cache: Some(ctx.paths.mount_cache()),
+        secrets: engine::read_secrets(&args.secrets).map_err(Failure::user)?,
     };
     let store = ctx.store()?;
     let snapshotter = ctx.snapshotter()?;

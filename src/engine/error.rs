@@ -38,6 +38,10 @@ pub enum BuildError {
     /// consent).
     #[error("{0}")]
     Step(String),
+    /// A `RUN --mount=type=secret,...,required=true` whose secret the
+    /// build was not given (found before anything runs).
+    #[error("this step requires the secret `{id}`, which was not given; pass it with --secret id={id},src=FILE or --secret id={id},env=VAR")]
+    MissingSecret { id: String },
     /// A RUN or PKG process that ran and failed.
     #[error("the command ended with {0}")]
     StepFailed(Outcome),
@@ -131,7 +135,10 @@ impl BuildError {
     /// jbuild or the system (exit code 2).
     pub fn is_user_error(&self) -> bool {
         match self {
-            BuildError::Jailfile(_) | BuildError::Step(_) | BuildError::StepFailed(_) => true,
+            BuildError::Jailfile(_)
+            | BuildError::Step(_)
+            | BuildError::StepFailed(_)
+            | BuildError::MissingSecret { .. } => true,
             BuildError::Plan(e) => e.is_user_error(),
             BuildError::Context(e) | BuildError::Native(e) => e.is_user_error(),
             BuildError::Exec(e) => e.is_user_error(),

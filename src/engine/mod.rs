@@ -7,9 +7,11 @@
 
 mod error;
 pub mod freebsd;
+pub mod mounts;
 pub mod native;
 mod run;
 
 pub use error::BuildError;
 pub use freebsd::FreeBsdEnv;
+pub use mounts::{read_secrets, SecretError};
 pub use run::{build, build_text, BuildEnv, BuildOptions, BuildOutput};

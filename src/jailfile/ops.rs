@@ -92,7 +92,7 @@ impl Resolver<'_> {
         Ok((text, refs))
     }
 
-    fn word(&self, t: &Text, esc: char) -> Result<String> {
+    pub(super) fn word(&self, t: &Text, esc: char) -> Result<String> {
         Ok(subst::word(t, esc, &|n| self.lookup(n))?.value)
     }
 
@@ -143,10 +143,21 @@ impl Resolver<'_> {
                 Op::Env(pairs)
             }
             Body::Label(pairs) => Op::Label(self.pairs(pairs, esc, "LABEL")?),
-            Body::Run { network, command } => Op::Run {
-                command: command_of(command),
-                network: *network,
-            },
+            Body::Run {
+                network,
+                mounts,
+                command,
+            } => {
+                let mut resolved = Vec::new();
+                for m in mounts {
+                    resolved.push(self.run_mount(m, esc)?);
+                }
+                Op::Run {
+                    command: command_of(command),
+                    network: *network,
+                    mounts: resolved,
+                }
+            }
             Body::Pkg(words) => {
                 let mut packages = Vec::new();
                 for (p, w) in self.fields(words, esc)? {
@@ -362,7 +373,7 @@ impl Resolver<'_> {
     }
 
     /// `--from=`: an earlier stage by name or index, else an image.
-    fn copy_from(&mut self, t: &Text, esc: char) -> Result<CopyFrom> {
+    pub(super) fn copy_from(&mut self, t: &Text, esc: char) -> Result<CopyFrom> {
         let v = self.nonempty(t, esc, "--from")?;
         let current = self.stages.len().saturating_sub(1);
         let lower = v.to_lowercase();

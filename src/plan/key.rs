@@ -17,7 +17,7 @@
 //! step), and keyed `FROM freebsd:<release>` on the sha256 of its sets.
 
 use crate::digest::Digest;
-use crate::jailfile::{Command, CopyFrom, CopySource, Op, SysrcOp};
+use crate::jailfile::{Command, CopyFrom, CopySource, MountKind, Op, RunMount, SysrcOp};
 
 pub const KEY_VERSION: &str = "jbuild-step-v2";
 
@@ -107,16 +107,74 @@ fn command(e: &mut KeyEncoder, tag: &str, c: &Command) {
     }
 }
 
+/// A `RUN --mount`'s options: what it is and where, never what it holds (a
+/// secret's value, a cache's files); what a bind mount reads is keyed by
+/// the planner, as COPY's sources are.
+fn mount(e: &mut KeyEncoder, m: &RunMount) {
+    e.str("mount.target", &m.target);
+    match &m.kind {
+        MountKind::Secret {
+            id,
+            required,
+            mode,
+            uid,
+            gid,
+        } => {
+            e.str("mount.type", "secret")
+                .str("mount.id", id)
+                .str("mount.required", if *required { "yes" } else { "no" })
+                .str("mount.mode", &format!("{mode:o}"))
+                .str("mount.owner", &format!("{uid}:{gid}"));
+        }
+        MountKind::Cache {
+            id,
+            sharing,
+            mode,
+            uid,
+            gid,
+        } => {
+            e.str("mount.type", "cache")
+                .str("mount.id", id)
+                .str("mount.sharing", sharing.as_str())
+                .str("mount.mode", &format!("{mode:o}"))
+                .str("mount.owner", &format!("{uid}:{gid}"));
+        }
+        MountKind::Tmpfs { size } => {
+            e.str("mount.type", "tmpfs")
+                .opt("mount.size", size.map(|s| s.to_string()).as_deref());
+        }
+        MountKind::Bind { from, source, rw } => {
+            e.str("mount.type", "bind");
+            match from {
+                None => e.str("mount.from", "context"),
+                Some(CopyFrom::Stage(i)) => e.str("mount.from.stage", &i.to_string()),
+                Some(CopyFrom::Image(r)) => e.str("mount.from.image", r),
+            };
+            e.str("mount.source", source)
+                .str("mount.rw", if *rw { "yes" } else { "no" });
+        }
+    }
+}
+
 /// Encodes what a filesystem-changing instruction does, after substitution.
 pub fn encode_op(e: &mut KeyEncoder, op: &Op) {
     match op {
         Op::Run {
             command: c,
             network,
+            mounts,
         } => {
             e.str("op", "run");
             command(e, "command", c);
             e.str("network", if *network { "host" } else { "none" });
+            // Only written when there are mounts, so the keys of RUN steps
+            // without any stay what they were in version 2.
+            if !mounts.is_empty() {
+                e.str("mount.count", &mounts.len().to_string());
+                for m in mounts {
+                    mount(e, m);
+                }
+            }
         }
         Op::Pkg { packages } => {
             e.str("op", "pkg");

@@ -29,7 +29,7 @@ use std::fmt;
 use crate::digest::Digest;
 use crate::image::platform::BadPlatform;
 use crate::image::Platform;
-use crate::jailfile::{Base, Build, CopyFrom, CopySource, Location, Op, Step};
+use crate::jailfile::{Base, Build, CopyFrom, CopySource, Location, MountKind, Op, Step};
 use key::KeyEncoder;
 pub use state::ImageState;
 
@@ -313,12 +313,21 @@ fn needed_stages(build: &Build) -> BTreeSet<usize> {
             todo.push(b);
         }
         for step in &stage.steps {
-            if let Op::Copy {
-                from: Some(CopyFrom::Stage(s)),
-                ..
-            } = &step.op
-            {
-                todo.push(*s);
+            match &step.op {
+                Op::Copy {
+                    from: Some(CopyFrom::Stage(s)),
+                    ..
+                } => todo.push(*s),
+                Op::Run { mounts, .. } => {
+                    todo.extend(mounts.iter().filter_map(|m| match &m.kind {
+                        MountKind::Bind {
+                            from: Some(CopyFrom::Stage(s)),
+                            ..
+                        } => Some(*s),
+                        _ => None,
+                    }))
+                }
+                _ => {}
             }
         }
     }
@@ -492,6 +501,30 @@ pub fn plan(build: &Build, inputs: &dyn PlanInputs, opts: &PlanOptions) -> Resul
     })
 }
 
+/// The identity of what a COPY or a bind mount reads: the content digest
+/// of `paths` in the context, an earlier stage's top identity, or an
+/// image's manifest digest.
+fn source_identity(
+    from: Option<&CopyFrom>,
+    paths: &[String],
+    done: &[PlannedStage],
+    inputs: &dyn PlanInputs,
+) -> Result<Digest, PlanErrorKind> {
+    Ok(match from {
+        None => {
+            let sources: Vec<CopySource> = paths.iter().cloned().map(CopySource::Path).collect();
+            inputs.context_sources(&sources)?
+        }
+        Some(CopyFrom::Stage(i)) => done
+            .iter()
+            .find(|s| s.index == *i)
+            .ok_or(PlanErrorKind::CopyFromNotBuilt(*i))?
+            .top_identity
+            .clone(),
+        Some(CopyFrom::Image(r)) => inputs.image(r, &Platform::default_for_host())?.manifest,
+    })
+}
+
 fn step_key(
     parent: &Digest,
     step: &Step,
@@ -520,6 +553,15 @@ fn step_key(
                 "jail",
                 exec.jail.iter().map(|(k, v)| (k.as_str(), v.as_str())),
             );
+            if let Op::Run { mounts, .. } = &step.op {
+                for m in mounts {
+                    if let MountKind::Bind { from, source, .. } = &m.kind {
+                        let what = std::slice::from_ref(source);
+                        let digest = source_identity(from.as_ref(), what, done, inputs)?;
+                        e.str("mount.sources", &digest.to_string());
+                    }
+                }
+            }
             if let Op::Pkg { .. } = step.op {
                 // pkg(8) picks packages by ABI and OSVERSION, from the
                 // repositories' current catalogue: a new catalogue is a
@@ -535,19 +577,16 @@ fn step_key(
         }
         Op::Copy { from, sources, .. } => {
             e.str("workdir", &exec.workdir);
+            let paths: Vec<String> = sources
+                .iter()
+                .filter_map(|s| match s {
+                    CopySource::Path(p) => Some(p.clone()),
+                    CopySource::Inline { .. } => None,
+                })
+                .collect();
             let digest = match from {
                 None => inputs.context_sources(sources)?,
-                Some(CopyFrom::Stage(i)) => {
-                    let s = done
-                        .iter()
-                        .find(|s| s.index == *i)
-                        .ok_or(PlanErrorKind::CopyFromNotBuilt(*i))?;
-                    s.top_identity.clone()
-                }
-                Some(CopyFrom::Image(r)) => {
-                    let platform = Platform::default_for_host();
-                    inputs.image(r, &platform)?.manifest
-                }
+                Some(_) => source_identity(from.as_ref(), &paths, done, inputs)?,
             };
             e.str("sources", &digest.to_string());
         }
