@@ -434,3 +434,96 @@ fn a_whole_port_range_is_cheap() {
         (65536, "1/udp", "80/tcp")
     );
 }
+
+#[test]
+fn run_mounts_in_buildkit_syntax() {
+    use jbuild::jailfile::{CopyFrom, MountKind, RunMount, Sharing};
+    let b = build(
+        "FROM scratch AS builder\nFROM scratch\nARG DIR=/var/cache/x\n\
+         RUN --network=host --mount=type=secret,id=tok --mount=type=secret,id=k,dst=/k,required,mode=0440,uid=1,gid=2 \\\n\
+             --mount=type=cache,target=$DIR,sharing=locked --mount=type=cache,id=npm,target=/n/./m/,mode=0700 \\\n\
+             --mount=type=tmpfs,target=/tmp,size=64m --mount=type=bind,target=/src \\\n\
+             --mount=type=bind,from=builder,source=/out/,target=/in,rw make",
+    );
+    let Op::Run {
+        command,
+        network,
+        mounts,
+    } = &b.stages[1].steps[0].op
+    else {
+        panic!("{b:?}")
+    };
+    assert_eq!(command, &Command::Shell("make".into()));
+    assert!(network);
+    let at = |target: &str, kind| RunMount {
+        target: target.into(),
+        kind,
+    };
+    assert_eq!(
+        mounts,
+        &vec![
+            at(
+                "/run/secrets/tok",
+                MountKind::Secret {
+                    id: "tok".into(),
+                    required: false,
+                    mode: 0o400,
+                    uid: 0,
+                    gid: 0
+                }
+            ),
+            at(
+                "/k",
+                MountKind::Secret {
+                    id: "k".into(),
+                    required: true,
+                    mode: 0o440,
+                    uid: 1,
+                    gid: 2
+                }
+            ),
+            at(
+                "/var/cache/x",
+                MountKind::Cache {
+                    id: "/var/cache/x".into(),
+                    sharing: Sharing::Locked,
+                    mode: 0o755,
+                    uid: 0,
+                    gid: 0
+                }
+            ),
+            at(
+                "/n/m",
+                MountKind::Cache {
+                    id: "npm".into(),
+                    sharing: Sharing::Shared,
+                    mode: 0o700,
+                    uid: 0,
+                    gid: 0
+                }
+            ),
+            at(
+                "/tmp",
+                MountKind::Tmpfs {
+                    size: Some(64 << 20)
+                }
+            ),
+            at(
+                "/src",
+                MountKind::Bind {
+                    from: None,
+                    source: ".".into(),
+                    rw: false
+                }
+            ),
+            at(
+                "/in",
+                MountKind::Bind {
+                    from: Some(CopyFrom::Stage(0)),
+                    source: "out".into(),
+                    rw: true
+                }
+            ),
+        ]
+    );
+}

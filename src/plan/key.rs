@@ -280,4 +280,40 @@ mod tests {
             "jbuild-step-v2\nop=3:pkg\npackage.count=1:2\npackage=5:nginx\npackage=4:curl\n"
         );
     }
+
+    #[test]
+    fn run_without_mounts_keeps_its_version_2_bytes_and_mounts_key_their_options() {
+        let run = |mounts: Vec<RunMount>| {
+            let mut e = KeyEncoder::new();
+            encode_op(
+                &mut e,
+                &Op::Run {
+                    command: Command::Shell("make".into()),
+                    network: false,
+                    mounts,
+                },
+            );
+            String::from_utf8(e.bytes().to_vec()).unwrap()
+        };
+        assert_eq!(
+            run(vec![]),
+            "jbuild-step-v2\nop=3:run\ncommand.shell=4:make\nnetwork=4:none\n"
+        );
+        let secret = |required| RunMount {
+            target: "/run/secrets/tok".into(),
+            kind: MountKind::Secret {
+                id: "tok".into(),
+                required,
+                mode: 0o400,
+                uid: 0,
+                gid: 0,
+            },
+        };
+        let with = run(vec![secret(false)]);
+        assert!(with.ends_with(
+            "mount.count=1:1\nmount.target=16:/run/secrets/tok\nmount.type=6:secret\nmount.id=3:tok\n\
+             mount.required=2:no\nmount.mode=3:400\nmount.owner=3:0:0\n"
+        ));
+        assert_ne!(with, run(vec![secret(true)]));
+    }
 }
