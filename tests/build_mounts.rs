@@ -229,12 +229,17 @@ fn a_cache_mount_keeps_its_files_across_builds_and_stays_out_of_layers() {
     );
     // Kept under jbuild's root, by the id (the target, escaped).
     let kept = root.join("cache/mounts/%2Fvar%2Fcache%2Fthing/log");
-    assert_eq!(fs::read_to_string(kept).unwrap(), "one\ntwo\n");
+    assert_eq!(fs::read_to_string(&kept).unwrap(), "one\ntwo\n");
     // The mount point the executor made is gone from every snapshot.
     for e in fs::read_dir(root.join("snapshots/dir/committed")).unwrap() {
         let fs_root = e.unwrap().path().join("fs");
         assert!(!fs_root.join("var").exists(), "{}", fs_root.display());
     }
+    // `prune --cache` clears cache mounts with the rest of the build cache.
+    let pruned = ok(jbuild(&root).args(["--json", "prune", "--cache"]));
+    let v: serde_json::Value = serde_json::from_str(pruned.trim()).unwrap();
+    assert_eq!(v["cache_mounts_removed"], 1, "{pruned}");
+    assert!(!kept.exists());
 }
 
 #[test]

@@ -13,9 +13,12 @@
 //!
 //! **Cache mounts** live in `cache/mounts/<id>` under jbuild's root (`id`
 //! escaped into one file name; it defaults to the target), so PKG's own
-//! package cache is the cache mount of `/var/cache/pkg`. `sharing=locked`
-//! holds an exclusive `flock(2)` for the step; `private` takes the first
-//! of `<id>`, `<id>-private-1`, ... that no other step holds.
+//! package cache is the cache mount of `/var/cache/pkg`. Each directory
+//! `D` has a lock file `D.lock`: a `shared` mount holds a shared
+//! `flock(2)` on it for the step, `locked` an exclusive one (waiting for
+//! it), `private` takes the first of `<id>`, `<id>-private-1`, ... whose
+//! lock it can take at once; `jbuild prune --cache` removes only the
+//! directories whose lock it can take ([`clear_cache_mounts`]).
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
@@ -221,11 +224,11 @@ impl StepMounts {
         };
         let lock_err = |p: &Path, e| BuildError::io(format!("locking {}", p.display()), e);
         let dir = match sharing {
-            Sharing::Shared => base.join(&name),
-            Sharing::Locked => {
+            Sharing::Shared | Sharing::Locked => {
                 let p = lock_at(0);
-                self._locks
-                    .push(crate::store::lock::flock(&p, true).map_err(|e| lock_err(&p, e))?);
+                let exclusive = sharing == Sharing::Locked;
+                let lock = crate::store::lock::flock(&p, exclusive).map_err(|e| lock_err(&p, e))?;
+                self._locks.push(lock);
                 base.join(&name)
             }
             Sharing::Private => {
@@ -291,6 +294,32 @@ impl StepMounts {
         }));
         Ok(())
     }
+}
+
+/// `jbuild prune --cache`: removes every cache mount directory under
+/// `base` that no running step uses (its lock taken at once), and returns
+/// how many it removed.
+pub fn clear_cache_mounts(base: &Path) -> std::io::Result<usize> {
+    let entries = match fs::read_dir(base) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(e),
+    };
+    let mut removed = 0;
+    for entry in entries {
+        let entry = entry?;
+        if !entry.file_type()?.is_dir() {
+            continue;
+        }
+        let mut lock_name = entry.file_name();
+        lock_name.push(".lock");
+        let Some(_busy) = crate::store::lock::try_flock(&base.join(lock_name))? else {
+            continue;
+        };
+        fs::remove_dir_all(entry.path())?;
+        removed += 1;
+    }
+    Ok(removed)
 }
 
 /// Copies a file, symlink or directory tree with its modes (owners too,
@@ -391,5 +420,13 @@ mod tests {
         c.add_cache(base.path(), "/c", "/c", Sharing::Private, 0o755, 0, 0)
             .unwrap();
         assert_eq!(host(&c), base.path().join("%2Fc"));
+        // prune --cache leaves what a step holds (b's), clears the rest.
+        fs::write(base.path().join("%2Fc/f"), "x").unwrap();
+        drop(c);
+        assert_eq!(clear_cache_mounts(base.path()).unwrap(), 1);
+        assert!(!base.path().join("%2Fc").exists());
+        assert!(host(&b).exists());
+        drop(b);
+        assert_eq!(clear_cache_mounts(base.path()).unwrap(), 1);
     }
 }
