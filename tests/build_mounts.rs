@@ -111,7 +111,8 @@ fn secrets_reach_their_step_and_nothing_else() {
     let env_secret = canary("env");
     let ctx = context(
         t.path(),
-        "RUN --mount=type=secret,id=tok sha256sum /run/secrets/tok | cut -d' ' -f1 > /tok.sha && cat /run/secrets/tok\n\
+        "RUN --mount=type=secret,id=tok sha256sum /run/secrets/tok | cut -d' ' -f1 > /tok.sha \
+             && stat -c '%a %u %g' /run/secrets/tok > /tok.stat && cat /run/secrets/tok\n\
          RUN --mount=type=secret,id=envtok,target=/etc/tok2,mode=0440,uid=7,gid=8 \
              stat -c '%a %u %g' /etc/tok2 > /tok2.stat && cat /etc/tok2 >&2 && echo after\n\
          RUN test ! -e /run/secrets && test ! -e /etc && echo gone > /secrets-gone\n",
@@ -251,7 +252,8 @@ fn tmpfs_and_bind_mounts_work_as_documented() {
          RUN mkdir /out && echo built > /out/artifact\n\
          FROM base\n\
          RUN --mount=type=tmpfs,target=/scratch,size=1m \
-             echo t > /scratch/f && test \"$(stat -f -c %T /scratch)\" = tmpfs && echo ok > /tmpfs-ok\n\
+             echo t > /scratch/f && test \"$(stat -f -c %T /scratch)\" = tmpfs \
+             && stat -c %a /scratch > /tmpfs-mode && echo ok > /tmpfs-ok\n\
          RUN --mount=type=bind,source=data,target=/mnt/data \
              cat /mnt/data/hello.txt > /from-context && ! touch /mnt/data/new 2>/dev/null && echo ro > /ro-ok\n\
          RUN --mount=type=bind,target=/w,rw touch /w/new /w/data/new && echo rw > /rw-ok\n\
@@ -269,6 +271,7 @@ fn tmpfs_and_bind_mounts_work_as_documented() {
     let top = snapshot_with(&root, "last");
     let read = |p: &str| fs::read_to_string(top.join(p)).unwrap();
     assert_eq!(read("tmpfs-ok"), "ok\n");
+    assert_eq!(read("tmpfs-mode"), "1777\n");
     assert_eq!(read("from-context"), "hello 1\n");
     assert_eq!(read("ro-ok"), "ro\n");
     assert_eq!(read("rw-ok"), "rw\n");
