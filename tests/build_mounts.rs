@@ -261,6 +261,9 @@ fn tmpfs_and_bind_mounts_work_as_documented() {
     );
     fs::create_dir(ctx.join("data")).unwrap();
     fs::write(ctx.join("data/hello.txt"), "hello 1\n").unwrap();
+    // .jailignore hides files from COPY, not from a bind mount: they count.
+    fs::write(ctx.join(".jailignore"), "data/ignored.txt\n").unwrap();
+    fs::write(ctx.join("data/ignored.txt"), "i 1\n").unwrap();
     let root = t.path().join("root");
     let build = |root: &Path| {
         ok(jbuild(root)
@@ -293,4 +296,7 @@ fn tmpfs_and_bind_mounts_work_as_documented() {
         .filter(|p| p.join("last").exists())
         .filter(|p| fs::read_to_string(p.join("from-context")).unwrap() == "hello 2\n");
     assert!(newest.next().is_some(), "{}", top.display());
+    fs::write(ctx.join("data/ignored.txt"), "i 2\n").unwrap();
+    let out = build(&root);
+    assert_eq!(json_result(&out)["steps_run"], 3, "{out}");
 }

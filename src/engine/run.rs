@@ -200,6 +200,12 @@ impl PlanInputs for Inputs<'_> {
             .map_err(|e| InputError::new(e.is_user_error(), e))
     }
 
+    fn bound_context(&self, paths: &[String]) -> Result<Digest, InputError> {
+        let sources: Vec<CopySource> = paths.iter().cloned().map(CopySource::Path).collect();
+        native::sources_digest(self.context, &sources, None)
+            .map_err(|e| InputError::new(e.is_user_error(), e))
+    }
+
     fn release(
         &self,
         release: &str,

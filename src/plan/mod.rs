@@ -40,6 +40,13 @@ pub trait PlanInputs {
     fn image(&self, reference: &str, platform: &Platform) -> Result<BaseImage, InputError>;
     /// The content digest of what a COPY from the build context reads.
     fn context_sources(&self, sources: &[CopySource]) -> Result<Digest, InputError>;
+    /// The content digest of what a `RUN --mount=type=bind` of the build
+    /// context shows: like [`PlanInputs::context_sources`], but with the
+    /// files `.jailignore` leaves out too (a mount cannot hide them).
+    fn bound_context(&self, paths: &[String]) -> Result<Digest, InputError> {
+        let sources: Vec<CopySource> = paths.iter().cloned().map(CopySource::Path).collect();
+        self.context_sources(&sources)
+    }
     /// The distribution sets `FROM freebsd:<release>` is made of, as
     /// `(name, sha256)` from the release's verified MANIFEST, in
     /// extraction order.
@@ -501,27 +508,21 @@ pub fn plan(build: &Build, inputs: &dyn PlanInputs, opts: &PlanOptions) -> Resul
     })
 }
 
-/// The identity of what a COPY or a bind mount reads: the content digest
-/// of `paths` in the context, an earlier stage's top identity, or an
-/// image's manifest digest.
+/// The identity of the stage or image a COPY or a bind mount reads from:
+/// an earlier stage's top identity, or an image's manifest digest.
 fn source_identity(
-    from: Option<&CopyFrom>,
-    paths: &[String],
+    from: &CopyFrom,
     done: &[PlannedStage],
     inputs: &dyn PlanInputs,
 ) -> Result<Digest, PlanErrorKind> {
     Ok(match from {
-        None => {
-            let sources: Vec<CopySource> = paths.iter().cloned().map(CopySource::Path).collect();
-            inputs.context_sources(&sources)?
-        }
-        Some(CopyFrom::Stage(i)) => done
+        CopyFrom::Stage(i) => done
             .iter()
             .find(|s| s.index == *i)
             .ok_or(PlanErrorKind::CopyFromNotBuilt(*i))?
             .top_identity
             .clone(),
-        Some(CopyFrom::Image(r)) => inputs.image(r, &Platform::default_for_host())?.manifest,
+        CopyFrom::Image(r) => inputs.image(r, &Platform::default_for_host())?.manifest,
     })
 }
 
@@ -556,8 +557,10 @@ fn step_key(
             if let Op::Run { mounts, .. } = &step.op {
                 for m in mounts {
                     if let MountKind::Bind { from, source, .. } = &m.kind {
-                        let what = std::slice::from_ref(source);
-                        let digest = source_identity(from.as_ref(), what, done, inputs)?;
+                        let digest = match from {
+                            None => inputs.bound_context(std::slice::from_ref(source))?,
+                            Some(f) => source_identity(f, done, inputs)?,
+                        };
                         e.str("mount.sources", &digest.to_string());
                     }
                 }
@@ -577,16 +580,9 @@ fn step_key(
         }
         Op::Copy { from, sources, .. } => {
             e.str("workdir", &exec.workdir);
-            let paths: Vec<String> = sources
-                .iter()
-                .filter_map(|s| match s {
-                    CopySource::Path(p) => Some(p.clone()),
-                    CopySource::Inline { .. } => None,
-                })
-                .collect();
             let digest = match from {
                 None => inputs.context_sources(sources)?,
-                Some(_) => source_identity(from.as_ref(), &paths, done, inputs)?,
+                Some(f) => source_identity(f, done, inputs)?,
             };
             e.str("sources", &digest.to_string());
         }
