@@ -300,3 +300,29 @@ fn tmpfs_and_bind_mounts_work_as_documented() {
     let out = build(&root);
     assert_eq!(json_result(&out)["steps_run"], 3, "{out}");
 }
+
+#[test]
+fn a_bind_mount_reads_an_image_from_the_store() {
+    let t = tempfile::tempdir().unwrap();
+    let ctx = context(
+        t.path(),
+        "RUN mkdir /out && echo from-image > /out/artifact\n",
+    );
+    let root = t.path().join("root");
+    ok(jbuild(&root).args(["build", "-t", "art:1"]).arg(&ctx));
+    fs::write(
+        ctx.join("Jailfile"),
+        "FROM --platform=linux/amd64 scratch\n\
+         COPY busybox /bin/busybox\n\
+         RUN [\"/bin/busybox\", \"--install\", \"-s\", \"/bin\"]\n\
+         RUN --mount=type=bind,from=art:1,source=out/artifact,target=/in/a cp /in/a /got-image\n",
+    )
+    .unwrap();
+    ok(jbuild(&root).args(["build", "-t", "use:1"]).arg(&ctx));
+    let top = snapshot_with(&root, "got-image");
+    assert_eq!(
+        fs::read_to_string(top.join("got-image")).unwrap(),
+        "from-image\n"
+    );
+    assert!(!top.join("in").exists(), "/in is in the layer");
+}
