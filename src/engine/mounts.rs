@@ -157,7 +157,7 @@ pub fn check_required_secrets(
 /// A step's mounts and what must live as long as the step: the locks of
 /// `locked` and `private` cache mounts, the scratch copies of `rw` binds.
 #[derive(Default)]
-pub(super) struct StepMounts {
+pub(crate) struct StepMounts {
     pub mounts: Vec<Mount>,
     _locks: Vec<Flock<File>>,
     _scratch: Vec<tempfile::TempDir>,
@@ -215,9 +215,30 @@ impl StepMounts {
         uid: u32,
         gid: u32,
     ) -> Result<(), BuildError> {
+        let dir = base.join(cache_dir_name(id));
+        self.add_cache_dir(&dir, target, sharing, mode, uid, gid)
+    }
+
+    /// The cache mount kept in `dir` (PKG's package cache is one, wherever
+    /// it was configured), at `target`.
+    pub(super) fn add_cache_dir(
+        &mut self,
+        dir: &Path,
+        target: &str,
+        sharing: Sharing,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+    ) -> Result<(), BuildError> {
+        let (Some(base), Some(name)) = (dir.parent(), dir.file_name()) else {
+            return Err(BuildError::Step(format!(
+                "{} cannot hold a cache mount",
+                dir.display()
+            )));
+        };
+        let name = name.to_string_lossy().into_owned();
         fs::create_dir_all(base)
             .map_err(|e| BuildError::io(format!("creating {}", base.display()), e))?;
-        let name = cache_dir_name(id);
         let lock_at = |n: usize| match n {
             0 => base.join(format!("{name}.lock")),
             n => base.join(format!("{name}-private-{n}.lock")),

@@ -592,8 +592,7 @@ impl Run<'_, '_> {
                     ctx.env.push(("ASSUME_ALWAYS_YES".into(), "yes".into()));
                 }
                 let mounts = self.env.freebsd.pkg_mounts()?;
-                let mounts = mounts.into_iter().map(exec::Mount::from).collect();
-                self.run_process(argv, args, &ctx, true, mounts, root, info)
+                self.run_process(argv, args, &ctx, true, mounts.mounts, root, info)
             }
             Op::Copy {
                 from,
