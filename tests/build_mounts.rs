@@ -326,3 +326,56 @@ fn a_bind_mount_reads_an_image_from_the_store() {
     );
     assert!(!top.join("in").exists(), "/in is in the layer");
 }
+
+/// While the step runs, the host sees the secrets' staging directory
+/// empty (the tmpfs holding the file exists in the step's mount namespace
+/// only); afterwards the directory is gone.
+#[test]
+fn a_secret_is_never_on_the_hosts_disk() {
+    let t = tempfile::tempdir().unwrap();
+    let ctx = context(
+        t.path(),
+        "RUN --mount=type=secret,id=tok test -s /run/secrets/tok && sleep 3 && echo read > /read\n",
+    );
+    let tmp = t.path().join("tmp");
+    fs::create_dir(&tmp).unwrap();
+    let secret = t.path().join("tok");
+    fs::write(&secret, canary("disk")).unwrap();
+    let mut child = jbuild(&t.path().join("root"))
+        .env("TMPDIR", &tmp)
+        .args(["build", "--secret"])
+        .arg(format!("id=tok,src={}", secret.display()))
+        .arg(&ctx)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let staging = |tmp: &Path| {
+        fs::read_dir(tmp)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| {
+                p.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with("jbuild-secrets-")
+            })
+    };
+    let started = std::time::Instant::now();
+    let seen = loop {
+        if let Some(dir) = staging(&tmp) {
+            break dir;
+        }
+        assert!(
+            started.elapsed().as_secs() < 30,
+            "the step never started with its secret"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    // Give the step time to mount, then look while it sleeps.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let inside: Vec<_> = fs::read_dir(&seen).unwrap().collect();
+    assert!(inside.is_empty(), "the host sees {inside:?}");
+    assert!(child.wait().unwrap().success());
+    assert!(staging(&tmp).is_none(), "the staging directory is left");
+}
