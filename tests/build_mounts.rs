@@ -155,6 +155,13 @@ fn secrets_reach_their_step_and_nothing_else() {
         let hits = files_containing(&root, secret.as_bytes());
         assert!(hits.is_empty(), "{secret} found in {hits:?}");
     }
+    // History and config, as users read them, name the id only.
+    let history = ok(jbuild(&root).args(["history", "sec:1"]));
+    let inspect = ok(jbuild(&root).args(["inspect", "sec:1"]));
+    assert!(history.contains("id=tok"), "{history}");
+    for secret in [&file_secret, &env_secret] {
+        assert!(!history.contains(secret.as_str()) && !inspect.contains(secret.as_str()));
+    }
     let layout = t.path().join("oci");
     ok(jbuild(&root)
         .arg("export")
