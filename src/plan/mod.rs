@@ -15,6 +15,10 @@
 //!   state of the package repositories ([`PlanInputs::pkg_repositories`]);
 //! - for COPY, the content digest of its sources (including mode and owner,
 //!   not mtimes) and the WORKDIR a relative destination is taken against.
+//! - for `RUN --mount`, each mount's options (type, target, id, sharing,
+//!   mode, owner, size) and, for a bind mount, what it shows (the content
+//!   digest of its source in the context, or the stage's or image's
+//!   identity) — never a secret's value nor a cache mount's contents.
 //!
 //! Metadata instructions (ENV, LABEL, CMD, ...) have no key of their own;
 //! they are history entries with `empty_layer` and edit the config.
