@@ -73,6 +73,7 @@ cases! {
     mount_bind_source_escapes: "FROM scratch\nRUN --mount=type=bind,target=/x,source=../etc true" => 2, 40, "bind source `../etc` leaves its root";
     mount_option_twice: "FROM scratch\nRUN --mount=type=cache,target=/a,target=/b true" => 2, 34, "mount option `target` is given twice";
     mount_bad_tmpfs_size: "FROM scratch\nRUN --mount=type=tmpfs,target=/t,size=lots true" => 2, 39, "invalid tmpfs size `lots`";
+    mount_bind_from_own_stage: "FROM scratch AS me\nRUN --mount=type=bind,target=/x,from=me true" => 2, 38, "--mount from=me is the stage this RUN is in";
     mount_bind_from_unknown_stage: "FROM scratch AS a\nFROM scratch\nRUN --mount=type=bind,target=/x,from=b true" => 3, 38, "unknown stage `b`";
     bad_network: "FROM scratch\nRUN --network=bridge true" => 2, 15, "unknown network mode `bridge`";
     empty_jailfile: "\n# nothing here\n\n" => 1, 1, "the Jailfile is empty";
