@@ -253,7 +253,7 @@ impl Resolver<'_> {
                             .value
                             .clone()
                             .unwrap_or_else(|| (String::new(), o.name_text.clone()));
-                        Some(self.from_stage_or_image(&text, esc, ("--mount from", "RUN"))?)
+                        Some(self.stage_or_image(&text, esc, ("--mount from", "RUN"))?)
                     }
                 };
                 let source = match get(&["source", "src"]) {

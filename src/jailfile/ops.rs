@@ -374,13 +374,13 @@ impl Resolver<'_> {
 
     /// `--from=`: an earlier stage by name or index, else an image.
     fn copy_from(&mut self, t: &Text, esc: char) -> Result<CopyFrom> {
-        self.from_stage_or_image(t, esc, ("COPY --from", "COPY"))
+        self.stage_or_image(t, esc, ("COPY --from", "COPY"))
     }
 
     /// An earlier stage by name or index, else an image, for `COPY
     /// --from=` and `RUN --mount=...,from=`; `(flag, instruction)` name
     /// them in messages.
-    pub(super) fn from_stage_or_image(
+    pub(super) fn stage_or_image(
         &mut self,
         t: &Text,
         esc: char,
