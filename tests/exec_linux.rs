@@ -400,12 +400,14 @@ fn bind_mounts_come_and_go() {
             host: host.path().to_path_buf(),
             target: "/cache/pkg".into(),
             read_only: false,
-        },
+        }
+        .into(),
         BindMount {
             host: ro.path().to_path_buf(),
             target: "/ro".into(),
             read_only: true,
-        },
+        }
+        .into(),
     ];
     let o = ok(t.path(), &s);
     assert_eq!(o.stdout, ["from the host", "refused"]);
@@ -499,7 +501,8 @@ fn failed_setup_is_an_error_and_leaves_no_trace() {
         host: "/no/such/dir".into(),
         target: "/mnt/x".into(),
         read_only: false,
-    }];
+    }
+    .into()];
     let err = run(t.path(), &s).0.unwrap_err().to_string();
     assert!(err.contains("/no/such/dir"), "{err}");
     assert_eq!(listing(t.path()), before);

@@ -132,7 +132,8 @@ fn run_shell_exec_and_network() {
         s[0].op,
         Op::Run {
             command: Command::Shell("pkg install -y nginx && echo $HOME".into()),
-            network: false
+            network: false,
+            mounts: vec![],
         }
     );
     assert_eq!(s[0].text, "RUN pkg install -y nginx && echo $HOME");
@@ -141,21 +142,24 @@ fn run_shell_exec_and_network() {
         op("RUN [\"/bin/echo\", \"a b\"]"),
         Op::Run {
             command: Command::Exec(strings(&["/bin/echo", "a b"])),
-            network: false
+            network: false,
+            mounts: vec![],
         }
     );
     assert_eq!(
         op("RUN --network=host fetch https://x"),
         Op::Run {
             command: Command::Shell("fetch https://x".into()),
-            network: true
+            network: true,
+            mounts: vec![],
         }
     );
     assert_eq!(
         op("RUN --network=none true"),
         Op::Run {
             command: Command::Shell("true".into()),
-            network: false
+            network: false,
+            mounts: vec![],
         }
     );
     // Not valid JSON: the shell form, as Docker does.
@@ -163,7 +167,8 @@ fn run_shell_exec_and_network() {
         op("RUN ['a', 'b']"),
         Op::Run {
             command: Command::Shell("['a', 'b']".into()),
-            network: false
+            network: false,
+            mounts: vec![],
         }
     );
     assert_eq!(
@@ -427,5 +432,98 @@ fn a_whole_port_range_is_cheap() {
     assert_eq!(
         (p.len(), p[0].as_str(), p[65535].as_str()),
         (65536, "1/udp", "80/tcp")
+    );
+}
+
+#[test]
+fn run_mounts_in_buildkit_syntax() {
+    use jbuild::jailfile::{CopyFrom, MountKind, RunMount, Sharing};
+    let b = build(
+        "FROM scratch AS builder\nFROM scratch\nARG DIR=/var/cache/x\n\
+         RUN --network=host --mount=type=secret,id=tok --mount=type=secret,id=k,dst=/k,required,mode=0440,uid=1,gid=2 \\\n\
+             --mount=type=cache,target=$DIR,sharing=locked --mount=type=cache,id=npm,target=/n/./m/,mode=0700 \\\n\
+             --mount=type=tmpfs,target=/tmp,size=64m --mount=type=bind,target=/src \\\n\
+             --mount=type=bind,from=builder,source=/out/,target=/in,rw make",
+    );
+    let Op::Run {
+        command,
+        network,
+        mounts,
+    } = &b.stages[1].steps[0].op
+    else {
+        panic!("{b:?}")
+    };
+    assert_eq!(command, &Command::Shell("make".into()));
+    assert!(network);
+    let at = |target: &str, kind| RunMount {
+        target: target.into(),
+        kind,
+    };
+    assert_eq!(
+        mounts,
+        &vec![
+            at(
+                "/run/secrets/tok",
+                MountKind::Secret {
+                    id: "tok".into(),
+                    required: false,
+                    mode: 0o400,
+                    uid: 0,
+                    gid: 0
+                }
+            ),
+            at(
+                "/k",
+                MountKind::Secret {
+                    id: "k".into(),
+                    required: true,
+                    mode: 0o440,
+                    uid: 1,
+                    gid: 2
+                }
+            ),
+            at(
+                "/var/cache/x",
+                MountKind::Cache {
+                    id: "/var/cache/x".into(),
+                    sharing: Sharing::Locked,
+                    mode: 0o755,
+                    uid: 0,
+                    gid: 0
+                }
+            ),
+            at(
+                "/n/m",
+                MountKind::Cache {
+                    id: "npm".into(),
+                    sharing: Sharing::Shared,
+                    mode: 0o700,
+                    uid: 0,
+                    gid: 0
+                }
+            ),
+            at(
+                "/tmp",
+                MountKind::Tmpfs {
+                    size: Some(64 << 20)
+                }
+            ),
+            at(
+                "/src",
+                MountKind::Bind {
+                    from: None,
+                    source: ".".into(),
+                    rw: false
+                }
+            ),
+            at(
+                "/in",
+                MountKind::Bind {
+                    from: Some(CopyFrom::Stage(0)),
+                    source: "out".into(),
+                    rw: true
+                }
+            ),
+        ]
     );
 }

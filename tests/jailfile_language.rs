@@ -142,7 +142,8 @@ fn run_is_not_substituted() {
         s.op,
         Op::Run {
             command: Command::Shell("echo $X ${Y:-z}".into()),
-            network: false
+            network: false,
+            mounts: vec![],
         }
     );
     assert_eq!(s.text, "RUN echo $X ${Y:-z}");
@@ -205,7 +206,8 @@ fn escape_directive_changes_the_escape_character() {
         s[1].op,
         Op::Run {
             command: Command::Shell("echo a   b".into()),
-            network: false
+            network: false,
+            mounts: vec![],
         }
     );
 }
@@ -221,7 +223,8 @@ fn continuation_lines_and_comments() {
         s[0].op,
         Op::Run {
             command: Command::Shell("pkg install -y     nginx     curl".into()),
-            network: false
+            network: false,
+            mounts: vec![],
         }
     );
     assert_eq!(
@@ -235,7 +238,8 @@ fn continuation_lines_and_comments() {
         s.op,
         Op::Run {
             command: Command::Shell("echo a # b".into()),
-            network: false
+            network: false,
+            mounts: vec![],
         }
     );
 }
@@ -251,7 +255,8 @@ fn run_heredoc_alone_is_the_script() {
         s[0].op,
         Op::Run {
             command: Command::Shell("set -e\necho $HOME\n".into()),
-            network: false
+            network: false,
+            mounts: vec![],
         }
     );
     assert_eq!(s[0].text, "RUN <<EOF\nset -e\necho $HOME\nEOF");
@@ -267,7 +272,8 @@ fn run_heredoc_as_stdin_keeps_the_whole_text() {
         s.op,
         Op::Run {
             command: Command::Shell(want.into()),
-            network: true
+            network: true,
+            mounts: vec![],
         }
     );
     assert_eq!(s.text, format!("RUN --network=host {want}"));

@@ -284,6 +284,8 @@ fn a_build_whose_from_image_has_a_refused_layer_leaves_no_name() {
         target: None,
         labels: Default::default(),
         annotations: Default::default(),
+        mount_cache: None,
+        secrets: Default::default(),
     };
     let err = engine::build(&env, &opts).unwrap_err();
     assert!(err.is_user_error(), "{err}");

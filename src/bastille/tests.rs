@@ -68,7 +68,9 @@ fn every_instruction_translates_and_parses() {
         .steps
         .iter()
         .find_map(|s| match &s.op {
-            jailfile::Op::Run { command, network } => Some((command.clone(), *network)),
+            jailfile::Op::Run {
+                command, network, ..
+            } => Some((command.clone(), *network)),
             _ => None,
         })
         .unwrap();

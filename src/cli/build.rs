@@ -59,6 +59,11 @@ pub struct BuildArgs {
     /// push NAME` does).
     #[arg(long)]
     push: bool,
+    /// A build secret for `RUN --mount=type=secret,id=ID`: `id=ID,src=FILE`
+    /// or `id=ID,env=VAR`; may be given several times. It reaches no
+    /// layer, history, cache key, log or output.
+    #[arg(long = "secret", value_name = "id=ID,src=FILE|env=VAR")]
+    secrets: Vec<String>,
     /// Run every step, using no cached result.
     #[arg(long)]
     no_cache: bool,
@@ -306,6 +311,8 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
         target: args.target.clone(),
         labels: parse_pairs("--label", &args.labels)?,
         annotations: parse_pairs("--annotation", &args.annotations)?,
+        mount_cache: Some(ctx.paths.mount_cache()),
+        secrets: engine::read_secrets(&args.secrets).map_err(Failure::user)?,
     };
     let piped = if stdin {
         Some(jailfile::read_from(std::io::stdin().lock(), &opts.jailfile).map_err(Failure::user)?)

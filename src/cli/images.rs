@@ -54,7 +54,9 @@ pub struct RmiArgs {
 
 #[derive(Args, Debug)]
 pub struct PruneArgs {
-    /// Also remove the build cache (every committed snapshot).
+    /// Also remove the build cache (every committed snapshot) and the
+    /// `RUN --mount=type=cache` directories no running build uses (PKG's
+    /// package cache is one).
     #[arg(long)]
     cache: bool,
 }
@@ -265,17 +267,30 @@ pub fn prune(ctx: &Ctx, args: PruneArgs) -> CmdResult {
     let store = ctx.store()?;
     let sn = ctx.snapshotter()?;
     let summary = gc::prune(&store, sn.as_ref(), args.cache).map_err(Failure::internal)?;
+    let mounts = if args.cache {
+        let dir = ctx.paths.mount_cache();
+        jbuild::engine::mounts::clear_cache_mounts(&dir).map_err(|e| {
+            Failure::internal(anyhow!("clearing cache mounts in {}: {e}", dir.display()))
+        })?
+    } else {
+        0
+    };
     if ctx.json {
         outln!(
             "{}",
-            json!({"snapshots_removed": summary.snapshots_removed, "blobs_removed": summary.blobs_removed.len(), "bytes_freed": summary.bytes_freed()})
+            json!({"snapshots_removed": summary.snapshots_removed, "blobs_removed": summary.blobs_removed.len(), "bytes_freed": summary.bytes_freed(), "cache_mounts_removed": mounts})
         );
     } else if !ctx.quiet {
         outln!(
-            "removed {} snapshots and {} blobs ({})",
+            "removed {} snapshots and {} blobs ({}){}",
             summary.snapshots_removed,
             summary.blobs_removed.len(),
-            bytes(summary.bytes_freed())
+            bytes(summary.bytes_freed()),
+            if args.cache {
+                format!(", and {mounts} cache mounts")
+            } else {
+                String::new()
+            }
         );
     }
     Ok(())

@@ -67,10 +67,19 @@ impl Paths {
         self.root.join("cache").join("content-hashes")
     }
 
+    /// `RUN --mount=type=cache` directories, one per id, kept between
+    /// builds (never part of a layer; `jbuild prune --cache` clears them).
+    pub fn mount_cache(&self) -> PathBuf {
+        self.root.join("cache").join("mounts")
+    }
+
     /// pkg(8)'s package cache, shared by every build's PKG steps (mounted
-    /// at `/var/cache/pkg` in the step; never part of a layer).
+    /// at `/var/cache/pkg` in the step; never part of a layer): the cache
+    /// mount of `/var/cache/pkg` (its id, escaped as `engine::mounts`
+    /// names cache directories), so `RUN --mount=type=cache,target=/var/cache/pkg`
+    /// shares it.
     pub fn pkg_cache(&self) -> PathBuf {
-        self.root.join("cache").join("pkg")
+        self.mount_cache().join("%2Fvar%2Fcache%2Fpkg")
     }
 
     pub fn tmp(&self) -> PathBuf {

@@ -55,6 +55,10 @@ pub enum BuildError {
     /// The manifest list of `build --manifest`.
     #[error(transparent)]
     Index(Box<IndexError>),
+    /// A `RUN --mount=type=secret,...,required=true` whose secret the
+    /// build was not given (found before anything runs).
+    #[error("this step requires the secret `{id}`, which was not given; pass it with --secret id={id},src=FILE or --secret id={id},env=VAR")]
+    MissingSecret { id: String },
     /// A RUN or PKG process that ran and failed.
     #[error("the command ended with {0}")]
     StepFailed(Outcome),
@@ -159,7 +163,8 @@ impl BuildError {
             | BuildError::NotPulled(_)
             | BuildError::Step(_)
             | BuildError::StepFailed(_)
-            | BuildError::Foreign { .. } => true,
+            | BuildError::Foreign { .. }
+            | BuildError::MissingSecret { .. } => true,
             BuildError::Index(e) => e.is_user_error(),
             BuildError::Plan(e) => e.is_user_error(),
             BuildError::Context(e) | BuildError::Native(e) => e.is_user_error(),

@@ -24,9 +24,11 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use super::error::BuildError;
+use super::mounts::StepMounts;
 use crate::digest::Digest;
-use crate::exec::{jail_params, BindMount};
+use crate::exec::{jail_params, BindMount, Mount};
 use crate::jailfile::Op;
+use crate::jailfile::Sharing;
 use crate::plan::{Plan, StepKind};
 use crate::release::{ReleaseError, ReleaseSource};
 
@@ -99,24 +101,20 @@ pub struct FreeBsdEnv {
 }
 
 impl FreeBsdEnv {
-    /// The mounts a PKG step gets.
-    pub fn pkg_mounts(&self) -> Result<Vec<BindMount>, BuildError> {
-        let mut v = Vec::new();
+    /// The mounts a PKG step gets: the package cache as the cache mount
+    /// it is (shared, and held for the step so `prune --cache` leaves it),
+    /// and the repository override, read-only.
+    pub(crate) fn pkg_mounts(&self) -> Result<StepMounts, BuildError> {
+        let mut v = StepMounts::default();
         if let Some(cache) = &self.pkg_cache {
-            fs::create_dir_all(cache)
-                .map_err(|e| BuildError::io(format!("creating {}", cache.display()), e))?;
-            v.push(BindMount {
-                host: cache.clone(),
-                target: PKG_CACHE_TARGET.into(),
-                read_only: false,
-            });
+            v.add_cache_dir(cache, PKG_CACHE_TARGET, Sharing::Shared, 0o755, 0, 0)?;
         }
         if let Some(dir) = &self.pkg_repos_dir {
-            v.push(BindMount {
+            v.mounts.push(Mount::Bind(BindMount {
                 host: dir.clone(),
                 target: PKG_REPOS_TARGET.into(),
                 read_only: true,
-            });
+            }));
         }
         Ok(v)
     }
@@ -429,14 +427,28 @@ mod tests {
         let m = env.pkg_mounts().unwrap();
         assert!(t.path().join("cache/pkg").is_dir());
         assert_eq!(
-            m.iter()
-                .map(|m| (m.target.as_str(), m.read_only))
+            m.mounts
+                .iter()
+                .map(|m| match m {
+                    Mount::Bind(b) => (b.target.as_str(), b.read_only),
+                    other => panic!("{other:?}"),
+                })
                 .collect::<Vec<_>>(),
             [
                 ("/var/cache/pkg", false),
                 ("/usr/local/etc/pkg/repos", true)
             ]
         );
-        assert!(FreeBsdEnv::default().pkg_mounts().unwrap().is_empty());
+        // Held like any shared cache mount: prune --cache leaves it alone.
+        assert_eq!(
+            super::super::mounts::clear_cache_mounts(&t.path().join("cache")).unwrap(),
+            0
+        );
+        drop(m);
+        assert!(FreeBsdEnv::default()
+            .pkg_mounts()
+            .unwrap()
+            .mounts
+            .is_empty());
     }
 }

@@ -8,6 +8,7 @@
 mod error;
 pub mod foreign;
 pub mod freebsd;
+pub mod mounts;
 pub mod native;
 pub mod platforms;
 mod pull_policy;
@@ -15,6 +16,7 @@ mod run;
 
 pub use error::BuildError;
 pub use freebsd::FreeBsdEnv;
+pub use mounts::{read_secrets, SecretError};
 pub use platforms::{build_platforms, ListOutput, PlatformOutput};
 pub use pull_policy::{BadPullPolicy, PullPolicy};
 pub use run::{build, build_text, BuildEnv, BuildOptions, BuildOutput};

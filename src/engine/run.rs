@@ -12,6 +12,7 @@ use oci_spec::image::Descriptor;
 
 use super::error::BuildError;
 use super::freebsd::{self, FreeBsdEnv};
+use super::mounts::{self, StepMounts};
 use super::native::{self, CopyOptions, Ignore};
 use super::pull_policy::PullPolicy;
 use crate::digest::Digest;
@@ -19,7 +20,7 @@ use crate::exec::{self, Executor, RunSpec};
 use crate::image::{
     self, ImageMeta, ImageSource, Layer, LayerPolicy, LoadedImage, Platform, SnapshotName, Unpacker,
 };
-use crate::jailfile::{self, CopyFrom, CopySource, Op};
+use crate::jailfile::{self, CopyFrom, CopySource, MountKind, Op, RunMount};
 use crate::layer::Compression;
 use crate::plan::{
     self, BaseImage, ExecContext, InputError, Plan, PlanInputs, PlanOptions, PlannedBase,
@@ -135,6 +136,12 @@ pub struct BuildOptions {
     pub labels: BTreeMap<String, String>,
     /// `--annotation`: manifest annotations.
     pub annotations: BTreeMap<String, String>,
+    /// Where `RUN --mount=type=cache` directories persist between builds
+    /// (`cache/mounts` under jbuild's root); `None` refuses cache mounts.
+    pub mount_cache: Option<PathBuf>,
+    /// Build secrets by id (`--secret`), for `RUN --mount=type=secret`;
+    /// their `Debug` is `<redacted>`.
+    pub secrets: BTreeMap<String, exec::SecretData>,
 }
 
 #[derive(Debug, Clone)]
@@ -215,6 +222,12 @@ impl PlanInputs for Inputs<'_> {
 
     fn context_sources(&self, sources: &[CopySource]) -> Result<Digest, InputError> {
         native::sources_digest(self.context, sources, self.ignore)
+            .map_err(|e| InputError::new(e.is_user_error(), e))
+    }
+
+    fn bound_context(&self, paths: &[String]) -> Result<Digest, InputError> {
+        let sources: Vec<CopySource> = paths.iter().cloned().map(CopySource::Path).collect();
+        native::sources_digest(self.context, &sources, None)
             .map_err(|e| InputError::new(e.is_user_error(), e))
     }
 
@@ -339,6 +352,7 @@ fn build_or_check(
     )?;
     freebsd::check_jail_params(&plan, &env.freebsd.allowed_jail_params)?;
     super::foreign::check_runnable(&plan, crate::config::host_architecture())?;
+    mounts::check_required_secrets(&plan, &opts.secrets)?;
     if check_only {
         return Ok(None);
     }
@@ -358,6 +372,7 @@ fn build_or_check(
         results: HashMap::new(),
         steps_run: 0,
         steps_cached: 0,
+        masks: mounts::masks(&opts.secrets),
     };
     for stage in &plan.stages {
         let result = run.stage(stage)?;
@@ -422,6 +437,8 @@ struct Run<'a, 'b> {
     results: HashMap<usize, StageResult>,
     steps_run: usize,
     steps_cached: usize,
+    /// The secrets' forms, masked in every step output line.
+    masks: Vec<String>,
 }
 
 impl Run<'_, '_> {
@@ -613,8 +630,14 @@ impl Run<'_, '_> {
         info: &StepInfo,
     ) -> Result<(), BuildError> {
         match op {
-            Op::Run { command, network } => {
-                self.run_process(plan::state::argv(command), args, ctx, *network, root, info)
+            Op::Run {
+                command,
+                network,
+                mounts,
+            } => {
+                let mounts = self.step_mounts(mounts)?;
+                let argv = plan::state::argv(command);
+                self.run_process(argv, args, ctx, *network, mounts.mounts, root, info)
             }
             Op::Pkg { packages } => {
                 let mut argv = vec!["pkg".to_string(), "install".to_string(), "-y".to_string()];
@@ -626,7 +649,7 @@ impl Run<'_, '_> {
                     ctx.env.push(("ASSUME_ALWAYS_YES".into(), "yes".into()));
                 }
                 let mounts = self.env.freebsd.pkg_mounts()?;
-                self.run_process_with(argv, args, &ctx, true, mounts, root, info)
+                self.run_process(argv, args, &ctx, true, mounts.mounts, root, info)
             }
             Op::Copy {
                 from,
@@ -643,35 +666,7 @@ impl Run<'_, '_> {
                     chown: owner,
                     chmod: *chmod,
                 };
-                let (src_root, ignore) = match from {
-                    None => (self.opts.context.clone(), self.ignore),
-                    Some(CopyFrom::Stage(i)) => {
-                        let top = self
-                            .results
-                            .get(i)
-                            .and_then(|r| r.top().map(str::to_string));
-                        match top {
-                            Some(name) => (self.env.snapshotter.view(&name)?, None),
-                            None => {
-                                return Err(BuildError::Step(format!(
-                                    "COPY --from stage {i}: that stage made no files (it has no layer), so there is nothing to copy"
-                                )))
-                            }
-                        }
-                    }
-                    Some(CopyFrom::Image(r)) => {
-                        let img = self.inputs.load(r, &Platform::default_for_host())?;
-                        let layers = self.env.unpacker().unpack(&img)?;
-                        match layers.last() {
-                            Some(l) => (self.env.snapshotter.view(&l.snapshot)?, None),
-                            None => {
-                                return Err(BuildError::Step(format!(
-                                    "image `{r}` has no layers to copy from"
-                                )))
-                            }
-                        }
-                    }
-                };
+                let (src_root, ignore) = self.source_root(from.as_ref(), "COPY --from")?;
                 native::copy(
                     &src_root,
                     sources,
@@ -706,26 +701,91 @@ impl Run<'_, '_> {
         }
     }
 
+    /// The root a COPY or a bind mount reads from: the build context
+    /// (with its `.jailignore`), an earlier stage's top snapshot, or an
+    /// image's top layer, unpacked if needed. `what` names the instruction.
+    fn source_root(
+        &self,
+        from: Option<&CopyFrom>,
+        what: &str,
+    ) -> Result<(PathBuf, Option<&Ignore>), BuildError> {
+        Ok(match from {
+            None => (self.opts.context.clone(), self.ignore),
+            Some(CopyFrom::Stage(i)) => {
+                let top = self
+                    .results
+                    .get(i)
+                    .and_then(|r| r.top().map(str::to_string));
+                match top {
+                    Some(name) => (self.env.snapshotter.view(&name)?, None),
+                    None => {
+                        return Err(BuildError::Step(format!(
+                            "{what} stage {i}: that stage made no files (it has no layer), so there is nothing to read"
+                        )))
+                    }
+                }
+            }
+            Some(CopyFrom::Image(r)) => {
+                let img = self.inputs.load(r, &Platform::default_for_host())?;
+                let layers = self.env.unpacker().unpack(&img)?;
+                match layers.last() {
+                    Some(l) => (self.env.snapshotter.view(&l.snapshot)?, None),
+                    None => {
+                        return Err(BuildError::Step(format!(
+                            "image `{r}` has no layers to read from"
+                        )))
+                    }
+                }
+            }
+        })
+    }
+
+    /// What a RUN's `--mount`s become for the executor (see [`mounts`]).
+    fn step_mounts(&self, wanted: &[RunMount]) -> Result<StepMounts, BuildError> {
+        let mut out = StepMounts::default();
+        for m in wanted {
+            match &m.kind {
+                MountKind::Secret { id, .. } => out.add_secret(m, self.opts.secrets.get(id)),
+                MountKind::Tmpfs { size } => out.add_tmpfs(&m.target, *size),
+                MountKind::Cache {
+                    id,
+                    sharing,
+                    mode,
+                    uid,
+                    gid,
+                } => {
+                    let Some(base) = &self.opts.mount_cache else {
+                        return Err(BuildError::Step(
+                            "this build has no directory for cache mounts".into(),
+                        ));
+                    };
+                    out.add_cache(base, &m.target, id, *sharing, *mode, *uid, *gid)?;
+                }
+                MountKind::Bind { from, source, rw } => {
+                    let (root, _) =
+                        self.source_root(from.as_ref(), "RUN --mount=type=bind,from=")?;
+                    let host = crate::fsutil::resolve_in_root(&root, Path::new(source), true)
+                        .map_err(|e| BuildError::io(format!("bind mount source `{source}`"), e))?;
+                    if !host.exists() {
+                        return Err(BuildError::Step(format!(
+                            "bind mount source `{source}` does not exist"
+                        )));
+                    }
+                    out.add_bind(&host, &m.target, *rw)?;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    #[allow(clippy::too_many_arguments)]
     fn run_process(
         &self,
         argv: Vec<String>,
         args: &BTreeMap<String, String>,
         ctx: &ExecContext,
         network: bool,
-        root: &Path,
-        info: &StepInfo,
-    ) -> Result<(), BuildError> {
-        self.run_process_with(argv, args, ctx, network, Vec::new(), root, info)
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn run_process_with(
-        &self,
-        argv: Vec<String>,
-        args: &BTreeMap<String, String>,
-        ctx: &ExecContext,
-        network: bool,
-        mounts: Vec<exec::BindMount>,
+        mounts: Vec<exec::Mount>,
         root: &Path,
         info: &StepInfo,
     ) -> Result<(), BuildError> {
@@ -748,7 +808,15 @@ impl Run<'_, '_> {
         };
         let executor = self.env.executor()?;
         let reporter = self.env.reporter;
-        let mut sink = |stream, line: &[u8]| reporter.step_output(info, stream, line);
+        let masks = &self.masks;
+        let mut sink = |stream, line: &[u8]| {
+            if masks.is_empty() {
+                return reporter.step_output(info, stream, line);
+            }
+            let text = String::from_utf8_lossy(line);
+            let masked = crate::keychain::redact::replace_all(&text, masks);
+            reporter.step_output(info, stream, masked.as_bytes())
+        };
         let outcome = executor.run(root, &spec, &mut sink)?;
         if outcome.success() {
             Ok(())

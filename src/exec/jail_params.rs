@@ -251,6 +251,20 @@ pub fn nullfs_mount_args(host: &Path, target: &Path, read_only: bool) -> Vec<Str
     ]
 }
 
+/// `mount -t tmpfs -o OPTIONS tmpfs TARGET` (tmpfs(5): `mode` in octal,
+/// `size` in bytes; mount(8) passes `-o` to the file system).
+pub fn tmpfs_mount_args(target: &Path, options: &str) -> Vec<String> {
+    vec![
+        MOUNT.into(),
+        "-t".into(),
+        "tmpfs".into(),
+        "-o".into(),
+        options.into(),
+        "tmpfs".into(),
+        target.display().to_string(),
+    ]
+}
+
 /// `umount -f TARGET`: forced, since the jail and its processes are gone.
 pub fn umount_args(target: &Path) -> Vec<String> {
     vec![UMOUNT.into(), "-f".into(), target.display().to_string()]

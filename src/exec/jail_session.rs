@@ -15,8 +15,10 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::jail_params::{jail_create_args, jail_remove_args, nullfs_mount_args, umount_args};
-use super::prepare::{self, MountPoints};
+use super::jail_params::{
+    jail_create_args, jail_remove_args, nullfs_mount_args, tmpfs_mount_args, umount_args,
+};
+use super::prepare::{self, MountPoints, Planned, Staging};
 use super::{ExecError, Outcome, RunSpec};
 
 /// Runs the administrative commands around a step.
@@ -27,6 +29,17 @@ pub trait CommandRunner {
 
     /// Whether `path` is currently a mount point.
     fn is_mount_point(&mut self, path: &Path) -> bool;
+
+    /// Creates the new file `path` (in the secrets' tmpfs) holding `data`,
+    /// with this mode and owner.
+    fn write_secret(
+        &mut self,
+        path: &Path,
+        data: &[u8],
+        mode: u32,
+        uid: u32,
+        gid: u32,
+    ) -> Result<(), ExecError>;
 }
 
 /// The real thing: `std::process::Command`, no shell.
@@ -53,6 +66,33 @@ impl CommandRunner for SystemRunner {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
+    fn write_secret(
+        &mut self,
+        path: &Path,
+        data: &[u8],
+        mode: u32,
+        uid: u32,
+        gid: u32,
+    ) -> Result<(), ExecError> {
+        use std::io::Write;
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        let context = || format!("cannot write the secret file {}", path.display());
+        let io = |source| ExecError::Io {
+            context: context(),
+            source,
+        };
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)
+            .map_err(io)?;
+        f.write_all(data).map_err(io)?;
+        std::os::unix::fs::fchown(&f, Some(uid), Some(gid)).map_err(io)?;
+        f.set_permissions(std::fs::Permissions::from_mode(mode))
+            .map_err(io)
+    }
+
     /// A directory on another device than its parent is a mount point.
     fn is_mount_point(&mut self, path: &Path) -> bool {
         let parent = path.parent().unwrap_or(Path::new("/"));
@@ -70,8 +110,10 @@ pub struct JailSession<'r> {
     name: String,
     jid: i32,
     dev: PathBuf,
-    /// nullfs targets, in mount order.
+    /// Mounted targets (nullfs, tmpfs, the secrets' tmpfs), in mount order.
     mounted: Vec<PathBuf>,
+    /// The directory the secrets' tmpfs is mounted on, removed last.
+    staging: Option<Staging>,
     jail_exists: bool,
     points: MountPoints,
     torn_down: bool,
@@ -95,16 +137,41 @@ impl<'r> JailSession<'r> {
             jid: 0,
             dev: prepare::inside(root, "/dev")?,
             mounted: Vec::new(),
+            staging: None,
             jail_exists: false,
             points: MountPoints::new(root),
             torn_down: false,
         };
         // jail(8) needs /dev to mount devfs on.
         session.points.dir(&session.dev.clone())?;
-        for m in prepare::plan_mounts(root, spec, &mut session.points)? {
+        let planned = prepare::plan_mounts(root, spec, &mut session.points)?;
+        session.staging = Staging::for_mounts(&planned)?;
+        if let Some(dir) = session.staging.as_ref().map(|s| s.path().to_path_buf()) {
             session
                 .runner
-                .run(&nullfs_mount_args(&m.host, &m.at, m.read_only))?;
+                .run(&tmpfs_mount_args(&dir, prepare::STAGING_OPTIONS))?;
+            session.mounted.push(dir);
+        }
+        for m in planned {
+            let argv = match &m.what {
+                Planned::Bind { host, read_only } => nullfs_mount_args(host, &m.at, *read_only),
+                Planned::Tmpfs { size } => tmpfs_mount_args(&m.at, &prepare::tmpfs_options(*size)),
+                Planned::Secret {
+                    name,
+                    data,
+                    mode,
+                    uid,
+                    gid,
+                } => {
+                    let dir = session.staging.as_ref().map(Staging::path);
+                    let file = dir.unwrap_or(Path::new("/nonexistent")).join(name);
+                    session
+                        .runner
+                        .write_secret(&file, data.expose(), *mode, *uid, *gid)?;
+                    nullfs_mount_args(&file, &m.at, true)
+                }
+            };
+            session.runner.run(&argv)?;
             session.mounted.push(m.at);
         }
         let out = session.runner.run(&create)?;
@@ -155,6 +222,8 @@ impl<'r> JailSession<'r> {
             keep(self.runner.run(&umount_args(&target)).map(drop));
         }
         keep(self.points.cleanup());
+        // Its tmpfs is unmounted by now (mounted first, so unmounted last).
+        self.staging = None;
         first
     }
 }
@@ -231,6 +300,24 @@ mod tests {
         fn is_mount_point(&mut self, path: &Path) -> bool {
             self.dev_mounted && path.ends_with("dev")
         }
+
+        /// Logs the write, never the bytes; writes nothing (the staging
+        /// tmpfs is not really mounted here).
+        fn write_secret(
+            &mut self,
+            path: &Path,
+            data: &[u8],
+            mode: u32,
+            uid: u32,
+            gid: u32,
+        ) -> Result<(), ExecError> {
+            self.log.push(format!(
+                "write {} mode {mode:o} owner {uid}:{gid} ({} bytes)",
+                path.display(),
+                data.len()
+            ));
+            Ok(())
+        }
     }
 
     fn setup() -> (tempfile::TempDir, tempfile::TempDir, RunSpec) {
@@ -250,12 +337,14 @@ mod tests {
                     host: cache.path().into(),
                     target: "/var/cache/pkg".into(),
                     read_only: false,
-                },
+                }
+                .into(),
                 BindMount {
                     host: cache.path().into(),
                     target: "/ro".into(),
                     read_only: true,
-                },
+                }
+                .into(),
             ],
         };
         (root, cache, spec)
@@ -516,6 +605,63 @@ mod tests {
             ]
         );
         assert!(!root.path().join("etc/resolv.conf").exists());
+    }
+
+    /// Secrets and tmpfs, per tmpfs(5) (`mount -t tmpfs -o mode=...,size=...
+    /// tmpfs DIR`, size in bytes) and nullfs(5) (a file onto a file): the
+    /// secrets' tmpfs is mounted first, on a private host directory, each
+    /// secret written into it and bound read-only at its target; the
+    /// teardown unmounts in reverse, the secrets' tmpfs last, and removes
+    /// the staging directory and every mount point it created.
+    #[test]
+    fn secrets_and_tmpfs_mount_in_order_and_leave_nothing() {
+        use crate::exec::{Mount, SecretData, SecretFile, TmpfsMount};
+        let (root, _cache, mut spec) = setup();
+        spec.mounts = vec![
+            Mount::Tmpfs(TmpfsMount {
+                target: "/scratch".into(),
+                size: Some(64 << 20),
+            }),
+            Mount::Secret(SecretFile {
+                target: "/run/secrets/tok".into(),
+                data: SecretData::new("CANARY-never-logged"),
+                mode: 0o400,
+                uid: 0,
+                gid: 0,
+            }),
+        ];
+        let mut rec = Recorder::default();
+        let mut staging = PathBuf::new();
+        run_in_jail(&mut rec, root.path(), "j", &spec, |s| {
+            staging = s.staging.as_ref().unwrap().path().to_path_buf();
+            assert!(staging.is_dir());
+            s.remove_jail()?;
+            Ok(Outcome::Exited(0))
+        })
+        .unwrap();
+        let log: Vec<String> = shown(&rec.log, root.path(), Path::new("/nonexistent"))
+            .into_iter()
+            .map(|l| l.replace(&staging.display().to_string(), "STAGING"))
+            .collect();
+        assert_eq!(
+            log,
+            [
+                "/sbin/mount -t tmpfs -o mode=0700 tmpfs STAGING",
+                "/sbin/mount -t tmpfs -o mode=1777,size=67108864 tmpfs ROOT/scratch",
+                "write STAGING/secret-1 mode 400 owner 0:0 (19 bytes)",
+                "/sbin/mount -t nullfs -o ro STAGING/secret-1 ROOT/run/secrets/tok",
+                "/usr/sbin/jail -i -c name=j path=ROOT host.hostname=b persist exec.clean mount.devfs devfs_ruleset=4 \
+                 enforce_statfs=2 children.max=0 ip4=disable ip6=disable",
+                "/usr/sbin/jail -R j",
+                "/sbin/umount -f ROOT/dev",
+                "/sbin/umount -f ROOT/run/secrets/tok",
+                "/sbin/umount -f ROOT/scratch",
+                "/sbin/umount -f STAGING",
+            ]
+        );
+        assert!(log.iter().all(|l| !l.contains("CANARY")));
+        assert!(!staging.exists(), "the staging directory is removed");
+        nothing_left(root.path());
     }
 
     #[test]

@@ -44,8 +44,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 
-use self::child::{BindPlan, ChildPlan, DevPlan};
-use super::prepare::{self, MountPoints};
+use self::child::{BindPlan, ChildPlan, DevPlan, MountPlan};
+use super::prepare::{self, MountPoints, Planned, Staging};
 use super::user::Identity;
 use super::*;
 
@@ -84,8 +84,9 @@ impl Executor for LinuxExecutor {
         let spawn_error = |reason: String| ready.spawn_error(spec, reason);
 
         let mut points = MountPoints::new(root);
+        let mut staging = None;
         let result = (|| {
-            let (plan, bind_names) = plan(root, spec, ident, cwd, &mut points)?;
+            let (plan, bind_names) = plan(root, spec, ident, cwd, &mut points, &mut staging)?;
             let mut cmd = prepare::command(&ready, spec);
             // SAFETY: `enter` only makes async-signal-safe calls on data
             // computed before the fork (see the `child` module).
@@ -112,6 +113,9 @@ impl Executor for LinuxExecutor {
                 .map_err(spawn_error),
             }
         })();
+        // The staging directory goes with `staging`: the secrets' tmpfs
+        // on it only ever existed in the step's mount namespace.
+        drop(staging);
         prepare::finish(result, points.cleanup())
     }
 }
@@ -131,6 +135,7 @@ fn plan(
     ident: &Identity,
     cwd: &str,
     points: &mut MountPoints,
+    staging: &mut Option<Staging>,
 ) -> Result<(ChildPlan, Vec<String>), ExecError> {
     let inside = |p: &str| prepare::inside(root, p);
     let proc_dir = inside("/proc")?;
@@ -163,21 +168,53 @@ fn plan(
         shm: in_dev("shm")?,
     };
 
-    let mut binds = Vec::new();
+    let planned = prepare::plan_mounts(root, spec, points)?;
+    *staging = Staging::for_mounts(&planned)?;
+    let mut mounts = Vec::new();
     let mut names = Vec::new();
-    for m in prepare::plan_mounts(root, spec, points)? {
-        let read_only = if m.read_only {
-            Some(mount_flags_to_keep(&m.host)?)
-        } else {
-            None
-        };
-        binds.push(BindPlan {
-            source: cstr(&m.host)?,
-            target: cstr(&m.at)?,
-            read_only,
+    for m in planned {
+        mounts.push(match m.what {
+            Planned::Bind { host, read_only } => MountPlan::Bind(BindPlan {
+                read_only: if read_only {
+                    Some(mount_flags_to_keep(&host)?)
+                } else {
+                    None
+                },
+                source: cstr(&host)?,
+                target: cstr(&m.at)?,
+            }),
+            Planned::Tmpfs { size } => MountPlan::Tmpfs {
+                target: cstr(&m.at)?,
+                options: CString::new(prepare::tmpfs_options(size))
+                    .map_err(|_| ExecError::Invalid("tmpfs options have a NUL byte".into()))?,
+            },
+            Planned::Secret {
+                name,
+                data,
+                mode,
+                uid,
+                gid,
+            } => {
+                let dir = staging
+                    .as_ref()
+                    .map(Staging::path)
+                    .unwrap_or(Path::new("/"));
+                MountPlan::Secret {
+                    file: cstr(&dir.join(name))?,
+                    target: cstr(&m.at)?,
+                    data,
+                    mode: mode as libc::mode_t,
+                    uid,
+                    gid,
+                }
+            }
         });
         names.push(m.target);
     }
+    let staging_dir = match staging {
+        Some(s) => Some(cstr(s.path())?),
+        None => None,
+    };
 
     let mut unshare_flags =
         libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWUTS | libc::CLONE_NEWIPC;
@@ -195,7 +232,8 @@ fn plan(
         root: cstr(root)?,
         proc_dir: cstr(&proc_dir)?,
         dev,
-        binds,
+        mounts,
+        staging: staging_dir,
         hostname: CString::new(hostname)
             .map_err(|_| ExecError::Invalid("hostname has a NUL byte".into()))?,
         loopback_up: !spec.network,
@@ -248,6 +286,8 @@ fn describe_stage(stage: u8, index: u8, errno: i32, binds: &[String]) -> String 
         child::DEV | child::DEV_NODE => format!("cannot set up /dev in the root: {err}"),
         child::BIND => format!("cannot bind-mount {bind} into the root: {err}"),
         child::BIND_RO => format!("cannot make the mount {bind} read-only: {err}"),
+        child::TMPFS => format!("cannot mount a tmpfs at {bind}: {err}"),
+        child::SECRET => format!("cannot put the secret at {bind}: {err}"),
         child::HOSTNAME => format!("cannot set the hostname: {err}"),
         child::CHROOT => format!("cannot chroot into the root: {err}"),
         child::CHDIR => format!("cannot enter the working directory: {err}"),

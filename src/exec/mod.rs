@@ -64,9 +64,43 @@ pub struct RunSpec {
     pub hostname: String,
     /// Extra jail(8) parameters from `JAIL` lines (ignored on Linux).
     pub jail_params: Vec<(String, String)>,
-    /// Host directories made visible inside the root for the step only
-    /// (e.g. a package cache); never part of the layer.
-    pub mounts: Vec<BindMount>,
+    /// What the step sees besides the root, for the step only (a package
+    /// cache, a secret, a scratch tmpfs), mounted in this order; never
+    /// part of the layer.
+    pub mounts: Vec<Mount>,
+}
+
+/// One mount of a step. Every target is an absolute path inside the root;
+/// a mount point missing from the root is created for the step and
+/// removed after it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mount {
+    /// A host directory or file (Linux: a bind mount; FreeBSD: nullfs).
+    Bind(BindMount),
+    /// An empty tmpfs (mode 1777), gone with the step.
+    Tmpfs(TmpfsMount),
+    /// A file holding a secret, read-only. It is written to a tmpfs only
+    /// the step's mounts can see (Linux: one mounted in the step's own
+    /// mount namespace; FreeBSD: one mounted for the step and unmounted
+    /// after it), never to a disk.
+    Secret(SecretFile),
+}
+
+impl Mount {
+    /// Where the step sees it.
+    pub fn target(&self) -> &str {
+        match self {
+            Mount::Bind(b) => &b.target,
+            Mount::Tmpfs(t) => &t.target,
+            Mount::Secret(s) => &s.target,
+        }
+    }
+}
+
+impl From<BindMount> for Mount {
+    fn from(b: BindMount) -> Mount {
+        Mount::Bind(b)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,6 +109,44 @@ pub struct BindMount {
     /// Absolute path inside the root.
     pub target: String,
     pub read_only: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TmpfsMount {
+    pub target: String,
+    /// Bytes; `None` is the system's default.
+    pub size: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecretFile {
+    pub target: String,
+    pub data: SecretData,
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// A secret's bytes: printed as `<redacted>` by `Debug`, so no log of a
+/// spec or a plan can show it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretData(Vec<u8>);
+
+impl SecretData {
+    pub fn new(bytes: impl Into<Vec<u8>>) -> SecretData {
+        SecretData(bytes.into())
+    }
+
+    /// The bytes, for the one place that writes them.
+    pub fn expose(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for SecretData {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
 }
 
 /// Receives a step's output, one line at a time (without the newline; a

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
 
 use super::user::{resolve_user, Identity};
-use super::{ExecError, Outcome, OutputSink, RunSpec, Stream};
+use super::{ExecError, Mount, Outcome, OutputSink, RunSpec, SecretData, Stream};
 use crate::fsutil::resolve_in_root;
 
 /// A step ready to start: what both executors work out before confining it.
@@ -154,10 +154,10 @@ pub(crate) fn check_spec(spec: &RunSpec) -> Result<(), ExecError> {
         return invalid("the hostname or working directory contains a NUL byte".into());
     }
     for m in &spec.mounts {
-        if !m.target.starts_with('/') {
+        if !m.target().starts_with('/') {
             return invalid(format!(
                 "mount target `{}` must be an absolute path inside the root",
-                m.target
+                m.target()
             ));
         }
     }
@@ -294,16 +294,48 @@ pub(crate) fn decode_setup_error(e: &io::Error) -> Option<(u8, u8, i32)> {
     (code >= 1 << 16).then_some(((code >> 16) as u8, (code >> 8) as u8, code & 0xff))
 }
 
-/// A bind (Linux) or nullfs (FreeBSD) mount a step gets.
+/// A mount a step gets, resolved: where it goes on the host and what it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct PlannedMount {
-    pub host: PathBuf,
     /// The target as named inside the root, for messages.
     pub target: String,
     /// The target resolved to a host path under the root.
     pub at: PathBuf,
-    pub read_only: bool,
+    pub what: Planned,
 }
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Planned {
+    /// Linux: a bind mount; FreeBSD: nullfs.
+    Bind {
+        host: PathBuf,
+        read_only: bool,
+    },
+    Tmpfs {
+        size: Option<u64>,
+    },
+    /// A file `name` in the secrets' staging tmpfs, then bound read-only.
+    Secret {
+        name: String,
+        data: SecretData,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+    },
+}
+
+/// The options of a step's tmpfs: world-writable with the sticky bit,
+/// as `/tmp`, and the size asked for. The same text suits Linux's
+/// tmpfs(5) and FreeBSD's tmpfs(5) (`mode=`, `size=` in bytes).
+pub(crate) fn tmpfs_options(size: Option<u64>) -> String {
+    match size {
+        Some(n) => format!("mode=1777,size={n}"),
+        None => "mode=1777".to_string(),
+    }
+}
+
+/// The options of the tmpfs secrets are written to: only root may look.
+pub(crate) const STAGING_OPTIONS: &str = "mode=0700";
 
 /// Resolves `path` (named inside the root) to a host path under it.
 pub(crate) fn inside(root: &Path, path: &str) -> Result<PathBuf, ExecError> {
@@ -321,38 +353,88 @@ pub(crate) fn plan_mounts(
     spec: &RunSpec,
     points: &mut MountPoints,
 ) -> Result<Vec<PlannedMount>, ExecError> {
-    let mut wanted: Vec<(PathBuf, String, bool)> = spec
-        .mounts
-        .iter()
-        .map(|m| (m.host.clone(), m.target.clone(), m.read_only))
-        .collect();
+    let mut wanted: Vec<(String, Planned)> = Vec::new();
+    for (n, m) in spec.mounts.iter().enumerate() {
+        let what = match m {
+            Mount::Bind(b) => Planned::Bind {
+                host: b.host.clone(),
+                read_only: b.read_only,
+            },
+            Mount::Tmpfs(t) => Planned::Tmpfs { size: t.size },
+            Mount::Secret(s) => Planned::Secret {
+                name: format!("secret-{n}"),
+                data: s.data.clone(),
+                mode: s.mode,
+                uid: s.uid,
+                gid: s.gid,
+            },
+        };
+        wanted.push((m.target().to_string(), what));
+    }
     let resolv = Path::new("/etc/resolv.conf");
     if spec.network
         && fs::metadata(inside(root, "/etc")?).is_ok_and(|m| m.is_dir())
         && resolv.exists()
     {
-        wanted.push((resolv.into(), "/etc/resolv.conf".into(), true));
+        let what = Planned::Bind {
+            host: resolv.into(),
+            read_only: true,
+        };
+        wanted.push(("/etc/resolv.conf".into(), what));
     }
     let mut planned = Vec::new();
-    for (host, target, read_only) in wanted {
-        let meta = fs::metadata(&host).map_err(io_err(format!(
-            "cannot mount {} into the step",
-            host.display()
-        )))?;
+    for (target, what) in wanted {
         let at = inside(root, &target)?;
-        if meta.is_dir() {
+        let is_dir = match &what {
+            Planned::Bind { host, .. } => fs::metadata(host)
+                .map_err(io_err(format!(
+                    "cannot mount {} into the step",
+                    host.display()
+                )))?
+                .is_dir(),
+            Planned::Tmpfs { .. } => true,
+            Planned::Secret { .. } => false,
+        };
+        if is_dir {
             points.dir(&at)?;
         } else {
             points.file(&at)?;
         }
-        planned.push(PlannedMount {
-            host,
-            target,
-            at,
-            read_only,
-        });
+        planned.push(PlannedMount { target, at, what });
     }
     Ok(planned)
+}
+
+/// An empty host directory the secrets' tmpfs is mounted on (inside the
+/// step's mount namespace on Linux, so the host only ever sees it empty);
+/// removed when dropped.
+#[derive(Debug)]
+pub(crate) struct Staging {
+    dir: tempfile::TempDir,
+}
+
+impl Staging {
+    /// A staging directory when some mount is a secret.
+    pub(crate) fn for_mounts(mounts: &[PlannedMount]) -> Result<Option<Staging>, ExecError> {
+        if !mounts
+            .iter()
+            .any(|m| matches!(m.what, Planned::Secret { .. }))
+        {
+            return Ok(None);
+        }
+        let dir = tempfile::Builder::new()
+            .prefix("jbuild-secrets-")
+            .permissions(fs::Permissions::from_mode(0o700))
+            .tempdir()
+            .map_err(io_err(
+                "cannot create a directory for the step's secrets".into(),
+            ))?;
+        Ok(Some(Staging { dir }))
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        self.dir.path()
+    }
 }
 
 /// The result of a run once its cleanup is done: the run's own error

@@ -44,7 +44,7 @@ pub(crate) const KEYWORDS: &[(Keyword, &str, &str)] = &[
     (
         Keyword::Run,
         "RUN",
-        "RUN [--network=host|none|default] command",
+        "RUN [--network=host|none|default] [--mount=type=secret|cache|tmpfs|bind,...] command",
     ),
     (Keyword::Pkg, "PKG", "PKG package ..."),
     (
@@ -190,6 +190,9 @@ pub(crate) enum Body {
     Label(Vec<(Text, Text)>),
     Run {
         network: bool,
+        /// Each `--mount=` value as written, split and checked by the
+        /// resolver (its values may use variables).
+        mounts: Vec<Text>,
         command: CommandSrc,
     },
     Pkg(Vec<Text>),

@@ -74,6 +74,16 @@ impl Parser<'_> {
 
     /// Leading `--name=value` flags, each checked against `allowed`.
     pub(super) fn flags(&self, allowed: &[&str]) -> Result<(Vec<Flag>, Text)> {
+        self.flags_repeating(allowed, &[])
+    }
+
+    /// Like [`Parser::flags`]; the flags in `repeatable` may be given
+    /// more than once (`RUN --mount=... --mount=...`).
+    pub(super) fn flags_repeating(
+        &self,
+        allowed: &[&str],
+        repeatable: &[&str],
+    ) -> Result<(Vec<Flag>, Text)> {
         let args = self.args;
         let mut flags: Vec<Flag> = Vec::new();
         let mut i = 0;
@@ -119,7 +129,7 @@ impl Parser<'_> {
                         .with_help(format!("usage: {}", self.kw.usage())))
                 }
             };
-            if flags.iter().any(|f| f.name == name) {
+            if !repeatable.contains(&name.as_str()) && flags.iter().any(|f| f.name == name) {
                 return Err(Error::new(
                     word.span(),
                     format!("`--{name}` is given twice"),

@@ -29,6 +29,7 @@ mod heredoc;
 mod include;
 mod lexer;
 mod line;
+mod mounts;
 mod ops;
 mod parser;
 mod resolve;

@@ -92,7 +92,7 @@ impl Resolver<'_> {
         Ok((text, refs))
     }
 
-    fn word(&self, t: &Text, esc: char) -> Result<String> {
+    pub(super) fn word(&self, t: &Text, esc: char) -> Result<String> {
         Ok(subst::word(t, esc, &|n| self.lookup(n))?.value)
     }
 
@@ -143,10 +143,21 @@ impl Resolver<'_> {
                 Op::Env(pairs)
             }
             Body::Label(pairs) => Op::Label(self.pairs(pairs, esc, "LABEL")?),
-            Body::Run { network, command } => Op::Run {
-                command: command_of(command),
-                network: *network,
-            },
+            Body::Run {
+                network,
+                mounts,
+                command,
+            } => {
+                let mut resolved = Vec::new();
+                for m in mounts {
+                    resolved.push(self.run_mount(m, esc)?);
+                }
+                Op::Run {
+                    command: command_of(command),
+                    network: *network,
+                    mounts: resolved,
+                }
+            }
             Body::Pkg(words) => {
                 let mut packages = Vec::new();
                 for (p, w) in self.fields(words, esc)? {
@@ -363,13 +374,25 @@ impl Resolver<'_> {
 
     /// `--from=`: an earlier stage by name or index, else an image.
     fn copy_from(&mut self, t: &Text, esc: char) -> Result<CopyFrom> {
+        self.stage_or_image(t, esc, ("COPY --from", "COPY"))
+    }
+
+    /// An earlier stage by name or index, else an image, for `COPY
+    /// --from=` and `RUN --mount=...,from=`; `(flag, instruction)` name
+    /// them in messages.
+    pub(super) fn stage_or_image(
+        &mut self,
+        t: &Text,
+        esc: char,
+        (flag, ins): (&str, &str),
+    ) -> Result<CopyFrom> {
         let v = self.nonempty(t, esc, "--from")?;
         let current = self.stages.len().saturating_sub(1);
         let lower = v.to_lowercase();
         if !v.is_empty() && v.chars().all(|c| c.is_ascii_digit()) {
             return match v.parse::<usize>() {
                 Ok(i) if i < current => Ok(CopyFrom::Stage(i)),
-                Ok(i) if i == current => Err(Error::new(t.span(), format!("COPY --from={i} is the stage this COPY is in"))
+                Ok(i) if i == current => Err(Error::new(t.span(), format!("{flag}={i} is the stage this {ins} is in"))
                     .with_help("--from can only use an earlier stage")),
                 _ => Err(Error::new(t.span(), format!("there is no stage {v} before this one (this is stage {current}, counting from 0)"))
                     .with_help("--from can only use an earlier stage")),
@@ -379,7 +402,7 @@ impl Resolver<'_> {
             if i == current {
                 return Err(Error::new(
                     t.span(),
-                    format!("COPY --from={lower} is the stage this COPY is in"),
+                    format!("{flag}={lower} is the stage this {ins} is in"),
                 )
                 .with_help("--from can only use an earlier stage"));
             }

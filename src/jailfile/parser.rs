@@ -205,8 +205,13 @@ impl Parser<'_> {
     }
 
     fn run(&self) -> Result<Body> {
-        let (flags, rest) = self.flags(&["network"])?;
-        let network = match flags.first() {
+        let (flags, rest) = self.flags_repeating(&["network", "mount"], &["mount"])?;
+        let mounts = flags
+            .iter()
+            .filter(|f| f.name == "mount")
+            .map(|f| f.value.clone())
+            .collect();
+        let network = match flags.iter().find(|f| f.name == "network") {
             None => false,
             Some(f) => match f.value.as_string().as_str() {
                 "host" => true,
@@ -234,7 +239,11 @@ impl Parser<'_> {
             },
             exec => exec,
         };
-        Ok(Body::Run { network, command })
+        Ok(Body::Run {
+            network,
+            mounts,
+            command,
+        })
     }
 
     fn copy(&self) -> Result<CopySrc> {

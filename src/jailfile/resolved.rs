@@ -100,10 +100,12 @@ pub enum SysrcOp {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Op {
     /// Run a command through the executor. `env` is the ENV in effect plus
-    /// ARGs in scope; `network` from `--network=host`.
+    /// ARGs in scope; `network` from `--network=host`; `mounts` from
+    /// `--mount=`, in the order written.
     Run {
         command: Command,
         network: bool,
+        mounts: Vec<RunMount>,
     },
     /// `pkg install -y <packages>` through the executor (with the network).
     Pkg {
@@ -152,6 +154,73 @@ pub enum Op {
     Entrypoint(Command),
     /// `JAIL name=value ...`: jail(8) parameters stored with the image.
     Jail(Vec<(String, String)>),
+}
+
+/// `RUN --mount=type=...,target=...`: something the step sees while it
+/// runs and that never reaches its layer (BuildKit's syntax).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunMount {
+    /// Absolute path inside the root.
+    pub target: String,
+    pub kind: MountKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MountKind {
+    /// A file holding the build secret `id` (`--secret id=...`).
+    Secret {
+        id: String,
+        /// Fail before anything runs when the secret was not given;
+        /// otherwise a missing secret is no mount at all.
+        required: bool,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+    },
+    /// A directory kept under jbuild's root between builds.
+    Cache {
+        /// Defaults to the target.
+        id: String,
+        sharing: Sharing,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+    },
+    /// An empty tmpfs, gone with the step.
+    Tmpfs {
+        /// Bytes; `None` is the system's default.
+        size: Option<u64>,
+    },
+    /// A directory or file of the context, of an earlier stage or of an
+    /// image, read-only unless `rw` (then writes are thrown away).
+    Bind {
+        /// `None` is the build context.
+        from: Option<CopyFrom>,
+        /// Relative to `from`'s root; `.` is all of it.
+        source: String,
+        rw: bool,
+    },
+}
+
+/// How concurrent builds share a cache mount.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sharing {
+    /// Everyone at once.
+    Shared,
+    /// One step at a time; the others wait.
+    Locked,
+    /// A step that finds it in use gets a directory of its own.
+    Private,
+}
+
+impl Sharing {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Sharing::Shared => "shared",
+            Sharing::Locked => "locked",
+            Sharing::Private => "private",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

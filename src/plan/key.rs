@@ -17,7 +17,7 @@
 //! step), and keyed `FROM freebsd:<release>` on the sha256 of its sets.
 
 use crate::digest::Digest;
-use crate::jailfile::{Command, CopyFrom, CopySource, Op, SysrcOp};
+use crate::jailfile::{Command, CopyFrom, CopySource, MountKind, Op, RunMount, SysrcOp};
 
 pub const KEY_VERSION: &str = "jbuild-step-v2";
 
@@ -107,16 +107,74 @@ fn command(e: &mut KeyEncoder, tag: &str, c: &Command) {
     }
 }
 
+/// A `RUN --mount`'s options: what it is and where, never what it holds (a
+/// secret's value, a cache's files); what a bind mount reads is keyed by
+/// the planner, as COPY's sources are.
+fn mount(e: &mut KeyEncoder, m: &RunMount) {
+    e.str("mount.target", &m.target);
+    match &m.kind {
+        MountKind::Secret {
+            id,
+            required,
+            mode,
+            uid,
+            gid,
+        } => {
+            e.str("mount.type", "secret")
+                .str("mount.id", id)
+                .str("mount.required", if *required { "yes" } else { "no" })
+                .str("mount.mode", &format!("{mode:o}"))
+                .str("mount.owner", &format!("{uid}:{gid}"));
+        }
+        MountKind::Cache {
+            id,
+            sharing,
+            mode,
+            uid,
+            gid,
+        } => {
+            e.str("mount.type", "cache")
+                .str("mount.id", id)
+                .str("mount.sharing", sharing.as_str())
+                .str("mount.mode", &format!("{mode:o}"))
+                .str("mount.owner", &format!("{uid}:{gid}"));
+        }
+        MountKind::Tmpfs { size } => {
+            e.str("mount.type", "tmpfs")
+                .opt("mount.size", size.map(|s| s.to_string()).as_deref());
+        }
+        MountKind::Bind { from, source, rw } => {
+            e.str("mount.type", "bind");
+            match from {
+                None => e.str("mount.from", "context"),
+                Some(CopyFrom::Stage(i)) => e.str("mount.from.stage", &i.to_string()),
+                Some(CopyFrom::Image(r)) => e.str("mount.from.image", r),
+            };
+            e.str("mount.source", source)
+                .str("mount.rw", if *rw { "yes" } else { "no" });
+        }
+    }
+}
+
 /// Encodes what a filesystem-changing instruction does, after substitution.
 pub fn encode_op(e: &mut KeyEncoder, op: &Op) {
     match op {
         Op::Run {
             command: c,
             network,
+            mounts,
         } => {
             e.str("op", "run");
             command(e, "command", c);
             e.str("network", if *network { "host" } else { "none" });
+            // Only written when there are mounts, so the keys of RUN steps
+            // without any stay what they were in version 2.
+            if !mounts.is_empty() {
+                e.str("mount.count", &mounts.len().to_string());
+                for m in mounts {
+                    mount(e, m);
+                }
+            }
         }
         Op::Pkg { packages } => {
             e.str("op", "pkg");
@@ -221,5 +279,41 @@ mod tests {
             String::from_utf8(e.bytes().to_vec()).unwrap(),
             "jbuild-step-v2\nop=3:pkg\npackage.count=1:2\npackage=5:nginx\npackage=4:curl\n"
         );
+    }
+
+    #[test]
+    fn run_without_mounts_keeps_its_version_2_bytes_and_mounts_key_their_options() {
+        let run = |mounts: Vec<RunMount>| {
+            let mut e = KeyEncoder::new();
+            encode_op(
+                &mut e,
+                &Op::Run {
+                    command: Command::Shell("make".into()),
+                    network: false,
+                    mounts,
+                },
+            );
+            String::from_utf8(e.bytes().to_vec()).unwrap()
+        };
+        assert_eq!(
+            run(vec![]),
+            "jbuild-step-v2\nop=3:run\ncommand.shell=4:make\nnetwork=4:none\n"
+        );
+        let secret = |required| RunMount {
+            target: "/run/secrets/tok".into(),
+            kind: MountKind::Secret {
+                id: "tok".into(),
+                required,
+                mode: 0o400,
+                uid: 0,
+                gid: 0,
+            },
+        };
+        let with = run(vec![secret(false)]);
+        assert!(with.ends_with(
+            "mount.count=1:1\nmount.target=16:/run/secrets/tok\nmount.type=6:secret\nmount.id=3:tok\n\
+             mount.required=2:no\nmount.mode=3:400\nmount.owner=3:0:0\n"
+        ));
+        assert_ne!(with, run(vec![secret(true)]));
     }
 }

@@ -15,6 +15,10 @@
 //!   state of the package repositories ([`PlanInputs::pkg_repositories`]);
 //! - for COPY, the content digest of its sources (including mode and owner,
 //!   not mtimes) and the WORKDIR a relative destination is taken against.
+//! - for `RUN --mount`, each mount's options (type, target, id, sharing,
+//!   mode, owner, size) and, for a bind mount, what it shows (the content
+//!   digest of its source in the context, or the stage's or image's
+//!   identity) — never a secret's value nor a cache mount's contents.
 //!
 //! Metadata instructions (ENV, LABEL, CMD, ...) have no key of their own;
 //! they are history entries with `empty_layer` and edit the config.
@@ -29,7 +33,7 @@ use std::fmt;
 use crate::digest::Digest;
 use crate::image::platform::BadPlatform;
 use crate::image::Platform;
-use crate::jailfile::{Base, Build, CopyFrom, CopySource, Location, Op, Step};
+use crate::jailfile::{Base, Build, CopyFrom, CopySource, Location, MountKind, Op, Step};
 use key::KeyEncoder;
 pub use state::ImageState;
 
@@ -40,6 +44,13 @@ pub trait PlanInputs {
     fn image(&self, reference: &str, platform: &Platform) -> Result<BaseImage, InputError>;
     /// The content digest of what a COPY from the build context reads.
     fn context_sources(&self, sources: &[CopySource]) -> Result<Digest, InputError>;
+    /// The content digest of what a `RUN --mount=type=bind` of the build
+    /// context shows: like [`PlanInputs::context_sources`], but with the
+    /// files `.jailignore` leaves out too (a mount cannot hide them).
+    fn bound_context(&self, paths: &[String]) -> Result<Digest, InputError> {
+        let sources: Vec<CopySource> = paths.iter().cloned().map(CopySource::Path).collect();
+        self.context_sources(&sources)
+    }
     /// The distribution sets `FROM freebsd:<release>` is made of, as
     /// `(name, sha256)` from the release's verified MANIFEST, in
     /// extraction order.
@@ -365,12 +376,21 @@ fn needed_stages(build: &Build, target: usize) -> BTreeSet<usize> {
             todo.push(b);
         }
         for step in &stage.steps {
-            if let Op::Copy {
-                from: Some(CopyFrom::Stage(s)),
-                ..
-            } = &step.op
-            {
-                todo.push(*s);
+            match &step.op {
+                Op::Copy {
+                    from: Some(CopyFrom::Stage(s)),
+                    ..
+                } => todo.push(*s),
+                Op::Run { mounts, .. } => {
+                    todo.extend(mounts.iter().filter_map(|m| match &m.kind {
+                        MountKind::Bind {
+                            from: Some(CopyFrom::Stage(s)),
+                            ..
+                        } => Some(*s),
+                        _ => None,
+                    }))
+                }
+                _ => {}
             }
         }
     }
@@ -545,6 +565,24 @@ pub fn plan(build: &Build, inputs: &dyn PlanInputs, opts: &PlanOptions) -> Resul
     })
 }
 
+/// The identity of the stage or image a COPY or a bind mount reads from:
+/// an earlier stage's top identity, or an image's manifest digest.
+fn source_identity(
+    from: &CopyFrom,
+    done: &[PlannedStage],
+    inputs: &dyn PlanInputs,
+) -> Result<Digest, PlanErrorKind> {
+    Ok(match from {
+        CopyFrom::Stage(i) => done
+            .iter()
+            .find(|s| s.index == *i)
+            .ok_or(PlanErrorKind::CopyFromNotBuilt(*i))?
+            .top_identity
+            .clone(),
+        CopyFrom::Image(r) => inputs.image(r, &Platform::default_for_host())?.manifest,
+    })
+}
+
 fn step_key(
     parent: &Digest,
     step: &Step,
@@ -573,6 +611,17 @@ fn step_key(
                 "jail",
                 exec.jail.iter().map(|(k, v)| (k.as_str(), v.as_str())),
             );
+            if let Op::Run { mounts, .. } = &step.op {
+                for m in mounts {
+                    if let MountKind::Bind { from, source, .. } = &m.kind {
+                        let digest = match from {
+                            None => inputs.bound_context(std::slice::from_ref(source))?,
+                            Some(f) => source_identity(f, done, inputs)?,
+                        };
+                        e.str("mount.sources", &digest.to_string());
+                    }
+                }
+            }
             if let Op::Pkg { .. } = step.op {
                 // pkg(8) picks packages by ABI and OSVERSION, from the
                 // repositories' current catalogue: a new catalogue is a
@@ -590,17 +639,7 @@ fn step_key(
             e.str("workdir", &exec.workdir);
             let digest = match from {
                 None => inputs.context_sources(sources)?,
-                Some(CopyFrom::Stage(i)) => {
-                    let s = done
-                        .iter()
-                        .find(|s| s.index == *i)
-                        .ok_or(PlanErrorKind::CopyFromNotBuilt(*i))?;
-                    s.top_identity.clone()
-                }
-                Some(CopyFrom::Image(r)) => {
-                    let platform = Platform::default_for_host();
-                    inputs.image(r, &platform)?.manifest
-                }
+                Some(f) => source_identity(f, done, inputs)?,
             };
             e.str("sources", &digest.to_string());
         }

@@ -67,6 +67,7 @@ fn run(cmd: &str) -> Op {
     Op::Run {
         command: Command::Shell(cmd.into()),
         network: false,
+        mounts: vec![],
     }
 }
 

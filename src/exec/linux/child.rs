@@ -45,6 +45,8 @@ pub(super) const CHDIR: u8 = 12;
 pub(super) const SETGROUPS: u8 = 13;
 pub(super) const SETGID: u8 = 14;
 pub(super) const SETUID: u8 = 15;
+pub(super) const TMPFS: u8 = 16;
+pub(super) const SECRET: u8 = 17;
 
 /// Everything the child needs, computed by the parent before the fork.
 /// All paths are host paths already resolved inside the root, except
@@ -56,7 +58,11 @@ pub(super) struct ChildPlan {
     pub root: CString,
     pub proc_dir: CString,
     pub dev: DevPlan,
-    pub binds: Vec<BindPlan>,
+    /// The step's mounts, in order (`describe_stage` names them by index).
+    pub mounts: Vec<MountPlan>,
+    /// Where the secrets' tmpfs goes (an empty host directory; mounted in
+    /// the step's namespace only), when there are secrets.
+    pub staging: Option<CString>,
     pub hostname: CString,
     pub loopback_up: bool,
     pub cwd: CString,
@@ -77,6 +83,26 @@ pub(super) struct DevPlan {
     pub pts: CString,
     pub ptmx: CString,
     pub shm: CString,
+}
+
+#[derive(Debug)]
+pub(super) enum MountPlan {
+    Bind(BindPlan),
+    /// A tmpfs at `target` with these options.
+    Tmpfs {
+        target: CString,
+        options: CString,
+    },
+    /// `data` written to `file` in the staging tmpfs, then `file` bound
+    /// read-only at `target`.
+    Secret {
+        file: CString,
+        target: CString,
+        data: crate::exec::SecretData,
+        mode: libc::mode_t,
+        uid: libc::uid_t,
+        gid: libc::gid_t,
+    },
 }
 
 #[derive(Debug)]
@@ -245,25 +271,46 @@ unsafe fn setup_step(p: &ChildPlan) -> io::Result<()> {
         0,
     )?;
     setup_dev(&p.dev)?;
-    for (i, b) in p.binds.iter().enumerate() {
+    if let Some(staging) = &p.staging {
         check(
             libc::mount(
-                b.source.as_ptr(),
-                b.target.as_ptr(),
-                null,
-                libc::MS_BIND,
-                ptr::null(),
+                c"tmpfs".as_ptr(),
+                staging.as_ptr(),
+                c"tmpfs".as_ptr(),
+                libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                c"mode=0700".as_ptr().cast(),
             ),
-            BIND,
-            i,
+            SECRET,
+            0,
         )?;
-        if let Some(keep) = b.read_only {
-            let flags = libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | keep;
-            check(
-                libc::mount(null, b.target.as_ptr(), null, flags, ptr::null()),
-                BIND_RO,
+    }
+    for (i, m) in p.mounts.iter().enumerate() {
+        match m {
+            MountPlan::Bind(b) => bind(&b.source, &b.target, b.read_only, i)?,
+            MountPlan::Tmpfs { target, options } => check(
+                libc::mount(
+                    c"tmpfs".as_ptr(),
+                    target.as_ptr(),
+                    c"tmpfs".as_ptr(),
+                    libc::MS_NOSUID | libc::MS_NODEV,
+                    options.as_ptr().cast(),
+                ),
+                TMPFS,
                 i,
-            )?;
+            )?,
+            MountPlan::Secret {
+                file,
+                target,
+                data,
+                mode,
+                uid,
+                gid,
+            } => {
+                write_secret(file, data.expose(), *mode, *uid, *gid)
+                    .map_err(|errno| setup_error(SECRET, i.min(255) as u8, errno))?;
+                let keep = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+                bind(file, target, Some(keep), i)?;
+            }
         }
     }
     let name = p.hostname.as_bytes();
@@ -287,6 +334,74 @@ unsafe fn setup_step(p: &ChildPlan) -> io::Result<()> {
     check(libc::setuid(p.uid), SETUID, 0)?;
     libc::umask(0o022);
     Ok(())
+}
+
+/// Binds `source` at `target`, then makes it read-only (keeping `keep`,
+/// the flags the kernel will not let a bind drop) when asked.
+unsafe fn bind(
+    source: &CString,
+    target: &CString,
+    read_only: Option<libc::c_ulong>,
+    i: usize,
+) -> io::Result<()> {
+    let null = ptr::null::<libc::c_char>();
+    check(
+        libc::mount(
+            source.as_ptr(),
+            target.as_ptr(),
+            null,
+            libc::MS_BIND,
+            ptr::null(),
+        ),
+        BIND,
+        i,
+    )?;
+    if let Some(keep) = read_only {
+        let flags = libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | keep;
+        check(
+            libc::mount(null, target.as_ptr(), null, flags, ptr::null()),
+            BIND_RO,
+            i,
+        )?;
+    }
+    Ok(())
+}
+
+/// Creates `file` (new, in the staging tmpfs) holding `data`, owned and
+/// moded as asked. Returns the errno of what failed.
+unsafe fn write_secret(
+    file: &CString,
+    data: &[u8],
+    mode: libc::mode_t,
+    uid: libc::uid_t,
+    gid: libc::gid_t,
+) -> Result<(), i32> {
+    let fd = libc::open(
+        file.as_ptr(),
+        libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_CLOEXEC,
+        0o600 as libc::c_uint,
+    );
+    if fd < 0 {
+        return Err(last_errno());
+    }
+    let mut rest = data;
+    let mut result = Ok(());
+    while !rest.is_empty() {
+        let n = libc::write(fd, rest.as_ptr().cast(), rest.len());
+        if n < 0 {
+            if last_errno() == libc::EINTR {
+                continue;
+            }
+            result = Err(last_errno());
+            break;
+        }
+        rest = &rest[n as usize..];
+    }
+    if result.is_ok() && (libc::fchown(fd, uid, gid) != 0 || libc::fchmod(fd, mode) != 0) {
+        result = Err(last_errno());
+    }
+    libc::close(fd);
+    result
 }
 
 unsafe fn setup_dev(d: &DevPlan) -> io::Result<()> {
