@@ -57,6 +57,14 @@ pub struct BuildArgs {
     /// allow.raw_sockets, devfs_ruleset=0, ...); may be given several times.
     #[arg(long = "allow-jail-param", value_name = "NAME")]
     allow_jail_params: Vec<String>,
+    /// Push every step's result to this registry repository (no tag), so
+    /// builds elsewhere can use it with --cache-from (docs/cache.md).
+    #[arg(long = "cache-to", value_name = "REPO")]
+    cache_to: Option<String>,
+    /// Before running a step this machine has no result for, look it up
+    /// in this registry repository (no tag); may be given several times.
+    #[arg(long = "cache-from", value_name = "REPO")]
+    cache_from: Vec<String>,
     /// The build context: COPY sources are taken from here. A Bastille
     /// template directory (with a Bastillefile) is built as one.
     #[arg(value_name = "DIR")]
@@ -93,6 +101,29 @@ fn parse_build_args(raw: &[String]) -> Result<BTreeMap<String, String>, Failure>
         out.insert(k, v);
     }
     Ok(out)
+}
+
+/// `--cache-from` / `--cache-to`: repositories without a tag or digest.
+fn registry_cache(ctx: &Ctx, args: &BuildArgs) -> Result<Option<engine::RegistryCache>, Failure> {
+    if args.cache_from.is_empty() && args.cache_to.is_none() {
+        return Ok(None);
+    }
+    let repo = |flag: &str, s: &String| {
+        engine::cache::parse_repository(s).map_err(|e| Failure::user(anyhow!("{flag} {s}: {e}")))
+    };
+    Ok(Some(engine::RegistryCache {
+        from: args
+            .cache_from
+            .iter()
+            .map(|s| repo("--cache-from", s))
+            .collect::<Result<_, _>>()?,
+        to: args
+            .cache_to
+            .as_ref()
+            .map(|s| repo("--cache-to", s))
+            .transpose()?,
+        options: jbuild::transport::RegistryOptions::from_settings(&ctx.settings),
+    }))
 }
 
 /// The FreeBSD settings: flags over the configuration file.
@@ -211,10 +242,13 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
         jobs: 4,
     };
     // FROM images unpack as `jbuild pull` would, by the same [layers] settings.
-    let env = BuildEnv::new(&store, snapshotter.as_ref(), reporter.as_ref())
+    let mut env = BuildEnv::new(&store, snapshotter.as_ref(), reporter.as_ref())
         .with_freebsd(freebsd_env(ctx, &args)?)
         .with_image_source(&puller)
         .with_layers(ctx.layer_policy(false, false));
+    if let Some(cache) = registry_cache(ctx, &args)? {
+        env = env.with_registry_cache(cache);
+    }
     let out = match &translated {
         Some(t) => engine::build_text(&env, &opts, &t.jailfile),
         None => engine::build(&env, &opts),
@@ -246,12 +280,13 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
             "tags": opts.tags.iter().map(|t| t.to_string()).collect::<Vec<_>>(),
             "steps_run": out.steps_run,
             "steps_cached": out.steps_cached,
+            "steps_fetched": out.steps_fetched,
         }));
     } else {
         if !ctx.quiet {
             let names: Vec<String> = opts.tags.iter().map(|t| t.to_string()).collect();
             eprintln!(
-                "built {}{} ({} steps run, {} cached)",
+                "built {}{} ({} steps run, {} cached{})",
                 out.manifest_digest,
                 if names.is_empty() {
                     String::new()
@@ -259,7 +294,12 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
                     format!(" as {}", names.join(", "))
                 },
                 out.steps_run,
-                out.steps_cached
+                out.steps_cached,
+                if out.steps_fetched > 0 {
+                    format!(", {} fetched from the registry cache", out.steps_fetched)
+                } else {
+                    String::new()
+                }
             );
         }
         outln!("{}", out.manifest_digest);

@@ -5,11 +5,13 @@
 //! unpacking a FROM image, exporting layers, writing the result — are
 //! [`crate::image`]'s.
 
+pub mod cache;
 mod error;
 pub mod freebsd;
 pub mod native;
 mod run;
 
+pub use cache::RegistryCache;
 pub use error::BuildError;
 pub use freebsd::FreeBsdEnv;
 pub use run::{build, build_text, BuildEnv, BuildOptions, BuildOutput};

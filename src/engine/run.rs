@@ -43,6 +43,8 @@ pub struct BuildEnv<'a> {
     pub image_source: Option<&'a dyn ImageSource>,
     /// What layers unpacked from images may hold and how big they may be.
     pub layer_policy: LayerPolicy,
+    /// `--cache-from` / `--cache-to`: steps shared through registries.
+    pub registry_cache: Option<super::cache::RegistryCache>,
 }
 
 impl<'a> BuildEnv<'a> {
@@ -59,7 +61,14 @@ impl<'a> BuildEnv<'a> {
             freebsd: FreeBsdEnv::default(),
             image_source: None,
             layer_policy: LayerPolicy::default(),
+            registry_cache: None,
         }
+    }
+
+    /// Looks steps up in, and pushes them to, the registries of `cache`.
+    pub fn with_registry_cache(mut self, cache: super::cache::RegistryCache) -> Self {
+        self.registry_cache = Some(cache);
+        self
     }
 
     /// Unpacks image layers as `policy` says.
@@ -127,6 +136,8 @@ pub struct BuildOutput {
     pub config_digest: Digest,
     pub steps_run: usize,
     pub steps_cached: usize,
+    /// Steps restored from a registry cache (`--cache-from`).
+    pub steps_fetched: usize,
 }
 
 /// Answers the planner's questions from the store and the build context.
@@ -304,6 +315,8 @@ pub fn build_text(
         results: HashMap::new(),
         steps_run: 0,
         steps_cached: 0,
+        steps_fetched: 0,
+        lookups: super::cache::Lookups::start(env, &plan, opts)?,
     };
     for stage in &plan.stages {
         let result = run.stage(stage)?;
@@ -342,6 +355,8 @@ pub fn build_text(
     for tag in &opts.tags {
         env.store.tag(tag, &manifest)?;
     }
+    run.results.insert(target.index, result);
+    super::cache::push(env, opts, &plan, &mut run.results, run.lookups.as_ref());
     let manifest_digest =
         crate::store::descriptor_digest(&manifest).map_err(|source| image::ImageError::Digest {
             image: "the new image".into(),
@@ -353,6 +368,7 @@ pub fn build_text(
         config_digest,
         steps_run: run.steps_run,
         steps_cached: run.steps_cached,
+        steps_fetched: run.steps_fetched,
     })
 }
 
@@ -365,6 +381,9 @@ struct Run<'a, 'b> {
     results: HashMap<usize, StageResult>,
     steps_run: usize,
     steps_cached: usize,
+    steps_fetched: usize,
+    /// `--cache-from` answers, looked up while the steps run.
+    lookups: Option<super::cache::Lookups>,
 }
 
 impl Run<'_, '_> {
@@ -441,6 +460,22 @@ impl Run<'_, '_> {
                 continue;
             }
             let parent = layers.last().map(|l| l.snapshot.clone());
+            if let Some(lookups) = &self.lookups {
+                let restored = lookups
+                    .restore(self.env, self.opts, key, parent.as_deref(), &name, &info)
+                    .map_err(|e| e.located(&ps.step.location).with_step(&ps.step.text))?;
+                if restored {
+                    self.steps_fetched += 1;
+                    self.env
+                        .reporter
+                        .step_done(&info, StepResult::Fetched, started.elapsed());
+                    layers.push(Layer {
+                        snapshot: name,
+                        blob: None,
+                    });
+                    continue;
+                }
+            }
             let active = SnapshotName::active();
             let root = self.env.snapshotter.prepare(&active, parent.as_deref())?;
             let outcome = self.execute(&ps.step.op, &ps.step.args, exec, &root, &info);
