@@ -89,7 +89,7 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 enum Cmd {
     /// Build an image from a Jailfile and a build context directory.
-    Build(build::BuildArgs),
+    Build(Box<build::BuildArgs>),
     /// List the images in the local store.
     #[command(alias = "ls")]
     Images(images::ImagesArgs),
@@ -268,7 +268,7 @@ pub fn main() -> i32 {
         settings,
     };
     let result = match cli.command {
-        Cmd::Build(a) => build::run(&ctx, a),
+        Cmd::Build(a) => build::run(&ctx, *a),
         Cmd::Images(a) => images::images(&ctx, a),
         Cmd::Inspect(a) => images::inspect(&ctx, a),
         Cmd::History(a) => images::history(&ctx, a),

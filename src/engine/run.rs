@@ -316,7 +316,13 @@ pub fn build_text(
         steps_run: 0,
         steps_cached: 0,
         steps_fetched: 0,
-        lookups: super::cache::Lookups::start(env, &plan, opts)?,
+        lookups: super::cache::Lookups::start(
+            env.registry_cache.as_ref(),
+            env.store,
+            env.snapshotter,
+            &plan,
+            opts.no_cache,
+        )?,
     };
     for stage in &plan.stages {
         let result = run.stage(stage)?;
@@ -355,8 +361,18 @@ pub fn build_text(
     for tag in &opts.tags {
         env.store.tag(tag, &manifest)?;
     }
-    run.results.insert(target.index, result);
-    super::cache::push(env, opts, &plan, &mut run.results, run.lookups.as_ref());
+    if !opts.no_cache {
+        run.results.insert(target.index, result);
+        let stages = run.results.iter().map(|(i, r)| (*i, r.layers.clone()));
+        super::cache::push(
+            env.registry_cache.as_ref(),
+            &env.unpacker(),
+            run.export_as(),
+            &plan,
+            stages.collect(),
+            run.lookups.as_ref(),
+        );
+    }
     let manifest_digest =
         crate::store::descriptor_digest(&manifest).map_err(|source| image::ImageError::Digest {
             image: "the new image".into(),
@@ -387,6 +403,13 @@ struct Run<'a, 'b> {
 }
 
 impl Run<'_, '_> {
+    fn export_as(&self) -> super::cache::ExportAs {
+        super::cache::ExportAs {
+            compression: self.opts.compression,
+            epoch: self.opts.epoch,
+        }
+    }
+
     fn info(&self, stage: &PlannedStage, number: usize, text: &str) -> StepInfo {
         StepInfo {
             index: number,
@@ -462,7 +485,14 @@ impl Run<'_, '_> {
             let parent = layers.last().map(|l| l.snapshot.clone());
             if let Some(lookups) = &self.lookups {
                 let restored = lookups
-                    .restore(self.env, self.opts, key, parent.as_deref(), &name, &info)
+                    .restore(
+                        &self.env.unpacker(),
+                        self.export_as(),
+                        key,
+                        parent.as_deref(),
+                        &name,
+                        &info,
+                    )
                     .map_err(|e| e.located(&ps.step.location).with_step(&ps.step.text))?;
                 if restored {
                     self.steps_fetched += 1;

@@ -42,13 +42,14 @@ use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 
 use super::error::BuildError;
-use super::run::{BuildEnv, BuildOptions, StageResult};
 use crate::digest::Digest;
 use crate::image::unpack::Apply;
-use crate::image::{self, next_chain, LayerRef, SnapshotName};
+use crate::image::{self, next_chain, Layer, LayerRef, SnapshotName, Unpacker};
+use crate::layer::Compression;
 use crate::plan::{Plan, StepKind};
 use crate::report::{error_chain, Level, StepInfo};
-use crate::snapshot::{label, Kind, Labels};
+use crate::snapshot::{label, Kind, Labels, Snapshotter};
+use crate::store::Store;
 use crate::transport::{RegistryOptions, RegistryRef, RegistryTransport, TransportError};
 use entry::{EntryConfig, LayerBlob, FORMAT};
 use service::{Answer, Note, Repo};
@@ -95,6 +96,14 @@ impl RegistryCache {
     }
 }
 
+/// How the build exports its layers: an entry's blob is the one the export
+/// would make only if it was made the same way.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ExportAs {
+    pub(super) compression: Compression,
+    pub(super) epoch: u64,
+}
+
 /// The lookups of one build, started before its first step.
 pub(super) struct Lookups {
     answers: RefCell<HashMap<Digest, Receiver<Answer>>>,
@@ -109,22 +118,22 @@ pub(super) struct Lookups {
 impl Lookups {
     /// Starts looking up every layer step of `plan` that has no committed
     /// snapshot here, when the build has `--cache-from` repositories.
+    /// `no_cache`: keys carry a nonce (`--no-cache`), so no entry can
+    /// match them and nothing is looked up.
     pub(super) fn start(
-        env: &BuildEnv<'_>,
+        cache: Option<&RegistryCache>,
+        store: &Store,
+        snapshotter: &dyn Snapshotter,
         plan: &Plan,
-        opts: &BuildOptions,
+        no_cache: bool,
     ) -> Result<Option<Lookups>, BuildError> {
-        let Some(cache) = env.registry_cache.as_ref().filter(|c| !c.from.is_empty()) else {
+        let Some(cache) = cache.filter(|c| !c.from.is_empty() && !no_cache) else {
             return Ok(None);
         };
-        // --no-cache keys carry a nonce: no entry can match them.
-        if opts.no_cache {
-            return Ok(None);
-        }
         let mut keys = Vec::new();
         for ps in plan.stages.iter().flat_map(|s| &s.steps) {
             if let StepKind::Layer { key, .. } = &ps.kind {
-                let local = env.snapshotter.stat(&SnapshotName::step(key))?;
+                let local = snapshotter.stat(&SnapshotName::step(key))?;
                 if !local.is_some_and(|i| i.kind == Kind::Committed) {
                     keys.push(key.clone());
                 }
@@ -143,7 +152,7 @@ impl Lookups {
             .map(|r| Repo::new(cache.transport(r)))
             .collect();
         let cancel = Arc::new(AtomicBool::new(false));
-        let (store, stop) = (env.store.clone(), cancel.clone());
+        let (store, stop) = (store.clone(), cancel.clone());
         // The answers' senders go with the thread: if it ends early, every
         // step still waiting hears "nothing" and runs.
         std::thread::Builder::new()
@@ -169,8 +178,8 @@ impl Lookups {
     /// the step must run (no entry, or one not usable: warned about).
     pub(super) fn restore(
         &self,
-        env: &BuildEnv<'_>,
-        opts: &BuildOptions,
+        unpacker: &Unpacker<'_>,
+        export: ExportAs,
         key: &Digest,
         parent: Option<&str>,
         name: &str,
@@ -189,7 +198,7 @@ impl Lookups {
             .take(60)
             .collect();
         let step = format!("step {} (`{short}`)", info.index);
-        let warn = |text: String| env.reporter.message(Level::Warn, &text);
+        let warn = |text: String| unpacker.reporter.message(Level::Warn, &text);
         for note in answer.notes {
             match note {
                 Note::Bad { repo, why } => warn(format!(
@@ -207,11 +216,12 @@ impl Lookups {
         let Some(f) = answer.hit else {
             return Ok(false);
         };
-        let compression = opts.compression.to_string();
+        let compression = export.compression.to_string();
         // The blob is the one this build's export would make only with the
         // same compression and the same clamp on file times; else the layer
         // is still the step's result, and the export makes the blob anew.
-        let same_export = f.config.compression == compression && f.config.mtime_clamp == opts.epoch;
+        let same_export =
+            f.config.compression == compression && f.config.mtime_clamp == export.epoch;
         let mut labels: Labels = [(label::KEY.to_string(), key.to_string())].into();
         if same_export {
             labels.insert(label::DIFF_ID.into(), f.config.diff_id.to_string());
@@ -219,10 +229,10 @@ impl Lookups {
                 format!("{}{compression}", label::BLOB_PREFIX),
                 f.layer.digest.to_string(),
             );
-            labels.insert(label::MTIME_CLAMP.into(), opts.epoch.to_string());
+            labels.insert(label::MTIME_CLAMP.into(), export.epoch.to_string());
             let parent_chain = match parent {
                 None => Some(None),
-                Some(p) => env
+                Some(p) => unpacker
                     .snapshotter
                     .stat(p)?
                     .and_then(|i| i.labels.get(label::CHAIN_ID)?.parse::<Digest>().ok())
@@ -242,10 +252,7 @@ impl Lookups {
         let file = f.file.reopen().map_err(|e| {
             BuildError::io("cannot read a layer fetched from the registry cache", e)
         })?;
-        match env
-            .unpacker()
-            .apply_file(file, &blob, parent, name, &labels)
-        {
+        match unpacker.apply_file(file, &blob, parent, name, &labels) {
             Ok(()) => {}
             Err(Apply::Refused(e)) => {
                 warn(format!(
@@ -259,7 +266,7 @@ impl Lookups {
             Err(Apply::Other(e)) => return Err(e.into()),
         }
         if same_export {
-            if let Err(e) = env.store.adopt_blob(f.file, &blob.digest) {
+            if let Err(e) = unpacker.store.adopt_blob(f.file, &blob.digest) {
                 // Only a shortcut is lost: the export makes the blob again.
                 tracing::debug!("keeping a layer from the registry cache: {e}");
             }
@@ -277,42 +284,38 @@ impl Drop for Lookups {
     }
 }
 
-/// Pushes the entries of every layer step of every stage built to the
-/// `--cache-to` repository (exporting the layers of stages other than the
-/// target first), but for those restored from it. Failures are warnings.
+/// Pushes the entries of every layer step of every stage built (`stages`:
+/// each stage's layers by its index) to the `--cache-to` repository
+/// (exporting the layers of stages other than the target first), but for
+/// those restored from it. Failures are warnings.
 pub(super) fn push(
-    env: &BuildEnv<'_>,
-    opts: &BuildOptions,
+    cache: Option<&RegistryCache>,
+    unpacker: &Unpacker<'_>,
+    export: ExportAs,
     plan: &Plan,
-    results: &mut HashMap<usize, StageResult>,
+    mut stages: HashMap<usize, Vec<Layer>>,
     lookups: Option<&Lookups>,
 ) {
-    let Some((cache, to)) = env
-        .registry_cache
-        .as_ref()
-        .and_then(|c| Some((c, c.to.as_ref()?)))
-    else {
+    let Some((cache, to)) = cache.and_then(|c| Some((c, c.to.as_ref()?))) else {
         return;
     };
-    if opts.no_cache {
-        return;
-    }
-    let warn = |text: String| env.reporter.message(Level::Warn, &text);
+    let reporter = unpacker.reporter;
+    let warn = |text: String| reporter.message(Level::Warn, &text);
     let repo = Repo::new(cache.transport(to));
     let skip = lookups.map(|l| l.in_push_repo.borrow().clone());
     let mut entries = Vec::new();
     let mut seen = HashSet::new();
     for stage in &plan.stages {
-        let Some(result) = results.get_mut(&stage.index) else {
+        let Some(layers) = stages.get_mut(&stage.index) else {
             continue;
         };
         let refs = match image::export_layers(
-            env.store,
-            env.snapshotter,
-            env.reporter,
-            &mut result.layers,
-            opts.compression,
-            opts.epoch,
+            unpacker.store,
+            unpacker.snapshotter,
+            reporter,
+            layers,
+            export.compression,
+            export.epoch,
         ) {
             Ok(refs) => refs,
             Err(e) => {
@@ -346,8 +349,8 @@ pub(super) fn push(
                 key: key.clone(),
                 parent: parent.clone(),
                 diff_id: layer.diff_id.clone(),
-                compression: opts.compression.to_string(),
-                mtime_clamp: opts.epoch,
+                compression: export.compression.to_string(),
+                mtime_clamp: export.epoch,
                 step: text.clone(),
             };
             let blob = LayerBlob {
@@ -361,12 +364,12 @@ pub(super) fn push(
     if entries.is_empty() {
         return;
     }
-    env.reporter.message(
+    reporter.message(
         Level::Info,
         &format!("pushing {} cache entries to {}", entries.len(), repo.name()),
     );
     let failed = crate::transport::block_on(async {
-        Ok::<_, TransportError>(service::pushes(&repo, env.store, entries).await)
+        Ok::<_, TransportError>(service::pushes(&repo, unpacker.store, entries).await)
     });
     match failed {
         Ok(None) => {}
