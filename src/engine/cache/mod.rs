@@ -384,3 +384,29 @@ pub(super) fn push(
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cache_repositories_are_named_without_tag_or_digest() {
+        let r = parse_repository("docker://registry.lan:5000/ci/cache").unwrap();
+        assert_eq!(r.name(), "registry.lan:5000/ci/cache");
+        assert_eq!(
+            parse_repository("ghcr.io/org/cache").unwrap().name(),
+            "ghcr.io/org/cache"
+        );
+        for tagged in [
+            "registry.lan/cache:latest",
+            "registry.lan/cache@sha256:0000000000000000000000000000000000000000000000000000000000000000",
+        ] {
+            let e = parse_repository(tagged).unwrap_err();
+            assert!(matches!(e, RepositoryError::Tagged), "{tagged}: {e}");
+        }
+        assert!(matches!(
+            parse_repository("Bad/Name"),
+            Err(RepositoryError::Name(_))
+        ));
+    }
+}
