@@ -263,7 +263,10 @@ fn a_second_runner_restores_every_step_from_the_registry_and_gets_the_same_image
     let home_b = t.path().join("elsewhere/deeper/b");
     let ctx_b = context(&t.path().join("other/context"), JAILFILE, 1_700_000_000);
     proxy.clear_log();
-    let b = build(&home_b, &ctx_b, &flag("--cache-from", &cache));
+    // As a CI job runs it: from and to the same repository.
+    let mut both = flag("--cache-from", &cache);
+    both.extend(flag("--cache-to", &cache));
+    let b = build(&home_b, &ctx_b, &both);
     assert_eq!(b.result()["steps_run"], 0, "{}", b.text());
     assert_eq!(
         b.result()["steps_fetched"],
@@ -290,11 +293,15 @@ fn a_second_runner_restores_every_step_from_the_registry_and_gets_the_same_image
     }
     assert_eq!(lookups.len(), LAYER_STEPS.len(), "{lookups:?}");
     assert!(lookups.values().all(|n| *n == 1), "{lookups:?}");
+    // Entries restored from the repository are not pushed back to it.
+    let requests = proxy.requests();
     assert!(
-        !proxy.requests().iter().any(|r| !r.starts_with("GET ")),
-        "a build with --cache-from only reads: {:?}",
-        proxy.requests()
+        requests.iter().all(|r| r.starts_with("GET ")),
+        "a build restored from its --cache-to repository writes nothing: {requests:?}"
     );
+    // Per step restored: the lookup, the config, the layer; and one
+    // `GET /v2/` as the connection opens (docs/cache.md, "Cost").
+    assert_eq!(requests.len(), 3 * LAYER_STEPS.len() + 1, "{requests:#?}");
 
     // What was restored is sound, by jbuild check's rules.
     let mut check = registry_support::jbuild(&home_b);

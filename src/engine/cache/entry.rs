@@ -270,10 +270,20 @@ mod tests {
             .unwrap()
             .replace(CONFIG_MEDIA_TYPE, crate::image::media::OCI_CONFIG);
         assert!(parse_manifest(image.as_bytes()).is_err());
-        let two = String::from_utf8(e.manifest)
+        let two = String::from_utf8(e.manifest.clone())
             .unwrap()
             .replace("\"layers\":[{", "\"layers\":[{\"mediaType\":\"application/vnd.oci.image.layer.v1.tar+gzip\",\"digest\":\"sha256:0000000000000000000000000000000000000000000000000000000000000000\",\"size\":1},{");
         assert!(parse_manifest(two.as_bytes()).is_err());
         assert!(parse_config(b"{\"format\":1}", &config().key, &parts.layer).is_err());
+        let unknown = String::from_utf8(e.config.clone())
+            .unwrap()
+            .replace("{", "{\"extra\":1,");
+        assert!(parse_config(unknown.as_bytes(), &config().key, &parts.layer).is_err());
+        let big = String::from_utf8(e.manifest.clone()).unwrap().replace(
+            &format!("\"size\":{}", e.config.len()),
+            &format!("\"size\":{}", MAX_CONFIG + 1),
+        );
+        let err = parse_manifest(big.as_bytes()).err().unwrap();
+        assert!(err.to_string().contains("65537 bytes"), "{err}");
     }
 }

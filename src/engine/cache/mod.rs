@@ -54,6 +54,9 @@ use crate::transport::{RegistryOptions, RegistryRef, RegistryTransport, Transpor
 use entry::{EntryConfig, LayerBlob, FORMAT};
 use service::{Answer, Note, Repo};
 
+/// Attempts per request to a cache registry (a pull or push makes six).
+const CACHE_ATTEMPTS: u32 = 3;
+
 /// Where a build's steps are looked up and stored.
 #[derive(Debug, Clone)]
 pub struct RegistryCache {
@@ -89,10 +92,14 @@ pub fn parse_repository(s: &str) -> Result<RegistryRef, RepositoryError> {
 impl RegistryCache {
     /// A cache is a shortcut: a registry that does not answer is given
     /// less patience than one an image is pulled from.
-    fn transport(&self, r: &RegistryRef) -> RegistryTransport {
+    fn options(&self) -> RegistryOptions {
         let mut options = self.options.clone();
-        options.retry.max_attempts = options.retry.max_attempts.min(3);
-        RegistryTransport::new(r.clone(), options)
+        options.retry.max_attempts = options.retry.max_attempts.min(CACHE_ATTEMPTS);
+        options
+    }
+
+    fn transport(&self, r: &RegistryRef) -> RegistryTransport {
+        RegistryTransport::new(r.clone(), self.options())
     }
 }
 
@@ -408,5 +415,16 @@ mod tests {
             parse_repository("Bad/Name"),
             Err(RepositoryError::Name(_))
         ));
+    }
+
+    #[test]
+    fn a_cache_registry_gets_three_attempts_per_request() {
+        let cache = RegistryCache {
+            from: vec![],
+            to: None,
+            options: RegistryOptions::default(),
+        };
+        assert_eq!(RegistryOptions::default().retry.max_attempts, 6);
+        assert_eq!(cache.options().retry.max_attempts, 3);
     }
 }
