@@ -476,3 +476,18 @@ fn a_registry_that_fails_mid_build_or_is_absent_gives_one_warning_and_a_correct_
     assert_eq!(c.result()["steps_run"], LAYER_STEPS.len());
     assert_eq!(c.digest(), a.digest());
 }
+
+#[test]
+fn the_steps_of_every_stage_are_shared_not_only_the_targets() {
+    let registry = Registry::start();
+    let cache = format!("{}/cache", registry.host());
+    let t = tempfile::tempdir().unwrap();
+    // Native instructions only: no root or busybox needed here.
+    let ctx = common::example("multi-stage", t.path());
+    let a = build(&t.path().join("a"), &ctx, &flag("--cache-to", &cache));
+    assert_eq!(a.result()["steps_run"], 7, "{}", a.text());
+    let b = build(&t.path().join("b"), &ctx, &flag("--cache-from", &cache));
+    assert_eq!(b.result()["steps_run"], 0, "{}", b.text());
+    assert_eq!(b.result()["steps_fetched"], 7, "{}", b.text());
+    assert_eq!(b.digest(), a.digest());
+}
