@@ -491,3 +491,25 @@ fn the_steps_of_every_stage_are_shared_not_only_the_targets() {
     assert_eq!(b.result()["steps_fetched"], 7, "{}", b.text());
     assert_eq!(b.digest(), a.digest());
 }
+
+#[test]
+fn a_cache_repository_with_a_tag_is_refused_before_anything_runs() {
+    let t = tempfile::tempdir().unwrap();
+    let ctx = common::example("multi-stage", t.path());
+    for (flag, repo) in [
+        ("--cache-to", "registry.lan/cache:latest"),
+        ("--cache-from", "registry.lan/cache@sha256:0000000000000000000000000000000000000000000000000000000000000000"),
+    ] {
+        let home = t.path().join("home");
+        fs::create_dir_all(&home).unwrap();
+        let mut c = registry_support::jbuild(&home);
+        let out = run_bounded(c.args(["build", flag, repo]).arg(&ctx), LIMIT);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(
+            stderr.contains(&format!("{flag} {repo}")) && stderr.contains("without a tag or digest"),
+            "{stderr}"
+        );
+        assert!(!home.join("root/snapshots").exists(), "nothing ran");
+    }
+}

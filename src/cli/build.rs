@@ -234,6 +234,7 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
         epoch,
         hash_cache: Some(ctx.paths.hash_cache()),
     };
+    let cache = registry_cache(ctx, &args)?;
     let store = ctx.store()?;
     let snapshotter = ctx.snapshotter()?;
     let reporter = ctx.reporter();
@@ -246,7 +247,7 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
         .with_freebsd(freebsd_env(ctx, &args)?)
         .with_image_source(&puller)
         .with_layers(ctx.layer_policy(false, false));
-    if let Some(cache) = registry_cache(ctx, &args)? {
+    if let Some(cache) = cache {
         env = env.with_registry_cache(cache);
     }
     let out = match &translated {

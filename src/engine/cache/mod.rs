@@ -141,7 +141,8 @@ impl Lookups {
         for ps in plan.stages.iter().flat_map(|s| &s.steps) {
             if let StepKind::Layer { key, .. } = &ps.kind {
                 let local = snapshotter.stat(&SnapshotName::step(key))?;
-                if !local.is_some_and(|i| i.kind == Kind::Committed) {
+                // Two stages may share a step: one lookup.
+                if !local.is_some_and(|i| i.kind == Kind::Committed) && !keys.contains(key) {
                     keys.push(key.clone());
                 }
             }
