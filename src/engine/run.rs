@@ -466,45 +466,23 @@ impl Run<'_, '_> {
                 continue;
             };
             let name = SnapshotName::step(key);
-            if self
-                .env
-                .snapshotter
-                .stat(&name)?
-                .is_some_and(|i| i.kind == crate::snapshot::Kind::Committed)
-            {
-                self.steps_cached += 1;
+            let parent = layers.last().map(|l| l.snapshot.clone());
+            let reused = self
+                .reuse(key, parent.as_deref(), &name, &info)
+                .map_err(|e| e.located(&ps.step.location).with_step(&ps.step.text))?;
+            if let Some(result) = reused {
+                match result {
+                    StepResult::Fetched => self.steps_fetched += 1,
+                    _ => self.steps_cached += 1,
+                }
                 self.env
                     .reporter
-                    .step_done(&info, StepResult::Cached, started.elapsed());
+                    .step_done(&info, result, started.elapsed());
                 layers.push(Layer {
                     snapshot: name,
                     blob: None,
                 });
                 continue;
-            }
-            let parent = layers.last().map(|l| l.snapshot.clone());
-            if let Some(lookups) = &self.lookups {
-                let restored = lookups
-                    .restore(
-                        &self.env.unpacker(),
-                        self.export_as(),
-                        key,
-                        parent.as_deref(),
-                        &name,
-                        &info,
-                    )
-                    .map_err(|e| e.located(&ps.step.location).with_step(&ps.step.text))?;
-                if restored {
-                    self.steps_fetched += 1;
-                    self.env
-                        .reporter
-                        .step_done(&info, StepResult::Fetched, started.elapsed());
-                    layers.push(Layer {
-                        snapshot: name,
-                        blob: None,
-                    });
-                    continue;
-                }
             }
             let active = SnapshotName::active();
             let root = self.env.snapshotter.prepare(&active, parent.as_deref())?;
@@ -541,6 +519,33 @@ impl Run<'_, '_> {
             });
         }
         Ok(StageResult { layers })
+    }
+
+    /// The step `key`'s result without running it: its snapshot here
+    /// (`Cached`), or restored from a registry cache (`Fetched`).
+    fn reuse(
+        &self,
+        key: &Digest,
+        parent: Option<&str>,
+        name: &str,
+        info: &StepInfo,
+    ) -> Result<Option<StepResult>, BuildError> {
+        let local = self.env.snapshotter.stat(name)?;
+        if local.is_some_and(|i| i.kind == crate::snapshot::Kind::Committed) {
+            return Ok(Some(StepResult::Cached));
+        }
+        let Some(lookups) = &self.lookups else {
+            return Ok(None);
+        };
+        let restored = lookups.restore(
+            &self.env.unpacker(),
+            self.export_as(),
+            key,
+            parent,
+            name,
+            info,
+        )?;
+        Ok(restored.then_some(StepResult::Fetched))
     }
 
     /// The base layer of `FROM freebsd:<release>`: reused when its
