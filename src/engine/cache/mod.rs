@@ -119,6 +119,9 @@ pub(super) struct Lookups {
     warned: RefCell<BTreeSet<String>>,
     /// Keys restored from the `--cache-to` repository: no need to push them.
     in_push_repo: RefCell<HashSet<Digest>>,
+    /// The repositories asked, shared with the lookups: one found down is
+    /// not pushed to either.
+    repos: Vec<Arc<Repo>>,
     push_repo: Option<String>,
 }
 
@@ -160,14 +163,14 @@ impl Lookups {
             .map(|r| Repo::new(cache.transport(r)))
             .collect();
         let cancel = Arc::new(AtomicBool::new(false));
-        let (store, stop) = (store.clone(), cancel.clone());
+        let (store, stop, asked) = (store.clone(), cancel.clone(), repos.clone());
         // The answers' senders go with the thread: if it ends early, every
         // step still waiting hears "nothing" and runs.
         std::thread::Builder::new()
             .name("jbuild-cache-lookups".into())
             .spawn(move || {
                 let _ = crate::transport::block_on(async move {
-                    service::lookups(repos, store, jobs, stop).await;
+                    service::lookups(asked, store, jobs, stop).await;
                     Ok::<(), TransportError>(())
                 });
             })
@@ -177,6 +180,7 @@ impl Lookups {
             cancel,
             warned: RefCell::new(BTreeSet::new()),
             in_push_repo: RefCell::new(HashSet::new()),
+            repos,
             push_repo: cache.to.as_ref().map(|r| format!("docker://{}", r.name())),
         }))
     }
@@ -310,6 +314,15 @@ pub(super) fn push(
     let reporter = unpacker.reporter;
     let warn = |text: String| reporter.message(Level::Warn, &text);
     let repo = Repo::new(cache.transport(to));
+    // Said to be down already (once): no more requests to it.
+    let down = lookups.is_some_and(|l| {
+        l.repos
+            .iter()
+            .any(|r| r.name() == repo.name() && r.down.load(Ordering::Relaxed))
+    });
+    if down {
+        return;
+    }
     let skip = lookups.map(|l| l.in_push_repo.borrow().clone());
     let mut entries = Vec::new();
     let mut seen = HashSet::new();
