@@ -248,7 +248,13 @@ fn assert_steps(b: &Build, expected: &[(usize, &str)]) {
 #[test]
 fn a_second_runner_restores_every_step_from_the_registry_and_gets_the_same_image() {
     let registry = Registry::start();
-    let proxy = Proxy::start(registry.port, vec![]);
+    // Each lookup's answer is slowed down, so lookups made one after the
+    // other would show in the order of requests.
+    let slow = FaultKind::Slow(std::time::Duration::from_millis(300));
+    let proxy = Proxy::start(
+        registry.port,
+        vec![Fault::new("GET", "/manifests/jbuild-v1-", 1000, slow)],
+    );
     let cache = format!("127.0.0.1:{}/cache", proxy.port);
     let t = tempfile::tempdir().unwrap();
 
@@ -293,6 +299,16 @@ fn a_second_runner_restores_every_step_from_the_registry_and_gets_the_same_image
     }
     assert_eq!(lookups.len(), LAYER_STEPS.len(), "{lookups:?}");
     assert!(lookups.values().all(|n| *n == 1), "{lookups:?}");
+    // All made at once, before the first step needed its answer: the
+    // requests after the first `GET /v2/` are the six lookups.
+    let first: Vec<String> = proxy.requests().into_iter().skip(1).take(6).collect();
+    assert!(
+        first
+            .iter()
+            .all(|r| r.starts_with("GET /v2/cache/manifests/")),
+        "{:#?}",
+        proxy.requests()
+    );
     // Entries restored from the repository are not pushed back to it.
     let requests = proxy.requests();
     assert!(
