@@ -87,14 +87,16 @@ fetched=$(echo "$out" | grep -o '"steps_fetched":[0-9]*' | cut -d: -f2)
 reqs=$(( $(requests) - before )) lookups=$(( $(manifest_gets) - lookups_before ))
 
 echo "== 4. the image pushed, then pulled into an empty root"
-JBUILD_ROOT=$work/a "$jbuild" -q push bench:1 "$reg/bench/app:1"
+JBUILD_ROOT=$work/a "$jbuild" -q push bench:1 "$reg/bench/app:1" > /dev/null
 t0=$(now)
-JBUILD_ROOT=$work/pull "$jbuild" -q pull "$reg/bench/app:1"
+JBUILD_ROOT=$work/pull "$jbuild" -q pull "$reg/bench/app:1" > /dev/null
 t1=$(now)
 t_pull=$(secs "$t0" "$t1")
 
-[ "$plain" = "$warm" ] && [ "$warm" = "$cached" ] || {
-  echo "the digests differ: $plain $warm $cached" >&2
+# The steps write random bytes: two builds from nothing differ, but the
+# cached build must give the image of the build that filled the cache.
+[ -n "$plain" ] && [ "$warm" = "$cached" ] || {
+  echo "the cached build's digest is not the one that filled the cache: $warm $cached" >&2
   exit 1
 }
 echo
