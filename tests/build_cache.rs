@@ -517,6 +517,20 @@ fn the_steps_of_every_stage_are_shared_not_only_the_targets() {
     assert_eq!(b.result()["steps_run"], 0, "{}", b.text());
     assert_eq!(b.result()["steps_fetched"], 7, "{}", b.text());
     assert_eq!(b.digest(), a.digest());
+
+    // People are told too.
+    let home = t.path().join("c");
+    fs::create_dir_all(&home).unwrap();
+    let mut c = registry_support::jbuild(&home);
+    c.args(["build", "--cache-from", &cache]).arg(&ctx);
+    let out = run_bounded(&mut c, LIMIT);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("[2/11] fetched from the registry cache")
+            && stderr.contains("(0 steps run, 0 cached, 7 fetched from the registry cache)"),
+        "{stderr}"
+    );
 }
 
 #[test]
