@@ -425,7 +425,10 @@ fn tampered_entries_are_refused_with_a_warning_naming_the_step_which_then_runs()
     let mut check = registry_support::jbuild(&t.path().join("b"));
     let out = run_bounded(check.arg("check"), LIMIT);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success() && stdout.contains("all sound"), "{stdout}");
+    assert!(
+        out.status.success() && stdout.contains("all sound"),
+        "{stdout}"
+    );
 }
 
 #[test]

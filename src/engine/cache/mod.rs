@@ -169,10 +169,14 @@ impl Lookups {
         std::thread::Builder::new()
             .name("jbuild-cache-lookups".into())
             .spawn(move || {
-                let _ = crate::transport::block_on(async move {
+                let ran = crate::transport::block_on(async move {
                     service::lookups(asked, store, jobs, stop).await;
                     Ok::<(), TransportError>(())
                 });
+                if let Err(e) = ran {
+                    // Every step then runs, as without a cache.
+                    tracing::debug!("registry cache lookups: {e}");
+                }
             })
             .map_err(|e| BuildError::io("cannot start the registry cache's lookups", e))?;
         Ok(Some(Lookups {
