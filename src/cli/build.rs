@@ -100,6 +100,14 @@ pub struct BuildArgs {
     /// allow.raw_sockets, devfs_ruleset=0, ...); may be given several times.
     #[arg(long = "allow-jail-param", value_name = "NAME")]
     allow_jail_params: Vec<String>,
+    /// Push every step's result to this registry repository (no tag), so
+    /// builds elsewhere can use it with --cache-from (docs/cache.md).
+    #[arg(long = "cache-to", value_name = "REPO")]
+    cache_to: Option<String>,
+    /// Before running a step this machine has no result for, look it up
+    /// in this registry repository (no tag); may be given several times.
+    #[arg(long = "cache-from", value_name = "REPO")]
+    cache_from: Vec<String>,
     /// The build context: COPY sources are taken from here. A Bastille
     /// template directory (with a Bastillefile) is built as one.
     #[arg(value_name = "DIR")]
@@ -164,6 +172,29 @@ fn parse_build_args(raw: &[String]) -> Result<BTreeMap<String, String>, Failure>
         out.insert(k, v);
     }
     Ok(out)
+}
+
+/// `--cache-from` / `--cache-to`: repositories without a tag or digest.
+fn registry_cache(ctx: &Ctx, args: &BuildArgs) -> Result<Option<engine::RegistryCache>, Failure> {
+    if args.cache_from.is_empty() && args.cache_to.is_none() {
+        return Ok(None);
+    }
+    let repo = |flag: &str, s: &String| {
+        engine::cache::parse_repository(s).map_err(|e| Failure::user(anyhow!("{flag} {s}: {e}")))
+    };
+    Ok(Some(engine::RegistryCache {
+        from: args
+            .cache_from
+            .iter()
+            .map(|s| repo("--cache-from", s))
+            .collect::<Result<_, _>>()?,
+        to: args
+            .cache_to
+            .as_ref()
+            .map(|s| repo("--cache-to", s))
+            .transpose()?,
+        options: jbuild::transport::RegistryOptions::from_settings(&ctx.settings),
+    }))
 }
 
 /// The FreeBSD settings: flags over the configuration file.
@@ -319,6 +350,7 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
     } else {
         None
     };
+    let cache = registry_cache(ctx, &args)?;
     let store = ctx.store()?;
     let snapshotter = ctx.snapshotter()?;
     let reporter = ctx.reporter();
@@ -327,11 +359,14 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
         jobs: 4,
     };
     // FROM images unpack as `jbuild pull` would, by the same [layers] settings.
-    let env = BuildEnv::new(&store, snapshotter.as_ref(), reporter.as_ref())
+    let mut env = BuildEnv::new(&store, snapshotter.as_ref(), reporter.as_ref())
         .with_freebsd(freebsd_env(ctx, &args)?)
         .with_image_source(&puller)
         .with_layers(ctx.layer_policy(false, false))
         .with_pull(pull);
+    if let Some(cache) = cache {
+        env = env.with_registry_cache(cache);
+    }
     let failure = |e: engine::BuildError| {
         let user = e.is_user_error();
         // A failed step of a template: name the Bastillefile line first.
@@ -401,25 +436,37 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
             "steps_run": out.steps_run,
             "steps_cached": out.steps_cached,
             "pushed": pushed,
+            "steps_fetched": out.steps_fetched,
         }));
     } else {
         if !ctx.quiet {
             let names: Vec<String> = opts.tags.iter().map(|t| t.to_string()).collect();
             eprintln!(
-                "built {}{} ({} steps run, {} cached)",
+                "built {}{} ({})",
                 out.manifest_digest,
                 if names.is_empty() {
                     String::new()
                 } else {
                     format!(" as {}", names.join(", "))
                 },
-                out.steps_run,
-                out.steps_cached
+                counts(&out)
             );
         }
         outln!("{}", out.manifest_digest);
     }
     Ok(())
+}
+
+/// "N steps run, M cached[, K fetched from the registry cache]".
+fn counts(out: &engine::BuildOutput) -> String {
+    let mut s = format!("{} steps run, {} cached", out.steps_run, out.steps_cached);
+    if out.steps_fetched > 0 {
+        s.push_str(&format!(
+            ", {} fetched from the registry cache",
+            out.steps_fetched
+        ));
+    }
+    s
 }
 
 /// What `build --manifest` prints: the list's digest, and each image.
@@ -439,6 +486,7 @@ fn listed(ctx: &Ctx, list: &ImageName, out: &engine::ListOutput) {
                     "manifest": p.output.manifest_digest.to_string(),
                     "steps_run": p.output.steps_run,
                     "steps_cached": p.output.steps_cached,
+                    "steps_fetched": p.output.steps_fetched,
                 })
             })
             .collect();
@@ -453,11 +501,10 @@ fn listed(ctx: &Ctx, list: &ImageName, out: &engine::ListOutput) {
     if !ctx.quiet {
         for p in &out.images {
             eprintln!(
-                "built {} for {} ({} steps run, {} cached)",
+                "built {} for {} ({})",
                 p.output.manifest_digest,
                 platform(p),
-                p.output.steps_run,
-                p.output.steps_cached
+                counts(&p.output)
             );
         }
         eprintln!("manifest list {list}: {}", out.list_digest);

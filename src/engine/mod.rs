@@ -5,6 +5,7 @@
 //! unpacking a FROM image, exporting layers, writing the result — are
 //! [`crate::image`]'s.
 
+pub mod cache;
 mod error;
 pub mod foreign;
 pub mod freebsd;
@@ -14,6 +15,7 @@ pub mod platforms;
 mod pull_policy;
 mod run;
 
+pub use cache::RegistryCache;
 pub use error::BuildError;
 pub use freebsd::FreeBsdEnv;
 pub use mounts::{read_secrets, SecretError};

@@ -47,6 +47,8 @@ pub struct BuildEnv<'a> {
     pub layer_policy: LayerPolicy,
     /// When FROM images are asked of `image_source` (`--pull`).
     pub pull: PullPolicy,
+    /// `--cache-from` / `--cache-to`: steps shared through registries.
+    pub registry_cache: Option<super::cache::RegistryCache>,
 }
 
 impl<'a> BuildEnv<'a> {
@@ -64,7 +66,14 @@ impl<'a> BuildEnv<'a> {
             image_source: None,
             layer_policy: LayerPolicy::default(),
             pull: PullPolicy::default(),
+            registry_cache: None,
         }
+    }
+
+    /// Looks steps up in, and pushes them to, the registries of `cache`.
+    pub fn with_registry_cache(mut self, cache: super::cache::RegistryCache) -> Self {
+        self.registry_cache = Some(cache);
+        self
     }
 
     /// Asks `image_source` for FROM images as `policy` says.
@@ -151,6 +160,8 @@ pub struct BuildOutput {
     pub config_digest: Digest,
     pub steps_run: usize,
     pub steps_cached: usize,
+    /// Steps restored from a registry cache (`--cache-from`).
+    pub steps_fetched: usize,
 }
 
 /// Answers the planner's questions from the store and the build context.
@@ -373,6 +384,14 @@ fn build_or_check(
         steps_run: 0,
         steps_cached: 0,
         masks: mounts::masks(&opts.secrets),
+        steps_fetched: 0,
+        lookups: super::cache::Lookups::start(
+            env.registry_cache.as_ref(),
+            env.store,
+            env.snapshotter,
+            &plan,
+            opts.no_cache,
+        )?,
     };
     for stage in &plan.stages {
         let result = run.stage(stage)?;
@@ -414,6 +433,18 @@ fn build_or_check(
     for tag in &opts.tags {
         env.store.tag(tag, &manifest)?;
     }
+    if !opts.no_cache {
+        run.results.insert(target.index, result);
+        let stages = run.results.iter().map(|(i, r)| (*i, r.layers.clone()));
+        super::cache::push(
+            env.registry_cache.as_ref(),
+            &env.unpacker(),
+            run.export_as(),
+            &plan,
+            stages.collect(),
+            run.lookups.as_ref(),
+        );
+    }
     let manifest_digest =
         crate::store::descriptor_digest(&manifest).map_err(|source| image::ImageError::Digest {
             image: "the new image".into(),
@@ -425,6 +456,7 @@ fn build_or_check(
         config_digest,
         steps_run: run.steps_run,
         steps_cached: run.steps_cached,
+        steps_fetched: run.steps_fetched,
     }))
 }
 
@@ -439,9 +471,19 @@ struct Run<'a, 'b> {
     steps_cached: usize,
     /// The secrets' forms, masked in every step output line.
     masks: Vec<String>,
+    steps_fetched: usize,
+    /// `--cache-from` answers, looked up while the steps run.
+    lookups: Option<super::cache::Lookups>,
 }
 
 impl Run<'_, '_> {
+    fn export_as(&self) -> super::cache::ExportAs {
+        super::cache::ExportAs {
+            compression: self.opts.compression,
+            epoch: self.opts.epoch,
+        }
+    }
+
     fn info(&self, stage: &PlannedStage, number: usize, text: &str) -> StepInfo {
         StepInfo {
             index: number,
@@ -498,23 +540,24 @@ impl Run<'_, '_> {
                 continue;
             };
             let name = SnapshotName::step(key);
-            if self
-                .env
-                .snapshotter
-                .stat(&name)?
-                .is_some_and(|i| i.kind == crate::snapshot::Kind::Committed)
-            {
-                self.steps_cached += 1;
+            let parent = layers.last().map(|l| l.snapshot.clone());
+            let reused = self
+                .reuse(key, parent.as_deref(), &name, &info)
+                .map_err(|e| e.located(&ps.step.location).with_step(&ps.step.text))?;
+            if let Some(result) = reused {
+                match result {
+                    StepResult::Fetched => self.steps_fetched += 1,
+                    _ => self.steps_cached += 1,
+                }
                 self.env
                     .reporter
-                    .step_done(&info, StepResult::Cached, started.elapsed());
+                    .step_done(&info, result, started.elapsed());
                 layers.push(Layer {
                     snapshot: name,
                     blob: None,
                 });
                 continue;
             }
-            let parent = layers.last().map(|l| l.snapshot.clone());
             let active = SnapshotName::active();
             let root = self.env.snapshotter.prepare(&active, parent.as_deref())?;
             let outcome = self.execute(&ps.step.op, &ps.step.args, exec, &root, &info);
@@ -550,6 +593,33 @@ impl Run<'_, '_> {
             });
         }
         Ok(StageResult { layers })
+    }
+
+    /// The step `key`'s result without running it: its snapshot here
+    /// (`Cached`), or restored from a registry cache (`Fetched`).
+    fn reuse(
+        &self,
+        key: &Digest,
+        parent: Option<&str>,
+        name: &str,
+        info: &StepInfo,
+    ) -> Result<Option<StepResult>, BuildError> {
+        let local = self.env.snapshotter.stat(name)?;
+        if local.is_some_and(|i| i.kind == crate::snapshot::Kind::Committed) {
+            return Ok(Some(StepResult::Cached));
+        }
+        let Some(lookups) = &self.lookups else {
+            return Ok(None);
+        };
+        let restored = lookups.restore(
+            &self.env.unpacker(),
+            self.export_as(),
+            key,
+            parent,
+            name,
+            info,
+        )?;
+        Ok(restored.then_some(StepResult::Fetched))
     }
 
     /// The base layer of `FROM freebsd:<release>`: reused when its

@@ -190,6 +190,27 @@ impl<'a> Unpacker<'a> {
         parent: Option<&str>,
         name: &str,
     ) -> Result<(), Apply> {
+        let file = self.store.open_blob(&blob.digest)?;
+        let mut labels: Labels = Labels::new();
+        labels.insert(label::DIFF_ID.into(), blob.diff_id.to_string());
+        labels.insert(label::CHAIN_ID.into(), chain.to_string());
+        self.apply_file(file, blob, parent, name, &labels)
+    }
+
+    /// Applies the layer blob `blob` read from `file` (its digest already
+    /// checked) as hostile input into a snapshot prepared on `parent`, and
+    /// commits it as `name` with `labels` only when it applied and its diff
+    /// ID is `blob.diff_id`. On any error the active snapshot is removed.
+    /// The build's registry cache applies its entries through here, so
+    /// they meet the same applier and [`LayerPolicy`] as pulled layers.
+    pub fn apply_file(
+        &self,
+        file: std::fs::File,
+        blob: &LayerRef,
+        parent: Option<&str>,
+        name: &str,
+        labels: &Labels,
+    ) -> Result<(), Apply> {
         let active = SnapshotName::active();
         let root = self.snapshotter.prepare(&active, parent)?;
         let id = format!("unpack-{}", blob.digest);
@@ -197,7 +218,6 @@ impl<'a> Unpacker<'a> {
         let what = format!("unpacking layer {}", &short[..short.len().min(19)]);
         self.reporter.transfer_start(&id, &what, None);
         let result = (|| {
-            let file = self.store.open_blob(&blob.digest)?;
             let stats = layer::apply_with_limits(
                 std::io::BufReader::new(file),
                 &blob.media_type,
@@ -212,11 +232,8 @@ impl<'a> Unpacker<'a> {
                     actual: stats.diff_id.to_string(),
                 }));
             }
-            let mut labels: Labels = Labels::new();
-            labels.insert(label::DIFF_ID.into(), blob.diff_id.to_string());
-            labels.insert(label::CHAIN_ID.into(), chain.to_string());
             self.snapshotter
-                .commit(name, &active, &labels)
+                .commit(name, &active, labels)
                 .or_else(|e| match e {
                     SnapshotError::AlreadyExists(_) => self.snapshotter.remove(&active),
                     e => Err(e),
@@ -233,8 +250,12 @@ impl<'a> Unpacker<'a> {
 
 /// Why a layer was not applied: the layer (its bytes, or what they
 /// unpack to), or anything else.
-enum Apply {
+#[derive(Debug)]
+pub enum Apply {
+    /// The layer is refused: the applier would not take it, or its diff
+    /// ID is not the one claimed.
     Refused(LayerError),
+    /// Anything else: the snapshotter, the store.
     Other(UnpackError),
 }
 

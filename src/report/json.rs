@@ -42,6 +42,7 @@ impl JsonReporter {
 fn result_name(r: StepResult) -> &'static str {
     match r {
         StepResult::Cached => "cached",
+        StepResult::Fetched => "fetched",
         StepResult::Done => "done",
         StepResult::Metadata => "metadata",
         StepResult::Failed => "failed",

@@ -60,6 +60,9 @@ pub struct StepInfo {
 pub enum StepResult {
     /// Found in the cache; nothing ran.
     Cached,
+    /// Restored from a registry build cache (`--cache-from`): its layer
+    /// was fetched and applied; nothing ran.
+    Fetched,
     /// Ran and was committed.
     Done,
     /// Metadata only; no filesystem change.

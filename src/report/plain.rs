@@ -40,6 +40,10 @@ impl Reporter for PlainReporter {
     fn step_done(&self, s: &StepInfo, result: StepResult, elapsed: Duration) {
         match result {
             StepResult::Cached => self.say(format_args!("[{}/{}] cached", s.index, s.total)),
+            StepResult::Fetched => self.say(format_args!(
+                "[{}/{}] fetched from the registry cache",
+                s.index, s.total
+            )),
             StepResult::Done => self.say(format_args!(
                 "[{}/{}] done in {}",
                 s.index,

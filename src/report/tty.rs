@@ -60,6 +60,7 @@ impl Reporter for TtyReporter {
         }
         let tail = match result {
             StepResult::Cached => "cached".to_string(),
+            StepResult::Fetched => "fetched from the registry cache".to_string(),
             StepResult::Done => secs(elapsed),
             StepResult::Metadata => String::new(),
             StepResult::Failed => format!("failed after {}", secs(elapsed)),
