@@ -6,9 +6,11 @@
 //! [`crate::image`]'s.
 
 pub mod cache;
+mod env;
 mod error;
 pub mod foreign;
 pub mod freebsd;
+mod inputs;
 pub mod mounts;
 pub mod native;
 pub mod platforms;
@@ -16,9 +18,10 @@ mod pull_policy;
 mod run;
 
 pub use cache::RegistryCache;
+pub use env::{BuildEnv, BuildOptions, BuildOutput};
 pub use error::BuildError;
 pub use freebsd::FreeBsdEnv;
 pub use mounts::{read_secrets, SecretError};
 pub use platforms::{build_platforms, ListOutput, PlatformOutput};
 pub use pull_policy::{BadPullPolicy, PullPolicy};
-pub use run::{build, build_text, BuildEnv, BuildOptions, BuildOutput};
+pub use run::{build, build_text};

@@ -4,8 +4,9 @@
 
 use oci_spec::image::Descriptor;
 
+use super::env::{BuildEnv, BuildOptions, BuildOutput};
 use super::error::BuildError;
-use super::run::{build_text, check_text, BuildEnv, BuildOptions, BuildOutput};
+use super::run::{build_text, check_text};
 use crate::digest::Digest;
 use crate::image::index::{self, AddOptions};
 use crate::image::Platform;

@@ -1,0 +1,139 @@
+//! The planner's questions ([`PlanInputs`]) answered for a real build:
+//! FROM images from the store or pulled now (as `--pull` says), COPY and
+//! bind-mount sources from the build context, FreeBSD releases and package
+//! repositories — each asked once per build.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::path::Path;
+
+use super::env::BuildEnv;
+use super::error::BuildError;
+use super::native::{self, Ignore};
+use super::pull_policy::PullPolicy;
+use crate::digest::Digest;
+use crate::image::{self, LoadedImage, Platform};
+use crate::jailfile::CopySource;
+use crate::plan::{BaseImage, InputError, PlanInputs};
+use crate::report::Level;
+
+/// Answers the planner's questions from the store and the build context.
+pub(super) struct Inputs<'a> {
+    /// The store, the image source, the FreeBSD settings.
+    pub(super) env: &'a BuildEnv<'a>,
+    pub(super) context: &'a Path,
+    pub(super) ignore: Option<&'a Ignore>,
+    pub(super) images: RefCell<HashMap<String, LoadedImage>>,
+    /// Releases whose MANIFEST was read, by `release|platform`.
+    pub(super) releases: RefCell<HashMap<String, crate::release::Release>>,
+    /// [`FreeBsdEnv::pkg_repositories`] by ABI: asked once per build.
+    pub(super) pkg_repos: RefCell<HashMap<Option<String>, String>>,
+}
+
+impl Inputs<'_> {
+    /// The image `reference` names: from the store, else (when the build
+    /// has a source) by its full name if an earlier pull stored it so,
+    /// else pulled now — through the same transaction as `jbuild pull`, so
+    /// an image whose layers are refused gets no name. `--pull=always`
+    /// pulls it again (once a build); `--pull=never` never asks the source.
+    pub(super) fn load(
+        &self,
+        reference: &str,
+        platform: &Platform,
+    ) -> Result<LoadedImage, BuildError> {
+        let key = format!("{reference}|{platform}");
+        if let Some(img) = self.images.borrow().get(&key) {
+            return Ok(img.clone());
+        }
+        let store = self.env.store;
+        let stored = image::load(store, reference, platform);
+        let always = self.env.pull == PullPolicy::Always
+            && self
+                .env
+                .image_source
+                .is_some_and(|s| s.name(reference).is_some());
+        let img = match (stored, self.env.image_source) {
+            (Ok(img), None) => img,
+            (Ok(img), Some(_)) if !always => img,
+            (Ok(_) | Err(image::ImageError::NotFound(_)), Some(source)) => {
+                let Some(name) = source.name(reference) else {
+                    return Err(image::ImageError::NotFound(reference.to_string()).into());
+                };
+                if always || store.resolve(&name)?.is_none() {
+                    if self.env.pull == PullPolicy::Never {
+                        return Err(BuildError::NotPulled(reference.to_string()));
+                    }
+                    self.env
+                        .reporter
+                        .message(Level::Info, &format!("pulling {name} ({platform})"));
+                    image::pull(&self.env.unpacker(), source, reference, platform)?;
+                }
+                image::load(store, &name, platform)?
+            }
+            (Err(e), _) => return Err(e.into()),
+        };
+        self.images.borrow_mut().insert(key, img.clone());
+        Ok(img)
+    }
+}
+
+impl PlanInputs for Inputs<'_> {
+    fn image(&self, reference: &str, platform: &Platform) -> Result<BaseImage, InputError> {
+        let img = self
+            .load(reference, platform)
+            .map_err(|e| InputError::new(e.is_user_error(), e))?;
+        Ok(BaseImage {
+            manifest: img.manifest_digest,
+            config: img.config,
+        })
+    }
+
+    fn context_sources(&self, sources: &[CopySource]) -> Result<Digest, InputError> {
+        native::sources_digest(self.context, sources, self.ignore)
+            .map_err(|e| InputError::new(e.is_user_error(), e))
+    }
+
+    fn bound_context(&self, paths: &[String]) -> Result<Digest, InputError> {
+        let sources: Vec<CopySource> = paths.iter().cloned().map(CopySource::Path).collect();
+        native::sources_digest(self.context, &sources, None)
+            .map_err(|e| InputError::new(e.is_user_error(), e))
+    }
+
+    fn release(
+        &self,
+        release: &str,
+        platform: &Platform,
+    ) -> Result<Vec<(String, Digest)>, InputError> {
+        let source = self.env.freebsd.release.as_ref().ok_or_else(|| {
+            InputError::user(format!(
+                "FROM freebsd:{release} needs a release mirror, which this build was not given"
+            ))
+        })?;
+        let r = source
+            .resolve(release, platform)
+            .map_err(|e| InputError::new(e.is_user_error(), e))?;
+        let sets = r
+            .sets
+            .iter()
+            .map(|s| (s.name.clone(), s.sha256.clone()))
+            .collect();
+        self.releases
+            .borrow_mut()
+            .insert(format!("{release}|{platform}"), r);
+        Ok(sets)
+    }
+
+    fn pkg_repositories(&self, abi: Option<&str>) -> Result<String, InputError> {
+        let k = abi.map(str::to_string);
+        if let Some(v) = self.pkg_repos.borrow().get(&k) {
+            return Ok(v.clone());
+        }
+        let v = self
+            .env
+            .freebsd
+            .pkg_repositories(abi)
+            .map_err(|e| InputError::new(e.is_user_error(), e))?;
+        self.pkg_repos.borrow_mut().insert(k, v.clone());
+        Ok(v)
+    }
+}
