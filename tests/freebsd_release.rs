@@ -579,9 +579,11 @@ fn pkg_shares_its_cache_keeps_caches_out_of_layers_and_follows_the_catalogue() {
 
     let first = build();
     assert_eq!(first["steps_run"], 1, "{first}");
-    // The package landed in the shared cache on the host...
+    // The package landed in the shared cache on the host (the cache mount
+    // of /var/cache/pkg, as `RUN --mount=type=cache,target=/var/cache/pkg`
+    // would have it)...
     assert_eq!(
-        fs::read_to_string(root.join("cache/pkg/nginx.pkg")).unwrap(),
+        fs::read_to_string(root.join("cache/mounts/%2Fvar%2Fcache%2Fpkg/nginx.pkg")).unwrap(),
         "package\n"
     );
     let layers = exported_layers(&root, "web:1", &t.path().join("oci1"));
