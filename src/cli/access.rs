@@ -45,8 +45,9 @@ pub struct RegistryArgs {
     #[arg(long, value_name = "BOOL", default_value_t = true, action = ArgAction::Set,
           num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub tls_verify: bool,
-    /// Trust the CA certificates (`*.crt`) in DIR for the registry, in
-    /// place of /etc/docker/certs.d/HOST:PORT/ (podman's flag).
+    /// Trust the CA certificates (`*.crt`) in DIR, or in DIR/HOST:PORT/,
+    /// in place of those in /etc/docker/certs.d/HOST:PORT/ (podman's
+    /// flag).
     #[arg(long, value_name = "DIR")]
     pub cert_dir: Option<PathBuf>,
     #[command(flatten)]

@@ -466,14 +466,12 @@ impl Conn {
                 location: self.location.clone(),
                 message: format!(
                     "{what}: TLS failed ({text}); if the registry uses its own CA, put the CA \
-                     certificate in {}/{}/ca.crt (or give --cert-dir DIR holding it, or set \
-                     `certs_dir` under [registries] in the configuration file); if it speaks \
-                     plain HTTP, give --tls-verify=false, or name \"{}\" in {} or under \
+                     certificate in {}/{}/ca.crt (or set `certs_dir` under [registries] in the \
+                     configuration file); if it speaks plain HTTP, list \"{}\" under \
                      [registries] insecure",
                     self.certs_hint.display(),
                     self.registry,
-                    self.registry,
-                    super::options::INSECURE_ENV
+                    self.registry
                 ),
                 user: true,
             };

@@ -35,7 +35,11 @@ pub async fn reach(registry: &str, options: &RegistryOptions) -> Result<Endpoint
     };
     let host = api_host(registry).to_string();
     let pems = match &options.cert_dir {
-        Some(dir) => certs_in(dir),
+        // podman's DIR/*.crt, or a certs.d tree: DIR/HOST:PORT/*.crt.
+        Some(dir) => certs_in(dir).and_then(|mut own| {
+            own.extend(certs_in(&dir.join(registry))?);
+            Ok(own)
+        }),
         None => load_certs(&options.certs_dirs(), registry),
     }
     .map_err(|e| failed(chain(&e), true))?;

@@ -30,9 +30,9 @@ pub struct RegistryOptions {
     pub tls_verify: bool,
     /// docker's `certs.d` directory; `None`: [`DEFAULT_CERTS_DIRS`].
     pub certs_dir: Option<PathBuf>,
-    /// `--cert-dir DIR`, as podman means it: the `*.crt` CA certificates
-    /// in DIR itself are trusted for every registry, in place of the
-    /// `certs.d` ones.
+    /// `--cert-dir DIR`: the `*.crt` CA certificates in DIR itself (as
+    /// podman means it) and in `DIR/HOST:PORT/` (a `certs.d` tree) are
+    /// trusted, in place of the `certs.d` directories'.
     pub cert_dir: Option<PathBuf>,
     /// Credentials; `None`: [`DefaultKeychain::from_env`] when first needed.
     ///
