@@ -59,9 +59,6 @@ pub struct BuildArgs {
     /// push NAME` does).
     #[arg(long)]
     push: bool,
-    /// How FROM, --cache-from, --cache-to and --push reach registries.
-    #[command(flatten)]
-    registry: super::access::RegistryArgs,
     /// A build secret for `RUN --mount=type=secret,id=ID`: `id=ID,src=FILE`
     /// or `id=ID,env=VAR`; may be given several times. It reaches no
     /// layer, history, cache key, log or output.
@@ -117,6 +114,9 @@ pub struct BuildArgs {
     context: PathBuf,
     #[command(flatten)]
     template: super::bastille::TemplateArgs,
+    /// How FROM, --cache-from, --cache-to and --push reach registries.
+    #[command(flatten)]
+    registry: super::access::RegistryArgs,
 }
 
 /// A failed step of a Bastille template, named at its Bastillefile line;

@@ -159,7 +159,7 @@ pub fn inspect(ctx: &Ctx, args: InspectArgs) -> CmdResult {
     if let Some(reference) = args.image.strip_prefix("docker://") {
         // In the registry, without storing anything.
         let options = args.registry.options(ctx)?;
-        return super::remote::inspect(ctx, reference, &args.platform, args.raw, options);
+        return super::remote::inspect(reference, &args.platform, args.raw, options);
     }
     if args.raw {
         return Err(Failure::user(anyhow!(

@@ -36,12 +36,12 @@ pub struct PushArgs {
     destination: Option<String>,
     #[command(flatten)]
     jobs: JobsArg,
-    #[command(flatten)]
-    registry: RegistryArgs,
     /// Write the digest of the manifest pushed (`sha256:…`) to FILE, as
     /// podman and skopeo do.
     #[arg(long, value_name = "FILE")]
     digestfile: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    registry: RegistryArgs,
 }
 
 #[derive(Args, Debug)]
@@ -58,8 +58,6 @@ pub struct PullArgs {
     platform: Option<String>,
     #[command(flatten)]
     jobs: JobsArg,
-    #[command(flatten)]
-    registry: RegistryArgs,
     /// Keep setuid and setgid files (and file capabilities) in its layers,
     /// as FreeBSD's base has (`su`, `passwd`); without it, a layer holding
     /// one is refused. Also `allow_setuid = true` under [layers] in the
@@ -70,6 +68,8 @@ pub struct PullArgs {
     /// one is refused. Also `allow_devices = true` under [layers].
     #[arg(long)]
     allow_devices: bool,
+    #[command(flatten)]
+    registry: RegistryArgs,
 }
 
 #[derive(Args, Debug)]

@@ -65,7 +65,6 @@ pub fn tags(ctx: &Ctx, a: TagsArgs) -> CmdResult {
 /// configuration, and an index's platforms, as pretty JSON; `--raw`: the
 /// manifest's bytes.
 pub(super) fn inspect(
-    _ctx: &Ctx,
     reference: &str,
     platform: &Option<String>,
     raw: bool,
