@@ -768,6 +768,36 @@ fn plain_http_on_another_host_needs_tls_verify_false_or_the_insecure_list() {
     );
     assert!(out.contains(&w.manifest), "{out}");
 
+    // A build: FROM pulled and the result pushed with the same flag.
+    let ctx = w.path("ctx");
+    fs::create_dir_all(&ctx).unwrap();
+    fs::write(
+        ctx.join("Jailfile"),
+        format!("FROM {host}/app:1\nCOPY hello /etc/hello\n"),
+    )
+    .unwrap();
+    fs::write(ctx.join("hello"), "hi\n").unwrap();
+    let built = format!("{host}/built:1");
+    succeeds(&run_bounded(
+        &mut ns.enter(w.jbuild().args([
+            "build",
+            "--tls-verify=false",
+            "--push",
+            "-t",
+            &built,
+            &ctx.display().to_string(),
+        ])),
+        LIMIT,
+    ));
+    let out = run_ok(
+        &mut ns.enter(
+            w.jbuild()
+                .args(["tags", "--tls-verify=false", &format!("{host}/built")]),
+        ),
+        LIMIT,
+    );
+    assert_eq!(out.trim(), "1");
+
     // For CI: the environment names the registry, no flag, no config file.
     succeeds(&run_bounded(
         &mut ns.enter(
