@@ -583,6 +583,32 @@ fn tls_with_a_generated_ca_through_cert_dir_or_without_verification() {
         LIMIT,
     );
     assert!(out.contains(&w.manifest), "{out}");
+    // A manifest list goes the same way.
+    run_ok(
+        w.jbuild().args(["manifest", "create", "list:1", "app:1"]),
+        LIMIT,
+    );
+    succeeds(&run_bounded(
+        w.jbuild().args([
+            "manifest",
+            "push",
+            "--cert-dir",
+            &certs_s,
+            "list:1",
+            &format!("{host}/list:1"),
+        ]),
+        LIMIT,
+    ));
+    let out = run_ok(
+        w.jbuild().args([
+            "inspect",
+            "--cert-dir",
+            &certs_s,
+            &format!("docker://{host}/list:1"),
+        ]),
+        LIMIT,
+    );
+    assert!(out.contains("\"freebsd/amd64\""), "{out}");
     // A certs.d tree works too: DIR/HOST:PORT/ca.crt.
     let tree = w.path("certs.d");
     fs::create_dir_all(tree.join(&host)).unwrap();
