@@ -758,10 +758,13 @@ fn plain_http_on_another_host_needs_tls_verify_false_or_the_insecure_list() {
     let dest = format!("{host}/app:1");
 
     // Unasked, jbuild speaks HTTPS to it, and nothing is pushed.
-    let refused = run_bounded(
-        &mut ns.enter(w.jbuild().args(["push", "app:1", &dest])),
-        LIMIT,
-    );
+    // `jbuild ARGS` in the namespace, on this world's state.
+    let jbuild_in_ns = |args: &[&str]| run_bounded(&mut ns.enter(w.jbuild().args(args)), LIMIT);
+    let tags_in_ns = |repo: &str| {
+        let out = jbuild_in_ns(&["tags", "--tls-verify=false", &format!("{host}/{repo}")]);
+        succeeds(&out).trim().to_string()
+    };
+    let refused = jbuild_in_ns(&["push", "app:1", &dest]);
     let err = text(&refused.stderr);
     assert!(!refused.status.success(), "{err}");
     assert!(err.contains(&format!("https://{host}/")), "{err}");
@@ -769,29 +772,18 @@ fn plain_http_on_another_host_needs_tls_verify_false_or_the_insecure_list() {
         .unwrap()
         .contains("PUT /v2/app/manifests"));
 
-    succeeds(&run_bounded(
-        &mut ns.enter(
-            w.jbuild()
-                .args(["push", "--tls-verify=false", "app:1", &dest]),
-        ),
-        LIMIT,
-    ));
-    let out = run_ok(
-        &mut ns.enter(
-            w.jbuild()
-                .args(["tags", "--tls-verify=false", &format!("{host}/app")]),
-        ),
-        LIMIT,
-    );
-    assert_eq!(out.trim(), "1");
-    let out = run_ok(
-        &mut ns.enter(w.jbuild().args([
-            "inspect",
-            "--tls-verify=false",
-            &format!("docker://{dest}"),
-        ])),
-        LIMIT,
-    );
+    succeeds(&jbuild_in_ns(&[
+        "push",
+        "--tls-verify=false",
+        "app:1",
+        &dest,
+    ]));
+    assert_eq!(tags_in_ns("app"), "1");
+    let out = succeeds(&jbuild_in_ns(&[
+        "inspect",
+        "--tls-verify=false",
+        &format!("docker://{dest}"),
+    ]));
     assert!(out.contains(&w.manifest), "{out}");
 
     // A build: FROM pulled and the result pushed with the same flag.
@@ -804,25 +796,15 @@ fn plain_http_on_another_host_needs_tls_verify_false_or_the_insecure_list() {
     .unwrap();
     fs::write(ctx.join("hello"), "hi\n").unwrap();
     let built = format!("{host}/built:1");
-    succeeds(&run_bounded(
-        &mut ns.enter(w.jbuild().args([
-            "build",
-            "--tls-verify=false",
-            "--push",
-            "-t",
-            &built,
-            &ctx.display().to_string(),
-        ])),
-        LIMIT,
-    ));
-    let out = run_ok(
-        &mut ns.enter(
-            w.jbuild()
-                .args(["tags", "--tls-verify=false", &format!("{host}/built")]),
-        ),
-        LIMIT,
-    );
-    assert_eq!(out.trim(), "1");
+    succeeds(&jbuild_in_ns(&[
+        "build",
+        "--tls-verify=false",
+        "--push",
+        "-t",
+        &built,
+        &ctx.display().to_string(),
+    ]));
+    assert_eq!(tags_in_ns("built"), "1");
 
     // For CI: the environment names the registry, no flag, no config file.
     succeeds(&run_bounded(
