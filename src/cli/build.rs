@@ -114,6 +114,9 @@ pub struct BuildArgs {
     context: PathBuf,
     #[command(flatten)]
     template: super::bastille::TemplateArgs,
+    /// How FROM, --cache-from, --cache-to and --push reach registries.
+    #[command(flatten)]
+    registry: super::access::RegistryArgs,
 }
 
 /// A failed step of a Bastille template, named at its Bastillefile line;
@@ -193,7 +196,7 @@ fn registry_cache(ctx: &Ctx, args: &BuildArgs) -> Result<Option<engine::Registry
             .as_ref()
             .map(|s| repo("--cache-to", s))
             .transpose()?,
-        options: jbuild::transport::RegistryOptions::from_settings(&ctx.settings),
+        options: args.registry.options(ctx)?,
     }))
 }
 
@@ -355,7 +358,7 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
     let snapshotter = ctx.snapshotter()?;
     let reporter = ctx.reporter();
     let puller = jbuild::transport::RegistryPuller {
-        options: jbuild::transport::RegistryOptions::from_settings(&ctx.settings),
+        options: args.registry.options(ctx)?,
         jobs: 4,
     };
     // FROM images unpack as `jbuild pull` would, by the same [layers] settings.
@@ -398,7 +401,14 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
         if args.push {
             let store = ctx.store()?;
             let name = list.to_string();
-            let p = super::manifest::push_list(ctx, &store, list, &name, 4)?;
+            let p = super::manifest::push_list(
+                ctx,
+                &store,
+                list,
+                &name,
+                4,
+                &args.registry.options(ctx)?,
+            )?;
             if !ctx.json && !ctx.quiet {
                 eprintln!("pushed {} to {}", p.digest, p.place);
             }
@@ -420,7 +430,15 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
         let digest = out.manifest_digest.to_string();
         for t in &opts.tags {
             let name = t.to_string();
-            let p = super::registry::push_to(ctx, &store, &digest, &name, &name, 4)?;
+            let p = super::registry::push_to(
+                ctx,
+                &store,
+                &digest,
+                &name,
+                &name,
+                4,
+                &args.registry.options(ctx)?,
+            )?;
             if !ctx.json && !ctx.quiet {
                 eprintln!("pushed {} to {}", p.digest, p.place);
             }

@@ -27,6 +27,12 @@ pub struct InspectArgs {
     /// Platform to pick from a multi-platform image.
     #[arg(long, value_name = "OS/ARCH")]
     platform: Option<String>,
+    /// With `docker://REF`: print the manifest (or index) exactly as the
+    /// registry sent it.
+    #[arg(long)]
+    raw: bool,
+    #[command(flatten)]
+    registry: super::access::RegistryArgs,
 }
 
 #[derive(Args, Debug)]
@@ -150,6 +156,16 @@ pub fn images(ctx: &Ctx, args: ImagesArgs) -> CmdResult {
 }
 
 pub fn inspect(ctx: &Ctx, args: InspectArgs) -> CmdResult {
+    if let Some(reference) = args.image.strip_prefix("docker://") {
+        // In the registry, without storing anything.
+        let options = args.registry.options(ctx)?;
+        return super::remote::inspect(reference, &args.platform, args.raw, options);
+    }
+    if args.raw {
+        return Err(Failure::user(anyhow!(
+            "--raw is for images in a registry: jbuild inspect --raw docker://REF"
+        )));
+    }
     let store = ctx.store()?;
     let img = load(&store, &args.image, &platform(&args.platform)?)?;
     if args.jailfile {

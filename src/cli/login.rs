@@ -7,14 +7,16 @@ use std::io::{IsTerminal, Read};
 use clap::Args;
 use serde_json::json;
 
-use jbuild::keychain::{canonical_registry, Credential, DefaultKeychain, Secret};
-use jbuild::transport::registry::{reach, verify, RegistryOptions};
+use jbuild::keychain::{canonical_registry, Credential, Secret};
+use jbuild::transport::registry::{reach, verify};
 use jbuild::transport::{self, TransportError};
 
-use super::{CmdResult, Ctx, Failure};
+use super::access::{AuthfileArg, RegistryArgs};
+use super::{prompt, CmdResult, Ctx, Failure};
 
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:\n  \
+    jbuild login registry.lan:5000        (asks for the user name and password)\n  \
     echo \"$TOKEN\" | jbuild login ghcr.io -u octocat --password-stdin\n  \
     jbuild login registry.lan:5000 -u ci --password-stdin < secret.txt\n  \
     jbuild logout ghcr.io")]
@@ -22,15 +24,18 @@ pub struct LoginArgs {
     /// The registry, `host[:port]` (default: Docker Hub).
     #[arg(value_name = "REGISTRY", default_value = "docker.io")]
     registry: String,
-    /// The user name.
+    /// The user name (asked for on a terminal when not given).
     #[arg(short, long)]
     username: Option<String>,
     /// The password (it lands in your shell history: prefer --password-stdin).
     #[arg(short, long, conflicts_with = "password_stdin")]
     password: Option<Secret>,
-    /// Read the password (or token) from standard input.
+    /// Read the password (or token) from standard input. Without it and
+    /// -p, the password is asked for on a terminal, without echo.
     #[arg(long)]
     password_stdin: bool,
+    #[command(flatten)]
+    access: RegistryArgs,
 }
 
 #[derive(Args, Debug)]
@@ -38,6 +43,8 @@ pub struct LogoutArgs {
     /// The registry, `host[:port]` (default: Docker Hub).
     #[arg(value_name = "REGISTRY", default_value = "docker.io")]
     registry: String,
+    #[command(flatten)]
+    auth: AuthfileArg,
 }
 
 fn registry_name(raw: &str) -> Result<String, Failure> {
@@ -56,11 +63,25 @@ fn registry_name(raw: &str) -> Result<String, Failure> {
 
 pub fn login(ctx: &Ctx, a: LoginArgs) -> CmdResult {
     let registry = registry_name(&a.registry)?;
-    let Some(username) = a.username.filter(|u| !u.is_empty()) else {
-        return Err(Failure::user(anyhow::anyhow!(
-            "login needs a user name: jbuild login {registry} -u USER --password-stdin"
-        )));
+    let asked = |e: std::io::Error| {
+        Failure::user(anyhow::Error::new(e).context("cannot read the answer from the terminal"))
     };
+    // A terminal is asked only when nothing else says (never with
+    // --password-stdin: standard input then holds the password).
+    let ask = prompt::interactive() && !a.password_stdin;
+    let username = match a.username.filter(|u| !u.is_empty()) {
+        Some(u) => u,
+        None if ask => prompt::line("Username: ").map_err(asked)?,
+        None => {
+            return Err(Failure::user(anyhow::anyhow!(
+                "login needs a user name: jbuild login {registry} -u USER --password-stdin \
+                 (on a terminal, jbuild asks for it)"
+            )))
+        }
+    };
+    if username.is_empty() {
+        return Err(Failure::user(anyhow::anyhow!("the user name is empty")));
+    }
     let password = if a.password_stdin {
         let mut s = String::new();
         std::io::stdin().read_to_string(&mut s).map_err(|e| {
@@ -75,6 +96,8 @@ pub fn login(ctx: &Ctx, a: LoginArgs) -> CmdResult {
             eprintln!("warning: a password given with -p lands in your shell history and the process list; use --password-stdin");
         }
         p.expose().to_string()
+    } else if ask {
+        prompt::secret("Password: ").map_err(asked)?
     } else {
         let hint = if std::io::stdin().is_terminal() {
             ""
@@ -93,7 +116,7 @@ pub fn login(ctx: &Ctx, a: LoginArgs) -> CmdResult {
         username: username.clone(),
         password: Secret::new(password),
     };
-    let keychain = DefaultKeychain::from_env().map_err(Failure::user)?;
+    let keychain = a.access.auth.keychain()?;
 
     let cannot = |e: anyhow::Error, user: bool| {
         let e = e.context(format!("cannot log in to {registry}"));
@@ -103,7 +126,7 @@ pub fn login(ctx: &Ctx, a: LoginArgs) -> CmdResult {
             Failure::internal(e)
         }
     };
-    let options = RegistryOptions::from_settings(&ctx.settings);
+    let options = a.access.options(ctx)?;
     // One runtime for both: the HTTP client `reach` builds keeps its
     // connections on the runtime it was first used in.
     let verified = transport::block_on(async {
@@ -137,7 +160,7 @@ pub fn login(ctx: &Ctx, a: LoginArgs) -> CmdResult {
 
 pub fn logout(ctx: &Ctx, a: LogoutArgs) -> CmdResult {
     let registry = registry_name(&a.registry)?;
-    let keychain = DefaultKeychain::from_env().map_err(Failure::user)?;
+    let keychain = a.auth.keychain()?;
     let removed = keychain.erase(&registry).map_err(Failure::user)?;
     if ctx.json {
         outln!("{}", json!({"registry": registry, "removed": removed}));

@@ -84,6 +84,8 @@ struct PushArgs {
     destination: Option<String>,
     #[command(flatten)]
     jobs: JobsArg,
+    #[command(flatten)]
+    registry: super::access::RegistryArgs,
 }
 
 fn failure(e: IndexError) -> Failure {
@@ -130,6 +132,7 @@ pub(super) fn push_list(
     name: &ImageName,
     dest: &str,
     jobs: usize,
+    options: &jbuild::transport::RegistryOptions,
 ) -> Result<super::registry::Pushed, Failure> {
     let desc = index::check(store, name).map_err(failure)?;
     super::registry::push_to(
@@ -139,6 +142,7 @@ pub(super) fn push_list(
         dest,
         &name.to_string(),
         jobs,
+        options,
     )
 }
 
@@ -194,7 +198,8 @@ pub fn run(ctx: &Ctx, args: ManifestArgs) -> CmdResult {
         ManifestCmd::Push(a) => {
             let name = list_name(&a.name)?;
             let dest = a.destination.clone().unwrap_or_else(|| a.name.clone());
-            let p = push_list(ctx, &store, &name, &dest, a.jobs.jobs.into())?;
+            let options = a.registry.options(ctx)?;
+            let p = push_list(ctx, &store, &name, &dest, a.jobs.jobs.into(), &options)?;
             done(ctx, &p.digest, &p.place, p.tag.as_deref());
         }
     }

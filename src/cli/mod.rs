@@ -24,6 +24,7 @@ macro_rules! out {
     };
 }
 
+mod access;
 mod bastille;
 mod build;
 mod check;
@@ -31,7 +32,9 @@ mod create;
 mod images;
 mod login;
 mod manifest;
+mod prompt;
 mod registry;
+mod remote;
 mod transfer;
 
 use std::io::IsTerminal;
@@ -95,7 +98,8 @@ enum Cmd {
     /// List the images in the local store.
     #[command(alias = "ls")]
     Images(images::ImagesArgs),
-    /// Show an image's manifest and configuration.
+    /// Show an image's manifest and configuration (in the store, or in a
+    /// registry without pulling it: `docker://REF`).
     Inspect(images::InspectArgs),
     /// Show the history (one line per instruction) of an image.
     History(images::HistoryArgs),
@@ -116,6 +120,8 @@ enum Cmd {
     Push(registry::PushArgs),
     /// Fetch an image from a registry into the store.
     Pull(registry::PullArgs),
+    /// List the tags of a repository in a registry.
+    Tags(remote::TagsArgs),
     /// Copy an image between any two places: registries, OCI layouts and archives, the store.
     Copy(registry::CopyArgs),
     /// Make, edit and push manifest lists (one image per platform).
@@ -285,6 +291,7 @@ pub fn main() -> i32 {
         Cmd::Push(a) => registry::push(&ctx, a),
         Cmd::Pull(a) => registry::pull(&ctx, a),
         Cmd::Copy(a) => registry::copy(&ctx, a),
+        Cmd::Tags(a) => remote::tags(&ctx, a),
         Cmd::Manifest(a) => manifest::run(&ctx, a),
         Cmd::Info => images::info(&ctx),
         Cmd::Convert(a) => bastille::convert(&ctx, a),

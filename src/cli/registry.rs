@@ -4,6 +4,7 @@
 use anyhow::anyhow;
 use clap::Args;
 
+use super::access::RegistryArgs;
 use super::transfer::{copy_with, done, failure};
 use super::{CmdResult, Ctx, Failure};
 use jbuild::image::{self, Platform, Unpacker};
@@ -39,6 +40,8 @@ pub struct PushArgs {
     /// podman and skopeo do.
     #[arg(long, value_name = "FILE")]
     digestfile: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    registry: RegistryArgs,
 }
 
 #[derive(Args, Debug)]
@@ -65,6 +68,8 @@ pub struct PullArgs {
     /// one is refused. Also `allow_devices = true` under [layers].
     #[arg(long)]
     allow_devices: bool,
+    #[command(flatten)]
+    registry: RegistryArgs,
 }
 
 #[derive(Args, Debug)]
@@ -85,6 +90,8 @@ pub struct CopyArgs {
     platform: Option<String>,
     #[command(flatten)]
     jobs: JobsArg,
+    #[command(flatten)]
+    registry: RegistryArgs,
 }
 
 fn is_location(s: &str) -> bool {
@@ -148,10 +155,10 @@ pub(super) fn push_to(
     dest: &str,
     shown_as: &str,
     jobs: usize,
+    options: &RegistryOptions,
 ) -> Result<Pushed, Failure> {
     let desc = Ctx::resolve_image(store, image)?;
-    let options = RegistryOptions::from_settings(&ctx.settings);
-    let (dst, mut tag) = destination(dest, &options)?;
+    let (dst, mut tag) = destination(dest, options)?;
     if tag.is_none() && (dest.starts_with("oci:") || dest.starts_with("oci-archive:")) {
         // As `export`: a layout gets the image's own tag.
         tag = ImageName::parse(shown_as)
@@ -207,6 +214,7 @@ pub fn push(ctx: &Ctx, args: PushArgs) -> CmdResult {
         &dest,
         &args.image,
         args.jobs.jobs.into(),
+        &args.registry.options(ctx)?,
     )?;
     if let Some(file) = &args.digestfile {
         write_digest_file("--digestfile", file, &p.digest)?;
@@ -223,7 +231,7 @@ pub fn pull(ctx: &Ctx, args: PullArgs) -> CmdResult {
     registry_ref(reference)?;
     let want = platform(&args.platform)?.unwrap_or_else(Platform::default_for_host);
     let source = RegistryPuller {
-        options: RegistryOptions::from_settings(&ctx.settings),
+        options: args.registry.options(ctx)?,
         jobs: args.jobs.jobs.into(),
     };
     let store = ctx.store()?;
@@ -246,7 +254,7 @@ pub fn pull(ctx: &Ctx, args: PullArgs) -> CmdResult {
 }
 
 pub fn copy(ctx: &Ctx, args: CopyArgs) -> CmdResult {
-    let options = RegistryOptions::from_settings(&ctx.settings);
+    let options = args.registry.options(ctx)?;
     let opts = CopyOptions {
         jobs: args.jobs.jobs.into(),
         platform: platform(&args.platform)?,

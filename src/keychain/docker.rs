@@ -33,6 +33,15 @@ impl DockerConfigKeychain {
         }
     }
 
+    /// The credentials in `file` (docker's format: `auths`, `credHelpers`,
+    /// `credsStore`), helpers found on `helpers` (a `$PATH`).
+    pub fn at(file: PathBuf, helpers: Option<OsString>) -> DockerConfigKeychain {
+        DockerConfigKeychain {
+            file: Some(file),
+            helpers,
+        }
+    }
+
     /// Keeps `cred` for `registry` (canonical) where docker would: with the
     /// helper the file names for it, else base64 in the file (mode 0600,
     /// replaced atomically).

@@ -341,6 +341,22 @@ fn store_creates_a_missing_config_directory() {
 }
 
 #[test]
+fn store_writes_into_the_named_auth_file() {
+    // As `podman login --authfile F` (or with $REGISTRY_AUTH_FILE): the
+    // file is made if missing, and docker's config.json is left alone.
+    let mut e = Env::new();
+    e.set("REGISTRY_AUTH_FILE", e.path("ci/auth.json"));
+    e.set("DOCKER_CONFIG", e.path("docker"));
+    let k = e.keychain();
+    k.store("Reg.LAN:5000", &basic("ci", "pw")).unwrap();
+    let text = fs::read_to_string(e.path("ci/auth.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["auths"]["reg.lan:5000"]["auth"], b64("ci:pw"));
+    assert!(!e.path("docker/config.json").exists());
+    assert_eq!(k.get("reg.lan:5000").unwrap(), Some(basic("ci", "pw")));
+}
+
+#[test]
 fn store_updates_the_auth_file_that_answers() {
     let mut e = Env::new();
     let f = e.write(

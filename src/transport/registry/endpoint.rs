@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::options::RegistryOptions;
-use super::reference::{api_host, is_loopback};
+use super::reference::api_host;
 use crate::report::error_chain as chain;
 use crate::transport::TransportError;
 
@@ -34,7 +34,15 @@ pub async fn reach(registry: &str, options: &RegistryOptions) -> Result<Endpoint
         user,
     };
     let host = api_host(registry).to_string();
-    let pems = load_certs(&options.certs_dirs(), registry).map_err(|e| failed(chain(&e), true))?;
+    let pems = match &options.cert_dir {
+        // podman's DIR/*.crt, or a certs.d tree: DIR/HOST:PORT/*.crt.
+        Some(dir) => certs_in(dir).and_then(|mut own| {
+            own.extend(certs_in(&dir.join(registry))?);
+            Ok(own)
+        }),
+        None => load_certs(&options.certs_dirs(), registry),
+    }
+    .map_err(|e| failed(chain(&e), true))?;
     // A silent registry (no TCP answer, a stalled TLS handshake, a body
     // that stops) fails the request after `timeout`; requests are then
     // retried within the retry policy's bound.
@@ -55,10 +63,14 @@ pub async fn reach(registry: &str, options: &RegistryOptions) -> Result<Endpoint
     if !certs.is_empty() {
         builder = builder.tls_certs_merge(certs);
     }
+    if !options.tls_verify {
+        // `--tls-verify=false`, as podman and skopeo mean it.
+        builder = builder.tls_danger_accept_invalid_certs(true);
+    }
     let http = builder
         .build()
         .map_err(|e| failed(format!("cannot set up HTTP: {}", chain(&e)), false))?;
-    let plain_ok = is_loopback(registry) || options.insecure.iter().any(|i| i == registry);
+    let plain_ok = options.plain_http_allowed(registry);
     let scheme = if plain_ok {
         probe_scheme(&http, &host, timeout).await
     } else {
@@ -105,24 +117,28 @@ pub struct CertError {
 pub fn load_certs(dirs: &[PathBuf], registry: &str) -> Result<Vec<(PathBuf, Vec<u8>)>, CertError> {
     let mut out = Vec::new();
     for dir in dirs {
-        let d = dir.join(registry);
-        let Ok(entries) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        let mut paths: Vec<PathBuf> = entries
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "crt"))
-            .collect();
-        paths.sort();
-        for p in paths {
-            let pem = std::fs::read(&p).map_err(|source| CertError {
-                path: p.clone(),
-                source,
-            })?;
-            out.push((p, pem));
-        }
+        out.extend(certs_in(&dir.join(registry))?);
     }
     Ok(out)
+}
+
+/// The `*.crt` files in `dir` (none when it is missing), sorted by name.
+pub fn certs_in(dir: &std::path::Path) -> Result<Vec<(PathBuf, Vec<u8>)>, CertError> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(Vec::new());
+    };
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "crt"))
+        .collect();
+    paths.sort();
+    paths
+        .into_iter()
+        .map(|p| match std::fs::read(&p) {
+            Ok(pem) => Ok((p, pem)),
+            Err(source) => Err(CertError { path: p, source }),
+        })
+        .collect()
 }
 
 #[cfg(test)]

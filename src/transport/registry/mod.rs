@@ -24,6 +24,7 @@ mod body;
 mod conn;
 mod download;
 mod endpoint;
+mod inspect;
 mod login;
 mod manifest;
 pub mod oauth;
@@ -32,6 +33,7 @@ mod pull;
 pub mod reference;
 pub mod retry;
 mod signin;
+mod tags;
 mod upload;
 
 use std::path::Path;
@@ -51,8 +53,10 @@ use crate::digest::Digest;
 pub use blob::range_start;
 pub use body::{head_of_body, read_capped};
 pub use endpoint::{reach, Endpoint};
+pub use inspect::RemoteImage;
 pub use login::{verify, VerifyError};
-pub use options::{RegistryOperation, RegistryOptions};
+pub use options::{insecure_list, RegistryOperation, RegistryOptions, INSECURE_ENV};
+pub use tags::MAX_PAGES;
 
 /// One repository of a registry.
 pub struct RegistryTransport {

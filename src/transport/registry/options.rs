@@ -24,8 +24,16 @@ pub enum RegistryOperation {
 pub struct RegistryOptions {
     /// Registries (`host[:port]`) allowed plain HTTP besides loopback ones.
     pub insecure: Vec<String>,
+    /// `false` (`--tls-verify=false`): every registry this command reaches
+    /// may use plain HTTP, and an HTTPS one is not asked for a certificate
+    /// jbuild trusts.
+    pub tls_verify: bool,
     /// docker's `certs.d` directory; `None`: [`DEFAULT_CERTS_DIRS`].
     pub certs_dir: Option<PathBuf>,
+    /// `--cert-dir DIR`: the `*.crt` CA certificates in DIR itself (as
+    /// podman means it) and in `DIR/HOST:PORT/` (a `certs.d` tree) are
+    /// trusted, in place of the `certs.d` directories'.
+    pub cert_dir: Option<PathBuf>,
     /// Credentials; `None`: [`DefaultKeychain::from_env`] when first needed.
     ///
     /// [`DefaultKeychain::from_env`]: crate::keychain::DefaultKeychain::from_env
@@ -40,7 +48,9 @@ impl Default for RegistryOptions {
     fn default() -> Self {
         RegistryOptions {
             insecure: Vec::new(),
+            tls_verify: true,
             certs_dir: None,
+            cert_dir: None,
             keychain: None,
             retry: RetryPolicy::default(),
             timeout: crate::config::RegistrySettings::default().timeout(),
@@ -49,14 +59,41 @@ impl Default for RegistryOptions {
 }
 
 impl RegistryOptions {
-    /// The options the configuration file sets.
+    /// The options the configuration file sets, with the registries
+    /// [`INSECURE_ENV`] names added to its `insecure` list.
     pub fn from_settings(s: &crate::config::Settings) -> RegistryOptions {
+        RegistryOptions::from_settings_with(s, |name| std::env::var(name).ok())
+    }
+
+    /// [`RegistryOptions::from_settings`] with the environment given (`var`
+    /// looks a variable up).
+    pub fn from_settings_with(
+        s: &crate::config::Settings,
+        var: impl Fn(&str) -> Option<String>,
+    ) -> RegistryOptions {
+        let mut insecure = s.registries.insecure.clone();
+        for r in var(INSECURE_ENV)
+            .as_deref()
+            .map(insecure_list)
+            .unwrap_or_default()
+        {
+            if !insecure.contains(&r) {
+                insecure.push(r);
+            }
+        }
         RegistryOptions {
-            insecure: s.registries.insecure.clone(),
+            insecure,
             certs_dir: s.registries.certs_dir.clone(),
             timeout: s.registries.timeout(),
             ..RegistryOptions::default()
         }
+    }
+
+    /// Whether `registry` (`host[:port]`) may be reached over plain HTTP.
+    pub(crate) fn plain_http_allowed(&self, registry: &str) -> bool {
+        !self.tls_verify
+            || super::reference::is_loopback(registry)
+            || self.insecure.iter().any(|i| i == registry)
     }
 
     /// The `certs.d` directories asked for a registry's CA certificates.
@@ -68,5 +105,44 @@ impl RegistryOptions {
     }
 }
 
+/// The environment variable naming registries allowed plain HTTP, as
+/// `[registries] insecure` does in the configuration file: `host[:port]`
+/// separated by commas or white space (`registry.lan:5000,10.0.0.7:5000`),
+/// for CI jobs that have no configuration file.
+pub const INSECURE_ENV: &str = "JBUILD_INSECURE_REGISTRIES";
+
+/// The registries an [`INSECURE_ENV`] value names, lowercased as
+/// references are.
+pub fn insecure_list(value: &str) -> Vec<String> {
+    value
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .map(|r| r.trim().trim_end_matches('/').to_ascii_lowercase())
+        .filter(|r| !r.is_empty())
+        .collect()
+}
+
 /// Where docker and podman look for a registry's CA certificates.
 pub const DEFAULT_CERTS_DIRS: [&str; 2] = ["/etc/docker/certs.d", "/etc/containers/certs.d"];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_environment_adds_insecure_registries() {
+        let mut settings = crate::config::Settings::default();
+        settings.registries.insecure = vec!["a.lan:5000".into()];
+        let o = RegistryOptions::from_settings_with(&settings, |n| {
+            (n == INSECURE_ENV).then(|| " B.lan:5000, a.lan:5000 10.0.0.7:80/,".to_string())
+        });
+        assert_eq!(o.insecure, ["a.lan:5000", "b.lan:5000", "10.0.0.7:80"]);
+        assert!(o.plain_http_allowed("10.0.0.7:80"));
+        assert!(o.plain_http_allowed("127.0.0.1:5000"));
+        assert!(!o.plain_http_allowed("c.lan:5000"));
+        let off = RegistryOptions {
+            tls_verify: false,
+            ..o
+        };
+        assert!(off.plain_http_allowed("c.lan:5000"));
+    }
+}

@@ -1,0 +1,78 @@
+//! The flags every command that reaches a registry takes, as podman and
+//! skopeo spell them: `--tls-verify=false`, `--cert-dir DIR` and
+//! `--authfile FILE`, turned into the library's `RegistryOptions` over the
+//! configuration file's `[registries]` and `$JBUILD_INSECURE_REGISTRIES`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::anyhow;
+use clap::{ArgAction, Args};
+
+use jbuild::keychain::DefaultKeychain;
+use jbuild::transport::RegistryOptions;
+
+use super::{Ctx, Failure};
+
+/// `--authfile`: for login and logout, and through [`RegistryArgs`] for
+/// every command that reaches a registry.
+#[derive(Args, Debug, Clone, Default)]
+pub struct AuthfileArg {
+    /// The auth file (docker's JSON format) credentials are read from and
+    /// `login` writes to, as podman's `--authfile`; also
+    /// $REGISTRY_AUTH_FILE. Default: containers' auth.json, then docker's
+    /// config.json.
+    #[arg(long, value_name = "FILE")]
+    pub authfile: Option<PathBuf>,
+}
+
+impl AuthfileArg {
+    /// The keychain: every source, with the auth file named here in place
+    /// of `$REGISTRY_AUTH_FILE`.
+    pub fn keychain(&self) -> Result<DefaultKeychain, Failure> {
+        DefaultKeychain::with_auth_file(self.authfile.as_deref()).map_err(Failure::user)
+    }
+}
+
+/// How a command reaches registries.
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Registry options")]
+pub struct RegistryArgs {
+    /// `--tls-verify=false`: registries may be reached over plain HTTP, and
+    /// an HTTPS registry's certificate is not checked. For named registries
+    /// only, set JBUILD_INSECURE_REGISTRIES=host:port,… (or [registries]
+    /// insecure in the configuration file).
+    #[arg(long, value_name = "BOOL", default_value_t = true, action = ArgAction::Set,
+          num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub tls_verify: bool,
+    /// Trust the CA certificates (`*.crt`) in DIR, or in DIR/HOST:PORT/,
+    /// in place of those in /etc/docker/certs.d/HOST:PORT/ (podman's
+    /// flag).
+    #[arg(long, value_name = "DIR")]
+    pub cert_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub auth: AuthfileArg,
+}
+
+impl RegistryArgs {
+    /// The options: the configuration file's, then the environment's,
+    /// then these flags.
+    pub fn options(&self, ctx: &Ctx) -> Result<RegistryOptions, Failure> {
+        let mut o = RegistryOptions::from_settings(&ctx.settings);
+        o.tls_verify = self.tls_verify;
+        if let Some(dir) = &self.cert_dir {
+            if !dir.is_dir() {
+                return Err(Failure::user(anyhow!(
+                    "--cert-dir {}: not a directory; give the directory that holds the \
+                     registry's CA certificate (ca.crt)",
+                    dir.display()
+                )));
+            }
+            o.cert_dir = Some(dir.clone());
+        }
+        if self.auth.authfile.is_some() {
+            o.keychain = Some(Arc::new(self.auth.keychain()?));
+        }
+        Ok(o)
+    }
+}
