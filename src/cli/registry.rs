@@ -4,7 +4,7 @@
 use anyhow::anyhow;
 use clap::Args;
 
-use super::transfer::{copy_with, done, failure};
+use super::transfer::{copy_with, done, failure, stdout_free};
 use super::{CmdResult, Ctx, Failure};
 use jbuild::image::{self, Platform, Unpacker};
 use jbuild::store::ImageName;
@@ -150,6 +150,7 @@ pub(super) fn push_to(
     jobs: usize,
 ) -> Result<Pushed, Failure> {
     let desc = Ctx::resolve_image(store, image)?;
+    stdout_free(ctx, dest)?;
     let options = RegistryOptions::from_settings(&ctx.settings);
     let (dst, mut tag) = destination(dest, &options)?;
     if tag.is_none() && (dest.starts_with("oci:") || dest.starts_with("oci-archive:")) {
@@ -271,6 +272,7 @@ pub fn copy(ctx: &Ctx, args: CopyArgs) -> CmdResult {
             }
         }
     };
+    stdout_free(ctx, &args.destination)?;
     let (dst, tag) = destination(&args.destination, &options)?;
     let out = copy_with(
         ctx,

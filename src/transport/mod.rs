@@ -48,7 +48,7 @@ use async_trait::async_trait;
 use oci_spec::image::Descriptor;
 
 pub use ability::{BlobMounts, BlobOrigin, LocalBlobs, OriginNotes};
-pub use archive::ArchiveTransport;
+pub use archive::{is_stdout as writes_stdout, ArchiveError, ArchiveTransport};
 pub use copy::{copy_image, copy_image_with, CopyEvent, CopyOptions};
 pub use layout::LayoutTransport;
 pub use registry::{RegistryOptions, RegistryPuller, RegistryRef, RegistryTransport};
@@ -166,6 +166,14 @@ pub enum TransportError {
         what: String,
         reason: String,
     },
+    /// An OCI archive's tar stream is refused: malformed, hostile or too
+    /// large.
+    #[error("{location}: the archive is refused")]
+    Archive {
+        location: String,
+        #[source]
+        source: archive::ArchiveError,
+    },
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("{context}")]
@@ -221,6 +229,7 @@ impl TransportError {
             | TransportError::NotFound { .. }
             | TransportError::Mismatch { .. }
             | TransportError::TooLarge { .. }
+            | TransportError::Archive { .. }
             | TransportError::Invalid { .. } => true,
             TransportError::Store(_)
             | TransportError::Io { .. }
