@@ -246,9 +246,15 @@ impl Transport for ArchiveTransport {
 }
 
 /// Errors from the extracted copy name the archive, not the temporary
-/// directory.
+/// directory; a blob the archive lacks is the archive's fault.
 fn relocate(e: TransportError, location: &str) -> TransportError {
     match e {
+        TransportError::Store(crate::store::StoreError::BlobNotFound { digest, .. }) => {
+            TransportError::Archive {
+                location: location.into(),
+                source: ArchiveError::MissingBlob(digest),
+            }
+        }
         TransportError::NotFound { reference, .. } => TransportError::NotFound {
             location: location.into(),
             reference,

@@ -58,6 +58,12 @@ pub enum ArchiveError {
     Entry { entry: String, reason: String },
     #[error("blob `{name}` holds other bytes than its name says ({actual})")]
     Digest { name: String, actual: Digest },
+    #[error("it has no {0}; an OCI archive has oci-layout, index.json and blobs/")]
+    Missing(&'static str),
+    #[error("it lacks blob {0}, which its images need")]
+    MissingBlob(Digest),
+    #[error("its index.json is not an OCI image index")]
+    Index(#[source] serde_json::Error),
 }
 
 /// A path for a message: at most 100 bytes of it.
@@ -235,6 +241,17 @@ pub(super) fn extract(
             TransportError::io(format!("cannot read {location}"), e)
         });
     }
+    // What the layout reader trusts in a store of its own: refused here as
+    // the archive's fault. Descriptors name digests, never paths.
+    for name in ["oci-layout", "index.json"] {
+        if !into.join(name).exists() {
+            return Err(refused(ArchiveError::Missing(name)));
+        }
+    }
+    let index = fs::read(into.join("index.json"))
+        .map_err(|e| TransportError::io("cannot read the staged index.json", e))?;
+    serde_json::from_slice::<oci_spec::image::ImageIndex>(&index)
+        .map_err(|e| refused(ArchiveError::Index(e)))?;
     Ok(())
 }
 
