@@ -19,7 +19,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use hostile_support::archive::{bytes, gnu_long_name, pax_record, Writer};
-use hostile_support::world::{assert_checks_clean, state, text};
+use hostile_support::world::{assert_checks_clean, differences, state, text};
 use hostile_support::Tar;
 use registry_support::World;
 
@@ -291,9 +291,31 @@ fn hostile_archives_are_refused_in_bounded_memory_and_leave_nothing_behind() {
         } else if !left.is_empty() {
             failures.push(format!("{}: left in TMPDIR: {left:?}", c.name));
         } else if after != before {
-            failures.push(format!("{}: the state root changed", c.name));
+            failures.push(format!(
+                "{}: the state root changed: {:?}",
+                c.name,
+                differences(&before, &after)
+            ));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert_checks_clean(home, "after the hostile archives");
+
+    // The [layers] limits hold an archive as they hold a layer.
+    let sound = bytes(layout.tar(&layout.index, |_| false).finish());
+    for (setting, expect) in [
+        ("max_size = 16384", "larger than the 16 KiB"),
+        ("max_entries = 3", "more than 3 entries"),
+    ] {
+        let limited = tempfile::tempdir().unwrap();
+        fs::create_dir_all(limited.path().join("tmp")).unwrap();
+        fs::write(
+            limited.path().join("jbuild.toml"),
+            format!("[layers]\n{setting}\n"),
+        )
+        .unwrap();
+        let (code, err, _) = import(limited.path(), &sound);
+        assert_eq!(code, Some(1), "{setting}: {err}");
+        assert!(err.contains(expect), "{setting}: {err}");
+    }
 }

@@ -253,7 +253,8 @@ pub fn copy(ctx: &Ctx, args: CopyArgs) -> CmdResult {
         platform: platform(&args.platform)?,
     };
     let (src, reference): (Box<dyn Transport>, String) = if is_location(&args.source) {
-        let (t, r) = transport::parse_location_with(&args.source, &options).map_err(failure)?;
+        let (t, r) = transport::parse_location_limited(&args.source, &options, &ctx.layer_limits())
+            .map_err(failure)?;
         (t, r.unwrap_or_default())
     } else {
         let store = ctx.store()?;

@@ -118,7 +118,9 @@ pub fn export(ctx: &Ctx, args: ExportArgs) -> CmdResult {
 }
 
 pub fn import(ctx: &Ctx, args: ImportArgs) -> CmdResult {
-    let (src, reference) = transport::parse_location(&args.source).map_err(failure)?;
+    let (src, reference) =
+        transport::parse_location_limited(&args.source, &Default::default(), &ctx.layer_limits())
+            .map_err(failure)?;
     let name: Option<ImageName> = match (&args.name, &reference) {
         (Some(n), _) => Some(n.parse().map_err(|e| Failure::user(anyhow!("{n}: {e}")))?),
         (None, Some(r)) => r.parse().ok(),

@@ -258,6 +258,16 @@ pub fn parse_location_with(
     s: &str,
     registry: &RegistryOptions,
 ) -> Result<(Box<dyn Transport>, Option<String>), TransportError> {
+    parse_location_limited(s, registry, &crate::layer::Limits::default())
+}
+
+/// [`parse_location_with`], an `oci-archive:` read within `limits` (those
+/// of the configuration file's `[layers]` section, as for a layer).
+pub fn parse_location_limited(
+    s: &str,
+    registry: &RegistryOptions,
+    limits: &crate::layer::Limits,
+) -> Result<(Box<dyn Transport>, Option<String>), TransportError> {
     if let Some(name) = s.strip_prefix("docker://") {
         let r = RegistryRef::parse(name).map_err(|e| TransportError::Invalid {
             location: s.to_string(),
@@ -291,7 +301,7 @@ pub fn parse_location_with(
     }
     let transport: Box<dyn Transport> = match kind {
         "oci" => Box::new(LayoutTransport::new(PathBuf::from(path))),
-        "oci-archive" => Box::new(ArchiveTransport::new(PathBuf::from(path))),
+        "oci-archive" => Box::new(ArchiveTransport::new(PathBuf::from(path)).with_limits(*limits)),
         _ => return Err(TransportError::InvalidLocation(s.to_string())),
     };
     Ok((transport, reference))

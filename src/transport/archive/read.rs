@@ -21,10 +21,14 @@
 //!   skipped: a link, a device, `..`, an absolute path, a blob of another
 //!   algorithm, a `manifest.json` (a docker archive is not an OCI archive);
 //! - content: a blob must hash to its name as it is written; `index.json`
-//!   and `oci-layout` are documents of at most 4 MiB. What `index.json`
-//!   names is then checked by the layout reader: a digest, not a path, so
-//!   it cannot point outside, and a blob it names that is missing is
-//!   reported as such.
+//!   and `oci-layout` are documents of at most 4 MiB;
+//! - the graph: once the archive has ended, `index.json` must parse as an
+//!   OCI index (its descriptors name digests, never paths, so nothing can
+//!   point outside), and every blob its images need must be staged —
+//!   walked from `index.json` through indexes and manifests within the
+//!   bounds of one image from outside (`image::walk::Bounds::image`) —
+//!   before anything is copied, so a refused archive brings nothing to
+//!   the store.
 //!
 //! After the end-of-archive marker the rest of the stream is read and
 //! dropped (still counted), so a writer padding to a record size is not
@@ -37,9 +41,11 @@ use std::path::Path;
 use std::rc::Rc;
 
 use crate::digest::{Digest, HashingWriter};
-use crate::image::MAX_DOCUMENT;
+use crate::image::walk::{Bounds, Role, Walk, WalkError};
+use crate::image::{Document, MAX_DOCUMENT};
 use crate::layer::limits::{human, Capped};
 use crate::layer::{header, LayerError, Limits, TarReader};
+use oci_spec::image::Descriptor;
 
 use super::super::TransportError;
 
@@ -62,6 +68,10 @@ pub enum ArchiveError {
     Missing(&'static str),
     #[error("it lacks blob {0}, which its images need")]
     MissingBlob(Digest),
+    #[error("its document {digest} cannot be read: {reason}")]
+    Document { digest: Digest, reason: String },
+    #[error("its images are not a graph jbuild reads")]
+    Graph(#[source] WalkError),
     #[error("its index.json is not an OCI image index")]
     Index(#[source] serde_json::Error),
 }
@@ -250,8 +260,49 @@ pub(super) fn extract(
     }
     let index = fs::read(into.join("index.json"))
         .map_err(|e| TransportError::io("cannot read the staged index.json", e))?;
-    serde_json::from_slice::<oci_spec::image::ImageIndex>(&index)
+    let index = serde_json::from_slice::<oci_spec::image::ImageIndex>(&index)
         .map_err(|e| refused(ArchiveError::Index(e)))?;
+    complete(&blobs, index.manifests().clone()).map_err(refused)
+}
+
+/// Whether every blob the images of `index.json` need is staged in
+/// `blobs`, walking the graph within [`Bounds::image`]: a copy that finds
+/// one missing half-way has already brought others to its destination.
+/// A `subject` may be elsewhere (a referrer names the image it is about).
+fn complete(blobs: &Path, roots: Vec<Descriptor>) -> Result<(), ArchiveError> {
+    let mut walk = Walk::new(roots, Bounds::image()).map_err(ArchiveError::Graph)?;
+    while let Some(node) = walk.next_node().map_err(ArchiveError::Graph)? {
+        let path = blobs.join(node.digest.hex());
+        let Ok(meta) = fs::metadata(&path) else {
+            if node.role == Role::Subject {
+                walk.leave(&node);
+                continue;
+            }
+            return Err(ArchiveError::MissingBlob(node.digest));
+        };
+        if !node.is_document() {
+            continue;
+        }
+        if meta.len() > MAX_DOCUMENT {
+            return Err(ArchiveError::Document {
+                digest: node.digest,
+                reason: format!(
+                    "it is {} bytes, more than {}",
+                    meta.len(),
+                    human(MAX_DOCUMENT)
+                ),
+            });
+        }
+        let bytes = fs::read(&path).map_err(|e| ArchiveError::Document {
+            digest: node.digest.clone(),
+            reason: e.to_string(),
+        })?;
+        let doc = Document::parse(&node.desc, &bytes).map_err(|e| ArchiveError::Document {
+            digest: node.digest.clone(),
+            reason: e.to_string(),
+        })?;
+        walk.expand(&node, &doc).map_err(ArchiveError::Graph)?;
+    }
     Ok(())
 }
 
