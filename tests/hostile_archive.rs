@@ -280,20 +280,25 @@ fn hostile_archives_are_refused_in_bounded_memory_and_leave_nothing_behind() {
         eprintln!("{}: exit {code:?}, peak RSS {kib} KiB", c.name);
         let left: Vec<_> = fs::read_dir(home.join("tmp")).unwrap().collect();
         let after = state(home);
+        let mut fail = |what: String| failures.push(format!("{}: {what}", c.name));
         if code != Some(1) {
-            failures.push(format!("{}: exit {code:?}: {err}", c.name));
-        } else if !err.contains(c.expect) {
-            failures.push(format!("{}: no `{}` in: {err}", c.name, c.expect));
-        } else if err.len() > 4096 {
-            failures.push(format!("{}: {} bytes of stderr", c.name, err.len()));
-        } else if kib > MAX_RSS_KIB {
-            failures.push(format!("{}: peak RSS {kib} KiB", c.name));
-        } else if !left.is_empty() {
-            failures.push(format!("{}: left in TMPDIR: {left:?}", c.name));
-        } else if after != before {
-            failures.push(format!(
-                "{}: the state root changed: {:?}",
-                c.name,
+            fail(format!("exit {code:?}: {err}"));
+        }
+        if !err.contains(c.expect) {
+            fail(format!("no `{}` in: {err}", c.expect));
+        }
+        if err.len() > 4096 {
+            fail(format!("{} bytes of stderr", err.len()));
+        }
+        if kib > MAX_RSS_KIB {
+            fail(format!("peak RSS {kib} KiB"));
+        }
+        if !left.is_empty() {
+            fail(format!("left in TMPDIR: {left:?}"));
+        }
+        if after != before {
+            fail(format!(
+                "the state root changed: {:?}",
                 differences(&before, &after)
             ));
         }
