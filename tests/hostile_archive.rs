@@ -199,7 +199,7 @@ fn cases(l: &Layout) -> Vec<Case> {
         case(
             "not-a-tar",
             bytes(b"this is not a tar archive\n".repeat(100)),
-            "not a tar archive",
+            "not a tar archive jbuild can read (at byte 0): header checksum mismatch",
         ),
     ]
 }
