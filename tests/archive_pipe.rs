@@ -171,6 +171,30 @@ fn standard_output_takes_nothing_else() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--json"), "{err}");
 
+    // A terminal is neither a place to write an archive nor to read one
+    // from (util-linux `script` gives the command a pseudo-terminal).
+    for args in ["export app:1 oci-archive:-", "import oci-archive:- x:1"] {
+        let mut envs = String::new();
+        for (k, v) in w.jbuild().get_envs() {
+            if let Some(v) = v {
+                envs.push_str(&format!(
+                    "{}='{}' ",
+                    k.to_string_lossy(),
+                    v.to_string_lossy()
+                ));
+            }
+        }
+        let line = format!("env {envs}{} {args}", env!("CARGO_BIN_EXE_jbuild"));
+        let out = Command::new("script")
+            .args(["-qec", &line, "/dev/null"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(1), "{args}: {said}");
+        assert!(said.contains("it is a terminal"), "{args}: {said}");
+    }
+
     // Nothing but the archive on standard output, even when not quiet.
     let out = w
         .jbuild()
