@@ -207,6 +207,11 @@ impl Ctx {
 
     /// How image layers are unpacked: the configuration file's `[layers]`,
     /// with the command's `--allow-setuid` and `--allow-devices` on top.
+    /// How much of a layer, or of an archive, jbuild reads (`[layers]`).
+    pub fn layer_limits(&self) -> jbuild::layer::Limits {
+        jbuild::layer::Limits::from_settings(&self.settings.layers)
+    }
+
     pub fn layer_policy(&self, allow_setuid: bool, allow_devices: bool) -> LayerPolicy {
         LayerPolicy::from_settings(&self.settings.layers, allow_setuid, allow_devices)
     }

@@ -5,7 +5,7 @@ use anyhow::anyhow;
 use clap::Args;
 
 use super::access::RegistryArgs;
-use super::transfer::{copy_with, done, failure};
+use super::transfer::{copy_with, done, failure, stdout_free};
 use super::{CmdResult, Ctx, Failure};
 use jbuild::image::{self, Platform, Unpacker};
 use jbuild::store::ImageName;
@@ -158,6 +158,7 @@ pub(super) fn push_to(
     options: &RegistryOptions,
 ) -> Result<Pushed, Failure> {
     let desc = Ctx::resolve_image(store, image)?;
+    stdout_free(ctx, dest)?;
     let (dst, mut tag) = destination(dest, options)?;
     if tag.is_none() && (dest.starts_with("oci:") || dest.starts_with("oci-archive:")) {
         // As `export`: a layout gets the image's own tag.
@@ -260,7 +261,8 @@ pub fn copy(ctx: &Ctx, args: CopyArgs) -> CmdResult {
         platform: platform(&args.platform)?,
     };
     let (src, reference): (Box<dyn Transport>, String) = if is_location(&args.source) {
-        let (t, r) = transport::parse_location_with(&args.source, &options).map_err(failure)?;
+        let (t, r) = transport::parse_location_limited(&args.source, &options, &ctx.layer_limits())
+            .map_err(failure)?;
         (t, r.unwrap_or_default())
     } else {
         let store = ctx.store()?;
@@ -279,6 +281,7 @@ pub fn copy(ctx: &Ctx, args: CopyArgs) -> CmdResult {
             }
         }
     };
+    stdout_free(ctx, &args.destination)?;
     let (dst, tag) = destination(&args.destination, &options)?;
     let out = copy_with(
         ctx,

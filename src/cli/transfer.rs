@@ -89,6 +89,7 @@ pub(super) fn copy_with(
 pub fn export(ctx: &Ctx, args: ExportArgs) -> CmdResult {
     let store = ctx.store()?;
     let desc = Ctx::resolve_image(&store, &args.image)?;
+    stdout_free(ctx, &args.destination)?;
     let (dst, tag) = transport::parse_location(&args.destination).map_err(failure)?;
     let tag = tag.or_else(|| {
         args.image
@@ -117,7 +118,9 @@ pub fn export(ctx: &Ctx, args: ExportArgs) -> CmdResult {
 }
 
 pub fn import(ctx: &Ctx, args: ImportArgs) -> CmdResult {
-    let (src, reference) = transport::parse_location(&args.source).map_err(failure)?;
+    let (src, reference) =
+        transport::parse_location_limited(&args.source, &Default::default(), &ctx.layer_limits())
+            .map_err(failure)?;
     let name: Option<ImageName> = match (&args.name, &reference) {
         (Some(n), _) => Some(n.parse().map_err(|e| Failure::user(anyhow!("{n}: {e}")))?),
         (None, Some(r)) => r.parse().ok(),
@@ -143,8 +146,26 @@ pub fn import(ctx: &Ctx, args: ImportArgs) -> CmdResult {
     Ok(())
 }
 
+/// Refuses `--json` with an archive written to standard output: both
+/// would go there.
+pub(super) fn stdout_free(ctx: &Ctx, destination: &str) -> Result<(), Failure> {
+    if ctx.json && transport::writes_stdout(destination) {
+        return Err(Failure::user(anyhow!(
+            "{destination} writes the archive to standard output, where --json writes its \
+             events: leave out --json, or write the archive to a file"
+        )));
+    }
+    Ok(())
+}
+
+/// Says what was copied where: the digest on standard output, unless the
+/// image itself went there (`oci-archive:-`).
 pub(super) fn done(ctx: &Ctx, digest: &str, place: &str, tag: Option<&str>) {
-    if ctx.json {
+    if transport::writes_stdout(place) {
+        if !ctx.quiet {
+            eprintln!("copied {digest} to {place}");
+        }
+    } else if ctx.json {
         outln!(
             "{}",
             json!({"event": "result", "digest": digest, "to": place, "tag": tag})

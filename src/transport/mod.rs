@@ -48,7 +48,7 @@ use async_trait::async_trait;
 use oci_spec::image::Descriptor;
 
 pub use ability::{BlobMounts, BlobOrigin, LocalBlobs, OriginNotes};
-pub use archive::ArchiveTransport;
+pub use archive::{is_stdout as writes_stdout, ArchiveError, ArchiveTransport};
 pub use copy::{copy_image, copy_image_with, CopyEvent, CopyOptions};
 pub use layout::LayoutTransport;
 pub use registry::{RegistryOptions, RegistryPuller, RegistryRef, RegistryTransport};
@@ -166,6 +166,14 @@ pub enum TransportError {
         what: String,
         reason: String,
     },
+    /// An OCI archive's tar stream is refused: malformed, hostile or too
+    /// large.
+    #[error("{location}: the archive is refused")]
+    Archive {
+        location: String,
+        #[source]
+        source: archive::ArchiveError,
+    },
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("{context}")]
@@ -221,6 +229,7 @@ impl TransportError {
             | TransportError::NotFound { .. }
             | TransportError::Mismatch { .. }
             | TransportError::TooLarge { .. }
+            | TransportError::Archive { .. }
             | TransportError::Invalid { .. } => true,
             TransportError::Store(_)
             | TransportError::Io { .. }
@@ -248,6 +257,16 @@ pub fn parse_location(s: &str) -> Result<(Box<dyn Transport>, Option<String>), T
 pub fn parse_location_with(
     s: &str,
     registry: &RegistryOptions,
+) -> Result<(Box<dyn Transport>, Option<String>), TransportError> {
+    parse_location_limited(s, registry, &crate::layer::Limits::default())
+}
+
+/// [`parse_location_with`], an `oci-archive:` read within `limits` (those
+/// of the configuration file's `[layers]` section, as for a layer).
+pub fn parse_location_limited(
+    s: &str,
+    registry: &RegistryOptions,
+    limits: &crate::layer::Limits,
 ) -> Result<(Box<dyn Transport>, Option<String>), TransportError> {
     if let Some(name) = s.strip_prefix("docker://") {
         let r = RegistryRef::parse(name).map_err(|e| TransportError::Invalid {
@@ -282,7 +301,7 @@ pub fn parse_location_with(
     }
     let transport: Box<dyn Transport> = match kind {
         "oci" => Box::new(LayoutTransport::new(PathBuf::from(path))),
-        "oci-archive" => Box::new(ArchiveTransport::new(PathBuf::from(path))),
+        "oci-archive" => Box::new(ArchiveTransport::new(PathBuf::from(path)).with_limits(*limits)),
         _ => return Err(TransportError::InvalidLocation(s.to_string())),
     };
     Ok((transport, reference))

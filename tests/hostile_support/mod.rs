@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod accepted;
+pub mod archive;
 pub mod world;
 
 use std::collections::HashMap;
