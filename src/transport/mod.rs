@@ -190,6 +190,55 @@ pub enum TransportError {
         what: String,
         detail: String,
     },
+    /// No connection to a registry: refused, a host name that does not
+    /// resolve, nothing answering in time. `url` is what was tried.
+    #[error(
+        "{location}: {what}: cannot reach {url} ({}); check the registry's address, \
+         and that it is up and reachable from here",
+        sent(user.as_deref())
+    )]
+    Unreachable {
+        location: String,
+        what: String,
+        url: String,
+        /// The user whose credentials were to go with the request.
+        user: Option<String>,
+        #[source]
+        source: reqwest::Error,
+    },
+    /// TLS with a registry failed: a certificate from a CA jbuild does not
+    /// trust or for another name, or a server that does not speak TLS.
+    #[error(
+        "{location}: {what}: TLS with {url} failed; if the registry's certificate comes from \
+         its own CA, give jbuild the CA with `--cert-dir DIR` (as DIR/{registry}/ca.crt), put \
+         it in /etc/docker/certs.d/{registry}/ca.crt or set `certs_dir` under [registries] in \
+         the configuration file; if the registry speaks plain HTTP, or to skip the check, use \
+         `--tls-verify=false` or list \"{registry}\" under [registries] insecure"
+    )]
+    Tls {
+        location: String,
+        what: String,
+        url: String,
+        registry: String,
+        #[source]
+        source: reqwest::Error,
+    },
+    /// A registry (or its token service) refused: 401 although
+    /// credentials were sent, 403, or 401 to a request without any.
+    #[error(
+        "{location}: {what}: {}",
+        denied(registry, *status, user.as_deref(), detail)
+    )]
+    Denied {
+        location: String,
+        what: String,
+        registry: String,
+        status: u16,
+        /// The user whose credentials were sent; `None`: none were.
+        user: Option<String>,
+        /// The registry's own words, or empty.
+        detail: String,
+    },
     /// A registry refused or failed a request; `message` says what to do.
     #[error("{location}: {message}")]
     Registry {
@@ -226,8 +275,37 @@ impl TransportError {
             | TransportError::Io { .. }
             | TransportError::Task(_)
             | TransportError::BlobUnknown { .. } => false,
+            TransportError::Unreachable { .. }
+            | TransportError::Tls { .. }
+            | TransportError::Denied { .. } => true,
             TransportError::Registry { user, .. } => *user,
         }
+    }
+}
+
+fn sent(user: Option<&str>) -> String {
+    match user {
+        Some(u) => format!("with the credentials of `{u}`"),
+        None => "without credentials".into(),
+    }
+}
+
+fn denied(registry: &str, status: u16, user: Option<&str>, detail: &str) -> String {
+    let detail = if detail.is_empty() {
+        String::new()
+    } else {
+        format!(": {detail}")
+    };
+    match user {
+        Some(u) => format!(
+            "{registry} rejected the credentials for user `{u}` ({status}){detail}; check the \
+             user name and password (`jbuild login {registry}` checks and keeps them), and that \
+             your account may use the repository"
+        ),
+        None => format!(
+            "access denied ({status}){detail}; no credentials were sent: sign in with \
+             `jbuild login {registry}`, or check that the repository exists and is public"
+        ),
     }
 }
 
