@@ -208,18 +208,15 @@ pub enum TransportError {
     },
     /// TLS with a registry failed: a certificate from a CA jbuild does not
     /// trust or for another name, or a server that does not speak TLS.
-    #[error(
-        "{location}: {what}: TLS with {url} failed; if the registry's certificate comes from \
-         its own CA, give jbuild the CA with `--cert-dir DIR` (as DIR/{registry}/ca.crt), put \
-         it in /etc/docker/certs.d/{registry}/ca.crt or set `certs_dir` under [registries] in \
-         the configuration file; if the registry speaks plain HTTP, or to skip the check, use \
-         `--tls-verify=false` or list \"{registry}\" under [registries] insecure"
-    )]
+    #[error("{location}: {what}: TLS with {url} failed; {}", tls_advice(registry, *wrong_name))]
     Tls {
         location: String,
         what: String,
         url: String,
         registry: String,
+        /// The certificate is for another name (else: from an unknown CA,
+        /// or no TLS at all).
+        wrong_name: bool,
         #[source]
         source: reqwest::Error,
     },
@@ -281,6 +278,24 @@ impl TransportError {
             TransportError::Registry { user, .. } => *user,
         }
     }
+}
+
+fn tls_advice(registry: &str, wrong_name: bool) -> String {
+    let name = if wrong_name {
+        format!(
+            "the registry's certificate is not made for `{registry}`: name the registry as its \
+             certificate does, or "
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "{name}if the registry's certificate comes from its own CA, give jbuild the CA with \
+         `--cert-dir DIR` (as DIR/{registry}/ca.crt), put it in \
+         /etc/docker/certs.d/{registry}/ca.crt or set `certs_dir` under [registries] in the \
+         configuration file; if the registry speaks plain HTTP, or to skip the check, use \
+         `--tls-verify=false` or list \"{registry}\" under [registries] insecure"
+    )
 }
 
 fn sent(user: Option<&str>) -> String {

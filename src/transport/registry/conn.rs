@@ -235,7 +235,7 @@ impl Conn {
                         started.elapsed()
                     ),
                         user: false,
-                    })
+                    });
                 }
             }
         }

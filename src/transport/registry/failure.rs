@@ -27,30 +27,51 @@ pub fn user_of(cred: &crate::keychain::Credential) -> &str {
     }
 }
 
-/// Whether `e` is a TLS failure (a certificate from an unknown CA or for
-/// another name, a handshake with something that does not speak TLS):
-/// rustls's own error somewhere in its causes.
-pub fn is_tls(e: &reqwest::Error) -> bool {
+/// rustls's own error among `e`'s causes: a TLS failure (a certificate
+/// from an unknown CA or for another name, a handshake with something that
+/// does not speak TLS).
+pub fn tls_error(e: &reqwest::Error) -> Option<&rustls::Error> {
     let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(c) = cur {
-        if c.is::<rustls::Error>() {
-            return true;
+        if let Some(t) = c.downcast_ref::<rustls::Error>() {
+            return Some(t);
         }
-        // `io::Error::source` skips the error it wraps: look inside.
-        if let Some(io) = c.downcast_ref::<std::io::Error>() {
-            if io.get_ref().is_some_and(|inner| inner.is::<rustls::Error>()) {
-                return true;
+        // `io::Error::source` skips the error it wraps, and the TLS stream
+        // wraps rustls's error in an `io::Error` wrapped in another: look
+        // inside each.
+        let mut io = c.downcast_ref::<std::io::Error>();
+        while let Some(inner) = io.and_then(|e| e.get_ref()) {
+            if let Some(t) = inner.downcast_ref::<rustls::Error>() {
+                return Some(t);
             }
+            io = inner.downcast_ref::<std::io::Error>();
         }
         cur = c.source();
     }
-    false
+    None
+}
+
+/// Whether `e` is a TLS failure.
+pub fn is_tls(e: &reqwest::Error) -> bool {
+    tls_error(e).is_some()
+}
+
+/// Whether the TLS failure is a certificate made for another name.
+fn wrong_name(e: &reqwest::Error) -> bool {
+    use rustls::{CertificateError as C, Error as E};
+    matches!(
+        tls_error(e),
+        Some(E::InvalidCertificate(
+            C::NotValidForName | C::NotValidForNameContext { .. }
+        ))
+    )
 }
 
 /// Connection refused or reset, a timeout, a body cut short: worth another
 /// try. A TLS failure is not: it will fail the same way.
 pub fn is_transient(e: &reqwest::Error) -> bool {
-    !is_tls(e) && (e.is_connect() || e.is_timeout() || e.is_request() || e.is_body())
+    !is_tls(e)
+        && (e.is_connect() || e.is_timeout() || e.is_request() || e.is_body() || e.is_decode())
 }
 
 /// A request to `url` that got no answer, as the error the user sees.
@@ -62,6 +83,7 @@ pub fn unanswered(t: &Target, what: &str, url: &str, e: reqwest::Error) -> Trans
     }
     if is_tls(&e) {
         return TransportError::Tls {
+            wrong_name: wrong_name(&e),
             location: t.location.to_string(),
             what: what.to_string(),
             url,
@@ -154,4 +176,3 @@ pub fn refusal_words(body: &[u8]) -> String {
         .unwrap_or_default();
     msg.chars().take(200).collect()
 }
-

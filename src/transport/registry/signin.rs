@@ -101,7 +101,9 @@ pub async fn sign_in(
         (Some(Challenge::Bearer(b)), Some(Credential::Basic { username, password })) => {
             AuthHeader::Bearer(token(http, b, scope, Some((username, password))).await?)
         }
-        (Some(Challenge::Bearer(b)), None) => AuthHeader::Bearer(token(http, b, scope, None).await?),
+        (Some(Challenge::Bearer(b)), None) => {
+            AuthHeader::Bearer(token(http, b, scope, None).await?)
+        }
         (Some(Challenge::Basic), Some(Credential::IdentityToken(_))) => {
             return Err(Failure::Denied {
                 url,
@@ -137,11 +139,10 @@ async fn token(
     if let Some((user, _)) = basic {
         params.push(("account", user));
     }
-    let url =
-        url::Url::parse_with_params(&b.realm, &params).map_err(|e| Failure::Protocol {
-            url: b.realm.clone(),
-            detail: format!("the token service `{}` is not a URL ({e})", b.realm),
-        })?;
+    let url = url::Url::parse_with_params(&b.realm, &params).map_err(|e| Failure::Protocol {
+        url: b.realm.clone(),
+        detail: format!("the token service `{}` is not a URL ({e})", b.realm),
+    })?;
     let mut req = http.get(url);
     if let Some((user, password)) = basic {
         req = req.basic_auth(user, Some(password.expose()));
