@@ -206,6 +206,21 @@ pub enum TransportError {
         #[source]
         source: reqwest::Error,
     },
+    /// A registry (or its token service) that stayed silent longer than
+    /// `[registries] timeout_secs` allows: connecting, in the TLS
+    /// handshake, or waiting for an answer.
+    #[error(
+        "{location}: {what}: timed out: {url} sent nothing for longer than `timeout_secs` \
+         under [registries] in the configuration file allows; check that the registry is up \
+         and reachable from here, or raise `timeout_secs` if it is only slow"
+    )]
+    TimedOut {
+        location: String,
+        what: String,
+        url: String,
+        #[source]
+        source: reqwest::Error,
+    },
     /// TLS with a registry failed: a certificate from a CA jbuild does not
     /// trust or for another name, or a server that does not speak TLS.
     #[error("{location}: {what}: TLS with {url} failed; {}", tls_advice(registry, *wrong_name))]
@@ -273,6 +288,7 @@ impl TransportError {
             | TransportError::Task(_)
             | TransportError::BlobUnknown { .. } => false,
             TransportError::Unreachable { .. }
+            | TransportError::TimedOut { .. }
             | TransportError::Tls { .. }
             | TransportError::Denied { .. } => true,
             TransportError::Registry { user, .. } => *user,

@@ -282,7 +282,8 @@ impl Conn {
             Err(e) if is_transient(&e) => Err(Failed::Transient {
                 retry_after: None,
                 message: self.network(what, &e),
-                last: e.is_connect().then(|| self.request_failed(what, &url, e)),
+                last: (e.is_connect() || e.is_timeout())
+                    .then(|| self.request_failed(what, &url, e)),
             }),
             Err(e) => Err(Failed::Final(self.request_failed(what, &url, e))),
         }
@@ -341,13 +342,6 @@ impl Conn {
     /// A request to `url` that got no answer: a registry that cannot be
     /// reached, TLS trouble, a stall.
     fn request_failed(&self, what: &str, url: &str, e: reqwest::Error) -> TransportError {
-        if e.is_timeout() && !e.is_connect() {
-            return TransportError::Registry {
-                location: self.location.clone(),
-                message: self.timed_out(what, &e),
-                user: false,
-            };
-        }
         unanswered(&self.target(), what, url, e)
     }
 }

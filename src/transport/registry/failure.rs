@@ -1,9 +1,10 @@
 //! Why a registry request, or signing in, came to nothing — as types, so
 //! that the exit code follows what happened and never the words of a
-//! message: no connection (refused, a name that does not resolve, nothing
-//! answering in time) and TLS trouble are the user's environment to fix
-//! (exit 1, [`TransportError::Unreachable`], [`TransportError::Tls`]), as
-//! are refused credentials ([`TransportError::Denied`]).
+//! message: no connection (refused, a name that does not resolve), a
+//! registry silent for longer than `timeout_secs` and TLS trouble are the
+//! user's environment to fix (exit 1, [`TransportError::Unreachable`],
+//! [`TransportError::TimedOut`], [`TransportError::Tls`]), as are refused
+//! credentials ([`TransportError::Denied`]).
 
 use reqwest::StatusCode;
 
@@ -88,6 +89,14 @@ pub fn unanswered(t: &Target, what: &str, url: &str, e: reqwest::Error) -> Trans
             what: what.to_string(),
             url,
             registry: t.registry.to_string(),
+            source: e,
+        };
+    }
+    if e.is_timeout() {
+        return TransportError::TimedOut {
+            location: t.location.to_string(),
+            what: what.to_string(),
+            url,
             source: e,
         };
     }
