@@ -100,7 +100,7 @@ fn htpasswd_credentials_come_from_docker_config_and_wrong_ones_fail_clearly() {
     fails_with(
         &wrong,
         1,
-        &format!("with the credentials kept for {}", reg.host()),
+        &format!("{} rejected the credentials for user `alice`", reg.host()),
     );
     assert!(!text(&anon.stderr).contains("credentials kept"));
     assert!(!text(&wrong.stderr).contains("not-her-password"));

@@ -206,6 +206,14 @@ pub enum TransportError {
         #[source]
         source: reqwest::Error,
     },
+    /// The credentials kept for a registry cannot be read (a damaged
+    /// `config.json`, a credential helper that fails).
+    #[error("{location}: cannot read the credentials kept for it")]
+    Credentials {
+        location: String,
+        #[source]
+        source: crate::keychain::KeychainError,
+    },
     /// A registry (or its token service) that stayed silent longer than
     /// `[registries] timeout_secs` allows: connecting, in the TLS
     /// handshake, or waiting for an answer.
@@ -288,6 +296,7 @@ impl TransportError {
             | TransportError::Task(_)
             | TransportError::BlobUnknown { .. } => false,
             TransportError::Unreachable { .. }
+            | TransportError::Credentials { .. }
             | TransportError::TimedOut { .. }
             | TransportError::Tls { .. }
             | TransportError::Denied { .. } => true,

@@ -86,10 +86,9 @@ impl Conn {
             Some(k) => k.get(&registry),
             None => DefaultKeychain::from_env().and_then(|k| k.get(&registry)),
         }
-        .map_err(|e| TransportError::Registry {
+        .map_err(|source| TransportError::Credentials {
             location: location.clone(),
-            message: format!("cannot read credentials: {e}"),
-            user: true,
+            source,
         })?;
         Ok(Conn {
             http,
