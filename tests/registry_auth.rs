@@ -13,15 +13,13 @@ mod registry_support;
 
 use std::fs;
 use std::net::{TcpListener, TcpStream};
-use std::path::Path;
 use std::process::Output;
 
-use base64::Engine;
 use registry_support::proxy::{Fault, FaultKind, Proxy};
 use registry_support::tls::TestCa;
 use registry_support::token::{TokenServer, ISSUER};
 use registry_support::{
-    htpasswd, run_bounded, run_ok, run_with_input, Options, Registry, World, LIMIT,
+    docker_login, htpasswd, run_bounded, run_ok, run_with_input, Options, Registry, World, LIMIT,
 };
 
 fn text(b: &[u8]) -> String {
@@ -44,17 +42,6 @@ fn login(w: &World, host: &str, user: &str, password: &str) -> Output {
         password.as_bytes(),
         LIMIT,
     )
-}
-
-/// docker's config.json with `user:password` for `registry`, unchecked.
-fn keep_credentials(home: &Path, registry: &str, user: &str, password: &str) {
-    let auth = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
-    fs::create_dir_all(home.join("docker")).unwrap();
-    fs::write(
-        home.join("docker/config.json"),
-        serde_json::json!({"auths": {registry: {"auth": auth}}}).to_string(),
-    )
-    .unwrap();
 }
 
 /// A port on 127.0.0.1 where nothing listens.
@@ -153,7 +140,7 @@ fn a_refused_connection_is_the_users_to_fix() {
     let out = login(&w, &host, "alice", "pw");
     fails_as_users(&out, &[&url, "with the credentials of `alice`"]);
 
-    keep_credentials(w.tmp.path(), &host, "alice", "pw");
+    docker_login(w.tmp.path(), &host, "alice", "pw");
     let push = run_bounded(
         w.jbuild().args(["push", "app:1", &format!("{host}/a/b:1")]),
         LIMIT,
@@ -257,7 +244,7 @@ fn refused_credentials_are_the_users_to_fix() {
     });
     let name = format!("{}/a/b:1", reg.host());
     let rejected = "rejected the credentials for user `alice` (401)";
-    keep_credentials(w.tmp.path(), &reg.host(), "alice", "not-it");
+    docker_login(w.tmp.path(), &reg.host(), "alice", "not-it");
     let pull = run_bounded(w.jbuild().args(["pull", &name]), LIMIT);
     fails_as_users(&pull, &[rejected, "jbuild login"]);
     let push = run_bounded(w.jbuild().args(["push", "app:1", &name]), LIMIT);
@@ -279,7 +266,7 @@ fn refused_credentials_are_the_users_to_fix() {
         ],
     );
     let host = format!("127.0.0.1:{}", proxy.port);
-    keep_credentials(w.tmp.path(), &host, "alice", "wonder-land");
+    docker_login(w.tmp.path(), &host, "alice", "wonder-land");
     let pull = run_bounded(w.jbuild().args(["pull", &format!("{host}/a/b:1")]), LIMIT);
     fails_as_users(&pull, &["rejected the credentials for user `alice` (403)"]);
 }
