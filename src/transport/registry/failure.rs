@@ -185,3 +185,33 @@ pub fn refusal_words(body: &[u8]) -> String {
         .unwrap_or_default();
     msg.chars().take(200).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_refused_connection_is_unreachable_and_the_users() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let url = format!("http://127.0.0.1:{port}/v2/?scope=x");
+        let e = reqwest::Client::new().get(&url).send().await.unwrap_err();
+        assert!(is_transient(&e) && !is_tls(&e));
+        let t = Target {
+            location: "docker://r/a",
+            registry: "r",
+            user: Some("alice"),
+        };
+        let err = unanswered(&t, "sign in", &url, e);
+        assert!(
+            matches!(&err, TransportError::Unreachable { url, user: Some(u), .. }
+                if url.ends_with("/v2/") && u == "alice"),
+            "{err:?}"
+        );
+        assert!(err.is_user_error());
+    }
+}
