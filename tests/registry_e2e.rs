@@ -6,16 +6,14 @@
 mod registry_support;
 
 use std::fs;
-use std::path::Path;
 use std::process::Output;
 
-use base64::Engine;
 use registry_support::image::{digests_in_layout, make, verify_layout};
 use registry_support::proxy::Proxy;
 use registry_support::tls::TestCa;
 use registry_support::token::{TokenServer, ISSUER};
 use registry_support::{
-    htpasswd, run_bounded, run_ok, run_with_input, Options, Registry, World, LIMIT,
+    docker_login, htpasswd, run_bounded, run_ok, run_with_input, Options, Registry, World, LIMIT,
 };
 
 fn text(b: &[u8]) -> String {
@@ -26,17 +24,6 @@ fn fails_with(out: &Output, code: i32, wanted: &str) {
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(code), "stderr:\n{err}");
     assert!(err.contains(wanted), "wanted `{wanted}` in:\n{err}");
-}
-
-/// docker's config.json in `home/docker` with `user:password` for `registry`.
-fn docker_login(home: &Path, registry: &str, user: &str, password: &str) {
-    let auth = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
-    fs::create_dir_all(home.join("docker")).unwrap();
-    fs::write(
-        home.join("docker/config.json"),
-        serde_json::json!({"auths": {registry: {"auth": auth}}}).to_string(),
-    )
-    .unwrap();
 }
 
 /// Every blob of a jbuild store re-hashes to its name; returns the count.
@@ -100,7 +87,7 @@ fn htpasswd_credentials_come_from_docker_config_and_wrong_ones_fail_clearly() {
     fails_with(
         &wrong,
         1,
-        &format!("with the credentials kept for {}", reg.host()),
+        &format!("{} rejected the credentials for user `alice`", reg.host()),
     );
     assert!(!text(&anon.stderr).contains("credentials kept"));
     assert!(!text(&wrong.stderr).contains("not-her-password"));

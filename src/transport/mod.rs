@@ -198,6 +198,75 @@ pub enum TransportError {
         what: String,
         detail: String,
     },
+    /// No connection to a registry: refused, a host name that does not
+    /// resolve, nothing answering in time. `url` is what was tried.
+    #[error(
+        "{location}: {what}: cannot reach {url} ({}); check the registry's address, \
+         and that it is up and reachable from here",
+        sent(user.as_deref())
+    )]
+    Unreachable {
+        location: String,
+        what: String,
+        url: String,
+        /// The user whose credentials were to go with the request.
+        user: Option<String>,
+        #[source]
+        source: reqwest::Error,
+    },
+    /// The credentials kept for a registry cannot be read (a damaged
+    /// `config.json`, a credential helper that fails).
+    #[error("{location}: cannot read the credentials kept for it")]
+    Credentials {
+        location: String,
+        #[source]
+        source: crate::keychain::KeychainError,
+    },
+    /// A registry (or its token service) that stayed silent longer than
+    /// `[registries] timeout_secs` allows: connecting, in the TLS
+    /// handshake, or waiting for an answer.
+    #[error(
+        "{location}: {what}: timed out: {url} sent nothing for longer than `timeout_secs` \
+         under [registries] in the configuration file allows; check that the registry is up \
+         and reachable from here, or raise `timeout_secs` if it is only slow"
+    )]
+    TimedOut {
+        location: String,
+        what: String,
+        url: String,
+        #[source]
+        source: reqwest::Error,
+    },
+    /// TLS with a registry failed: a certificate from a CA jbuild does not
+    /// trust or for another name, or a server that does not speak TLS.
+    #[error("{location}: {what}: TLS with {url} failed; {}", tls_advice(registry, *wrong_name))]
+    Tls {
+        location: String,
+        what: String,
+        url: String,
+        registry: String,
+        /// The certificate is for another name (else: from an unknown CA,
+        /// or no TLS at all).
+        wrong_name: bool,
+        #[source]
+        source: reqwest::Error,
+    },
+    /// A registry (or its token service) refused: 401 although
+    /// credentials were sent, 403, or 401 to a request without any.
+    #[error(
+        "{location}: {what}: {}",
+        denied(registry, *status, user.as_deref(), detail)
+    )]
+    Denied {
+        location: String,
+        what: String,
+        registry: String,
+        status: u16,
+        /// The user whose credentials were sent; `None`: none were.
+        user: Option<String>,
+        /// The registry's own words, or empty.
+        detail: String,
+    },
     /// A registry refused or failed a request; `message` says what to do.
     #[error("{location}: {message}")]
     Registry {
@@ -235,8 +304,57 @@ impl TransportError {
             | TransportError::Io { .. }
             | TransportError::Task(_)
             | TransportError::BlobUnknown { .. } => false,
+            TransportError::Unreachable { .. }
+            | TransportError::Credentials { .. }
+            | TransportError::TimedOut { .. }
+            | TransportError::Tls { .. }
+            | TransportError::Denied { .. } => true,
             TransportError::Registry { user, .. } => *user,
         }
+    }
+}
+
+fn tls_advice(registry: &str, wrong_name: bool) -> String {
+    let name = if wrong_name {
+        format!(
+            "the registry's certificate is not made for `{registry}`: name the registry as its \
+             certificate does, or "
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "{name}if the registry's certificate comes from its own CA, give jbuild the CA with \
+         `--cert-dir DIR` (as DIR/{registry}/ca.crt), put it in \
+         /etc/docker/certs.d/{registry}/ca.crt or set `certs_dir` under [registries] in the \
+         configuration file; if the registry speaks plain HTTP, or to skip the check, use \
+         `--tls-verify=false` or list \"{registry}\" under [registries] insecure"
+    )
+}
+
+fn sent(user: Option<&str>) -> String {
+    match user {
+        Some(u) => format!("with the credentials of `{u}`"),
+        None => "without credentials".into(),
+    }
+}
+
+fn denied(registry: &str, status: u16, user: Option<&str>, detail: &str) -> String {
+    let detail = if detail.is_empty() {
+        String::new()
+    } else {
+        format!(": {detail}")
+    };
+    match user {
+        Some(u) => format!(
+            "{registry} rejected the credentials for user `{u}` ({status}){detail}; check the \
+             user name and password (`jbuild login {registry}` checks and keeps them), and that \
+             your account may use the repository"
+        ),
+        None => format!(
+            "access denied ({status}){detail}; no credentials were sent: sign in with \
+             `jbuild login {registry}`, or check that the repository exists and is public"
+        ),
     }
 }
 

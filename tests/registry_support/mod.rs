@@ -167,6 +167,19 @@ pub fn htpasswd(dir: &Path, users: &[(&str, &str)]) -> PathBuf {
     path
 }
 
+/// docker's config.json in `home/docker` with `user:password` for
+/// `registry`, written as `docker login` would (nothing checked).
+pub fn docker_login(home: &Path, registry: &str, user: &str, password: &str) {
+    use base64::Engine as _;
+    let auth = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+    fs::create_dir_all(home.join("docker")).unwrap();
+    fs::write(
+        home.join("docker/config.json"),
+        serde_json::json!({"auths": {registry: {"auth": auth}}}).to_string(),
+    )
+    .unwrap();
+}
+
 /// Runs `cmd` with a time limit; a command still running then is killed
 /// and the test fails.
 pub fn run_bounded(cmd: &mut Command, limit: Duration) -> Output {

@@ -35,6 +35,9 @@ pub enum FaultKind {
     /// forward the client's: e.g. a DELETE of a blob just before the
     /// manifest that names it. The log gets `UPSTREAM METHOD PATH -> STATUS`.
     UpstreamFirst(&'static str, String),
+    /// Add this `WWW-Authenticate` value to a 401 from the registry:
+    /// before the registry's own challenges (`true`) or after them.
+    ExtraChallenge(String, bool),
 }
 
 /// A fault for the first `times` requests with this method whose path
@@ -65,6 +68,8 @@ struct State {
     log: Vec<String>,
     /// How many times a fault was applied.
     applied: usize,
+    /// `METHOD PATH SCHEME` of every request (`-`: no `Authorization`).
+    auth: Vec<String>,
 }
 
 pub struct Proxy {
@@ -134,7 +139,15 @@ impl Proxy {
     }
 
     pub fn clear_log(&self) {
-        self.state.lock().unwrap().log.clear();
+        let mut st = self.state.lock().unwrap();
+        st.log.clear();
+        st.auth.clear();
+    }
+
+    /// `METHOD PATH SCHEME` of every request so far: the scheme of its
+    /// `Authorization` header (`Basic`, `Bearer`), or `-`.
+    pub fn authorizations(&self) -> Vec<String> {
+        self.state.lock().unwrap().auth.clone()
     }
 
     /// How many responses were tampered with.
@@ -203,6 +216,25 @@ fn header(head: &str, name: &str) -> Option<String> {
     })
 }
 
+/// `head` with `WWW-Authenticate: value` before its first challenge
+/// (`first`) or after its last.
+fn add_challenge(head: &str, value: &str, first: bool) -> String {
+    let mut lines: Vec<String> = head
+        .trim_end_matches("\r\n")
+        .split("\r\n")
+        .map(str::to_string)
+        .collect();
+    let is_challenge = |l: &String| l.to_ascii_lowercase().starts_with("www-authenticate:");
+    let at = if first {
+        lines.iter().position(is_challenge)
+    } else {
+        lines.iter().rposition(is_challenge).map(|i| i + 1)
+    }
+    .unwrap_or(lines.len());
+    lines.insert(at, format!("WWW-Authenticate: {value}"));
+    lines.join("\r\n") + "\r\n\r\n"
+}
+
 async fn handle(
     mut client: TcpStream,
     upstream: SocketAddr,
@@ -215,6 +247,10 @@ async fn handle(
     let fault = {
         let mut st = state.lock().unwrap();
         st.log.push(format!("{method} {path}"));
+        let scheme = header(&head, "authorization")
+            .and_then(|v| v.split_whitespace().next().map(str::to_string))
+            .unwrap_or_else(|| "-".into());
+        st.auth.push(format!("{method} {path} {scheme}"));
         let f = st
             .faults
             .iter_mut()
@@ -286,8 +322,15 @@ async fn handle(
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
     let length: Option<usize> = header(&rhead, "content-length").and_then(|v| v.parse().ok());
+    let rhead = match &fault {
+        Some(FaultKind::ExtraChallenge(value, first)) if status == 401 => {
+            state.lock().unwrap().applied += 1;
+            add_challenge(&rhead, value, *first)
+        }
+        _ => rhead,
+    };
     let body_fault = match (&fault, status, length) {
-        (Some(FaultKind::UpstreamFirst(..)), ..) => None,
+        (Some(FaultKind::UpstreamFirst(..) | FaultKind::ExtraChallenge(..)), ..) => None,
         (Some(k), 200 | 206, Some(n)) if n >= 2 && method == "GET" => Some(k.clone()),
         _ => None,
     };
@@ -339,7 +382,10 @@ async fn handle(
             cl_w.shutdown().await?;
             upload.abort();
         }
-        FaultKind::Status(..) | FaultKind::Reset | FaultKind::UpstreamFirst(..) => {
+        FaultKind::Status(..)
+        | FaultKind::Reset
+        | FaultKind::UpstreamFirst(..)
+        | FaultKind::ExtraChallenge(..) => {
             unreachable!("answered above")
         }
     }

@@ -13,7 +13,6 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
 
 use reqwest::{RequestBuilder, Response, StatusCode};
@@ -21,12 +20,12 @@ use tokio::sync::Mutex;
 
 use super::body::error_body;
 use super::endpoint::{reach, Endpoint};
-use super::oauth;
+use super::failure::{is_transient, unanswered, user_of, Target};
 use super::options::{RegistryOperation, RegistryOptions};
 use super::reference::RegistryRef;
 use super::retry::{parse_retry_after, transient_status, Attempt, RetryPolicy};
-use super::signin;
-use crate::keychain::{Credential, DefaultKeychain, Keychain, Secret};
+use super::signin::{self, AuthHeader};
+use crate::keychain::{Credential, DefaultKeychain, Keychain};
 use crate::report::error_chain as chain;
 use crate::transport::TransportError;
 
@@ -37,6 +36,9 @@ pub(super) enum Failed {
     Transient {
         retry_after: Option<Duration>,
         message: String,
+        /// The error to give when no try is left, when it says more than
+        /// `message` (a registry that cannot be reached).
+        last: Option<TransportError>,
     },
     /// A 401 before jbuild signed in again.
     Unauthorized,
@@ -50,47 +52,18 @@ fn same_origin(url: &reqwest::Url, base: &str) -> bool {
     reqwest::Url::parse(base).is_ok_and(|b| b.origin() == url.origin())
 }
 
-/// Adds the `Authorization` header `h` gives, marked sensitive.
-fn authorise(req: &mut reqwest::Request, h: &AuthHeader) {
-    use base64::Engine as _;
-    let value = match h {
-        AuthHeader::None => return,
-        AuthHeader::Bearer(t) => format!("Bearer {}", t.expose()),
-        AuthHeader::Basic { username, password } => format!(
-            "Basic {}",
-            base64::engine::general_purpose::STANDARD
-                .encode(format!("{username}:{}", password.expose()))
-        ),
-    };
-    if let Ok(mut v) = reqwest::header::HeaderValue::from_str(&value) {
-        v.set_sensitive(true);
-        req.headers_mut().insert(reqwest::header::AUTHORIZATION, v);
-    }
-}
-
-/// How a request is authorised, once worked out for an operation.
-#[derive(Clone)]
-enum AuthHeader {
-    None,
-    Bearer(Secret),
-    Basic { username: String, password: Secret },
-}
-
 pub(super) struct Conn {
     http: reqwest::Client,
     /// `https://host[:port]` or `http://host[:port]`.
     pub base: String,
-    /// The Basic credentials too, for registries that want them as such.
-    basic: Option<(String, Secret)>,
-    /// An identity token (OAuth2 refresh token) to exchange for access.
-    identity: Option<Secret>,
+    /// The credentials kept for the registry, if any.
+    cred: Option<Credential>,
     headers: Mutex<HashMap<u8, AuthHeader>>,
     policy: RetryPolicy,
     /// `docker://registry/repository`, for messages.
     pub location: String,
     /// The repository's path on the registry (`library/alpine`).
     repository: String,
-    certs_hint: PathBuf,
     registry: String,
     timeout: Duration,
 }
@@ -108,32 +81,23 @@ impl Conn {
         let registry = r.registry.clone();
         let Endpoint { http, base } = reach(&registry, options).await?;
         let timeout = options.timeout;
-        let dirs = options.certs_dirs();
 
         let cred = match &options.keychain {
             Some(k) => k.get(&registry),
             None => DefaultKeychain::from_env().and_then(|k| k.get(&registry)),
         }
-        .map_err(|e| TransportError::Registry {
+        .map_err(|source| TransportError::Credentials {
             location: location.clone(),
-            message: format!("cannot read credentials: {e}"),
-            user: true,
+            source,
         })?;
-        let (basic, identity) = match cred {
-            Some(Credential::Basic { username, password }) => (Some((username, password)), None),
-            Some(Credential::IdentityToken(t)) => (None, Some(t)),
-            None => (None, None),
-        };
         Ok(Conn {
             http,
             base,
-            basic,
-            identity,
+            cred,
             headers: Mutex::new(HashMap::new()),
             policy: options.retry.clone(),
             location,
             repository: r.repository.clone(),
-            certs_hint: dirs.into_iter().next().unwrap_or_default(),
             registry,
             timeout,
         })
@@ -158,115 +122,44 @@ impl Conn {
                 return Ok(h.clone());
             }
         }
-        if let Some(refresh) = &self.identity {
-            let header = self.identity_access(refresh, op).await?;
-            headers.insert(op_key(op), header.clone());
-            return Ok(header);
-        }
         // The token service is a server like any other: retried alike.
         let started = Instant::now();
         let mut attempt = 0;
-        let basic = self.basic.as_ref().map(|(u, p)| (u.as_str(), p));
-        let repository = self.repository.clone();
-        let answer = loop {
-            attempt += 1;
-            let result = signin::sign_in(&self.http, &self.base, &repository, op, basic).await;
-            let Err(signin::Failure::Transient(message)) = result else {
-                break result;
-            };
-            match self.policy.next_delay(
-                attempt,
-                Attempt::Transient { retry_after: None },
-                started,
-                Instant::now(),
-                fastrand::f64(),
-            ) {
-                Some(wait) => tokio::time::sleep(wait).await,
-                None => break Err(signin::Failure::Transient(message)),
-            }
-        };
-        let header = match answer {
-            Ok(signin::Outcome::Token(token)) => AuthHeader::Bearer(token),
-            Ok(signin::Outcome::NoTokenService) => match &self.basic {
-                Some((u, p)) => AuthHeader::Basic {
-                    username: u.clone(),
-                    password: p.clone(),
-                },
-                None => AuthHeader::None,
-            },
-            Err(signin::Failure::Denied(status, words)) => {
-                return Err(self.denied("sign in", status, &words))
-            }
-            Err(signin::Failure::Transient(message)) => {
-                return Err(TransportError::Registry {
-                    location: self.location.clone(),
-                    message: format!(
-                        "{message} (gave up after {attempt} attempts in {:.0?}; try again later)",
-                        started.elapsed()
-                    ),
-                    user: false,
-                })
-            }
-            Err(signin::Failure::Request(what, e)) => return Err(self.request_failed(&what, &e)),
-            Err(signin::Failure::Final(message)) => {
-                return Err(TransportError::Registry {
-                    location: self.location.clone(),
-                    message: format!("cannot sign in: {message}"),
-                    user: false,
-                })
-            }
-        };
-        headers.insert(op_key(op), header.clone());
-        Ok(header)
-    }
-
-    /// An access token for `op` in exchange for the identity token.
-    async fn identity_access(
-        &self,
-        refresh: &Secret,
-        op: RegistryOperation,
-    ) -> Result<AuthHeader, TransportError> {
-        let what = "sign in with the identity token";
-        let resp = self
-            .http
-            .get(format!("{}/v2/", self.base))
-            .send()
-            .await
-            .map_err(|e| self.request_failed(what, &e))?;
-        let challenge = resp
-            .headers()
-            .get(reqwest::header::WWW_AUTHENTICATE)
-            .and_then(|v| v.to_str().ok())
-            .and_then(oauth::parse_bearer)
-            .ok_or_else(|| TransportError::Registry {
-                location: self.location.clone(),
-                message: format!(
-                    "{what}: the registry does not use token sign-in; \
-                     sign in with a user name and password (`jbuild login {}`)",
-                    self.registry
-                ),
-                user: true,
-            })?;
         let scope = match op {
             RegistryOperation::Pull => format!("repository:{}:pull", self.repository),
-            RegistryOperation::Push => {
-                format!("repository:{}:pull,push", self.repository)
-            }
+            RegistryOperation::Push => format!("repository:{}:pull,push", self.repository),
         };
-        let access = oauth::exchange(&self.http, &challenge, &scope, refresh)
-            .await
-            .map_err(|e| {
-                if e.denied {
-                    self.denied(what, 401, &e.message)
-                } else {
-                    TransportError::Registry {
-                        location: self.location.clone(),
-                        message: format!("{what}: {}", e.message),
-                        user: false,
+        let signed = loop {
+            attempt += 1;
+            match signin::sign_in(&self.http, &self.base, Some(&scope), self.cred.as_ref()).await {
+                Err(f) if f.is_transient() => {
+                    let wait = self.policy.next_delay(
+                        attempt,
+                        Attempt::Transient { retry_after: None },
+                        started,
+                        Instant::now(),
+                        fastrand::f64(),
+                    );
+                    match wait {
+                        Some(wait) => tokio::time::sleep(wait).await,
+                        None => return Err(f.into_error(&self.target(), "sign in")),
                     }
                 }
-            })?;
-        Ok(AuthHeader::Bearer(access))
+                Err(f) => return Err(f.into_error(&self.target(), "sign in")),
+                Ok(signed) => break signed,
+            }
+        };
+        headers.insert(op_key(op), signed.header.clone());
+        Ok(signed.header)
+    }
+
+    /// Who asks, for errors.
+    fn target(&self) -> Target<'_> {
+        Target {
+            location: &self.location,
+            registry: &self.registry,
+            user: self.cred.as_ref().map(user_of),
+        }
     }
 
     /// Sends a request built by `build`, retrying as the policy says and
@@ -318,8 +211,10 @@ impl Conn {
                 Err(Failed::Transient {
                     retry_after,
                     message,
-                }) => (Attempt::Transient { retry_after }, message),
+                    last,
+                }) => (Attempt::Transient { retry_after }, (message, last)),
             };
+            let (failure, last) = failure;
             match self
                 .policy
                 .next_delay(attempt, outcome, started, Instant::now(), fastrand::f64())
@@ -329,6 +224,9 @@ impl Conn {
                     tokio::time::sleep(wait).await;
                 }
                 None => {
+                    if let Some(e) = last {
+                        return Err(e);
+                    }
                     return Err(TransportError::Registry {
                         location: self.location.clone(),
                         message: format!(
@@ -336,7 +234,7 @@ impl Conn {
                         started.elapsed()
                     ),
                         user: false,
-                    })
+                    });
                 }
             }
         }
@@ -356,10 +254,11 @@ impl Conn {
         let header = self.auth_header(op, false).await.map_err(Failed::Final)?;
         let mut req = build(&self.http)
             .build()
-            .map_err(|e| Failed::Final(self.request_failed(what, &e)))?;
+            .map_err(|e| Failed::Final(self.request_failed(what, "", e)))?;
         if same_origin(req.url(), &self.base) {
-            authorise(&mut req, &header);
+            header.apply(&mut req);
         }
+        let url = req.url().to_string();
         match self.http.execute(req).await {
             Ok(resp) if resp.status() == StatusCode::UNAUTHORIZED && !reauthed => {
                 Err(Failed::Unauthorized)
@@ -375,40 +274,28 @@ impl Conn {
                 Err(Failed::Transient {
                     retry_after,
                     message: format!("{what}: the registry answered {status}{detail}"),
+                    last: None,
                 })
             }
             Ok(resp) => Ok(resp),
-            Err(e) if transient_request_error(&e) => Err(Failed::Transient {
+            Err(e) if is_transient(&e) => Err(Failed::Transient {
                 retry_after: None,
                 message: self.network(what, &e),
+                last: (e.is_connect() || e.is_timeout())
+                    .then(|| self.request_failed(what, &url, e)),
             }),
-            Err(e) => Err(Failed::Final(self.request_failed(what, &e))),
+            Err(e) => Err(Failed::Final(self.request_failed(what, &url, e))),
         }
     }
 
     pub fn denied(&self, what: &str, status: u16, detail: &str) -> TransportError {
-        let detail = if detail.is_empty() {
-            String::new()
-        } else {
-            format!(": {detail}")
-        };
-        TransportError::Registry {
+        TransportError::Denied {
             location: self.location.clone(),
-            message: if self.basic.is_none() && self.identity.is_none() {
-                format!(
-                    "{what}: access denied ({status}){detail}; sign in with `jbuild login {}`, \
-                     or check that the repository exists and your account may use it",
-                    self.registry
-                )
-            } else {
-                format!(
-                    "{what}: access denied ({status}){detail} with the credentials kept for {0}; \
-                     check them with `jbuild login {0}`, and that the repository exists and \
-                     your account may use it",
-                    self.registry
-                )
-            },
-            user: true,
+            what: what.to_string(),
+            registry: self.registry.clone(),
+            status,
+            user: self.cred.as_ref().map(|c| user_of(c).to_string()),
+            detail: detail.to_string(),
         }
     }
 
@@ -451,60 +338,9 @@ impl Conn {
         )
     }
 
-    /// A request that got no answer: TLS trouble gets its own advice.
-    fn request_failed(&self, what: &str, e: &reqwest::Error) -> TransportError {
-        if e.is_timeout() {
-            return TransportError::Registry {
-                location: self.location.clone(),
-                message: self.timed_out(what, e),
-                user: false,
-            };
-        }
-        let text = chain(e);
-        if is_tls_error(&text) {
-            return TransportError::Registry {
-                location: self.location.clone(),
-                message: format!(
-                    "{what}: TLS failed ({text}); if the registry uses its own CA, put the CA \
-                     certificate in {}/{}/ca.crt (or set `certs_dir` under [registries] in the \
-                     configuration file); if it speaks plain HTTP, list \"{}\" under \
-                     [registries] insecure",
-                    self.certs_hint.display(),
-                    self.registry,
-                    self.registry
-                ),
-                user: true,
-            };
-        }
-        TransportError::Registry {
-            location: self.location.clone(),
-            message: format!("{what}: {text}; check that the registry is up and reachable"),
-            user: false,
-        }
-    }
-}
-
-/// Connection refused or reset, a timeout, a body cut short: worth another
-/// try. A TLS failure is not: it will fail the same way.
-fn transient_request_error(e: &reqwest::Error) -> bool {
-    if is_tls_error(&chain(e)) {
-        return false;
-    }
-    e.is_connect() || e.is_timeout() || e.is_request() || e.is_body() || e.is_decode()
-}
-
-fn is_tls_error(text: &str) -> bool {
-    let t = text.to_ascii_lowercase();
-    t.contains("certificate") || t.contains("tls") || t.contains("handshake")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tls_errors_are_not_retried() {
-        assert!(is_tls_error("invalid peer certificate: UnknownIssuer"));
-        assert!(!is_tls_error("connection refused"));
+    /// A request to `url` that got no answer: a registry that cannot be
+    /// reached, TLS trouble, a stall.
+    fn request_failed(&self, what: &str, url: &str, e: reqwest::Error) -> TransportError {
+        unanswered(&self.target(), what, url, e)
     }
 }

@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::failure::tls_error;
 use super::options::RegistryOptions;
 use super::reference::api_host;
 use crate::report::error_chain as chain;
@@ -95,7 +96,7 @@ async fn probe_scheme(http: &reqwest::Client, host: &str, timeout: Duration) -> 
         // It speaks TLS, with a certificate we do not trust: stay on HTTPS,
         // so the request fails with the certificate advice instead of a
         // confusing 400 from sending plain HTTP to a TLS port.
-        Err(e) if chain(&e).to_ascii_lowercase().contains("certificate") => "https",
+        Err(e) if matches!(tls_error(&e), Some(rustls::Error::InvalidCertificate(_))) => "https",
         Err(e) => {
             tracing::debug!(error = %chain(&e), host, "no HTTPS; using plain HTTP");
             "http"

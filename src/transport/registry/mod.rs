@@ -14,16 +14,20 @@
 //!   whole blob is still checked at the end.
 //! - Manifests are pushed as the exact bytes whose digest was computed.
 //! - Every request is retried on connection errors, 408, 429 and 5xx
-//!   (see [`retry`]), and signs in again once on a 401.
+//!   (see [`retry`]), and signs in again once on a 401. Signing in is one
+//!   flow (`signin.rs`) for login, pull and push, on one reading of the
+//!   registry's challenges (`challenge.rs`).
 //!
 //! The connection (scheme, certificates, credentials) is opened on first
 //! use, so naming a registry costs nothing until it is reached.
 
 mod blob;
 mod body;
+mod challenge;
 mod conn;
 mod download;
 mod endpoint;
+mod failure;
 mod inspect;
 mod login;
 mod manifest;
@@ -54,7 +58,7 @@ pub use blob::range_start;
 pub use body::{head_of_body, read_capped};
 pub use endpoint::{reach, Endpoint};
 pub use inspect::RemoteImage;
-pub use login::{verify, VerifyError};
+pub use login::verify;
 pub use options::{insecure_list, RegistryOperation, RegistryOptions, INSECURE_ENV};
 pub use tags::MAX_PAGES;
 

@@ -5,98 +5,39 @@
 //! `grant_type=refresh_token` (the distribution token spec's "OAuth2
 //! token" flow).
 
+use super::body::{head_of_body, read_capped};
+use super::challenge::Bearer;
+use super::failure::{refusal_words, Failure};
 use crate::keychain::Secret;
-
-/// A `WWW-Authenticate: Bearer realm="…",service="…"` challenge.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Challenge {
-    pub realm: String,
-    pub service: Option<String>,
-}
-
-/// Parses a Bearer challenge; `None` for any other scheme.
-pub fn parse_bearer(header: &str) -> Option<Challenge> {
-    let header = header.trim();
-    let (scheme, rest) = header.split_once(char::is_whitespace)?;
-    if !scheme.eq_ignore_ascii_case("bearer") {
-        return None;
-    }
-    let mut realm = None;
-    let mut service = None;
-    let mut rest = rest.trim_start();
-    while !rest.is_empty() {
-        let (key, after) = rest.split_once('=')?;
-        let key = key.trim().to_ascii_lowercase();
-        let after = after.trim_start();
-        let (value, tail) = if let Some(q) = after.strip_prefix('"') {
-            // A quoted string; `\"` escapes a quote.
-            let mut value = String::new();
-            let mut chars = q.char_indices();
-            let mut end = None;
-            while let Some((i, c)) = chars.next() {
-                match c {
-                    '\\' => {
-                        if let Some((_, n)) = chars.next() {
-                            value.push(n);
-                        }
-                    }
-                    '"' => {
-                        end = Some(i + 1);
-                        break;
-                    }
-                    c => value.push(c),
-                }
-            }
-            (value, &q[end?..])
-        } else {
-            let end = after.find(',').unwrap_or(after.len());
-            (after[..end].trim().to_string(), &after[end..])
-        };
-        match key.as_str() {
-            "realm" => realm = Some(value),
-            "service" => service = Some(value),
-            _ => {}
-        }
-        rest = tail.trim_start().trim_start_matches(',').trim_start();
-    }
-    Some(Challenge {
-        realm: realm?,
-        service,
-    })
-}
-
-/// Why an exchange failed: `denied` when the token service refused the
-/// identity token (the user must sign in again).
-#[derive(Debug)]
-pub struct ExchangeError {
-    pub denied: bool,
-    pub message: String,
-}
 
 /// The largest token-service answer read.
 pub const MAX_ANSWER: usize = 1 << 20;
 
-/// Exchanges `refresh` for an access token for `scope`.
+/// Exchanges `refresh` for an access token for `scope` (none: identity
+/// only, as `jbuild login` asks).
 pub async fn exchange(
     http: &reqwest::Client,
-    challenge: &Challenge,
-    scope: &str,
+    challenge: &Bearer,
+    scope: Option<&str>,
     refresh: &Secret,
-) -> Result<Secret, ExchangeError> {
+) -> Result<Secret, Failure> {
     // Built before any await: the serializer is not `Send`.
     let body = {
         let mut form = url::form_urlencoded::Serializer::new(String::new());
         form.append_pair("grant_type", "refresh_token")
             .append_pair("client_id", "jbuild")
-            .append_pair("scope", scope)
             .append_pair("refresh_token", refresh.expose());
+        if let Some(scope) = scope {
+            form.append_pair("scope", scope);
+        }
         if let Some(s) = &challenge.service {
             form.append_pair("service", s);
         }
         form.finish()
     };
+    let url = challenge.realm.clone();
     let resp = http
-        .post(&challenge.realm)
+        .post(&url)
         .header(
             reqwest::header::CONTENT_TYPE,
             "application/x-www-form-urlencoded",
@@ -104,77 +45,76 @@ pub async fn exchange(
         .body(body)
         .send()
         .await
-        .map_err(|e| ExchangeError {
-            denied: false,
-            message: format!(
-                "cannot reach the token service {}: {}",
-                challenge.realm,
-                crate::report::error_chain(&e)
-            ),
+        .map_err(|source| Failure::Request {
+            url: url.clone(),
+            source,
         })?;
+    read_token(resp, &url, &[400, 401, 403]).await
+}
+
+/// A token service's answer: `{"token": …}` or `{"access_token": …}`,
+/// read up to [`MAX_ANSWER`]; a status in `refusals` is a
+/// [`Failure::Denied`].
+pub async fn read_token(
+    resp: reqwest::Response,
+    url: &str,
+    refusals: &[u16],
+) -> Result<Secret, Failure> {
     let status = resp.status();
-    if !status.is_success() {
-        return Err(ExchangeError {
-            denied: matches!(status.as_u16(), 400 | 401 | 403),
-            message: format!(
-                "the token service {} refused the identity token ({status})",
-                challenge.realm
-            ),
+    if refusals.contains(&status.as_u16()) {
+        let body = head_of_body(resp, 64 * 1024).await;
+        return Err(Failure::Denied {
+            url: url.to_string(),
+            status: status.as_u16(),
+            detail: refusal_words(&body),
         });
     }
-    #[derive(serde::Deserialize)]
-    struct Answer {
-        access_token: Option<String>,
-        token: Option<String>,
+    if super::retry::transient_status(status.as_u16()) {
+        return Err(Failure::Busy {
+            url: url.to_string(),
+            status,
+        });
     }
-    let no_token = |e: String| ExchangeError {
-        denied: false,
-        message: format!("the token service {} sent no token: {e}", challenge.realm),
+    let protocol = |detail: String| Failure::Protocol {
+        url: url.to_string(),
+        detail,
     };
+    if !status.is_success() {
+        return Err(protocol(format!("the token service answered {status}")));
+    }
     // A token answer is a few KiB; a bigger one is not read whole.
-    let bytes = super::body::read_capped(resp, MAX_ANSWER + 1)
+    let bytes = read_capped(resp, MAX_ANSWER + 1)
         .await
-        .map_err(|(_, e)| no_token(crate::report::error_chain(&e)))?;
+        .map_err(|(_, source)| Failure::Request {
+            url: url.to_string(),
+            source,
+        })?;
     if bytes.len() > MAX_ANSWER {
-        return Err(no_token(format!(
-            "its answer is larger than {} KiB",
+        return Err(protocol(format!(
+            "the token service's answer is larger than {} KiB; that is not a token",
             MAX_ANSWER / 1024
         )));
     }
-    let answer: Answer = serde_json::from_slice(&bytes).map_err(|e| no_token(e.to_string()))?;
+    #[derive(serde::Deserialize)]
+    struct Answer {
+        token: Option<String>,
+        access_token: Option<String>,
+    }
+    let answer: Answer = serde_json::from_slice(&bytes)
+        .map_err(|e| protocol(format!("the token service's answer is not a token ({e})")))?;
     answer
-        .access_token
-        .or(answer.token)
+        .token
+        .filter(|t| !t.is_empty())
+        .or(answer.access_token)
+        .filter(|t| !t.is_empty())
         .map(Secret::new)
-        .ok_or_else(|| ExchangeError {
-            denied: false,
-            message: format!("the token service {} sent no token", challenge.realm),
-        })
+        .ok_or_else(|| protocol("the token service's answer holds no token".into()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-    #[test]
-    fn parses_bearer_challenges() {
-        let c = parse_bearer(
-            r#"Bearer realm="https://auth.example.io/token",service="registry.example.io",scope="repository:a/b:pull""#,
-        )
-        .unwrap();
-        assert_eq!(c.realm, "https://auth.example.io/token");
-        assert_eq!(c.service.as_deref(), Some("registry.example.io"));
-        let c = parse_bearer(r#"bearer  service="s, with comma" , realm="r\"q""#).unwrap();
-        assert_eq!(
-            (c.realm.as_str(), c.service.as_deref()),
-            ("r\"q", Some("s, with comma"))
-        );
-        assert_eq!(parse_bearer(r#"Basic realm="Registry Realm""#), None);
-        assert_eq!(parse_bearer(r#"Bearer service="no realm""#), None);
-        assert_eq!(parse_bearer("Bearer"), None);
-        assert_eq!(parse_bearer(r#"Bearer realm="unterminated"#), None);
-    }
 
     fn client() -> reqwest::Client {
         let _ = rustls::crypto::ring::default_provider().install_default();
@@ -223,14 +163,14 @@ mod tests {
     #[tokio::test]
     async fn exchanges_an_identity_token_for_an_access_token() {
         let (realm, got) = token_service("200 OK", r#"{"access_token":"acc-1"}"#).await;
-        let c = Challenge {
+        let c = Bearer {
             realm,
             service: Some("reg.example".into()),
         };
         let token = exchange(
             &client(),
             &c,
-            "repository:jails/base:pull,push",
+            Some("repository:jails/base:pull,push"),
             &Secret::new("refresh&secret"),
         )
         .await
@@ -251,14 +191,14 @@ mod tests {
     #[tokio::test]
     async fn a_refused_identity_token_is_denied_without_showing_it() {
         let (realm, _got) = token_service("401 Unauthorized", "{}").await;
-        let c = Challenge {
+        let c = Bearer {
             realm,
             service: None,
         };
-        let e = exchange(&client(), &c, "s", &Secret::new("hunter2"))
+        let e = exchange(&client(), &c, Some("s"), &Secret::new("hunter2"))
             .await
             .unwrap_err();
-        assert!(e.denied);
-        assert!(!e.message.contains("hunter2"), "{}", e.message);
+        assert!(matches!(e, Failure::Denied { status: 401, .. }), "{e:?}");
+        assert!(!format!("{e:?}").contains("hunter2"), "{e:?}");
     }
 }

@@ -1,132 +1,155 @@
-//! Signing in with a user name and password (or anonymously) at a
-//! registry's token service: the distribution token spec's `GET realm?
-//! scope=…&service=…` with Basic credentials.
+//! Signing in at a registry: the one flow jbuild has, used by
+//! `jbuild login`'s check, by pull and by push alike, so that they cannot
+//! choose differently on the same registry.
 //!
-//! The answer is read up to [`MAX_ANSWER`] and refused beyond it: a token
-//! service that answers 50 MB (or never stops) costs no more memory than
-//! one that answers 1 KiB.
+//! 1. `GET /v2/`. An answer other than `401` asks for nothing.
+//! 2. A `401`'s challenges are read from every `WWW-Authenticate` header
+//!    ([`challenge::choose`]): Bearer wins over Basic, as with docker.
+//! 3. Bearer: the token service at the challenge's realm is asked for a
+//!    token — `GET realm?service=S&scope=…&account=USER` with the user's
+//!    Basic credentials (the distribution token spec; `scope` only when a
+//!    repository is meant: login asks for none), or, for an identity
+//!    token, `POST realm` with `grant_type=refresh_token` ([`oauth`]).
+//!    Every request after that carries the token.
+//! 4. Basic: every request carries the user name and password.
+//!
+//! Token-service answers are read up to [`oauth::MAX_ANSWER`] and refused
+//! beyond it: a token service that answers 50 MB (or never stops) costs no
+//! more memory than one that answers 1 KiB.
 
-use reqwest::header::WWW_AUTHENTICATE;
-
-use super::body::{head_of_body, read_capped};
-use super::oauth::{parse_bearer, MAX_ANSWER};
-use super::options::RegistryOperation;
+use super::challenge::{self, Bearer, Challenge};
+use super::failure::Failure;
+use super::oauth;
 use super::retry::transient_status;
-use crate::keychain::Secret;
-use crate::report::error_chain as chain;
+use crate::keychain::{Credential, Secret};
 
-/// What the registry's `/v2/` asked for.
-pub enum Outcome {
-    /// A token from its token service.
-    Token(Secret),
-    /// No token service: Basic credentials or nothing.
-    NoTokenService,
+/// How requests to a registry are authorised once signed in.
+#[derive(Clone)]
+pub enum AuthHeader {
+    None,
+    Bearer(Secret),
+    Basic { username: String, password: Secret },
 }
 
-/// Why signing in failed.
-pub enum Failure {
-    /// Worth another try (connection error, 408, 429, 5xx): the message.
-    Transient(String),
-    /// The token service refused the credentials: status and its words.
-    Denied(u16, String),
-    /// A request that got no answer and will not get one by trying again
-    /// (TLS trouble): what was being done, and the error.
-    Request(String, reqwest::Error),
-    /// Anything else: the message.
-    Final(String),
+impl AuthHeader {
+    /// Adds the `Authorization` header to `req`, marked sensitive.
+    pub fn apply(&self, req: &mut reqwest::Request) {
+        use base64::Engine as _;
+        let value = match self {
+            AuthHeader::None => return,
+            AuthHeader::Bearer(t) => format!("Bearer {}", t.expose()),
+            AuthHeader::Basic { username, password } => format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD
+                    .encode(format!("{username}:{}", password.expose()))
+            ),
+        };
+        if let Ok(mut v) = reqwest::header::HeaderValue::from_str(&value) {
+            v.set_sensitive(true);
+            req.headers_mut().insert(reqwest::header::AUTHORIZATION, v);
+        }
+    }
 }
 
-/// Signs in for `op` on `repository` at `base` (`https://host[:port]`).
+/// What signing in gave.
+pub struct SignedIn {
+    /// What every request carries from now on.
+    pub header: AuthHeader,
+    /// The scheme chosen; `None` when `/v2/` asked for nothing.
+    pub challenge: Option<Challenge>,
+}
+
+/// Signs in at the registry served at `base` (`https://host[:port]`) with
+/// `cred` (or anonymously), for `scope` (`repository:NAME:pull`; `None`
+/// for identity only, as login checks).
 pub async fn sign_in(
     http: &reqwest::Client,
     base: &str,
-    repository: &str,
-    op: RegistryOperation,
-    basic: Option<(&str, &Secret)>,
-) -> Result<Outcome, Failure> {
-    let request_failed = |what: &str, e: reqwest::Error| {
-        let text = if e.is_timeout() {
-            format!(
-                "{what}: timed out: nothing came for longer than `timeout_secs` under \
-                 [registries] allows ({})",
-                chain(&e)
-            )
-        } else {
-            format!("{what}: {}", chain(&e))
-        };
-        let tls = text.to_ascii_lowercase().contains("certificate");
-        if !tls && (e.is_connect() || e.is_timeout() || e.is_request() || e.is_body()) {
-            return Failure::Transient(text);
-        }
-        Failure::Request(what.to_string(), e)
-    };
+    scope: Option<&str>,
+    cred: Option<&Credential>,
+) -> Result<SignedIn, Failure> {
+    let url = format!("{base}/v2/");
     let resp = http
-        .get(format!("{base}/v2/"))
+        .get(&url)
         .send()
         .await
-        .map_err(|e| request_failed("cannot reach the registry", e))?;
-    let challenge = resp
-        .headers()
-        .get(WWW_AUTHENTICATE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(parse_bearer);
+        .map_err(|source| Failure::Request {
+            url: url.clone(),
+            source,
+        })?;
+    let status = resp.status();
+    if transient_status(status.as_u16()) {
+        return Err(Failure::Busy { url, status });
+    }
+    let challenge = if status == reqwest::StatusCode::UNAUTHORIZED {
+        challenge::choose(resp.headers()).map_err(|detail| Failure::Protocol {
+            url: url.clone(),
+            detail,
+        })?
+    } else {
+        None
+    };
     drop(resp);
-    let Some(challenge) = challenge else {
-        return Ok(Outcome::NoTokenService);
+    let basic = |username: &String, password: &Secret| AuthHeader::Basic {
+        username: username.clone(),
+        password: password.clone(),
     };
-    let scope = match op {
-        RegistryOperation::Pull => format!("repository:{repository}:pull"),
-        RegistryOperation::Push => format!("repository:{repository}:pull,push"),
+    let header = match (&challenge, cred) {
+        (Some(Challenge::Bearer(b)), Some(Credential::IdentityToken(refresh))) => {
+            AuthHeader::Bearer(oauth::exchange(http, b, scope, refresh).await?)
+        }
+        (Some(Challenge::Bearer(b)), Some(Credential::Basic { username, password })) => {
+            AuthHeader::Bearer(token(http, b, scope, Some((username, password))).await?)
+        }
+        (Some(Challenge::Bearer(b)), None) => {
+            AuthHeader::Bearer(token(http, b, scope, None).await?)
+        }
+        (Some(Challenge::Basic), Some(Credential::IdentityToken(_))) => {
+            return Err(Failure::Denied {
+                url,
+                status: 401,
+                detail: "the registry wants a user name and password, and only an identity \
+                         token is kept for it"
+                    .into(),
+            })
+        }
+        // A registry that asks for nothing at `/v2/` may still want the
+        // credentials on a repository: they go along.
+        (_, Some(Credential::Basic { username, password })) => basic(username, password),
+        (_, _) => AuthHeader::None,
     };
-    let mut params = vec![("scope", scope.as_str())];
-    if let Some(s) = &challenge.service {
+    Ok(SignedIn { header, challenge })
+}
+
+/// A token from the token service `b` names, for `scope`, asked with
+/// `basic` credentials (or anonymously).
+async fn token(
+    http: &reqwest::Client,
+    b: &Bearer,
+    scope: Option<&str>,
+    basic: Option<(&String, &Secret)>,
+) -> Result<Secret, Failure> {
+    let mut params: Vec<(&str, &str)> = Vec::new();
+    if let Some(s) = scope {
+        params.push(("scope", s));
+    }
+    if let Some(s) = &b.service {
         params.push(("service", s));
     }
-    let url = url::Url::parse_with_params(&challenge.realm, &params).map_err(|e| {
-        Failure::Final(format!(
-            "the registry's token service `{}` is not a URL: {e}",
-            challenge.realm
-        ))
+    if let Some((user, _)) = basic {
+        params.push(("account", user));
+    }
+    let url = url::Url::parse_with_params(&b.realm, &params).map_err(|e| Failure::Protocol {
+        url: b.realm.clone(),
+        detail: format!("the token service `{}` is not a URL ({e})", b.realm),
     })?;
     let mut req = http.get(url);
     if let Some((user, password)) = basic {
         req = req.basic_auth(user, Some(password.expose()));
     }
-    let what = format!("ask the token service {} for a token", challenge.realm);
-    let resp = req.send().await.map_err(|e| request_failed(&what, e))?;
-    let status = resp.status();
-    if !status.is_success() {
-        let body = head_of_body(resp, 4096).await;
-        let words = String::from_utf8_lossy(&body).trim().to_string();
-        let words: String = words.chars().take(200).collect();
-        return Err(match status.as_u16() {
-            401 | 403 => Failure::Denied(status.as_u16(), words),
-            code if transient_status(code) => {
-                Failure::Transient(format!("{what}: it answered {status}"))
-            }
-            _ => Failure::Final(format!("{what}: it answered {status}: {words}")),
-        });
-    }
-    let bytes = read_capped(resp, MAX_ANSWER + 1)
-        .await
-        .map_err(|(_, e)| request_failed(&what, e))?;
-    if bytes.len() > MAX_ANSWER {
-        return Err(Failure::Final(format!(
-            "{what}: its answer is larger than {} KiB; that is not a token",
-            MAX_ANSWER / 1024
-        )));
-    }
-    #[derive(serde::Deserialize)]
-    struct Answer {
-        token: Option<String>,
-        access_token: Option<String>,
-    }
-    let answer: Answer = serde_json::from_slice(&bytes)
-        .map_err(|e| Failure::Final(format!("{what}: its answer is not a token ({e})")))?;
-    answer
-        .token
-        .or(answer.access_token)
-        .filter(|t| !t.is_empty())
-        .map(|t| Outcome::Token(Secret::new(t)))
-        .ok_or_else(|| Failure::Final(format!("{what}: its answer holds no token")))
+    let resp = req.send().await.map_err(|source| Failure::Request {
+        url: b.realm.clone(),
+        source,
+    })?;
+    oauth::read_token(resp, &b.realm, &[401, 403]).await
 }
