@@ -13,6 +13,7 @@
 //! └── tmp/                scratch space for work in progress
 //! ```
 
+pub mod environment;
 mod settings;
 pub use settings::{
     FreeBsdSettings, LayerSettings, PkgSettings, RegistrySettings, Settings, SettingsError,
