@@ -15,6 +15,7 @@
 
 pub mod environment;
 mod settings;
+pub use settings::DEFAULT_REGISTRY_TIMEOUT_SECS;
 pub use settings::{
     FreeBsdSettings, LayerSettings, PkgSettings, RegistrySettings, Settings, SettingsError,
     ZfsSettings,

@@ -52,6 +52,7 @@ pub use blob::range_start;
 pub use body::{head_of_body, read_capped};
 pub use endpoint::{reach, Endpoint};
 pub use login::{verify, VerifyError};
+pub use options::DEFAULT_CERTS_DIRS;
 pub use options::{RegistryOperation, RegistryOptions};
 
 /// One repository of a registry.
