@@ -186,14 +186,50 @@ fn bash_completion_loads_and_completes() {
 }
 
 #[test]
-fn zsh_and_fish_scripts_are_for_jbuild() {
+fn zsh_and_fish_load_their_scripts() {
     let t = tempfile::tempdir().unwrap();
-    let zsh = ok(jbuild(t.path()).args(["completion", "zsh"]));
-    assert!(zsh.starts_with("#compdef jbuild"), "{zsh}");
-    assert!(zsh.contains("'build:"), "{zsh}");
-    let fish = ok(jbuild(t.path()).args(["completion", "fish"]));
-    assert!(fish.contains("complete -c jbuild"), "{fish}");
-    assert!(fish.contains("-a \"build\""), "{fish}");
+    let shell = |program: &str, args: &[&str]| {
+        let out = Command::new(program)
+            .args(args)
+            .env("HOME", t.path())
+            .output()
+            .unwrap_or_else(|e| panic!("run {program} (tests/run installs it): {e}"));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success() && err.is_empty(), "{program}: {err}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let zsh = t.path().join("_jbuild");
+    fs::write(&zsh, ok(jbuild(t.path()).args(["completion", "zsh"]))).unwrap();
+    let out = shell(
+        "zsh",
+        &[
+            "-fc",
+            &format!(
+                "autoload -U compinit && compinit -u -d {}/zcompdump && source {} \
+                 && print -r -- ${{_comps[jbuild]}}",
+                t.path().display(),
+                zsh.display()
+            ),
+        ],
+    );
+    assert_eq!(out.trim(), "_jbuild", "zsh registered the completion");
+
+    let fish = t.path().join("jbuild.fish");
+    fs::write(&fish, ok(jbuild(t.path()).args(["completion", "fish"]))).unwrap();
+    let out = shell(
+        "fish",
+        &[
+            "--no-config",
+            "-c",
+            &format!(
+                "source {} && complete -C 'jbuild bu' && complete -C 'jbuild images --j'",
+                fish.display()
+            ),
+        ],
+    );
+    let words: Vec<&str> = out.lines().map(|l| l.split('\t').next().unwrap()).collect();
+    assert_eq!(words, ["build", "--json"], "{out}");
+
     let out = run(jbuild(t.path()).args(["completion", "tcsh"]));
     assert_eq!(out.status.code(), Some(2), "clap's usage error");
 }
