@@ -81,9 +81,20 @@ fn the_generated_documents_do_not_depend_on_the_environment() {
 #[test]
 fn man_renders_every_page() {
     let t = tempfile::tempdir().unwrap();
-    let dir = t.path().join("man1");
-    fs::create_dir(&dir).unwrap();
+    let dir = t.path().join("share/man/man1");
     ok(jbuild(t.path()).args(["man", "--out"]).arg(&dir));
+    // A place that cannot be a directory is the user's mistake, named.
+    let file = t.path().join("a-file");
+    fs::write(&file, "").unwrap();
+    let out = run(jbuild(t.path())
+        .args(["man", "--out"])
+        .arg(file.join("man1")));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("cannot write man pages into") && err.contains("a-file"),
+        "{err}"
+    );
     let help = ok(jbuild(t.path()).arg("--help"));
     let mut expected: BTreeSet<String> = commands_of(&help)
         .iter()

@@ -30,8 +30,8 @@ enum ShellName {
 #[derive(Args, Debug)]
 pub struct ManArgs {
     /// Write every page (jbuild.1 and one jbuild-COMMAND.1 per command)
-    /// into DIR, e.g. /usr/local/share/man/man1. Without it, jbuild(1) is
-    /// printed.
+    /// into DIR (made if missing), e.g. /usr/local/share/man/man1. Without
+    /// it, jbuild(1) is printed.
     #[arg(long, value_name = "DIR", conflicts_with = "markdown")]
     out: Option<PathBuf>,
     /// Print the command reference in Markdown instead (docs/cli.md).
@@ -67,7 +67,7 @@ pub fn man(ctx: &Ctx, args: ManArgs) -> CmdResult {
     };
     let written = write_pages(&dir).map_err(|e| {
         Failure::user(anyhow::Error::new(e).context(format!(
-            "cannot write man pages into {} (does the directory exist and may you write there?)",
+            "cannot write man pages into {} (is it a directory you may write to?)",
             dir.display()
         )))
     })?;
@@ -99,6 +99,7 @@ fn visible(cmd: &clap::Command) -> Vec<clap::Command> {
 }
 
 fn write_pages(dir: &std::path::Path) -> std::io::Result<usize> {
+    std::fs::create_dir_all(dir)?;
     let pages = visible(&command());
     for (i, cmd) in pages.iter().enumerate() {
         let man = Man::new(cmd.clone());
