@@ -177,6 +177,16 @@ fn bash_completion_loads_and_completes() {
         );
         String::from_utf8(out.stdout).unwrap()
     };
+    // A broken configuration file does not stop the documents.
+    let broken = t.path().join("broken.toml");
+    fs::write(&broken, "[zfs\n").unwrap();
+    let again = ok(jbuild(t.path())
+        .env("JBUILD_CONFIG", &broken)
+        .args(["completion", "bash"]));
+    assert_eq!(again, fs::read_to_string(&script).unwrap());
+    let out = run(jbuild(t.path()).env("JBUILD_CONFIG", &broken).arg("info"));
+    assert_eq!(out.status.code(), Some(1), "while other commands refuse it");
+
     let out = complete("jbuild bu", 1);
     let mut lines = out.lines();
     assert!(

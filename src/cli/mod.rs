@@ -274,6 +274,9 @@ pub fn main() -> i32 {
         .init();
     let settings = match Settings::load() {
         Ok(s) => s,
+        // Completions and man pages need no configuration: a broken file
+        // (fixed with the man page's help) does not stop them.
+        Err(_) if matches!(cli.command, Cmd::Completion(_) | Cmd::Man(_)) => Settings::default(),
         Err(e) => {
             report(&anyhow::Error::new(e));
             return EXIT_USER;
