@@ -326,16 +326,28 @@ pub fn info(ctx: &Ctx) -> CmdResult {
         "snapshots": chosen.location,
         "differ": chosen.snapshotter.differ().name(),
         "config": ctx.settings.source.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "none (defaults)".into()),
+        "config_searched": config_searched(ctx),
         "executor": executor,
         "platform": Platform::default_for_host().to_string(),
         "freebsd_mirror": jbuild::release::ReleaseSource::new(&ctx.paths, &ctx.settings.freebsd).mirror,
         "pkg_cache": ctx.paths.pkg_cache(),
-        "version": env!("CARGO_PKG_VERSION"),
+        "version": super::VERSION,
     });
     if ctx.json {
         outln!("{v}");
     } else {
         for (k, val) in v.as_object().into_iter().flatten() {
+            if let Some(files) = val.as_array() {
+                // One line per file: `config_searched  /etc/jbuild/config.toml (not found)`.
+                for f in files {
+                    outln!(
+                        "{k:<16} {} ({})",
+                        f["path"].as_str().unwrap_or(""),
+                        f["state"].as_str().unwrap_or("")
+                    );
+                }
+                continue;
+            }
             outln!(
                 "{k:<16} {}",
                 val.as_str()
@@ -345,4 +357,22 @@ pub fn info(ctx: &Ctx) -> CmdResult {
         }
     }
     Ok(())
+}
+
+/// The configuration files looked for, in order, each `used`, `not found`,
+/// or `not read` (one before it was used).
+fn config_searched(ctx: &Ctx) -> Vec<serde_json::Value> {
+    jbuild::config::Settings::search_list()
+        .into_iter()
+        .map(|path| {
+            let state = if ctx.settings.source.as_ref() == Some(&path) {
+                "used"
+            } else if path.exists() {
+                "not read"
+            } else {
+                "not found"
+            };
+            json!({"path": path, "state": state})
+        })
+        .collect()
 }

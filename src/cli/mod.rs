@@ -29,6 +29,7 @@ mod bastille;
 mod build;
 mod check;
 mod create;
+mod docs;
 mod images;
 mod login;
 mod manifest;
@@ -55,10 +56,24 @@ use jbuild::store::Store;
 pub const EXIT_USER: i32 = 1;
 pub const EXIT_INTERNAL: i32 = 2;
 
+/// What `--version` says: the version, the commit built (`unknown` outside
+/// a git checkout) and the target (both from `build.rs`).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("JBUILD_BUILD_COMMIT"),
+    ", target ",
+    env!("JBUILD_BUILD_TARGET"),
+    ")"
+);
+
+/// The heading the flags every command takes are listed under.
+const GLOBAL: &str = "Global options";
+
 #[derive(Parser, Debug)]
 #[command(
     name = "jbuild",
-    version,
+    version = VERSION,
     about = "Build FreeBSD jail templates from Jailfiles into layered snapshots and OCI images",
     long_about = "jbuild builds jail templates from plain-text recipes (Jailfiles), caches every step as a \
                   snapshot, and exports the result as a standard OCI image that skopeo, podman and any \
@@ -68,23 +83,23 @@ pub const EXIT_INTERNAL: i32 = 2;
 )]
 pub struct Cli {
     /// Where jbuild keeps its store and snapshots.
-    #[arg(long, global = true, env = "JBUILD_ROOT", value_name = "DIR")]
+    #[arg(long, global = true, help_heading = GLOBAL, env = "JBUILD_ROOT", value_name = "DIR")]
     root: Option<PathBuf>,
     /// Snapshot backend: `zfs` (datasets under [zfs] dataset or
     /// $JBUILD_ZFS_DATASET), `dir` (plain directories, anywhere), or `auto`
     /// (zfs when a dataset is configured and usable, else dir). Default:
     /// `backend =` in the configuration file, else auto. `jbuild info` says
     /// which one is used and why.
-    #[arg(long, global = true, env = "JBUILD_BACKEND", value_name = "BACKEND", value_parser = ["auto", "zfs", "dir"])]
+    #[arg(long, global = true, help_heading = GLOBAL, env = "JBUILD_BACKEND", value_name = "BACKEND", value_parser = ["auto", "zfs", "dir"])]
     backend: Option<String>,
     /// Print nothing but results and errors.
-    #[arg(short, long, global = true)]
+    #[arg(short, long, global = true, help_heading = GLOBAL)]
     quiet: bool,
     /// Print machine-readable JSON (events, then a result object).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     json: bool,
     /// Debug logging to standard error (or set RUST_LOG).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     debug: bool,
     #[command(subcommand)]
     command: Cmd,
@@ -136,6 +151,10 @@ enum Cmd {
     Login(login::LoginArgs),
     /// Forget the credentials kept for a registry.
     Logout(login::LogoutArgs),
+    /// Print a shell completion script (bash, zsh, fish).
+    Completion(docs::CompletionArgs),
+    /// Write the man pages (or print jbuild(1), or the Markdown reference).
+    Man(docs::ManArgs),
 }
 
 /// A failed command: what went wrong, and whose mistake it was.
@@ -266,6 +285,9 @@ pub fn main() -> i32 {
         .init();
     let settings = match Settings::load() {
         Ok(s) => s,
+        // Completions and man pages need no configuration: a broken file
+        // (fixed with the man page's help) does not stop them.
+        Err(_) if matches!(cli.command, Cmd::Completion(_) | Cmd::Man(_)) => Settings::default(),
         Err(e) => {
             report(&anyhow::Error::new(e));
             return EXIT_USER;
@@ -303,6 +325,8 @@ pub fn main() -> i32 {
         Cmd::Create(a) => create::run(&ctx, a),
         Cmd::Login(a) => login::login(&ctx, a),
         Cmd::Logout(a) => login::logout(&ctx, a),
+        Cmd::Completion(a) => docs::completion(&ctx, a),
+        Cmd::Man(a) => docs::man(&ctx, a),
     };
     if let Some(e) = jbuild::report::stdout::failure() {
         eprintln!("error: cannot write to standard output: {e}");

@@ -13,7 +13,9 @@
 //! └── tmp/                scratch space for work in progress
 //! ```
 
+pub mod environment;
 mod settings;
+pub use settings::DEFAULT_REGISTRY_TIMEOUT_SECS;
 pub use settings::{
     FreeBsdSettings, LayerSettings, PkgSettings, RegistrySettings, Settings, SettingsError,
     ZfsSettings,

@@ -12,7 +12,8 @@
 //! ```
 //!
 //! No file means every default. Unknown keys are refused with the file's
-//! name, so a typo never silently turns a setting off.
+//! name, so a typo never silently turns a setting off. Every key, its
+//! default and its meaning: `docs/config.md` (a test keeps it complete).
 //!
 //! ```toml
 //! backend = "auto"              # auto | zfs | dir
@@ -27,11 +28,12 @@
 //!
 //! [freebsd]
 //! mirror = "https://download.freebsd.org/releases"
+//! manifests_dir = "/usr/local/share/freebsd-release-manifests"
+//! allow_jail_params = []
 //!
 //! [bastille]
 //! templates_dir = "/usr/local/bastille/templates"   # INCLUDE user/repo
 //! prefix = "/usr/local/bastille"                    # create --bastille
-//! manifests_dir = "/usr/local/share/freebsd-release-manifests"
 //!
 //! [pkg]
 //! repos_dir = "/usr/local/etc/jbuild/pkg-repos"   # pkg repos for PKG steps
@@ -180,8 +182,8 @@ impl Settings {
     /// The settings of this host: the file named by `$JBUILD_CONFIG`, else
     /// the first file of the search path, else the defaults.
     pub fn load() -> Result<Settings, SettingsError> {
-        if let Some(p) = std::env::var_os("JBUILD_CONFIG").filter(|v| !v.is_empty()) {
-            return Settings::from_file(Path::new(&p));
+        if let Some(p) = explicit_file() {
+            return Settings::from_file(&p);
         }
         for p in search_path() {
             if p.is_file() {
@@ -189,6 +191,13 @@ impl Settings {
             }
         }
         Ok(Settings::default())
+    }
+
+    /// The files [`Settings::load`] looks for, in order: `$JBUILD_CONFIG`
+    /// alone when it is set, else the search path. The first that exists
+    /// is read (for `jbuild info`).
+    pub fn search_list() -> Vec<PathBuf> {
+        explicit_file().map(|p| vec![p]).unwrap_or_else(search_path)
     }
 
     pub fn from_file(path: &Path) -> Result<Settings, SettingsError> {
@@ -216,6 +225,12 @@ impl Settings {
         }
         Ok(s)
     }
+}
+
+fn explicit_file() -> Option<PathBuf> {
+    std::env::var_os("JBUILD_CONFIG")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
 }
 
 fn search_path() -> Vec<PathBuf> {

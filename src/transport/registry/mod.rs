@@ -59,7 +59,9 @@ pub use body::{head_of_body, read_capped};
 pub use endpoint::{reach, Endpoint};
 pub use inspect::RemoteImage;
 pub use login::verify;
-pub use options::{insecure_list, RegistryOperation, RegistryOptions, INSECURE_ENV};
+pub use options::{
+    insecure_list, RegistryOperation, RegistryOptions, DEFAULT_CERTS_DIRS, INSECURE_ENV,
+};
 pub use tags::MAX_PAGES;
 
 /// One repository of a registry.

@@ -1,0 +1,192 @@
+//! `jbuild completion` and `jbuild man`: shell completions, man pages and
+//! the Markdown command reference (`docs/cli.md`), all made from the one
+//! clap definition in `cli/mod.rs`, so they cannot drift from the flags.
+
+use std::path::PathBuf;
+
+use clap::{Args, CommandFactory, ValueEnum};
+use clap_complete::Shell;
+use clap_mangen::roff::{bold, roman, Roff};
+use clap_mangen::Man;
+
+use jbuild::config::environment::VARIABLES;
+
+use super::{Cli, CmdResult, Ctx, Failure};
+
+#[derive(Args, Debug)]
+pub struct CompletionArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    shell: ShellName,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum ShellName {
+    Bash,
+    Zsh,
+    Fish,
+}
+
+#[derive(Args, Debug)]
+pub struct ManArgs {
+    /// Write every page (jbuild.1 and one jbuild-COMMAND.1 per command)
+    /// into DIR (made if missing), e.g. /usr/local/share/man/man1. Without
+    /// it, jbuild(1) is printed.
+    #[arg(long, value_name = "DIR", conflicts_with = "markdown")]
+    out: Option<PathBuf>,
+    /// Print the command reference in Markdown instead (docs/cli.md).
+    #[arg(long)]
+    markdown: bool,
+}
+
+/// The width help text is wrapped at in generated documents, whatever the
+/// terminal they are made on.
+const WIDTH: usize = 100;
+
+pub fn completion(_ctx: &Ctx, args: CompletionArgs) -> CmdResult {
+    let shell = match args.shell {
+        ShellName::Bash => Shell::Bash,
+        ShellName::Zsh => Shell::Zsh,
+        ShellName::Fish => Shell::Fish,
+    };
+    let mut text = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "jbuild", &mut text);
+    out!("{}", String::from_utf8_lossy(&text));
+    Ok(())
+}
+
+pub fn man(ctx: &Ctx, args: ManArgs) -> CmdResult {
+    if args.markdown {
+        out!("{}", markdown());
+        return Ok(());
+    }
+    let Some(dir) = args.out else {
+        let text = page(&command(), true).map_err(Failure::internal)?;
+        out!("{}", String::from_utf8_lossy(&text));
+        return Ok(());
+    };
+    let written = write_pages(&dir).map_err(|e| {
+        Failure::user(anyhow::Error::new(e).context(format!(
+            "cannot write man pages into {} (is it a directory you may write to?)",
+            dir.display()
+        )))
+    })?;
+    if !ctx.quiet {
+        outln!("wrote {written} pages into {}", dir.display());
+    }
+    Ok(())
+}
+
+/// The command tree as documents show it: built (so subcommands carry
+/// their `jbuild-NAME` display names) and wrapped at a fixed width.
+fn command() -> clap::Command {
+    // The value a variable has where the document is made is not part of it.
+    let mut cmd = Cli::command()
+        .disable_help_subcommand(true)
+        .term_width(WIDTH)
+        .mut_args(|a| a.hide_env_values(true));
+    cmd.build();
+    cmd
+}
+
+/// The commands a reader sees, depth first: `jbuild`, `jbuild build`, ...
+fn visible(cmd: &clap::Command) -> Vec<clap::Command> {
+    let mut all = vec![cmd.clone()];
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        all.extend(visible(sub));
+    }
+    all
+}
+
+fn write_pages(dir: &std::path::Path) -> std::io::Result<usize> {
+    std::fs::create_dir_all(dir)?;
+    let pages = visible(&command());
+    for (i, cmd) in pages.iter().enumerate() {
+        let man = Man::new(cmd.clone());
+        let text = page(cmd, i == 0)?;
+        std::fs::write(dir.join(man.get_filename()), text)?;
+    }
+    Ok(pages.len())
+}
+
+/// One man page; jbuild(1) also gets ENVIRONMENT, FILES and SEE ALSO.
+fn page(cmd: &clap::Command, top: bool) -> std::io::Result<Vec<u8>> {
+    let mut text = Vec::new();
+    Man::new(cmd.clone()).render(&mut text)?;
+    let mut roff = Roff::default();
+    if top {
+        roff.control("SH", ["ENVIRONMENT"]);
+        for v in VARIABLES {
+            roff.control("TP", []);
+            roff.text([bold(v.name)]);
+            roff.text([roman(v.meaning)]);
+        }
+        roff.control("SH", ["FILES"]);
+        roff.text([roman(
+            "The configuration file is $JBUILD_CONFIG when set, else the first of these that \
+             exists (jbuild info lists them):",
+        )]);
+        for f in [
+            "$XDG_CONFIG_HOME/jbuild/config.toml (~/.config/jbuild/config.toml)",
+            "/usr/local/etc/jbuild/config.toml",
+            "/etc/jbuild/config.toml",
+        ] {
+            roff.control("TP", []);
+            roff.text([bold(f)]);
+        }
+    }
+    roff.control("SH", ["SEE ALSO"]);
+    let mut see: Vec<String> = if top {
+        visible(cmd)
+            .iter()
+            .skip(1)
+            .map(|c| format!("{}(1)", display_name(c)))
+            .collect()
+    } else {
+        vec!["jbuild(1)".into()]
+    };
+    see.push("skopeo(1)".into());
+    roff.text([roman(see.join(", "))]);
+    roff.to_writer(&mut text)?;
+    Ok(text)
+}
+
+fn display_name(cmd: &clap::Command) -> String {
+    cmd.get_display_name()
+        .unwrap_or_else(|| cmd.get_name())
+        .to_string()
+}
+
+/// `docs/cli.md`: every visible command with its whole `--help`.
+pub fn markdown() -> String {
+    let pages = visible(&command());
+    let mut md = String::from(
+        "# jbuild command reference\n\n\
+         <!-- Generated from the clap definition in src/cli: do not edit.\n     \
+         Refresh with: cargo run -q -- man --markdown > docs/cli.md -->\n\n\
+         Every command and its flags, as `jbuild COMMAND --help` prints them; the global \
+         options, which every command takes, are listed once, under `jbuild`. The \
+         environment variables and the configuration file are in [config.md](config.md).\n\n",
+    );
+    for cmd in &pages {
+        let title = display_name(cmd).replace('-', " ");
+        let anchor = display_name(cmd);
+        md.push_str(&format!("- [`{title}`](#{anchor})\n"));
+    }
+    for cmd in &pages {
+        let title = display_name(cmd).replace('-', " ");
+        let mut c = cmd.clone();
+        if !std::ptr::eq(cmd, &pages[0]) {
+            // Listed once, under `jbuild`.
+            c = c.mut_args(|a| if a.is_global_set() { a.hide(true) } else { a });
+        }
+        let help = c.render_long_help().to_string();
+        let help: Vec<&str> = help.lines().map(str::trim_end).collect();
+        md.push_str(&format!(
+            "\n<a id=\"{}\"></a>\n\n## {title}\n\n```text\n{}\n```\n",
+            display_name(cmd),
+            help.join("\n").trim_end()
+        ));
+    }
+    md
+}

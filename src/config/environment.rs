@@ -1,0 +1,125 @@
+//! Every environment variable jbuild reads, in one table: the ENVIRONMENT
+//! section of `jbuild(1)` and of `docs/config.md` are made from it, and a
+//! test (`tests/docs.rs`) fails when the code reads a variable this table
+//! does not list.
+
+/// One environment variable and what it does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EnvVar {
+    /// Its name; `HTTP_PROXY, http_proxy` for a pair read alike.
+    pub name: &'static str,
+    /// What it does, one sentence or two.
+    pub meaning: &'static str,
+}
+
+/// The variables, jbuild's own first.
+pub const VARIABLES: &[EnvVar] = &[
+    EnvVar {
+        name: "JBUILD_ROOT",
+        meaning: "Where jbuild keeps its store, snapshots and caches (as `--root`). Default \
+                  `/var/db/jbuild` for root, else `$XDG_DATA_HOME/jbuild` \
+                  (`~/.local/share/jbuild`).",
+    },
+    EnvVar {
+        name: "JBUILD_BACKEND",
+        meaning: "The snapshot backend, `auto`, `zfs` or `dir` (as `--backend`); wins over \
+                  `backend =` in the configuration file.",
+    },
+    EnvVar {
+        name: "JBUILD_CONFIG",
+        meaning: "The configuration file to read instead of searching for one; it must exist.",
+    },
+    EnvVar {
+        name: "JBUILD_ZFS_DATASET",
+        meaning: "The parent ZFS dataset of every dataset jbuild makes; wins over `[zfs] dataset`.",
+    },
+    EnvVar {
+        name: "JBUILD_REGISTRY_HOST",
+        meaning: "With `JBUILD_REGISTRY_USERNAME` and `JBUILD_REGISTRY_PASSWORD`: credentials \
+                  for this one registry (`host` or `host:port`), asked before any file. All \
+                  three or none.",
+    },
+    EnvVar {
+        name: "JBUILD_REGISTRY_USERNAME",
+        meaning: "The user name for `JBUILD_REGISTRY_HOST`.",
+    },
+    EnvVar {
+        name: "JBUILD_REGISTRY_PASSWORD",
+        meaning: "The password or token for `JBUILD_REGISTRY_HOST`.",
+    },
+    EnvVar {
+        name: "JBUILD_INSECURE_REGISTRIES",
+        meaning: "Registries (`host` or `host:port`, separated by commas or spaces) reached over \
+                  plain HTTP or without checking their certificate, added to `[registries] \
+                  insecure`: for CI jobs with no configuration file.",
+    },
+    EnvVar {
+        name: "REGISTRY_AUTH_FILE",
+        meaning: "The containers `auth.json` to read and write credentials in (as podman, \
+                  buildah and skopeo), instead of `$XDG_RUNTIME_DIR/containers/auth.json` and \
+                  `~/.config/containers/auth.json`.",
+    },
+    EnvVar {
+        name: "DOCKER_CONFIG",
+        meaning: "The directory holding docker's `config.json` (credentials and credential \
+                  helpers). Default `~/.docker`.",
+    },
+    EnvVar {
+        name: "SOURCE_DATE_EPOCH",
+        meaning: "Seconds since 1970: the time recorded in image configs and history, and the \
+                  latest file time in layers. Default 0, so the same recipe gives the same \
+                  bytes on any day.",
+    },
+    EnvVar {
+        name: "RUST_LOG",
+        meaning: "What is logged to standard error, as a `tracing` filter (e.g. `jbuild=debug`); \
+                  `--debug` means `jbuild=debug`. Default `warn`.",
+    },
+    EnvVar {
+        name: "HTTP_PROXY, http_proxy",
+        meaning: "The proxy for plain-HTTP registries and mirrors.",
+    },
+    EnvVar {
+        name: "HTTPS_PROXY, https_proxy",
+        meaning: "The proxy for registries and mirrors reached over TLS.",
+    },
+    EnvVar {
+        name: "ALL_PROXY, all_proxy",
+        meaning: "The proxy for both, when the more specific variable is not set.",
+    },
+    EnvVar {
+        name: "NO_PROXY, no_proxy",
+        meaning: "Hosts, domains and networks reached without a proxy \
+                  (`registry.lan,.corp.example,10.0.0.0/8`).",
+    },
+    EnvVar {
+        name: "XDG_CONFIG_HOME",
+        meaning: "Where the per-user configuration file is looked for \
+                  (`$XDG_CONFIG_HOME/jbuild/config.toml`). Default `~/.config`.",
+    },
+    EnvVar {
+        name: "XDG_DATA_HOME",
+        meaning: "The parent of the default state root for users other than root. Default \
+                  `~/.local/share`.",
+    },
+    EnvVar {
+        name: "XDG_RUNTIME_DIR",
+        meaning: "Where the containers `auth.json` is looked for first \
+                  (`$XDG_RUNTIME_DIR/containers/auth.json`).",
+    },
+    EnvVar {
+        name: "HOME",
+        meaning: "The base of `~/.config`, `~/.local/share`, `~/.docker`.",
+    },
+    EnvVar {
+        name: "PATH",
+        meaning: "Where docker credential helpers (`docker-credential-NAME`), `zfs` and other \
+                  host tools are found.",
+    },
+];
+
+/// Each name a row of [`VARIABLES`] covers (`HTTP_PROXY, http_proxy`
+/// counts as two).
+pub fn names() -> impl Iterator<Item = &'static str> {
+    VARIABLES.iter().flat_map(|v| v.name.split(", "))
+}
