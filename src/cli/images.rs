@@ -13,12 +13,14 @@ use jbuild::report::plain::bytes;
 use jbuild::store::{ImageName, Store};
 
 #[derive(Args, Debug)]
-#[command(after_help = "With -q (--quiet), only image IDs are printed, one per name as docker does.\n\n\
+#[command(
+    after_help = "With -q (--quiet), only image IDs are printed, one per name as docker does.\n\n\
 Format fields: {{.Name}} {{.Repository}} {{.Tag}} {{.ID}} {{.Digest}} {{.Created}} {{.CreatedSince}} \
 {{.Size}} (unpacked) {{.CompressedSize}} {{.Platform}}; `table ...` aligns columns at \\t \
 under a header; `json` prints one object per image.\n\n\
 Examples:\n  jbuild images -q\n  jbuild images --format '{{.Repository}}:{{.Tag}} {{.Size}}'\n  \
-jbuild images --filter reference='web:*' --filter dangling=false")]
+jbuild images --filter reference='web:*' --filter dangling=false"
+)]
 pub struct ImagesArgs {
     /// Print only manifest digests.
     #[arg(long = "digests-only")]

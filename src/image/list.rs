@@ -138,9 +138,8 @@ impl Filters {
                 }
                 "before" | "since" => {
                     let desc = store.find(value)?.descriptor;
-                    let time = created_of(store, &desc).and_then(|c| {
-                        humantime::parse_rfc3339_weak(&c).ok()
-                    });
+                    let time = created_of(store, &desc)
+                        .and_then(|c| humantime::parse_rfc3339_weak(&c).ok());
                     let time = time.ok_or_else(|| ListError::NoCreated {
                         filter: text.clone(),
                         image: value.to_string(),
@@ -162,18 +161,20 @@ impl Filters {
         let created = row.created_time();
         (self.reference.is_empty() || self.reference.iter().any(|g| reference_matches(g, row)))
             && (self.label.is_empty()
-                || self.label.iter().any(|(k, v)| match (row.labels.get(k), v) {
-                    (Some(_), None) => true,
-                    (Some(have), Some(want)) => have == want,
-                    (None, _) => false,
-                }))
+                || self
+                    .label
+                    .iter()
+                    .any(|(k, v)| match (row.labels.get(k), v) {
+                        (Some(_), None) => true,
+                        (Some(have), Some(want)) => have == want,
+                        (None, _) => false,
+                    }))
             && self
                 .dangling
                 .is_none_or(|d| d == matches!(row.name, RefName::Untagged))
             && (self.before.is_empty()
                 || created.is_some_and(|c| self.before.iter().any(|b| c < *b)))
-            && (self.since.is_empty()
-                || created.is_some_and(|c| self.since.iter().any(|s| c > *s)))
+            && (self.since.is_empty() || created.is_some_and(|c| self.since.iter().any(|s| c > *s)))
     }
 }
 

@@ -120,12 +120,13 @@ fn pieces(text: &str) -> Result<Vec<Piece>, FormatError> {
         let name = inner
             .strip_prefix('.')
             .ok_or_else(|| FormatError::NotAField(inner.to_string()))?;
-        let known = FIELDS
-            .iter()
-            .find(|(f, _)| *f == name)
-            .ok_or_else(|| FormatError::UnknownField {
-                field: name.to_string(),
-            })?;
+        let known =
+            FIELDS
+                .iter()
+                .find(|(f, _)| *f == name)
+                .ok_or_else(|| FormatError::UnknownField {
+                    field: name.to_string(),
+                })?;
         out.push(Piece::Field(known.0));
         rest = &after[close + 2..];
     }
@@ -213,7 +214,10 @@ mod tests {
             Format::Table(p) if p.len() == 3
         ));
         let e = Format::parse("{{.Nope}}").unwrap_err().to_string();
-        assert!(e.contains("`{{.Nope}}`") && e.contains("{{.Repository}}"), "{e}");
+        assert!(
+            e.contains("`{{.Nope}}`") && e.contains("{{.Repository}}"),
+            "{e}"
+        );
         assert!(Format::parse("{{.ID").is_err());
         assert!(Format::parse("{{json .}}").is_err());
     }

@@ -42,9 +42,9 @@ mod cleanup;
 mod index;
 mod json;
 mod layout;
-mod sizes;
 pub mod lock;
 pub mod name;
+mod sizes;
 
 use std::io;
 use std::path::{Path, PathBuf};
