@@ -151,7 +151,7 @@ pub fn images(ctx: &Ctx, args: ImagesArgs) -> CmdResult {
         Some(f) => f,
         None if ctx.quiet => Format::Lines(vec![Piece::Field("ID")]),
         None => Format::parse(
-            "table {{.Repository}}:{{.Tag}}\t{{.Digest}}\t{{.Platform}}\t{{.CreatedSince}}\t{{.Size}}\t{{.CompressedSize}}",
+            "table {{.Name}}\t{{.ID}}\t{{.Platform}}\t{{.CreatedSince}}\t{{.Size}}\t{{.CompressedSize}}",
         )
         .map_err(Failure::internal)?,
     };
