@@ -259,6 +259,10 @@ fn images_quiet_format_filters_created_and_both_sizes() {
         vec![short(&new), short(&old), short(&mid), short(&gone)]
     );
     assert_eq!(lines(&["-q", "--no-trunc"])[0], new);
+    // As docker: -q wins over --format, and the global spelling is the same flag.
+    assert_eq!(lines(&["-q", "--format", "{{.Tag}}"]), lines(&["-q"]));
+    let global = ok(jbuild(r).args(["-q", "images"]));
+    assert_eq!(global.lines().count(), 4, "{global}");
 
     // The table: CREATED as docker says it, the unpacked size beside the compressed one.
     let table = lines(&[]);

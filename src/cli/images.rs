@@ -146,10 +146,11 @@ pub fn images(ctx: &Ctx, args: ImagesArgs) -> CmdResult {
         }
         return Ok(());
     }
-    // `images -q` is docker's: IDs only (the global -q means "results only").
+    // `images -q` is docker's: IDs only, over any --format (the global -q
+    // means "results only" elsewhere).
     let format = match format {
+        _ if ctx.quiet => Format::Lines(vec![Piece::Field("ID")]),
         Some(f) => f,
-        None if ctx.quiet => Format::Lines(vec![Piece::Field("ID")]),
         None => Format::parse(
             "table {{.Name}}\t{{.ID}}\t{{.Platform}}\t{{.CreatedSince}}\t{{.Size}}\t{{.CompressedSize}}",
         )

@@ -350,6 +350,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn docker_resolves_short_names_to_docker_hub() {
+        let d = |s: &str| ImageName::parse(s).unwrap().docker_tagged();
+        for hub in [
+            "alpine",
+            "alpine:latest",
+            "library/alpine",
+            "docker.io/alpine",
+            "index.docker.io/library/alpine:latest",
+        ] {
+            assert_eq!(d(hub), "docker.io/library/alpine:latest", "{hub}");
+        }
+        assert_eq!(d("user/app"), "docker.io/user/app:latest");
+        assert_eq!(d("localhost/x"), "localhost/x:latest");
+        assert_eq!(d("host:5000/x:1"), "host:5000/x:1");
+        assert_eq!(d("ghcr.io/a/b:2"), "ghcr.io/a/b:2");
+    }
+
+    #[test]
     fn credentials_in_a_reference_are_refused_unrepeated() {
         let e = ImageName::parse("me:s3cret@reg.lan:5000/app:1").unwrap_err();
         assert_eq!(e, NameError::Credentials);
