@@ -333,6 +333,8 @@ fn images_quiet_format_filters_created_and_both_sizes() {
     };
     assert_eq!(ids(&["reference=web"]), vec![mid.clone()]);
     assert_eq!(ids(&["reference=*/web:*"]), vec![new.clone()]);
+    // `*` stops at `/`, as docker's path.Match.
+    assert_eq!(ids(&["reference=*web*"]), vec![mid.clone()]);
     assert_eq!(
         ids(&["reference=old", "reference=web:1"]),
         vec![old.clone(), mid.clone()]
@@ -359,4 +361,12 @@ fn images_quiet_format_filters_created_and_both_sizes() {
     assert!(err.contains("{{.Repository}}"), "{err}");
     let err = fails(jbuild(r).args(["images", "--filter", "before=missing"]), 1);
     assert!(err.contains("no image `missing`"), "{err}");
+
+    // rmi of an image kept without a name removes the entry that kept it.
+    let removed = ok(jbuild(r).args(["rmi", &short(&gone)]));
+    assert!(
+        removed.contains(&format!("removed unnamed image {gone}")),
+        "{removed}"
+    );
+    assert_eq!(ids(&["dangling=true"]), Vec::<String>::new());
 }
