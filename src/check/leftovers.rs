@@ -134,6 +134,33 @@ pub fn check(
             );
         }
     }
+    // Unpacked-size notes (`jbuild images`, `store::sizes`) of blobs gone.
+    for p in entries(&store.join(".jbuild/sizes"))? {
+        let name = p
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if name.starts_with(".tmp-") {
+            found(
+                p,
+                Guard::Age,
+                "tmp-file",
+                "an unpacked-size note an interrupted `jbuild images` was writing",
+            );
+            continue;
+        }
+        let present = format!("sha256:{name}")
+            .parse()
+            .is_ok_and(|d| facts.blobs.contains_key(&d));
+        if !present {
+            found(
+                p,
+                Guard::Store,
+                "stale-size",
+                "the unpacked size of a blob the store no longer has",
+            );
+        }
+    }
     // While `oci-layout` is missing the store is being created, and its
     // creation writes `index.json` and `oci-layout` without the index lock
     // (no `.jbuild/` yet: a layout jbuild creates stays a plain one). Its
