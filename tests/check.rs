@@ -376,6 +376,14 @@ fn leftovers_of_interrupted_work_are_reclaimable_then_gone() {
         b"docker://x/y",
     )
     .unwrap();
+    // An unpacked-size note (`jbuild images`) for a blob the store does not have.
+    fs::create_dir_all(store.join(".jbuild/sizes")).unwrap();
+    fs::write(store.join(".jbuild/sizes").join("ef".repeat(32)), b"1024\n").unwrap();
+    // And one a `jbuild images` killed two hours ago was writing.
+    let half = store.join(".jbuild/sizes/.tmp-Ab12Cd");
+    fs::write(&half, b"10").unwrap();
+    let two_hours_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(7200);
+    filetime::set_file_mtime(&half, filetime::FileTime::from_system_time(two_hours_ago)).unwrap();
     let dead_pid = dead_pid();
     let dead = format!("active-{dead_pid}-1");
     active_snapshot(&root, &dead);
@@ -396,6 +404,8 @@ fn leftovers_of_interrupted_work_are_reclaimable_then_gone() {
         vec![
             "dead-active-snapshot",
             "stale-origin",
+            "stale-size",
+            "tmp-file",
             "tmp-file",
             "tmp-file",
             "tmp-file",

@@ -106,32 +106,47 @@ pub fn check(
             "a blob an interrupted build, pull or import was writing",
         );
     }
-    for p in entries(&store.join(".jbuild/origins"))? {
-        let name = p
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        // `.<hex>.tmp-<pid>`: a note being written by process <pid>.
-        if let Some((_, pid)) = name.strip_prefix('.').and_then(|n| n.rsplit_once(".tmp-")) {
-            let guard = pid.parse().map_or(Guard::Age, Guard::Process);
-            found(
-                p,
-                guard,
-                "tmp-file",
-                "an origin note an interrupted pull or push was writing",
-            );
-            continue;
-        }
-        let present = format!("sha256:{name}")
-            .parse()
-            .is_ok_and(|d| facts.blobs.contains_key(&d));
-        if !present {
-            found(
-                p,
-                Guard::Store,
-                "stale-origin",
-                "where a blob the store no longer has came from (a hint for pushes)",
-            );
+    // Notes named by a blob's hex digest: the origin of a pulled blob (a
+    // hint for pushes) and a layer's unpacked size (`jbuild images`).
+    let notes = [
+        (
+            "origins",
+            "stale-origin",
+            "where a blob the store no longer has came from (a hint for pushes)",
+            "an origin note an interrupted pull or push was writing",
+        ),
+        (
+            "sizes",
+            "stale-size",
+            "the unpacked size of a blob the store no longer has",
+            "an unpacked-size note an interrupted `jbuild images` was writing",
+        ),
+    ];
+    for (dir, stale, what, half_written) in notes {
+        for p in entries(&store.join(".jbuild").join(dir))? {
+            let name = p
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            // `.<hex>.tmp-<pid>`: an origin note being written by process
+            // <pid>; `.tmp-*`: a size note being written (by age only).
+            let writer = if name.starts_with(".tmp-") {
+                Some(Guard::Age)
+            } else {
+                name.strip_prefix('.')
+                    .and_then(|n| n.rsplit_once(".tmp-"))
+                    .map(|(_, pid)| pid.parse().map_or(Guard::Age, Guard::Process))
+            };
+            if let Some(guard) = writer {
+                found(p, guard, "tmp-file", half_written);
+                continue;
+            }
+            let present = format!("sha256:{name}")
+                .parse()
+                .is_ok_and(|d| facts.blobs.contains_key(&d));
+            if !present {
+                found(p, Guard::Store, stale, what);
+            }
         }
     }
     // While `oci-layout` is missing the store is being created, and its

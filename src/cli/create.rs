@@ -13,7 +13,8 @@ use jbuild::report::JsonReporter;
 
 #[derive(Args, Debug)]
 pub struct CreateArgs {
-    /// The image (name[:tag] or digest in the local store).
+    /// The image in the local store: a name (`alpine` is
+    /// docker.io/library/alpine:latest), an image ID or a digest prefix.
     #[arg(value_name = "IMAGE")]
     image: String,
     /// The jail's name.

@@ -6,15 +6,36 @@ use clap::Args;
 use serde_json::json;
 
 use super::{CmdResult, Ctx, Failure};
-use jbuild::image::{self, gc, Platform, JAILFILE_LABEL};
+use jbuild::image::list_format::{Format, Piece};
+use jbuild::image::remove::{self, Removed};
+use jbuild::image::{self, gc, list, Platform, JAILFILE_LABEL};
 use jbuild::report::plain::bytes;
 use jbuild::store::{ImageName, Store};
 
 #[derive(Args, Debug)]
+#[command(
+    after_help = "With -q (--quiet), only image IDs are printed, one per name as docker does.\n\n\
+Format fields: {{.Name}} {{.Repository}} {{.Tag}} {{.ID}} {{.Digest}} {{.Created}} {{.CreatedSince}} \
+{{.Size}} (unpacked) {{.CompressedSize}} {{.Platform}}; `table ...` aligns columns at \\t \
+under a header; `json` prints one object per image.\n\n\
+Examples:\n  jbuild images -q\n  jbuild images --format '{{.Repository}}:{{.Tag}} {{.Size}}'\n  \
+jbuild images --filter reference='web:*' --filter dangling=false"
+)]
 pub struct ImagesArgs {
     /// Print only manifest digests.
     #[arg(long = "digests-only")]
     digests: bool,
+    /// Print with a template (`{{.Repository}}:{{.Tag}}`, `table …`) or `json`.
+    #[arg(long, value_name = "TEMPLATE")]
+    format: Option<String>,
+    /// Show only images that match: reference=PATTERN, label=KEY[=VALUE],
+    /// dangling=true|false, before=IMAGE, since=IMAGE. Repeatable: filters
+    /// of one key match either value, different keys must all match.
+    #[arg(long, short = 'f', value_name = "KEY=VALUE")]
+    filter: Vec<String>,
+    /// Show whole image IDs (`sha256:` and 64 hex digits).
+    #[arg(long = "no-trunc")]
+    no_trunc: bool,
 }
 
 #[derive(Args, Debug)]
@@ -53,9 +74,13 @@ pub struct TagArgs {
 
 #[derive(Args, Debug)]
 pub struct RmiArgs {
-    /// Names to remove.
+    /// Names, image IDs (digests or unique prefixes) to remove.
     #[arg(required = true)]
     names: Vec<String>,
+    /// Remove every name of an image given by ID, and names of images a
+    /// manifest list holds.
+    #[arg(long, short = 'f')]
+    force: bool,
 }
 
 #[derive(Args, Debug)]
@@ -86,43 +111,34 @@ fn load(store: &Store, reference: &str, p: &Platform) -> Result<image::LoadedIma
 
 pub fn images(ctx: &Ctx, args: ImagesArgs) -> CmdResult {
     let store = ctx.store()?;
-    let list = store.list().map_err(Failure::internal)?;
-    let mut rows = Vec::new();
-    for (name, desc) in &list {
-        let digest = desc.digest().to_string();
-        let any = Platform::default_for_host();
-        let (platform, size) = if image::media::is_index(desc.media_type()) {
-            // A list: how many platforms, and the layers of them all.
-            match image::index::read_desc(&store, &name.to_string(), desc) {
-                Ok(index) => {
-                    let size = index
-                        .manifests()
-                        .iter()
-                        .filter_map(|m| image::load_descriptor(&store, m, &any, &digest).ok())
-                        .flat_map(|img| img.manifest.layers().clone())
-                        .map(|l| (l.digest().to_string(), l.size()))
-                        .collect::<std::collections::BTreeMap<_, _>>()
-                        .values()
-                        .sum::<u64>();
-                    (format!("list of {}", index.manifests().len()), size)
-                }
-                Err(_) => ("(index)".to_string(), 0),
-            }
-        } else {
-            match image::load_descriptor(&store, desc, &any, &digest) {
-                Ok(img) => (
-                    format!("{}/{}", img.config.os(), img.config.architecture()),
-                    img.manifest.layers().iter().map(|l| l.size()).sum::<u64>(),
-                ),
-                Err(_) => ("(index)".to_string(), 0),
-            }
-        };
-        rows.push((name.to_string(), digest, platform, size));
-    }
-    if ctx.json {
+    let user = |e: list::ListError| Failure {
+        user: e.is_user_error(),
+        error: e.into(),
+    };
+    let format = args
+        .format
+        .as_deref()
+        .map(Format::parse)
+        .transpose()
+        .map_err(Failure::user)?;
+    let filters = list::Filters::parse(&store, &args.filter).map_err(user)?;
+    let rows = list::list(&store, &filters).map_err(user)?;
+    let now = std::time::SystemTime::now();
+    if ctx.json && format.is_none() {
         let v: Vec<_> = rows
             .iter()
-            .map(|(n, d, p, s)| json!({"name": n, "digest": d, "platform": p, "size": s}))
+            .map(|r| {
+                json!({
+                    "name": r.name.to_string(),
+                    "repository": r.repository(),
+                    "tag": r.tag(),
+                    "digest": r.digest,
+                    "platform": r.platform,
+                    "created": r.created,
+                    "size": r.compressed,
+                    "unpacked_size": r.unpacked,
+                })
+            })
             .collect();
         outln!(
             "{}",
@@ -131,26 +147,23 @@ pub fn images(ctx: &Ctx, args: ImagesArgs) -> CmdResult {
         return Ok(());
     }
     if args.digests {
-        for (_, d, _, _) in &rows {
-            outln!("{d}");
+        for r in &rows {
+            outln!("{}", r.digest);
         }
         return Ok(());
     }
-    outln!(
-        "{:<40} {:<19} {:<16} {:>10}",
-        "NAME",
-        "DIGEST",
-        "PLATFORM",
-        "SIZE"
-    );
-    for (n, d, p, s) in rows {
-        outln!(
-            "{:<40} {:<19} {:<16} {:>10}",
-            n,
-            &d[..d.len().min(19)],
-            p,
-            bytes(s)
-        );
+    // `images -q` is docker's: IDs only, over any --format (the global -q
+    // means "results only" elsewhere).
+    let format = match format {
+        _ if ctx.quiet => Format::Lines(vec![Piece::Field("ID")]),
+        Some(f) => f,
+        None => Format::parse(
+            "table {{.Name}}\t{{.ID}}\t{{.Platform}}\t{{.CreatedSince}}\t{{.Size}}\t{{.CompressedSize}}",
+        )
+        .map_err(Failure::internal)?,
+    };
+    for line in format.render(&rows, now, args.no_trunc) {
+        outln!("{line}");
     }
     Ok(())
 }
@@ -248,35 +261,52 @@ pub fn tag(ctx: &Ctx, args: TagArgs) -> CmdResult {
         .target
         .parse()
         .map_err(|e| Failure::user(anyhow!("{}: {e}", args.target)))?;
-    let desc = store
-        .resolve(&args.source)
-        .map_err(Failure::internal)?
-        .ok_or_else(|| Failure::user(anyhow!("no image `{}` in the store", args.source)))?;
+    let desc = Ctx::resolve_image(&store, &args.source)?;
     store.tag(&target, &desc).map_err(Failure::internal)?;
     Ok(())
 }
 
 pub fn rmi(ctx: &Ctx, args: RmiArgs) -> CmdResult {
     let store = ctx.store()?;
-    let mut missing = Vec::new();
-    for n in &args.names {
-        let name: ImageName = n.parse().map_err(|e| Failure::user(anyhow!("{n}: {e}")))?;
-        match store.untag(&name).map_err(Failure::internal)? {
-            Some(d) => {
-                if !ctx.quiet {
-                    outln!("untagged {name} ({})", d.digest());
+    let mut failed = Vec::new();
+    for removal in remove::remove(&store, &args.names, args.force) {
+        match removal.outcome {
+            Ok(removed) => {
+                for r in removed {
+                    match r {
+                        Removed::Untagged { name, digest } if !ctx.quiet => {
+                            outln!("untagged {name} ({digest})")
+                        }
+                        Removed::Unlisted { digest } if !ctx.quiet => {
+                            outln!("removed unnamed image {digest}")
+                        }
+                        _ => {}
+                    }
                 }
             }
-            None => missing.push(n.clone()),
+            Err(e) => failed.push(e),
         }
     }
-    if !missing.is_empty() {
-        return Err(Failure::user(anyhow!(
-            "no image named {} in the store",
-            missing.join(", ")
-        )));
+    let user = failed.iter().all(|e| e.is_user_error());
+    let mut failed = failed.into_iter();
+    match (failed.next(), failed.len()) {
+        (None, _) => Ok(()),
+        (Some(one), 0) => Err(Failure {
+            user,
+            error: one.into(),
+        }),
+        (Some(first), _) => Err(Failure {
+            user,
+            error: anyhow!(
+                "{}",
+                std::iter::once(first)
+                    .chain(failed)
+                    .map(|e| e.to_string())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+        }),
     }
-    Ok(())
 }
 
 pub fn prune(ctx: &Ctx, args: PruneArgs) -> CmdResult {

@@ -208,19 +208,20 @@ impl Ctx {
         })
     }
 
-    /// The descriptor of a stored image by name, digest or prefix; a name
-    /// the store lacks is the user's mistake.
+    /// The descriptor of a stored image by what the user typed
+    /// ([`Store::lookup`]: a name as docker resolves it, a digest or an ID
+    /// prefix); a name the store lacks, or an ambiguous prefix, is the
+    /// user's mistake.
     pub fn resolve_image(
         store: &Store,
         reference: &str,
     ) -> Result<oci_spec::image::Descriptor, Failure> {
         store
-            .resolve(reference)
-            .map_err(Failure::internal)?
-            .ok_or_else(|| {
-                Failure::user(anyhow::anyhow!(
-                    "no image `{reference}` in the store (see `jbuild images`)"
-                ))
+            .find(reference)
+            .map(|found| found.descriptor)
+            .map_err(|e| Failure {
+                user: e.is_user_error(),
+                error: e.into(),
             })
     }
 

@@ -266,7 +266,11 @@ pub fn copy(ctx: &Ctx, args: CopyArgs) -> CmdResult {
         (t, r.unwrap_or_default())
     } else {
         let store = ctx.store()?;
-        match store.resolve(&args.source).map_err(Failure::internal)? {
+        let found = store.resolve(&args.source).map_err(|e| Failure {
+            user: e.is_user_error(),
+            error: e.into(),
+        })?;
+        match found {
             Some(desc) => (
                 Box::new(LayoutTransport::from_store(store)),
                 desc.digest().to_string(),

@@ -174,10 +174,8 @@ impl BuildError {
             BuildError::Image(e) => e.is_user_error(),
             BuildError::Unpack(e) => e.is_user_error(),
             BuildError::Pull(e) => e.is_user_error(),
-            BuildError::Snapshot(_)
-            | BuildError::Export(_)
-            | BuildError::Store(_)
-            | BuildError::Io { .. } => false,
+            BuildError::Store(e) => e.is_user_error(),
+            BuildError::Snapshot(_) | BuildError::Export(_) | BuildError::Io { .. } => false,
         }
     }
 }

@@ -66,7 +66,7 @@ impl ImageError {
             ImageError::Invalid { .. }
             | ImageError::Inconsistent { .. }
             | ImageError::Digest { .. } => true,
-            ImageError::Store(_) => false,
+            ImageError::Store(e) => e.is_user_error(),
         }
     }
 

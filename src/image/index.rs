@@ -76,7 +76,7 @@ impl IndexError {
     pub fn is_user_error(&self) -> bool {
         match self {
             IndexError::Image { source, .. } => source.is_user_error(),
-            IndexError::Store(_) => false,
+            IndexError::Store(e) => e.is_user_error(),
             _ => true,
         }
     }

@@ -41,6 +41,9 @@
 //!   then name; or roll back — used by `jbuild pull` and by a build's FROM;
 //! - [`index`]: manifest lists (image indexes made here, one manifest per
 //!   platform), and the check a list passes before it is pushed;
+//! - [`list`] and [`list_format`]: `jbuild images` (rows, docker's
+//!   filters, both sizes, `--format` templates);
+//! - [`remove`]: `jbuild rmi`, names taken away as docker does;
 //! - [`gc`]: what no image needs any more (blobs, unpacked layers, dead
 //!   work), with a typed summary.
 //!
@@ -51,11 +54,14 @@ pub mod config;
 pub mod export;
 pub mod gc;
 pub mod index;
+pub mod list;
+pub mod list_format;
 pub mod load;
 pub mod media;
 pub mod names;
 pub mod platform;
 pub mod pull;
+pub mod remove;
 pub mod unpack;
 pub mod walk;
 pub mod write;

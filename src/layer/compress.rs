@@ -168,6 +168,12 @@ impl Write for ChunkSender {
     }
 }
 
+/// The length of a layer blob's tar stream once uncompressed: what the
+/// layer takes unpacked, its tar headers included. Reads the whole blob.
+pub fn uncompressed_size<R: Read>(media_type: &str, blob: R) -> Result<u64, LayerError> {
+    io::copy(&mut decompress(media_type, blob)?, &mut io::sink()).map_err(LayerError::Read)
+}
+
 /// The uncompressed tar stream of a layer blob of media type `media_type`.
 pub(crate) fn decompress<'r, R: Read + 'r>(
     media_type: &str,

@@ -39,6 +39,8 @@ impl Store {
         let path = self.blob_path(d);
         // The registry repositories remembered for it (a hint for mounts).
         let _ = fs::remove_file(self.root.join(".jbuild/origins").join(d.hex()));
+        // Its unpacked size, remembered by `jbuild images`.
+        let _ = fs::remove_file(self.root.join(".jbuild/sizes").join(d.hex()));
         match fs::remove_file(&path) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),

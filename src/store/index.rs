@@ -13,6 +13,25 @@ use crate::fsutil::write_atomic;
 /// Shortest digest prefix [`Store::resolve`] accepts.
 const MIN_PREFIX: usize = 6;
 
+/// What [`Store::lookup`] found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Found {
+    /// The image: a manifest or an index (a manifest list).
+    pub descriptor: Descriptor,
+    /// The ref name it was found by; `None` when it was found by its
+    /// digest (or a prefix of it), which names the image, not one name.
+    pub name: Option<String>,
+}
+
+impl Found {
+    fn by_digest(d: &Descriptor) -> Found {
+        Found {
+            descriptor: d.clone(),
+            name: None,
+        }
+    }
+}
+
 /// How an entry of `index.json` is named.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RefName {
@@ -151,26 +170,80 @@ impl Store {
         })
     }
 
-    /// Finds an image by a raw ref name, an image name (`base` means
-    /// `base:latest`), a digest (`sha256:…`) or a unique prefix of one of at
-    /// least 6 hex digits (with or without `sha256:`). Names win over
-    /// prefixes: `cafe01` is first looked up as a name.
+    /// Finds an image by what a user typed, as docker would
+    /// ([`lookup`](Store::lookup)); `None` when nothing matches.
     pub fn resolve(&self, name_or_digest: &str) -> Result<Option<Descriptor>, StoreError> {
+        Ok(self.lookup(name_or_digest)?.map(|f| f.descriptor))
+    }
+
+    /// [`lookup`](Store::lookup), with a typed error when nothing matches.
+    pub fn find(&self, name_or_digest: &str) -> Result<Found, StoreError> {
+        self.lookup(name_or_digest)?
+            .ok_or_else(|| StoreError::NotFound(name_or_digest.to_string()))
+    }
+
+    /// Finds an image by what a user typed, in this order:
+    ///
+    /// 1. a raw ref name, exactly (`v1`, as `skopeo copy … oci:STORE:v1`
+    ///    writes it);
+    /// 2. an image name, compared as docker resolves names
+    ///    ([`ImageName::docker_tagged`]): `alpine`, `library/alpine` and
+    ///    `docker.io/library/alpine:latest` are one name; `base` is
+    ///    `base:latest`; `localhost/x` and `host:5000/x` are themselves;
+    /// 3. `name@digest`, a digest (`sha256:…`) or a prefix of one of at
+    ///    least 6 hex digits (with or without `sha256:`): the image ID
+    ///    (`--iidfile` writes the manifest digest).
+    ///
+    /// Names win over prefixes: `cafe01` is first looked up as a name. A
+    /// prefix (or a name spelled so that two stored names match it) that
+    /// fits more than one image is [`StoreError::Ambiguous`], listing them.
+    pub fn lookup(&self, name_or_digest: &str) -> Result<Option<Found>, StoreError> {
         let manifests = self.read_index()?.manifests().clone();
         let s = name_or_digest;
+        let by_name = |d: &Descriptor| Found {
+            descriptor: d.clone(),
+            name: ref_name(d).map(str::to_owned),
+        };
         if let Some(d) = manifests.iter().find(|d| ref_name(d) == Some(s)) {
-            return Ok(Some(d.clone()));
+            return Ok(Some(by_name(d)));
         }
         if let Ok(name) = ImageName::parse(s) {
             if let Some(digest) = name.digest() {
                 return Ok(manifests
                     .iter()
                     .find(|d| d.digest().to_string() == digest.to_string())
-                    .cloned());
+                    .map(Found::by_digest));
             }
             let tagged = name.tagged();
             if let Some(d) = manifests.iter().find(|d| ref_name(d) == Some(&tagged)) {
-                return Ok(Some(d.clone()));
+                return Ok(Some(by_name(d)));
+            }
+            let wanted = name.docker_tagged();
+            let mut same: Vec<&Descriptor> = manifests
+                .iter()
+                .filter(|d| {
+                    ref_name(d)
+                        .and_then(|r| ImageName::parse(r).ok())
+                        .is_some_and(|n| n.digest().is_none() && n.docker_tagged() == wanted)
+                })
+                .collect();
+            // Two spellings of one name on the same image are one answer.
+            let first = same.first().map(|d| d.digest().clone());
+            if same.iter().all(|d| Some(d.digest()) == first.as_ref()) {
+                same.truncate(1);
+            }
+            match same.as_slice() {
+                [] => {}
+                [d] => return Ok(Some(by_name(d))),
+                several => {
+                    return Err(StoreError::Ambiguous {
+                        reference: s.to_string(),
+                        candidates: several
+                            .iter()
+                            .map(|d| format!("{} ({})", ref_name(d).unwrap_or(""), d.digest()))
+                            .collect(),
+                    })
+                }
             }
         }
         let hex = s.strip_prefix("sha256:").unwrap_or(s);
@@ -193,12 +266,32 @@ impl Store {
             1 => Ok(manifests
                 .iter()
                 .find(|d| d.as_digest_sha256() == matching.first().map(|h| h.as_str()))
-                .cloned()),
+                .map(Found::by_digest)),
             _ => Err(StoreError::Ambiguous {
                 reference: s.to_string(),
-                candidates: matching.iter().map(|h| format!("sha256:{h}")).collect(),
+                candidates: matching
+                    .iter()
+                    .map(|h| {
+                        let names = names_of(&manifests, h);
+                        if names.is_empty() {
+                            format!("sha256:{h}")
+                        } else {
+                            format!("sha256:{h} ({})", names.join(", "))
+                        }
+                    })
+                    .collect(),
             }),
         }
+    }
+
+    /// Every ref name of the image `digest` names, sorted.
+    pub fn names_of(&self, digest: &oci_spec::image::Digest) -> Result<Vec<String>, StoreError> {
+        let manifests = self.read_index()?.manifests().clone();
+        Ok(digest
+            .to_string()
+            .strip_prefix("sha256:")
+            .map(|h| names_of(&manifests, h))
+            .unwrap_or_default())
     }
 
     /// Every entry of the index, in index order (named first, by name).
@@ -219,6 +312,17 @@ impl Store {
             })
             .collect())
     }
+}
+
+/// The ref names of the entries whose digest is `sha256:<hex>`, sorted.
+fn names_of(manifests: &[Descriptor], hex: &str) -> Vec<String> {
+    let mut names: Vec<String> = manifests
+        .iter()
+        .filter(|d| d.as_digest_sha256() == Some(hex))
+        .filter_map(|d| ref_name(d).map(str::to_owned))
+        .collect();
+    names.sort();
+    names
 }
 
 fn ref_name(d: &Descriptor) -> Option<&str> {

@@ -44,6 +44,7 @@ mod json;
 mod layout;
 pub mod lock;
 pub mod name;
+mod sizes;
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -51,7 +52,7 @@ use std::path::{Path, PathBuf};
 pub use blob::BlobWriter;
 pub use cleanup::STALE_TMP;
 pub(crate) use index::valid_ref_name;
-pub use index::RefName;
+pub use index::{Found, RefName};
 pub use json::canonical_json;
 pub use lock::StoreLock;
 pub use name::{ImageName, NameError};
@@ -87,7 +88,12 @@ pub enum StoreError {
     Name(#[from] NameError),
     #[error("`{0}` is not a valid reference name for an OCI layout")]
     BadRefName(String),
-    #[error("`{reference}` matches more than one image: {}", candidates.join(", "))]
+    #[error("no image `{0}` in the store (see `jbuild images`)")]
+    NotFound(String),
+    #[error(
+        "`{reference}` matches more than one image: {}; give more of the digest, or a name",
+        candidates.join(", ")
+    )]
     Ambiguous {
         reference: String,
         candidates: Vec<String>,
@@ -103,6 +109,19 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// Whether the user can fix it: a name that finds nothing, or more than
+    /// one image, or is not a valid name. Anything else is damage or the
+    /// system's.
+    pub fn is_user_error(&self) -> bool {
+        matches!(
+            self,
+            StoreError::NotFound(_)
+                | StoreError::Ambiguous { .. }
+                | StoreError::Name(_)
+                | StoreError::BadRefName(_)
+        )
+    }
+
     pub(crate) fn io(context: impl Into<String>, source: io::Error) -> StoreError {
         StoreError::Io {
             context: context.into(),

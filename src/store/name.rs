@@ -6,14 +6,19 @@
 //! like a host (has a `.` or a `:`, is `localhost`, or has an uppercase
 //! letter) and more components follow.
 //!
-//! No `docker.io/library/` normalisation happens here yet: `alpine` stays
-//! `alpine`. The registry work adds it as a separate step over these fields,
-//! so a name typed by a user and the name stored in the index stay the same
-//! string until then.
+//! Parsing keeps a name as it was written: `alpine` stays `alpine`, and a
+//! build tagged `web:1.0` is stored as `web:1.0`. Docker's normalisation
+//! (`alpine` is `docker.io/library/alpine:latest`) is a separate view over
+//! these fields ([`ImageName::docker_tagged`]): the registry transport
+//! fetches by it, and the store compares names by it, so `alpine` finds
+//! what `jbuild pull alpine` stored.
 
 use std::fmt;
 
 use crate::digest::{Digest, DigestError};
+
+/// Docker Hub, the registry of a name that names none.
+pub const DOCKER_HUB: &str = "docker.io";
 
 /// The tag a name gets when none is written.
 pub const DEFAULT_TAG: &str = "latest";
@@ -202,6 +207,40 @@ impl ImageName {
     pub fn tagged(&self) -> String {
         format!("{}:{}", self.name(), self.tag())
     }
+
+    /// The registry as docker resolves it: [`DOCKER_HUB`] when the name has
+    /// none (or spells Docker Hub `index.docker.io` or
+    /// `registry-1.docker.io`), else the name's own.
+    pub fn docker_registry(&self) -> &str {
+        match self.registry() {
+            None | Some("index.docker.io") | Some("registry-1.docker.io") => DOCKER_HUB,
+            Some(r) => r,
+        }
+    }
+
+    /// The repository as docker resolves it: a one-component name on Docker
+    /// Hub lives under `library/` (`alpine` is `library/alpine`).
+    pub fn docker_repository(&self) -> String {
+        if self.docker_registry() == DOCKER_HUB && !self.repository.contains('/') {
+            format!("library/{}", self.repository)
+        } else {
+            self.repository.clone()
+        }
+    }
+
+    /// `registry/repository:tag` as docker resolves the name: `alpine`,
+    /// `library/alpine` and `docker.io/library/alpine:latest` all give
+    /// `docker.io/library/alpine:latest`; `localhost/x` and `host:5000/x`
+    /// keep their registry. Two names that give the same string are the
+    /// same name.
+    pub fn docker_tagged(&self) -> String {
+        format!(
+            "{}/{}:{}",
+            self.docker_registry(),
+            self.docker_repository(),
+            self.tag()
+        )
+    }
 }
 
 impl fmt::Display for ImageName {
@@ -309,6 +348,24 @@ fn valid_tag(t: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn docker_resolves_short_names_to_docker_hub() {
+        let d = |s: &str| ImageName::parse(s).unwrap().docker_tagged();
+        for hub in [
+            "alpine",
+            "alpine:latest",
+            "library/alpine",
+            "docker.io/alpine",
+            "index.docker.io/library/alpine:latest",
+        ] {
+            assert_eq!(d(hub), "docker.io/library/alpine:latest", "{hub}");
+        }
+        assert_eq!(d("user/app"), "docker.io/user/app:latest");
+        assert_eq!(d("localhost/x"), "localhost/x:latest");
+        assert_eq!(d("host:5000/x:1"), "host:5000/x:1");
+        assert_eq!(d("ghcr.io/a/b:2"), "ghcr.io/a/b:2");
+    }
 
     #[test]
     fn credentials_in_a_reference_are_refused_unrepeated() {

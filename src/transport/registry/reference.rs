@@ -14,7 +14,7 @@ use crate::digest::Digest;
 use crate::store::name::{DEFAULT_TAG, MAX_NAME_LEN};
 use crate::store::{ImageName, NameError};
 
-pub const DOCKER_HUB: &str = "docker.io";
+pub use crate::store::name::DOCKER_HUB;
 
 /// A fully qualified registry reference.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,15 +36,8 @@ impl RegistryRef {
 
     /// The normalised reference of a parsed image name.
     pub fn from_name(name: &ImageName) -> Result<RegistryRef, NameError> {
-        let registry = match name.registry() {
-            None | Some("index.docker.io") | Some("registry-1.docker.io") => DOCKER_HUB,
-            Some(r) => r,
-        };
-        let repository = if registry == DOCKER_HUB && !name.repository().contains('/') {
-            format!("library/{}", name.repository())
-        } else {
-            name.repository().to_string()
-        };
+        let registry = name.docker_registry();
+        let repository = name.docker_repository();
         // Docker checks the length of the normalised name, so must we: else
         // a name this long is accepted and its own spelling is not.
         let len = registry.len() + 1 + repository.len();

@@ -1,0 +1,157 @@
+//! `jbuild rmi`: taking names away from images, as docker's `rmi` does.
+//!
+//! Removing a name never deletes content: `jbuild prune` later frees what
+//! no name (and no manifest list) needs. What is typed is found as
+//! everywhere else ([`Store::lookup`]):
+//!
+//! - a **name** (`alpine`, `web:1.0`) takes that one name away;
+//! - an **image ID** (a digest or a unique prefix of one) takes the image's
+//!   only name away; an image with several names is refused unless
+//!   `force` (docker's "must be forced"), which takes them all; an image
+//!   kept without a name loses that entry;
+//! - an image a **manifest list** in the store holds is refused when the
+//!   last way to reach it by itself would go, unless `force` (the list
+//!   still holds it afterwards, so nothing is lost).
+//!
+//! Each reference is handled on its own: one that fails does not stop the
+//! others ([`Removal`] says what happened to each).
+
+use oci_spec::image::{Descriptor, Digest};
+
+use super::index::read_desc;
+use super::media;
+use crate::store::{RefName, Store, StoreError};
+
+/// What was taken away.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Removed {
+    /// The name `name` no longer names the image `digest`.
+    Untagged { name: String, digest: Digest },
+    /// The entry keeping the unnamed image `digest` reachable is gone.
+    Unlisted { digest: Digest },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RemoveError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(
+        "`{reference}` is image {digest}, which has several names ({}): name the one to remove, \
+         or use `jbuild rmi -f {reference}` to remove them all",
+        names.join(", ")
+    )]
+    SeveralNames {
+        reference: String,
+        digest: Digest,
+        names: Vec<String>,
+    },
+    #[error(
+        "`{reference}` (image {digest}) is still used by the manifest list {}: remove it from \
+         the list first (`jbuild manifest remove LIST {digest}`), or use `jbuild rmi -f \
+         {reference}` (the list keeps the image)",
+        lists.join(", ")
+    )]
+    InList {
+        reference: String,
+        digest: Digest,
+        lists: Vec<String>,
+    },
+}
+
+impl RemoveError {
+    /// Whether the user can fix it: a name that finds nothing, an ambiguous
+    /// prefix, an image still used. The store's own failures are not.
+    pub fn is_user_error(&self) -> bool {
+        match self {
+            RemoveError::Store(e) => e.is_user_error(),
+            RemoveError::SeveralNames { .. } | RemoveError::InList { .. } => true,
+        }
+    }
+}
+
+/// What happened to each reference given to [`remove`], in order.
+#[derive(Debug)]
+pub struct Removal {
+    pub reference: String,
+    pub outcome: Result<Vec<Removed>, RemoveError>,
+}
+
+/// Takes away what each of `references` names (see the module doc).
+pub fn remove(store: &Store, references: &[String], force: bool) -> Vec<Removal> {
+    references
+        .iter()
+        .map(|r| Removal {
+            reference: r.clone(),
+            outcome: remove_one(store, r, force),
+        })
+        .collect()
+}
+
+fn remove_one(store: &Store, reference: &str, force: bool) -> Result<Vec<Removed>, RemoveError> {
+    let found = store.find(reference)?;
+    let digest = found.descriptor.digest().clone();
+    let names = store.names_of(&digest)?;
+    let doomed: Vec<String> = match found.name {
+        Some(name) => vec![name],
+        None if names.len() > 1 && !force => {
+            return Err(RemoveError::SeveralNames {
+                reference: reference.to_string(),
+                digest,
+                names,
+            })
+        }
+        None => names.clone(),
+    };
+    // The image stays reachable by itself if a name survives.
+    if !force && doomed.len() == names.len() {
+        let lists = lists_holding(store, &digest)?;
+        if !lists.is_empty() {
+            return Err(RemoveError::InList {
+                reference: reference.to_string(),
+                digest,
+                lists,
+            });
+        }
+    }
+    if doomed.is_empty() {
+        store.remove_untagged(&found.descriptor)?;
+        return Ok(vec![Removed::Unlisted { digest }]);
+    }
+    let mut removed = Vec::new();
+    for name in doomed {
+        if let Some(d) = store.untag_ref(&name)? {
+            removed.push(Removed::Untagged {
+                name,
+                digest: d.digest().clone(),
+            });
+        }
+    }
+    Ok(removed)
+}
+
+/// The manifest lists in the store that hold the image `digest`, by name
+/// (an unnamed list by its digest). A list that cannot be read holds
+/// nothing here: `jbuild check` reports it.
+fn lists_holding(store: &Store, digest: &Digest) -> Result<Vec<String>, StoreError> {
+    let mut lists = Vec::new();
+    for (name, desc) in store.list()? {
+        if !media::is_index(desc.media_type()) || desc.digest() == digest {
+            continue;
+        }
+        let holds = read_desc(store, &name.to_string(), &desc)
+            .is_ok_and(|index| index.manifests().iter().any(|m| m.digest() == digest));
+        if holds {
+            lists.push(shown(&name, &desc));
+        }
+    }
+    lists.sort();
+    lists.dedup();
+    Ok(lists)
+}
+
+fn shown(name: &RefName, desc: &Descriptor) -> String {
+    match name {
+        RefName::Untagged => desc.digest().to_string(),
+        n => format!("`{n}`"),
+    }
+}
