@@ -11,7 +11,7 @@ use super::LayerRef;
 use crate::diff::{Change, DiffError, Differ, SnapshotRef};
 use crate::digest::Digest;
 use crate::layer::{self, Compression, LayerError, TarOptions};
-use crate::report::Reporter;
+use crate::report::{ProgressWriter, Reporter};
 use crate::snapshot::{label, Labels, SnapshotError, Snapshotter};
 use crate::store::{Store, StoreError};
 
@@ -193,7 +193,9 @@ fn export_one(
         &format!("exporting layer {}", &child[..child.len().min(17)]),
         None,
     );
-    let writer = store.blob_writer()?;
+    // The total is not known before the tar is written: the count is of
+    // the compressed bytes written so far, a counter with a rate.
+    let writer = ProgressWriter::new(store.blob_writer()?, reporter, &id);
     let (exported, writer) = layer::export(
         &child_root,
         &changes,
@@ -201,7 +203,7 @@ fn export_one(
         compression,
         writer,
     )?;
-    writer.commit(Some(&exported.digest))?;
+    writer.into_inner().commit(Some(&exported.digest))?;
     reporter.transfer_done(&id, false);
     Ok(LayerRef {
         digest: exported.digest,
