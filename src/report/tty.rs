@@ -123,6 +123,11 @@ impl Reporter for TtyReporter {
             .unwrap_or_else(|e| e.into_inner())
             .remove(id)
         {
+            if !skipped {
+                // Draw the last figure whatever the redraw limit: a bar
+                // that ends short of its total looks like a fault.
+                b.abandon();
+            }
             b.finish_and_clear();
             self.multi.remove(&b);
             let what = b.message();
