@@ -396,3 +396,31 @@ fn a_long_step_sends_alive_events_until_it_ends() {
     assert_eq!(events.last().unwrap()["event"], "step_done", "{at_end}");
     assert_eq!(at_end, later, "said more after the step ended");
 }
+
+#[test]
+fn the_intervals_docs_progress_states_are_the_reporters() {
+    let doc = std::fs::read_to_string(registry_support::repo().join("docs/progress.md")).unwrap();
+    let said = |figure: String| {
+        assert!(
+            doc.contains(&figure),
+            "docs/progress.md does not say {figure:?}"
+        )
+    };
+    use jbuild::report::{plain::PLAIN_PROGRESS_EVERY, ALIVE_EVERY, JSON_PROGRESS_EVERY};
+    said(format!(
+        "at most one line every {} s while it runs",
+        PLAIN_PROGRESS_EVERY.as_secs()
+    ));
+    said(format!(
+        "`transfer_progress` every {} ms per transfer",
+        JSON_PROGRESS_EVERY.as_millis()
+    ));
+    said(format!(
+        "`[2/5] still running (2m30s)` every {} s",
+        ALIVE_EVERY.as_secs()
+    ));
+    said(format!(
+        "`step_alive` event (`index`, `seconds`) every {} s",
+        ALIVE_EVERY.as_secs()
+    ));
+}

@@ -129,12 +129,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn progress_is_due_once_per_interval() {
+    fn plain_progress_is_due_once_per_interval() {
         let t0 = Instant::now();
-        let every = Duration::from_secs(5);
+        let every = crate::report::plain::PLAIN_PROGRESS_EVERY;
         let mut m = Meter::new("unpacking", Some(100 << 20), t0);
         let mut said = 0;
         // an update every 10 ms for 60 s: 6000 updates, 12 lines
+        // (docs/progress.md: "at most one line every 5 s")
         for i in 1..=6000u64 {
             if m.update(i << 14, t0 + Duration::from_millis(i * 10), every, false) {
                 said += 1;

@@ -18,7 +18,7 @@ mod tty;
 pub use alive::ALIVE_EVERY;
 pub use progress::{ProgressReader, ProgressWriter};
 
-pub use json::JsonReporter;
+pub use json::{JsonReporter, PROGRESS_EVERY as JSON_PROGRESS_EVERY};
 pub use plain::PlainReporter;
 pub use record::{Event, RecordingReporter};
 pub use tty::TtyReporter;
