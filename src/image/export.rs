@@ -195,16 +195,21 @@ fn export_one(
     );
     // The total is not known before the tar is written: the count is of
     // the compressed bytes written so far, a counter with a rate.
-    let writer = ProgressWriter::new(store.blob_writer()?, reporter, &id);
-    let (exported, writer) = layer::export(
-        &child_root,
-        &changes,
-        &TarOptions { clamp_mtime: epoch },
-        compression,
-        writer,
-    )?;
-    writer.into_inner().commit(Some(&exported.digest))?;
+    let written = (|| {
+        let writer = ProgressWriter::new(store.blob_writer()?, reporter, &id);
+        let (exported, writer) = layer::export(
+            &child_root,
+            &changes,
+            &TarOptions { clamp_mtime: epoch },
+            compression,
+            writer,
+        )?;
+        writer.into_inner().commit(Some(&exported.digest))?;
+        Ok::<_, ExportError>(exported)
+    })();
+    // Ended either way, so no bar is left turning over an error.
     reporter.transfer_done(&id, false);
+    let exported = written?;
     Ok(LayerRef {
         digest: exported.digest,
         diff_id: exported.diff_id,
