@@ -11,7 +11,7 @@ use super::LayerRef;
 use crate::diff::{Change, DiffError, Differ, SnapshotRef};
 use crate::digest::Digest;
 use crate::layer::{self, Compression, LayerError, TarOptions};
-use crate::report::Reporter;
+use crate::report::{ProgressWriter, Reporter};
 use crate::snapshot::{label, Labels, SnapshotError, Snapshotter};
 use crate::store::{Store, StoreError};
 
@@ -193,16 +193,23 @@ fn export_one(
         &format!("exporting layer {}", &child[..child.len().min(17)]),
         None,
     );
-    let writer = store.blob_writer()?;
-    let (exported, writer) = layer::export(
-        &child_root,
-        &changes,
-        &TarOptions { clamp_mtime: epoch },
-        compression,
-        writer,
-    )?;
-    writer.commit(Some(&exported.digest))?;
+    // The total is not known before the tar is written: the count is of
+    // the compressed bytes written so far, a counter with a rate.
+    let written = (|| {
+        let writer = ProgressWriter::new(store.blob_writer()?, reporter, &id);
+        let (exported, writer) = layer::export(
+            &child_root,
+            &changes,
+            &TarOptions { clamp_mtime: epoch },
+            compression,
+            writer,
+        )?;
+        writer.into_inner().commit(Some(&exported.digest))?;
+        Ok::<_, ExportError>(exported)
+    })();
+    // Ended either way, so no bar is left turning over an error.
     reporter.transfer_done(&id, false);
+    let exported = written?;
     Ok(LayerRef {
         digest: exported.digest,
         diff_id: exported.diff_id,

@@ -15,7 +15,7 @@ use super::names::{chain_ids, SnapshotName};
 use super::{ImageError, LayerRef, LoadedImage, Platform};
 use crate::digest::Digest;
 use crate::layer::{self, ApplyOptions, LayerError, Limits};
-use crate::report::Reporter;
+use crate::report::{ProgressReader, Reporter};
 use crate::snapshot::{label, Kind, Labels, SnapshotError, Snapshotter};
 use crate::store::{Store, StoreError};
 
@@ -216,10 +216,14 @@ impl<'a> Unpacker<'a> {
         let id = format!("unpack-{}", blob.digest);
         let short = blob.digest.to_string();
         let what = format!("unpacking layer {}", &short[..short.len().min(19)]);
-        self.reporter.transfer_start(&id, &what, None);
+        // The count is of the blob's bytes read (compressed, as stored):
+        // its size is known from the descriptor, so the bar has a total,
+        // a rate and a time left, as the download's has.
+        self.reporter.transfer_start(&id, &what, Some(blob.size));
+        let mut counted = ProgressReader::new(file, self.reporter, &id);
         let result = (|| {
             let stats = layer::apply_with_limits(
-                std::io::BufReader::new(file),
+                std::io::BufReader::new(&mut counted),
                 &blob.media_type,
                 &root,
                 &self.policy.options,
@@ -243,6 +247,7 @@ impl<'a> Unpacker<'a> {
         if result.is_err() {
             let _ = self.snapshotter.remove(&active);
         }
+        self.reporter.transfer_progress(&id, counted.done());
         self.reporter.transfer_done(&id, false);
         result
     }

@@ -1,22 +1,27 @@
 //! JSON events, one object per line, for scripts (`--json`).
 
-use std::collections::HashMap;
 use std::io::Write;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 
+use super::alive::{Heartbeats, ALIVE_EVERY};
+use super::meter::Meters;
 use super::{Level, Reporter, StepInfo, StepResult, Stream};
 
+type Out = Arc<Mutex<Box<dyn Write + Send>>>;
+
 pub struct JsonReporter {
-    out: Mutex<Box<dyn Write + Send>>,
-    /// When each transfer last reported progress: at most one
-    /// `transfer_progress` event per transfer per [`PROGRESS_EVERY`].
-    progress: Mutex<HashMap<String, Instant>>,
+    out: Out,
+    /// Each transfer's figures: at most one `transfer_progress` event per
+    /// transfer per [`PROGRESS_EVERY`].
+    meters: Meters,
+    alive: Heartbeats,
 }
 
-const PROGRESS_EVERY: Duration = Duration::from_millis(500);
+/// How often a transfer's `transfer_progress` event comes at most.
+pub const PROGRESS_EVERY: Duration = Duration::from_millis(500);
 
 impl JsonReporter {
     pub fn stdout() -> Self {
@@ -25,18 +30,30 @@ impl JsonReporter {
 
     pub fn to_writer(w: Box<dyn Write + Send>) -> Self {
         JsonReporter {
-            out: Mutex::new(w),
-            progress: Mutex::new(HashMap::new()),
+            out: Arc::new(Mutex::new(w)),
+            meters: Meters::new(PROGRESS_EVERY, true),
+            alive: Heartbeats::new(ALIVE_EVERY),
         }
+    }
+
+    /// A `step_alive` event every `alive` instead of [`ALIVE_EVERY`]
+    /// (tests use a short one).
+    pub fn with_alive_every(mut self, alive: Duration) -> Self {
+        self.alive = Heartbeats::new(alive);
+        self
     }
 
     /// Writes one event; also used by commands for their final result.
     pub fn emit(&self, value: serde_json::Value) {
-        let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
-        let _ = serde_json::to_writer(&mut *out, &value);
-        let _ = out.write_all(b"\n");
-        let _ = out.flush();
+        emit(&self.out, value);
     }
+}
+
+fn emit(out: &Out, value: serde_json::Value) {
+    let mut out = out.lock().unwrap_or_else(|e| e.into_inner());
+    let _ = serde_json::to_writer(&mut *out, &value);
+    let _ = out.write_all(b"\n");
+    let _ = out.flush();
 }
 
 fn result_name(r: StepResult) -> &'static str {
@@ -52,6 +69,14 @@ fn result_name(r: StepResult) -> &'static str {
 impl Reporter for JsonReporter {
     fn step_start(&self, s: &StepInfo) {
         self.emit(json!({"event": "step_start", "index": s.index, "total": s.total, "stage": s.stage, "text": s.text}));
+        let out = self.out.clone();
+        let index = s.index;
+        self.alive.start(index, move |d| {
+            emit(
+                &out,
+                json!({"event": "step_alive", "index": index, "seconds": d.as_secs()}),
+            )
+        });
     }
 
     fn step_output(&self, s: &StepInfo, stream: Stream, line: &[u8]) {
@@ -63,31 +88,37 @@ impl Reporter for JsonReporter {
     }
 
     fn step_done(&self, s: &StepInfo, r: StepResult, elapsed: Duration) {
+        self.alive.stop(s.index);
         self.emit(json!({"event": "step_done", "index": s.index, "result": result_name(r), "seconds": elapsed.as_secs_f64()}));
     }
 
     fn transfer_start(&self, id: &str, what: &str, total: Option<u64>) {
+        self.meters.start(id, what, total);
         self.emit(json!({"event": "transfer_start", "id": id, "what": what, "total": total}));
     }
 
     fn transfer_progress(&self, id: &str, done: u64) {
+        let Some(m) = self.meters.update(id, done) else {
+            return;
+        };
         let now = Instant::now();
-        {
-            let mut last = self.progress.lock().unwrap_or_else(|e| e.into_inner());
-            match last.get(id) {
-                Some(t) if now.duration_since(*t) < PROGRESS_EVERY => return,
-                _ => last.insert(id.to_string(), now),
-            };
-        }
-        self.emit(json!({"event": "transfer_progress", "id": id, "done": done}));
+        self.emit(json!({
+            "event": "transfer_progress", "id": id, "done": done, "total": m.total,
+            "rate": m.rate(now), "eta_seconds": m.eta(now).map(|d| d.as_secs()),
+        }));
     }
 
     fn transfer_done(&self, id: &str, skipped: bool) {
-        self.progress
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(id);
-        self.emit(json!({"event": "transfer_done", "id": id, "skipped": skipped}));
+        let now = Instant::now();
+        let m = self.meters.finish(id);
+        let done = m.as_ref().map_or(0, |m| m.done);
+        let total = m.as_ref().and_then(|m| m.total);
+        let seconds = m.as_ref().map_or(0.0, |m| m.elapsed(now).as_secs_f64());
+        let rate = m.as_ref().map_or(0, |m| m.rate(now));
+        self.emit(json!({
+            "event": "transfer_done", "id": id, "skipped": skipped,
+            "done": done, "total": total, "seconds": seconds, "rate": rate,
+        }));
     }
 
     fn message(&self, level: Level, text: &str) {

@@ -6,13 +6,19 @@
 //! Calls may come from several threads; implementations keep their own
 //! locking.
 
+mod alive;
 mod json;
+mod meter;
 pub mod plain;
+mod progress;
 mod record;
 pub mod stdout;
 mod tty;
 
-pub use json::JsonReporter;
+pub use alive::ALIVE_EVERY;
+pub use progress::{ProgressReader, ProgressWriter};
+
+pub use json::{JsonReporter, PROGRESS_EVERY as JSON_PROGRESS_EVERY};
 pub use plain::PlainReporter;
 pub use record::{Event, RecordingReporter};
 pub use tty::TtyReporter;
@@ -82,6 +88,9 @@ pub trait Reporter: Send + Sync {
     fn step_done(&self, step: &StepInfo, result: StepResult, elapsed: Duration);
     /// A transfer or export of `total` bytes (if known) named `what` begins.
     fn transfer_start(&self, id: &str, what: &str, total: Option<u64>);
+    /// `done` bytes of transfer `id` so far (a count that only grows).
+    /// Callers may call it often ([`ProgressReader`] does every 256 KiB);
+    /// reporters throttle what they show.
     fn transfer_progress(&self, id: &str, done: u64);
     fn transfer_done(&self, id: &str, skipped: bool);
     fn message(&self, level: Level, text: &str);

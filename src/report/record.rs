@@ -24,6 +24,10 @@ pub enum Event {
         id: String,
         what: String,
     },
+    TransferProgress {
+        id: String,
+        done: u64,
+    },
     TransferDone {
         id: String,
         skipped: bool,
@@ -93,7 +97,12 @@ impl Reporter for RecordingReporter {
             what: what.to_string(),
         });
     }
-    fn transfer_progress(&self, _: &str, _: u64) {}
+    fn transfer_progress(&self, id: &str, done: u64) {
+        self.push(Event::TransferProgress {
+            id: id.to_string(),
+            done,
+        });
+    }
     fn transfer_done(&self, id: &str, skipped: bool) {
         self.push(Event::TransferDone {
             id: id.to_string(),

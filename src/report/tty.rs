@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
-use super::plain::secs;
+use super::plain::{done_line, secs};
 use super::{Level, Reporter, StepInfo, StepResult, Stream};
 
 pub struct TtyReporter {
@@ -45,7 +45,9 @@ impl Reporter for TtyReporter {
         );
         bar.set_prefix(format!("{}/{}", s.index, s.total));
         bar.set_message(s.text.clone());
-        bar.enable_steady_tick(Duration::from_millis(100));
+        // The spinner turns and the elapsed time counts while the step
+        // runs, output or not: five redraws a second at most.
+        bar.enable_steady_tick(Duration::from_millis(200));
         *self.step.lock().unwrap_or_else(|e| e.into_inner()) = Some(bar);
     }
 
@@ -90,6 +92,9 @@ impl Reporter for TtyReporter {
                     ProgressStyle::with_template("{spinner} {msg} {bytes} {bytes_per_sec}")
                         .expect("static template"),
                 );
+                // A counter with no total: the spinner says it is alive
+                // while a large file is being read.
+                b.enable_steady_tick(Duration::from_millis(200));
                 b
             }
         };
@@ -118,13 +123,18 @@ impl Reporter for TtyReporter {
             .unwrap_or_else(|e| e.into_inner())
             .remove(id)
         {
+            if !skipped {
+                // Draw the last figure whatever the redraw limit: a bar
+                // that ends short of its total looks like a fault.
+                b.abandon();
+            }
             b.finish_and_clear();
             self.multi.remove(&b);
             let what = b.message();
             self.println(if skipped {
                 format!("{what}: already present")
             } else {
-                format!("{what}: done")
+                done_line(&what, b.position(), b.elapsed())
             });
         }
     }
