@@ -323,7 +323,7 @@ fn exported_layers(root: &Path, tag: &str, into: &Path) -> Vec<BTreeMap<String, 
 fn release_base_builds_exports_and_a_cached_rebuild_downloads_nothing() {
     let t = tempfile::tempdir().unwrap();
     let mirror = t.path().join("mirror");
-    make_release(&mirror, &xz(&base_tar(None)));
+    let sets = make_release(&mirror, &xz(&base_tar(None)));
     let server = Server::start(&mirror);
     let config = t.path().join("config.toml");
     fs::write(
@@ -355,6 +355,25 @@ fn release_base_builds_exports_and_a_cached_rebuild_downloads_nothing() {
                 .any(|l| l.contains("transfer_start") && l.contains(&format!("downloading {set}"))),
             "{out}"
         );
+    }
+    // So were the extractions: each set's bytes read, of its size, to the end.
+    let events: Vec<serde_json::Value> = out
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    for set in ["base", "lib32"] {
+        let id = format!("extract-{set}");
+        let size = fs::metadata(sets.join(format!("{set}.txz"))).unwrap().len();
+        let start = events
+            .iter()
+            .find(|e| e["event"] == "transfer_start" && e["id"] == id.as_str())
+            .unwrap_or_else(|| panic!("no extraction of {set} reported:\n{out}"));
+        assert_eq!(start["total"], size, "{start}");
+        let done = events
+            .iter()
+            .find(|e| e["event"] == "transfer_done" && e["id"] == id.as_str())
+            .unwrap_or_else(|| panic!("the extraction of {set} never ended:\n{out}"));
+        assert_eq!(done["done"], size, "{done}");
     }
     let mut asked = server.requests();
     asked.sort();

@@ -405,24 +405,22 @@ impl Run<'_, '_> {
             );
         }
         rel.fetch(self.env.reporter)?;
-        let id = format!("extract-{release}");
-        self.env
-            .reporter
-            .transfer_start(&id, &format!("extracting FreeBSD {release}"), None);
         let active = SnapshotName::active();
         let root = self.env.snapshotter.prepare(&active, None)?;
-        let made = rel.extract(&root).map_err(BuildError::from).and_then(|()| {
-            let labels: Labels = [(label::KEY.to_string(), key.to_string())].into();
-            match self.env.snapshotter.commit(name, &active, &labels) {
-                Err(SnapshotError::AlreadyExists(_)) => self
-                    .env
-                    .snapshotter
-                    .remove(&active)
-                    .map_err(BuildError::from),
-                other => other.map_err(BuildError::from),
-            }
-        });
-        self.env.reporter.transfer_done(&id, false);
+        let made = rel
+            .extract(&root, self.env.reporter)
+            .map_err(BuildError::from)
+            .and_then(|()| {
+                let labels: Labels = [(label::KEY.to_string(), key.to_string())].into();
+                match self.env.snapshotter.commit(name, &active, &labels) {
+                    Err(SnapshotError::AlreadyExists(_)) => self
+                        .env
+                        .snapshotter
+                        .remove(&active)
+                        .map_err(BuildError::from),
+                    other => other.map_err(BuildError::from),
+                }
+            });
         if made.is_err() {
             if let Err(cleanup) = self.env.snapshotter.remove(&active) {
                 tracing::debug!("removing {active} after a failed extraction: {cleanup}");

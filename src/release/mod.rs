@@ -40,7 +40,7 @@ use crate::config::{FreeBsdSettings, Paths};
 use crate::digest::Digest;
 use crate::image::Platform;
 use crate::layer::apply::{apply, ApplyOptions};
-use crate::report::Reporter;
+use crate::report::{ProgressReader, Reporter};
 pub use manifest::{Manifest, ManifestEntry};
 
 pub const DEFAULT_MIRROR: &str = "https://download.freebsd.org/releases";
@@ -276,19 +276,30 @@ impl Release {
     }
 
     /// Extracts every (fetched) set into `root`, in order.
-    pub fn extract(&self, root: &Path) -> Result<(), ReleaseError> {
+    ///
+    /// Each set's extraction is a transfer on `reporter`: the bytes of the
+    /// `.txz` read so far, of its size, as an unpacked layer shows them.
+    pub fn extract(&self, root: &Path, reporter: &dyn Reporter) -> Result<(), ReleaseError> {
         for set in &self.sets {
             let f = fs::File::open(&set.path).map_err(ReleaseError::io(&set.path))?;
-            let xz =
-                liblzma::read::XzDecoder::new_multi_decoder(BufReader::with_capacity(1 << 20, f));
+            let size = f.metadata().map_err(ReleaseError::io(&set.path))?.len();
+            let id = format!("extract-{}", set.name);
+            reporter.transfer_start(&id, &format!("extracting {}.txz", set.name), Some(size));
+            let counted = ProgressReader::new(f, reporter, &id);
+            let xz = liblzma::read::XzDecoder::new_multi_decoder(BufReader::with_capacity(
+                1 << 20,
+                counted,
+            ));
             let opts = ApplyOptions {
                 allow_setuid: true,
                 ..ApplyOptions::default()
             };
-            apply(xz, TAR, root, &opts).map_err(|e| ReleaseError::Extract {
+            let applied = apply(xz, TAR, root, &opts).map_err(|e| ReleaseError::Extract {
                 set: format!("{}.txz", set.name),
                 message: e.to_string(),
-            })?;
+            });
+            reporter.transfer_done(&id, false);
+            applied?;
         }
         Ok(())
     }
