@@ -9,6 +9,8 @@
 
 pub mod image;
 pub mod proxy;
+#[path = "../tar_support/mod.rs"]
+pub mod tar_support;
 pub mod tls;
 pub mod token;
 
