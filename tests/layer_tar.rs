@@ -332,6 +332,27 @@ fn gnu_tar_gzip_and_zstd_read_the_layers() {
     assert!(listing.contains(&"n".repeat(200)), "{listing}");
     assert_eq!(listing.lines().count(), list(&tar_bytes).len());
 
+    // Unpacked by GNU tar, the layer is the tree it was made of: modes
+    // (setuid too), owners, mtimes, contents, links and the xattr.
+    let out = t.path().join("gnu-extracted");
+    fs::create_dir(&out).unwrap();
+    let (_, warnings) = run(
+        Command::new("tar")
+            .args([
+                "--xattrs",
+                "--xattrs-include=*",
+                "--same-owner",
+                "-xpf",
+                "-",
+                "-C",
+            ])
+            .arg(&out)
+            .env("LC_ALL", "C.UTF-8"),
+        &tar_bytes,
+    );
+    assert_eq!(warnings, "", "GNU tar warned");
+    assert_same_tree(&out, &root);
+
     for (c, tool) in [(Compression::Gzip, "gzip"), (Compression::Zstd, "zstd")] {
         let (layer, blob) = export(&root, &changes, &OPTS, c, Vec::new()).unwrap();
         let (plain, _) = run(Command::new(tool).args(["-d", "-c"]), &blob);
