@@ -10,6 +10,7 @@
 
 mod common;
 mod layer_support;
+mod tar_support;
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -22,7 +23,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use common::*;
-use layer_support::{tar_support, RawEntry, RawTar};
+use layer_support::{RawEntry, RawTar};
 use sha2::{Digest as _, Sha256};
 
 const RELEASE: &str = "14.3-RELEASE";

@@ -3,6 +3,7 @@
 //! from the POSIX spec) and with GNU tar, gzip and zstd themselves.
 
 mod layer_support;
+mod tar_support;
 
 use std::fs;
 use std::io::Write;
@@ -14,8 +15,8 @@ use std::process::{Command, Stdio};
 use jbuild::diff::{Change, ChangeKind};
 use jbuild::digest::Digest;
 use jbuild::layer::{export, export_with_workers, write_tar, Compression, LayerError, TarOptions};
-use layer_support::tar_support::{self, Entry as Listed};
 use layer_support::*;
+use tar_support::Entry as Listed;
 
 const CLAMP: u64 = 1_700_000_000;
 const OPTS: TarOptions = TarOptions { clamp_mtime: CLAMP };

@@ -4,6 +4,7 @@
 
 mod common;
 mod registry_support;
+mod tar_support;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -22,7 +23,7 @@ use registry_support::Registry;
 /// tagged `name`; returns its manifest and config digests.
 fn image(store: &Store, name: &str) -> (String, String) {
     let content: Vec<u8> = (0..200_000u32).map(|i| (i * 31 % 251) as u8).collect();
-    let layer = registry_support::tar_support::ustar(&[("data.bin", 0o644, &content)]);
+    let layer = tar_support::ustar(&[("data.bin", 0o644, &content)]);
     let config = ImageConfigurationBuilder::default()
         .architecture(Arch::Amd64)
         .os(Os::FreeBSD)

@@ -11,7 +11,7 @@ pub mod world;
 use std::collections::HashMap;
 use std::io::Write;
 
-use crate::layer_support::tar_support::{pax_records, Fields, Header};
+use crate::tar_support::{pax_records, Fields, Header};
 use flate2::write::GzEncoder;
 use jbuild::digest::Digest;
 use jbuild::store::{canonical_json, oci_digest};

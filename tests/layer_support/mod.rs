@@ -14,10 +14,8 @@ use filetime::FileTime;
 use jbuild::diff::walk::TreeWalkDiffer;
 use jbuild::diff::{Change, Differ, SnapshotRef};
 
-#[path = "../tar_support/mod.rs"]
-pub mod tar_support;
-pub use tar_support::pax_records;
-use tar_support::{Fields, Header};
+pub use crate::tar_support::pax_records;
+use crate::tar_support::{Fields, Header};
 
 pub fn is_root() -> bool {
     nix::unistd::geteuid().is_root()

@@ -32,7 +32,7 @@ fn layer(files: &[(&str, Vec<u8>)]) -> (Vec<u8>, Vec<u8>) {
         .iter()
         .map(|(name, content)| (*name, 0o644, content.as_slice()))
         .collect();
-    let raw = super::tar_support::ustar(&files);
+    let raw = crate::tar_support::ustar(&files);
     let mut gz = GzEncoder::new(Vec::new(), flate2::Compression::fast());
     gz.write_all(&raw).unwrap();
     (raw, gz.finish().unwrap())

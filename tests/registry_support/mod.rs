@@ -9,8 +9,6 @@
 
 pub mod image;
 pub mod proxy;
-#[path = "../tar_support/mod.rs"]
-pub mod tar_support;
 pub mod tls;
 pub mod token;
 

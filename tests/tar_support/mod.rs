@@ -5,8 +5,9 @@
 //! other: tests write fixtures with it and read what jbuild wrote with it
 //! (and with GNU tar, the real peer, where a listing says enough).
 //!
-//! It is included by path from the support modules that need it, so a test
-//! binary gets it with them.
+//! `tests/layer_support`, `tests/registry_support` and
+//! `tests/hostile_support` use it as `crate::tar_support`, so a test binary
+//! that declares one of them declares `mod tar_support;` too.
 #![allow(dead_code)]
 
 use std::io::{self, Read, Write};
