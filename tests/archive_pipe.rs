@@ -5,6 +5,7 @@
 
 mod common;
 mod registry_support;
+mod tar_support;
 
 use std::fs;
 use std::io::Read;

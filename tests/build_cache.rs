@@ -13,6 +13,7 @@ mod common;
 mod hostile_support;
 mod layer_support;
 mod registry_support;
+mod tar_support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;

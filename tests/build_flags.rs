@@ -9,6 +9,7 @@
 //! installs them).
 
 mod registry_support;
+mod tar_support;
 
 use std::fs;
 use std::io::Write;

@@ -7,6 +7,7 @@
 //! A change to the page that breaks the pipeline fails here.
 
 mod registry_support;
+mod tar_support;
 
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -11,6 +11,7 @@
 
 mod common;
 mod registry_support;
+mod tar_support;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs;

@@ -14,6 +14,7 @@
 //! every phase: start-up, locking, running a step, writing blobs, tagging.
 
 mod registry_support;
+mod tar_support;
 
 use std::fs;
 use std::path::{Path, PathBuf};

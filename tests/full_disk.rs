@@ -8,6 +8,7 @@
 
 mod common;
 mod registry_support;
+mod tar_support;
 
 use std::collections::HashMap;
 use std::fs;

@@ -17,6 +17,7 @@ mod common;
 mod hostile_support;
 mod layer_support;
 mod registry_support;
+mod tar_support;
 
 use std::fs;
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -11,6 +11,7 @@ mod common;
 mod hostile_support;
 mod layer_support;
 mod registry_support;
+mod tar_support;
 
 use std::fs;
 use std::io::Write;

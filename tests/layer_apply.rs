@@ -3,6 +3,7 @@
 //! come out untouched whatever the layer says.
 
 mod layer_support;
+mod tar_support;
 
 use std::fs;
 use std::os::unix::fs::{symlink, MetadataExt};

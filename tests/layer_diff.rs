@@ -2,6 +2,7 @@
 //! it as the dir snapshotter does, one kind of change at a time.
 
 mod layer_support;
+mod tar_support;
 
 use std::fs;
 use std::os::unix::fs::symlink;

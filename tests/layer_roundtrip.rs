@@ -3,6 +3,7 @@
 //! (to the second), link targets, xattrs and hard-link identity.
 
 mod layer_support;
+mod tar_support;
 
 use std::ffi::OsStr;
 use std::fs;

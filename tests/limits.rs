@@ -6,6 +6,7 @@
 
 mod limits_support;
 mod registry_support;
+mod tar_support;
 
 use std::path::Path;
 use std::time::Duration;
@@ -410,17 +411,7 @@ fn a_512_mib_layer_moves_with_bounded_memory() {
     let store = Store::open(&seed.path().join("root/store")).unwrap();
     let mut w = store.blob_writer().unwrap();
     {
-        let mut tar = tar::Builder::new(&mut w);
-        let mut h = tar::Header::new_ustar();
-        h.set_mode(0o644);
-        h.set_size(SIZE);
-        tar.append_data(
-            &mut h,
-            "zeros.bin",
-            std::io::Read::take(std::io::repeat(0), SIZE),
-        )
-        .unwrap();
-        tar.finish().unwrap();
+        tar_support::stream_file(&mut w, "zeros.bin", SIZE, std::io::repeat(0)).unwrap();
     }
     let (layer, layer_size) = w.commit(None).unwrap();
     let config = ImageConfigurationBuilder::default()

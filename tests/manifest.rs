@@ -9,6 +9,7 @@
 //! them (`go install`, pinned versions) into `$(go env GOPATH)/bin`.
 
 mod registry_support;
+mod tar_support;
 
 use std::fs;
 use std::path::{Path, PathBuf};

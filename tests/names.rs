@@ -6,6 +6,7 @@
 
 mod common;
 mod registry_support;
+mod tar_support;
 
 use std::fs;
 use std::path::Path;

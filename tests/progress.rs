@@ -5,6 +5,7 @@
 //! alive (docs/progress.md).
 
 mod registry_support;
+mod tar_support;
 
 use std::fs::File;
 use std::io::{Read, Write};

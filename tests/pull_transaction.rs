@@ -3,12 +3,15 @@
 //! and a build's FROM both go through it, so a refused image must leave
 //! the store and the snapshots exactly as they were either way.
 
+mod tar_support;
+
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
 use oci_spec::image::Descriptor;
 use serde_json::json;
+use tar_support::ustar;
 
 use jbuild::digest::Digest;
 use jbuild::engine::{self, BuildEnv, BuildOptions};
@@ -59,24 +62,6 @@ impl ImageSource for LayoutSource {
     }
 }
 
-/// A plain (uncompressed) tar of regular files: `(path, mode, content)`.
-fn tar(entries: &[(&str, u32, &[u8])]) -> Vec<u8> {
-    let mut b = tar::Builder::new(Vec::new());
-    for (path, mode, data) in entries {
-        let mut h = tar::Header::new_ustar();
-        h.set_path(path).unwrap();
-        h.set_mode(*mode);
-        h.set_size(data.len() as u64);
-        h.set_mtime(0);
-        h.set_uid(0);
-        h.set_gid(0);
-        h.set_entry_type(tar::EntryType::Regular);
-        h.set_cksum();
-        b.append(&h, *data).unwrap();
-    }
-    b.into_inner().unwrap()
-}
-
 /// Writes an image of `layers` (plain tars) into the layout `dir`, named
 /// `reference`.
 fn publish(dir: &Path, reference: &str, layers: &[Vec<u8>]) {
@@ -124,9 +109,9 @@ struct World {
 fn world() -> World {
     let tmp = tempfile::tempdir().unwrap();
     let top = tmp.path().to_path_buf();
-    let base = tar(&[("etc/motd", 0o644, b"welcome\n")]);
-    let good_top = tar(&[("etc/hosts", 0o644, b"::1\n")]);
-    let setuid = tar(&[("bin/su", 0o4755, b"#!su")]);
+    let base = ustar(&[("etc/motd", 0o644, b"welcome\n")]);
+    let good_top = ustar(&[("etc/hosts", 0o644, b"::1\n")]);
+    let setuid = ustar(&[("bin/su", 0o4755, b"#!su")]);
     let layout = top.join("layout");
     publish(&layout, "good", &[base.clone(), good_top]);
     publish(&layout, "bad", &[base, setuid]);

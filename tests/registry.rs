@@ -3,6 +3,7 @@
 
 mod common;
 mod registry_support;
+mod tar_support;
 
 use std::collections::HashMap;
 use std::path::Path;

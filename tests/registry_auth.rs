@@ -10,6 +10,7 @@
 //!   sending them, 403) exit 1, saying what was tried and what to do.
 
 mod registry_support;
+mod tar_support;
 
 use std::fs;
 use std::net::{TcpListener, TcpStream};

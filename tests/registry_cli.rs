@@ -6,6 +6,7 @@
 //! and `jbuild inspect docker://` storing nothing.
 
 mod registry_support;
+mod tar_support;
 
 use std::fs;
 use std::io::{Read, Write};

@@ -4,6 +4,7 @@
 
 mod common;
 mod registry_support;
+mod tar_support;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -22,13 +23,7 @@ use registry_support::Registry;
 /// tagged `name`; returns its manifest and config digests.
 fn image(store: &Store, name: &str) -> (String, String) {
     let content: Vec<u8> = (0..200_000u32).map(|i| (i * 31 % 251) as u8).collect();
-    let mut tar = tar::Builder::new(Vec::new());
-    let mut h = tar::Header::new_ustar();
-    h.set_mode(0o644);
-    h.set_size(content.len() as u64);
-    tar.append_data(&mut h, "data.bin", content.as_slice())
-        .unwrap();
-    let layer = tar.into_inner().unwrap();
+    let layer = tar_support::ustar(&[("data.bin", 0o644, &content)]);
     let config = ImageConfigurationBuilder::default()
         .architecture(Arch::Amd64)
         .os(Os::FreeBSD)

@@ -4,6 +4,7 @@
 //! peer both ways.
 
 mod registry_support;
+mod tar_support;
 
 use std::fs;
 use std::process::Output;

@@ -4,6 +4,7 @@
 //! other way round; and the harness itself is proved with skopeo first.
 
 mod registry_support;
+mod tar_support;
 
 use std::fs;
 use std::path::Path;

@@ -3,6 +3,7 @@
 //! they are kept, kept where docker keeps them, and never printed.
 
 mod registry_support;
+mod tar_support;
 
 use std::fs;
 use std::path::Path;

@@ -5,6 +5,7 @@
 //! message, and a corrupt blob never enters the store.
 
 mod registry_support;
+mod tar_support;
 
 use std::process::Output;
 use std::time::{Duration, Instant};

@@ -13,6 +13,7 @@
 
 mod limits_support;
 mod registry_support;
+mod tar_support;
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;

@@ -1,6 +1,8 @@
 //! Transports against real peers: images jbuild writes must be read by
 //! skopeo and umoci, and theirs by jbuild.
 
+mod tar_support;
+
 use std::collections::HashMap;
 use std::fs;
 use std::io::Write;
@@ -22,18 +24,17 @@ use oci_spec::image::{
 
 /// A one-layer FreeBSD image, built by hand in `store` and tagged `tag`.
 fn build_image(store: &Store, tag: &str, motd: &str) -> Descriptor {
-    let mut tar = tar::Builder::new(Vec::new());
-    let mut dir = tar::Header::new_ustar();
-    dir.set_entry_type(tar::EntryType::Directory);
-    dir.set_mode(0o755);
-    dir.set_size(0);
-    tar.append_data(&mut dir, "etc/", std::io::empty()).unwrap();
-    let mut file = tar::Header::new_ustar();
-    file.set_mode(0o644);
-    file.set_size(motd.len() as u64);
-    tar.append_data(&mut file, "etc/motd", motd.as_bytes())
-        .unwrap();
-    let raw = tar.into_inner().unwrap();
+    let dir = tar_support::Header::new(&tar_support::Fields {
+        name: b"etc/",
+        kind: b'5',
+        mode: 0o755,
+        ..Default::default()
+    });
+    let raw = [
+        &dir.as_bytes()[..],
+        &tar_support::ustar(&[("etc/motd", 0o644, motd.as_bytes())]),
+    ]
+    .concat();
     let mut gz = GzEncoder::new(Vec::new(), flate2::Compression::default());
     gz.write_all(&raw).unwrap();
     let layer = gz.finish().unwrap();

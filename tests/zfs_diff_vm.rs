@@ -10,6 +10,7 @@
 //! bytes.
 
 mod layer_support;
+mod tar_support;
 
 use std::fs;
 use std::os::unix::fs::symlink;

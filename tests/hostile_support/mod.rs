@@ -1,7 +1,7 @@
 //! Crafted layers for `tests/hostile.rs`: tar streams written header by
-//! header (the `tar` crate's low-level `Header`, raw bytes where it would
-//! refuse to write something), compressed or not, and images made of them,
-//! uploaded to a registry.
+//! header (the tests' own independent writer, `tests/tar_support`, and raw
+//! bytes where a field must be broken), compressed or not, and images made
+//! of them, uploaded to a registry.
 #![allow(dead_code)]
 
 pub mod accepted;
@@ -11,6 +11,7 @@ pub mod world;
 use std::collections::HashMap;
 use std::io::Write;
 
+use crate::tar_support::{pax_records, Fields, Header};
 use flate2::write::GzEncoder;
 use jbuild::digest::Digest;
 use jbuild::store::{canonical_json, oci_digest};
@@ -55,23 +56,17 @@ impl Default for Head<'_> {
 }
 
 /// A ustar header block for `h`, with a valid checksum.
-pub fn header(h: &Head<'_>) -> tar::Header {
-    let mut t = tar::Header::new_ustar();
-    t.set_mode(h.mode);
-    t.set_uid(0);
-    t.set_gid(0);
-    t.set_mtime(1_600_000_000);
-    t.set_size(h.size);
-    t.set_entry_type(tar::EntryType::new(h.kind));
-    let u = t.as_ustar_mut().unwrap();
-    u.name[..h.name.len()].copy_from_slice(h.name);
-    u.linkname[..h.link.len()].copy_from_slice(h.link);
-    if h.kind == b'3' || h.kind == b'4' {
-        t.set_device_major(h.dev.0).unwrap();
-        t.set_device_minor(h.dev.1).unwrap();
-    }
-    t.set_cksum();
-    t
+pub fn header(h: &Head<'_>) -> Header {
+    Header::new(&Fields {
+        name: h.name,
+        kind: h.kind,
+        mode: h.mode,
+        size: h.size,
+        mtime: 1_600_000_000,
+        link: h.link,
+        dev: h.dev,
+        ..Fields::default()
+    })
 }
 
 impl Tar {
@@ -174,7 +169,7 @@ impl Tar {
 
     /// A PAX extended header for the next entry (`key=value` records).
     pub fn pax(self, records: &[(&str, &[u8])]) -> Tar {
-        let data = crate::layer_support::pax_records(records);
+        let data = pax_records(records);
         self.extended(b'x', b"PaxHeaders.0/x", &data)
     }
 

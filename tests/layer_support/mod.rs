@@ -14,6 +14,9 @@ use filetime::FileTime;
 use jbuild::diff::walk::TreeWalkDiffer;
 use jbuild::diff::{Change, Differ, SnapshotRef};
 
+pub use crate::tar_support::pax_records;
+use crate::tar_support::{Fields, Header};
+
 pub fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
 }
@@ -239,31 +242,19 @@ impl Default for RawEntry<'_> {
     }
 }
 
-fn octal(field: &mut [u8], v: u64) {
-    let s = format!("{:0width$o}\0", v, width = field.len() - 1);
-    field.copy_from_slice(s.as_bytes());
-}
-
 impl RawTar {
     pub fn header(e: &RawEntry<'_>) -> [u8; 512] {
-        let mut b = [0u8; 512];
-        b[..e.name.len()].copy_from_slice(e.name);
-        octal(&mut b[100..108], e.mode as u64);
-        octal(&mut b[108..116], 0);
-        octal(&mut b[116..124], 0);
-        octal(&mut b[124..136], e.content.len() as u64);
-        octal(&mut b[136..148], 1_600_000_000);
-        b[156] = e.typeflag;
-        b[157..157 + e.linkname.len()].copy_from_slice(e.linkname);
-        b[257..263].copy_from_slice(b"ustar\0");
-        b[263..265].copy_from_slice(b"00");
-        octal(&mut b[329..337], e.devmajor as u64);
-        octal(&mut b[337..345], e.devminor as u64);
-        b[148..156].fill(b' ');
-        let sum: u64 = b.iter().map(|&c| c as u64).sum();
-        let s = format!("{sum:06o}\0 ");
-        b[148..156].copy_from_slice(s.as_bytes());
-        b
+        Header::new(&Fields {
+            name: e.name,
+            kind: e.typeflag,
+            mode: e.mode,
+            size: e.content.len() as u64,
+            mtime: 1_600_000_000,
+            link: e.linkname,
+            dev: (e.devmajor, e.devminor),
+            ..Fields::default()
+        })
+        .0
     }
 
     pub fn entry(mut self, e: RawEntry<'_>) -> Self {
@@ -336,20 +327,4 @@ impl RawTar {
         self.bytes.extend_from_slice(&[0u8; 1024]);
         self.bytes
     }
-}
-
-/// PAX extended-header records (`LEN key=value\n`, LEN counting itself).
-pub fn pax_records(records: &[(&str, &[u8])]) -> Vec<u8> {
-    let mut data = Vec::new();
-    for (k, v) in records {
-        let rest = k.len() + v.len() + 3;
-        let mut len = rest + 1;
-        while len != rest + len.to_string().len() {
-            len = rest + len.to_string().len();
-        }
-        data.extend_from_slice(format!("{len} {k}=").as_bytes());
-        data.extend_from_slice(v);
-        data.push(b'\n');
-    }
-    data
 }

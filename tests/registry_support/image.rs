@@ -28,14 +28,11 @@ pub fn noise(seed: &str, len: usize) -> Vec<u8> {
 }
 
 fn layer(files: &[(&str, Vec<u8>)]) -> (Vec<u8>, Vec<u8>) {
-    let mut tar = tar::Builder::new(Vec::new());
-    for (name, content) in files {
-        let mut h = tar::Header::new_ustar();
-        h.set_mode(0o644);
-        h.set_size(content.len() as u64);
-        tar.append_data(&mut h, name, content.as_slice()).unwrap();
-    }
-    let raw = tar.into_inner().unwrap();
+    let files: Vec<(&str, u32, &[u8])> = files
+        .iter()
+        .map(|(name, content)| (*name, 0o644, content.as_slice()))
+        .collect();
+    let raw = crate::tar_support::ustar(&files);
     let mut gz = GzEncoder::new(Vec::new(), flate2::Compression::fast());
     gz.write_all(&raw).unwrap();
     (raw, gz.finish().unwrap())
