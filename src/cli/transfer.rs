@@ -16,8 +16,8 @@ use jbuild::transport::{
 pub struct ExportArgs {
     /// The image to export (name, digest or digest prefix).
     image: String,
-    /// `oci:DIR[:TAG]` or `oci-archive:FILE[:TAG]`. Without TAG, the image's
-    /// own tag is used when it was named by a tag.
+    /// `oci:DIR[:TAG]` or `oci-archive:FILE[:TAG]`. Without TAG, the tag of
+    /// the name IMAGE found, or of the image's only name.
     destination: String,
 }
 
