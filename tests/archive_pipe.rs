@@ -210,3 +210,94 @@ fn standard_output_takes_nothing_else() {
     assert!(out.stdout.ends_with(&[0u8; 1024]));
     assert_eq!(out.stdout.len() % 512, 0);
 }
+
+/// A reference that fits two images in an `oci:` layout is the user's to
+/// fix (exit 1), as it is in the store: the store's own error decides.
+#[test]
+fn an_ambiguous_reference_in_a_layout_is_the_users_mistake() {
+    let w = World::new(4 << 20);
+    let dir = w.path("layout");
+    let dest = format!("oci:{}:alpine", dir.display());
+    ok(
+        "export",
+        &w.jbuild()
+            .args(["export", "app:1", &dest])
+            .output()
+            .unwrap(),
+    );
+    // A second image whose ref name docker resolves to the same name as
+    // `alpine` (only its index entry: the lookup is over before any blob).
+    let index = dir.join("index.json");
+    let mut v: serde_json::Value = serde_json::from_slice(&fs::read(&index).unwrap()).unwrap();
+    let mut twin = v["manifests"][0].clone();
+    twin["annotations"]["org.opencontainers.image.ref.name"] =
+        "docker.io/library/alpine:latest".into();
+    twin["digest"] = format!("sha256:{}", "ab".repeat(32)).into();
+    v["manifests"].as_array_mut().unwrap().push(twin);
+    fs::write(&index, serde_json::to_vec(&v).unwrap()).unwrap();
+
+    let src = format!("oci:{}:library/alpine", dir.display());
+    let out = w
+        .jbuild()
+        .args(["import", &src, "copy:1"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("matches more than one image"), "{err}");
+}
+
+/// The ref name `export` writes into an `oci:` layout given without a tag.
+fn layout_ref(dir: &Path) -> String {
+    let v: serde_json::Value =
+        serde_json::from_slice(&fs::read(dir.join("index.json")).unwrap()).unwrap();
+    v["manifests"][0]["annotations"]["org.opencontainers.image.ref.name"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// Exported by its ID, an image with one name is tagged as that name, not
+/// `latest`; with two names, the tag must be said (exit 1).
+#[test]
+fn export_by_id_tags_the_layout_by_the_images_own_name() {
+    let w = World::new(4 << 20);
+    let id = &w.manifest["sha256:".len().."sha256:".len() + 12];
+    for (typed, dir) in [
+        (id, "by-id"),
+        (&w.manifest[..], "by-digest"),
+        ("app:1", "by-name"),
+    ] {
+        let dir = w.path(dir);
+        let dest = format!("oci:{}", dir.display());
+        ok(
+            "export",
+            &w.jbuild().args(["export", typed, &dest]).output().unwrap(),
+        );
+        assert_eq!(layout_ref(&dir), "1", "exported as {typed}");
+    }
+
+    ok(
+        "tag",
+        &w.jbuild()
+            .args(["tag", "app:1", "other:2"])
+            .output()
+            .unwrap(),
+    );
+    let dir = w.path("by-name-2");
+    let dest = format!("oci:{}", dir.display());
+    ok(
+        "export",
+        &w.jbuild()
+            .args(["export", "other:2", &dest])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(layout_ref(&dir), "2");
+
+    let dest = format!("oci:{}", w.path("two-names").display());
+    let out = w.jbuild().args(["export", id, &dest]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains(&format!("{dest}:TAG")), "{err}");
+}

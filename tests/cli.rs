@@ -129,7 +129,34 @@ fn tag_rmi_history_and_json() {
             ("CMD [\"/bin/sh\"]".to_string(), true),
         ]
     );
-    ok(jbuild(&root).args(["rmi", "one:1", "two:2"]));
+    // --json rmi: one result naming what went and what failed (exit 1).
+    let out = run(jbuild(&root).args(["--json", "rmi", "one:1", "nope:9", "two:2"]));
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim()).unwrap();
+    assert_eq!(v["event"], "result");
+    let removed: Vec<(&str, &str, &str)> = v["removed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["name"].as_str().unwrap(),
+                r["digest"].as_str().unwrap(),
+                r["what"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        removed,
+        vec![
+            ("one:1", digest.as_str(), "untagged"),
+            ("two:2", digest.as_str(), "untagged")
+        ]
+    );
+    assert_eq!(v["failed"].as_array().unwrap().len(), 1);
+    assert_eq!(v["failed"][0]["name"], "nope:9");
+    assert!(v["failed"][0]["error"].as_str().unwrap().contains("nope:9"));
     let left = ok(jbuild(&root).arg("images"));
     assert!(
         left.contains("three:3") && !left.contains("one:1"),

@@ -269,11 +269,18 @@ pub fn tag(ctx: &Ctx, args: TagArgs) -> CmdResult {
 pub fn rmi(ctx: &Ctx, args: RmiArgs) -> CmdResult {
     let store = ctx.store()?;
     let mut failed = Vec::new();
+    let (mut removed_json, mut failed_json) = (Vec::new(), Vec::new());
     for removal in remove::remove(&store, &args.names, args.force) {
         match removal.outcome {
             Ok(removed) => {
                 for r in removed {
                     match r {
+                        Removed::Untagged { name, digest } if ctx.json => removed_json.push(
+                            json!({"name": name, "digest": digest.to_string(), "what": "untagged"}),
+                        ),
+                        Removed::Unlisted { digest } if ctx.json => removed_json.push(
+                            json!({"name": null, "digest": digest.to_string(), "what": "unlisted"}),
+                        ),
                         Removed::Untagged { name, digest } if !ctx.quiet => {
                             outln!("untagged {name} ({digest})")
                         }
@@ -284,8 +291,17 @@ pub fn rmi(ctx: &Ctx, args: RmiArgs) -> CmdResult {
                     }
                 }
             }
-            Err(e) => failed.push(e),
+            Err(e) => {
+                failed_json.push(json!({"name": removal.reference, "error": e.to_string()}));
+                failed.push(e)
+            }
         }
+    }
+    if ctx.json {
+        outln!(
+            "{}",
+            json!({"event": "result", "removed": removed_json, "failed": failed_json})
+        );
     }
     let user = failed.iter().all(|e| e.is_user_error());
     let mut failed = failed.into_iter();

@@ -8,7 +8,6 @@ use super::access::RegistryArgs;
 use super::transfer::{copy_with, done, failure, stdout_free};
 use super::{CmdResult, Ctx, Failure};
 use jbuild::image::{self, Platform, Unpacker};
-use jbuild::store::ImageName;
 use jbuild::transport::{
     self, CopyOptions, LayoutTransport, RegistryOptions, RegistryPuller, RegistryRef,
     RegistryTransport, Transport,
@@ -161,11 +160,9 @@ pub(super) fn push_to(
     stdout_free(ctx, dest)?;
     let (dst, mut tag) = destination(dest, options)?;
     if tag.is_none() && (dest.starts_with("oci:") || dest.starts_with("oci-archive:")) {
-        // As `export`: a layout gets the image's own tag.
-        tag = ImageName::parse(shown_as)
-            .ok()
-            .filter(|_| !shown_as.starts_with("sha256:"))
-            .map(|n| n.tag().to_string());
+        // As `export`: a layout gets the tag of the name the image was
+        // found by, or of its only name.
+        tag = Some(super::transfer::layout_tag(store, shown_as, dest)?);
     }
     let src = LayoutTransport::from_store(store.clone());
     let opts = CopyOptions {

@@ -16,8 +16,8 @@ use jbuild::transport::{
 pub struct ExportArgs {
     /// The image to export (name, digest or digest prefix).
     image: String,
-    /// `oci:DIR[:TAG]` or `oci-archive:FILE[:TAG]`. Without TAG, the image's
-    /// own tag is used when it was named by a tag.
+    /// `oci:DIR[:TAG]` or `oci-archive:FILE[:TAG]`. Without TAG, the tag of
+    /// the name IMAGE found, or of the image's only name.
     destination: String,
 }
 
@@ -91,13 +91,10 @@ pub fn export(ctx: &Ctx, args: ExportArgs) -> CmdResult {
     let desc = Ctx::resolve_image(&store, &args.image)?;
     stdout_free(ctx, &args.destination)?;
     let (dst, tag) = transport::parse_location(&args.destination).map_err(failure)?;
-    let tag = tag.or_else(|| {
-        args.image
-            .parse::<ImageName>()
-            .ok()
-            .filter(|_| !args.image.starts_with("sha256:"))
-            .map(|n| n.tag().to_string())
-    });
+    let tag = match tag {
+        Some(t) => Some(t),
+        None => Some(layout_tag(&store, &args.image, &args.destination)?),
+    };
     let src = LayoutTransport::from_store(store);
     let reporter = ctx.reporter();
     let digest = desc.digest().to_string();
@@ -144,6 +141,45 @@ pub fn import(ctx: &Ctx, args: ImportArgs) -> CmdResult {
         None,
     );
     Ok(())
+}
+
+/// The tag an `oci:` or `oci-archive:` destination given without one
+/// gets: that of the stored name `typed` matched, or, when `typed` was an
+/// ID or digest, of the image's only name. An image with no name, or
+/// several, needs the tag said (`oci:DIR:TAG`): none is invented.
+pub(super) fn layout_tag(
+    store: &jbuild::store::Store,
+    typed: &str,
+    destination: &str,
+) -> Result<String, Failure> {
+    let store_failure = |e: jbuild::store::StoreError| Failure {
+        user: e.is_user_error(),
+        error: e.into(),
+    };
+    let found = store.find(typed).map_err(store_failure)?;
+    let name = match found.name {
+        Some(n) => n,
+        None => {
+            let mut names = store
+                .names_of(found.descriptor.digest())
+                .map_err(store_failure)?;
+            if names.len() != 1 {
+                let had = if names.is_empty() {
+                    "has no name".to_string()
+                } else {
+                    format!("has {} names ({})", names.len(), names.join(", "))
+                };
+                return Err(Failure::user(anyhow!(
+                    "{destination}: no tag given, and image {typed} {had}: say the tag, \
+                     as {destination}:TAG"
+                )));
+            }
+            names.remove(0)
+        }
+    };
+    Ok(ImageName::parse(&name)
+        .map(|n| n.tag().to_string())
+        .unwrap_or(name))
 }
 
 /// Refuses `--json` with an archive written to standard output: both

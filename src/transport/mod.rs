@@ -300,8 +300,8 @@ impl TransportError {
             | TransportError::TooLarge { .. }
             | TransportError::Archive { .. }
             | TransportError::Invalid { .. } => true,
-            TransportError::Store(_)
-            | TransportError::Io { .. }
+            TransportError::Store(e) => e.is_user_error(),
+            TransportError::Io { .. }
             | TransportError::Task(_)
             | TransportError::BlobUnknown { .. } => false,
             TransportError::Unreachable { .. }
