@@ -223,6 +223,28 @@ pub fn run_with_input(cmd: &mut Command, input: &[u8], limit: Duration) -> Outpu
     }
 }
 
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Requires exit code `code` and `wanted` in standard error.
+pub fn fails_with(out: &Output, code: i32, wanted: &str) {
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "stderr:\n{err}");
+    assert!(err.contains(wanted), "wanted `{wanted}` in:\n{err}");
+}
+
+/// Requires success; returns standard output.
+pub fn succeeds(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "{}\nstderr:\n{}",
+        out.status,
+        text(&out.stderr)
+    );
+    text(&out.stdout)
+}
+
 /// Runs and requires success; returns stdout.
 pub fn run_ok(cmd: &mut Command, limit: Duration) -> String {
     let out = run_bounded(cmd, limit);
