@@ -50,7 +50,9 @@ use crate::plan::{Plan, StepKind};
 use crate::report::{error_chain, Level, StepInfo};
 use crate::snapshot::{label, Kind, Labels, Snapshotter};
 use crate::store::Store;
-use crate::transport::{RegistryOptions, RegistryRef, RegistryTransport, TransportError};
+use crate::transport::{
+    RegistryOptions, RegistryRef, RegistryTransport, Transport, TransportError,
+};
 use entry::{EntryConfig, LayerBlob, FORMAT};
 use service::{Answer, Note, Repo};
 
@@ -98,8 +100,8 @@ impl RegistryCache {
         options
     }
 
-    fn transport(&self, r: &RegistryRef) -> RegistryTransport {
-        RegistryTransport::new(r.clone(), self.options())
+    fn transport(&self, r: &RegistryRef) -> Box<dyn Transport> {
+        Box::new(RegistryTransport::new(r.clone(), self.options()))
     }
 }
 

@@ -16,7 +16,7 @@ use super::entry::{self, BadEntry, EntryConfig, LayerBlob, MAX_CONFIG};
 use crate::digest::Digest;
 use crate::report::error_chain;
 use crate::store::{oci_digest, Store};
-use crate::transport::{ManifestRole, RegistryTransport, Transport, TransportError};
+use crate::transport::{ManifestRole, Transport, TransportError};
 
 /// Lookups in flight at once (each is a manifest GET, then on a hit two
 /// blob GETs). The first steps' lookups start first.
@@ -24,14 +24,15 @@ const LOOKUPS_AT_ONCE: usize = 8;
 /// Entries pushed at once.
 const PUSHES_AT_ONCE: usize = 4;
 
-/// One cache repository, and whether it stopped answering.
+/// One cache repository, and whether it stopped answering. Entries are
+/// read and written through the Transport seam only.
 pub(super) struct Repo {
-    pub(super) transport: RegistryTransport,
+    pub(super) transport: Box<dyn Transport>,
     pub(super) down: AtomicBool,
 }
 
 impl Repo {
-    pub(super) fn new(transport: RegistryTransport) -> Arc<Repo> {
+    pub(super) fn new(transport: Box<dyn Transport>) -> Arc<Repo> {
         Arc::new(Repo {
             transport,
             down: AtomicBool::new(false),
