@@ -129,8 +129,9 @@ struct AtTemplateLine {
     source: engine::BuildError,
 }
 
-/// `--label` and `--annotation` values: `K=V`, K not empty.
-fn parse_pairs(flag: &str, raw: &[String]) -> Result<BTreeMap<String, String>, Failure> {
+/// `--label` and `--annotation` values (build and `manifest add`): `K=V`,
+/// K not empty.
+pub(super) fn parse_pairs(flag: &str, raw: &[String]) -> Result<BTreeMap<String, String>, Failure> {
     let mut out = BTreeMap::new();
     for a in raw {
         match a.split_once('=') {

@@ -2,8 +2,6 @@
 //! (one image per platform) in the store, and their push, as podman's
 //! verbs do. The lists are `jbuild::image::index`'s.
 
-use std::collections::BTreeMap;
-
 use anyhow::anyhow;
 use clap::{Args, Subcommand};
 
@@ -100,17 +98,6 @@ fn list_name(s: &str) -> Result<ImageName, Failure> {
         .map_err(|e| Failure::user(anyhow!("manifest list name `{s}`: {e}")))
 }
 
-fn annotations(raw: &[String]) -> Result<BTreeMap<String, String>, Failure> {
-    raw.iter()
-        .map(|a| match a.split_once('=') {
-            Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
-            _ => Err(Failure::user(anyhow!(
-                "--annotation `{a}`: write it as KEY=VALUE"
-            ))),
-        })
-        .collect()
-}
-
 /// Prints a list's new digest.
 fn changed(ctx: &Ctx, name: &ImageName, d: &oci_spec::image::Descriptor) {
     if ctx.json {
@@ -164,7 +151,7 @@ pub fn run(ctx: &Ctx, args: ManifestArgs) -> CmdResult {
                 .map_err(|e| Failure::user(anyhow!("--platform: {e}")))?;
             let opts = AddOptions {
                 platform,
-                annotations: annotations(&a.annotations)?,
+                annotations: super::build::parse_pairs("--annotation", &a.annotations)?,
                 replace_platform: false,
             };
             let d = index::add(&store, &name, &a.image, &opts, false).map_err(failure)?;
