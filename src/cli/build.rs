@@ -129,25 +129,6 @@ struct AtTemplateLine {
     source: engine::BuildError,
 }
 
-/// `--label` and `--annotation` values (build and `manifest add`): `K=V`,
-/// K not empty.
-pub(super) fn parse_pairs(flag: &str, raw: &[String]) -> Result<BTreeMap<String, String>, Failure> {
-    let mut out = BTreeMap::new();
-    for a in raw {
-        match a.split_once('=') {
-            Some((k, v)) if !k.is_empty() => {
-                out.insert(k.to_string(), v.to_string());
-            }
-            _ => {
-                return Err(Failure::user(anyhow!(
-                    "{flag} `{a}`: write {flag} NAME=VALUE (the name may not be empty)"
-                )))
-            }
-        }
-    }
-    Ok(out)
-}
-
 /// The build arguments: the files' (in order), then --build-arg's over them.
 fn build_args(args: &BuildArgs) -> Result<BTreeMap<String, String>, Failure> {
     let mut out = BTreeMap::new();
@@ -344,8 +325,8 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
         epoch,
         hash_cache: Some(ctx.paths.hash_cache()),
         target: args.target.clone(),
-        labels: parse_pairs("--label", &args.labels)?,
-        annotations: parse_pairs("--annotation", &args.annotations)?,
+        labels: super::parse_pairs("--label", &args.labels)?,
+        annotations: super::parse_pairs("--annotation", &args.annotations)?,
         mount_cache: Some(ctx.paths.mount_cache()),
         secrets: engine::read_secrets(&args.secrets).map_err(Failure::user)?,
     };

@@ -151,7 +151,7 @@ pub fn run(ctx: &Ctx, args: ManifestArgs) -> CmdResult {
                 .map_err(|e| Failure::user(anyhow!("--platform: {e}")))?;
             let opts = AddOptions {
                 platform,
-                annotations: super::build::parse_pairs("--annotation", &a.annotations)?,
+                annotations: super::parse_pairs("--annotation", &a.annotations)?,
                 replace_platform: false,
             };
             let d = index::add(&store, &name, &a.image, &opts, false).map_err(failure)?;

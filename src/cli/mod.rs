@@ -415,3 +415,25 @@ impl std::io::Write for ScrubbedStderr {
         std::io::stderr().flush()
     }
 }
+
+/// `--label` and `--annotation` values (build and `manifest add`): `K=V`,
+/// K not empty.
+fn parse_pairs(
+    flag: &str,
+    raw: &[String],
+) -> Result<std::collections::BTreeMap<String, String>, Failure> {
+    let mut out = std::collections::BTreeMap::new();
+    for a in raw {
+        match a.split_once('=') {
+            Some((k, v)) if !k.is_empty() => {
+                out.insert(k.to_string(), v.to_string());
+            }
+            _ => {
+                return Err(Failure::user(anyhow::anyhow!(
+                    "{flag} `{a}`: write {flag} NAME=VALUE (the name may not be empty)"
+                )))
+            }
+        }
+    }
+    Ok(out)
+}
