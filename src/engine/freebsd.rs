@@ -162,6 +162,18 @@ impl FreeBsdEnv {
     }
 }
 
+impl FreeBsdEnv {
+    /// The identity of a pkgbase repository's catalogue, which a
+    /// `FROM freebsd:<release>` built from it is keyed on (asked as for
+    /// PKG steps); `offline` with `--pkg-offline`.
+    pub fn pkgbase_catalogue(&self, url: &str) -> Result<String, PkgRepoError> {
+        if self.pkg_offline {
+            return Ok("offline".into());
+        }
+        catalogue_identity(url, &mut None)
+    }
+}
+
 /// The `*.conf` files of a repository directory, by name.
 fn repo_files(dir: &Path) -> Result<BTreeMap<String, String>, PkgRepoError> {
     let entries = fs::read_dir(dir).map_err(|source| PkgRepoError::ReadDir {

@@ -31,6 +31,7 @@
 
 pub(crate) mod fetch;
 pub mod manifest;
+pub mod pkgbase;
 
 use std::fs;
 use std::io::{self, BufReader};
@@ -42,6 +43,7 @@ use crate::image::Platform;
 use crate::layer::apply::{apply, ApplyOptions};
 use crate::report::{ProgressReader, Reporter};
 pub use manifest::{Manifest, ManifestEntry};
+pub use pkgbase::{BaseChoice, BaseMethod, PkgBase, PkgbaseSource};
 
 pub const DEFAULT_MIRROR: &str = "https://download.freebsd.org/releases";
 pub const DEFAULT_MANIFESTS: &str = "/usr/local/share/freebsd-release-manifests";
@@ -69,19 +71,35 @@ pub enum ReleaseError {
     },
     #[error("extracting {set}: {message}")]
     Extract { set: String, message: String },
+    /// pkg(8) cannot run on this host (see [`pkgbase`]).
+    #[error("FROM freebsd:{release} is built from the pkgbase repository here, which needs pkg(8) on the host, and pkg(8) runs on FreeBSD, not on {host}; build from the distribution sets instead (--freebsd-base=sets, or [freebsd] base = \"sets\"; FreeBSD 15 has both), or build on FreeBSD")]
+    NoPkg { release: String, host: &'static str },
+    #[error("`{command}` failed ({how})")]
+    Pkg { command: String, how: String },
+    #[error("cannot run {} as pkg(8): {source} (check [freebsd] pkg)", program.display())]
+    PkgSpawn {
+        program: PathBuf,
+        #[source]
+        source: io::Error,
+    },
 }
 
 impl ReleaseError {
     /// Whether the user can fix it (exit code 1): the release name, the
     /// platform, the sets asked for, the mirror (unreachable, broken, or
-    /// serving sets that do not match or are refused). A file of the
+    /// serving sets that do not match or are refused), a host without
+    /// pkg(8) for a pkgbase base, a pkg that fails (the repository, its
+    /// signatures, a set it does not have) or cannot be started. A file of the
     /// release cache that cannot be read or written is the system's fault.
     pub fn is_user_error(&self) -> bool {
         match self {
             ReleaseError::Http { .. }
             | ReleaseError::Mismatch { .. }
             | ReleaseError::Invalid(_)
-            | ReleaseError::Extract { .. } => true,
+            | ReleaseError::Extract { .. }
+            | ReleaseError::NoPkg { .. }
+            | ReleaseError::Pkg { .. }
+            | ReleaseError::PkgSpawn { .. } => true,
             ReleaseError::Io { .. } => false,
         }
     }
@@ -104,8 +122,13 @@ pub struct ReleaseSource {
     pub manifests: PathBuf,
     /// Verified MANIFESTs and sets.
     pub cache: PathBuf,
-    /// Sets beyond `base` (`lib32`, `src`, ...), in extraction order.
+    /// Sets beyond `base` (`lib32`, `src`, ...), in extraction order;
+    /// for a pkgbase base, sets installed after the configured ones.
     pub extra_sets: Vec<String>,
+    /// Distribution sets or pkgbase (`--freebsd-base`, `[freebsd] base`).
+    pub base: BaseChoice,
+    /// Where pkgbase bases come from.
+    pub pkgbase: PkgbaseSource,
 }
 
 impl ReleaseSource {
@@ -123,7 +146,41 @@ impl ReleaseSource {
                 .unwrap_or_else(|| PathBuf::from(DEFAULT_MANIFESTS)),
             cache: paths.root().join("cache").join("freebsd"),
             extra_sets: Vec::new(),
+            base: settings.base.unwrap_or_default(),
+            pkgbase: PkgbaseSource {
+                url: settings.pkgbase_url.clone(),
+                sets: settings
+                    .pkgbase_sets
+                    .clone()
+                    .unwrap_or_else(|| vec![pkgbase::DEFAULT_SET.to_string()]),
+                keys_dir: settings
+                    .pkg_keys_dir
+                    .clone()
+                    .unwrap_or_else(|| PathBuf::from(pkgbase::DEFAULT_KEYS_DIR)),
+                pkg: settings.pkg.clone(),
+            },
         }
+    }
+
+    /// How `release`'s base is made here.
+    pub fn method(&self, release: &str) -> Result<BaseMethod, ReleaseError> {
+        self.base.method_for(release)
+    }
+
+    /// The pkgbase base of `release` on `platform`: the configured sets,
+    /// then `extra_sets`. Runs and downloads nothing.
+    pub fn resolve_pkgbase(
+        &self,
+        release: &str,
+        platform: &Platform,
+    ) -> Result<PkgBase, ReleaseError> {
+        let mut source = self.pkgbase.clone();
+        for s in &self.extra_sets {
+            if !source.sets.contains(s) {
+                source.sets.push(s.clone());
+            }
+        }
+        source.resolve(release, platform)
     }
 
     /// Reads the release's MANIFEST and picks the sets to use. Downloads
