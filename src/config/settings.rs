@@ -330,6 +330,33 @@ mod tests {
     }
 
     #[test]
+    fn freebsd_base_and_pkgbase_keys() {
+        assert_eq!(Settings::default().freebsd.base, None);
+        let s = Settings::parse(
+            "[freebsd]\nbase = \"pkgbase\"\npkgbase_sets = [\"base-jail\", \"lib32\"]\npkg = \"/usr/local/sbin/pkg\"\npkg_keys_dir = \"/k\"\npkgbase_url = \"file:///r\"\n",
+        )
+        .unwrap();
+        assert_eq!(s.freebsd.base, Some(FreeBsdBase::Pkgbase));
+        assert_eq!(
+            s.freebsd.pkgbase_sets.as_deref(),
+            Some(&["base-jail".to_string(), "lib32".to_string()][..])
+        );
+        assert_eq!(
+            s.freebsd.pkg.as_deref(),
+            Some(Path::new("/usr/local/sbin/pkg"))
+        );
+        assert_eq!(s.freebsd.pkg_keys_dir.as_deref(), Some(Path::new("/k")));
+        assert_eq!(s.freebsd.pkgbase_url.as_deref(), Some("file:///r"));
+        let e = Settings::parse("[freebsd]\nbase = \"ports\"\n").unwrap_err();
+        assert!(e.contains("line 2") && e.contains("pkgbase"), "{e}");
+        assert_eq!("sets".parse(), Ok(FreeBsdBase::Sets));
+        assert!("ports"
+            .parse::<FreeBsdBase>()
+            .unwrap_err()
+            .contains("auto, sets or pkgbase"));
+    }
+
+    #[test]
     fn registry_certs_dir_defaults_to_unset() {
         assert_eq!(Settings::default().registries.certs_dir, None);
         let s = Settings::parse("[registries]\ncerts_dir = \"/tmp/certs.d\"\n").unwrap();

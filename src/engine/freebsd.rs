@@ -429,6 +429,26 @@ mod tests {
     }
 
     #[test]
+    fn a_pkgbase_catalogue_is_asked_unless_offline() {
+        let t = tempfile::tempdir().unwrap();
+        fs::write(t.path().join("packagesite.pkg"), b"catalogue 1").unwrap();
+        let url = format!("file://{}", t.path().display());
+        let mut env = FreeBsdEnv::default();
+        let first = env.pkgbase_catalogue(&url).unwrap();
+        assert!(first.starts_with("content sha256:"), "{first}");
+        fs::write(t.path().join("packagesite.pkg"), b"catalogue 2").unwrap();
+        assert_ne!(first, env.pkgbase_catalogue(&url).unwrap());
+        env.pkg_offline = true;
+        assert_eq!(env.pkgbase_catalogue(&url).unwrap(), "offline");
+        env.pkg_offline = false;
+        let e = env.pkgbase_catalogue("file:///no/such/repo").unwrap_err();
+        assert!(
+            e.is_user_error() && e.to_string().contains("packagesite.pkg"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn pkg_mounts_share_the_cache_and_the_repository_override() {
         let t = tempfile::tempdir().unwrap();
         let env = FreeBsdEnv {
