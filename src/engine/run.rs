@@ -417,10 +417,9 @@ impl Run<'_, '_> {
         let filled = match (&rel, &pkgbase) {
             (Some(rel), _) => rel.extract(&root, self.env.reporter),
             (None, Some(base)) => {
-                base.install(&root, &crate::release::pkgbase::HostPkg, &mut |l| {
-                    self.env
-                        .reporter
-                        .step_output(info, crate::report::Stream::Stdout, l.as_bytes())
+                let reporter = self.env.reporter;
+                base.install(&root, &crate::release::pkgbase::HostPkg, &mut |s, l| {
+                    reporter.step_output(info, s, l)
                 })
             }
             (None, None) => unreachable!("one of the two"),

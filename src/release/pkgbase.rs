@@ -45,13 +45,16 @@
 //! to build on FreeBSD. `[freebsd] pkg` names another program to run
 //! instead (a pkg(8) that runs here, or the stand-in the tests use).
 
+use std::collections::VecDeque;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
 use super::{arch_dir, ReleaseError};
 use crate::digest::Digest;
+use crate::exec::output::collect;
 use crate::image::Platform;
+use crate::report::Stream;
 
 /// The release repository of pkgbase, as FreeBSD 15's `/etc/pkg/FreeBSD.conf`
 /// names it.
@@ -330,17 +333,21 @@ impl PkgbaseSource {
     }
 }
 
+/// Where pkg's output lines go, as they come.
+pub type Output<'a> = &'a mut (dyn FnMut(Stream, &[u8]) + Send);
+
 /// Runs pkg(8) on the host. The real one is [`HostPkg`]; tests record.
 pub trait PkgRunner {
     /// Runs `argv` to the end, passing each output line to `out`. An
     /// `Err` is a program that could not be started; a program that ran
     /// and failed is `Ok(Some(how it ended, its last lines of stderr))`.
-    fn run(&self, argv: &[String], out: &mut dyn FnMut(&str)) -> io::Result<Option<String>>;
+    fn run(&self, argv: &[String], out: Output<'_>) -> io::Result<Option<String>>;
 }
 
 /// `std::process::Command`, no shell, with an environment of `PATH` and
 /// the proxy variables only, so no `ABI`, `REPOS_DIR` or `PKG_DBDIR` of
-/// the caller's changes what pkg does.
+/// the caller's changes what pkg does. Output lines are passed on as they
+/// come (an install downloads for minutes).
 #[derive(Debug, Default)]
 pub struct HostPkg;
 
@@ -356,29 +363,42 @@ const PASSED_ENV: &[&str] = &[
     "SSL_CA_CERT_PATH",
 ];
 
+/// Lines of pkg's stderr kept for the error message.
+const TAIL: usize = 5;
+
 impl PkgRunner for HostPkg {
-    fn run(&self, argv: &[String], out: &mut dyn FnMut(&str)) -> io::Result<Option<String>> {
-        let mut cmd = std::process::Command::new(&argv[0]);
+    fn run(&self, argv: &[String], out: Output<'_>) -> io::Result<Option<String>> {
+        use std::process::{Command, Stdio};
+        let mut cmd = Command::new(&argv[0]);
         cmd.args(&argv[1..]).env_clear();
         for name in PASSED_ENV {
             if let Some(v) = std::env::var_os(name) {
                 cmd.env(name, v);
             }
         }
-        let output = cmd.stdin(std::process::Stdio::null()).output()?;
-        for line in String::from_utf8_lossy(&output.stdout).lines() {
-            out(line);
-        }
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        for line in stderr.lines() {
-            out(line);
-        }
-        if output.status.success() {
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()?;
+        let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+        let (stdout, stderr) = stdout.zip(stderr).expect("both piped");
+        let mut tail: VecDeque<String> = VecDeque::new();
+        let mut sink = |stream: Stream, line: &[u8]| {
+            if stream == Stream::Stderr {
+                tail.push_back(String::from_utf8_lossy(line).into_owned());
+                if tail.len() > TAIL {
+                    tail.pop_front();
+                }
+            }
+            out(stream, line);
+        };
+        let status = collect(stdout, stderr, &mut sink, move || child.wait(), |_| {})??;
+        if status.success() {
             return Ok(None);
         }
-        let tail: Vec<&str> = stderr.lines().rev().take(5).collect();
-        let tail: Vec<&str> = tail.into_iter().rev().collect();
-        Ok(Some(format!("{}: {}", output.status, tail.join(" / "))))
+        let tail: Vec<String> = tail.into();
+        Ok(Some(format!("{status}: {}", tail.join(" / "))))
     }
 }
 
@@ -440,7 +460,7 @@ impl PkgBase {
         &self,
         root: &Path,
         runner: &dyn PkgRunner,
-        out: &mut dyn FnMut(&str),
+        out: Output<'_>,
     ) -> Result<(), ReleaseError> {
         let keys = root.join(self.keys.in_root().trim_start_matches('/'));
         for sub in ["trusted", "revoked"] {

@@ -138,7 +138,7 @@ struct Recorder {
 }
 
 impl PkgRunner for Recorder {
-    fn run(&self, argv: &[String], out: &mut dyn FnMut(&str)) -> io::Result<Option<String>> {
+    fn run(&self, argv: &[String], out: Output<'_>) -> io::Result<Option<String>> {
         self.log.borrow_mut().push(argv.to_vec());
         let root = Path::new(&argv[2]);
         self.keys_seen.borrow_mut().push(
@@ -148,7 +148,7 @@ impl PkgRunner for Recorder {
         );
         let conf = fs::read_to_string(Path::new(&argv[4]).join("FreeBSD-base.conf")).unwrap();
         self.conf_seen.borrow_mut().push(conf);
-        out(&format!("ran {}", argv[11]));
+        out(Stream::Stdout, format!("ran {}", argv[11]).as_bytes());
         if self.fail.is_some_and(|f| argv.iter().any(|a| a == f)) {
             return Ok(Some("exit status: 3: pkg: No packages available".into()));
         }
@@ -169,8 +169,10 @@ fn install_seeds_the_keys_then_updates_then_installs() {
     let root = tempfile::tempdir().unwrap();
     let rec = Recorder::default();
     let mut lines = Vec::new();
-    b.install(root.path(), &rec, &mut |l| lines.push(l.to_string()))
-        .unwrap();
+    b.install(root.path(), &rec, &mut |_, l: &[u8]| {
+        lines.push(String::from_utf8_lossy(l).into_owned())
+    })
+    .unwrap();
     let log = rec.log.borrow();
     let conf_dir = log[0][4].clone();
     let r = root.path().display().to_string();
@@ -235,7 +237,9 @@ fn a_failing_pkg_stops_with_its_command_and_message() {
         fail: Some("install"),
         ..Default::default()
     };
-    let e = b.install(root.path(), &rec, &mut |_| {}).unwrap_err();
+    let e = b
+        .install(root.path(), &rec, &mut |_, _: &[u8]| {})
+        .unwrap_err();
     assert!(e.is_user_error());
     let m = e.to_string();
     assert!(
@@ -247,7 +251,9 @@ fn a_failing_pkg_stops_with_its_command_and_message() {
     let mut s = source(t.path());
     s.pkg = Some(t.path().join("no-such-pkg"));
     let b = s.resolve("15.0-RELEASE", &amd64()).unwrap();
-    let e = b.install(root.path(), &HostPkg, &mut |_| {}).unwrap_err();
+    let e = b
+        .install(root.path(), &HostPkg, &mut |_, _: &[u8]| {})
+        .unwrap_err();
     assert!(e.is_user_error());
     assert!(e.to_string().contains("no-such-pkg"), "{e}");
 }
