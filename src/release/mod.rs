@@ -398,9 +398,16 @@ mod tests {
         assert_eq!(s.mirror, DEFAULT_MIRROR);
         assert_eq!(s.manifests, PathBuf::from(DEFAULT_MANIFESTS));
         assert_eq!(s.cache, PathBuf::from("/j/cache/freebsd"));
+        assert_eq!(s.base, BaseChoice::Auto);
+        assert_eq!(s.pkgbase, PkgbaseSource::default());
         let set = FreeBsdSettings {
             mirror: Some("http://m".into()),
             manifests_dir: Some("/m".into()),
+            base: Some(BaseChoice::Pkgbase),
+            pkgbase_sets: Some(vec!["base-jail".into()]),
+            pkg_keys_dir: Some("/k".into()),
+            pkg: Some("/p".into()),
+            pkgbase_url: Some("file:///r".into()),
             ..Default::default()
         };
         let s = ReleaseSource::new(&paths, &set);
@@ -408,5 +415,23 @@ mod tests {
             (s.mirror.as_str(), s.manifests.as_path()),
             ("http://m", Path::new("/m"))
         );
+        assert_eq!(s.method("15.0-RELEASE").unwrap(), BaseMethod::Pkgbase);
+        assert_eq!(
+            s.pkgbase,
+            PkgbaseSource {
+                url: Some("file:///r".into()),
+                sets: vec!["base-jail".into()],
+                keys_dir: "/k".into(),
+                pkg: Some("/p".into()),
+            }
+        );
+        // --sets adds to the configured pkgbase sets.
+        let mut s = s;
+        s.extra_sets = vec!["lib32".into(), "base-jail".into()];
+        let b = s
+            .resolve_pkgbase("15.0-RELEASE", &Platform::parse("freebsd/amd64").unwrap())
+            .unwrap();
+        assert_eq!(b.packages, ["FreeBSD-set-base-jail", "FreeBSD-set-lib32"]);
+        assert_eq!(b.url, "file:///r");
     }
 }
