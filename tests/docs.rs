@@ -486,6 +486,22 @@ fn docs_config_md_covers_every_key_the_parser_accepts() {
             jbuild::release::DEFAULT_MANIFESTS.to_string(),
         ),
         (
+            "freebsd.pkgbase_url",
+            format!("\"{}\"", jbuild::release::pkgbase::DEFAULT_PKGBASE_URL),
+        ),
+        (
+            "freebsd.pkgbase_sets",
+            format!("[\"{}\"]", jbuild::release::pkgbase::DEFAULT_SET),
+        ),
+        (
+            "freebsd.pkg_keys_dir",
+            jbuild::release::pkgbase::DEFAULT_KEYS_DIR.to_string(),
+        ),
+        (
+            "freebsd.base",
+            format!("\"{:?}\"", jbuild::config::FreeBsdBase::default()).to_lowercase(),
+        ),
+        (
             "bastille.templates_dir",
             jbuild::bastille::DEFAULT_TEMPLATES_DIR.to_string(),
         ),

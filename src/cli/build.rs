@@ -85,9 +85,16 @@ pub struct BuildArgs {
     #[arg(long, value_name = "URL")]
     mirror: Option<String>,
     /// Distribution sets to extract after base for `FROM freebsd:<release>`,
-    /// e.g. `lib32` or `lib32,src`.
+    /// e.g. `lib32` or `lib32,src`; for a pkgbase base, sets installed
+    /// after [freebsd] pkgbase_sets (FreeBSD-set-NAME).
     #[arg(long, value_name = "SET,...", value_delimiter = ',')]
     sets: Vec<String>,
+    /// What `FROM freebsd:<release>` is made of: the release's
+    /// distribution sets, or the pkgbase repository's packages installed
+    /// by pkg(8) on a FreeBSD host; auto takes sets up to 15 and pkgbase
+    /// from 16 (default: [freebsd] base, else auto).
+    #[arg(long, value_name = "BASE", value_parser = ["auto", "sets", "pkgbase"])]
+    freebsd_base: Option<String>,
     /// A directory of pkg(8) repository configurations (*.conf) to use at
     /// /usr/local/etc/pkg/repos during PKG steps (default: [pkg] repos_dir).
     #[arg(long, value_name = "DIR")]
@@ -200,6 +207,11 @@ fn freebsd_env(ctx: &Ctx, args: &BuildArgs) -> Result<FreeBsdEnv, Failure> {
         }
     }
     release.extra_sets = args.sets.clone();
+    if let Some(base) = &args.freebsd_base {
+        release.base = base
+            .parse()
+            .map_err(|e: String| Failure::user(anyhow!(e)))?;
+    }
     let pkg = &ctx.settings.pkg;
     let mut allowed = ctx.settings.freebsd.allow_jail_params.clone();
     allowed.extend(args.allow_jail_params.iter().cloned());

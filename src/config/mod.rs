@@ -17,8 +17,8 @@ pub mod environment;
 mod settings;
 pub use settings::DEFAULT_REGISTRY_TIMEOUT_SECS;
 pub use settings::{
-    FreeBsdSettings, LayerSettings, PkgSettings, RegistrySettings, Settings, SettingsError,
-    ZfsSettings,
+    FreeBsdBase, FreeBsdSettings, LayerSettings, PkgSettings, RegistrySettings, Settings,
+    SettingsError, ZfsSettings,
 };
 
 use std::path::{Path, PathBuf};

@@ -118,6 +118,48 @@ pub struct FreeBsdSettings {
     /// Recipe `JAIL` parameters allowed although they weaken the build
     /// jail (as `--allow-jail-param NAME`), e.g. `["allow.raw_sockets"]`.
     pub allow_jail_params: Vec<String>,
+    /// Distribution sets or the pkgbase repository for `FROM
+    /// freebsd:<release>` (`--freebsd-base`); default `auto`.
+    pub base: Option<FreeBsdBase>,
+    /// The pkgbase repository (`${ABI}`, `${VERSION_MAJOR}`,
+    /// `${VERSION_MINOR}` are filled in).
+    pub pkgbase_url: Option<String>,
+    /// The pkgbase sets a base is made of, without `FreeBSD-set-`
+    /// (default `["minimal-jail"]`).
+    pub pkgbase_sets: Option<Vec<String>>,
+    /// Where pkg's signing keys are (`pkgbase-15/trusted`, ...); default
+    /// `/usr/share/keys`.
+    pub pkg_keys_dir: Option<PathBuf>,
+    /// The program run as pkg(8) for pkgbase bases (default: `pkg` on
+    /// FreeBSD, none elsewhere).
+    pub pkg: Option<PathBuf>,
+}
+
+/// Where a `FROM freebsd:<release>` base comes from.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum FreeBsdBase {
+    /// Distribution sets up to FreeBSD 15, pkgbase from 16 on.
+    #[default]
+    Auto,
+    /// The release's distribution sets (`base.txz`, ...).
+    Sets,
+    /// Packages from the pkgbase repository, installed by pkg(8).
+    Pkgbase,
+}
+
+impl std::str::FromStr for FreeBsdBase {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(FreeBsdBase::Auto),
+            "sets" => Ok(FreeBsdBase::Sets),
+            "pkgbase" => Ok(FreeBsdBase::Pkgbase),
+            other => Err(format!(
+                "`{other}` is not a FreeBSD base; use auto, sets or pkgbase"
+            )),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
@@ -285,6 +327,33 @@ mod tests {
         assert!(s.pkg.offline);
         let e = Settings::parse("[pkg]\nrepo_dir = \"/r\"\n").unwrap_err();
         assert!(e.contains("repo_dir"), "{e}");
+    }
+
+    #[test]
+    fn freebsd_base_and_pkgbase_keys() {
+        assert_eq!(Settings::default().freebsd.base, None);
+        let s = Settings::parse(
+            "[freebsd]\nbase = \"pkgbase\"\npkgbase_sets = [\"base-jail\", \"lib32\"]\npkg = \"/usr/local/sbin/pkg\"\npkg_keys_dir = \"/k\"\npkgbase_url = \"file:///r\"\n",
+        )
+        .unwrap();
+        assert_eq!(s.freebsd.base, Some(FreeBsdBase::Pkgbase));
+        assert_eq!(
+            s.freebsd.pkgbase_sets.as_deref(),
+            Some(&["base-jail".to_string(), "lib32".to_string()][..])
+        );
+        assert_eq!(
+            s.freebsd.pkg.as_deref(),
+            Some(Path::new("/usr/local/sbin/pkg"))
+        );
+        assert_eq!(s.freebsd.pkg_keys_dir.as_deref(), Some(Path::new("/k")));
+        assert_eq!(s.freebsd.pkgbase_url.as_deref(), Some("file:///r"));
+        let e = Settings::parse("[freebsd]\nbase = \"ports\"\n").unwrap_err();
+        assert!(e.contains("line 2") && e.contains("pkgbase"), "{e}");
+        assert_eq!("sets".parse(), Ok(FreeBsdBase::Sets));
+        assert!("ports"
+            .parse::<FreeBsdBase>()
+            .unwrap_err()
+            .contains("auto, sets or pkgbase"));
     }
 
     #[test]

@@ -162,6 +162,18 @@ impl FreeBsdEnv {
     }
 }
 
+impl FreeBsdEnv {
+    /// The identity of a pkgbase repository's catalogue, which a
+    /// `FROM freebsd:<release>` built from it is keyed on (asked as for
+    /// PKG steps); `offline` with `--pkg-offline`.
+    pub fn pkgbase_catalogue(&self, url: &str) -> Result<String, PkgRepoError> {
+        if self.pkg_offline {
+            return Ok("offline".into());
+        }
+        catalogue_identity(url, &mut None)
+    }
+}
+
 /// The `*.conf` files of a repository directory, by name.
 fn repo_files(dir: &Path) -> Result<BTreeMap<String, String>, PkgRepoError> {
     let entries = fs::read_dir(dir).map_err(|source| PkgRepoError::ReadDir {
@@ -412,6 +424,26 @@ mod tests {
         let e = env.pkg_repositories(abi).unwrap_err().to_string();
         assert!(
             e.contains("packagesite.pkg") && e.contains("--pkg-offline"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_pkgbase_catalogue_is_asked_unless_offline() {
+        let t = tempfile::tempdir().unwrap();
+        fs::write(t.path().join("packagesite.pkg"), b"catalogue 1").unwrap();
+        let url = format!("file://{}", t.path().display());
+        let mut env = FreeBsdEnv::default();
+        let first = env.pkgbase_catalogue(&url).unwrap();
+        assert!(first.starts_with("content sha256:"), "{first}");
+        fs::write(t.path().join("packagesite.pkg"), b"catalogue 2").unwrap();
+        assert_ne!(first, env.pkgbase_catalogue(&url).unwrap());
+        env.pkg_offline = true;
+        assert_eq!(env.pkgbase_catalogue(&url).unwrap(), "offline");
+        env.pkg_offline = false;
+        let e = env.pkgbase_catalogue("file:///no/such/repo").unwrap_err();
+        assert!(
+            e.is_user_error() && e.to_string().contains("packagesite.pkg"),
             "{e}"
         );
     }

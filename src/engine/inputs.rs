@@ -14,7 +14,8 @@ use super::pull_policy::PullPolicy;
 use crate::digest::Digest;
 use crate::image::{self, LoadedImage, Platform};
 use crate::jailfile::CopySource;
-use crate::plan::{BaseImage, InputError, PlanInputs};
+use crate::plan::{BaseImage, InputError, PlanInputs, ReleaseContents};
+use crate::release::BaseMethod;
 use crate::report::Level;
 
 /// Answers the planner's questions from the store and the build context.
@@ -26,6 +27,8 @@ pub(super) struct Inputs<'a> {
     pub(super) images: RefCell<HashMap<String, LoadedImage>>,
     /// Releases whose MANIFEST was read, by `release|platform`.
     pub(super) releases: RefCell<HashMap<String, crate::release::Release>>,
+    /// Releases made from the pkgbase repository, by `release|platform`.
+    pub(super) pkgbases: RefCell<HashMap<String, crate::release::PkgBase>>,
     /// [`FreeBsdEnv::pkg_repositories`] by ABI: asked once per build.
     pub(super) pkg_repos: RefCell<HashMap<Option<String>, String>>,
 }
@@ -121,6 +124,35 @@ impl PlanInputs for Inputs<'_> {
             .borrow_mut()
             .insert(format!("{release}|{platform}"), r);
         Ok(sets)
+    }
+
+    fn release_contents(
+        &self,
+        release: &str,
+        platform: &Platform,
+    ) -> Result<ReleaseContents, InputError> {
+        let source = self.env.freebsd.release.as_ref();
+        let method = source.map(|s| s.method(release)).transpose();
+        let method = method.map_err(|e| InputError::new(e.is_user_error(), e))?;
+        let (Some(source), Some(BaseMethod::Pkgbase)) = (source, method) else {
+            return self.release(release, platform).map(ReleaseContents::Sets);
+        };
+        let base = source
+            .resolve_pkgbase(release, platform)
+            .map_err(|e| InputError::new(e.is_user_error(), e))?;
+        let catalogue = self
+            .env
+            .freebsd
+            .pkgbase_catalogue(&base.url)
+            .map_err(|e| InputError::new(e.is_user_error(), e))?;
+        let contents = ReleaseContents::Packages {
+            packages: base.packages.clone(),
+            source: base.identity(&catalogue),
+        };
+        self.pkgbases
+            .borrow_mut()
+            .insert(format!("{release}|{platform}"), base);
+        Ok(contents)
     }
 
     fn pkg_repositories(&self, abi: Option<&str>) -> Result<String, InputError> {

@@ -80,6 +80,7 @@ fn build_or_check(
         ignore: ignore.as_ref(),
         images: Default::default(),
         releases: Default::default(),
+        pkgbases: Default::default(),
         pkg_repos: Default::default(),
     };
     let nonce = opts
@@ -257,7 +258,7 @@ impl Run<'_, '_> {
             }
             PlannedBase::FreeBsdRelease { release, key } => {
                 let name = SnapshotName::step(key);
-                self.release_base(stage, release, key, &name)
+                self.release_base(stage, release, key, &name, &from)
                     .map_err(|e| e.located(&stage.location))?;
                 vec![Layer {
                     snapshot: name,
@@ -364,13 +365,16 @@ impl Run<'_, '_> {
 
     /// The base layer of `FROM freebsd:<release>`: reused when its
     /// snapshot exists; else the sets are fetched and verified (nothing
-    /// is prepared before they are), extracted, and the snapshot committed.
+    /// is prepared before they are), extracted, and the snapshot committed
+    /// — or, for a pkgbase base, pkg(8) installs it into the prepared root
+    /// (its output shown as the FROM step's).
     fn release_base(
         &self,
         stage: &PlannedStage,
         release: &str,
         key: &Digest,
         name: &str,
+        info: &StepInfo,
     ) -> Result<(), BuildError> {
         if self
             .env
@@ -381,13 +385,70 @@ impl Run<'_, '_> {
             return Ok(());
         }
         let platform = &stage.base_state.platform;
-        let rel = self
-            .inputs
-            .releases
-            .borrow()
-            .get(&format!("{release}|{platform}"))
-            .cloned()
-            .expect("the planner resolved the release");
+        let id = format!("{release}|{platform}");
+        let pkgbase = self.inputs.pkgbases.borrow().get(&id).cloned();
+        let rel = match &pkgbase {
+            Some(base) => {
+                self.env.reporter.message(
+                    Level::Info,
+                    &format!(
+                        "installing FreeBSD {release} ({}) from {} with {}",
+                        base.packages.join(", "),
+                        base.url,
+                        base.program.display()
+                    ),
+                );
+                None
+            }
+            None => {
+                let rel = self
+                    .inputs
+                    .releases
+                    .borrow()
+                    .get(&id)
+                    .cloned()
+                    .expect("the planner resolved the release");
+                self.fetch_release(release, &rel)?;
+                Some(rel)
+            }
+        };
+        let active = SnapshotName::active();
+        let root = self.env.snapshotter.prepare(&active, None)?;
+        let filled = match (&rel, &pkgbase) {
+            (Some(rel), _) => rel.extract(&root, self.env.reporter),
+            (None, Some(base)) => {
+                let reporter = self.env.reporter;
+                base.install(&root, &crate::release::pkgbase::HostPkg, &mut |s, l| {
+                    reporter.step_output(info, s, l)
+                })
+            }
+            (None, None) => unreachable!("one of the two"),
+        };
+        let made = filled.map_err(BuildError::from).and_then(|()| {
+            let labels: Labels = [(label::KEY.to_string(), key.to_string())].into();
+            match self.env.snapshotter.commit(name, &active, &labels) {
+                Err(SnapshotError::AlreadyExists(_)) => self
+                    .env
+                    .snapshotter
+                    .remove(&active)
+                    .map_err(BuildError::from),
+                other => other.map_err(BuildError::from),
+            }
+        });
+        if made.is_err() {
+            if let Err(cleanup) = self.env.snapshotter.remove(&active) {
+                tracing::debug!("removing {active} after a failed base: {cleanup}");
+            }
+        }
+        made
+    }
+
+    /// Downloads and verifies the sets of `rel` the cache lacks.
+    fn fetch_release(
+        &self,
+        release: &str,
+        rel: &crate::release::Release,
+    ) -> Result<(), BuildError> {
         let missing: Vec<&str> = rel
             .sets
             .iter()
@@ -405,28 +466,7 @@ impl Run<'_, '_> {
             );
         }
         rel.fetch(self.env.reporter)?;
-        let active = SnapshotName::active();
-        let root = self.env.snapshotter.prepare(&active, None)?;
-        let made = rel
-            .extract(&root, self.env.reporter)
-            .map_err(BuildError::from)
-            .and_then(|()| {
-                let labels: Labels = [(label::KEY.to_string(), key.to_string())].into();
-                match self.env.snapshotter.commit(name, &active, &labels) {
-                    Err(SnapshotError::AlreadyExists(_)) => self
-                        .env
-                        .snapshotter
-                        .remove(&active)
-                        .map_err(BuildError::from),
-                    other => other.map_err(BuildError::from),
-                }
-            });
-        if made.is_err() {
-            if let Err(cleanup) = self.env.snapshotter.remove(&active) {
-                tracing::debug!("removing {active} after a failed extraction: {cleanup}");
-            }
-        }
-        made
+        Ok(())
     }
 
     fn execute(

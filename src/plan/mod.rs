@@ -64,6 +64,16 @@ pub trait PlanInputs {
             "FROM freebsd:{release} needs a release mirror, which this build was not given"
         )))
     }
+    /// What `FROM freebsd:<release>` is made of: its distribution sets
+    /// ([`PlanInputs::release`]) unless the build makes this release's
+    /// base from the pkgbase repository.
+    fn release_contents(
+        &self,
+        release: &str,
+        platform: &Platform,
+    ) -> Result<ReleaseContents, InputError> {
+        self.release(release, platform).map(ReleaseContents::Sets)
+    }
     /// What PKG steps depend on besides the root: the repository
     /// configuration and the state of the repositories' catalogues (see
     /// `build::pkg`). `abi` is `FreeBSD:14:amd64` when the stage's release
@@ -72,6 +82,20 @@ pub trait PlanInputs {
         let _ = abi;
         Ok("unknown".into())
     }
+}
+
+/// What a `FROM freebsd:<release>` base is made of, as it is keyed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReleaseContents {
+    /// Distribution sets, `(name, sha256)`, in extraction order.
+    Sets(Vec<(String, Digest)>),
+    /// Packages installed from a pkgbase repository (`FreeBSD-set-...`),
+    /// and what else decides the result: the repository, the identity of
+    /// its catalogue, the signing keys (`release::PkgBase::identity`).
+    Packages {
+        packages: Vec<String>,
+        source: String,
+    },
 }
 
 /// The FreeBSD version a stage's root is known to have (from `FROM
@@ -433,20 +457,39 @@ pub fn plan(build: &Build, inputs: &dyn PlanInputs, opts: &PlanOptions) -> Resul
             }
             Base::FreeBsdRelease(rel) => {
                 let p = platform.unwrap_or_else(Platform::default_for_host);
-                let sets = inputs.release(rel, &p).map_err(|e| err(e.into()))?;
+                let contents = inputs
+                    .release_contents(rel, &p)
+                    .map_err(|e| err(e.into()))?;
                 let mut e = KeyEncoder::new();
-                e.str("base", "freebsd-release")
-                    .str("release", rel)
-                    .str("platform", &p.to_string())
-                    .str("set.count", &sets.len().to_string());
-                for (name, sha) in &sets {
-                    e.str("set.name", name).str("set.sha256", &sha.to_string());
-                }
+                let shown = match &contents {
+                    ReleaseContents::Sets(sets) => {
+                        e.str("base", "freebsd-release")
+                            .str("release", rel)
+                            .str("platform", &p.to_string())
+                            .str("set.count", &sets.len().to_string());
+                        for (name, sha) in sets {
+                            e.str("set.name", name).str("set.sha256", &sha.to_string());
+                        }
+                        let shown: Vec<String> =
+                            sets.iter().map(|(n, d)| format!("{n}.txz {d}")).collect();
+                        shown.join(", ")
+                    }
+                    ReleaseContents::Packages { packages, source } => {
+                        e.str("base", "freebsd-pkgbase")
+                            .str("release", rel)
+                            .str("platform", &p.to_string())
+                            .str("package.count", &packages.len().to_string());
+                        for name in packages {
+                            e.str("package", name);
+                        }
+                        e.str("source", source);
+                        format!("pkgbase {}; {source}", packages.join(" "))
+                    }
+                };
                 let id = e.finish();
                 let mut state = ImageState::empty(p);
-                let shown: Vec<String> = sets.iter().map(|(n, d)| format!("{n}.txz {d}")).collect();
                 state.history.push(state::HistoryEntry {
-                    created_by: format!("{} ({})", stage.from_text, shown.join(", ")),
+                    created_by: format!("{} ({shown})", stage.from_text),
                     empty_layer: false,
                     inherited: None,
                 });

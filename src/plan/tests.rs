@@ -344,6 +344,61 @@ fn a_release_base_is_keyed_on_its_sets_sha256() {
     assert_ne!(base_key(&p1), base_key(&plan(&b, &f, &amd64()).unwrap()));
 }
 
+/// A build whose releases come from the pkgbase repository.
+struct Pkgbase {
+    inner: Fake,
+    contents: RefCell<ReleaseContents>,
+}
+
+impl PlanInputs for Pkgbase {
+    fn image(&self, r: &str, p: &Platform) -> Result<BaseImage, InputError> {
+        self.inner.image(r, p)
+    }
+    fn context_sources(&self, s: &[CopySource]) -> Result<Digest, InputError> {
+        self.inner.context_sources(s)
+    }
+    fn release_contents(&self, _: &str, _: &Platform) -> Result<ReleaseContents, InputError> {
+        Ok(self.contents.borrow().clone())
+    }
+}
+
+#[test]
+fn a_pkgbase_base_is_keyed_on_its_packages_and_catalogue() {
+    let packages = |p: &[&str], source: &str| ReleaseContents::Packages {
+        packages: p.iter().map(|s| s.to_string()).collect(),
+        source: source.into(),
+    };
+    let f = Pkgbase {
+        inner: fake(),
+        contents: RefCell::new(packages(&["FreeBSD-set-minimal-jail"], "catalogue etag 1")),
+    };
+    let b = release_build("15.0-RELEASE", vec![step(2, "SYSRC a=b", sysrc())]);
+    let base_key = |p: &Plan| match &p.stages[0].base {
+        PlannedBase::FreeBsdRelease { key, .. } => key.clone(),
+        other => panic!("{other:?}"),
+    };
+    let p1 = plan(&b, &f, &amd64()).unwrap();
+    assert_eq!(base_key(&p1), base_key(&plan(&b, &f, &amd64()).unwrap()));
+    let h = &p1.stages[0].base_state.history[0].created_by;
+    assert!(
+        h.contains("pkgbase FreeBSD-set-minimal-jail") && h.contains("catalogue etag 1"),
+        "{h}"
+    );
+    // Not the key of the same release from its sets.
+    let sets = plan(&b, &f.inner, &amd64()).unwrap();
+    assert_ne!(base_key(&p1), base_key(&sets));
+    // A new catalogue, or another set: another base, new keys after it.
+    *f.contents.borrow_mut() = packages(&["FreeBSD-set-minimal-jail"], "catalogue etag 2");
+    let p2 = plan(&b, &f, &amd64()).unwrap();
+    assert_ne!(base_key(&p1), base_key(&p2));
+    assert_ne!(keys(&p1), keys(&p2));
+    *f.contents.borrow_mut() = packages(
+        &["FreeBSD-set-minimal-jail", "FreeBSD-set-lib32"],
+        "catalogue etag 1",
+    );
+    assert_ne!(base_key(&p1), base_key(&plan(&b, &f, &amd64()).unwrap()));
+}
+
 #[test]
 fn pkg_keys_follow_abi_osversion_and_the_catalogue_and_nothing_else_does() {
     let f = fake();

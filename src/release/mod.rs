@@ -31,6 +31,7 @@
 
 pub(crate) mod fetch;
 pub mod manifest;
+pub mod pkgbase;
 
 use std::fs;
 use std::io::{self, BufReader};
@@ -42,6 +43,7 @@ use crate::image::Platform;
 use crate::layer::apply::{apply, ApplyOptions};
 use crate::report::{ProgressReader, Reporter};
 pub use manifest::{Manifest, ManifestEntry};
+pub use pkgbase::{BaseChoice, BaseMethod, PkgBase, PkgbaseSource};
 
 pub const DEFAULT_MIRROR: &str = "https://download.freebsd.org/releases";
 pub const DEFAULT_MANIFESTS: &str = "/usr/local/share/freebsd-release-manifests";
@@ -69,19 +71,35 @@ pub enum ReleaseError {
     },
     #[error("extracting {set}: {message}")]
     Extract { set: String, message: String },
+    /// pkg(8) cannot run on this host (see [`pkgbase`]).
+    #[error("FROM freebsd:{release} is built from the pkgbase repository here, which needs pkg(8) on the host, and pkg(8) runs on FreeBSD, not on {host}; build from the distribution sets instead (--freebsd-base=sets, or [freebsd] base = \"sets\"; FreeBSD 15 has both), or build on FreeBSD")]
+    NoPkg { release: String, host: &'static str },
+    #[error("`{command}` failed ({how})")]
+    Pkg { command: String, how: String },
+    #[error("cannot run {} as pkg(8): {source} (check [freebsd] pkg)", program.display())]
+    PkgSpawn {
+        program: PathBuf,
+        #[source]
+        source: io::Error,
+    },
 }
 
 impl ReleaseError {
     /// Whether the user can fix it (exit code 1): the release name, the
     /// platform, the sets asked for, the mirror (unreachable, broken, or
-    /// serving sets that do not match or are refused). A file of the
+    /// serving sets that do not match or are refused), a host without
+    /// pkg(8) for a pkgbase base, a pkg that fails (the repository, its
+    /// signatures, a set it does not have) or cannot be started. A file of the
     /// release cache that cannot be read or written is the system's fault.
     pub fn is_user_error(&self) -> bool {
         match self {
             ReleaseError::Http { .. }
             | ReleaseError::Mismatch { .. }
             | ReleaseError::Invalid(_)
-            | ReleaseError::Extract { .. } => true,
+            | ReleaseError::Extract { .. }
+            | ReleaseError::NoPkg { .. }
+            | ReleaseError::Pkg { .. }
+            | ReleaseError::PkgSpawn { .. } => true,
             ReleaseError::Io { .. } => false,
         }
     }
@@ -104,8 +122,13 @@ pub struct ReleaseSource {
     pub manifests: PathBuf,
     /// Verified MANIFESTs and sets.
     pub cache: PathBuf,
-    /// Sets beyond `base` (`lib32`, `src`, ...), in extraction order.
+    /// Sets beyond `base` (`lib32`, `src`, ...), in extraction order;
+    /// for a pkgbase base, sets installed after the configured ones.
     pub extra_sets: Vec<String>,
+    /// Distribution sets or pkgbase (`--freebsd-base`, `[freebsd] base`).
+    pub base: BaseChoice,
+    /// Where pkgbase bases come from.
+    pub pkgbase: PkgbaseSource,
 }
 
 impl ReleaseSource {
@@ -123,7 +146,41 @@ impl ReleaseSource {
                 .unwrap_or_else(|| PathBuf::from(DEFAULT_MANIFESTS)),
             cache: paths.root().join("cache").join("freebsd"),
             extra_sets: Vec::new(),
+            base: settings.base.unwrap_or_default(),
+            pkgbase: PkgbaseSource {
+                url: settings.pkgbase_url.clone(),
+                sets: settings
+                    .pkgbase_sets
+                    .clone()
+                    .unwrap_or_else(|| vec![pkgbase::DEFAULT_SET.to_string()]),
+                keys_dir: settings
+                    .pkg_keys_dir
+                    .clone()
+                    .unwrap_or_else(|| PathBuf::from(pkgbase::DEFAULT_KEYS_DIR)),
+                pkg: settings.pkg.clone(),
+            },
         }
+    }
+
+    /// How `release`'s base is made here.
+    pub fn method(&self, release: &str) -> Result<BaseMethod, ReleaseError> {
+        self.base.method_for(release)
+    }
+
+    /// The pkgbase base of `release` on `platform`: the configured sets,
+    /// then `extra_sets`. Runs and downloads nothing.
+    pub fn resolve_pkgbase(
+        &self,
+        release: &str,
+        platform: &Platform,
+    ) -> Result<PkgBase, ReleaseError> {
+        let mut source = self.pkgbase.clone();
+        for s in &self.extra_sets {
+            if !source.sets.contains(s) {
+                source.sets.push(s.clone());
+            }
+        }
+        source.resolve(release, platform)
     }
 
     /// Reads the release's MANIFEST and picks the sets to use. Downloads
@@ -341,9 +398,16 @@ mod tests {
         assert_eq!(s.mirror, DEFAULT_MIRROR);
         assert_eq!(s.manifests, PathBuf::from(DEFAULT_MANIFESTS));
         assert_eq!(s.cache, PathBuf::from("/j/cache/freebsd"));
+        assert_eq!(s.base, BaseChoice::Auto);
+        assert_eq!(s.pkgbase, PkgbaseSource::default());
         let set = FreeBsdSettings {
             mirror: Some("http://m".into()),
             manifests_dir: Some("/m".into()),
+            base: Some(BaseChoice::Pkgbase),
+            pkgbase_sets: Some(vec!["base-jail".into()]),
+            pkg_keys_dir: Some("/k".into()),
+            pkg: Some("/p".into()),
+            pkgbase_url: Some("file:///r".into()),
             ..Default::default()
         };
         let s = ReleaseSource::new(&paths, &set);
@@ -351,5 +415,23 @@ mod tests {
             (s.mirror.as_str(), s.manifests.as_path()),
             ("http://m", Path::new("/m"))
         );
+        assert_eq!(s.method("15.0-RELEASE").unwrap(), BaseMethod::Pkgbase);
+        assert_eq!(
+            s.pkgbase,
+            PkgbaseSource {
+                url: Some("file:///r".into()),
+                sets: vec!["base-jail".into()],
+                keys_dir: "/k".into(),
+                pkg: Some("/p".into()),
+            }
+        );
+        // --sets adds to the configured pkgbase sets.
+        let mut s = s;
+        s.extra_sets = vec!["lib32".into(), "base-jail".into()];
+        let b = s
+            .resolve_pkgbase("15.0-RELEASE", &Platform::parse("freebsd/amd64").unwrap())
+            .unwrap();
+        assert_eq!(b.packages, ["FreeBSD-set-base-jail", "FreeBSD-set-lib32"]);
+        assert_eq!(b.url, "file:///r");
     }
 }
