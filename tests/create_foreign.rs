@@ -535,6 +535,36 @@ fn an_umoci_image_carried_by_skopeo_runs_its_command_and_a_static_one_starts_fro
         ]
     );
 
+    // USER 80:80's group cannot be said in jail.conf: a comment says so.
+    let conf = fs::read_to_string(w.at("/etc/jail.conf.d/umapp.conf")).unwrap();
+    assert!(
+        conf.contains("# USER 80:80: jail(8) runs www with the groups of its passwd entry"),
+        "{conf}"
+    );
+
+    // A uid the root's passwd does not know: refused, nothing written.
+    tool(Command::new("umoci").args([
+        "config",
+        "--image",
+        &image,
+        "--tag",
+        "nouser",
+        "--config.user=1234",
+    ]));
+    ok(w.jbuild()
+        .arg("import")
+        .arg(format!("oci:{}:nouser", layout.display()))
+        .arg("nouser:1"));
+    let out = common::run(w.jbuild().args(["create", "nouser:1", "nouser"]));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("USER `1234` is not in its /etc/passwd"),
+        "{err}"
+    );
+    assert!(!w.at("/usr/local/jails/nouser").exists());
+    assert!(!w.at("/etc/jail.conf.d/nouser.conf").exists());
+
     w.create("umstatic:1", "umstatic", &[]);
     assert!(!w.at("/usr/local/jails/umstatic/bin/sh").exists());
     let host = "/usr/bin/env 'GREETING=hello world' /usr/sbin/daemon -f \
