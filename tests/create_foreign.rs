@@ -275,7 +275,19 @@ fn freebsd_official_images_boot_with_rc_or_persist_when_they_have_no_shell() {
         .arg("import")
         .arg(format!("oci-archive:{}", archive.display()))
         .arg("freebsd-runtime:15.0"));
+    // Its `"cmd"` read as Go tools read it: `Cmd`.
+    let inspect: serde_json::Value =
+        serde_json::from_str(&ok(w.jbuild().args(["inspect", "freebsd-runtime:15.0"]))).unwrap();
+    assert_eq!(
+        inspect["config"]["config"]["Cmd"],
+        serde_json::json!(["/bin/sh"])
+    );
     w.create("freebsd-runtime:15.0", "fbsdrt", &[]);
+    let conf = fs::read_to_string(w.at("/etc/jail.conf.d/fbsdrt.conf")).unwrap();
+    assert!(
+        conf.contains("# the image's command `/bin/sh` is a shell for a terminal: use it with `jexec NAME /bin/sh`"),
+        "{conf}"
+    );
     let root = w.at("/usr/local/jails/fbsdrt");
     assert!(root.join("etc/rc").is_file());
     assert!(root.join("bin/busybox").is_file());
