@@ -505,6 +505,8 @@ fn an_umoci_image_carried_by_skopeo_runs_its_command_and_a_static_one_starts_fro
             "--config.cmd=-p",
             "--config.cmd=8080 'x'",
             "--config.env=GREETING=hello world",
+            // Not a name sh assigns: left out of the command line.
+            "--config.env=x;reboot=1",
             "--config.user=80:80",
             "--config.workingdir=/var/www",
         ]));
@@ -551,6 +553,10 @@ fn an_umoci_image_carried_by_skopeo_runs_its_command_and_a_static_one_starts_fro
     let conf = fs::read_to_string(w.at("/etc/jail.conf.d/umapp.conf")).unwrap();
     assert!(
         conf.contains("# USER 80:80: jail(8) runs www with the groups of its passwd entry"),
+        "{conf}"
+    );
+    assert!(
+        conf.contains("# ENV \"x;reboot\" is not a shell variable name: left out"),
         "{conf}"
     );
 

@@ -150,7 +150,22 @@ pub(super) fn start(
             CreateError::User(format!("the image's command cannot be written for sh: {e}"))
         })
     };
-    let env: Vec<String> = state.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    // Only names sh can assign: any other would change the command line
+    // (and neither sh nor env(1) would take it).
+    let shell_name = |k: &str| {
+        k.chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    };
+    let mut env = Vec::new();
+    for (k, v) in &state.env {
+        if shell_name(k) {
+            env.push(format!("{k}={v}"));
+        } else {
+            comments.push(format!("ENV {k:?} is not a shell variable name: left out"));
+        }
+    }
     let workdir = state.workdir.as_deref().filter(|w| *w != "/");
     let user = match (&state.user, root) {
         (Some(spec), Some(r)) if !["root", "0", "0:0", "root:wheel"].contains(&spec.as_str()) => {
