@@ -3,7 +3,8 @@
 //! snapshotter can: [`Snapshotter::materialize`]), and a jail.conf(5) entry
 //! is written from what the image carries: `org.jbuild.jail.*` parameters,
 //! Entrypoint/Cmd/Env/WorkingDir/User as `exec.start` ([`start`]), VOLUMEs
-//! with their fstab lines (MOUNT in a Bastille template), EXPOSE and RDR as pf hints, LIMITS as rctl rules.
+//! with their fstab lines (MOUNT in a Bastille template), EXPOSE and RDR as
+//! pf hints, LIMITS as rctl rules.
 //!
 //! Two layouts:
 //!
@@ -16,7 +17,8 @@
 //! ```
 //!
 //! With `--conf`, the fstab (and rctl.conf) go beside the given file. The
-//! default places are [`places`]'s (`$JBUILD_TEST_HOST_ROOT` moves them for tests).
+//! default places are [`places`]'s (`$JBUILD_TEST_HOST_ROOT` moves them for
+//! tests).
 //!
 //! [`Snapshotter::materialize`]: crate::snapshot::Snapshotter::materialize
 
@@ -57,7 +59,7 @@ impl CreateOptions {
     ) -> CreateOptions {
         let bastille = bastille_prefix.is_some();
         let p = match bastille_prefix {
-            Some(prefix) => places::bastille(Some(&prefix), name, path, conf),
+            Some(prefix) => places::bastille(&prefix, name, path, conf),
             None => places::plain(name, path, conf),
         };
         CreateOptions {

@@ -55,14 +55,10 @@ pub fn plain(name: &str, path: Option<PathBuf>, conf: Option<PathBuf>) -> Places
     }
 }
 
-/// Bastille's layout for `name` under `prefix` (`None`: Bastille's default).
-pub fn bastille(
-    prefix: Option<&Path>,
-    name: &str,
-    path: Option<PathBuf>,
-    conf: Option<PathBuf>,
-) -> Places {
-    let prefix = on_host(prefix.unwrap_or(Path::new(BASTILLE_PREFIX)));
+/// Bastille's layout for `name` under `prefix` (the configuration's, else
+/// [`BASTILLE_PREFIX`]).
+pub fn bastille(prefix: &Path, name: &str, path: Option<PathBuf>, conf: Option<PathBuf>) -> Places {
+    let prefix = on_host(prefix);
     let dir = prefix.join("jails").join(name);
     let conf = conf.unwrap_or_else(|| dir.join("jail.conf"));
     Places {
@@ -81,7 +77,7 @@ mod tests {
         let p = plain("web", Some("/j/web".into()), Some("/c/web.conf".into()));
         assert_eq!(p.root, Path::new("/j/web"));
         assert_eq!(p.fstab, Path::new("/c/web.fstab"));
-        let b = bastille(Some(Path::new("/b")), "web", None, Some("/c/j.conf".into()));
+        let b = bastille(Path::new("/b"), "web", None, Some("/c/j.conf".into()));
         assert_eq!(b.fstab, Path::new("/c/fstab"));
     }
 

@@ -18,7 +18,8 @@
 //! as s6-overlay images are) is dropped: the supervisor is the jail's life.
 //! A shell behind a wrapper (`tini`, `dumb-init`) is still only a shell.
 //! `USER` becomes `exec.jail_user` (a passwd name: jail(8) takes no uid);
-//! a group in it cannot be said and is noted in a comment.
+//! a group in it cannot be said and is noted in a comment. The user's view
+//! of these rules is docs/create.md.
 
 use std::path::Path;
 
