@@ -2,8 +2,9 @@
 //! the jail's root (a copy for the `dir` backend, a clone where the
 //! snapshotter can: [`Snapshotter::materialize`]), and a jail.conf(5) entry
 //! is written from what the image carries: `org.jbuild.jail.*` parameters,
-//! CMD/ENTRYPOINT as `exec.start`, VOLUMEs with their fstab lines (MOUNT in
-//! a Bastille template), EXPOSE and RDR as pf hints, LIMITS as rctl rules.
+//! Entrypoint/Cmd/Env/WorkingDir/User as `exec.start` ([`start`]), VOLUMEs
+//! with their fstab lines (MOUNT in a Bastille template), EXPOSE and RDR as
+//! pf hints, LIMITS as rctl rules.
 //!
 //! Two layouts:
 //!
@@ -15,7 +16,9 @@
 //!           PREFIX/jails/NAME/jail.conf, fstab, rctl.conf
 //! ```
 //!
-//! With `--conf`, the fstab (and rctl.conf) go beside the given file.
+//! With `--conf`, the fstab (and rctl.conf) go beside the given file. The
+//! default places are [`places`]'s (`$JBUILD_TEST_HOST_ROOT` moves them for
+//! tests).
 //!
 //! [`Snapshotter::materialize`]: crate::snapshot::Snapshotter::materialize
 
@@ -26,6 +29,11 @@ use crate::image::unpack::{UnpackError, Unpacker};
 use crate::image::{ImageState, Platform};
 use crate::jailconf::{self, Param};
 use crate::snapshot::{SnapshotError, Snapshotter};
+
+pub mod places;
+pub mod start;
+
+pub use places::BASTILLE_PREFIX;
 
 /// Where the jail goes.
 #[derive(Debug, Clone)]
@@ -40,8 +48,8 @@ pub struct CreateOptions {
 }
 
 impl CreateOptions {
-    /// The default paths for `name`, with `--path`/`--conf` overrides;
-    /// `bastille_prefix` selects Bastille's layout.
+    /// The default places for `name` ([`places`]), with `--path`/`--conf`
+    /// overrides; `bastille_prefix` selects Bastille's layout.
     pub fn new(
         image: &str,
         name: &str,
@@ -49,31 +57,18 @@ impl CreateOptions {
         conf: Option<PathBuf>,
         bastille_prefix: Option<PathBuf>,
     ) -> CreateOptions {
-        match bastille_prefix {
-            Some(prefix) => {
-                let dir = prefix.join("jails").join(name);
-                let conf = conf.unwrap_or_else(|| dir.join("jail.conf"));
-                CreateOptions {
-                    image: image.into(),
-                    name: name.into(),
-                    root: path.unwrap_or_else(|| dir.join("root")),
-                    fstab: conf.with_file_name("fstab"),
-                    conf,
-                    bastille: true,
-                }
-            }
-            None => {
-                let conf =
-                    conf.unwrap_or_else(|| PathBuf::from(format!("/etc/jail.conf.d/{name}.conf")));
-                CreateOptions {
-                    image: image.into(),
-                    name: name.into(),
-                    root: path.unwrap_or_else(|| PathBuf::from("/usr/local/jails").join(name)),
-                    fstab: conf.with_extension("fstab"),
-                    conf,
-                    bastille: false,
-                }
-            }
+        let bastille = bastille_prefix.is_some();
+        let p = match bastille_prefix {
+            Some(prefix) => places::bastille(&prefix, name, path, conf),
+            None => places::plain(name, path, conf),
+        };
+        CreateOptions {
+            image: image.into(),
+            name: name.into(),
+            root: p.root,
+            conf: p.conf,
+            fstab: p.fstab,
+            bastille,
         }
     }
 }
@@ -221,27 +216,13 @@ pub fn create(unpacker: &Unpacker<'_>, opts: &CreateOptions) -> Result<Created, 
     }
 
     let mut params = vec![param("path", &root), param("host.hostname", &opts.name)];
-    let argv: Vec<String> = state
-        .entrypoint
-        .iter()
-        .flatten()
-        .chain(state.cmd.iter().flatten())
-        .cloned()
-        .collect();
-    match argv.as_slice() {
-        [] => {
-            params.push(param("exec.start", "/bin/sh /etc/rc"));
-            params.push(param("exec.stop", "/bin/sh /etc/rc.shutdown"));
-        }
-        // jail(8) runs exec.start with /bin/sh -c already.
-        [sh, c, script] if sh == "/bin/sh" && c == "-c" => params.push(param("exec.start", script)),
-        args => {
-            let cmd = shlex::try_join(args.iter().map(String::as_str)).map_err(|e| {
-                CreateError::User(format!("the image's command cannot be written for sh: {e}"))
-            })?;
-            params.push(param("exec.start", &cmd));
-        }
-    }
+    let view = match top.as_deref() {
+        Some(t) => Some(unpacker.snapshotter.view(t)?),
+        None => None,
+    };
+    let (start, notes) = start::start(&state, view.as_deref(), &opts.name, opts.bastille)?;
+    params.extend(start);
+    comments.extend(notes);
     params.push(flag("exec.clean"));
     params.push(flag("mount.devfs"));
     if opts.bastille {

@@ -41,7 +41,7 @@ pub fn run(ctx: &Ctx, a: CreateArgs) -> CmdResult {
             .bastille
             .prefix
             .clone()
-            .unwrap_or_else(|| PathBuf::from("/usr/local/bastille"))
+            .unwrap_or_else(|| PathBuf::from(create::BASTILLE_PREFIX))
     });
     let opts = CreateOptions::new(&a.image, &a.name, a.path, a.conf, prefix);
     let store = ctx.store()?;

@@ -112,6 +112,13 @@ pub const VARIABLES: &[EnvVar] = &[
         meaning: "The base of `~/.config`, `~/.local/share`, `~/.docker`.",
     },
     EnvVar {
+        name: "JBUILD_TEST_HOST_ROOT",
+        meaning: "For tests only: a directory under which `jbuild create` puts the default \
+                  places it writes on the host (`/usr/local/jails/NAME`, \
+                  `/etc/jail.conf.d/NAME.conf`, Bastille's prefix), so a test writes nothing \
+                  outside its temporary directory. Paths given with `--path`/`--conf` are kept.",
+    },
+    EnvVar {
         name: "PATH",
         meaning: "Where docker credential helpers (`docker-credential-NAME`), `zfs` and other \
                   host tools are found.",

@@ -93,6 +93,14 @@ pub fn resolve_owner(root: &Path, spec: &str) -> Result<(u32, u32), ExecError> {
     Ok((uid, gid))
 }
 
+/// The passwd name of a `USER` spec's user part (`name`, `uid`,
+/// `name:group`), for tools that take names only (jail(8)'s
+/// `exec.jail_user`); `None` when the root's passwd has no such user.
+pub fn user_name(root: &Path, spec: &str) -> Result<Option<String>, ExecError> {
+    let (user, _) = split_spec(spec)?;
+    Ok(Passwd::load(root)?.find(user).map(|e| e.name.clone()))
+}
+
 fn split_spec(spec: &str) -> Result<(&str, Option<&str>), ExecError> {
     let invalid = || {
         ExecError::Invalid(format!(

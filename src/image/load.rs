@@ -119,12 +119,14 @@ pub fn with_config(
             source,
         })?;
     let config_bytes = store.read_blob(&config_digest, MAX_DOCUMENT)?;
-    let config: ImageConfiguration =
-        serde_json::from_slice(&config_bytes).map_err(|source| ImageError::Invalid {
-            what: "image config",
-            digest: config_digest.clone(),
-            source,
-        })?;
+    let invalid = |source| ImageError::Invalid {
+        what: "image config",
+        digest: config_digest.clone(),
+        source,
+    };
+    let mut value: serde_json::Value = serde_json::from_slice(&config_bytes).map_err(invalid)?;
+    go_key_case(&mut value);
+    let config: ImageConfiguration = serde_json::from_value(value).map_err(invalid)?;
     if config.rootfs().diff_ids().len() != manifest.layers().len() {
         return Err(ImageError::Inconsistent {
             digest,
@@ -137,4 +139,67 @@ pub fn with_config(
         manifest,
         config,
     })
+}
+
+/// The keys of an image config as the Go tools read them: Go's JSON
+/// decoder matches field names regardless of case, so podman, buildah and
+/// skopeo take FreeBSD's release images' `"config":{"cmd":[...]}` (written
+/// so by release/scripts/make-oci-image.sh) as `Cmd`. A key is renamed to
+/// the spec's spelling only when that spelling is not there itself.
+fn go_key_case(config: &mut serde_json::Value) {
+    const TOP: &[&str] = &[
+        "created",
+        "author",
+        "architecture",
+        "os",
+        "variant",
+        "config",
+        "rootfs",
+        "history",
+    ];
+    const CONFIG: &[&str] = &[
+        "User",
+        "ExposedPorts",
+        "Env",
+        "Entrypoint",
+        "Cmd",
+        "Volumes",
+        "WorkingDir",
+        "Labels",
+        "StopSignal",
+        "ArgsEscaped",
+    ];
+    fn fold(v: &mut serde_json::Value, names: &[&str]) {
+        let Some(map) = v.as_object_mut() else { return };
+        let odd: Vec<(String, &str)> = map
+            .keys()
+            .filter_map(|k| {
+                let name = names
+                    .iter()
+                    .find(|n| n.eq_ignore_ascii_case(k) && **n != k)?;
+                (!map.contains_key(*name)).then(|| (k.clone(), *name))
+            })
+            .collect();
+        for (k, name) in odd {
+            if let Some(x) = map.remove(&k) {
+                map.entry(name).or_insert(x);
+            }
+        }
+    }
+    fold(config, TOP);
+    if let Some(c) = config.get_mut("config") {
+        fold(c, CONFIG);
+    }
+}
+
+#[cfg(test)]
+mod go_case_tests {
+    #[test]
+    fn freebsds_lower_case_cmd_reads_as_cmd_and_the_spec_spelling_wins() {
+        let mut v = serde_json::json!({"OS": "freebsd", "os": "linux", "config": {"cmd": ["/bin/sh"], "env": ["A=1"], "Env": ["B=2"]}});
+        super::go_key_case(&mut v);
+        assert_eq!(v["os"], "linux");
+        assert_eq!(v["config"]["Cmd"], serde_json::json!(["/bin/sh"]));
+        assert_eq!(v["config"]["Env"], serde_json::json!(["B=2"]));
+    }
 }
