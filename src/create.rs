@@ -1,7 +1,9 @@
 //! `jbuild create`: a jail from an image. The image's top snapshot becomes
 //! the jail's root (a copy for the `dir` backend, a clone where the
 //! snapshotter can: [`Snapshotter::materialize`]), and a jail.conf(5) entry
-//! is written from what the image carries: `org.jbuild.jail.*` parameters,
+//! is written from what the image carries: `org.freebsd.jail.*` parameters
+//! (and jbuild's older `org.jbuild.jail.*`; the risky ones only with the
+//! user's consent: [`params`]),
 //! CMD/ENTRYPOINT as `exec.start`, VOLUMEs with their fstab lines (MOUNT in
 //! a Bastille template), EXPOSE and RDR as pf hints, LIMITS as rctl rules.
 //!
@@ -21,6 +23,8 @@
 
 use std::path::{Path, PathBuf};
 
+pub mod params;
+
 use crate::fsutil::write_atomic;
 use crate::image::unpack::{UnpackError, Unpacker};
 use crate::image::{ImageState, Platform};
@@ -37,6 +41,9 @@ pub struct CreateOptions {
     pub fstab: PathBuf,
     /// Bastille's layout and jail.conf shape; also writes `rctl.conf`.
     pub bastille: bool,
+    /// Jail parameters the user agreed to (`--allow-jail-param`, the
+    /// configuration's `allow_jail_params`): [`params`].
+    pub allowed_jail_params: Vec<String>,
 }
 
 impl CreateOptions {
@@ -60,6 +67,7 @@ impl CreateOptions {
                     fstab: conf.with_file_name("fstab"),
                     conf,
                     bastille: true,
+                    allowed_jail_params: Vec::new(),
                 }
             }
             None => {
@@ -72,6 +80,7 @@ impl CreateOptions {
                     fstab: conf.with_extension("fstab"),
                     conf,
                     bastille: false,
+                    allowed_jail_params: Vec::new(),
                 }
             }
         }
@@ -87,6 +96,9 @@ pub enum CreateError {
     Unpack(#[from] UnpackError),
     #[error("snapshot: {0}")]
     Snapshot(#[from] SnapshotError),
+    /// The image's jail parameters: invalid, or not agreed to.
+    #[error(transparent)]
+    Params(#[from] params::ParamsError),
     #[error("{context}: {source}")]
     Io {
         context: String,
@@ -99,6 +111,7 @@ impl CreateError {
     pub fn is_user_error(&self) -> bool {
         match self {
             CreateError::User(_) => true,
+            CreateError::Params(e) => e.is_user_error(),
             CreateError::Unpack(e) => e.is_user_error(),
             _ => false,
         }
@@ -257,14 +270,15 @@ pub fn create(unpacker: &Unpacker<'_>, opts: &CreateOptions) -> Result<Created, 
     if write_fstab {
         params.push(param("mount.fstab", &opts.fstab.display().to_string()));
     }
-    for (k, v) in &state.jail {
-        if k.is_empty()
-            || !k
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "._".contains(c))
-        {
-            return Err(refuse(format!("`{k}` is not a jail parameter name")));
-        }
+    let labels = img
+        .config
+        .config()
+        .as_ref()
+        .and_then(|c| c.labels().clone());
+    let wanted = params::read(labels.iter().flatten());
+    let (jail, notes) = params::agreed(&opts.image, &wanted, &opts.allowed_jail_params)?;
+    comments.extend(notes);
+    for (k, v) in &jail {
         let p = if v.is_empty() { flag(k) } else { param(k, v) };
         match params.iter_mut().find(|x| x.name == *k) {
             Some(slot) => *slot = p,

@@ -33,6 +33,12 @@ pub struct CreateArgs {
     /// file's [bastille] prefix, default /usr/local/bastille).
     #[arg(long)]
     bastille: bool,
+    /// Agree to a jail parameter the image asks for that weakens the jail
+    /// or acts on the host (allow.mlock, allow.raw_sockets,
+    /// exec.prestart, ...); may be given several times. Also
+    /// `allow_jail_params` in the configuration's [freebsd] section.
+    #[arg(long = "allow-jail-param", value_name = "NAME")]
+    allow_jail_params: Vec<String>,
 }
 
 pub fn run(ctx: &Ctx, a: CreateArgs) -> CmdResult {
@@ -43,7 +49,8 @@ pub fn run(ctx: &Ctx, a: CreateArgs) -> CmdResult {
             .clone()
             .unwrap_or_else(|| PathBuf::from("/usr/local/bastille"))
     });
-    let opts = CreateOptions::new(&a.image, &a.name, a.path, a.conf, prefix);
+    let mut opts = CreateOptions::new(&a.image, &a.name, a.path, a.conf, prefix);
+    opts.allowed_jail_params = allowed_jail_params(ctx, &a.allow_jail_params);
     let store = ctx.store()?;
     let snapshotter = ctx.snapshotter()?;
     let reporter = ctx.reporter();
@@ -77,4 +84,11 @@ pub fn run(ctx: &Ctx, a: CreateArgs) -> CmdResult {
         out!("{}", made.entry);
     }
     Ok(())
+}
+
+/// `--allow-jail-param` over the configuration's list.
+fn allowed_jail_params(ctx: &Ctx, given: &[String]) -> Vec<String> {
+    let mut allowed = ctx.settings.freebsd.allow_jail_params.clone();
+    allowed.extend(given.iter().cloned());
+    allowed
 }

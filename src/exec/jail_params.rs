@@ -72,10 +72,11 @@ const REFUSED: &[(&str, &str)] = &[
 
 /// `allow.*` permissions a recipe may grant without the user opting in:
 /// they act only inside the jail. Any other `allow.*` (mount, raw
-/// sockets, chflags, vmm, routing, the clock, ...) reaches the host.
+/// sockets, chflags, vmm, routing, the clock, ...) reaches the host;
+/// `allow.mlock` too: wired pages are the host's memory, taken from
+/// every other jail and the host itself.
 const SAFE_ALLOW: &[&str] = &[
     "allow.set_hostname",
-    "allow.mlock",
     "allow.reserved_ports",
     "allow.extattr",
     "allow.suser",
@@ -390,6 +391,8 @@ mod tests {
             ("allow.mount.zfs", "1"),
             ("allow.mount.devfs", "true"),
             ("allow.raw_sockets", ""),
+            ("allow.mlock", ""),
+            ("allow.sysvipc", "1"),
             ("allow.chflags", "1"),
             ("allow.vmm", "1"),
             ("enforce_statfs", "1"),
