@@ -23,6 +23,7 @@
 
 use std::path::{Path, PathBuf};
 
+pub mod bundle;
 pub mod params;
 
 use crate::fsutil::write_atomic;

@@ -132,6 +132,42 @@ pub fn read<'a>(labels: impl IntoIterator<Item = (&'a String, &'a String)>) -> V
         .collect()
 }
 
+/// [`read`] for an image config as JSON (a registry's, say).
+pub fn from_config_json(config: &serde_json::Value) -> Vec<ImageParam> {
+    let labels: std::collections::BTreeMap<String, String> = config["config"]["Labels"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+        .collect();
+    read(&labels)
+}
+
+/// The parameters as `jbuild inspect` shows them in JSON: name, value (as
+/// jail(8) takes it), the label and its value, and why `create` would ask
+/// consent for it or refuse it (else `null`).
+pub fn to_json(params: &[ImageParam]) -> serde_json::Value {
+    let list: Vec<serde_json::Value> = params
+        .iter()
+        .map(|p| {
+            let (consent, invalid) = match &p.judgement {
+                Judgement::NeedsConsent(why) => (Some(why.to_string()), None),
+                Judgement::Invalid(why) => (None, Some(why.clone())),
+                _ => (None, None),
+            };
+            serde_json::json!({
+                "name": p.name(),
+                "value": p.label.value,
+                "label": p.label.label,
+                "labelValue": p.label.raw,
+                "needsConsent": consent,
+                "invalid": invalid,
+            })
+        })
+        .collect();
+    serde_json::Value::Array(list)
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ParamsError {
     #[error("image {image}: {why}; no jail was written")]
