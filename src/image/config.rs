@@ -100,8 +100,21 @@ pub fn jail_label_value(param: &str, value: &str) -> String {
 /// reading `org.freebsd.jail.*` annotations take, anything else as
 /// jail(8) takes it (`org.freebsd.jail.vnet=new`).
 pub fn jail_annotation_value(param: &str, value: &str) -> String {
+    let jailsys = matches!(
+        param,
+        "host" | "vnet" | "ip4" | "ip6" | "sysvmsg" | "sysvsem" | "sysvshm"
+    );
     match (is_permission(param), permission_value(value)) {
         (true, Some(on)) => on.to_string(),
+        // jail(8)'s jailsys parameters: a bare flag or a number stands for
+        // a word; runtimes take the word (ocijail refuses anything but
+        // `new`/`inherit` for `vnet`).
+        _ if jailsys => match value {
+            "" | "1" => "new".into(),
+            "2" => "inherit".into(),
+            "0" => "disable".into(),
+            v => v.to_string(),
+        },
         _ => value.to_string(),
     }
 }
@@ -247,6 +260,11 @@ mod tests {
         assert_eq!(jail_label_value("sysvshm", "new"), "new");
         assert_eq!(jail_label_value("securelevel", "3"), "3");
         assert_eq!(jail_label_value("persist", ""), "");
+        assert_eq!(jail_annotation_value("allow.mlock", ""), "true");
+        assert_eq!(jail_annotation_value("allow.mlock", "0"), "false");
+        assert_eq!(jail_annotation_value("vnet", ""), "new");
+        assert_eq!(jail_annotation_value("ip4", "2"), "inherit");
+        assert_eq!(jail_annotation_value("securelevel", "3"), "3");
     }
 
     #[test]
