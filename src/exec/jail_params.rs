@@ -104,9 +104,9 @@ pub fn needs_opt_in(name: &str, value: &str) -> Option<&'static str> {
             return None;
         }
         return Some(if rest.starts_with("mount") {
-            "lets the build jail mount file systems"
+            "lets the jail mount file systems"
         } else {
-            "grants the build jail a permission that reaches beyond it"
+            "grants the jail a permission that reaches beyond it"
         });
     }
     let number = value.trim().parse::<i64>().ok();
@@ -117,9 +117,7 @@ pub fn needs_opt_in(name: &str, value: &str) -> Option<&'static str> {
         "enforce_statfs" if number.is_none_or(|n| n < 2) => {
             Some("enforce_statfs below 2 shows the host's mount points to the jail")
         }
-        "children.max" if number.is_none_or(|n| n > 0) => {
-            Some("it allows jails inside the build jail")
-        }
+        "children.max" if number.is_none_or(|n| n > 0) => Some("it allows jails inside the jail"),
         "sysvmsg" | "sysvsem" | "sysvshm" if value == "inherit" => {
             Some("`inherit` shares the host's System V IPC with the jail")
         }
