@@ -277,9 +277,9 @@ pub fn create(unpacker: &Unpacker<'_>, opts: &CreateOptions) -> Result<Created, 
         .as_ref()
         .and_then(|c| c.labels().clone());
     let wanted = params::read(labels.iter().flatten());
-    let (jail, notes) = params::agreed(&opts.image, &wanted, &opts.allowed_jail_params)?;
-    comments.extend(notes);
-    for (k, v) in &jail {
+    let agreed = params::agreed(&opts.image, &wanted, &opts.allowed_jail_params)?;
+    comments.extend(agreed.comments);
+    for (k, v) in &agreed.params {
         let p = if v.is_empty() { flag(k) } else { param(k, v) };
         match params.iter_mut().find(|x| x.name == *k) {
             Some(slot) => *slot = p,

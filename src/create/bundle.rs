@@ -81,7 +81,7 @@ pub fn bundle(unpacker: &Unpacker<'_>, opts: &BundleOptions) -> Result<Bundle, C
         .as_ref()
         .and_then(|c| c.labels().clone());
     let wanted = params::read(labels.iter().flatten());
-    let (jail, _) = params::agreed(&opts.image, &wanted, &opts.allowed_jail_params)?;
+    let jail = params::agreed(&opts.image, &wanted, &opts.allowed_jail_params)?.params;
     let rootfs = opts.dir.join("rootfs");
     make_root(unpacker.snapshotter, top.as_deref(), &rootfs)?;
     let user = resolve_user(&rootfs, state.user.as_deref()).map_err(|e| {

@@ -206,6 +206,15 @@ impl ParamsError {
     }
 }
 
+/// What the jail gets.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Agreed {
+    /// The parameters to set, as jail(8) takes them.
+    pub params: Vec<(String, String)>,
+    /// Notes on the ones left out or agreed to, for the jail.conf entry.
+    pub comments: Vec<String>,
+}
+
 /// What the jail gets: the parameters to set and comments on the ones
 /// left out. Refuses an invalid parameter, and any that needs consent
 /// and is not in `allowed` (all of them named at once).
@@ -213,7 +222,7 @@ pub fn agreed(
     image: &str,
     params: &[ImageParam],
     allowed: &[String],
-) -> Result<(Vec<(String, String)>, Vec<String>), ParamsError> {
+) -> Result<Agreed, ParamsError> {
     let mut set = Vec::new();
     let mut comments = Vec::new();
     let mut missing = Vec::new();
@@ -250,7 +259,10 @@ pub fn agreed(
             params: missing,
         });
     }
-    Ok((set, comments))
+    Ok(Agreed {
+        params: set,
+        comments,
+    })
 }
 
 #[cfg(test)]
@@ -288,7 +300,7 @@ mod tests {
         let allowed: Vec<String> = ["allow.mlock", "allow.raw_sockets", "exec.prestart"]
             .map(String::from)
             .to_vec();
-        let (set, _) = agreed("img", &p, &allowed).unwrap();
+        let set = agreed("img", &p, &allowed).unwrap().params;
         let names: Vec<(&str, &str)> = set.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         assert_eq!(
             names,
@@ -308,7 +320,10 @@ mod tests {
             ("org.freebsd.jail.path", "/"),
             ("org.freebsd.jail.osrelease", "14.3-RELEASE"),
         ]);
-        let (set, comments) = agreed("img", &p, &[]).unwrap();
+        let Agreed {
+            params: set,
+            comments,
+        } = agreed("img", &p, &[]).unwrap();
         assert_eq!(set, [("osrelease".to_string(), "14.3-RELEASE".to_string())]);
         assert!(comments[0].contains("path=/"), "{comments:?}");
         for (k, v, want) in [
