@@ -176,6 +176,11 @@ pub fn images(ctx: &Ctx, args: ImagesArgs) -> CmdResult {
 
 pub fn inspect(ctx: &Ctx, args: InspectArgs) -> CmdResult {
     if let Some(reference) = args.image.strip_prefix("docker://") {
+        if args.jail {
+            return Err(Failure::user(anyhow!(
+                "--jail is for images in the store; `jbuild inspect docker://REF` shows them as jailParameters"
+            )));
+        }
         // In the registry, without storing anything.
         let options = args.registry.options(ctx)?;
         return super::remote::inspect(reference, &args.platform, args.raw, options);
