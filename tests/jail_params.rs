@@ -135,6 +135,40 @@ fn jail_lines_become_org_freebsd_jail_labels_and_on_request_annotations() {
     assert_eq!(full["jailParameters"], listed);
 }
 
+#[test]
+fn a_label_set_with_label_is_no_way_around_consent() {
+    let t = tempfile::tempdir().unwrap();
+    let state = t.path().join("state");
+    let ctx = context(
+        t.path(),
+        "LABEL org.freebsd.jail.allow.raw_sockets=required\n",
+    );
+    ok(jbuild(&state).args(["build", "-t", "base:1"]).arg(&ctx));
+    // A build FROM it: its RUN steps would run with the parameter, so the
+    // build asks before any step runs.
+    let child = t.path().join("child");
+    fs::create_dir_all(&child).unwrap();
+    fs::write(child.join("Jailfile"), "FROM base:1\nRUN true\n").unwrap();
+    let err = fails(jbuild(&state).args(["build", "-t", "child:1"]).arg(&child));
+    assert!(
+        err.contains("allow.raw_sockets (inherited from this stage's base)")
+            && err.contains("--allow-jail-param allow.raw_sockets"),
+        "{err}"
+    );
+    // And `create` asks, as for a JAIL line.
+    let err = fails(
+        jbuild(&state)
+            .args(["create", "base:1", "app", "--path"])
+            .arg(t.path().join("app"))
+            .arg("--conf")
+            .arg(t.path().join("app.conf")),
+    );
+    assert!(
+        err.contains("--allow-jail-param allow.raw_sockets"),
+        "{err}"
+    );
+}
+
 /// umoci writes the labels, as another tool's image would carry them.
 fn relabel(layout: &Path, from: &str, tag: &str, labels: &[&str]) {
     let mut c = Command::new("umoci");
