@@ -1,10 +1,11 @@
 //! `jbuild create`: a jail from an image. The image's top snapshot becomes
 //! the jail's root (a copy for the `dir` backend, a clone where the
 //! snapshotter can: [`Snapshotter::materialize`]), and a jail.conf(5) entry
-//! is written from what the image carries: `org.jbuild.jail.*` parameters,
-//! Entrypoint/Cmd/Env/WorkingDir/User as `exec.start` ([`start`]), VOLUMEs
-//! with their fstab lines (MOUNT in a Bastille template), EXPOSE and RDR as
-//! pf hints, LIMITS as rctl rules.
+//! is written from what the image carries: `org.freebsd.jail.*` parameters
+//! (and jbuild's older `org.jbuild.jail.*`; the risky ones only with the
+//! user's consent: [`params`]), Entrypoint/Cmd/Env/WorkingDir/User as
+//! `exec.start` ([`start`]), VOLUMEs with their fstab lines (MOUNT in a
+//! Bastille template), EXPOSE and RDR as pf hints, LIMITS as rctl rules.
 //!
 //! Two layouts:
 //!
@@ -23,6 +24,9 @@
 //! [`Snapshotter::materialize`]: crate::snapshot::Snapshotter::materialize
 
 use std::path::{Path, PathBuf};
+
+pub mod bundle;
+pub mod params;
 
 use crate::fsutil::write_atomic;
 use crate::image::unpack::{UnpackError, Unpacker};
@@ -45,6 +49,9 @@ pub struct CreateOptions {
     pub fstab: PathBuf,
     /// Bastille's layout and jail.conf shape; also writes `rctl.conf`.
     pub bastille: bool,
+    /// Jail parameters the user agreed to (`--allow-jail-param`, the
+    /// configuration's `allow_jail_params`): [`params`].
+    pub allowed_jail_params: Vec<String>,
 }
 
 impl CreateOptions {
@@ -69,6 +76,7 @@ impl CreateOptions {
             conf: p.conf,
             fstab: p.fstab,
             bastille,
+            allowed_jail_params: Vec::new(),
         }
     }
 }
@@ -82,6 +90,9 @@ pub enum CreateError {
     Unpack(#[from] UnpackError),
     #[error("snapshot: {0}")]
     Snapshot(#[from] SnapshotError),
+    /// The image's jail parameters: invalid, or not agreed to.
+    #[error(transparent)]
+    Params(#[from] params::ParamsError),
     #[error("{context}: {source}")]
     Io {
         context: String,
@@ -94,6 +105,7 @@ impl CreateError {
     pub fn is_user_error(&self) -> bool {
         match self {
             CreateError::User(_) => true,
+            CreateError::Params(e) => e.is_user_error(),
             CreateError::Unpack(e) => e.is_user_error(),
             _ => false,
         }
@@ -238,14 +250,15 @@ pub fn create(unpacker: &Unpacker<'_>, opts: &CreateOptions) -> Result<Created, 
     if write_fstab {
         params.push(param("mount.fstab", &opts.fstab.display().to_string()));
     }
-    for (k, v) in &state.jail {
-        if k.is_empty()
-            || !k
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "._".contains(c))
-        {
-            return Err(refuse(format!("`{k}` is not a jail parameter name")));
-        }
+    let labels = img
+        .config
+        .config()
+        .as_ref()
+        .and_then(|c| c.labels().clone());
+    let wanted = params::read(labels.iter().flatten());
+    let agreed = params::agreed(&opts.image, &wanted, &opts.allowed_jail_params)?;
+    comments.extend(agreed.comments);
+    for (k, v) in &agreed.params {
         let p = if v.is_empty() { flag(k) } else { param(k, v) };
         match params.iter_mut().find(|x| x.name == *k) {
             Some(slot) => *slot = p,

@@ -207,6 +207,17 @@ fn malformed_templates_fail_with_file_line_and_column() {
 
 /// A state root with `bb:base`: busybox-static installed into a scratch
 /// image, root's passwd and group, and the directories templates write to.
+/// The jailmeta template's CONFIG lines weaken the jail: `create` makes it
+/// only with the user's consent (docs/jails.md).
+const JAILMETA_CONSENT: &[&str] = &[
+    "--allow-jail-param",
+    "allow.mlock",
+    "--allow-jail-param",
+    "enforce_statfs",
+    "--allow-jail-param",
+    "allow.mount.procfs",
+];
+
 fn busybox_base(tmp: &Path) -> Option<PathBuf> {
     let (true, Some(bb)) = (is_root(), static_busybox()) else {
         eprintln!("skipping: needs root and /bin/busybox from busybox-static");
@@ -271,7 +282,8 @@ fn buildable_templates_build_on_busybox_and_create_makes_their_jails() {
             .args(["create", &format!("{name}:1"), name, "--path"])
             .arg(&root)
             .arg("--conf")
-            .arg(&conf));
+            .arg(&conf)
+            .args(JAILMETA_CONSENT));
         let parsed = jailconf::parse(&fs::read_to_string(&conf).unwrap()).unwrap();
         assert_eq!(parsed.jails[0].get("path"), Some(root.to_str().unwrap()));
         roots.insert(*name, (root, parsed));
@@ -361,7 +373,10 @@ fn buildable_templates_build_on_busybox_and_create_makes_their_jails() {
     let (r, parsed) = &roots["jailmeta"];
     has_lines(&read(r, "/etc/jail-meta"), &["meta=yes"]);
     let j = &parsed.jails[0];
-    assert_eq!(j.get("allow.mlock"), Some("1"));
+    assert!(j
+        .params
+        .iter()
+        .any(|p| p.name == "allow.mlock" && p.values.is_none()));
     assert_eq!(j.get("enforce_statfs"), Some("1"));
     assert!(j
         .params
@@ -392,7 +407,8 @@ fn buildable_templates_build_on_busybox_and_create_makes_their_jails() {
         .args(["create", "jailmeta:1", "meta", "--bastille", "--path"])
         .arg(dir.join("root"))
         .arg("--conf")
-        .arg(dir.join("jail.conf")));
+        .arg(dir.join("jail.conf"))
+        .args(JAILMETA_CONSENT));
     assert!(dir.join("root/etc/jail-meta").is_file());
     // Written the way Bastille writes (and its tools grep) jail.conf.
     let text = fs::read_to_string(dir.join("jail.conf")).unwrap();
@@ -489,7 +505,8 @@ fn create_copies_modes_owners_and_links_and_quotes_the_command() {
         .args(["create", "img:1", "app", "--path"])
         .arg(&root)
         .arg("--conf")
-        .arg(&conf));
+        .arg(&conf)
+        .args(["--allow-jail-param", "allow.raw_sockets"]));
 
     let meta = |p: &str| fs::symlink_metadata(root.join(p)).unwrap();
     assert_eq!(meta("srv/suid").permissions().mode() & 0o7777, 0o4755);
@@ -533,7 +550,8 @@ fn create_copies_modes_owners_and_links_and_quotes_the_command() {
         .args(["create", "img:1", "app", "--path"])
         .arg(&root)
         .arg("--conf")
-        .arg(&conf));
+        .arg(&conf)
+        .args(["--allow-jail-param", "allow.raw_sockets"]));
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not empty"));
     assert_eq!(fs::read_to_string(&conf).unwrap(), text);

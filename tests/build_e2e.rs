@@ -121,7 +121,7 @@ fn static_site_content_is_rendered_as_the_recipe_says() {
     let cfg = &inspect["config"]["config"];
     assert_eq!(cfg["ExposedPorts"], serde_json::json!({"8080/tcp": {}}));
     assert_eq!(cfg["WorkingDir"], "/usr/local/www/site");
-    assert_eq!(cfg["Labels"]["org.jbuild.jail.allow.raw_sockets"], "0");
+    assert_eq!(cfg["Labels"]["org.freebsd.jail.allow.raw_sockets"], "false");
     assert_eq!(inspect["config"]["os"], "freebsd");
     let jailfile = ok(jbuild(&root).args(["inspect", "--jailfile", "site:1"]));
     assert_eq!(jailfile, fs::read_to_string(ctx.join("Jailfile")).unwrap());

@@ -269,6 +269,7 @@ fn a_build_whose_from_image_has_a_refused_layer_leaves_no_name() {
         target: None,
         labels: Default::default(),
         annotations: Default::default(),
+        jail_annotations: false,
         mount_cache: None,
         secrets: Default::default(),
     };

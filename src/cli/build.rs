@@ -44,6 +44,11 @@ pub struct BuildArgs {
     /// An annotation for the image's manifest; may be given several times.
     #[arg(long = "annotation", value_name = "K=V")]
     annotations: Vec<String>,
+    /// Also offer the image's JAIL parameters as manifest annotations
+    /// `org.freebsd.jail.<param>` (what OCI runtimes on FreeBSD read),
+    /// besides the config labels every image carries (docs/jails.md).
+    #[arg(long)]
+    jail_annotations: bool,
     /// Write the image's digest (`sha256:…`, what `jbuild images` shows
     /// and `jbuild inspect` takes) to FILE.
     #[arg(long, value_name = "FILE")]
@@ -339,6 +344,7 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
         target: args.target.clone(),
         labels: super::parse_pairs("--label", &args.labels)?,
         annotations: super::parse_pairs("--annotation", &args.annotations)?,
+        jail_annotations: args.jail_annotations,
         mount_cache: Some(ctx.paths.mount_cache()),
         secrets: engine::read_secrets(&args.secrets).map_err(Failure::user)?,
     };

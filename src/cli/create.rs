@@ -7,6 +7,7 @@ use clap::Args;
 use serde_json::json;
 
 use super::{CmdResult, Ctx, Failure};
+use jbuild::create::bundle::BundleOptions;
 use jbuild::create::{self, CreateOptions};
 use jbuild::image::Unpacker;
 use jbuild::report::JsonReporter;
@@ -17,9 +18,10 @@ pub struct CreateArgs {
     /// docker.io/library/alpine:latest), an image ID or a digest prefix.
     #[arg(value_name = "IMAGE")]
     image: String,
-    /// The jail's name.
-    #[arg(value_name = "NAME")]
-    name: String,
+    /// The jail's name (with --bundle: the hostname, when the image
+    /// gives none).
+    #[arg(value_name = "NAME", required_unless_present = "bundle")]
+    name: Option<String>,
     /// The jail's root (default /usr/local/jails/NAME; with --bastille
     /// PREFIX/jails/NAME/root).
     #[arg(long, value_name = "DIR")]
@@ -33,9 +35,24 @@ pub struct CreateArgs {
     /// file's [bastille] prefix, default /usr/local/bastille).
     #[arg(long)]
     bastille: bool,
+    /// Agree to a jail parameter the image asks for that weakens the jail
+    /// or acts on the host (allow.mlock, allow.raw_sockets,
+    /// exec.prestart, ...); may be given several times. Also
+    /// `allow_jail_params` in the configuration's [freebsd] section.
+    #[arg(long = "allow-jail-param", value_name = "NAME")]
+    allow_jail_params: Vec<String>,
+    /// Write an OCI runtime bundle for ocijail or runj instead of a jail:
+    /// DIR/rootfs and DIR/config.json (runtime-spec 1.3, its `freebsd`
+    /// section from the image's jail parameters; docs/jails.md).
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["path", "conf", "bastille"])]
+    bundle: Option<PathBuf>,
 }
 
 pub fn run(ctx: &Ctx, a: CreateArgs) -> CmdResult {
+    if let Some(dir) = &a.bundle {
+        return bundle(ctx, &a, dir);
+    }
+    let name = a.name.clone().unwrap_or_default();
     let prefix = a.bastille.then(|| {
         ctx.settings
             .bastille
@@ -43,7 +60,8 @@ pub fn run(ctx: &Ctx, a: CreateArgs) -> CmdResult {
             .clone()
             .unwrap_or_else(|| PathBuf::from(create::BASTILLE_PREFIX))
     });
-    let opts = CreateOptions::new(&a.image, &a.name, a.path, a.conf, prefix);
+    let mut opts = CreateOptions::new(&a.image, &name, a.path, a.conf, prefix);
+    opts.allowed_jail_params = allowed_jail_params(ctx, &a.allow_jail_params);
     let store = ctx.store()?;
     let snapshotter = ctx.snapshotter()?;
     let reporter = ctx.reporter();
@@ -69,12 +87,57 @@ pub fn run(ctx: &Ctx, a: CreateArgs) -> CmdResult {
         if !ctx.quiet {
             eprintln!(
                 "created jail {} in {}; its entry is in {}",
-                a.name,
+                name,
                 made.root.display(),
                 made.conf.display()
             );
         }
         out!("{}", made.entry);
+    }
+    Ok(())
+}
+
+/// `--allow-jail-param` over the configuration's list.
+fn allowed_jail_params(ctx: &Ctx, given: &[String]) -> Vec<String> {
+    let mut allowed = ctx.settings.freebsd.allow_jail_params.clone();
+    allowed.extend(given.iter().cloned());
+    allowed
+}
+
+/// `create --bundle DIR IMAGE [NAME]`.
+fn bundle(ctx: &Ctx, a: &CreateArgs, dir: &std::path::Path) -> CmdResult {
+    let opts = BundleOptions {
+        image: a.image.clone(),
+        dir: dir.to_path_buf(),
+        name: a.name.clone(),
+        allowed_jail_params: allowed_jail_params(ctx, &a.allow_jail_params),
+    };
+    let store = ctx.store()?;
+    let snapshotter = ctx.snapshotter()?;
+    let reporter = ctx.reporter();
+    let unpacker = Unpacker::new(
+        &store,
+        snapshotter.as_ref(),
+        reporter.as_ref(),
+        ctx.layer_policy(false, false),
+    );
+    let made = create::bundle::bundle(&unpacker, &opts).map_err(|e| Failure {
+        user: e.is_user_error(),
+        error: anyhow!(e),
+    })?;
+    if ctx.json {
+        JsonReporter::stdout().emit(json!({
+            "event": "result",
+            "rootfs": made.rootfs,
+            "config": made.config,
+        }));
+    } else if !ctx.quiet {
+        eprintln!(
+            "wrote the bundle {}: {} and {}",
+            dir.display(),
+            made.rootfs.display(),
+            made.config.display()
+        );
     }
     Ok(())
 }

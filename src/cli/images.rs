@@ -6,6 +6,7 @@ use clap::Args;
 use serde_json::json;
 
 use super::{CmdResult, Ctx, Failure};
+use jbuild::create::params::{self, ImageParam, Judgement};
 use jbuild::image::list_format::{Format, Piece};
 use jbuild::image::remove::{self, Removed};
 use jbuild::image::{self, gc, list, Platform, JAILFILE_LABEL};
@@ -45,6 +46,11 @@ pub struct InspectArgs {
     /// Print the Jailfile the image was built from.
     #[arg(long)]
     jailfile: bool,
+    /// Print the jail(8) parameters the image asks for (its
+    /// `org.freebsd.jail.*` labels), one a line, with those `jbuild
+    /// create` asks consent for; with --json, as a list.
+    #[arg(long, conflicts_with = "jailfile")]
+    jail: bool,
     /// Platform to pick from a multi-platform image.
     #[arg(long, value_name = "OS/ARCH")]
     platform: Option<String>,
@@ -170,6 +176,11 @@ pub fn images(ctx: &Ctx, args: ImagesArgs) -> CmdResult {
 
 pub fn inspect(ctx: &Ctx, args: InspectArgs) -> CmdResult {
     if let Some(reference) = args.image.strip_prefix("docker://") {
+        if args.jail {
+            return Err(Failure::user(anyhow!(
+                "--jail is for images in the store; `jbuild inspect docker://REF` shows them as jailParameters"
+            )));
+        }
         // In the registry, without storing anything.
         let options = args.registry.options(ctx)?;
         return super::remote::inspect(reference, &args.platform, args.raw, options);
@@ -200,17 +211,46 @@ pub fn inspect(ctx: &Ctx, args: InspectArgs) -> CmdResult {
             ))),
         };
     }
+    let config = serde_json::to_value(&img.config).map_err(Failure::internal)?;
+    let jail = params::from_config_json(&config);
+    if args.jail {
+        if ctx.json {
+            outln!("{}", params::to_json(&jail));
+        } else {
+            for p in &jail {
+                outln!("{}", jail_line(p));
+            }
+        }
+        return Ok(());
+    }
     let out = json!({
         "name": args.image,
         "digest": img.manifest_digest.to_string(),
         "manifest": img.manifest,
-        "config": img.config,
+        "config": config,
+        "jailParameters": params::to_json(&jail),
     });
     outln!(
         "{}",
         serde_json::to_string_pretty(&out).map_err(Failure::internal)?
     );
     Ok(())
+}
+
+/// `allow.mlock  (org.freebsd.jail.allow.mlock=required)  create asks consent: ...`
+fn jail_line(p: &ImageParam) -> String {
+    let note = match &p.judgement {
+        Judgement::Fine => String::new(),
+        Judgement::Owned => "  jbuild create sets it".into(),
+        Judgement::NeedsConsent(why) => {
+            format!(
+                "  create asks consent (--allow-jail-param {}): {why}",
+                p.name()
+            )
+        }
+        Judgement::Invalid(why) => format!("  refused: {why}"),
+    };
+    format!("{}  ({}={}){note}", p.shown(), p.label.label, p.label.raw)
 }
 
 pub fn history(ctx: &Ctx, args: HistoryArgs) -> CmdResult {

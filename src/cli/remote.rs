@@ -3,6 +3,7 @@
 
 use anyhow::anyhow;
 use clap::Args;
+use jbuild::create::params;
 use serde_json::json;
 
 use super::access::RegistryArgs;
@@ -96,6 +97,10 @@ pub(super) fn inspect(
         "manifestDigest": image.manifest.as_ref().map(|(d, _)| d.digest().to_string()),
         "manifest": image.manifest.as_ref().map(|(_, m)| m),
         "config": image.config,
+        "jailParameters": image
+            .config
+            .as_ref()
+            .map(|c| params::to_json(&params::from_config_json(c))),
     });
     outln!(
         "{}",

@@ -115,8 +115,9 @@ pub struct FreeBsdSettings {
     /// Trusted local release MANIFESTs, `<dir>/<arch>/<release>/MANIFEST`
     /// (default `/usr/local/share/freebsd-release-manifests`).
     pub manifests_dir: Option<PathBuf>,
-    /// Recipe `JAIL` parameters allowed although they weaken the build
-    /// jail (as `--allow-jail-param NAME`), e.g. `["allow.raw_sockets"]`.
+    /// Jail parameters allowed although they weaken the jail (as
+    /// `--allow-jail-param NAME`): a recipe's `JAIL` lines in `build`, an
+    /// image's labels in `create`; e.g. `["allow.raw_sockets"]`.
     pub allow_jail_params: Vec<String>,
     /// Distribution sets or the pkgbase repository for `FROM
     /// freebsd:<release>` (`--freebsd-base`); default `auto`.

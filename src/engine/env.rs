@@ -135,6 +135,9 @@ pub struct BuildOptions {
     pub labels: BTreeMap<String, String>,
     /// `--annotation`: manifest annotations.
     pub annotations: BTreeMap<String, String>,
+    /// `--jail-annotations`: the image's jail parameters also as manifest
+    /// annotations `org.freebsd.jail.<param>` (under `annotations`).
+    pub jail_annotations: bool,
     /// Where `RUN --mount=type=cache` directories persist between builds
     /// (`cache/mounts` under jbuild's root); `None` refuses cache mounts.
     pub mount_cache: Option<PathBuf>,

@@ -167,6 +167,7 @@ fn build_or_check(
         jailfile_text: &jailfile_text,
         base,
         annotations: &opts.annotations,
+        jail_annotations: opts.jail_annotations,
     };
     let mut state = target.state.clone();
     state.labels.extend(opts.labels.clone());

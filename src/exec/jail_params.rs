@@ -72,10 +72,11 @@ const REFUSED: &[(&str, &str)] = &[
 
 /// `allow.*` permissions a recipe may grant without the user opting in:
 /// they act only inside the jail. Any other `allow.*` (mount, raw
-/// sockets, chflags, vmm, routing, the clock, ...) reaches the host.
+/// sockets, chflags, vmm, routing, the clock, ...) reaches the host;
+/// `allow.mlock` too: wired pages are the host's memory, taken from
+/// every other jail and the host itself.
 const SAFE_ALLOW: &[&str] = &[
     "allow.set_hostname",
-    "allow.mlock",
     "allow.reserved_ports",
     "allow.extattr",
     "allow.suser",
@@ -103,9 +104,9 @@ pub fn needs_opt_in(name: &str, value: &str) -> Option<&'static str> {
             return None;
         }
         return Some(if rest.starts_with("mount") {
-            "lets the build jail mount file systems"
+            "lets the jail mount file systems"
         } else {
-            "grants the build jail a permission that reaches beyond it"
+            "grants the jail a permission that reaches beyond it"
         });
     }
     let number = value.trim().parse::<i64>().ok();
@@ -116,9 +117,7 @@ pub fn needs_opt_in(name: &str, value: &str) -> Option<&'static str> {
         "enforce_statfs" if number.is_none_or(|n| n < 2) => {
             Some("enforce_statfs below 2 shows the host's mount points to the jail")
         }
-        "children.max" if number.is_none_or(|n| n > 0) => {
-            Some("it allows jails inside the build jail")
-        }
+        "children.max" if number.is_none_or(|n| n > 0) => Some("it allows jails inside the jail"),
         "sysvmsg" | "sysvsem" | "sysvshm" if value == "inherit" => {
             Some("`inherit` shares the host's System V IPC with the jail")
         }
@@ -390,6 +389,8 @@ mod tests {
             ("allow.mount.zfs", "1"),
             ("allow.mount.devfs", "true"),
             ("allow.raw_sockets", ""),
+            ("allow.mlock", ""),
+            ("allow.sysvipc", "1"),
             ("allow.chflags", "1"),
             ("allow.vmm", "1"),
             ("enforce_statfs", "1"),

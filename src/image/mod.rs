@@ -68,7 +68,10 @@ pub mod write;
 
 mod error;
 
-pub use config::{HistoryEntry, ImageState, JAIL_LABEL_PREFIX};
+pub use config::{
+    jail_annotation_value, jail_labels, permission_value, HistoryEntry, ImageState, JailLabel,
+    JAIL_LABEL_PREFIX, OLD_JAIL_LABEL_PREFIX,
+};
 pub use error::ImageError;
 pub use export::{export_layers, layer_changes, Layer};
 pub use load::{load, load_descriptor, LoadedImage};

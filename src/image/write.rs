@@ -7,6 +7,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use oci_spec::image::Descriptor;
 use serde_json::{json, Map, Value};
 
+use super::config::{jail_annotation_value, jail_label_value};
 use super::media::{OCI_CONFIG, OCI_MANIFEST};
 use super::{ImageError, ImageState, JAIL_LABEL_PREFIX};
 use crate::digest::Digest;
@@ -35,6 +36,10 @@ pub struct ImageMeta<'a> {
     pub base: Option<(&'a str, &'a Digest)>,
     /// Annotations for the manifest (`--annotation`), over jbuild's own.
     pub annotations: &'a BTreeMap<String, String>,
+    /// Offer the image's jail parameters as manifest annotations too
+    /// (`org.freebsd.jail.<param>`, `build --jail-annotations`), under
+    /// `annotations`.
+    pub jail_annotations: bool,
 }
 
 /// Writes the config and manifest of a new image; returns the manifest's
@@ -82,7 +87,7 @@ pub fn write(
     }
     let mut labels: BTreeMap<String, String> = state.labels.clone();
     for (k, v) in &state.jail {
-        labels.insert(format!("{JAIL_LABEL_PREFIX}{k}"), v.clone());
+        labels.insert(format!("{JAIL_LABEL_PREFIX}{k}"), jail_label_value(k, v));
     }
     labels.insert(JAILFILE_LABEL.into(), meta.jailfile_text.to_string());
     cfg.insert("Labels".into(), json!(labels));
@@ -130,6 +135,14 @@ pub fn write(
             "org.opencontainers.image.base.digest".into(),
             digest.to_string(),
         );
+    }
+    if meta.jail_annotations {
+        for (k, v) in &state.jail {
+            annotations.insert(
+                format!("{JAIL_LABEL_PREFIX}{k}"),
+                jail_annotation_value(k, v),
+            );
+        }
     }
     annotations.extend(meta.annotations.clone());
     let manifest = json!({
