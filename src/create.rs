@@ -19,6 +19,10 @@
 //!
 //! [`Snapshotter::materialize`]: crate::snapshot::Snapshotter::materialize
 
+mod clone;
+
+pub use clone::RootFrom;
+
 use std::path::{Path, PathBuf};
 
 use crate::fsutil::write_atomic;
@@ -37,6 +41,9 @@ pub struct CreateOptions {
     pub fstab: PathBuf,
     /// Bastille's layout and jail.conf shape; also writes `rctl.conf`.
     pub bastille: bool,
+    /// The ZFS dataset to clone the image into (`--dataset`); by default
+    /// the one under the dataset mounted at the root's parent directory.
+    pub dataset: Option<String>,
 }
 
 impl CreateOptions {
@@ -60,6 +67,7 @@ impl CreateOptions {
                     fstab: conf.with_file_name("fstab"),
                     conf,
                     bastille: true,
+                    dataset: None,
                 }
             }
             None => {
@@ -72,6 +80,7 @@ impl CreateOptions {
                     fstab: conf.with_extension("fstab"),
                     conf,
                     bastille: false,
+                    dataset: None,
                 }
             }
         }
@@ -87,6 +96,9 @@ pub enum CreateError {
     Unpack(#[from] UnpackError),
     #[error("snapshot: {0}")]
     Snapshot(#[from] SnapshotError),
+    /// The jail's dataset could not be cloned.
+    #[error("cannot clone the image into the jail's dataset")]
+    Clone(#[from] crate::snapshot::clones::CloneError),
     #[error("{context}: {source}")]
     Io {
         context: String,
@@ -100,6 +112,7 @@ impl CreateError {
         match self {
             CreateError::User(_) => true,
             CreateError::Unpack(e) => e.is_user_error(),
+            CreateError::Clone(e) => e.is_user_error(),
             _ => false,
         }
     }
@@ -116,6 +129,8 @@ pub struct Created {
     pub conf: PathBuf,
     pub fstab: Option<PathBuf>,
     pub rctl: Option<PathBuf>,
+    /// Whether the root is a clone or a copy.
+    pub root_from: RootFrom,
     /// The entry as written.
     pub entry: String,
 }
@@ -284,7 +299,12 @@ pub fn create(unpacker: &Unpacker<'_>, opts: &CreateOptions) -> Result<Created, 
             opts.conf.display()
         ))
     })?;
-    make_root(unpacker.snapshotter, top.as_deref(), &opts.root)?;
+    let root_from = clone::make_root(
+        unpacker.snapshotter,
+        top.as_deref(),
+        opts,
+        &img.manifest_digest.to_string(),
+    )?;
 
     let fstab = if write_fstab {
         let mut text = fstab_lines.join("\n");
@@ -309,6 +329,7 @@ pub fn create(unpacker: &Unpacker<'_>, opts: &CreateOptions) -> Result<Created, 
         conf: opts.conf.clone(),
         fstab,
         rctl: rctl_path,
+        root_from,
         entry,
     })
 }
@@ -345,13 +366,9 @@ fn write_file(path: &Path, text: &str) -> Result<(), CreateError> {
         .map_err(io(format!("cannot chmod {}", path.display())))
 }
 
-/// Fills `root` with the snapshot's tree: into a temporary sibling first,
-/// renamed into place once complete, so a half-copied root is never seen.
-fn make_root(
-    snapshotter: &dyn Snapshotter,
-    top: Option<&str>,
-    root: &Path,
-) -> Result<(), CreateError> {
+/// Makes way for the root: an empty directory there is removed, anything
+/// else in the way is refused.
+fn clear_root(root: &Path) -> Result<(), CreateError> {
     match std::fs::read_dir(root) {
         Ok(mut entries) => {
             if entries.next().is_some() {
@@ -365,6 +382,17 @@ fn make_root(
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(io(format!("cannot read {}", root.display()))(e)),
     }
+    Ok(())
+}
+
+/// Fills `root` with the snapshot's tree: into a temporary sibling first,
+/// renamed into place once complete, so a half-copied root is never seen.
+fn copy_root(
+    snapshotter: &dyn Snapshotter,
+    top: Option<&str>,
+    root: &Path,
+) -> Result<(), CreateError> {
+    clear_root(root)?;
     let parent = root
         .parent()
         .filter(|p| !p.as_os_str().is_empty())

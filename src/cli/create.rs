@@ -7,7 +7,7 @@ use clap::Args;
 use serde_json::json;
 
 use super::{CmdResult, Ctx, Failure};
-use jbuild::create::{self, CreateOptions};
+use jbuild::create::{self, CreateOptions, RootFrom};
 use jbuild::image::Unpacker;
 use jbuild::report::JsonReporter;
 
@@ -33,6 +33,12 @@ pub struct CreateArgs {
     /// file's [bastille] prefix, default /usr/local/bastille).
     #[arg(long)]
     bastille: bool,
+    /// On ZFS, the dataset to clone the image into (in the pool of the
+    /// image's layers); by default PARENT/NAME when the root's parent
+    /// directory is the mountpoint of dataset PARENT, else the root is
+    /// copied.
+    #[arg(long, value_name = "DATASET")]
+    dataset: Option<String>,
 }
 
 pub fn run(ctx: &Ctx, a: CreateArgs) -> CmdResult {
@@ -43,7 +49,8 @@ pub fn run(ctx: &Ctx, a: CreateArgs) -> CmdResult {
             .clone()
             .unwrap_or_else(|| PathBuf::from("/usr/local/bastille"))
     });
-    let opts = CreateOptions::new(&a.image, &a.name, a.path, a.conf, prefix);
+    let mut opts = CreateOptions::new(&a.image, &a.name, a.path, a.conf, prefix);
+    opts.dataset = a.dataset;
     let store = ctx.store()?;
     let snapshotter = ctx.snapshotter()?;
     let reporter = ctx.reporter();
@@ -64,11 +71,22 @@ pub fn run(ctx: &Ctx, a: CreateArgs) -> CmdResult {
             "conf": made.conf,
             "fstab": made.fstab,
             "rctl": made.rctl,
+            "clone": match &made.root_from {
+                RootFrom::Clone { dataset, layer } => json!({"dataset": dataset, "layer": layer}),
+                RootFrom::Copy { .. } => serde_json::Value::Null,
+            },
         }));
     } else {
         if !ctx.quiet {
+            let how = match &made.root_from {
+                RootFrom::Clone { dataset, layer } => {
+                    format!(" (ZFS dataset {dataset}, a clone of layer {layer})")
+                }
+                RootFrom::Copy { why: Some(why) } => format!(" (a copy: {why})"),
+                RootFrom::Copy { why: None } => String::new(),
+            };
             eprintln!(
-                "created jail {} in {}; its entry is in {}",
+                "created jail {} in {}{how}; its entry is in {}",
                 a.name,
                 made.root.display(),
                 made.conf.display()

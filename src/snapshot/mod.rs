@@ -38,6 +38,7 @@
 //! snapshot exists).
 
 pub mod choose;
+pub mod clones;
 pub mod dir;
 pub mod testsuite;
 pub mod zfs;
@@ -174,6 +175,12 @@ pub trait Snapshotter: Send + Sync {
                 e,
             )
         })
+    }
+
+    /// Cloning committed snapshots into jails' filesystems, for a backend
+    /// that can (ZFS; see [`clones`]). `None`: `jbuild create` copies.
+    fn jail_clones(&self) -> Option<&dyn clones::JailClones> {
+        None
     }
 }
 
