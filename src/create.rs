@@ -1,6 +1,6 @@
 //! `jbuild create`: a jail from an image. The image's top snapshot becomes
-//! the jail's root (a copy for the `dir` backend, a clone where the
-//! snapshotter can: [`Snapshotter::materialize`]), and a jail.conf(5) entry
+//! the jail's root (a ZFS clone where the snapshotter can and a dataset is
+//! known: [`clone`]; else a copy: [`Snapshotter::materialize`]), and a jail.conf(5) entry
 //! is written from what the image carries: `org.jbuild.jail.*` parameters,
 //! CMD/ENTRYPOINT as `exec.start`, VOLUMEs with their fstab lines (MOUNT in
 //! a Bastille template), EXPOSE and RDR as pf hints, LIMITS as rctl rules.

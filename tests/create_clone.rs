@@ -21,6 +21,23 @@ fn zfs(args: &[&str]) -> String {
     out.trim_end().to_string()
 }
 
+/// `zfs` for commands that unmount: zfs-fuse keeps a dataset "busy" for
+/// a moment after its last file was closed.
+fn zfs_when_idle(args: &[&str]) -> String {
+    let mut last = String::new();
+    for _ in 0..100 {
+        match zfs_fuse::sh("zfs", args) {
+            (true, out) => return out,
+            (false, out) if out.contains("busy") => {
+                last = out;
+                std::thread::sleep(std::time::Duration::from_millis(100))
+            }
+            (false, out) => panic!("zfs {args:?}: {out}"),
+        }
+    }
+    panic!("zfs {args:?}: still busy after 10 s: {last}")
+}
+
 fn get(prop: &str, dataset: &str) -> String {
     zfs(&["get", "-H", "-o", "value", prop, dataset])
 }
@@ -198,8 +215,8 @@ fn scenario(base: &str, t: &Path) {
     );
 
     // A jail that no longer stands on its layer is a finding.
-    zfs(&["destroy", &format!("{p}/web2")]);
-    zfs(&["promote", &web]);
+    zfs_when_idle(&["destroy", &format!("{p}/web2")]);
+    zfs_when_idle(&["promote", &web]);
     let (code, v) = check(&mut sn());
     assert_ne!(code, 0, "{v:#}");
     assert!(
@@ -210,6 +227,18 @@ fn scenario(base: &str, t: &Path) {
         v.to_string().contains("jail `web` was cloned from layer"),
         "{v:#}"
     );
+    // The advice works: promoting the layer back makes all well again.
+    zfs_when_idle(&["promote", &format!("{p}/{layer}")]);
+    assert_eq!(get("origin", &web), format!("{p}/{layer}@jbuild"));
+    let (code, v) = check(&mut sn());
+    assert_eq!(code, 0, "{v:#}");
+    assert_eq!(kinds(&v, "damaged"), Vec::<String>::new(), "{v:#}");
+
+    // Once the jail is gone, prune takes its layers.
+    zfs_when_idle(&["destroy", &web]);
+    let out = ok(sn().arg("prune"));
+    assert!(out.contains("removed 2 snapshots"), "{out}");
+    assert_eq!(chains(), 0);
 }
 
 #[test]
