@@ -92,9 +92,10 @@ pub fn check(
                     ),
                     format!("{} dataset {}", sn.backend(), j.dataset),
                 )
-                .action(format!(
-                    "the jail works on its own, but rmi and prune no longer protect its layers:                      if you promoted it, `zfs promote` the layer's dataset back, or re-create the jail"
-                )),
+                .action(
+                    "the jail works on its own, but rmi and prune no longer protect its layers: \
+                     if you promoted it, `zfs promote` the layer's dataset back, or re-create the jail",
+                ),
             );
         }
     }
