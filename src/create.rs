@@ -97,7 +97,7 @@ pub enum CreateError {
     #[error("snapshot: {0}")]
     Snapshot(#[from] SnapshotError),
     /// The jail's dataset could not be cloned.
-    #[error("cannot clone the image into the jail's dataset")]
+    #[error("cannot clone the image into the jail's dataset (choose another with --dataset, or move what is in the way)")]
     Clone(#[from] crate::snapshot::clones::CloneError),
     #[error("{context}: {source}")]
     Io {

@@ -166,7 +166,8 @@ pub trait Snapshotter: Send + Sync {
     /// content of the committed snapshot `name`, independent of it: what a
     /// jail made from an image runs in (`jbuild create`). The default is a
     /// faithful copy (owners, modes, links, times, flags); a backend that
-    /// can clone cheaply (ZFS) does that instead.
+    /// can clone offers [`Snapshotter::jail_clones`] as well, which
+    /// `jbuild create` prefers where it can.
     fn materialize(&self, name: &str, dest: &std::path::Path) -> Result<()> {
         let src = self.view(name)?;
         dir::copy_tree(&src, dest).map_err(|e| {

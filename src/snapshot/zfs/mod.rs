@@ -276,14 +276,20 @@ impl ZfsSnapshotter {
         Ok(())
     }
 
-    /// The snapshots made from `name`, and the jails cloned from it.
     fn children(&self, name: &str) -> Result<Vec<String>> {
-        let mut out: Vec<String> = self
+        Ok(self
             .list()?
             .into_iter()
             .filter(|i| i.parent.as_deref() == Some(name))
             .map(|i| i.name)
-            .collect();
+            .collect())
+    }
+
+    /// The snapshots made from `name`, and the jails cloned from it: what
+    /// ZFS names "dependent clones" (the jails are looked for only then,
+    /// as that reads the whole pool).
+    fn dependants(&self, name: &str) -> Result<Vec<String>> {
+        let mut out = self.children(name)?;
         for j in self.jails()? {
             if j.origin.as_deref() == Some(name) {
                 out.push(format!("jail {} ({})", j.jail, j.dataset));
@@ -446,7 +452,7 @@ impl Snapshotter for ZfsSnapshotter {
         match destroyed {
             Ok(_) => Ok(()),
             // A clone made since the check: ZFS refused, nothing changed.
-            Err(e) if e.says("dependent clones") => Err(has_children(self.children(name)?)),
+            Err(e) if e.says("dependent clones") => Err(has_children(self.dependants(name)?)),
             Err(e) if e.says("dataset does not exist") => {
                 Err(SnapshotError::NotFound(name.to_string()))
             }
