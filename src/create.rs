@@ -1,11 +1,12 @@
 //! `jbuild create`: a jail from an image. The image's top snapshot becomes
-//! the jail's root (a copy for the `dir` backend, a clone where the
-//! snapshotter can: [`Snapshotter::materialize`]), and a jail.conf(5) entry
-//! is written from what the image carries: `org.freebsd.jail.*` parameters
-//! (and jbuild's older `org.jbuild.jail.*`; the risky ones only with the
-//! user's consent: [`params`]), Entrypoint/Cmd/Env/WorkingDir/User as
-//! `exec.start` ([`start`]), VOLUMEs with their fstab lines (MOUNT in a
-//! Bastille template), EXPOSE and RDR as pf hints, LIMITS as rctl rules.
+//! the jail's root (a ZFS clone where the snapshotter can and a dataset is
+//! known: [`clone`]; else a copy: [`Snapshotter::materialize`]), and a
+//! jail.conf(5) entry is written from what the image carries:
+//! `org.freebsd.jail.*` parameters (and jbuild's older `org.jbuild.jail.*`;
+//! the risky ones only with the user's consent: [`params`]),
+//! Entrypoint/Cmd/Env/WorkingDir/User as `exec.start` ([`start`]), VOLUMEs
+//! with their fstab lines (MOUNT in a Bastille template), EXPOSE and RDR as
+//! pf hints, LIMITS as rctl rules.
 //!
 //! Two layouts:
 //!
@@ -22,6 +23,10 @@
 //! tests).
 //!
 //! [`Snapshotter::materialize`]: crate::snapshot::Snapshotter::materialize
+
+mod clone;
+
+pub use clone::RootFrom;
 
 use std::path::{Path, PathBuf};
 
@@ -52,6 +57,9 @@ pub struct CreateOptions {
     /// Jail parameters the user agreed to (`--allow-jail-param`, the
     /// configuration's `allow_jail_params`): [`params`].
     pub allowed_jail_params: Vec<String>,
+    /// The ZFS dataset to clone the image into (`--dataset`); by default
+    /// the one under the dataset mounted at the root's parent directory.
+    pub dataset: Option<String>,
 }
 
 impl CreateOptions {
@@ -77,6 +85,7 @@ impl CreateOptions {
             fstab: p.fstab,
             bastille,
             allowed_jail_params: Vec::new(),
+            dataset: None,
         }
     }
 }
@@ -93,6 +102,9 @@ pub enum CreateError {
     /// The image's jail parameters: invalid, or not agreed to.
     #[error(transparent)]
     Params(#[from] params::ParamsError),
+    /// The jail's dataset could not be cloned.
+    #[error("cannot clone the image into the jail's dataset (choose another with --dataset, or move what is in the way)")]
+    Clone(#[from] crate::snapshot::clones::CloneError),
     #[error("{context}: {source}")]
     Io {
         context: String,
@@ -107,6 +119,7 @@ impl CreateError {
             CreateError::User(_) => true,
             CreateError::Params(e) => e.is_user_error(),
             CreateError::Unpack(e) => e.is_user_error(),
+            CreateError::Clone(e) => e.is_user_error(),
             _ => false,
         }
     }
@@ -123,6 +136,8 @@ pub struct Created {
     pub conf: PathBuf,
     pub fstab: Option<PathBuf>,
     pub rctl: Option<PathBuf>,
+    /// Whether the root is a clone or a copy.
+    pub root_from: RootFrom,
     /// The entry as written.
     pub entry: String,
 }
@@ -278,7 +293,12 @@ pub fn create(unpacker: &Unpacker<'_>, opts: &CreateOptions) -> Result<Created, 
             opts.conf.display()
         ))
     })?;
-    make_root(unpacker.snapshotter, top.as_deref(), &opts.root)?;
+    let root_from = clone::make_root(
+        unpacker.snapshotter,
+        top.as_deref(),
+        opts,
+        &img.manifest_digest.to_string(),
+    )?;
 
     let fstab = if write_fstab {
         let mut text = fstab_lines.join("\n");
@@ -303,6 +323,7 @@ pub fn create(unpacker: &Unpacker<'_>, opts: &CreateOptions) -> Result<Created, 
         conf: opts.conf.clone(),
         fstab,
         rctl: rctl_path,
+        root_from,
         entry,
     })
 }
@@ -339,13 +360,9 @@ fn write_file(path: &Path, text: &str) -> Result<(), CreateError> {
         .map_err(io(format!("cannot chmod {}", path.display())))
 }
 
-/// Fills `root` with the snapshot's tree: into a temporary sibling first,
-/// renamed into place once complete, so a half-copied root is never seen.
-fn make_root(
-    snapshotter: &dyn Snapshotter,
-    top: Option<&str>,
-    root: &Path,
-) -> Result<(), CreateError> {
+/// Makes way for the root: an empty directory there is removed, anything
+/// else in the way is refused.
+fn clear_root(root: &Path) -> Result<(), CreateError> {
     match std::fs::read_dir(root) {
         Ok(mut entries) => {
             if entries.next().is_some() {
@@ -359,6 +376,17 @@ fn make_root(
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(io(format!("cannot read {}", root.display()))(e)),
     }
+    Ok(())
+}
+
+/// Fills `root` with the snapshot's tree: into a temporary sibling first,
+/// renamed into place once complete, so a half-copied root is never seen.
+fn copy_root(
+    snapshotter: &dyn Snapshotter,
+    top: Option<&str>,
+    root: &Path,
+) -> Result<(), CreateError> {
+    clear_root(root)?;
     let parent = root
         .parent()
         .filter(|p| !p.as_os_str().is_empty())

@@ -13,6 +13,10 @@
 //!   unpacked layers (`chain-<id>`) no image in the store uses, are
 //!   reclaimable — exactly what `jbuild prune` removes
 //!   ([`crate::image::gc::dead_active`], [`crate::image::gc::unused_chains`]).
+//! - Jails cloned from snapshots (`jbuild create` on ZFS) are users of
+//!   their layers, never leftovers; a jail that no longer stands on the
+//!   layer it was cloned from (promoted, or its layer replaced) is damage:
+//!   jbuild no longer knows what it holds.
 //! - `--deep`: each committed snapshot is diffed against its parent again and
 //!   the layer's diff ID compared with its label ([`super::deep`]).
 
@@ -23,6 +27,7 @@ use super::{CheckError, Finding, Fix, Report};
 use crate::digest::Digest;
 use crate::image::gc::{chains_in_use, dead_active, unused_chains};
 use crate::image::{next_chain, SnapshotName};
+use crate::snapshot::clones::{holders, jails_of};
 use crate::snapshot::{label, Info, Kind, Snapshotter};
 use crate::store::Store;
 
@@ -71,9 +76,34 @@ pub fn check(
     if deep {
         super::deep::check(sn, &all, &dead_names, report);
     }
+    let jails = jails_of(sn)?;
+    for j in &jails {
+        if j.origin.as_deref() != Some(j.layer.as_str()) {
+            report.push(
+                Finding::damaged(
+                    "jail-origin-gone",
+                    format!(
+                        "jail `{}` was cloned from layer `{}`, which it no longer stands on{}",
+                        j.jail,
+                        j.layer,
+                        j.origin
+                            .as_ref()
+                            .map_or(" (was it promoted?)".into(), |o| format!(" (now `{o}`)"))
+                    ),
+                    format!("{} dataset {}", sn.backend(), j.dataset),
+                )
+                .action(
+                    "the jail works on its own, but rmi and prune no longer protect its layers: \
+                     if you promoted it, `zfs promote` the layer's dataset back, or re-create the jail",
+                ),
+            );
+        }
+    }
+    let held = holders(&jails);
     if let Some(store) = store.filter(|_| walk_complete) {
         match chains_in_use(store) {
-            Ok(in_use) => {
+            Ok(mut in_use) => {
+                in_use.extend(held.into_keys());
                 for info in unused_chains(&all, &in_use) {
                     report.push(Finding::reclaimable(
                         "unused-layer",

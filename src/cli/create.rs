@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::{CmdResult, Ctx, Failure};
 use jbuild::create::bundle::BundleOptions;
-use jbuild::create::{self, CreateOptions};
+use jbuild::create::{self, CreateOptions, RootFrom};
 use jbuild::image::Unpacker;
 use jbuild::report::JsonReporter;
 
@@ -44,8 +44,14 @@ pub struct CreateArgs {
     /// Write an OCI runtime bundle for ocijail or runj instead of a jail:
     /// DIR/rootfs and DIR/config.json (runtime-spec 1.3, its `freebsd`
     /// section from the image's jail parameters; docs/jails.md).
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["path", "conf", "bastille"])]
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["path", "conf", "bastille", "dataset"])]
     bundle: Option<PathBuf>,
+    /// On ZFS, the dataset to clone the image into (in the pool of the
+    /// image's layers); by default PARENT/NAME when the root's parent
+    /// directory is the mountpoint of dataset PARENT, else the root is
+    /// copied.
+    #[arg(long, value_name = "DATASET")]
+    dataset: Option<String>,
 }
 
 pub fn run(ctx: &Ctx, a: CreateArgs) -> CmdResult {
@@ -62,6 +68,7 @@ pub fn run(ctx: &Ctx, a: CreateArgs) -> CmdResult {
     });
     let mut opts = CreateOptions::new(&a.image, &name, a.path, a.conf, prefix);
     opts.allowed_jail_params = allowed_jail_params(ctx, &a.allow_jail_params);
+    opts.dataset = a.dataset;
     let store = ctx.store()?;
     let snapshotter = ctx.snapshotter()?;
     let reporter = ctx.reporter();
@@ -82,11 +89,22 @@ pub fn run(ctx: &Ctx, a: CreateArgs) -> CmdResult {
             "conf": made.conf,
             "fstab": made.fstab,
             "rctl": made.rctl,
+            "clone": match &made.root_from {
+                RootFrom::Clone { dataset, layer } => json!({"dataset": dataset, "layer": layer}),
+                RootFrom::Copy { .. } => serde_json::Value::Null,
+            },
         }));
     } else {
         if !ctx.quiet {
+            let how = match &made.root_from {
+                RootFrom::Clone { dataset, layer } => {
+                    format!(" (ZFS dataset {dataset}, a clone of layer {layer})")
+                }
+                RootFrom::Copy { why: Some(why) } => format!(" (a copy: {why})"),
+                RootFrom::Copy { why: None } => String::new(),
+            };
             eprintln!(
-                "created jail {} in {}; its entry is in {}",
+                "created jail {} in {}{how}; its entry is in {}",
                 name,
                 made.root.display(),
                 made.conf.display()

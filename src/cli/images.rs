@@ -308,9 +308,11 @@ pub fn tag(ctx: &Ctx, args: TagArgs) -> CmdResult {
 
 pub fn rmi(ctx: &Ctx, args: RmiArgs) -> CmdResult {
     let store = ctx.store()?;
+    let jails = jbuild::snapshot::clones::jails_of(ctx.snapshotter()?.as_ref())
+        .map_err(Failure::internal)?;
     let mut failed = Vec::new();
     let (mut removed_json, mut failed_json) = (Vec::new(), Vec::new());
-    for removal in remove::remove(&store, &args.names, args.force) {
+    for removal in remove::remove(&store, &args.names, args.force, &jails) {
         match removal.outcome {
             Ok(removed) => {
                 for r in removed {
@@ -380,9 +382,15 @@ pub fn prune(ctx: &Ctx, args: PruneArgs) -> CmdResult {
     if ctx.json {
         outln!(
             "{}",
-            json!({"snapshots_removed": summary.snapshots_removed, "blobs_removed": summary.blobs_removed.len(), "bytes_freed": summary.bytes_freed(), "cache_mounts_removed": mounts})
+            json!({"snapshots_removed": summary.snapshots_removed, "blobs_removed": summary.blobs_removed.len(), "bytes_freed": summary.bytes_freed(), "cache_mounts_removed": mounts, "kept_for_jails": summary.kept_for_jails.iter().map(|(s, j)| json!({"snapshot": s, "jails": j})).collect::<Vec<_>>()})
         );
     } else if !ctx.quiet {
+        for (snapshot, jails) in &summary.kept_for_jails {
+            outln!(
+                "kept layer {snapshot}: jail {} stands on it",
+                jails.join(", ")
+            );
+        }
         outln!(
             "removed {} snapshots and {} blobs ({}){}",
             summary.snapshots_removed,

@@ -31,7 +31,7 @@ use std::path::PathBuf;
 
 use serde_json::{json, Map, Value};
 
-use super::{make_root, params, write_file, CreateError};
+use super::{copy_root, params, write_file, CreateError};
 use crate::exec::user::{resolve_user, Identity};
 use crate::image::unpack::Unpacker;
 use crate::image::{
@@ -83,7 +83,7 @@ pub fn bundle(unpacker: &Unpacker<'_>, opts: &BundleOptions) -> Result<Bundle, C
     let wanted = params::read(labels.iter().flatten());
     let jail = params::agreed(&opts.image, &wanted, &opts.allowed_jail_params)?.params;
     let rootfs = opts.dir.join("rootfs");
-    make_root(unpacker.snapshotter, top.as_deref(), &rootfs)?;
+    copy_root(unpacker.snapshotter, top.as_deref(), &rootfs)?;
     let user = resolve_user(&rootfs, state.user.as_deref()).map_err(|e| {
         CreateError::User(format!(
             "image {}: its USER `{}`: {e}",

@@ -2,7 +2,10 @@
 //! unpacked layers (`chain-` snapshots) no image uses, active snapshots
 //! whose process is gone, and with `--cache` the whole build cache.
 //! [`prune`] removes them and says what it removed; `jbuild check` uses
-//! the same questions to list them as reclaimable.
+//! the same questions to list them as reclaimable. A layer a jail was
+//! cloned from ([`crate::snapshot::clones`]) is never among them, whether
+//! an image still uses it or not: prune keeps it and says which jail
+//! holds it.
 
 use std::collections::HashSet;
 
@@ -14,6 +17,7 @@ use super::names::{chain_ids, SnapshotName};
 use super::walk::{Bounds, Walk, WalkError};
 use super::ImageError;
 use crate::digest::Digest;
+use crate::snapshot::clones::{holders, jails_of};
 use crate::snapshot::{Info, Kind, SnapshotError, Snapshotter};
 use crate::store::{Store, StoreError, StoreLock};
 
@@ -39,6 +43,9 @@ pub struct PruneSummary {
     pub snapshots_removed: usize,
     /// The blobs removed, each with its size.
     pub blobs_removed: Vec<(Digest, u64)>,
+    /// Snapshots that would have gone but that jails stand on, each with
+    /// the jails' names.
+    pub kept_for_jails: Vec<(String, Vec<String>)>,
 }
 
 impl PruneSummary {
@@ -207,7 +214,14 @@ pub fn prune(
         snapshotter.remove(&info.name)?;
         summary.snapshots_removed += 1;
     }
-    let in_use = chains_in_use(store)?;
+    let held = holders(&jails_of(snapshotter)?);
+    let mut in_use = chains_in_use(store)?;
+    summary.kept_for_jails = held
+        .iter()
+        .filter(|(name, _)| cache || (SnapshotName::is_chain(name) && !in_use.contains(*name)))
+        .map(|(n, j)| (n.clone(), j.clone()))
+        .collect();
+    in_use.extend(held.keys().cloned());
     for info in unused_chains(&snapshotter.list()?, &in_use) {
         snapshotter.remove(&info.name)?;
         summary.snapshots_removed += 1;
@@ -216,7 +230,10 @@ pub fn prune(
         loop {
             let all = snapshotter.list()?;
             let mut progress = false;
-            for info in all.iter().filter(|i| i.kind == Kind::Committed) {
+            for info in all
+                .iter()
+                .filter(|i| i.kind == Kind::Committed && !held.contains_key(&i.name))
+            {
                 if !all
                     .iter()
                     .any(|c| c.parent.as_deref() == Some(info.name.as_str()))

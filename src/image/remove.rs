@@ -12,6 +12,11 @@
 //! - an image a **manifest list** in the store holds is refused when the
 //!   last way to reach it by itself would go, unless `force` (the list
 //!   still holds it afterwards, so nothing is lost).
+//! - an image a **jail** was cloned from (`jbuild create` on ZFS) is
+//!   refused in the same case, naming the jail, as docker refuses to
+//!   remove an image a container uses; with `force` the name goes and the
+//!   jail keeps its layers (`jbuild prune` leaves them while it stands on
+//!   them).
 //!
 //! Each reference is handled on its own: one that fails does not stop the
 //! others ([`Removal`] says what happened to each).
@@ -20,6 +25,7 @@ use oci_spec::image::{Descriptor, Digest};
 
 use super::index::read_desc;
 use super::media;
+use crate::snapshot::clones::JailClone;
 use crate::store::{RefName, Store, StoreError};
 
 /// What was taken away.
@@ -56,6 +62,17 @@ pub enum RemoveError {
         digest: Digest,
         lists: Vec<String>,
     },
+    #[error(
+        "`{reference}` (image {digest}) is used by {}: remove the jail first, or use \
+         `jbuild rmi -f {reference}` (the jail keeps its layers; `jbuild prune` leaves them)",
+        jails.join(", ")
+    )]
+    UsedByJail {
+        reference: String,
+        digest: Digest,
+        /// `jail NAME (dataset D)` for each.
+        jails: Vec<String>,
+    },
 }
 
 impl RemoveError {
@@ -64,7 +81,9 @@ impl RemoveError {
     pub fn is_user_error(&self) -> bool {
         match self {
             RemoveError::Store(e) => e.is_user_error(),
-            RemoveError::SeveralNames { .. } | RemoveError::InList { .. } => true,
+            RemoveError::SeveralNames { .. }
+            | RemoveError::InList { .. }
+            | RemoveError::UsedByJail { .. } => true,
         }
     }
 }
@@ -76,18 +95,30 @@ pub struct Removal {
     pub outcome: Result<Vec<Removed>, RemoveError>,
 }
 
-/// Takes away what each of `references` names (see the module doc).
-pub fn remove(store: &Store, references: &[String], force: bool) -> Vec<Removal> {
+/// Takes away what each of `references` names (see the module doc);
+/// `jails` are the jails cloned from images here
+/// ([`crate::snapshot::clones::jails_of`]).
+pub fn remove(
+    store: &Store,
+    references: &[String],
+    force: bool,
+    jails: &[JailClone],
+) -> Vec<Removal> {
     references
         .iter()
         .map(|r| Removal {
             reference: r.clone(),
-            outcome: remove_one(store, r, force),
+            outcome: remove_one(store, r, force, jails),
         })
         .collect()
 }
 
-fn remove_one(store: &Store, reference: &str, force: bool) -> Result<Vec<Removed>, RemoveError> {
+fn remove_one(
+    store: &Store,
+    reference: &str,
+    force: bool,
+    jails: &[JailClone],
+) -> Result<Vec<Removed>, RemoveError> {
     let found = store.find(reference)?;
     let digest = found.descriptor.digest().clone();
     let names = store.names_of(&digest)?;
@@ -110,6 +141,14 @@ fn remove_one(store: &Store, reference: &str, force: bool) -> Result<Vec<Removed
                 reference: reference.to_string(),
                 digest,
                 lists,
+            });
+        }
+        let users = jails_using(store, reference, &found.descriptor, jails);
+        if !users.is_empty() {
+            return Err(RemoveError::UsedByJail {
+                reference: reference.to_string(),
+                digest,
+                jails: users,
             });
         }
     }
@@ -147,6 +186,32 @@ fn lists_holding(store: &Store, digest: &Digest) -> Result<Vec<String>, StoreErr
     lists.sort();
     lists.dedup();
     Ok(lists)
+}
+
+/// The jails made from the image `desc` (from one of its platforms' if it
+/// is a manifest list), as `jail NAME (dataset D)`.
+fn jails_using(
+    store: &Store,
+    reference: &str,
+    desc: &Descriptor,
+    jails: &[JailClone],
+) -> Vec<String> {
+    if jails.is_empty() {
+        return Vec::new();
+    }
+    let mut images = vec![desc.digest().to_string()];
+    if media::is_index(desc.media_type()) {
+        if let Ok(index) = read_desc(store, reference, desc) {
+            images.extend(index.manifests().iter().map(|m| m.digest().to_string()));
+        }
+    }
+    let mut out: Vec<String> = jails
+        .iter()
+        .filter(|j| images.contains(&j.image))
+        .map(|j| format!("jail `{}` (dataset {})", j.jail, j.dataset))
+        .collect();
+    out.sort();
+    out
 }
 
 fn shown(name: &RefName, desc: &Descriptor) -> String {

@@ -38,6 +38,7 @@
 //! snapshot exists).
 
 pub mod choose;
+pub mod clones;
 pub mod dir;
 pub mod testsuite;
 pub mod zfs;
@@ -165,7 +166,8 @@ pub trait Snapshotter: Send + Sync {
     /// content of the committed snapshot `name`, independent of it: what a
     /// jail made from an image runs in (`jbuild create`). The default is a
     /// faithful copy (owners, modes, links, times, flags); a backend that
-    /// can clone cheaply (ZFS) does that instead.
+    /// can clone offers [`Snapshotter::jail_clones`] as well, which
+    /// `jbuild create` prefers where it can.
     fn materialize(&self, name: &str, dest: &std::path::Path) -> Result<()> {
         let src = self.view(name)?;
         dir::copy_tree(&src, dest).map_err(|e| {
@@ -174,6 +176,12 @@ pub trait Snapshotter: Send + Sync {
                 e,
             )
         })
+    }
+
+    /// Cloning committed snapshots into jails' filesystems, for a backend
+    /// that can (ZFS; see [`clones`]). `None`: `jbuild create` copies.
+    fn jail_clones(&self) -> Option<&dyn clones::JailClones> {
+        None
     }
 }
 

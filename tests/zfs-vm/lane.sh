@@ -15,7 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
-TESTS=(zfs_diff_vm snapshot_zfs_vm)
+TESTS=(zfs_diff_vm snapshot_zfs_vm create_clone)
 say() { echo "zfs-vm lane: $*" >&2; }
 
 targs=()

@@ -27,6 +27,7 @@
 //! travels with `zfs send -p`), and `list` reads all of it with one
 //! `zfs get -r` of `P`.
 
+mod clone;
 mod cmd;
 mod fuse;
 mod props;
@@ -36,6 +37,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use self::cmd::{parse_get, zfs, zfs_when_idle, CmdError};
+use super::clones::{self, JailClones};
 use super::{validate_name, Info, Kind, Labels, Result, SnapshotError, Snapshotter};
 use crate::diff::walk::TreeWalkDiffer;
 use crate::diff::Differ;
@@ -155,6 +157,8 @@ impl ZfsSnapshotter {
         let prefix = format!("{}/", self.dataset);
         let mut found: BTreeMap<String, Info> = BTreeMap::new();
         let mut labels: BTreeMap<String, Labels> = BTreeMap::new();
+        // A jail cloned into P (`create --dataset P/NAME`) is not a snapshot.
+        let mut jails = Vec::new();
         for p in parse_get(&out) {
             let Some(rest) = p.name.strip_prefix(&prefix) else {
                 continue;
@@ -168,6 +172,9 @@ impl ZfsSnapshotter {
                 continue;
             }
             match snap {
+                None if p.property == clones::label::JAIL && p.source == "local" => {
+                    jails.push(name.to_string());
+                }
                 None => {
                     let info = found.entry(name.to_string()).or_insert_with(|| Info {
                         name: name.to_string(),
@@ -202,6 +209,9 @@ impl ZfsSnapshotter {
                 info.kind = Kind::Committed;
                 info.labels = l;
             }
+        }
+        for j in jails {
+            found.remove(&j);
         }
         Ok(found)
     }
@@ -273,6 +283,19 @@ impl ZfsSnapshotter {
             .filter(|i| i.parent.as_deref() == Some(name))
             .map(|i| i.name)
             .collect())
+    }
+
+    /// The snapshots made from `name`, and the jails cloned from it: what
+    /// ZFS names "dependent clones" (the jails are looked for only then,
+    /// as that reads the whole pool).
+    fn dependants(&self, name: &str) -> Result<Vec<String>> {
+        let mut out = self.children(name)?;
+        for j in self.jails()? {
+            if j.origin.as_deref() == Some(name) {
+                out.push(format!("jail {} ({})", j.jail, j.dataset));
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -429,7 +452,7 @@ impl Snapshotter for ZfsSnapshotter {
         match destroyed {
             Ok(_) => Ok(()),
             // A clone made since the check: ZFS refused, nothing changed.
-            Err(e) if e.says("dependent clones") => Err(has_children(self.children(name)?)),
+            Err(e) if e.says("dependent clones") => Err(has_children(self.dependants(name)?)),
             Err(e) if e.says("dataset does not exist") => {
                 Err(SnapshotError::NotFound(name.to_string()))
             }
@@ -450,6 +473,10 @@ impl Snapshotter for ZfsSnapshotter {
         }
         // zfs-fuse has no `zfs diff`: the tree walk, without a warning per export.
         Box::new(TreeWalkDiffer::new())
+    }
+
+    fn jail_clones(&self) -> Option<&dyn JailClones> {
+        Some(self)
     }
 }
 
