@@ -14,6 +14,7 @@ mod inputs;
 pub mod mounts;
 pub mod native;
 pub mod platforms;
+pub mod provenance;
 mod pull_policy;
 mod run;
 
