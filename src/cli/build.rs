@@ -145,7 +145,7 @@ fn build_args(args: &BuildArgs) -> Result<BTreeMap<String, String>, Failure> {
     Ok(out)
 }
 
-fn parse_build_args(raw: &[String]) -> Result<BTreeMap<String, String>, Failure> {
+pub(super) fn parse_build_args(raw: &[String]) -> Result<BTreeMap<String, String>, Failure> {
     let mut out = BTreeMap::new();
     for a in raw {
         let (k, v) = match a.split_once('=') {

@@ -17,6 +17,7 @@ pub mod platforms;
 pub mod provenance;
 mod pull_policy;
 mod run;
+pub mod verify;
 
 pub use cache::RegistryCache;
 pub use env::{BuildEnv, BuildOptions, BuildOutput};
