@@ -10,7 +10,7 @@ use serde_json::json;
 use super::{CmdResult, Ctx, Failure};
 use jbuild::engine::provenance::Provenance;
 use jbuild::engine::verify::{self, Difference, Verdict, VerifyEnv, VerifyOptions};
-use jbuild::engine::FreeBsdEnv;
+use jbuild::engine::{self, FreeBsdEnv};
 use jbuild::release::ReleaseSource;
 use jbuild::report::JsonReporter;
 
@@ -30,6 +30,10 @@ pub struct VerifyArgs {
     /// else the last).
     #[arg(long, value_name = "STAGE")]
     target: Option<String>,
+    /// A build secret for `RUN --mount=type=secret,id=ID`, as `build
+    /// --secret` takes it; may be given several times.
+    #[arg(long = "secret", value_name = "id=ID,src=FILE|env=VAR")]
+    secrets: Vec<String>,
     /// The build's provenance (what `build --provenance-file` wrote): its
     /// build arguments, target and base image digests are used.
     #[arg(long, value_name = "FILE")]
@@ -84,6 +88,7 @@ pub fn run(ctx: &Ctx, args: VerifyArgs) -> CmdResult {
         build_args: super::build::parse_build_args(&args.build_args)?,
         target: args.target.clone(),
         provenance,
+        secrets: engine::read_secrets(&args.secrets).map_err(Failure::user)?,
         scratch: scratch.path().to_path_buf(),
     };
     let verdict = verify::verify(&env, &opts).map_err(|e| Failure {

@@ -27,6 +27,7 @@ use super::freebsd::FreeBsdEnv;
 use super::provenance::Provenance;
 use super::pull_policy::PullPolicy;
 use crate::digest::Digest;
+use crate::exec::SecretData;
 use crate::image::pull::FetchError;
 use crate::image::{
     self, ImageError, ImageSource, LayerPolicy, LoadedImage, Platform, JAILFILE_LABEL, MAX_DOCUMENT,
@@ -69,6 +70,9 @@ pub struct VerifyOptions {
     pub target: Option<String>,
     /// The build's provenance, when at hand.
     pub provenance: Option<Provenance>,
+    /// `--secret`: what `RUN --mount=type=secret` steps read (they reach
+    /// no layer, so the original build's need not be the same bytes).
+    pub secrets: BTreeMap<String, SecretData>,
     /// An empty directory for the rebuild's store and snapshots.
     pub scratch: PathBuf,
 }
@@ -195,7 +199,7 @@ pub fn verify(env: &VerifyEnv<'_>, opts: &VerifyOptions) -> Result<Verdict, Veri
         labels: recipe.labels.clone(),
         annotations: recipe.annotations.clone(),
         mount_cache: Some(opts.scratch.join("mounts")),
-        secrets: BTreeMap::new(),
+        secrets: opts.secrets.clone(),
     };
     let out = super::build_text(&build_env, &build_opts, &recipe.jailfile).map_err(|source| {
         VerifyError::Build {
