@@ -146,8 +146,35 @@ fn a_native_image_rebuilds_to_its_digest_and_an_edited_file_is_named() {
         .collect();
     assert_ne!(diff_ids[0], diff_ids[1]);
 
-    // A build argument the image does not record: the layer it shaped.
+    // A checkout under another umask: the mode of the file COPY took.
     fs::write(ctx.join("b.conf"), "port=80\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    let mode = fs::metadata(ctx.join("a.txt"))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    fs::set_permissions(ctx.join("a.txt"), fs::Permissions::from_mode(0o664)).unwrap();
+    let out = run(jbuild(&root)
+        .args([
+            "verify",
+            "web:1",
+            "--build-arg",
+            "GREETING=howdy",
+            "--context",
+        ])
+        .arg(&ctx));
+    let stdout = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "first differing file: etc/a.txt (mode: {mode:04o} → 0664)"
+        )),
+        "{stdout}"
+    );
+    fs::set_permissions(ctx.join("a.txt"), fs::Permissions::from_mode(mode)).unwrap();
+
+    // A build argument the image does not record: the layer it shaped.
     let out = run(jbuild(&root)
         .args(["verify", "web:1", "--context"])
         .arg(&ctx));
