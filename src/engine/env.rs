@@ -153,5 +153,5 @@ pub struct BuildOutput {
     /// Steps restored from a registry cache (`--cache-from`).
     pub steps_fetched: usize,
     /// What went into the build, for its provenance.
-    pub facts: super::provenance::BuildFacts,
+    pub facts: super::facts::BuildFacts,
 }

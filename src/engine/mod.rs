@@ -8,6 +8,7 @@
 pub mod cache;
 mod env;
 mod error;
+mod facts;
 pub mod foreign;
 pub mod freebsd;
 mod inputs;

@@ -18,10 +18,10 @@ use serde::{Deserialize, Serialize};
 
 use super::env::{BuildOptions, BuildOutput};
 use super::error::BuildError;
+pub use super::facts::{BuildFacts, StepRecord};
 use super::native::{self, Ignore};
 use crate::digest::Digest;
-use crate::jailfile::{CopySource, Op};
-use crate::plan::{Plan, PlannedBase, StepKind};
+use crate::jailfile::CopySource;
 
 /// The in-toto predicate type of [`Provenance`].
 pub const PREDICATE_TYPE: &str = "https://slsa.dev/provenance/v0.2";
@@ -44,69 +44,6 @@ pub const CONTEXT_URI: &str = "jbuild:context";
 pub const IMAGE_URI_PREFIX: &str = "docker://";
 /// The prefix of a FreeBSD release material's `uri`.
 pub const RELEASE_URI_PREFIX: &str = "freebsd:";
-
-/// The facts of a build that its provenance is made of, gathered by the
-/// build loop (a field of [`BuildOutput`]).
-#[derive(Debug, Clone, Default)]
-pub struct BuildFacts {
-    /// The sha256 of the Jailfile's text (INCLUDEs are part of the context).
-    pub jailfile_digest: Option<Digest>,
-    /// The stage built: its AS name, else its index.
-    pub target: String,
-    /// The image's platform (`freebsd/amd64`).
-    pub platform: String,
-    /// Every image the build read (FROM, `COPY --from`, bind mounts from
-    /// an image): the reference as written, and the manifest used.
-    pub images: Vec<(String, Digest)>,
-    /// `FROM freebsd:<release>` bases: the release and jbuild's key over
-    /// its sets' sha256 (from the release's MANIFEST).
-    pub releases: Vec<(String, Digest)>,
-    /// Every layer step of the stages built, in order.
-    pub steps: Vec<StepRecord>,
-    /// Whether a step ran a process (RUN, PKG), whose inputs jbuild
-    /// cannot list (the network, the clock).
-    pub runs_processes: bool,
-}
-
-impl BuildFacts {
-    /// The facts of `plan`, once built; `images` are the images it read
-    /// as `reference` and manifest digest.
-    pub(super) fn of(
-        plan: &Plan,
-        jailfile_text: &str,
-        images: impl IntoIterator<Item = (String, Digest)>,
-    ) -> BuildFacts {
-        let target = plan.target();
-        let mut images: Vec<(String, Digest)> = images.into_iter().collect();
-        images.sort();
-        images.dedup();
-        let mut facts = BuildFacts {
-            jailfile_digest: Some(Digest::of(jailfile_text.as_bytes())),
-            target: target.label(),
-            platform: target.state.platform.to_string(),
-            images,
-            ..BuildFacts::default()
-        };
-        for stage in &plan.stages {
-            if let PlannedBase::FreeBsdRelease { release, key } = &stage.base {
-                facts.releases.push((release.clone(), key.clone()));
-            }
-            for ps in &stage.steps {
-                if let StepKind::Layer { key, .. } = &ps.kind {
-                    facts.runs_processes |= matches!(ps.step.op, Op::Run { .. } | Op::Pkg { .. });
-                    facts.steps.push(StepRecord {
-                        stage: stage.label(),
-                        instruction: ps.step.text.clone(),
-                        key: key.clone(),
-                    });
-                }
-            }
-        }
-        facts.releases.sort();
-        facts.releases.dedup();
-        facts
-    }
-}
 
 /// A SLSA v0.2 provenance predicate, as jbuild writes it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -155,16 +92,6 @@ pub struct Parameters {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BuildConfig {
     pub steps: Vec<StepRecord>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StepRecord {
-    /// The stage's AS name, else its index.
-    pub stage: String,
-    /// The instruction after ARG substitution.
-    pub instruction: String,
-    /// The step's cache key (its snapshot is `step-<key>`).
-    pub key: Digest,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

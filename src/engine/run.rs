@@ -200,7 +200,7 @@ fn build_or_check(
             (reference.to_string(), img.manifest_digest.clone())
         })
         .collect();
-    let facts = super::provenance::BuildFacts::of(&plan, &jailfile_text, images);
+    let facts = super::facts::BuildFacts::of(&plan, &jailfile_text, images);
     Ok(Some(BuildOutput {
         facts,
         manifest,

@@ -134,7 +134,7 @@ pub enum VerifyError {
     Build {
         image: String,
         #[source]
-        source: BuildError,
+        source: Box<BuildError>,
     },
     #[error("the scratch directory of the rebuild")]
     ScratchStore(#[source] StoreError),
@@ -204,7 +204,7 @@ pub fn verify(env: &VerifyEnv<'_>, opts: &VerifyOptions) -> Result<Verdict, Veri
     let out = super::build_text(&build_env, &build_opts, &recipe.jailfile).map_err(|source| {
         VerifyError::Build {
             image: opts.image.clone(),
-            source,
+            source: Box::new(source),
         }
     })?;
     let mut verdict = Verdict {
@@ -266,7 +266,7 @@ impl Recipe {
             .manifest
             .layers()
             .first()
-            .and_then(|l| Compression::from_media_type(&l.media_type().to_string()))
+            .and_then(|l| Compression::from_media_type(l.media_type().as_ref()))
             .unwrap_or(Compression::Gzip);
         let manifest_annotations: BTreeMap<String, String> = img
             .manifest
@@ -403,9 +403,9 @@ fn compare_layers(
             .map_err(|source| VerifyError::Blob { digest, source })
     };
     first_difference(
-        &x.media_type().to_string(),
+        x.media_type().as_ref(),
         open(store, x)?,
-        &y.media_type().to_string(),
+        y.media_type().as_ref(),
         open(scratch, y)?,
     )
     .map_err(|source| VerifyError::Compare { index, source })
