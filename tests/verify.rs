@@ -23,20 +23,22 @@ fn write(dir: &Path, files: &[(&str, &str)]) -> PathBuf {
     dir.to_path_buf()
 }
 
-fn result_event(stdout: &str) -> serde_json::Value {
-    stdout
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .find(|v| v["event"] == "result")
-        .unwrap_or_else(|| panic!("no result event in:\n{stdout}"))
-}
-
 fn stdout_of(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 fn stderr_of(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Asserts that `jbuild verify` succeeded, saying so for `image`.
+fn verified(out: &std::process::Output, image: &str) {
+    let (stdout, stderr) = (stdout_of(out), stderr_of(out));
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains(&format!("verified: {image} rebuilt")),
+        "{stdout}"
+    );
 }
 
 const NATIVE: &str = "FROM scratch\n\
@@ -75,15 +77,23 @@ fn a_native_image_rebuilds_to_its_digest_and_an_edited_file_is_named() {
     let digest = built.trim().to_string();
     let index_before = fs::read(root.join("store/index.json")).unwrap();
 
-    let out = ok(jbuild(&root)
-        .args([
+    // The build argument is not in the image: it is given again.
+    let verify = |json: bool| {
+        let mut c = jbuild(&root);
+        if json {
+            c.arg("--json");
+        }
+        c.args([
             "verify",
             "web:1",
             "--build-arg",
             "GREETING=howdy",
             "--context",
         ])
-        .arg(&ctx));
+        .arg(&ctx);
+        c
+    };
+    let out = ok(&mut verify(false));
     assert!(
         out.contains(&format!(
             "verified: web:1 rebuilt to the same manifest {digest}"
@@ -99,15 +109,7 @@ fn a_native_image_rebuilds_to_its_digest_and_an_edited_file_is_named() {
 
     // One context file edited: its layer (the fourth, 3), the step and the file.
     fs::write(ctx.join("b.conf"), "port=8080\n").unwrap();
-    let out = run(jbuild(&root)
-        .args([
-            "verify",
-            "web:1",
-            "--build-arg",
-            "GREETING=howdy",
-            "--context",
-        ])
-        .arg(&ctx));
+    let out = run(&mut verify(false));
     let (stdout, stderr) = (stdout_of(&out), stderr_of(&out));
     assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
     assert!(
@@ -124,23 +126,15 @@ fn a_native_image_rebuilds_to_its_digest_and_an_edited_file_is_named() {
     );
 
     // --json: the same verdict as data.
-    let out = run(jbuild(&root)
-        .args([
-            "--json",
-            "verify",
-            "web:1",
-            "--build-arg",
-            "GREETING=howdy",
-            "--context",
-        ])
-        .arg(&ctx));
+    let out = run(&mut verify(true));
     assert_eq!(out.status.code(), Some(1));
-    let v = result_event(&stdout_of(&out));
+    let v = json_result(&stdout_of(&out));
     assert_eq!(v["same"], false);
     assert_eq!(v["expected"], digest.as_str());
-    assert_eq!(v["difference"]["layer"], 3);
+    assert_eq!(v["difference"]["kind"], "layer");
+    assert_eq!(v["difference"]["index"], 3);
     assert_eq!(v["difference"]["file"]["path"], "usr/local/etc/b.conf");
-    let diff_ids: Vec<&str> = ["expected_diff_id", "rebuilt_diff_id"]
+    let diff_ids: Vec<&str> = ["expected", "rebuilt"]
         .iter()
         .map(|k| v["difference"][*k].as_str().unwrap())
         .collect();
@@ -155,15 +149,7 @@ fn a_native_image_rebuilds_to_its_digest_and_an_edited_file_is_named() {
         .mode()
         & 0o777;
     fs::set_permissions(ctx.join("a.txt"), fs::Permissions::from_mode(0o664)).unwrap();
-    let out = run(jbuild(&root)
-        .args([
-            "verify",
-            "web:1",
-            "--build-arg",
-            "GREETING=howdy",
-            "--context",
-        ])
-        .arg(&ctx));
+    let out = run(&mut verify(false));
     let stdout = stdout_of(&out);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     assert!(
@@ -293,13 +279,7 @@ fn the_provenance_gives_arguments_target_and_pins_the_base() {
     };
     let prov_arg = ["--provenance", prov.to_str().unwrap()];
     let out = verify(&prov_arg);
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        stdout_of(&out),
-        stderr_of(&out)
-    );
-    assert!(stdout_of(&out).contains("verified: app:1"));
+    verified(&out, "app:1");
 
     // base:1 moves on; base:old still names the manifest app:1 was built
     // from, and the rebuild uses that one (the digest the image records).
@@ -308,12 +288,7 @@ fn the_provenance_gives_arguments_target_and_pins_the_base() {
         .args(["-q", "build", "-t", "base:1"])
         .arg(&base_ctx));
     let out = verify(&prov_arg);
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        stdout_of(&out),
-        stderr_of(&out)
-    );
+    verified(&out, "app:1");
 
     // Once no name holds it, the moved base is named as the reason.
     ok(jbuild(&root).args(["rmi", "base:old"]));
@@ -464,13 +439,7 @@ fn provenance_holds_the_facts_and_no_secret_and_a_run_image_verifies() {
             ))
     };
     let out = verify(Some(format!("id=tok,src={}", secret.display())));
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        stdout_of(&out),
-        stderr_of(&out)
-    );
-    assert!(stdout_of(&out).contains("verified: app:1"));
+    verified(&out, "app:1");
     let out = verify(None);
     assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
     assert!(

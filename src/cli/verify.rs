@@ -108,31 +108,13 @@ pub fn run(ctx: &Ctx, args: VerifyArgs) -> CmdResult {
 
 fn print(ctx: &Ctx, image: &str, v: &Verdict) {
     if ctx.json {
-        let difference = match &v.difference {
-            None => json!(null),
-            Some(Difference::Layer {
-                index,
-                expected,
-                rebuilt,
-                step,
-                file,
-            }) => json!({
-                "layer": index,
-                "expected_diff_id": expected.as_ref().map(|d| d.to_string()),
-                "rebuilt_diff_id": rebuilt.as_ref().map(|d| d.to_string()),
-                "step": step,
-                "file": file.as_ref().map(|f| json!({"path": f.path, "what": f.what})),
-            }),
-            Some(Difference::Config { path }) => json!({"config": path}),
-            Some(Difference::Manifest { path }) => json!({"manifest": path}),
-        };
         JsonReporter::stdout().emit(json!({
             "event": "result",
             "image": image,
             "same": v.is_same(),
             "expected": v.expected.to_string(),
             "rebuilt": v.rebuilt.to_string(),
-            "difference": difference,
+            "difference": v.difference,
         }));
         return;
     }

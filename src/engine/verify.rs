@@ -38,7 +38,7 @@ use crate::report::Reporter;
 use crate::snapshot::dir::DirSnapshotter;
 use crate::snapshot::SnapshotError;
 use crate::store::{descriptor_digest, Store, StoreError};
-use crate::transport::{self, CopyOptions, LayoutTransport, Transport, TransportError};
+use crate::transport::{self, LayoutTransport};
 
 /// The manifest annotations every jbuild image gets from its build (not
 /// from `--annotation`): the rebuild makes them again.
@@ -94,8 +94,10 @@ impl Verdict {
     }
 }
 
-/// The first thing that differs between the image and its rebuild.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The first thing that differs between the image and its rebuild
+/// (`--json` gives it as is, `kind` naming the variant).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Difference {
     /// A layer (0 is the bottom one).
     Layer {
@@ -490,22 +492,7 @@ impl ImageSource for PinnedStore {
             _ => reference.to_string(),
         };
         let src = LayoutTransport::from_store(self.store.clone());
-        let dst = LayoutTransport::from_store(store.clone());
-        let opts = CopyOptions {
-            jobs: 2,
-            platform: Some(platform.clone()),
-        };
-        let progress = |ev| transport::registry::report(reporter, ev);
-        let desc = transport::block_on(async {
-            let desc =
-                transport::copy_image_with(&src, &from, &dst, None, &opts, &progress).await?;
-            dst.finish().await?;
-            Ok(desc)
-        })
-        .map_err(|e: TransportError| FetchError {
-            user: e.is_user_error(),
-            source: Box::new(e),
-        })?;
+        let desc = transport::registry::fetch_into(&src, &from, store, platform, 2, reporter)?;
         if let Some(wanted) = wanted {
             let found = desc.digest().to_string();
             if found != wanted.to_string() {

@@ -14,7 +14,7 @@ use super::LayerError;
 use crate::digest::{Digest, HashingWriter};
 
 /// The first difference between two layers.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct FileDifference {
     /// The entry's path as the archives write it.
     pub path: String,
