@@ -7,11 +7,14 @@
 //! rebuilds to the same digest too.
 
 mod common;
+mod registry_support;
+mod tar_support;
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
 use common::*;
+use registry_support::Registry;
 
 const EPOCH: &str = "1700000000";
 
@@ -451,4 +454,46 @@ fn provenance_holds_the_facts_and_no_secret_and_a_run_image_verifies() {
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[test]
+fn an_image_in_a_registry_verifies_on_another_machine_storing_nothing() {
+    let reg = Registry::start();
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("root");
+    let base_ctx = write(
+        &t.path().join("base"),
+        &[
+            ("Jailfile", "FROM scratch\nCOPY motd /etc/motd\n"),
+            ("motd", "hi\n"),
+        ],
+    );
+    let base = format!("{}/jails/base:1", reg.addr());
+    ok(jbuild(&root)
+        .args(["-q", "build", "-t", &base, "--push"])
+        .arg(&base_ctx));
+    let ctx = write(
+        &t.path().join("app"),
+        &[
+            (
+                "Jailfile",
+                &format!("FROM {base}\nCOPY app.conf /etc/app.conf\n"),
+            ),
+            ("app.conf", "x=1\n"),
+        ],
+    );
+    let app = format!("{}/jails/app:1", reg.addr());
+    ok(jbuild(&root)
+        .args(["-q", "build", "-t", &app, "--push"])
+        .arg(&ctx));
+
+    // Another machine: an empty root, the context and the registry. The
+    // image and its base come from the registry into the scratch root.
+    let other = t.path().join("other");
+    let image = format!("docker://{app}");
+    let out = run(jbuild(&other)
+        .args(["verify", &image, "--context"])
+        .arg(&ctx));
+    verified(&out, &image);
+    assert_eq!(ok(jbuild(&other).args(["images", "-q"])).trim(), "");
 }

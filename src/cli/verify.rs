@@ -16,8 +16,9 @@ use jbuild::report::JsonReporter;
 
 #[derive(Args, Debug)]
 pub struct VerifyArgs {
-    /// The image to verify (a name or ID in the store).
-    #[arg(value_name = "IMAGE")]
+    /// The image to verify: a name or ID in the store, or `docker://REF`
+    /// (fetched into the scratch root only, not stored).
+    #[arg(value_name = "IMAGE|docker://REF")]
     image: String,
     /// The build context to rebuild from (the checkout the image was
     /// built from).
@@ -38,6 +39,9 @@ pub struct VerifyArgs {
     /// build arguments, target and base image digests are used.
     #[arg(long, value_name = "FILE")]
     provenance: Option<PathBuf>,
+    /// How `docker://REF` and FROM images the store lacks reach registries.
+    #[command(flatten)]
+    registry: super::access::RegistryArgs,
 }
 
 fn read_provenance(file: &PathBuf) -> Result<Provenance, Failure> {
@@ -68,6 +72,10 @@ pub fn run(ctx: &Ctx, args: VerifyArgs) -> CmdResult {
         .prefix("verify-")
         .tempdir_in(ctx.paths.tmp())
         .map_err(Failure::internal)?;
+    let puller = jbuild::transport::RegistryPuller {
+        options: args.registry.options(ctx)?,
+        jobs: 4,
+    };
     let reporter = ctx.reporter();
     let settings = &ctx.settings;
     let env = VerifyEnv {
@@ -81,6 +89,7 @@ pub fn run(ctx: &Ctx, args: VerifyArgs) -> CmdResult {
             allowed_jail_params: settings.freebsd.allow_jail_params.clone(),
         },
         layer_policy: ctx.layer_policy(false, false),
+        registry: Some(&puller),
     };
     let opts = VerifyOptions {
         image: args.image.clone(),

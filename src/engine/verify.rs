@@ -55,12 +55,16 @@ pub struct VerifyEnv<'a> {
     pub reporter: &'a dyn Reporter,
     pub freebsd: FreeBsdEnv,
     pub layer_policy: LayerPolicy,
+    /// Where what the store lacks comes from (a registry): the image when
+    /// it is named `docker://REF`, and FROM images.
+    pub registry: Option<&'a dyn ImageSource>,
 }
 
 /// What to verify, and how.
 #[derive(Debug, Clone)]
 pub struct VerifyOptions {
-    /// The image as the user names it in the store.
+    /// The image as the user names it in the store, or `docker://REF` to
+    /// fetch it (into the scratch store only) from its registry.
     pub image: String,
     /// The build context to rebuild from.
     pub context: PathBuf,
@@ -122,6 +126,13 @@ pub enum Difference {
 pub enum VerifyError {
     #[error(transparent)]
     Image(#[from] ImageError),
+    /// `docker://REF` without a registry to ask, or that it failed.
+    #[error("cannot fetch `{image}`")]
+    Fetch {
+        image: String,
+        #[source]
+        source: FetchError,
+    },
     /// The image holds no Jailfile: another tool made it.
     #[error("image `{0}` carries no Jailfile (no label {JAILFILE_LABEL}): only images jbuild built can be rebuilt")]
     NoRecipe(String),
@@ -160,6 +171,7 @@ impl VerifyError {
     pub fn is_user_error(&self) -> bool {
         match self {
             VerifyError::Image(e) => e.is_user_error(),
+            VerifyError::Fetch { source, .. } => source.user,
             VerifyError::NoRecipe(_) | VerifyError::ProvenanceMismatch { .. } => true,
             VerifyError::Build { source, .. } => source.is_user_error(),
             VerifyError::ScratchStore(_)
@@ -173,14 +185,29 @@ impl VerifyError {
 /// Rebuilds `opts.image` from the recipe it carries in `opts.scratch` and
 /// compares the result with it.
 pub fn verify(env: &VerifyEnv<'_>, opts: &VerifyOptions) -> Result<Verdict, VerifyError> {
-    let img = image::load(env.store, &opts.image, &Platform::default_for_host())?;
-    let recipe = Recipe::of(&img, opts)?;
+    let host = Platform::default_for_host();
     let scratch = Store::open(&opts.scratch.join("store")).map_err(VerifyError::ScratchStore)?;
+    // An image from a registry lands in the scratch store, never the user's.
+    let (img, expected_store) = match (opts.image.strip_prefix("docker://"), env.registry) {
+        (Some(_), Some(registry)) => {
+            let fetched = registry
+                .fetch(&scratch, &opts.image, &host, env.reporter)
+                .map_err(|source| VerifyError::Fetch {
+                    image: opts.image.clone(),
+                    source,
+                })?;
+            let img = image::load_descriptor(&scratch, &fetched, &host, &opts.image)?;
+            (img, &scratch)
+        }
+        _ => (image::load(env.store, &opts.image, &host)?, env.store),
+    };
+    let recipe = Recipe::of(&img, opts)?;
     let snapshots = DirSnapshotter::new(opts.scratch.join("snapshots"))
         .map_err(VerifyError::ScratchSnapshots)?;
     let source = PinnedStore {
         store: env.store.clone(),
         pins: recipe.pins.clone(),
+        registry: env.registry,
     };
     let build_env = BuildEnv::new(&scratch, &snapshots, env.reporter)
         .with_freebsd(env.freebsd.clone())
@@ -221,7 +248,7 @@ pub fn verify(env: &VerifyEnv<'_>, opts: &VerifyOptions) -> Result<Verdict, Veri
             &recipe.platform,
             "the rebuilt image",
         )?;
-        verdict.difference = Some(difference(env.store, &img, &scratch, &rebuilt)?);
+        verdict.difference = Some(difference(expected_store, &img, &scratch, &rebuilt)?);
     }
     Ok(verdict)
 }
@@ -457,12 +484,13 @@ fn dot(rest: &str) -> String {
     }
 }
 
-/// FROM images from the user's store, at the digests the original build
-/// used: an image whose name now points elsewhere is refused, naming the
-/// digest to pull.
-struct PinnedStore {
+/// FROM images from the user's store (else from the registry), at the
+/// digests the original build used: an image whose name now points
+/// elsewhere is refused, naming the digest to pull.
+struct PinnedStore<'a> {
     store: Store,
     pins: BTreeMap<String, Digest>,
+    registry: Option<&'a dyn ImageSource>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -473,7 +501,7 @@ struct MovedBase {
     wanted: Digest,
 }
 
-impl ImageSource for PinnedStore {
+impl ImageSource for PinnedStore<'_> {
     fn name(&self, reference: &str) -> Option<String> {
         Some(reference.to_string())
     }
@@ -491,8 +519,14 @@ impl ImageSource for PinnedStore {
             Some(d) if matches!(self.store.resolve(&d.to_string()), Ok(Some(_))) => d.to_string(),
             _ => reference.to_string(),
         };
-        let src = LayoutTransport::from_store(self.store.clone());
-        let desc = transport::registry::fetch_into(&src, &from, store, platform, 2, reporter)?;
+        let stored = matches!(self.store.resolve(&from), Ok(Some(_)));
+        let desc = match self.registry {
+            Some(registry) if !stored => registry.fetch(store, reference, platform, reporter)?,
+            _ => {
+                let src = LayoutTransport::from_store(self.store.clone());
+                transport::registry::fetch_into(&src, &from, store, platform, 2, reporter)?
+            }
+        };
         if let Some(wanted) = wanted {
             let found = desc.digest().to_string();
             if found != wanted.to_string() {
