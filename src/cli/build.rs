@@ -53,6 +53,12 @@ pub struct BuildArgs {
     /// and `jbuild inspect` takes) to FILE.
     #[arg(long, value_name = "FILE")]
     iidfile: Option<PathBuf>,
+    /// Write the build's SLSA provenance predicate (v0.2: the Jailfile's
+    /// digest, build arguments, base images, context digest and step cache
+    /// keys; never a secret) to FILE, as `cosign attest --type
+    /// slsaprovenance --predicate FILE` takes it (docs/verify.md).
+    #[arg(long = "provenance-file", value_name = "FILE")]
+    provenance_file: Option<PathBuf>,
     /// When to fetch FROM images from their registry: `missing` (default:
     /// when the store lacks them), `always` (check for a newer one; bare
     /// --pull), `never` (fail if the store lacks one; nothing is asked of
@@ -151,7 +157,7 @@ fn build_args(args: &BuildArgs) -> Result<BTreeMap<String, String>, Failure> {
     Ok(out)
 }
 
-fn parse_build_args(raw: &[String]) -> Result<BTreeMap<String, String>, Failure> {
+pub(super) fn parse_build_args(raw: &[String]) -> Result<BTreeMap<String, String>, Failure> {
     let mut out = BTreeMap::new();
     for a in raw {
         let (k, v) = match a.split_once('=') {
@@ -394,6 +400,11 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
         (None, Some(text)) => Some(text.as_str()),
         (None, None) => None,
     };
+    if let (Some(list), Some(_)) = (&list, &args.provenance_file) {
+        return Err(Failure::user(anyhow!(
+            "--provenance-file is for one image, and --manifest {list} builds a list: build each platform on its own to get its provenance"
+        )));
+    }
     if let Some(list) = &list {
         let out = engine::build_platforms(&env, &opts, text, &platforms, list).map_err(failure)?;
         drop(reporter);
@@ -423,6 +434,11 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
     drop(reporter);
     if let Some(file) = &args.iidfile {
         super::registry::write_digest_file("--iidfile", file, &out.manifest_digest.to_string())?;
+    }
+    if let Some(file) = &args.provenance_file {
+        let predicate = engine::provenance::predicate(&out, &opts).map_err(failure)?;
+        let text = String::from_utf8(predicate.to_json()).map_err(Failure::internal)?;
+        super::registry::write_digest_file("--provenance-file", file, &text)?;
     }
     let mut pushed = Vec::new();
     if args.push {

@@ -37,6 +37,7 @@ mod prompt;
 mod registry;
 mod remote;
 mod transfer;
+mod verify;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -147,6 +148,9 @@ enum Cmd {
     Convert(bastille::ConvertArgs),
     /// Make a jail from an image: its root and a jail.conf entry.
     Create(create::CreateArgs),
+    /// Rebuild an image from the recipe it carries, in a scratch root, and
+    /// compare: the first layer and file that differ.
+    Verify(verify::VerifyArgs),
     /// Check credentials against a registry and keep them for push and pull.
     Login(login::LoginArgs),
     /// Forget the credentials kept for a registry.
@@ -324,6 +328,7 @@ pub fn main() -> i32 {
         Cmd::Info => images::info(&ctx),
         Cmd::Convert(a) => bastille::convert(&ctx, a),
         Cmd::Create(a) => create::run(&ctx, a),
+        Cmd::Verify(a) => verify::run(&ctx, a),
         Cmd::Login(a) => login::login(&ctx, a),
         Cmd::Logout(a) => login::logout(&ctx, a),
         Cmd::Completion(a) => docs::completion(&ctx, a),

@@ -155,4 +155,6 @@ pub struct BuildOutput {
     pub steps_cached: usize,
     /// Steps restored from a registry cache (`--cache-from`).
     pub steps_fetched: usize,
+    /// What went into the build, for its provenance.
+    pub facts: super::facts::BuildFacts,
 }

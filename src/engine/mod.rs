@@ -8,14 +8,17 @@
 pub mod cache;
 mod env;
 mod error;
+mod facts;
 pub mod foreign;
 pub mod freebsd;
 mod inputs;
 pub mod mounts;
 pub mod native;
 pub mod platforms;
+pub mod provenance;
 mod pull_policy;
 mod run;
+pub mod verify;
 
 pub use cache::RegistryCache;
 pub use env::{BuildEnv, BuildOptions, BuildOutput};

@@ -192,7 +192,19 @@ fn build_or_check(
             image: "the new image".into(),
             source,
         })?;
+    // Keyed `reference|platform`: the reference is what FROM wrote.
+    let images: Vec<_> = inputs
+        .images
+        .borrow()
+        .iter()
+        .map(|(k, img)| {
+            let reference = k.rsplit_once('|').map_or(k.as_str(), |(r, _)| r);
+            (reference.to_string(), img.manifest_digest.clone())
+        })
+        .collect();
+    let facts = super::facts::BuildFacts::of(&plan, &jailfile_text, images);
     Ok(Some(BuildOutput {
+        facts,
         manifest,
         manifest_digest,
         config_digest,

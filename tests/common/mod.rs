@@ -41,6 +41,15 @@ pub fn ok(c: &mut Command) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// The `"event": "result"` object of a `--json` run's standard output.
+pub fn json_result(stdout: &str) -> serde_json::Value {
+    stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["event"] == "result")
+        .unwrap_or_else(|| panic!("no result event in:\n{stdout}"))
+}
+
 pub fn run(c: &mut Command) -> Output {
     c.output().expect("run jbuild")
 }

@@ -47,7 +47,7 @@ use async_trait::async_trait;
 use oci_spec::image::Descriptor;
 use tokio::sync::OnceCell;
 
-pub use pull::{report, RegistryPuller};
+pub use pull::{fetch_into, report, RegistryPuller};
 pub use reference::RegistryRef;
 pub use retry::RetryPolicy;
 

@@ -43,22 +43,36 @@ impl ImageSource for RegistryPuller {
             source: Box::new(e),
         })?;
         let src = RegistryTransport::new(r.clone(), self.options.clone());
-        let dst = LayoutTransport::from_store(store.clone());
-        let opts = CopyOptions {
-            jobs: self.jobs,
-            platform: Some(platform.clone()),
-        };
-        let progress = |ev: CopyEvent| report(reporter, ev);
-        block_on(async {
-            let desc = copy_image_with(&src, &r.reference(), &dst, None, &opts, &progress).await?;
-            dst.finish().await?;
-            Ok(desc)
-        })
-        .map_err(|e: crate::transport::TransportError| FetchError {
-            user: e.is_user_error(),
-            source: Box::new(e),
-        })
+        fetch_into(&src, &r.reference(), store, platform, self.jobs, reporter)
     }
+}
+
+/// Copies the image `reference` names at `src` (its manifest for
+/// `platform`, when it is an index) into `store` untagged, `jobs` blobs at
+/// a time: the fetch of every [`ImageSource`] that reads a transport.
+pub fn fetch_into(
+    src: &dyn Transport,
+    reference: &str,
+    store: &Store,
+    platform: &Platform,
+    jobs: usize,
+    reporter: &dyn Reporter,
+) -> Result<Descriptor, FetchError> {
+    let dst = LayoutTransport::from_store(store.clone());
+    let opts = CopyOptions {
+        jobs,
+        platform: Some(platform.clone()),
+    };
+    let progress = |ev: CopyEvent| report(reporter, ev);
+    block_on(async {
+        let desc = copy_image_with(src, reference, &dst, None, &opts, &progress).await?;
+        dst.finish().await?;
+        Ok(desc)
+    })
+    .map_err(|e: crate::transport::TransportError| FetchError {
+        user: e.is_user_error(),
+        source: Box::new(e),
+    })
 }
 
 /// Copy events as reporter calls (the CLI's transfers do the same).

@@ -1,0 +1,172 @@
+//! `jbuild verify`: rebuild an image from the recipe it carries and
+//! compare (the work is `engine::verify`'s).
+
+use std::path::PathBuf;
+
+use anyhow::anyhow;
+use clap::Args;
+use serde_json::json;
+
+use super::{CmdResult, Ctx, Failure};
+use jbuild::engine::provenance::Provenance;
+use jbuild::engine::verify::{self, Difference, Verdict, VerifyEnv, VerifyOptions};
+use jbuild::engine::{self, FreeBsdEnv};
+use jbuild::release::ReleaseSource;
+use jbuild::report::JsonReporter;
+
+#[derive(Args, Debug)]
+pub struct VerifyArgs {
+    /// The image to verify: a name or ID in the store, or `docker://REF`
+    /// (fetched into the scratch root only, not stored).
+    #[arg(value_name = "IMAGE|docker://REF")]
+    image: String,
+    /// The build context to rebuild from (the checkout the image was
+    /// built from).
+    #[arg(long, value_name = "DIR")]
+    context: PathBuf,
+    /// A build argument of the original build (over the provenance's).
+    #[arg(long = "build-arg", value_name = "K=V")]
+    build_args: Vec<String>,
+    /// The stage the original build built (default: the provenance's,
+    /// else the last).
+    #[arg(long, value_name = "STAGE")]
+    target: Option<String>,
+    /// A build secret for `RUN --mount=type=secret,id=ID`, as `build
+    /// --secret` takes it; may be given several times.
+    #[arg(long = "secret", value_name = "id=ID,src=FILE|env=VAR")]
+    secrets: Vec<String>,
+    /// The build's provenance (what `build --provenance-file` wrote): its
+    /// build arguments, target and base image digests are used.
+    #[arg(long, value_name = "FILE")]
+    provenance: Option<PathBuf>,
+    /// How `docker://REF` and FROM images the store lacks reach registries.
+    #[command(flatten)]
+    registry: super::access::RegistryArgs,
+}
+
+fn read_provenance(file: &PathBuf) -> Result<Provenance, Failure> {
+    let bytes = std::fs::read(file).map_err(|e| {
+        let user = jbuild::fsutil::path_at_fault(&e);
+        let error = anyhow::Error::new(e).context(format!("--provenance {}", file.display()));
+        Failure { user, error }
+    })?;
+    serde_json::from_slice(&bytes).map_err(|e| {
+        Failure::user(anyhow::Error::new(e).context(format!(
+            "--provenance {}: not a provenance predicate jbuild wrote (build --provenance-file)",
+            file.display()
+        )))
+    })
+}
+
+pub fn run(ctx: &Ctx, args: VerifyArgs) -> CmdResult {
+    if !args.context.is_dir() {
+        return Err(Failure::user(anyhow!(
+            "--context `{}` is not a directory",
+            args.context.display()
+        )));
+    }
+    let provenance = args.provenance.as_ref().map(read_provenance).transpose()?;
+    let store = ctx.store()?;
+    std::fs::create_dir_all(ctx.paths.tmp()).map_err(Failure::internal)?;
+    let scratch = tempfile::Builder::new()
+        .prefix("verify-")
+        .tempdir_in(ctx.paths.tmp())
+        .map_err(Failure::internal)?;
+    let puller = jbuild::transport::RegistryPuller {
+        options: args.registry.options(ctx)?,
+        jobs: 4,
+    };
+    let reporter = ctx.reporter();
+    let settings = &ctx.settings;
+    let env = VerifyEnv {
+        store: &store,
+        reporter: reporter.as_ref(),
+        freebsd: FreeBsdEnv {
+            release: Some(ReleaseSource::new(&ctx.paths, &settings.freebsd)),
+            pkg_cache: Some(ctx.paths.pkg_cache()),
+            pkg_repos_dir: settings.pkg.repos_dir.clone(),
+            pkg_offline: settings.pkg.offline,
+            allowed_jail_params: settings.freebsd.allow_jail_params.clone(),
+        },
+        layer_policy: ctx.layer_policy(false, false),
+        registry: Some(&puller),
+    };
+    let opts = VerifyOptions {
+        image: args.image.clone(),
+        context: args.context.clone(),
+        build_args: super::build::parse_build_args(&args.build_args)?,
+        target: args.target.clone(),
+        provenance,
+        secrets: engine::read_secrets(&args.secrets).map_err(Failure::user)?,
+        scratch: scratch.path().to_path_buf(),
+    };
+    let verdict = verify::verify(&env, &opts).map_err(|e| Failure {
+        user: e.is_user_error(),
+        error: e.into(),
+    })?;
+    drop(reporter);
+    print(ctx, &args.image, &verdict);
+    if verdict.is_same() {
+        return Ok(());
+    }
+    Err(Failure::user(anyhow!(
+        "the rebuild of {} differs from it (docs/verify.md says what makes a rebuild differ, and how to pin it)",
+        args.image
+    )))
+}
+
+fn print(ctx: &Ctx, image: &str, v: &Verdict) {
+    if ctx.json {
+        JsonReporter::stdout().emit(json!({
+            "event": "result",
+            "image": image,
+            "same": v.is_same(),
+            "expected": v.expected.to_string(),
+            "rebuilt": v.rebuilt.to_string(),
+            "difference": v.difference,
+        }));
+        return;
+    }
+    if v.is_same() {
+        outln!(
+            "verified: {image} rebuilt to the same manifest {}",
+            v.expected
+        );
+        return;
+    }
+    outln!(
+        "differs: {image} is {}, the rebuild is {}",
+        v.expected,
+        v.rebuilt
+    );
+    let digest = |d: &Option<jbuild::digest::Digest>| {
+        d.as_ref()
+            .map_or("(no such layer)".to_string(), |d| d.to_string())
+    };
+    match &v.difference {
+        Some(Difference::Layer {
+            index,
+            expected,
+            rebuilt,
+            step,
+            file,
+        }) => {
+            match step {
+                Some(s) => outln!("first differing layer: {index}, made by `{s}`"),
+                None => outln!("first differing layer: {index}"),
+            }
+            outln!("  image diff ID:   {}", digest(expected));
+            outln!("  rebuild diff ID: {}", digest(rebuilt));
+            if let Some(f) = file {
+                outln!("first differing file: {} ({})", f.path, f.what);
+            }
+        }
+        Some(Difference::Config { path }) => {
+            outln!("every layer is the same; the config differs at `{path}`")
+        }
+        Some(Difference::Manifest { path }) => {
+            outln!("layers and config are the same; the manifest differs at `{path}`")
+        }
+        None => {}
+    }
+}
