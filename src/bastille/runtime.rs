@@ -218,34 +218,42 @@ impl Translator<'_> {
         Ok(())
     }
 
+    /// SERVICE name ACTION [args]: enable/disable edit rc.conf; actions on
+    /// a running service (start, stop, restart and their rc.subr forms)
+    /// have nothing to act on while building, so they are dropped with a
+    /// note; any other action (`initdb`, `configtest`, `rcvar`, ...) is a
+    /// step running `service name ACTION` in the build jail.
     pub(super) fn service(&mut self, line: &SrcLine, w: &[String]) -> R<()> {
-        match w {
-            [name, action] => {
-                match action.as_str() {
-                    "enable" | "disable" => {
-                        self.emit(line, format!("SERVICE {} {action}", word(name)));
-                        Ok(())
-                    }
-                    "start" | "restart" | "reload" | "stop" | "onestart" | "onerestart"
-                    | "status" | "onestop" => {
-                        self.note(
-                        line,
-                        &format!("SERVICE {name} {action}: no service runs while building; ignored (the jail starts what rc.conf enables)"),
-                    );
-                        Ok(())
-                    }
-                    other => Err(line
-                        .error_word(other, format!("SERVICE action `{other}` is not supported"))),
-                }
-            }
-            _ => Err(with_help(
+        let [name, action, rest @ ..] = w else {
+            return Err(with_help(
                 line.error_word(
                     &line.raw_args(),
                     "SERVICE takes a service name and an action",
                 ),
-                "e.g. SERVICE nginx enable",
-            )),
+                "e.g. SERVICE nginx enable, or SERVICE postgresql initdb",
+            ));
+        };
+        match service_action(action) {
+            ServiceAction::RcConf if rest.is_empty() => {
+                self.emit(line, format!("SERVICE {} {action}", word(name)));
+            }
+            ServiceAction::Running => self.note(
+                line,
+                &format!(
+                    "SERVICE {name} {action}: no service runs while building; ignored \
+                     (the jail starts {name} when it boots if rc.conf enables it: SERVICE {name} enable)"
+                ),
+            ),
+            ServiceAction::RcConf | ServiceAction::Step => {
+                let argv = ["service", name.as_str(), action.as_str()]
+                    .into_iter()
+                    .chain(rest.iter().map(String::as_str));
+                let script = shlex::try_join(argv)
+                    .map_err(|_| line.error_cmd("SERVICE arguments cannot hold a NUL byte"))?;
+                self.run(line, &script);
+            }
         }
+        Ok(())
     }
 
     /// SYSRC [-f file] name=value ...: one Jailfile SYSRC per assignment.
@@ -298,5 +306,35 @@ impl Translator<'_> {
             return Err(line.error_cmd("SYSRC needs name=value"));
         }
         Ok(())
+    }
+}
+
+/// What `SERVICE name ACTION` means for an image.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ServiceAction {
+    /// `enable`/`disable`: an rc.conf edit.
+    RcConf,
+    /// Acts on a running service, and none runs while building.
+    Running,
+    /// Anything else: run `service name ACTION` in the build jail.
+    Step,
+}
+
+/// rc.subr(8) actions on a running service, after its `one`, `force`,
+/// `quiet` and `fast` prefixes.
+const RUNNING_ACTIONS: &[&str] = &["start", "stop", "restart", "reload", "status", "poll"];
+
+pub(super) fn service_action(action: &str) -> ServiceAction {
+    if matches!(action, "enable" | "disable") {
+        return ServiceAction::RcConf;
+    }
+    let base = ["one", "force", "quiet", "fast"]
+        .iter()
+        .find_map(|p| action.strip_prefix(p))
+        .unwrap_or(action);
+    if RUNNING_ACTIONS.contains(&base) {
+        ServiceAction::Running
+    } else {
+        ServiceAction::Step
     }
 }

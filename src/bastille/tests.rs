@@ -264,3 +264,49 @@ fn without_from_the_base_is_a_build_arg() {
         jailfile::Base::FreeBsdRelease("14.3-RELEASE".into())
     );
 }
+
+#[test]
+fn service_actions_edit_rc_conf_run_as_steps_or_are_noted() {
+    let d = template(&[(
+        "Bastillefile",
+        "PKG postgresql16-server\nSERVICE postgresql enable\nSERVICE postgresql initdb\n\
+         SERVICE nginx configtest\nSERVICE postgresql start\nSERVICE nginx onerestart\n\
+         SERVICE sshd keygen rsa\n",
+    )]);
+    let c = convert(d.path(), &opts()).unwrap();
+    let b = c.load().unwrap();
+    let runs: Vec<(jailfile::Command, u32)> = b.stages[0]
+        .steps
+        .iter()
+        .filter_map(|s| match &s.op {
+            jailfile::Op::Run { command, .. } => {
+                let at = c.origin(s.location.line).expect("from a Bastillefile line");
+                Some((command.clone(), at.rsplit(':').next().unwrap().parse().unwrap()))
+            }
+            _ => None,
+        })
+        .collect();
+    let sh = |s: &str| jailfile::Command::Exec(vec!["/bin/sh".into(), "-c".into(), s.into()]);
+    assert_eq!(
+        runs,
+        [
+            (sh("service postgresql initdb"), 3),
+            (sh("service nginx configtest"), 4),
+            (sh("service sshd keygen rsa"), 7),
+        ]
+    );
+    assert!(b.stages[0]
+        .steps
+        .iter()
+        .any(|s| s.text == "SERVICE postgresql enable"));
+    for (at, what) in [(5, "postgresql start"), (6, "nginx onerestart")] {
+        assert!(
+            c.notes.iter().any(|n| n.contains(&format!("Bastillefile:{at}:"))
+                && n.contains(what)
+                && n.contains("no service runs while building")
+                && n.contains("when it boots")),
+            "{:?}",
+            c.notes
+        );
+    }
+}

@@ -441,7 +441,7 @@ impl Translator<'_> {
     }
 
     /// CMD: `jexec TARGET sh -c '<text>'`, with the jail's network.
-    fn run(&mut self, line: &SrcLine, script: &str) {
+    pub(super) fn run(&mut self, line: &SrcLine, script: &str) {
         let argv = serde_json::to_string(&["/bin/sh", "-c", script]).expect("strings serialise");
         self.emit(line, format!("RUN --network=host {argv}"));
     }
