@@ -25,6 +25,7 @@
 //! JAIL parameters) or dropped with a note (RESTART, SERVICE start).
 //! `docs/bastille.md` has the whole mapping.
 
+mod conf;
 mod emit;
 mod runtime;
 mod source;
@@ -35,6 +36,7 @@ use std::path::{Path, PathBuf};
 
 use crate::jailfile::{self, Build, Diagnostic};
 
+pub use conf::{templates_dir as configured_templates_dir, BASTILLE_CONF};
 pub use emit::Origin;
 
 /// The per-hook files of Bastille before 0.7 (still read after the
@@ -58,9 +60,29 @@ pub struct Options {
     pub args: BTreeMap<String, String>,
     /// `--arg-file FILE`: `NAME=VALUE` lines.
     pub arg_file: Option<PathBuf>,
-    /// Where `INCLUDE user/repo` looks when the path is not next to the
-    /// template (Bastille's `bastille_templatesdir`).
+    /// `--templates DIR`: where `INCLUDE category/template` looks after
+    /// the templates directory of the including template.
+    pub templates: Option<PathBuf>,
+    /// Bastille's configured templates directory, looked in last
+    /// (`[bastille] templates_dir`). `None`: `bastille_templatesdir` of
+    /// `bastille_conf`.
     pub templates_dir: Option<PathBuf>,
+    /// Bastille's configuration file (`None`: [`BASTILLE_CONF`]).
+    pub bastille_conf: Option<PathBuf>,
+}
+
+impl Options {
+    /// Bastille's configured templates directory.
+    pub fn configured_templates_dir(&self) -> PathBuf {
+        match &self.templates_dir {
+            Some(d) => d.clone(),
+            None => conf::templates_dir(
+                self.bastille_conf
+                    .as_deref()
+                    .unwrap_or(Path::new(BASTILLE_CONF)),
+            ),
+        }
+    }
 }
 
 /// A template translated into a Jailfile.

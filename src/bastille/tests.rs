@@ -310,3 +310,55 @@ fn service_actions_edit_rc_conf_run_as_steps_or_are_noted() {
         );
     }
 }
+
+#[test]
+fn include_category_template_resolves_in_the_including_templates_dir_then_templates_then_bastille_conf(
+) {
+    let d = template(&[
+        // The templates directory the including template lives in.
+        ("tpl/web/site/Bastillefile", "INCLUDE db/postgres\nINCLUDE lang/php\nINCLUDE base/motd\nPKG site\n"),
+        ("tpl/db/postgres/Bastillefile", "PKG postgresql16-server\nSERVICE postgresql initdb\n"),
+        // Only under --templates.
+        ("extra/lang/php/Bastillefile", "PKG php83\n"),
+        // Only in bastille.conf's templates directory; also in --templates'
+        // under another category, which must not be taken.
+        ("prefix/templates/base/motd/Bastillefile", "PKG motd-from-bastille-conf\n"),
+        ("extra/db/postgres/Bastillefile", "PKG wrong-postgres\n"),
+        ("bastille.conf", "bastille_prefix=\"PREFIX\"\nbastille_templatesdir=\"${bastille_prefix}/templates\"\n"),
+    ]);
+    let conf = d.path().join("bastille.conf");
+    let text = fs::read_to_string(&conf).unwrap();
+    fs::write(&conf, text.replace("PREFIX", d.path().join("prefix").to_str().unwrap())).unwrap();
+    let mut o = opts();
+    o.templates = Some(d.path().join("extra"));
+    o.bastille_conf = Some(conf);
+    let c = convert(&d.path().join("tpl/web/site"), &o).unwrap();
+    let b = c.load().unwrap();
+    let t: Vec<&str> = b.stages[0].steps.iter().map(|s| s.text.as_str()).collect();
+    assert_eq!(t[0], "PKG postgresql16-server");
+    assert!(t[1].contains("service postgresql initdb"), "{t:?}");
+    assert_eq!(t[2..], ["PKG php83", "PKG motd-from-bastille-conf", "PKG site"]);
+
+    // None has it: the line, and every place tried.
+    let d2 = template(&[("tpl/web/site/Bastillefile", "PKG a\nINCLUDE db/mysql\n")]);
+    let mut o = opts();
+    o.templates = Some(d2.path().join("extra"));
+    o.templates_dir = Some(d2.path().join("configured"));
+    let e = convert(&d2.path().join("tpl/web/site"), &o).unwrap_err();
+    assert_eq!((e.line, e.column), (2, 9), "{e}");
+    let shown = e.to_string();
+    for place in ["tpl/db/mysql", "extra/db/mysql", "configured/db/mysql"] {
+        let p = d2.path().join(place).canonicalize().unwrap_or(d2.path().join(place));
+        assert!(shown.contains(p.to_str().unwrap()) || shown.contains(place), "{place}: {shown}");
+    }
+    assert!(e.help.as_deref().unwrap().contains("--templates DIR"), "{e}");
+
+    // Cycles across categories are refused at the line that closes them.
+    let d3 = template(&[
+        ("t/a/one/Bastillefile", "INCLUDE b/two\n"),
+        ("t/b/two/Bastillefile", "PKG x\nINCLUDE a/one\n"),
+    ]);
+    let e = convert(&d3.path().join("t/a/one"), &opts()).unwrap_err();
+    assert!(e.file.ends_with("b/two/Bastillefile") && e.line == 2, "{e}");
+    assert!(e.to_string().contains("already being included"), "{e}");
+}

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use super::emit::{common_ancestor, word, Origin, Out};
 use super::source::{is_name, read_lines, substitute, unquote, with_help, words, SrcLine};
-use super::{Converted, Options, DEFAULT_TEMPLATES_DIR};
+use super::{Converted, Options};
 use crate::jailfile::Diagnostic;
 
 pub(super) type R<T> = Result<T, Diagnostic>;
@@ -591,22 +591,35 @@ impl Translator<'_> {
         Ok(())
     }
 
+    /// Where `INCLUDE name` is: a path (`./x`, `../x`, `/x`) relative to
+    /// the including template; a `category/template` name in the
+    /// templates directory the including template lives in (Bastille keeps
+    /// `<templates>/<category>/<template>/Bastillefile`), then in
+    /// `--templates DIR`, then in Bastille's configured templates directory.
     fn find_template(&self, line: &SrcLine, here: &Path, name: &str) -> R<PathBuf> {
-        let templates = self
-            .opts
-            .templates_dir
-            .clone()
-            .unwrap_or_else(|| PathBuf::from(DEFAULT_TEMPLATES_DIR));
+        let configured = self.opts.configured_templates_dir();
         let remote = name.starts_with("http://") || name.starts_with("https://");
+        let is_path = name.starts_with('/') || name.starts_with("./") || name.starts_with("../");
         let candidates: Vec<PathBuf> = if remote {
             // Bastille bootstraps https://host/user/repo into TEMPLATES/user/repo.
             let parts: Vec<&str> = name.trim_end_matches(".git").split('/').collect();
             match parts.as_slice() {
-                [_, _, _, user, repo, ..] => vec![templates.join(user).join(repo)],
+                [_, _, _, user, repo, ..] => vec![configured.join(user).join(repo)],
                 _ => vec![],
             }
+        } else if is_path {
+            vec![here.join(name)]
         } else {
-            vec![here.join(name), templates.join(name)]
+            let mut c: Vec<PathBuf> = here
+                .parent()
+                .and_then(Path::parent)
+                .map(|t| t.join(name))
+                .into_iter()
+                .collect();
+            c.extend(self.opts.templates.as_ref().map(|t| t.join(name)));
+            c.push(configured.join(name));
+            c.dedup();
+            c
         };
         for c in &candidates {
             if c.is_dir() {
@@ -616,12 +629,12 @@ impl Translator<'_> {
         let help = if remote {
             format!(
                 "jbuild does not download templates: fetch it first (`bastille bootstrap {name}`, or git clone it into {}/USER/REPO)",
-                templates.display()
+                configured.display()
             )
-        } else if name.split('/').count() == 2 && !name.starts_with('.') {
+        } else if !is_path {
             format!(
-                "fetch it first (`bastille bootstrap https://github.com/{name}`, or git clone it into {}), or give a path relative to this template",
-                templates.join(name).display()
+                "give the templates directory with --templates DIR, or fetch it first (`bastille bootstrap https://github.com/{name}`, or git clone it into {})",
+                configured.join(name).display()
             )
         } else {
             "paths are relative to the including template's directory".to_string()

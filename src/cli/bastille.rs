@@ -27,12 +27,20 @@ pub struct TemplateArgs {
     /// Bastille templates: a file of NAME=VALUE lines for the template's ARGs.
     #[arg(long = "arg-file", value_name = "FILE")]
     pub arg_file: Option<PathBuf>,
+    /// Bastille templates: where `INCLUDE category/template` looks after the
+    /// templates directory of the including template, and before Bastille's
+    /// configured one (bastille.conf's bastille_templatesdir).
+    #[arg(long, value_name = "DIR")]
+    pub templates: Option<PathBuf>,
 }
 
 impl TemplateArgs {
     /// Whether any Bastille-only flag was given.
     pub fn any(&self) -> bool {
-        self.from.is_some() || !self.args.is_empty() || self.arg_file.is_some()
+        self.from.is_some()
+            || !self.args.is_empty()
+            || self.arg_file.is_some()
+            || self.templates.is_some()
     }
 
     fn options(&self, ctx: &Ctx) -> Result<Options, Failure> {
@@ -47,7 +55,9 @@ impl TemplateArgs {
             from: self.from.clone().unwrap_or_default(),
             args,
             arg_file: self.arg_file.clone(),
+            templates: self.templates.clone(),
             templates_dir: ctx.settings.bastille.templates_dir.clone(),
+            bastille_conf: None,
         })
     }
 }
