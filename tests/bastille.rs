@@ -168,7 +168,6 @@ const MALFORMED: &[(&str, u32, u32, &str)] = &[
         "fetch it first",
     ),
     ("malformed/option-late.Bastillefile", 2, 24, "options first"),
-    ("argplus-missing", 3, 6, "--arg DB_PASSWORD=VALUE"),
 ];
 
 #[test]

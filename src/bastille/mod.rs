@@ -29,6 +29,7 @@ mod conf;
 mod emit;
 mod runtime;
 mod source;
+mod symbolic;
 mod translate;
 
 use std::collections::BTreeMap;
@@ -69,6 +70,9 @@ pub struct Options {
     pub templates_dir: Option<PathBuf>,
     /// Bastille's configuration file (`None`: [`BASTILLE_CONF`]).
     pub bastille_conf: Option<PathBuf>,
+    /// An `ARG+` given no value is left for the Jailfile's `--build-arg`
+    /// (`jbuild convert`) instead of refused (a build of the template).
+    pub leave_required: bool,
 }
 
 impl Options {
@@ -100,6 +104,8 @@ pub struct Converted {
     pub path: PathBuf,
     /// No `--from` was given: the Jailfile starts `ARG BASE` / `FROM ${BASE}`.
     pub base_from_arg: bool,
+    /// `ARG+` names given no value: the Jailfile needs `--build-arg NAME=...`.
+    pub required: Vec<String>,
     origins: Vec<Origin>,
 }
 
@@ -151,6 +157,9 @@ impl Converted {
         if self.base_from_arg {
             // Only to check the rest parses; a build gives the real base.
             args.insert("BASE".to_string(), "scratch".to_string());
+        }
+        for name in &self.required {
+            args.insert(name.clone(), format!("{name}-value"));
         }
         jailfile::load_str(&self.path, &self.jailfile, &args).map_err(|d| self.locate(d))
     }

@@ -59,12 +59,13 @@ impl Translator<'_> {
                 )),
             };
         let jail = absolute(&full[1]);
-        if !full[0].starts_with('/') && full[2] == "nullfs" {
+        let v: Vec<String> = full.iter().map(|f| self.val(f)).collect();
+        if !v[0].starts_with('/') && v[2] == "nullfs" {
             return Err(
                 line.error_word(&full[0], "the host path of a nullfs mount must be absolute")
             );
         }
-        if !matches!(full[4].as_str(), "0" | "1") || !full[5].chars().all(|c| c.is_ascii_digit()) {
+        if !matches!(v[4].as_str(), "0" | "1") || !v[5].chars().all(|c| c.is_ascii_digit()) {
             return Err(line.error_word(&full[4], "dump and pass must be numbers (usually 0 0)"));
         }
         let entry = format!(
@@ -133,8 +134,9 @@ impl Translator<'_> {
                 None => (joined.to_string(), None),
             },
         };
-        if name.is_empty()
-            || !name
+        let name_v = self.val(&name);
+        if name_v.is_empty()
+            || !name_v
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || "._".contains(c))
         {
@@ -144,7 +146,7 @@ impl Translator<'_> {
             ));
         }
         let text = match value {
-            Some(v) => format!("{name}={}", word(v.trim_matches('"'))),
+            Some(v) => format!("{}={}", word(&name), word(v.trim_matches('"'))),
             None => word(&name),
         };
         self.emit(line, format!("JAIL {text}"));
@@ -161,7 +163,8 @@ impl Translator<'_> {
                 "e.g. LIMITS memoryuse 1G",
             ));
         }
-        let res = w[0].as_str();
+        let res = self.val(&w[0]);
+        let res = res.as_str();
         if !RCTL_RESOURCES.contains(&res) {
             return Err(with_help(
                 line.error_word(res, format!("`{res}` is not an rctl(8) resource")),
@@ -197,21 +200,22 @@ impl Translator<'_> {
                 ))
             }
         };
-        let proto = tail[0].as_str();
+        let proto = self.val(&tail[0]);
+        let proto = proto.as_str();
         if !matches!(proto, "tcp" | "udp") {
             return Err(line.error_word(proto, format!("RDR protocol `{proto}`: use tcp or udp")));
         }
         for p in &tail[1..] {
-            if !p.parse::<u16>().is_ok_and(|n| n > 0) {
+            if !self.val(p).parse::<u16>().is_ok_and(|n| n > 0) {
                 return Err(line.error_word(p, format!("`{p}` is not a port (1-65535)")));
             }
         }
-        self.emit(line, format!("EXPOSE {}/{proto}", tail[2]));
+        self.emit(line, format!("EXPOSE {}", word(&format!("{}/{proto}", tail[2]))));
         self.emit(
             line,
             format!(
-                "LABEL org.jbuild.rdr.{proto}.{}={}",
-                tail[1],
+                "LABEL {}={}",
+                word(&format!("org.jbuild.rdr.{proto}.{}", tail[1])),
                 word(&w.join(" "))
             ),
         );
@@ -233,9 +237,9 @@ impl Translator<'_> {
                 "e.g. SERVICE nginx enable, or SERVICE postgresql initdb",
             ));
         };
-        match service_action(action) {
+        match service_action(&self.val(action)) {
             ServiceAction::RcConf if rest.is_empty() => {
-                self.emit(line, format!("SERVICE {} {action}", word(name)));
+                self.emit(line, format!("SERVICE {} {}", word(name), word(action)));
             }
             ServiceAction::Running => self.note(
                 line,
@@ -289,6 +293,7 @@ impl Translator<'_> {
                     "write name=value",
                 ));
             };
+            let name = self.val(name);
             let name = name.trim_end_matches(['+', '-']);
             if !is_name(name) {
                 return Err(line.error_word(a, format!("`{name}` is not an rc.conf variable name")));

@@ -46,10 +46,10 @@ fn every_instruction_translates_and_parses() {
         "PKG nginx curl",
         "COPY usr/ /usr",
         "COPY etc/motd /etc/motd",
-        "SYSRC nginx_flags='-c /usr/local/etc/nginx/example.org.conf'",
+        "SYSRC nginx_flags=\"-c /usr/local/etc/nginx/example.org.conf\"",
         "SYSRC other=1",
         "SERVICE nginx enable",
-        "LINE_IN_FILE 'server example.org' /etc/hosts.allow",
+        "LINE_IN_FILE \"server example.org\" /etc/hosts.allow",
         "RENDER /usr/local/etc/nginx",
         "VOLUME /usr/local/www/data",
         "EXPOSE 80/tcp",
@@ -361,4 +361,61 @@ fn include_category_template_resolves_in_the_including_templates_dir_then_templa
     let e = convert(&d3.path().join("t/a/one"), &opts()).unwrap_err();
     assert!(e.file.ends_with("b/two/Bastillefile") && e.line == 2, "{e}");
     assert!(e.to_string().contains("already being included"), "{e}");
+}
+
+#[test]
+fn arg_references_stay_in_the_jailfile_and_take_build_args() {
+    let d = template(&[(
+        "Bastillefile",
+        "ARG DOMAIN=\"example.org\"\nARG PORT=8080\nARG LISTEN=0.0.0.0:${PORT}\nARG+ DB_PASSWORD\n\
+         ARG PKGS=nginx curl\nPKG ${PKGS}\nSYSRC nginx_flags=\"-c /usr/local/etc/nginx/${DOMAIN}.conf\"\n\
+         LIF \"server ${DOMAIN}\" /etc/hosts.allow\nSYSRC app_listen=${LISTEN}\nRDR tcp ${PORT} ${PORT}\n\
+         CMD echo ${DOMAIN} '${DOMAIN}' > /tmp/x && echo ${DB_PASSWORD}\nSYSRC db_pw=${DB_PASSWORD}\n",
+    )]);
+    let mut o = opts();
+    o.leave_required = true;
+    let c = convert(d.path(), &o).unwrap();
+    let jf = &c.jailfile;
+    for want in [
+        "ARG DOMAIN=example.org\n",
+        "ARG LISTEN=0.0.0.0:${PORT}\n",
+        "ARG DB_PASSWORD\n",
+        // Bastille splits the value into two packages; so does this line.
+        "PKG nginx curl\n",
+        "SYSRC nginx_flags=\"-c /usr/local/etc/nginx/${DOMAIN}.conf\"\n",
+        "LINE_IN_FILE \"server ${DOMAIN}\" /etc/hosts.allow\n",
+        "SYSRC app_listen=${LISTEN}\n",
+        "EXPOSE ${PORT}/tcp\n",
+        // In single quotes Bastille writes the value as written; sh would not
+        // expand a reference there.
+        r#"["/bin/sh","-c","echo ${DOMAIN} '\"example.org\"' > /tmp/x && echo ${DB_PASSWORD:?is a required ARG: give --build-arg DB_PASSWORD=VALUE}"]"#,
+        "SYSRC db_pw=\"${DB_PASSWORD:?is a required ARG: give --build-arg DB_PASSWORD=VALUE}\"\n",
+        "LABEL org.jbuild.rdr.tcp.${PORT}=\"tcp ${PORT} ${PORT}\"\n",
+    ] {
+        assert!(jf.contains(want), "no `{want}` in\n{jf}");
+    }
+    assert_eq!(c.required, ["DB_PASSWORD"]);
+    // With build args, the Jailfile gives what the template gives with --arg.
+    let steps = |b: &Build| -> Vec<String> {
+        b.stages[0].steps.iter().map(|s| s.text.clone()).collect()
+    };
+    let mut args = BTreeMap::new();
+    args.insert("PORT".to_string(), "9090".to_string());
+    args.insert("DB_PASSWORD".to_string(), "pw".to_string());
+    let printed = jailfile::load_str(&c.path, jf, &args).unwrap();
+    let mut o = opts();
+    o.args = args.clone();
+    let direct = convert(d.path(), &o).unwrap();
+    assert!(direct.required.is_empty());
+    let direct = direct.load().unwrap();
+    assert_eq!(steps(&printed), steps(&direct));
+    assert!(steps(&printed).contains(&"SYSRC app_listen=0.0.0.0:9090".to_string()));
+    // Without the required one, the printed Jailfile refuses to load and
+    // says which to give.
+    args.remove("DB_PASSWORD");
+    let e = jailfile::load_str(&c.path, jf, &args).unwrap_err();
+    assert!(e.to_string().contains("--build-arg DB_PASSWORD=VALUE"), "{e}");
+    // A build of the template still refuses at the ARG+ line.
+    let e = convert(d.path(), &opts()).unwrap_err();
+    assert_eq!(e.line, 4, "{e}");
 }

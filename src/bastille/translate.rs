@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use super::emit::{common_ancestor, word, Origin, Out};
 use super::source::{is_name, read_lines, substitute, unquote, with_help, words, SrcLine};
+use super::symbolic::{self, ScriptArg};
 use super::{Converted, Options};
 use crate::jailfile::Diagnostic;
 
@@ -50,6 +51,10 @@ struct ArgVal {
     raw: String,
     /// Shell-unquoted: what RENDER writes into files.
     value: String,
+    /// The ARG line's value as Jailfile text (`${OTHER}` kept).
+    decl: String,
+    /// Declared with ARG+: references fail the build when it has no value.
+    required: bool,
 }
 
 /// The ARG context of one template (an INCLUDEd one gets its own, with
@@ -64,12 +69,12 @@ struct Scope {
 }
 
 impl Scope {
+    fn find(&self, name: &str) -> Option<&ArgVal> {
+        self.args.iter().rev().find(|a| a.name == name)
+    }
+
     fn lookup(&self, name: &str) -> Option<String> {
-        self.args
-            .iter()
-            .rev()
-            .find(|a| a.name == name)
-            .map(|a| a.raw.clone())
+        self.find(name).map(|a| a.raw.clone())
     }
 
     fn in_arg_file(&self, name: &str) -> Option<String> {
@@ -89,6 +94,8 @@ pub(super) struct Translator<'a> {
     pub(super) tags: Vec<String>,
     /// The value each ARG has in the Jailfile at this point.
     emitted: BTreeMap<String, String>,
+    /// ARG+ left for `--build-arg`.
+    required: Vec<String>,
 }
 
 pub(super) fn run(dir: &Path, file: Option<&Path>, opts: &Options) -> R<Converted> {
@@ -127,6 +134,7 @@ pub(super) fn run(dir: &Path, file: Option<&Path>, opts: &Options) -> R<Converte
         stack: Vec::new(),
         tags: Vec::new(),
         emitted: BTreeMap::new(),
+        required: Vec::new(),
     };
     t.header(&format!(
         "# Jailfile translated by jbuild from the Bastille template {}",
@@ -152,7 +160,7 @@ pub(super) fn run(dir: &Path, file: Option<&Path>, opts: &Options) -> R<Converte
     };
     for b in BUILTINS {
         if let Some(v) = opts.args.get(*b) {
-            t.declare_value(&mut scope, b, v.clone(), None);
+            t.declare_value(&mut scope, b, v.clone());
         }
     }
     t.template(&mut scope)?;
@@ -182,6 +190,7 @@ pub(super) fn run(dir: &Path, file: Option<&Path>, opts: &Options) -> R<Converte
         path: dir.join("Bastillefile.jailfile"),
         context,
         notes: t.notes,
+        required: t.required,
         origins,
     })
 }
@@ -218,7 +227,8 @@ impl Translator<'_> {
         if arg.is_file() {
             for line in read_lines(&arg)? {
                 let hook = hook_line(&line);
-                self.arg(&hook, scope, &hook.raw_args(), false)?;
+                let raw = hook.raw_args();
+                self.arg(&hook, scope, &raw, &raw, false)?;
             }
         }
         let bf = scope.file.clone();
@@ -282,28 +292,86 @@ impl Translator<'_> {
                 );
             }
         }
-        let args = substitute(&raw, &|n| scope.lookup(n));
+        let valued = substitute(&raw, &|n| scope.lookup(n));
         if cmd != "CMD" {
-            if let Some(name) = undeclared(&args) {
+            if let Some(name) = undeclared(&valued, scope) {
                 return Err(with_help(
                     line.error_word(&format!("${{{name}}}"), format!("`${{{name}}}` is not a declared ARG")),
                     format!("declare it first with ARG {name}=default (Bastille would take it from the host's environment)"),
                 ));
             }
         }
+        let symbolic = substitute(&raw, &|n| self.keep(scope, n));
         match cmd {
-            "ARG" => self.arg(line, scope, &args, false),
-            "ARG+" => self.arg(line, scope, &args, true),
+            "ARG" => return self.arg(line, scope, &valued, &symbolic, false),
+            "ARG+" => return self.arg(line, scope, &valued, &symbolic, true),
             "CMD" => {
-                if args.is_empty() {
+                if valued.is_empty() {
                     return Err(line.error_cmd("CMD needs a command"));
                 }
-                self.run(line, &args);
-                Ok(())
+                let script = symbolic::script(&raw, &|n| self.script_arg(scope, n));
+                self.run(line, &script);
+                return Ok(());
             }
-            "CP" | "COPY" => self.cp(line, &scope.dir, &words(line, &args)?),
+            _ => {}
+        }
+        // The line with ${NAME} kept, where it means what Bastille's
+        // substitution means; else with the values, as before.
+        if symbolic != valued && self.same_words(&symbolic, &valued) {
+            let (mark, tags) = (self.out.len(), self.tags.clone());
+            if self.dispatch(line, cmd, scope, &symbolic).is_ok() {
+                return Ok(());
+            }
+            self.out.truncate(mark);
+            self.tags = tags;
+        }
+        self.dispatch(line, cmd, scope, &valued)
+    }
+
+    /// Whether `symbolic`, split into words and its placeholders replaced by
+    /// the values, gives the words `valued` does.
+    fn same_words(&self, symbolic: &str, valued: &str) -> bool {
+        match (shlex::split(symbolic), shlex::split(valued)) {
+            (Some(s), Some(v)) => {
+                s.len() == v.len() && s.iter().zip(&v).all(|(s, v)| self.val(s) == *v)
+            }
+            _ => false,
+        }
+    }
+
+    /// `s` with its placeholders replaced by the ARG values.
+    pub(super) fn val(&self, s: &str) -> String {
+        symbolic::resolve(s, &|n| self.emitted.get(n).cloned())
+    }
+
+    /// The placeholder for `${name}` when the Jailfile's ARG `name` has the
+    /// value Bastille would substitute here; else the value.
+    fn keep(&self, scope: &Scope, name: &str) -> Option<String> {
+        let a = scope.find(name)?;
+        if self.emitted.get(name) == Some(&a.value) {
+            Some(symbolic::placeholder(name, a.required))
+        } else {
+            Some(a.raw.clone())
+        }
+    }
+
+    fn script_arg(&self, scope: &Scope, name: &str) -> Option<ScriptArg> {
+        let a = scope.find(name)?;
+        let same = self.emitted.get(name) == Some(&a.value);
+        Some(ScriptArg {
+            raw: a.raw.clone(),
+            // A value the Jailfile does not have here is never referenced.
+            value: if same { a.value.clone() } else { String::new() },
+            required: a.required && same,
+        })
+    }
+
+    fn dispatch(&mut self, line: &SrcLine, cmd: &str, scope: &mut Scope, args: &str) -> R<()> {
+        match cmd {
+            "ARG" | "ARG+" | "CMD" => unreachable!("handled by instruction"),
+            "CP" | "COPY" => self.cp(line, &scope.dir, &words(line, args)?),
             "OVERLAY" => {
-                let w = words(line, &args)?;
+                let w = words(line, args)?;
                 if w.is_empty() {
                     return Err(line.error_cmd("OVERLAY needs a directory of the template"));
                 }
@@ -313,18 +381,18 @@ impl Translator<'_> {
                 }
                 Ok(())
             }
-            "INCLUDE" => self.include(line, scope, &words(line, &args)?),
-            "PKG" => self.pkg(line, &words(line, &args)?),
+            "INCLUDE" => self.include(line, scope, &words(line, args)?),
+            "PKG" => self.pkg(line, &words(line, args)?),
             "HPKG" => {
                 self.note(line, "HPKG: installed with the jail's own pkg, as PKG");
-                self.pkg(line, &words(line, &args)?)
+                self.pkg(line, &words(line, args)?)
             }
-            "MOUNT" | "FSTAB" => self.mount(line, &words(line, &args)?),
+            "MOUNT" | "FSTAB" => self.mount(line, &words(line, args)?),
             "RENDER" => {
-                let w = words(line, &args)?;
+                let w = words(line, args)?;
                 if w.len() != 1 {
                     return Err(with_help(
-                        line.error_word(&args, "RENDER takes one path inside the jail"),
+                        line.error_word(args, "RENDER takes one path inside the jail"),
                         "write one RENDER line per file or directory",
                     ));
                 }
@@ -333,10 +401,10 @@ impl Translator<'_> {
                 Ok(())
             }
             "LINE_IN_FILE" | "LIF" => {
-                let w = words(line, &args)?;
+                let w = words(line, args)?;
                 if w.len() != 2 {
                     return Err(with_help(
-                        line.error_word(&args, "LINE_IN_FILE takes a line and a file"),
+                        line.error_word(args, "LINE_IN_FILE takes a line and a file"),
                         "quote the line if it has spaces: LINE_IN_FILE \"nameserver 10.0.0.1\" /etc/resolv.conf",
                     ));
                 }
@@ -344,12 +412,12 @@ impl Translator<'_> {
                 self.emit(line, format!("LINE_IN_FILE {} {}", word(&w[0]), word(&f)));
                 Ok(())
             }
-            "TAG" | "TAGS" => self.tags(line, &words(line, &args)?),
-            "CONFIG" => self.config(line, &words(line, &args)?),
-            "LIMITS" => self.limits(line, &words(line, &args)?),
-            "RDR" => self.rdr(line, &words(line, &args)?),
-            "SERVICE" => self.service(line, &words(line, &args)?),
-            "SYSRC" => self.sysrc(line, &words(line, &args)?),
+            "TAG" | "TAGS" => self.tags(line, &words(line, args)?),
+            "CONFIG" => self.config(line, &words(line, args)?),
+            "LIMITS" => self.limits(line, &words(line, args)?),
+            "RDR" => self.rdr(line, &words(line, args)?),
+            "SERVICE" => self.service(line, &words(line, args)?),
+            "SYSRC" => self.sysrc(line, &words(line, args)?),
             "RESTART" => {
                 self.note(
                     line,
@@ -375,10 +443,21 @@ impl Translator<'_> {
         }
     }
 
-    fn arg(&mut self, line: &SrcLine, scope: &mut Scope, args: &str, required: bool) -> R<()> {
-        let (name, default) = match args.split_once('=') {
+    /// ARG NAME=default (and ARG+): the value from `--arg`, then the arg
+    /// file, then the default. The Jailfile's ARG line keeps the default as
+    /// written (`${OTHER}` in it too), so `--build-arg` works on the
+    /// printed Jailfile; a value given on the command line is written in.
+    fn arg(
+        &mut self,
+        line: &SrcLine,
+        scope: &mut Scope,
+        valued: &str,
+        symbolic: &str,
+        required: bool,
+    ) -> R<()> {
+        let (name, default) = match valued.split_once('=') {
             Some((n, d)) => (n.trim(), Some(d.to_string())),
-            None => (args.trim(), None),
+            None => (valued.trim(), None),
         };
         if !is_name(name) {
             return Err(with_help(
@@ -399,6 +478,23 @@ impl Translator<'_> {
             raw.clone()
         };
         if value.is_empty() {
+            if required && self.opts.leave_required {
+                // Left for --build-arg: the Jailfile's references say so.
+                let text = format!("${{{name}}}");
+                self.push_arg(
+                    scope,
+                    ArgVal {
+                        name: name.to_string(),
+                        raw: text.clone(),
+                        value: text,
+                        decl: String::new(),
+                        required: true,
+                    },
+                );
+                self.emit(line, format!("ARG {name}"));
+                self.required.push(name.to_string());
+                return Ok(());
+            }
             if required {
                 let file = scope
                     .arg_file
@@ -415,29 +511,48 @@ impl Translator<'_> {
                 line.at()
             ));
         }
-        self.declare_value(scope, name, raw, Some((line, value)));
+        // The default as written, when it means the value.
+        let symbolic_default = symbolic
+            .split_once('=')
+            .map(|(_, d)| unquote(d))
+            .filter(|d| from_default && symbolic::has(d) && self.val(d) == value);
+        let decl = word(symbolic_default.as_deref().unwrap_or(&value));
+        self.push_arg(
+            scope,
+            ArgVal {
+                name: name.to_string(),
+                raw,
+                value,
+                decl: decl.clone(),
+                // Its references say it is required, with a value or not,
+                // so a build with --arg and one with --build-arg agree.
+                required,
+            },
+        );
+        self.emit(line, format!("ARG {name}={decl}"));
         Ok(())
     }
 
-    fn declare_value(
-        &mut self,
-        scope: &mut Scope,
-        name: &str,
-        raw: String,
-        at: Option<(&SrcLine, String)>,
-    ) {
-        let value = at.as_ref().map(|(_, v)| v.clone()).unwrap_or(raw.clone());
-        scope.args.push(ArgVal {
-            name: name.to_string(),
-            raw,
-            value: value.clone(),
-        });
-        let text = format!("ARG {name}={}", word(&value));
-        match at {
-            Some((line, _)) => self.emit(line, text),
-            None => self.out.push((Origin::Header, Out::Text(text))),
-        }
-        self.emitted.insert(name.to_string(), value);
+    /// A value given with `--arg` for a name the template does not declare
+    /// (JAIL_NAME and the other values of a running jail).
+    fn declare_value(&mut self, scope: &mut Scope, name: &str, value: String) {
+        let decl = word(&value);
+        self.out.push((Origin::Header, Out::Text(format!("ARG {name}={decl}"))));
+        self.push_arg(
+            scope,
+            ArgVal {
+                name: name.to_string(),
+                raw: value.clone(),
+                value,
+                decl,
+                required: false,
+            },
+        );
+    }
+
+    fn push_arg(&mut self, scope: &mut Scope, a: ArgVal) {
+        self.emitted.insert(a.name.clone(), a.value.clone());
+        scope.args.push(a);
     }
 
     /// CMD: `jexec TARGET sh -c '<text>'`, with the jail's network.
@@ -451,7 +566,7 @@ impl Translator<'_> {
         if w.is_empty() {
             return Err(line.error_cmd("PKG needs at least one package"));
         }
-        if let Some(flag) = w.iter().find(|p| p.starts_with('-')) {
+        if let Some(flag) = w.iter().find(|p| self.val(p).starts_with('-')) {
             return Err(with_help(
                 line.error_word(flag, format!("PKG option `{flag}` is not supported")),
                 "PKG installs packages by name; for other pkg commands use CMD pkg ...",
@@ -480,7 +595,9 @@ impl Translator<'_> {
                 "CP usr / copies the template's usr directory to /usr",
             ));
         }
-        let (src, dest) = (w[0].as_str(), w[1].as_str());
+        let (sym_src, dest) = (w[0].as_str(), w[1].as_str());
+        let src = self.val(sym_src);
+        let src = src.as_str();
         if src.starts_with('/') {
             return Err(with_help(
                 line.error_word(src, format!("`{src}` is a path on the host; an image can only take files from the template")),
@@ -506,8 +623,11 @@ impl Translator<'_> {
         })?;
         let contents = src.ends_with('/') || src == ".";
         let dest_abs = absolute(dest);
-        let target = if meta.is_dir() && !contents && (dest.ends_with('/') || dest_abs == "/") {
-            let base = rel
+        let target = if meta.is_dir()
+            && !contents
+            && (dest.ends_with('/') || self.val(&dest_abs) == "/")
+        {
+            let base = Path::new(sym_src)
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
@@ -522,7 +642,7 @@ impl Translator<'_> {
                 dest_abs
             }
         };
-        let source = path.components().collect::<PathBuf>();
+        let source = dir.join(sym_src).components().collect::<PathBuf>();
         self.out.push((
             Origin::Line(line.clone()),
             Out::Copy {
@@ -556,9 +676,9 @@ impl Translator<'_> {
             let Some((k, v)) = kv.split_once('=') else {
                 return Err(line.error_word(&kv, "--arg needs NAME=VALUE"));
             };
-            cli.insert(k.to_string(), v.to_string());
+            cli.insert(self.val(k), self.val(v));
         }
-        let dir = self.find_template(line, &outer.dir, name)?;
+        let dir = self.find_template(line, &outer.dir, &self.val(name))?;
         if self.stack.contains(&dir) {
             return Err(with_help(
                 line.error_word(
@@ -584,7 +704,11 @@ impl Translator<'_> {
         let mut seen = std::collections::BTreeSet::new();
         for a in outer.args.iter().rev() {
             if seen.insert(a.name.clone()) && self.emitted.get(&a.name) != Some(&a.value) {
-                self.emit(line, format!("ARG {}={}", a.name, word(&a.value)));
+                let text = match a.decl.is_empty() {
+                    true => format!("ARG {}", a.name),
+                    false => format!("ARG {}={}", a.name, a.decl),
+                };
+                self.emit(line, text);
                 self.emitted.insert(a.name.clone(), a.value.clone());
             }
         }
@@ -658,13 +782,13 @@ impl Translator<'_> {
 
 /// The first `${NAME}` left after substitution that is not one of the
 /// running jail's values.
-fn undeclared(text: &str) -> Option<String> {
+fn undeclared(text: &str, scope: &Scope) -> Option<String> {
     let mut rest = text;
     while let Some(at) = rest.find("${") {
         let after = &rest[at + 2..];
         if let Some(end) = after.find('}') {
             let name = &after[..end];
-            if is_name(name) && !BUILTINS.contains(&name) {
+            if is_name(name) && !BUILTINS.contains(&name) && scope.find(name).is_none() {
                 return Some(name.to_string());
             }
         }

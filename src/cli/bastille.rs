@@ -43,7 +43,7 @@ impl TemplateArgs {
             || self.templates.is_some()
     }
 
-    fn options(&self, ctx: &Ctx) -> Result<Options, Failure> {
+    fn options(&self, ctx: &Ctx, for_build: bool) -> Result<Options, Failure> {
         let mut args = BTreeMap::new();
         for a in &self.args {
             let Some((k, v)) = a.split_once('=') else {
@@ -58,6 +58,7 @@ impl TemplateArgs {
             templates: self.templates.clone(),
             templates_dir: ctx.settings.bastille.templates_dir.clone(),
             bastille_conf: None,
+            leave_required: !for_build,
         })
     }
 }
@@ -70,7 +71,7 @@ pub fn translate(
     t: &TemplateArgs,
     for_build: bool,
 ) -> Result<Converted, Failure> {
-    let opts = t.options(ctx)?;
+    let opts = t.options(ctx, for_build)?;
     if for_build && opts.from.is_empty() {
         return Err(Failure::user(anyhow!(
             "a Bastille template has no FROM: give the base image with --from (e.g. --from freebsd:14.3-RELEASE, or an image in the local store)"
@@ -105,13 +106,17 @@ pub fn convert(ctx: &Ctx, a: ConvertArgs) -> CmdResult {
         None => out!("{}", converted.jailfile),
     }
     if !ctx.quiet && !ctx.json {
+        let mut needs: Vec<String> = converted
+            .required
+            .iter()
+            .map(|n| format!("--build-arg {n}=VALUE "))
+            .collect();
+        if converted.base_from_arg {
+            needs.insert(0, "--build-arg BASE=IMAGE ".into());
+        }
         eprintln!(
             "build it with: jbuild build {}-f {} {}",
-            if converted.base_from_arg {
-                "--build-arg BASE=IMAGE "
-            } else {
-                ""
-            },
+            needs.concat(),
             a.output
                 .as_deref()
                 .map(|p| p.display().to_string())
