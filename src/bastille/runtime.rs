@@ -245,7 +245,7 @@ impl Translator<'_> {
                 line,
                 &format!(
                     "SERVICE {name} {action}: no service runs while building; ignored \
-                     (the jail starts {name} when it boots if rc.conf enables it: SERVICE {name} enable)"
+                     (the jail starts it when it boots, if rc.conf enables it: SYSRC or SERVICE {name} enable)"
                 ),
             ),
             ServiceAction::RcConf | ServiceAction::Step => {

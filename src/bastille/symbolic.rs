@@ -140,9 +140,10 @@ pub fn bare(s: &str) -> String {
 pub struct ScriptArg {
     /// As Bastille substitutes it (quotes as written in the default).
     pub raw: String,
-    /// The ARG's value in the Jailfile (and the step's environment).
-    pub value: String,
-    /// Required and given no value: only the reference can stand for it.
+    /// The Jailfile's ARG of that name has the value Bastille substitutes
+    /// here, so the step's environment holds it.
+    pub in_env: bool,
+    /// Declared with ARG+.
     pub required: bool,
 }
 
@@ -153,11 +154,15 @@ enum Quote {
     Double,
 }
 
-/// The script of a CMD line: `${NAME}` of a known ARG is left for the shell
-/// where the shell expands it to what Bastille's text substitution gives
-/// (outside single quotes, not after a backslash, and a value of plain
-/// characters whose quotes, if any, the context removes); elsewhere the
-/// ARG's text is written in, as Bastille does.
+/// The script of a CMD line with `${NAME}` of a known ARG left for the
+/// shell, which expands it from the step's environment: as written outside
+/// single quotes, and as `'"${NAME}"'` (closing the quotes around it) inside
+/// them, where Bastille's text substitution reaches and sh's would not. The
+/// choice does not depend on the value, so the script is the same whatever
+/// `--build-arg` gives; a value with blanks or quotes is one shell word
+/// inside quotes where Bastille would re-read it as text. After a
+/// backslash, or for an ARG the environment does not hold, the text is
+/// written in, as Bastille does.
 pub fn script(text: &str, arg: &dyn Fn(&str) -> Option<ScriptArg>) -> String {
     let mut out = String::new();
     let mut q = Quote::None;
@@ -193,24 +198,11 @@ pub fn script(text: &str, arg: &dyn Fn(&str) -> Option<ScriptArg>) -> String {
             rest = after;
             continue;
         };
-        let name = &after[..end];
-        let plain = !a.value.is_empty()
-            && a.value
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "_./:@%+,=-".contains(c));
-        let dq = format!("\"{}\"", a.value);
-        let sq = format!("'{}'", a.value);
-        let keep = !escaped
-            && match q {
-                Quote::Single => false,
-                _ if a.required => true,
-                Quote::None => plain && (a.raw == a.value || a.raw == dq || a.raw == sq),
-                Quote::Double => plain && (a.raw == a.value || a.raw == dq),
-            };
-        if keep {
-            out.push_str(&reference(name, a.required));
-        } else {
-            feed(&mut out, &a.raw, &mut q, &mut escaped);
+        let reference = reference(&after[..end], a.required);
+        match q {
+            _ if escaped || !a.in_env => feed(&mut out, &a.raw, &mut q, &mut escaped),
+            Quote::Single => out.push_str(&format!("'\"{reference}\"'")),
+            Quote::None | Quote::Double => out.push_str(&reference),
         }
         rest = &after[end + 1..];
     }
@@ -239,29 +231,30 @@ mod tests {
     }
 
     #[test]
-    fn a_script_keeps_references_only_where_sh_gives_bastilles_text() {
-        let arg = |n: &str| match n {
-            "D" => Some(ScriptArg {
-                raw: "\"example.org\"".into(),
-                value: "example.org".into(),
-                required: false,
-            }),
-            "S" => Some(ScriptArg {
-                raw: "a b".into(),
-                value: "a b".into(),
-                required: false,
-            }),
-            "P" => Some(ScriptArg {
-                raw: "${P}".into(),
-                value: "${P}".into(),
-                required: true,
-            }),
-            _ => None,
+    fn a_script_leaves_references_to_the_shell_whatever_the_value() {
+        let arg = |n: &str| {
+            let a = |raw: &str, in_env, required| {
+                Some(ScriptArg {
+                    raw: raw.into(),
+                    in_env,
+                    required,
+                })
+            };
+            match n {
+                "D" => a("\"example.org\"", true, false),
+                "S" => a("a b", true, false),
+                "P" => a("${P}", true, true),
+                "O" => a("other", false, false),
+                _ => None,
+            }
         };
         assert_eq!(
-            script("echo ${D} \"x${D}\" '${D}' \\${D} ${S} ${P} ${HOME}", &arg),
-            "echo ${D} \"x${D}\" '\"example.org\"' \\\"example.org\" a b \
-             ${P:?is a required ARG: give --build-arg P=VALUE} ${HOME}"
+            script(
+                "echo ${D} \"x${D}\" 'y${D}z' ${S} ${O} ${P} ${HOME} \\${D}",
+                &arg
+            ),
+            "echo ${D} \"x${D}\" 'y'\"${D}\"'z' ${S} other \
+             ${P:?is a required ARG: give --build-arg P=VALUE} ${HOME} \\\"example.org\""
         );
     }
 }

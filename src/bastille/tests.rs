@@ -80,8 +80,10 @@ fn every_instruction_translates_and_parses() {
             jailfile::Command::Exec(vec![
                 "/bin/sh".into(),
                 "-c".into(),
-                // Bastille substitutes the default as written, quotes and all.
-                "echo '\"example.org\"' > /tmp/x && echo $HOME".into()
+                // The ARG is the step's environment; in single quotes,
+                // where Bastille's text substitution reaches and sh's does
+                // not, the reference closes the quotes around it.
+                "echo ''\"${DOMAIN}\"'' > /tmp/x && echo $HOME".into()
             ]),
             true
         )
@@ -386,9 +388,8 @@ fn arg_references_stay_in_the_jailfile_and_take_build_args() {
         "LINE_IN_FILE \"server ${DOMAIN}\" /etc/hosts.allow\n",
         "SYSRC app_listen=${LISTEN}\n",
         "EXPOSE ${PORT}/tcp\n",
-        // In single quotes Bastille writes the value as written; sh would not
-        // expand a reference there.
-        r#"["/bin/sh","-c","echo ${DOMAIN} '\"example.org\"' > /tmp/x && echo ${DB_PASSWORD:?is a required ARG: give --build-arg DB_PASSWORD=VALUE}"]"#,
+        // In single quotes sh would not expand a reference: it closes them.
+        r#"["/bin/sh","-c","echo ${DOMAIN} ''\"${DOMAIN}\"'' > /tmp/x && echo ${DB_PASSWORD:?is a required ARG: give --build-arg DB_PASSWORD=VALUE}"]"#,
         "SYSRC db_pw=\"${DB_PASSWORD:?is a required ARG: give --build-arg DB_PASSWORD=VALUE}\"\n",
         "LABEL org.jbuild.rdr.tcp.${PORT}=\"tcp ${PORT} ${PORT}\"\n",
     ] {

@@ -357,12 +357,10 @@ impl Translator<'_> {
 
     fn script_arg(&self, scope: &Scope, name: &str) -> Option<ScriptArg> {
         let a = scope.find(name)?;
-        let same = self.emitted.get(name) == Some(&a.value);
         Some(ScriptArg {
             raw: a.raw.clone(),
-            // A value the Jailfile does not have here is never referenced.
-            value: if same { a.value.clone() } else { String::new() },
-            required: a.required && same,
+            in_env: self.emitted.get(name) == Some(&a.value),
+            required: a.required,
         })
     }
 
