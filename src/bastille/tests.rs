@@ -381,7 +381,7 @@ fn arg_references_stay_in_the_jailfile_and_take_build_args() {
     for want in [
         "ARG DOMAIN=example.org\n",
         "ARG LISTEN=0.0.0.0:${PORT}\n",
-        "ARG DB_PASSWORD\n",
+        "ARG DB_PASSWORD=\"${DB_PASSWORD:?is a required ARG: give --build-arg DB_PASSWORD=VALUE}\"\n",
         // Bastille splits the value into two packages; so does this line.
         "PKG nginx curl\n",
         "SYSRC nginx_flags=\"-c /usr/local/etc/nginx/${DOMAIN}.conf\"\n",

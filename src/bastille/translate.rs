@@ -477,19 +477,21 @@ impl Translator<'_> {
         };
         if value.is_empty() {
             if required && self.opts.leave_required {
-                // Left for --build-arg: the Jailfile's references say so.
+                // Left for --build-arg: the default (read only when no
+                // --build-arg gives one) fails the build, saying so.
                 let text = format!("${{{name}}}");
+                let decl = word(&symbolic::placeholder(name, true));
                 self.push_arg(
                     scope,
                     ArgVal {
                         name: name.to_string(),
                         raw: text.clone(),
                         value: text,
-                        decl: String::new(),
+                        decl: decl.clone(),
                         required: true,
                     },
                 );
-                self.emit(line, format!("ARG {name}"));
+                self.emit(line, format!("ARG {name}={decl}"));
                 self.required.push(name.to_string());
                 return Ok(());
             }
@@ -702,11 +704,7 @@ impl Translator<'_> {
         let mut seen = std::collections::BTreeSet::new();
         for a in outer.args.iter().rev() {
             if seen.insert(a.name.clone()) && self.emitted.get(&a.name) != Some(&a.value) {
-                let text = match a.decl.is_empty() {
-                    true => format!("ARG {}", a.name),
-                    false => format!("ARG {}={}", a.name, a.decl),
-                };
-                self.emit(line, text);
+                self.emit(line, format!("ARG {}={}", a.name, a.decl));
                 self.emitted.insert(a.name.clone(), a.value.clone());
             }
         }
