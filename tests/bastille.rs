@@ -470,7 +470,14 @@ fn the_printed_jailfile_rebuilds_the_template_entirely_from_cache() {
     }
     let with_args = ok(jbuild(&state)
         .arg("--json")
-        .args(["build", "--build-arg", "APP_NAME=shop", "--build-arg", "APP_SECRET=s3cr3t", "-f"])
+        .args([
+            "build",
+            "--build-arg",
+            "APP_NAME=shop",
+            "--build-arg",
+            "APP_SECRET=s3cr3t",
+            "-f",
+        ])
         .arg(&plain)
         .arg(&dir));
     let r = result(&with_args);
@@ -479,7 +486,13 @@ fn the_printed_jailfile_rebuilds_the_template_entirely_from_cache() {
     // Another value runs the steps that use it, from where it is first used.
     let other = ok(jbuild(&state)
         .arg("--json")
-        .args(["build", "--build-arg", "APP_NAME=shop", "--build-arg", "APP_SECRET=s3cr3t"])
+        .args([
+            "build",
+            "--build-arg",
+            "APP_NAME=shop",
+            "--build-arg",
+            "APP_SECRET=s3cr3t",
+        ])
         .args(["--build-arg", "APP_PORT=9090", "-t", "webapp:9090", "-f"])
         .arg(&plain)
         .arg(&dir));
@@ -530,11 +543,17 @@ fn a_required_arg_is_refused_by_build_and_left_to_build_arg_by_convert() {
         "{text}"
     );
     let e = jailfile::load(&jf, &BTreeMap::new()).unwrap_err();
-    assert!(e.to_string().contains("--build-arg DB_PASSWORD=VALUE"), "{e}");
+    assert!(
+        e.to_string().contains("--build-arg DB_PASSWORD=VALUE"),
+        "{e}"
+    );
     let mut args = BTreeMap::new();
     args.insert("DB_PASSWORD".to_string(), "pw".to_string());
     let b = jailfile::load(&jf, &args).unwrap();
-    assert!(b.stages[0].steps.iter().any(|s| s.text == "SYSRC app_db_password=\"pw\""));
+    assert!(b.stages[0]
+        .steps
+        .iter()
+        .any(|s| s.text == "SYSRC app_db_password=\"pw\""));
 }
 
 #[test]
@@ -568,9 +587,17 @@ fn include_category_template_from_the_command_line_and_its_error() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("site/Bastillefile:2:9"), "{err}");
-    assert!(err.contains("template `databases/postgresql16-server` not found"), "{err}");
     assert!(
-        err.contains(&tmp.path().join("databases/postgresql16-server").display().to_string()),
+        err.contains("template `databases/postgresql16-server` not found"),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            &tmp.path()
+                .join("databases/postgresql16-server")
+                .display()
+                .to_string()
+        ),
         "{err}"
     );
     assert!(err.contains("--templates DIR"), "{err}");
@@ -822,14 +849,36 @@ fn build_args(dir: &Path) -> BTreeMap<String, String> {
 fn the_corpus_converts_and_plans_and_its_printed_jailfiles_take_build_args() {
     let list = corpus();
     assert!(list.len() >= 30, "{} templates", list.len());
+    // docs/bastille.md states the figure.
+    let doc = fs::read_to_string(repo().join("docs/bastille.md")).unwrap();
+    let said = format!("holds {} templates", list.len());
+    assert!(
+        doc.contains(&said),
+        "docs/bastille.md does not say `{said}`"
+    );
     let all: String = list
         .iter()
         .map(|d| fs::read_to_string(d.join("Bastillefile")).unwrap())
         .collect();
     for hook in [
-        "\nINCLUDE ", "\nCONFIG set ", "\nRESTART", "\nSERVICE postgresql initdb", " configtest",
-        "\nCMD ", "\nMOUNT ", "\nRDR ", "\nLIMITS ", "\nARG+ ", "\nARG ", "\nPKG ", "\nSYSRC ",
-        "\nCP ", "\nOVERLAY ", "\nRENDER ", "\nLINE_IN_FILE ", "\nTAGS ",
+        "\nINCLUDE ",
+        "\nCONFIG set ",
+        "\nRESTART",
+        "\nSERVICE postgresql initdb",
+        " configtest",
+        "\nCMD ",
+        "\nMOUNT ",
+        "\nRDR ",
+        "\nLIMITS ",
+        "\nARG+ ",
+        "\nARG ",
+        "\nPKG ",
+        "\nSYSRC ",
+        "\nCP ",
+        "\nOVERLAY ",
+        "\nRENDER ",
+        "\nLINE_IN_FILE ",
+        "\nTAGS ",
     ] {
         assert!(all.contains(hook), "no `{}` in the corpus", hook.trim());
     }
@@ -846,7 +895,9 @@ fn the_corpus_converts_and_plans_and_its_printed_jailfiles_take_build_args() {
                 ..Default::default()
             };
             let c = bastille::convert(dir, &opts).unwrap_or_else(|e| panic!("{name}: {e}"));
-            let b = c.load().unwrap_or_else(|e| panic!("{name}: {e}\n{}", c.jailfile));
+            let b = c
+                .load()
+                .unwrap_or_else(|e| panic!("{name}: {e}\n{}", c.jailfile));
             (layer_keys(&b, &c.context), c)
         };
         let (keys, c) = direct(&BTreeMap::new());
@@ -888,7 +939,11 @@ fn the_corpus_converts_and_plans_and_its_printed_jailfiles_take_build_args() {
         assert_ne!(changed, keys, "{name}: ARG {arg} changes nothing");
         args.insert(arg.to_string(), other.to_string());
         let printed = jailfile::load(&out, &args).unwrap_or_else(|e| panic!("{name}: {e}"));
-        assert_eq!(layer_keys(&printed, &c.context), changed, "{name}: ARG {arg}");
+        assert_eq!(
+            layer_keys(&printed, &c.context),
+            changed,
+            "{name}: ARG {arg}"
+        );
         let jf = fs::read_to_string(&out).unwrap();
         let reference = format!("${{{arg}}}");
         assert_eq!(

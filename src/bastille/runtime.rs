@@ -210,7 +210,10 @@ impl Translator<'_> {
                 return Err(line.error_word(p, format!("`{p}` is not a port (1-65535)")));
             }
         }
-        self.emit(line, format!("EXPOSE {}", word(&format!("{}/{proto}", tail[2]))));
+        self.emit(
+            line,
+            format!("EXPOSE {}", word(&format!("{}/{proto}", tail[2]))),
+        );
         self.emit(
             line,
             format!(

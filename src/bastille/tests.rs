@@ -283,7 +283,10 @@ fn service_actions_edit_rc_conf_run_as_steps_or_are_noted() {
         .filter_map(|s| match &s.op {
             jailfile::Op::Run { command, .. } => {
                 let at = c.origin(s.location.line).expect("from a Bastillefile line");
-                Some((command.clone(), at.rsplit(':').next().unwrap().parse().unwrap()))
+                Some((
+                    command.clone(),
+                    at.rsplit(':').next().unwrap().parse().unwrap(),
+                ))
             }
             _ => None,
         })
@@ -303,10 +306,12 @@ fn service_actions_edit_rc_conf_run_as_steps_or_are_noted() {
         .any(|s| s.text == "SERVICE postgresql enable"));
     for (at, what) in [(5, "postgresql start"), (6, "nginx onerestart")] {
         assert!(
-            c.notes.iter().any(|n| n.contains(&format!("Bastillefile:{at}:"))
-                && n.contains(what)
-                && n.contains("no service runs while building")
-                && n.contains("when it boots")),
+            c.notes
+                .iter()
+                .any(|n| n.contains(&format!("Bastillefile:{at}:"))
+                    && n.contains(what)
+                    && n.contains("no service runs while building")
+                    && n.contains("when it boots")),
             "{:?}",
             c.notes
         );
@@ -318,19 +323,35 @@ fn include_category_template_resolves_in_the_including_templates_dir_then_templa
 ) {
     let d = template(&[
         // The templates directory the including template lives in.
-        ("tpl/web/site/Bastillefile", "INCLUDE db/postgres\nINCLUDE lang/php\nINCLUDE base/motd\nPKG site\n"),
-        ("tpl/db/postgres/Bastillefile", "PKG postgresql16-server\nSERVICE postgresql initdb\n"),
+        (
+            "tpl/web/site/Bastillefile",
+            "INCLUDE db/postgres\nINCLUDE lang/php\nINCLUDE base/motd\nPKG site\n",
+        ),
+        (
+            "tpl/db/postgres/Bastillefile",
+            "PKG postgresql16-server\nSERVICE postgresql initdb\n",
+        ),
         // Only under --templates.
         ("extra/lang/php/Bastillefile", "PKG php83\n"),
         // Only in bastille.conf's templates directory; also in --templates'
         // under another category, which must not be taken.
-        ("prefix/templates/base/motd/Bastillefile", "PKG motd-from-bastille-conf\n"),
+        (
+            "prefix/templates/base/motd/Bastillefile",
+            "PKG motd-from-bastille-conf\n",
+        ),
         ("extra/db/postgres/Bastillefile", "PKG wrong-postgres\n"),
-        ("bastille.conf", "bastille_prefix=\"PREFIX\"\nbastille_templatesdir=\"${bastille_prefix}/templates\"\n"),
+        (
+            "bastille.conf",
+            "bastille_prefix=\"PREFIX\"\nbastille_templatesdir=\"${bastille_prefix}/templates\"\n",
+        ),
     ]);
     let conf = d.path().join("bastille.conf");
     let text = fs::read_to_string(&conf).unwrap();
-    fs::write(&conf, text.replace("PREFIX", d.path().join("prefix").to_str().unwrap())).unwrap();
+    fs::write(
+        &conf,
+        text.replace("PREFIX", d.path().join("prefix").to_str().unwrap()),
+    )
+    .unwrap();
     let mut o = opts();
     o.templates = Some(d.path().join("extra"));
     o.bastille_conf = Some(conf);
@@ -339,7 +360,10 @@ fn include_category_template_resolves_in_the_including_templates_dir_then_templa
     let t: Vec<&str> = b.stages[0].steps.iter().map(|s| s.text.as_str()).collect();
     assert_eq!(t[0], "PKG postgresql16-server");
     assert!(t[1].contains("service postgresql initdb"), "{t:?}");
-    assert_eq!(t[2..], ["PKG php83", "PKG motd-from-bastille-conf", "PKG site"]);
+    assert_eq!(
+        t[2..],
+        ["PKG php83", "PKG motd-from-bastille-conf", "PKG site"]
+    );
 
     // None has it: the line, and every place tried.
     let d2 = template(&[("tpl/web/site/Bastillefile", "PKG a\nINCLUDE db/mysql\n")]);
@@ -350,10 +374,20 @@ fn include_category_template_resolves_in_the_including_templates_dir_then_templa
     assert_eq!((e.line, e.column), (2, 9), "{e}");
     let shown = e.to_string();
     for place in ["tpl/db/mysql", "extra/db/mysql", "configured/db/mysql"] {
-        let p = d2.path().join(place).canonicalize().unwrap_or(d2.path().join(place));
-        assert!(shown.contains(p.to_str().unwrap()) || shown.contains(place), "{place}: {shown}");
+        let p = d2
+            .path()
+            .join(place)
+            .canonicalize()
+            .unwrap_or(d2.path().join(place));
+        assert!(
+            shown.contains(p.to_str().unwrap()) || shown.contains(place),
+            "{place}: {shown}"
+        );
     }
-    assert!(e.help.as_deref().unwrap().contains("--templates DIR"), "{e}");
+    assert!(
+        e.help.as_deref().unwrap().contains("--templates DIR"),
+        "{e}"
+    );
 
     // Cycles across categories are refused at the line that closes them.
     let d3 = template(&[
@@ -397,9 +431,8 @@ fn arg_references_stay_in_the_jailfile_and_take_build_args() {
     }
     assert_eq!(c.required, ["DB_PASSWORD"]);
     // With build args, the Jailfile gives what the template gives with --arg.
-    let steps = |b: &Build| -> Vec<String> {
-        b.stages[0].steps.iter().map(|s| s.text.clone()).collect()
-    };
+    let steps =
+        |b: &Build| -> Vec<String> { b.stages[0].steps.iter().map(|s| s.text.clone()).collect() };
     let mut args = BTreeMap::new();
     args.insert("PORT".to_string(), "9090".to_string());
     args.insert("DB_PASSWORD".to_string(), "pw".to_string());
@@ -415,7 +448,10 @@ fn arg_references_stay_in_the_jailfile_and_take_build_args() {
     // says which to give.
     args.remove("DB_PASSWORD");
     let e = jailfile::load_str(&c.path, jf, &args).unwrap_err();
-    assert!(e.to_string().contains("--build-arg DB_PASSWORD=VALUE"), "{e}");
+    assert!(
+        e.to_string().contains("--build-arg DB_PASSWORD=VALUE"),
+        "{e}"
+    );
     // A build of the template still refuses at the ARG+ line.
     let e = convert(d.path(), &opts()).unwrap_err();
     assert_eq!(e.line, 4, "{e}");

@@ -537,7 +537,8 @@ impl Translator<'_> {
     /// (JAIL_NAME and the other values of a running jail).
     fn declare_value(&mut self, scope: &mut Scope, name: &str, value: String) {
         let decl = word(&value);
-        self.out.push((Origin::Header, Out::Text(format!("ARG {name}={decl}"))));
+        self.out
+            .push((Origin::Header, Out::Text(format!("ARG {name}={decl}"))));
         self.push_arg(
             scope,
             ArgVal {
@@ -623,25 +624,23 @@ impl Translator<'_> {
         })?;
         let contents = src.ends_with('/') || src == ".";
         let dest_abs = absolute(dest);
-        let target = if meta.is_dir()
-            && !contents
-            && (dest.ends_with('/') || self.val(&dest_abs) == "/")
-        {
-            let base = Path::new(sym_src)
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            format!("{}/{base}", dest_abs.trim_end_matches('/'))
-        } else if meta.is_dir() {
-            dest_abs
-        } else {
-            // A file keeps cp's reading of dest: a directory if it ends in /.
-            if dest.ends_with('/') && !dest_abs.ends_with('/') {
-                format!("{dest_abs}/")
-            } else {
+        let target =
+            if meta.is_dir() && !contents && (dest.ends_with('/') || self.val(&dest_abs) == "/") {
+                let base = Path::new(sym_src)
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                format!("{}/{base}", dest_abs.trim_end_matches('/'))
+            } else if meta.is_dir() {
                 dest_abs
-            }
-        };
+            } else {
+                // A file keeps cp's reading of dest: a directory if it ends in /.
+                if dest.ends_with('/') && !dest_abs.ends_with('/') {
+                    format!("{dest_abs}/")
+                } else {
+                    dest_abs
+                }
+            };
         let source = dir.join(sym_src).components().collect::<PathBuf>();
         self.out.push((
             Origin::Line(line.clone()),
