@@ -27,6 +27,7 @@
 
 mod conf;
 mod emit;
+mod include;
 mod runtime;
 mod source;
 mod symbolic;
