@@ -5,6 +5,9 @@
 //! `jbuild create` makes the jail root and a jail.conf entry.
 
 mod common;
+/// The corpus of templates in the BastilleBSD/templates layout.
+#[path = "bastille/corpus.rs"]
+mod corpus;
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -168,7 +171,6 @@ const MALFORMED: &[(&str, u32, u32, &str)] = &[
         "fetch it first",
     ),
     ("malformed/option-late.Bastillefile", 2, 24, "options first"),
-    ("argplus-missing", 3, 6, "--arg DB_PASSWORD=VALUE"),
 ];
 
 #[test]
@@ -218,11 +220,11 @@ const JAILMETA_CONSENT: &[&str] = &[
     "allow.mount.procfs",
 ];
 
-fn busybox_base(tmp: &Path) -> Option<PathBuf> {
-    let (true, Some(bb)) = (is_root(), static_busybox()) else {
-        eprintln!("skipping: needs root and /bin/busybox from busybox-static");
-        return None;
-    };
+/// Needs root and busybox-static (tests/run installs it): a test fails
+/// without them rather than passing without running.
+fn busybox_base(tmp: &Path) -> PathBuf {
+    assert!(is_root(), "these tests build jails: run them as root");
+    let bb = static_busybox().expect("/bin/busybox from busybox-static (tests/run installs it)");
     let ctx = tmp.join("bb");
     fs::create_dir_all(&ctx).unwrap();
     fs::copy(bb, ctx.join("busybox")).unwrap();
@@ -238,7 +240,7 @@ fn busybox_base(tmp: &Path) -> Option<PathBuf> {
     .unwrap();
     let state = tmp.join("state");
     ok(jbuild(&state).args(["build", "-t", "bb:base"]).arg(&ctx));
-    Some(state)
+    state
 }
 
 fn read(root: &Path, p: &str) -> String {
@@ -255,9 +257,7 @@ fn has_lines(text: &str, lines: &[&str]) {
 #[test]
 fn buildable_templates_build_on_busybox_and_create_makes_their_jails() {
     let tmp = tempfile::tempdir().unwrap();
-    let Some(state) = busybox_base(tmp.path()) else {
-        return;
-    };
+    let state = busybox_base(tmp.path());
     // A copy, so modes git does not keep can be set.
     let tpl = tmp.path().join("templates");
     copy_tree(&templates(), &tpl);
@@ -437,9 +437,7 @@ fn buildable_templates_build_on_busybox_and_create_makes_their_jails() {
 #[test]
 fn the_printed_jailfile_rebuilds_the_template_entirely_from_cache() {
     let tmp = tempfile::tempdir().unwrap();
-    let Some(state) = busybox_base(tmp.path()) else {
-        return;
-    };
+    let state = busybox_base(tmp.path());
     let dir = tmp.path().join("webapp");
     copy_tree(&templates().join("webapp"), &dir);
     let args = ["--from", "bb:base", "--arg-file"];
@@ -472,14 +470,162 @@ fn the_printed_jailfile_rebuilds_the_template_entirely_from_cache() {
     let r = result(&again);
     assert_eq!(r["steps_run"], 0, "{again}");
     assert!(r["steps_cached"].as_u64().unwrap() >= 6, "{again}");
+
+    // Converted with no values, the Jailfile keeps its ARGs: the template's
+    // values as --build-arg rebuild it from the same cache.
+    let plain = tmp.path().join("webapp.plain.Jailfile");
+    ok(jbuild(&state)
+        .args(["convert", "--from", "bb:base", "-o"])
+        .arg(&plain)
+        .arg(&dir));
+    let text = fs::read_to_string(&plain).unwrap();
+    for want in [
+        "ARG APP_NAME=hello\n",
+        "ARG APP_SECRET=\"${APP_SECRET:?is a required ARG: give --build-arg APP_SECRET=VALUE}\"\n",
+        "ARG LISTEN=0.0.0.0:${APP_PORT}\n",
+        "SYSRC ${APP_NAME}_enable=YES\n",
+    ] {
+        assert!(text.contains(want), "no `{want}` in\n{text}");
+    }
+    let with_args = ok(jbuild(&state)
+        .arg("--json")
+        .args([
+            "build",
+            "--build-arg",
+            "APP_NAME=shop",
+            "--build-arg",
+            "APP_SECRET=s3cr3t",
+            "-f",
+        ])
+        .arg(&plain)
+        .arg(&dir));
+    let r = result(&with_args);
+    assert_eq!(r["steps_run"], 0, "{with_args}");
+    assert!(r["steps_cached"].as_u64().unwrap() >= 6, "{with_args}");
+    // Another value runs the steps that use it, from where it is first used.
+    let other = ok(jbuild(&state)
+        .arg("--json")
+        .args([
+            "build",
+            "--build-arg",
+            "APP_NAME=shop",
+            "--build-arg",
+            "APP_SECRET=s3cr3t",
+        ])
+        .args(["--build-arg", "APP_PORT=9090", "-t", "webapp:9090", "-f"])
+        .arg(&plain)
+        .arg(&dir));
+    let r = result(&other);
+    assert!(r["steps_run"].as_u64().unwrap() > 0, "{other}");
+    let root = tmp.path().join("jails/w9090");
+    ok(jbuild(&state)
+        .args(["create", "webapp:9090", "w9090", "--path"])
+        .arg(&root)
+        .arg("--conf")
+        .arg(tmp.path().join("jails/w9090.conf")));
+    has_lines(
+        &read(&root, "/etc/rc.conf"),
+        &["shop_flags=\"--listen 0.0.0.0:9090\""],
+    );
+    // The required one, left out: exit 1, naming it and how to give it.
+    let out = run(jbuild(&state)
+        .args(["build", "--build-arg", "APP_NAME=shop", "-f"])
+        .arg(&plain)
+        .arg(&dir));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("--build-arg APP_SECRET=VALUE"), "{err}");
+}
+
+#[test]
+fn a_required_arg_is_refused_by_build_and_left_to_build_arg_by_convert() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = templates().join("argplus-missing");
+    let out = run(jbuild(tmp.path())
+        .args(["build", "--from", "freebsd:14.3-RELEASE"])
+        .arg(&dir));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("Bastillefile:3:6"), "{err}");
+    assert!(err.contains("--arg DB_PASSWORD=VALUE"), "{err}");
+    let jf = tmp.path().join("Jailfile");
+    let out = run(jbuild(tmp.path())
+        .args(["convert", "--from", "freebsd:14.3-RELEASE", "-o"])
+        .arg(&jf)
+        .arg(&dir));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("--build-arg DB_PASSWORD=VALUE"), "{err}");
+    let text = fs::read_to_string(&jf).unwrap();
+    assert!(
+        text.contains("ARG DB_PASSWORD=\"${DB_PASSWORD:?is a required ARG: give --build-arg DB_PASSWORD=VALUE}\"\n"),
+        "{text}"
+    );
+    let e = jailfile::load(&jf, &BTreeMap::new()).unwrap_err();
+    assert!(
+        e.to_string().contains("--build-arg DB_PASSWORD=VALUE"),
+        "{e}"
+    );
+    let mut args = BTreeMap::new();
+    args.insert("DB_PASSWORD".to_string(), "pw".to_string());
+    let b = jailfile::load(&jf, &args).unwrap();
+    assert!(b.stages[0]
+        .steps
+        .iter()
+        .any(|s| s.text == "SYSRC app_db_password=\"pw\""));
+}
+
+#[test]
+fn include_category_template_from_the_command_line_and_its_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let site = tmp.path().join("mine/site");
+    fs::create_dir_all(&site).unwrap();
+    fs::write(
+        site.join("Bastillefile"),
+        "# a site of my own on the corpus' database and web server\n\
+         INCLUDE databases/postgresql16-server\nINCLUDE www/nginx --arg SERVER_NAME=site.example\nPKG py311-django\n",
+    )
+    .unwrap();
+    let corpus = templates().join("corpus");
+    let printed = ok(jbuild(tmp.path())
+        .args(["convert", "--from", "freebsd:14.3-RELEASE", "--templates"])
+        .arg(&corpus)
+        .arg(&site));
+    for want in [
+        "PKG postgresql${PG_VERSION}-server postgresql${PG_VERSION}-contrib\n",
+        r#"RUN --network=host ["/bin/sh","-c","service postgresql initdb"]"#,
+        "ARG SERVER_NAME=site.example\n",
+        "PKG py311-django\n",
+    ] {
+        assert!(printed.contains(want), "no `{want}` in\n{printed}");
+    }
+    // Without --templates: the line, and every place looked in.
+    let out = run(jbuild(tmp.path())
+        .args(["convert", "--from", "freebsd:14.3-RELEASE"])
+        .arg(&site));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("site/Bastillefile:2:9"), "{err}");
+    assert!(
+        err.contains("template `databases/postgresql16-server` not found"),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            &tmp.path()
+                .join("databases/postgresql16-server")
+                .display()
+                .to_string()
+        ),
+        "{err}"
+    );
+    assert!(err.contains("--templates DIR"), "{err}");
 }
 
 #[test]
 fn create_copies_modes_owners_and_links_and_quotes_the_command() {
     let tmp = tempfile::tempdir().unwrap();
-    let Some(state) = busybox_base(tmp.path()) else {
-        return;
-    };
+    let state = busybox_base(tmp.path());
     let ctx = tmp.path().join("img");
     fs::create_dir_all(&ctx).unwrap();
     fs::write(
@@ -568,9 +714,7 @@ fn create_copies_modes_owners_and_links_and_quotes_the_command() {
 #[test]
 fn a_failing_cmd_names_the_bastillefile_line() {
     let tmp = tempfile::tempdir().unwrap();
-    let Some(state) = busybox_base(tmp.path()) else {
-        return;
-    };
+    let state = busybox_base(tmp.path());
     let dir = tmp.path().join("fails");
     fs::create_dir_all(&dir).unwrap();
     fs::write(
@@ -593,13 +737,8 @@ fn a_failing_cmd_names_the_bastillefile_line() {
 #[test]
 fn create_refuses_image_labels_that_would_inject_into_jail_conf_or_fstab() {
     let tmp = tempfile::tempdir().unwrap();
-    let Some(state) = busybox_base(tmp.path()) else {
-        return;
-    };
-    if !common::have("umoci") {
-        eprintln!("skipping: needs umoci");
-        return;
-    }
+    let state = busybox_base(tmp.path());
+    assert!(common::have("umoci"), "needs umoci (tests/run installs it)");
     // Images a registry could serve: jbuild's own LABEL checks would refuse
     // these, so umoci writes their configs.
     let ctx = tmp.path().join("plain");

@@ -7,8 +7,12 @@ use std::path::{Path, PathBuf};
 use super::source::SrcLine;
 
 /// A word as Jailfile text: bare when it is plainly safe, else in single
-/// quotes (which keep `$` and everything else literal).
+/// quotes (which keep `$` and everything else literal); a word holding ARG
+/// placeholders in double quotes with `${NAME}` in place.
 pub fn word(s: &str) -> String {
+    if super::symbolic::has(s) {
+        return super::symbolic::word(s);
+    }
     let safe = !s.is_empty()
         && !s.starts_with('-')
         && s.chars()
@@ -46,7 +50,7 @@ pub enum Out {
 impl Out {
     pub fn render(&self, context: &Path) -> String {
         match self {
-            Out::Text(t) => t.clone(),
+            Out::Text(t) => super::symbolic::bare(t),
             Out::Copy {
                 source,
                 contents,

@@ -25,9 +25,12 @@
 //! JAIL parameters) or dropped with a note (RESTART, SERVICE start).
 //! `docs/bastille.md` has the whole mapping.
 
+mod conf;
 mod emit;
+mod include;
 mod runtime;
 mod source;
+mod symbolic;
 mod translate;
 
 use std::collections::BTreeMap;
@@ -35,6 +38,7 @@ use std::path::{Path, PathBuf};
 
 use crate::jailfile::{self, Build, Diagnostic};
 
+pub use conf::{templates_dir as configured_templates_dir, BASTILLE_CONF};
 pub use emit::Origin;
 
 /// The per-hook files of Bastille before 0.7 (still read after the
@@ -58,9 +62,32 @@ pub struct Options {
     pub args: BTreeMap<String, String>,
     /// `--arg-file FILE`: `NAME=VALUE` lines.
     pub arg_file: Option<PathBuf>,
-    /// Where `INCLUDE user/repo` looks when the path is not next to the
-    /// template (Bastille's `bastille_templatesdir`).
+    /// `--templates DIR`: where `INCLUDE category/template` looks after
+    /// the templates directory of the including template.
+    pub templates: Option<PathBuf>,
+    /// Bastille's configured templates directory, looked in last
+    /// (`[bastille] templates_dir`). `None`: `bastille_templatesdir` of
+    /// `bastille_conf`.
     pub templates_dir: Option<PathBuf>,
+    /// Bastille's configuration file (`None`: [`BASTILLE_CONF`]).
+    pub bastille_conf: Option<PathBuf>,
+    /// An `ARG+` given no value is left for the Jailfile's `--build-arg`
+    /// (`jbuild convert`) instead of refused (a build of the template).
+    pub leave_required: bool,
+}
+
+impl Options {
+    /// Bastille's configured templates directory.
+    pub fn configured_templates_dir(&self) -> PathBuf {
+        match &self.templates_dir {
+            Some(d) => d.clone(),
+            None => conf::templates_dir(
+                self.bastille_conf
+                    .as_deref()
+                    .unwrap_or(Path::new(BASTILLE_CONF)),
+            ),
+        }
+    }
 }
 
 /// A template translated into a Jailfile.
@@ -78,6 +105,8 @@ pub struct Converted {
     pub path: PathBuf,
     /// No `--from` was given: the Jailfile starts `ARG BASE` / `FROM ${BASE}`.
     pub base_from_arg: bool,
+    /// `ARG+` names given no value: the Jailfile needs `--build-arg NAME=...`.
+    pub required: Vec<String>,
     origins: Vec<Origin>,
 }
 
@@ -129,6 +158,9 @@ impl Converted {
         if self.base_from_arg {
             // Only to check the rest parses; a build gives the real base.
             args.insert("BASE".to_string(), "scratch".to_string());
+        }
+        for name in &self.required {
+            args.insert(name.clone(), format!("{name}-value"));
         }
         jailfile::load_str(&self.path, &self.jailfile, &args).map_err(|d| self.locate(d))
     }

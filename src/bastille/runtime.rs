@@ -59,12 +59,13 @@ impl Translator<'_> {
                 )),
             };
         let jail = absolute(&full[1]);
-        if !full[0].starts_with('/') && full[2] == "nullfs" {
+        let v: Vec<String> = full.iter().map(|f| self.val(f)).collect();
+        if !v[0].starts_with('/') && v[2] == "nullfs" {
             return Err(
                 line.error_word(&full[0], "the host path of a nullfs mount must be absolute")
             );
         }
-        if !matches!(full[4].as_str(), "0" | "1") || !full[5].chars().all(|c| c.is_ascii_digit()) {
+        if !matches!(v[4].as_str(), "0" | "1") || !v[5].chars().all(|c| c.is_ascii_digit()) {
             return Err(line.error_word(&full[4], "dump and pass must be numbers (usually 0 0)"));
         }
         let entry = format!(
@@ -133,8 +134,9 @@ impl Translator<'_> {
                 None => (joined.to_string(), None),
             },
         };
-        if name.is_empty()
-            || !name
+        let name_v = self.val(&name);
+        if name_v.is_empty()
+            || !name_v
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || "._".contains(c))
         {
@@ -144,7 +146,7 @@ impl Translator<'_> {
             ));
         }
         let text = match value {
-            Some(v) => format!("{name}={}", word(v.trim_matches('"'))),
+            Some(v) => format!("{}={}", word(&name), word(v.trim_matches('"'))),
             None => word(&name),
         };
         self.emit(line, format!("JAIL {text}"));
@@ -161,7 +163,8 @@ impl Translator<'_> {
                 "e.g. LIMITS memoryuse 1G",
             ));
         }
-        let res = w[0].as_str();
+        let res = self.val(&w[0]);
+        let res = res.as_str();
         if !RCTL_RESOURCES.contains(&res) {
             return Err(with_help(
                 line.error_word(res, format!("`{res}` is not an rctl(8) resource")),
@@ -197,55 +200,67 @@ impl Translator<'_> {
                 ))
             }
         };
-        let proto = tail[0].as_str();
+        let proto = self.val(&tail[0]);
+        let proto = proto.as_str();
         if !matches!(proto, "tcp" | "udp") {
             return Err(line.error_word(proto, format!("RDR protocol `{proto}`: use tcp or udp")));
         }
         for p in &tail[1..] {
-            if !p.parse::<u16>().is_ok_and(|n| n > 0) {
+            if !self.val(p).parse::<u16>().is_ok_and(|n| n > 0) {
                 return Err(line.error_word(p, format!("`{p}` is not a port (1-65535)")));
             }
         }
-        self.emit(line, format!("EXPOSE {}/{proto}", tail[2]));
+        self.emit(
+            line,
+            format!("EXPOSE {}", word(&format!("{}/{proto}", tail[2]))),
+        );
         self.emit(
             line,
             format!(
-                "LABEL org.jbuild.rdr.{proto}.{}={}",
-                tail[1],
+                "LABEL {}={}",
+                word(&format!("org.jbuild.rdr.{proto}.{}", tail[1])),
                 word(&w.join(" "))
             ),
         );
         Ok(())
     }
 
+    /// SERVICE name ACTION [args]: enable/disable edit rc.conf; actions on
+    /// a running service (start, stop, restart and their rc.subr forms)
+    /// have nothing to act on while building, so they are dropped with a
+    /// note; any other action (`initdb`, `configtest`, `rcvar`, ...) is a
+    /// step running `service name ACTION` in the build jail.
     pub(super) fn service(&mut self, line: &SrcLine, w: &[String]) -> R<()> {
-        match w {
-            [name, action] => {
-                match action.as_str() {
-                    "enable" | "disable" => {
-                        self.emit(line, format!("SERVICE {} {action}", word(name)));
-                        Ok(())
-                    }
-                    "start" | "restart" | "reload" | "stop" | "onestart" | "onerestart"
-                    | "status" | "onestop" => {
-                        self.note(
-                        line,
-                        &format!("SERVICE {name} {action}: no service runs while building; ignored (the jail starts what rc.conf enables)"),
-                    );
-                        Ok(())
-                    }
-                    other => Err(line
-                        .error_word(other, format!("SERVICE action `{other}` is not supported"))),
-                }
-            }
-            _ => Err(with_help(
+        let [name, action, rest @ ..] = w else {
+            return Err(with_help(
                 line.error_word(
                     &line.raw_args(),
                     "SERVICE takes a service name and an action",
                 ),
-                "e.g. SERVICE nginx enable",
-            )),
+                "e.g. SERVICE nginx enable, or SERVICE postgresql initdb",
+            ));
+        };
+        match service_action(&self.val(action)) {
+            ServiceAction::RcConf if rest.is_empty() => {
+                self.emit(line, format!("SERVICE {} {}", word(name), word(action)));
+            }
+            ServiceAction::Running => self.note(
+                line,
+                &format!(
+                    "SERVICE {name} {action}: no service runs while building; ignored \
+                     (the jail starts it when it boots, if rc.conf enables it: SYSRC or SERVICE {name} enable)"
+                ),
+            ),
+            ServiceAction::RcConf | ServiceAction::Step => {
+                let argv = ["service", name.as_str(), action.as_str()]
+                    .into_iter()
+                    .chain(rest.iter().map(String::as_str));
+                let script = shlex::try_join(argv)
+                    .map_err(|_| line.error_cmd("SERVICE arguments cannot hold a NUL byte"))?;
+                self.run(line, &script);
+            }
         }
+        Ok(())
     }
 
     /// SYSRC [-f file] name=value ...: one Jailfile SYSRC per assignment.
@@ -281,6 +296,7 @@ impl Translator<'_> {
                     "write name=value",
                 ));
             };
+            let name = self.val(name);
             let name = name.trim_end_matches(['+', '-']);
             if !is_name(name) {
                 return Err(line.error_word(a, format!("`{name}` is not an rc.conf variable name")));
@@ -298,5 +314,35 @@ impl Translator<'_> {
             return Err(line.error_cmd("SYSRC needs name=value"));
         }
         Ok(())
+    }
+}
+
+/// What `SERVICE name ACTION` means for an image.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ServiceAction {
+    /// `enable`/`disable`: an rc.conf edit.
+    RcConf,
+    /// Acts on a running service, and none runs while building.
+    Running,
+    /// Anything else: run `service name ACTION` in the build jail.
+    Step,
+}
+
+/// rc.subr(8) actions on a running service, after its `one`, `force`,
+/// `quiet` and `fast` prefixes.
+const RUNNING_ACTIONS: &[&str] = &["start", "stop", "restart", "reload", "status", "poll"];
+
+pub(super) fn service_action(action: &str) -> ServiceAction {
+    if matches!(action, "enable" | "disable") {
+        return ServiceAction::RcConf;
+    }
+    let base = ["one", "force", "quiet", "fast"]
+        .iter()
+        .find_map(|p| action.strip_prefix(p))
+        .unwrap_or(action);
+    if RUNNING_ACTIONS.contains(&base) {
+        ServiceAction::Running
+    } else {
+        ServiceAction::Step
     }
 }

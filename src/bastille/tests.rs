@@ -46,10 +46,10 @@ fn every_instruction_translates_and_parses() {
         "PKG nginx curl",
         "COPY usr/ /usr",
         "COPY etc/motd /etc/motd",
-        "SYSRC nginx_flags='-c /usr/local/etc/nginx/example.org.conf'",
+        "SYSRC nginx_flags=\"-c /usr/local/etc/nginx/example.org.conf\"",
         "SYSRC other=1",
         "SERVICE nginx enable",
-        "LINE_IN_FILE 'server example.org' /etc/hosts.allow",
+        "LINE_IN_FILE \"server example.org\" /etc/hosts.allow",
         "RENDER /usr/local/etc/nginx",
         "VOLUME /usr/local/www/data",
         "EXPOSE 80/tcp",
@@ -80,8 +80,10 @@ fn every_instruction_translates_and_parses() {
             jailfile::Command::Exec(vec![
                 "/bin/sh".into(),
                 "-c".into(),
-                // Bastille substitutes the default as written, quotes and all.
-                "echo '\"example.org\"' > /tmp/x && echo $HOME".into()
+                // The ARG is the step's environment; in single quotes,
+                // where Bastille's text substitution reaches and sh's does
+                // not, the reference closes the quotes around it.
+                "echo ''\"${DOMAIN}\"'' > /tmp/x && echo $HOME".into()
             ]),
             true
         )
@@ -263,4 +265,194 @@ fn without_from_the_base_is_a_build_arg() {
         b.stages[0].base,
         jailfile::Base::FreeBsdRelease("14.3-RELEASE".into())
     );
+}
+
+#[test]
+fn service_actions_edit_rc_conf_run_as_steps_or_are_noted() {
+    let d = template(&[(
+        "Bastillefile",
+        "PKG postgresql16-server\nSERVICE postgresql enable\nSERVICE postgresql initdb\n\
+         SERVICE nginx configtest\nSERVICE postgresql start\nSERVICE nginx onerestart\n\
+         SERVICE sshd keygen rsa\n",
+    )]);
+    let c = convert(d.path(), &opts()).unwrap();
+    let b = c.load().unwrap();
+    let runs: Vec<(jailfile::Command, u32)> = b.stages[0]
+        .steps
+        .iter()
+        .filter_map(|s| match &s.op {
+            jailfile::Op::Run { command, .. } => {
+                let at = c.origin(s.location.line).expect("from a Bastillefile line");
+                Some((
+                    command.clone(),
+                    at.rsplit(':').next().unwrap().parse().unwrap(),
+                ))
+            }
+            _ => None,
+        })
+        .collect();
+    let sh = |s: &str| jailfile::Command::Exec(vec!["/bin/sh".into(), "-c".into(), s.into()]);
+    assert_eq!(
+        runs,
+        [
+            (sh("service postgresql initdb"), 3),
+            (sh("service nginx configtest"), 4),
+            (sh("service sshd keygen rsa"), 7),
+        ]
+    );
+    assert!(b.stages[0]
+        .steps
+        .iter()
+        .any(|s| s.text == "SERVICE postgresql enable"));
+    for (at, what) in [(5, "postgresql start"), (6, "nginx onerestart")] {
+        assert!(
+            c.notes
+                .iter()
+                .any(|n| n.contains(&format!("Bastillefile:{at}:"))
+                    && n.contains(what)
+                    && n.contains("no service runs while building")
+                    && n.contains("when it boots")),
+            "{:?}",
+            c.notes
+        );
+    }
+}
+
+#[test]
+fn include_category_template_resolves_in_the_including_templates_dir_then_templates_then_bastille_conf(
+) {
+    let d = template(&[
+        // The templates directory the including template lives in.
+        (
+            "tpl/web/site/Bastillefile",
+            "INCLUDE db/postgres\nINCLUDE lang/php\nINCLUDE base/motd\nPKG site\n",
+        ),
+        (
+            "tpl/db/postgres/Bastillefile",
+            "PKG postgresql16-server\nSERVICE postgresql initdb\n",
+        ),
+        // Only under --templates.
+        ("extra/lang/php/Bastillefile", "PKG php83\n"),
+        // Only in bastille.conf's templates directory; also in --templates'
+        // under another category, which must not be taken.
+        (
+            "prefix/templates/base/motd/Bastillefile",
+            "PKG motd-from-bastille-conf\n",
+        ),
+        ("extra/db/postgres/Bastillefile", "PKG wrong-postgres\n"),
+        (
+            "bastille.conf",
+            "bastille_prefix=\"PREFIX\"\nbastille_templatesdir=\"${bastille_prefix}/templates\"\n",
+        ),
+    ]);
+    let conf = d.path().join("bastille.conf");
+    let text = fs::read_to_string(&conf).unwrap();
+    fs::write(
+        &conf,
+        text.replace("PREFIX", d.path().join("prefix").to_str().unwrap()),
+    )
+    .unwrap();
+    let mut o = opts();
+    o.templates = Some(d.path().join("extra"));
+    o.bastille_conf = Some(conf);
+    let c = convert(&d.path().join("tpl/web/site"), &o).unwrap();
+    let b = c.load().unwrap();
+    let t: Vec<&str> = b.stages[0].steps.iter().map(|s| s.text.as_str()).collect();
+    assert_eq!(t[0], "PKG postgresql16-server");
+    assert!(t[1].contains("service postgresql initdb"), "{t:?}");
+    assert_eq!(
+        t[2..],
+        ["PKG php83", "PKG motd-from-bastille-conf", "PKG site"]
+    );
+
+    // None has it: the line, and every place tried.
+    let d2 = template(&[("tpl/web/site/Bastillefile", "PKG a\nINCLUDE db/mysql\n")]);
+    let mut o = opts();
+    o.templates = Some(d2.path().join("extra"));
+    o.templates_dir = Some(d2.path().join("configured"));
+    let e = convert(&d2.path().join("tpl/web/site"), &o).unwrap_err();
+    assert_eq!((e.line, e.column), (2, 9), "{e}");
+    let shown = e.to_string();
+    for place in ["tpl/db/mysql", "extra/db/mysql", "configured/db/mysql"] {
+        let p = d2
+            .path()
+            .join(place)
+            .canonicalize()
+            .unwrap_or(d2.path().join(place));
+        assert!(
+            shown.contains(p.to_str().unwrap()) || shown.contains(place),
+            "{place}: {shown}"
+        );
+    }
+    assert!(
+        e.help.as_deref().unwrap().contains("--templates DIR"),
+        "{e}"
+    );
+
+    // Cycles across categories are refused at the line that closes them.
+    let d3 = template(&[
+        ("t/a/one/Bastillefile", "INCLUDE b/two\n"),
+        ("t/b/two/Bastillefile", "PKG x\nINCLUDE a/one\n"),
+    ]);
+    let e = convert(&d3.path().join("t/a/one"), &opts()).unwrap_err();
+    assert!(e.file.ends_with("b/two/Bastillefile") && e.line == 2, "{e}");
+    assert!(e.to_string().contains("already being included"), "{e}");
+}
+
+#[test]
+fn arg_references_stay_in_the_jailfile_and_take_build_args() {
+    let d = template(&[(
+        "Bastillefile",
+        "ARG DOMAIN=\"example.org\"\nARG PORT=8080\nARG LISTEN=0.0.0.0:${PORT}\nARG+ DB_PASSWORD\n\
+         ARG PKGS=nginx curl\nPKG ${PKGS}\nSYSRC nginx_flags=\"-c /usr/local/etc/nginx/${DOMAIN}.conf\"\n\
+         LIF \"server ${DOMAIN}\" /etc/hosts.allow\nSYSRC app_listen=${LISTEN}\nRDR tcp ${PORT} ${PORT}\n\
+         CMD echo ${DOMAIN} '${DOMAIN}' > /tmp/x && echo ${DB_PASSWORD}\nSYSRC db_pw=${DB_PASSWORD}\n",
+    )]);
+    let mut o = opts();
+    o.leave_required = true;
+    let c = convert(d.path(), &o).unwrap();
+    let jf = &c.jailfile;
+    for want in [
+        "ARG DOMAIN=example.org\n",
+        "ARG LISTEN=0.0.0.0:${PORT}\n",
+        "ARG DB_PASSWORD=\"${DB_PASSWORD:?is a required ARG: give --build-arg DB_PASSWORD=VALUE}\"\n",
+        // Bastille splits the value into two packages; so does this line.
+        "PKG nginx curl\n",
+        "SYSRC nginx_flags=\"-c /usr/local/etc/nginx/${DOMAIN}.conf\"\n",
+        "LINE_IN_FILE \"server ${DOMAIN}\" /etc/hosts.allow\n",
+        "SYSRC app_listen=${LISTEN}\n",
+        "EXPOSE ${PORT}/tcp\n",
+        // In single quotes sh would not expand a reference: it closes them.
+        r#"["/bin/sh","-c","echo ${DOMAIN} ''\"${DOMAIN}\"'' > /tmp/x && echo ${DB_PASSWORD:?is a required ARG: give --build-arg DB_PASSWORD=VALUE}"]"#,
+        "SYSRC db_pw=\"${DB_PASSWORD:?is a required ARG: give --build-arg DB_PASSWORD=VALUE}\"\n",
+        "LABEL org.jbuild.rdr.tcp.${PORT}=\"tcp ${PORT} ${PORT}\"\n",
+    ] {
+        assert!(jf.contains(want), "no `{want}` in\n{jf}");
+    }
+    assert_eq!(c.required, ["DB_PASSWORD"]);
+    // With build args, the Jailfile gives what the template gives with --arg.
+    let steps =
+        |b: &Build| -> Vec<String> { b.stages[0].steps.iter().map(|s| s.text.clone()).collect() };
+    let mut args = BTreeMap::new();
+    args.insert("PORT".to_string(), "9090".to_string());
+    args.insert("DB_PASSWORD".to_string(), "pw".to_string());
+    let printed = jailfile::load_str(&c.path, jf, &args).unwrap();
+    let mut o = opts();
+    o.args = args.clone();
+    let direct = convert(d.path(), &o).unwrap();
+    assert!(direct.required.is_empty());
+    let direct = direct.load().unwrap();
+    assert_eq!(steps(&printed), steps(&direct));
+    assert!(steps(&printed).contains(&"SYSRC app_listen=0.0.0.0:9090".to_string()));
+    // Without the required one, the printed Jailfile refuses to load and
+    // says which to give.
+    args.remove("DB_PASSWORD");
+    let e = jailfile::load_str(&c.path, jf, &args).unwrap_err();
+    assert!(
+        e.to_string().contains("--build-arg DB_PASSWORD=VALUE"),
+        "{e}"
+    );
+    // A build of the template still refuses at the ARG+ line.
+    let e = convert(d.path(), &opts()).unwrap_err();
+    assert_eq!(e.line, 4, "{e}");
 }

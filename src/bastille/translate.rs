@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 
 use super::emit::{common_ancestor, word, Origin, Out};
 use super::source::{is_name, read_lines, substitute, unquote, with_help, words, SrcLine};
-use super::{Converted, Options, DEFAULT_TEMPLATES_DIR};
+use super::symbolic::{self, ScriptArg};
+use super::{Converted, Options};
 use crate::jailfile::Diagnostic;
 
 pub(super) type R<T> = Result<T, Diagnostic>;
@@ -43,33 +44,37 @@ const KNOWN: &[&str] = &[
 ];
 
 #[derive(Debug, Clone)]
-struct ArgVal {
-    name: String,
+pub(super) struct ArgVal {
+    pub(super) name: String,
     /// As substituted into instruction lines (Bastille keeps quotes here;
     /// the shell removes them when the line is split).
     raw: String,
     /// Shell-unquoted: what RENDER writes into files.
-    value: String,
+    pub(super) value: String,
+    /// The ARG line's value as Jailfile text (`${OTHER}` kept).
+    pub(super) decl: String,
+    /// Declared with ARG+: references fail the build when it has no value.
+    required: bool,
 }
 
 /// The ARG context of one template (an INCLUDEd one gets its own, with
 /// only the `--arg`s on the INCLUDE line, as `bastille template` does).
-struct Scope {
-    dir: PathBuf,
+pub(super) struct Scope {
+    pub(super) dir: PathBuf,
     /// The Bastillefile (`dir/Bastillefile` unless a file was named).
-    file: PathBuf,
-    cli: BTreeMap<String, String>,
-    arg_file: Option<(PathBuf, String)>,
-    args: Vec<ArgVal>,
+    pub(super) file: PathBuf,
+    pub(super) cli: BTreeMap<String, String>,
+    pub(super) arg_file: Option<(PathBuf, String)>,
+    pub(super) args: Vec<ArgVal>,
 }
 
 impl Scope {
+    fn find(&self, name: &str) -> Option<&ArgVal> {
+        self.args.iter().rev().find(|a| a.name == name)
+    }
+
     fn lookup(&self, name: &str) -> Option<String> {
-        self.args
-            .iter()
-            .rev()
-            .find(|a| a.name == name)
-            .map(|a| a.raw.clone())
+        self.find(name).map(|a| a.raw.clone())
     }
 
     fn in_arg_file(&self, name: &str) -> Option<String> {
@@ -81,14 +86,16 @@ impl Scope {
 }
 
 pub(super) struct Translator<'a> {
-    opts: &'a Options,
+    pub(super) opts: &'a Options,
     out: Vec<(Origin, Out)>,
     notes: Vec<String>,
     dirs: Vec<PathBuf>,
-    stack: Vec<PathBuf>,
+    pub(super) stack: Vec<PathBuf>,
     pub(super) tags: Vec<String>,
     /// The value each ARG has in the Jailfile at this point.
-    emitted: BTreeMap<String, String>,
+    pub(super) emitted: BTreeMap<String, String>,
+    /// ARG+ left for `--build-arg`.
+    required: Vec<String>,
 }
 
 pub(super) fn run(dir: &Path, file: Option<&Path>, opts: &Options) -> R<Converted> {
@@ -127,6 +134,7 @@ pub(super) fn run(dir: &Path, file: Option<&Path>, opts: &Options) -> R<Converte
         stack: Vec::new(),
         tags: Vec::new(),
         emitted: BTreeMap::new(),
+        required: Vec::new(),
     };
     t.header(&format!(
         "# Jailfile translated by jbuild from the Bastille template {}",
@@ -152,7 +160,7 @@ pub(super) fn run(dir: &Path, file: Option<&Path>, opts: &Options) -> R<Converte
     };
     for b in BUILTINS {
         if let Some(v) = opts.args.get(*b) {
-            t.declare_value(&mut scope, b, v.clone(), None);
+            t.declare_value(&mut scope, b, v.clone());
         }
     }
     t.template(&mut scope)?;
@@ -182,11 +190,12 @@ pub(super) fn run(dir: &Path, file: Option<&Path>, opts: &Options) -> R<Converte
         path: dir.join("Bastillefile.jailfile"),
         context,
         notes: t.notes,
+        required: t.required,
         origins,
     })
 }
 
-fn canonical(dir: &Path) -> R<PathBuf> {
+pub(super) fn canonical(dir: &Path) -> R<PathBuf> {
     dir.canonicalize().map_err(|e| {
         Diagnostic::for_file(
             dir,
@@ -209,7 +218,7 @@ impl Translator<'_> {
         self.emit(line, format!("# jbuild: {}", message.replace('\n', " ")));
     }
 
-    fn template(&mut self, scope: &mut Scope) -> R<()> {
+    pub(super) fn template(&mut self, scope: &mut Scope) -> R<()> {
         let dir = scope.dir.clone();
         self.dirs.push(dir.clone());
         self.stack.push(dir.clone());
@@ -218,7 +227,8 @@ impl Translator<'_> {
         if arg.is_file() {
             for line in read_lines(&arg)? {
                 let hook = hook_line(&line);
-                self.arg(&hook, scope, &hook.raw_args(), false)?;
+                let raw = hook.raw_args();
+                self.arg(&hook, scope, &raw, &raw, false)?;
             }
         }
         let bf = scope.file.clone();
@@ -282,28 +292,84 @@ impl Translator<'_> {
                 );
             }
         }
-        let args = substitute(&raw, &|n| scope.lookup(n));
+        let valued = substitute(&raw, &|n| scope.lookup(n));
         if cmd != "CMD" {
-            if let Some(name) = undeclared(&args) {
+            if let Some(name) = undeclared(&valued, scope) {
                 return Err(with_help(
                     line.error_word(&format!("${{{name}}}"), format!("`${{{name}}}` is not a declared ARG")),
                     format!("declare it first with ARG {name}=default (Bastille would take it from the host's environment)"),
                 ));
             }
         }
+        let symbolic = substitute(&raw, &|n| self.keep(scope, n));
         match cmd {
-            "ARG" => self.arg(line, scope, &args, false),
-            "ARG+" => self.arg(line, scope, &args, true),
+            "ARG" => return self.arg(line, scope, &valued, &symbolic, false),
+            "ARG+" => return self.arg(line, scope, &valued, &symbolic, true),
             "CMD" => {
-                if args.is_empty() {
+                if valued.is_empty() {
                     return Err(line.error_cmd("CMD needs a command"));
                 }
-                self.run(line, &args);
-                Ok(())
+                let script = symbolic::script(&raw, &|n| self.script_arg(scope, n));
+                self.run(line, &script);
+                return Ok(());
             }
-            "CP" | "COPY" => self.cp(line, &scope.dir, &words(line, &args)?),
+            _ => {}
+        }
+        // The line with ${NAME} kept, where it means what Bastille's
+        // substitution means; else with the values, as before.
+        if symbolic != valued && self.same_words(&symbolic, &valued) {
+            let (mark, tags) = (self.out.len(), self.tags.clone());
+            if self.dispatch(line, cmd, scope, &symbolic).is_ok() {
+                return Ok(());
+            }
+            self.out.truncate(mark);
+            self.tags = tags;
+        }
+        self.dispatch(line, cmd, scope, &valued)
+    }
+
+    /// Whether `symbolic`, split into words and its placeholders replaced by
+    /// the values, gives the words `valued` does.
+    fn same_words(&self, symbolic: &str, valued: &str) -> bool {
+        match (shlex::split(symbolic), shlex::split(valued)) {
+            (Some(s), Some(v)) => {
+                s.len() == v.len() && s.iter().zip(&v).all(|(s, v)| self.val(s) == *v)
+            }
+            _ => false,
+        }
+    }
+
+    /// `s` with its placeholders replaced by the ARG values.
+    pub(super) fn val(&self, s: &str) -> String {
+        symbolic::resolve(s, &|n| self.emitted.get(n).cloned())
+    }
+
+    /// The placeholder for `${name}` when the Jailfile's ARG `name` has the
+    /// value Bastille would substitute here; else the value.
+    fn keep(&self, scope: &Scope, name: &str) -> Option<String> {
+        let a = scope.find(name)?;
+        if self.emitted.get(name) == Some(&a.value) {
+            Some(symbolic::placeholder(name, a.required))
+        } else {
+            Some(a.raw.clone())
+        }
+    }
+
+    fn script_arg(&self, scope: &Scope, name: &str) -> Option<ScriptArg> {
+        let a = scope.find(name)?;
+        Some(ScriptArg {
+            raw: a.raw.clone(),
+            in_env: self.emitted.get(name) == Some(&a.value),
+            required: a.required,
+        })
+    }
+
+    fn dispatch(&mut self, line: &SrcLine, cmd: &str, scope: &mut Scope, args: &str) -> R<()> {
+        match cmd {
+            "ARG" | "ARG+" | "CMD" => unreachable!("handled by instruction"),
+            "CP" | "COPY" => self.cp(line, &scope.dir, &words(line, args)?),
             "OVERLAY" => {
-                let w = words(line, &args)?;
+                let w = words(line, args)?;
                 if w.is_empty() {
                     return Err(line.error_cmd("OVERLAY needs a directory of the template"));
                 }
@@ -313,18 +379,18 @@ impl Translator<'_> {
                 }
                 Ok(())
             }
-            "INCLUDE" => self.include(line, scope, &words(line, &args)?),
-            "PKG" => self.pkg(line, &words(line, &args)?),
+            "INCLUDE" => self.include(line, scope, &words(line, args)?),
+            "PKG" => self.pkg(line, &words(line, args)?),
             "HPKG" => {
                 self.note(line, "HPKG: installed with the jail's own pkg, as PKG");
-                self.pkg(line, &words(line, &args)?)
+                self.pkg(line, &words(line, args)?)
             }
-            "MOUNT" | "FSTAB" => self.mount(line, &words(line, &args)?),
+            "MOUNT" | "FSTAB" => self.mount(line, &words(line, args)?),
             "RENDER" => {
-                let w = words(line, &args)?;
+                let w = words(line, args)?;
                 if w.len() != 1 {
                     return Err(with_help(
-                        line.error_word(&args, "RENDER takes one path inside the jail"),
+                        line.error_word(args, "RENDER takes one path inside the jail"),
                         "write one RENDER line per file or directory",
                     ));
                 }
@@ -333,10 +399,10 @@ impl Translator<'_> {
                 Ok(())
             }
             "LINE_IN_FILE" | "LIF" => {
-                let w = words(line, &args)?;
+                let w = words(line, args)?;
                 if w.len() != 2 {
                     return Err(with_help(
-                        line.error_word(&args, "LINE_IN_FILE takes a line and a file"),
+                        line.error_word(args, "LINE_IN_FILE takes a line and a file"),
                         "quote the line if it has spaces: LINE_IN_FILE \"nameserver 10.0.0.1\" /etc/resolv.conf",
                     ));
                 }
@@ -344,12 +410,12 @@ impl Translator<'_> {
                 self.emit(line, format!("LINE_IN_FILE {} {}", word(&w[0]), word(&f)));
                 Ok(())
             }
-            "TAG" | "TAGS" => self.tags(line, &words(line, &args)?),
-            "CONFIG" => self.config(line, &words(line, &args)?),
-            "LIMITS" => self.limits(line, &words(line, &args)?),
-            "RDR" => self.rdr(line, &words(line, &args)?),
-            "SERVICE" => self.service(line, &words(line, &args)?),
-            "SYSRC" => self.sysrc(line, &words(line, &args)?),
+            "TAG" | "TAGS" => self.tags(line, &words(line, args)?),
+            "CONFIG" => self.config(line, &words(line, args)?),
+            "LIMITS" => self.limits(line, &words(line, args)?),
+            "RDR" => self.rdr(line, &words(line, args)?),
+            "SERVICE" => self.service(line, &words(line, args)?),
+            "SYSRC" => self.sysrc(line, &words(line, args)?),
             "RESTART" => {
                 self.note(
                     line,
@@ -375,10 +441,21 @@ impl Translator<'_> {
         }
     }
 
-    fn arg(&mut self, line: &SrcLine, scope: &mut Scope, args: &str, required: bool) -> R<()> {
-        let (name, default) = match args.split_once('=') {
+    /// ARG NAME=default (and ARG+): the value from `--arg`, then the arg
+    /// file, then the default. The Jailfile's ARG line keeps the default as
+    /// written (`${OTHER}` in it too), so `--build-arg` works on the
+    /// printed Jailfile; a value given on the command line is written in.
+    fn arg(
+        &mut self,
+        line: &SrcLine,
+        scope: &mut Scope,
+        valued: &str,
+        symbolic: &str,
+        required: bool,
+    ) -> R<()> {
+        let (name, default) = match valued.split_once('=') {
             Some((n, d)) => (n.trim(), Some(d.to_string())),
-            None => (args.trim(), None),
+            None => (valued.trim(), None),
         };
         if !is_name(name) {
             return Err(with_help(
@@ -399,6 +476,25 @@ impl Translator<'_> {
             raw.clone()
         };
         if value.is_empty() {
+            if required && self.opts.leave_required {
+                // Left for --build-arg: the default (read only when no
+                // --build-arg gives one) fails the build, saying so.
+                let text = format!("${{{name}}}");
+                let decl = word(&symbolic::placeholder(name, true));
+                self.push_arg(
+                    scope,
+                    ArgVal {
+                        name: name.to_string(),
+                        raw: text.clone(),
+                        value: text,
+                        decl: decl.clone(),
+                        required: true,
+                    },
+                );
+                self.emit(line, format!("ARG {name}={decl}"));
+                self.required.push(name.to_string());
+                return Ok(());
+            }
             if required {
                 let file = scope
                     .arg_file
@@ -415,33 +511,53 @@ impl Translator<'_> {
                 line.at()
             ));
         }
-        self.declare_value(scope, name, raw, Some((line, value)));
+        // The default as written, when it means the value.
+        let symbolic_default = symbolic
+            .split_once('=')
+            .map(|(_, d)| unquote(d))
+            .filter(|d| from_default && symbolic::has(d) && self.val(d) == value);
+        let decl = word(symbolic_default.as_deref().unwrap_or(&value));
+        self.push_arg(
+            scope,
+            ArgVal {
+                name: name.to_string(),
+                raw,
+                value,
+                decl: decl.clone(),
+                // Its references say it is required, with a value or not,
+                // so a build with --arg and one with --build-arg agree.
+                required,
+            },
+        );
+        self.emit(line, format!("ARG {name}={decl}"));
         Ok(())
     }
 
-    fn declare_value(
-        &mut self,
-        scope: &mut Scope,
-        name: &str,
-        raw: String,
-        at: Option<(&SrcLine, String)>,
-    ) {
-        let value = at.as_ref().map(|(_, v)| v.clone()).unwrap_or(raw.clone());
-        scope.args.push(ArgVal {
-            name: name.to_string(),
-            raw,
-            value: value.clone(),
-        });
-        let text = format!("ARG {name}={}", word(&value));
-        match at {
-            Some((line, _)) => self.emit(line, text),
-            None => self.out.push((Origin::Header, Out::Text(text))),
-        }
-        self.emitted.insert(name.to_string(), value);
+    /// A value given with `--arg` for a name the template does not declare
+    /// (JAIL_NAME and the other values of a running jail).
+    fn declare_value(&mut self, scope: &mut Scope, name: &str, value: String) {
+        let decl = word(&value);
+        self.out
+            .push((Origin::Header, Out::Text(format!("ARG {name}={decl}"))));
+        self.push_arg(
+            scope,
+            ArgVal {
+                name: name.to_string(),
+                raw: value.clone(),
+                value,
+                decl,
+                required: false,
+            },
+        );
+    }
+
+    fn push_arg(&mut self, scope: &mut Scope, a: ArgVal) {
+        self.emitted.insert(a.name.clone(), a.value.clone());
+        scope.args.push(a);
     }
 
     /// CMD: `jexec TARGET sh -c '<text>'`, with the jail's network.
-    fn run(&mut self, line: &SrcLine, script: &str) {
+    pub(super) fn run(&mut self, line: &SrcLine, script: &str) {
         let argv = serde_json::to_string(&["/bin/sh", "-c", script]).expect("strings serialise");
         self.emit(line, format!("RUN --network=host {argv}"));
     }
@@ -451,7 +567,7 @@ impl Translator<'_> {
         if w.is_empty() {
             return Err(line.error_cmd("PKG needs at least one package"));
         }
-        if let Some(flag) = w.iter().find(|p| p.starts_with('-')) {
+        if let Some(flag) = w.iter().find(|p| self.val(p).starts_with('-')) {
             return Err(with_help(
                 line.error_word(flag, format!("PKG option `{flag}` is not supported")),
                 "PKG installs packages by name; for other pkg commands use CMD pkg ...",
@@ -480,7 +596,9 @@ impl Translator<'_> {
                 "CP usr / copies the template's usr directory to /usr",
             ));
         }
-        let (src, dest) = (w[0].as_str(), w[1].as_str());
+        let (sym_src, dest) = (w[0].as_str(), w[1].as_str());
+        let src = self.val(sym_src);
+        let src = src.as_str();
         if src.starts_with('/') {
             return Err(with_help(
                 line.error_word(src, format!("`{src}` is a path on the host; an image can only take files from the template")),
@@ -506,23 +624,24 @@ impl Translator<'_> {
         })?;
         let contents = src.ends_with('/') || src == ".";
         let dest_abs = absolute(dest);
-        let target = if meta.is_dir() && !contents && (dest.ends_with('/') || dest_abs == "/") {
-            let base = rel
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            format!("{}/{base}", dest_abs.trim_end_matches('/'))
-        } else if meta.is_dir() {
-            dest_abs
-        } else {
-            // A file keeps cp's reading of dest: a directory if it ends in /.
-            if dest.ends_with('/') && !dest_abs.ends_with('/') {
-                format!("{dest_abs}/")
-            } else {
+        let target =
+            if meta.is_dir() && !contents && (dest.ends_with('/') || self.val(&dest_abs) == "/") {
+                let base = Path::new(sym_src)
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                format!("{}/{base}", dest_abs.trim_end_matches('/'))
+            } else if meta.is_dir() {
                 dest_abs
-            }
-        };
-        let source = path.components().collect::<PathBuf>();
+            } else {
+                // A file keeps cp's reading of dest: a directory if it ends in /.
+                if dest.ends_with('/') && !dest_abs.ends_with('/') {
+                    format!("{dest_abs}/")
+                } else {
+                    dest_abs
+                }
+            };
+        let source = dir.join(sym_src).components().collect::<PathBuf>();
         self.out.push((
             Origin::Line(line.clone()),
             Out::Copy {
@@ -533,125 +652,17 @@ impl Translator<'_> {
         ));
         Ok(())
     }
-
-    fn include(&mut self, line: &SrcLine, outer: &mut Scope, w: &[String]) -> R<()> {
-        let Some(name) = w.first() else {
-            return Err(line.error_cmd("INCLUDE needs a template (a path, or user/repo)"));
-        };
-        let mut cli = BTreeMap::new();
-        let mut it = w[1..].iter();
-        while let Some(a) = it.next() {
-            let kv = match a.as_str() {
-                "--arg" => it.next().cloned().unwrap_or_default(),
-                other => match other.strip_prefix("--arg=") {
-                    Some(kv) => kv.to_string(),
-                    None => {
-                        return Err(with_help(
-                            line.error_word(a, format!("unexpected `{a}` after the template name")),
-                            "pass values to the included template with --arg NAME=VALUE",
-                        ))
-                    }
-                },
-            };
-            let Some((k, v)) = kv.split_once('=') else {
-                return Err(line.error_word(&kv, "--arg needs NAME=VALUE"));
-            };
-            cli.insert(k.to_string(), v.to_string());
-        }
-        let dir = self.find_template(line, &outer.dir, name)?;
-        if self.stack.contains(&dir) {
-            return Err(with_help(
-                line.error_word(
-                    name,
-                    format!("INCLUDE `{name}` includes a template that is already being included"),
-                ),
-                "templates may not include themselves, directly or through others",
-            ));
-        }
-        if !super::is_template(&dir) {
-            return Err(line.error_word(name, format!("`{}` has no Bastillefile", dir.display())));
-        }
-        let mut inner = Scope {
-            file: dir.join("Bastillefile"),
-            dir,
-            cli,
-            arg_file: None,
-            args: Vec::new(),
-        };
-        self.template(&mut inner)?;
-        // The including template's ARGs again, where the included one
-        // gave the same names other values (RENDER reads them).
-        let mut seen = std::collections::BTreeSet::new();
-        for a in outer.args.iter().rev() {
-            if seen.insert(a.name.clone()) && self.emitted.get(&a.name) != Some(&a.value) {
-                self.emit(line, format!("ARG {}={}", a.name, word(&a.value)));
-                self.emitted.insert(a.name.clone(), a.value.clone());
-            }
-        }
-        Ok(())
-    }
-
-    fn find_template(&self, line: &SrcLine, here: &Path, name: &str) -> R<PathBuf> {
-        let templates = self
-            .opts
-            .templates_dir
-            .clone()
-            .unwrap_or_else(|| PathBuf::from(DEFAULT_TEMPLATES_DIR));
-        let remote = name.starts_with("http://") || name.starts_with("https://");
-        let candidates: Vec<PathBuf> = if remote {
-            // Bastille bootstraps https://host/user/repo into TEMPLATES/user/repo.
-            let parts: Vec<&str> = name.trim_end_matches(".git").split('/').collect();
-            match parts.as_slice() {
-                [_, _, _, user, repo, ..] => vec![templates.join(user).join(repo)],
-                _ => vec![],
-            }
-        } else {
-            vec![here.join(name), templates.join(name)]
-        };
-        for c in &candidates {
-            if c.is_dir() {
-                return canonical(c);
-            }
-        }
-        let help = if remote {
-            format!(
-                "jbuild does not download templates: fetch it first (`bastille bootstrap {name}`, or git clone it into {}/USER/REPO)",
-                templates.display()
-            )
-        } else if name.split('/').count() == 2 && !name.starts_with('.') {
-            format!(
-                "fetch it first (`bastille bootstrap https://github.com/{name}`, or git clone it into {}), or give a path relative to this template",
-                templates.join(name).display()
-            )
-        } else {
-            "paths are relative to the including template's directory".to_string()
-        };
-        Err(with_help(
-            line.error_word(
-                name,
-                format!(
-                    "template `{name}` not found (looked in {})",
-                    candidates
-                        .iter()
-                        .map(|c| c.display().to_string())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            ),
-            help,
-        ))
-    }
 }
 
 /// The first `${NAME}` left after substitution that is not one of the
 /// running jail's values.
-fn undeclared(text: &str) -> Option<String> {
+fn undeclared(text: &str, scope: &Scope) -> Option<String> {
     let mut rest = text;
     while let Some(at) = rest.find("${") {
         let after = &rest[at + 2..];
         if let Some(end) = after.find('}') {
             let name = &after[..end];
-            if is_name(name) && !BUILTINS.contains(&name) {
+            if is_name(name) && !BUILTINS.contains(&name) && scope.find(name).is_none() {
                 return Some(name.to_string());
             }
         }

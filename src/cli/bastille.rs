@@ -27,15 +27,23 @@ pub struct TemplateArgs {
     /// Bastille templates: a file of NAME=VALUE lines for the template's ARGs.
     #[arg(long = "arg-file", value_name = "FILE")]
     pub arg_file: Option<PathBuf>,
+    /// Bastille templates: where `INCLUDE category/template` looks after the
+    /// templates directory of the including template, and before Bastille's
+    /// configured one (bastille.conf's bastille_templatesdir).
+    #[arg(long, value_name = "DIR")]
+    pub templates: Option<PathBuf>,
 }
 
 impl TemplateArgs {
     /// Whether any Bastille-only flag was given.
     pub fn any(&self) -> bool {
-        self.from.is_some() || !self.args.is_empty() || self.arg_file.is_some()
+        self.from.is_some()
+            || !self.args.is_empty()
+            || self.arg_file.is_some()
+            || self.templates.is_some()
     }
 
-    fn options(&self, ctx: &Ctx) -> Result<Options, Failure> {
+    fn options(&self, ctx: &Ctx, for_build: bool) -> Result<Options, Failure> {
         let mut args = BTreeMap::new();
         for a in &self.args {
             let Some((k, v)) = a.split_once('=') else {
@@ -47,7 +55,10 @@ impl TemplateArgs {
             from: self.from.clone().unwrap_or_default(),
             args,
             arg_file: self.arg_file.clone(),
+            templates: self.templates.clone(),
             templates_dir: ctx.settings.bastille.templates_dir.clone(),
+            bastille_conf: None,
+            leave_required: !for_build,
         })
     }
 }
@@ -60,7 +71,7 @@ pub fn translate(
     t: &TemplateArgs,
     for_build: bool,
 ) -> Result<Converted, Failure> {
-    let opts = t.options(ctx)?;
+    let opts = t.options(ctx, for_build)?;
     if for_build && opts.from.is_empty() {
         return Err(Failure::user(anyhow!(
             "a Bastille template has no FROM: give the base image with --from (e.g. --from freebsd:14.3-RELEASE, or an image in the local store)"
@@ -95,13 +106,17 @@ pub fn convert(ctx: &Ctx, a: ConvertArgs) -> CmdResult {
         None => out!("{}", converted.jailfile),
     }
     if !ctx.quiet && !ctx.json {
+        let mut needs: Vec<String> = converted
+            .required
+            .iter()
+            .map(|n| format!("--build-arg {n}=VALUE "))
+            .collect();
+        if converted.base_from_arg {
+            needs.insert(0, "--build-arg BASE=IMAGE ".into());
+        }
         eprintln!(
             "build it with: jbuild build {}-f {} {}",
-            if converted.base_from_arg {
-                "--build-arg BASE=IMAGE "
-            } else {
-                ""
-            },
+            needs.concat(),
             a.output
                 .as_deref()
                 .map(|p| p.display().to_string())

@@ -271,7 +271,7 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
         )?)
     } else if args.template.any() {
         return Err(Failure::user(anyhow!(
-            "--from, --arg and --arg-file are for Bastille templates, and `{}` is not one; for a Jailfile use --build-arg",
+            "--from, --arg, --arg-file and --templates are for Bastille templates, and `{}` is not one; for a Jailfile use --build-arg",
             args.context.display()
         )));
     } else {

@@ -32,7 +32,7 @@
 //! allow_jail_params = []
 //!
 //! [bastille]
-//! templates_dir = "/usr/local/bastille/templates"   # INCLUDE user/repo
+//! templates_dir = "/usr/local/bastille/templates"   # INCLUDE category/template, looked in last
 //! prefix = "/usr/local/bastille"                    # create --bastille
 //!
 //! [pkg]
