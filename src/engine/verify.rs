@@ -227,6 +227,8 @@ pub fn verify(env: &VerifyEnv<'_>, opts: &VerifyOptions) -> Result<Verdict, Veri
         target: recipe.target.clone(),
         labels: recipe.labels.clone(),
         annotations: recipe.annotations.clone(),
+        // Jail annotations the image had are among `recipe.annotations`.
+        jail_annotations: false,
         mount_cache: Some(opts.scratch.join("mounts")),
         secrets: opts.secrets.clone(),
     };
