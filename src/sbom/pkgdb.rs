@@ -105,6 +105,10 @@ pub enum DbError {
 
 const TABLES: [&str; 4] = ["packages", "deps", "licenses", "pkg_licenses"];
 
+/// The most entries (tables, indexes, views, triggers) the schema may
+/// have; pkg's has fewer than a hundred.
+const MAX_SCHEMA_ENTRIES: u64 = 10_000;
+
 /// Every package the database at `path` lists, sorted by name.
 pub fn read(path: &Path, limits: &DbLimits) -> Result<Vec<Package>, DbError> {
     let db = open(path, limits)?;
@@ -220,11 +224,11 @@ fn check_tables(db: &Connection, limits: &DbLimits) -> Result<(), DbError> {
     let mut seen = 0u64;
     while let Some(r) = q.next().map_err(DbError::NotSqlite)? {
         seen += 1;
-        if seen > limits.max_rows {
+        if seen > MAX_SCHEMA_ENTRIES {
             return Err(DbError::TooManyRows {
                 table: "sqlite_master",
                 rows: seen,
-                max: limits.max_rows,
+                max: MAX_SCHEMA_ENTRIES,
             });
         }
         let name: String = r.get(0).map_err(DbError::NotSqlite)?;
