@@ -113,8 +113,11 @@ fn make_db(path: &Path, pkgs: &[Pkg<'_>]) {
         for l in p.licenses {
             let next = license_ids.len() as i64 + 1;
             let lid = *license_ids.entry(l).or_insert_with(|| {
-                db.execute("INSERT INTO licenses (id, name) VALUES (?1, ?2)", params![next, l])
-                    .unwrap();
+                db.execute(
+                    "INSERT INTO licenses (id, name) VALUES (?1, ?2)",
+                    params![next, l],
+                )
+                .unwrap();
                 next
             });
             db.execute(
@@ -165,7 +168,10 @@ impl World {
     /// `jbuild build -t tag` of `jailfile` over the context.
     fn build(&self, tag: &str, jailfile: &str) {
         fs::write(self.ctx().join("Jailfile"), jailfile).unwrap();
-        ok(self.jbuild().args(["build", "-q", "-t", tag]).arg(self.ctx()));
+        ok(self
+            .jbuild()
+            .args(["build", "-q", "-t", tag])
+            .arg(self.ctx()));
     }
     /// An image `tag` whose root has `pkgs` in its pkg database.
     fn image_with(&self, tag: &str, pkgs: &[Pkg<'_>]) {
@@ -191,7 +197,12 @@ fn names_of_spdx(doc: &Value) -> BTreeSet<String> {
         .as_array()
         .unwrap()
         .iter()
-        .filter(|p| p["SPDXID"].as_str().unwrap().starts_with("SPDXRef-Package-"))
+        .filter(|p| {
+            p["SPDXID"]
+                .as_str()
+                .unwrap()
+                .starts_with("SPDXRef-Package-")
+        })
         .map(|p| p["name"].as_str().unwrap().to_string())
         .collect()
 }
@@ -201,7 +212,13 @@ fn spdx_package<'a>(doc: &'a Value, name: &str) -> &'a Value {
         .as_array()
         .unwrap()
         .iter()
-        .find(|p| p["name"] == name && p["SPDXID"].as_str().unwrap().starts_with("SPDXRef-Package-"))
+        .find(|p| {
+            p["name"] == name
+                && p["SPDXID"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("SPDXRef-Package-")
+        })
         .unwrap_or_else(|| panic!("no package {name} in {doc:#}"))
 }
 
@@ -245,7 +262,10 @@ fn spdx_lists_exactly_the_installed_packages_and_validates_against_the_schema() 
     let curl = spdx_package(&doc, "curl");
     assert_eq!(curl["versionInfo"], "8.9.1");
     assert_eq!(curl["licenseDeclared"], "MIT");
-    assert_eq!(curl["sourceInfo"], "built from the FreeBSD ports tree's ftp/curl");
+    assert_eq!(
+        curl["sourceInfo"],
+        "built from the FreeBSD ports tree's ftp/curl"
+    );
     assert_eq!(
         curl["externalRefs"][0]["referenceLocator"],
         "pkg:freebsd/curl@8.9.1?arch=FreeBSD%3A14%3Aamd64&origin=ftp%2Fcurl"
@@ -265,7 +285,10 @@ fn spdx_lists_exactly_the_installed_packages_and_validates_against_the_schema() 
         spdx_package(&doc, "gtk+")["externalRefs"][0]["referenceLocator"],
         "pkg:freebsd/gtk%2B@2.24.33_1%2C1?arch=FreeBSD%3A14%3Aamd64&origin=x11-toolkits%2Fgtk20"
     );
-    assert_eq!(doc["hasExtractedLicensingInfos"][0]["licenseId"], "LicenseRef-freebsd-PD");
+    assert_eq!(
+        doc["hasExtractedLicensingInfos"][0]["licenseId"],
+        "LicenseRef-freebsd-PD"
+    );
 
     // The base release, from /bin/freebsd-version.
     let os = doc["packages"]
@@ -278,7 +301,12 @@ fn spdx_lists_exactly_the_installed_packages_and_validates_against_the_schema() 
     assert_eq!(os["versionInfo"], "14.1-RELEASE-p5");
 
     // DEPENDS_ON, exactly as pkg recorded it.
-    let id = |n: &str| spdx_package(&doc, n)["SPDXID"].as_str().unwrap().to_string();
+    let id = |n: &str| {
+        spdx_package(&doc, n)["SPDXID"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
     let depends: BTreeSet<(String, String)> = doc["relationships"]
         .as_array()
         .unwrap()
@@ -315,7 +343,10 @@ fn spdx_lists_exactly_the_installed_packages_and_validates_against_the_schema() 
     let second = ok(w.jbuild().args(["sbom", "web:1"]));
     assert_eq!(first, second);
     let file = w.tmp.path().join("web.spdx.json");
-    ok(w.jbuild().args(["sbom", "--output"]).arg(&file).arg("web:1"));
+    ok(w.jbuild()
+        .args(["sbom", "--output"])
+        .arg(&file)
+        .arg("web:1"));
     assert_eq!(fs::read_to_string(&file).unwrap(), first);
 
     let v = validate_spdx(&file);
@@ -341,7 +372,10 @@ fn the_spdx_schema_check_catches_a_broken_document() {
     let file = w.tmp.path().join("broken.json");
     fs::write(&file, serde_json::to_vec(&doc).unwrap()).unwrap();
     let v = validate_spdx(&file);
-    assert!(!v.status.success(), "a package without downloadLocation validated");
+    assert!(
+        !v.status.success(),
+        "a package without downloadLocation validated"
+    );
 }
 
 #[test]
@@ -353,7 +387,9 @@ fn cyclonedx_has_the_fields_the_1_5_specification_requires() {
     assert_eq!(bom["specVersion"], "1.5");
     assert_eq!(bom["version"], 1);
     let serial = bom["serialNumber"].as_str().unwrap();
-    let uuid = serial.strip_prefix("urn:uuid:").expect("a urn:uuid serial number");
+    let uuid = serial
+        .strip_prefix("urn:uuid:")
+        .expect("a urn:uuid serial number");
     let groups: Vec<&str> = uuid.split('-').collect();
     assert_eq!(
         groups.iter().map(|g| g.len()).collect::<Vec<_>>(),
@@ -371,7 +407,10 @@ fn cyclonedx_has_the_fields_the_1_5_specification_requires() {
         .map(|c| (c["name"].as_str().unwrap(), c))
         .collect();
     let want: BTreeSet<String> = base_packages().iter().map(|p| p.name.to_string()).collect();
-    assert_eq!(libs.keys().map(|k| k.to_string()).collect::<BTreeSet<_>>(), want);
+    assert_eq!(
+        libs.keys().map(|k| k.to_string()).collect::<BTreeSet<_>>(),
+        want
+    );
     for c in components {
         // Required of every component: type and name.
         assert!(c["type"].is_string() && c["name"].is_string(), "{c:#}");
@@ -528,36 +567,63 @@ fn hostile_databases_are_refused_naming_the_image_and_the_file() {
     drop(db);
     refused(&w, &view, "`deps` is a view");
 
-    // A value past the 1 MiB limit on any one value.
+    // One byte past the 1 MiB limit on any one value (the limits test
+    // shows a value of exactly 1 MiB is read).
     let huge = scratch.join("huge.sqlite");
     make_db(&huge, &base_packages());
-    Connection::open(&huge)
+    set_curl_comment(&huge, (1 << 20) + 1);
+    refused(&w, &huge, "cannot read table `packages`");
+}
+
+fn set_curl_comment(db: &Path, bytes: usize) {
+    Connection::open(db)
         .unwrap()
         .execute(
             "UPDATE packages SET comment = ?1 WHERE name = 'curl'",
-            params!["x".repeat(2 << 20)],
+            params!["x".repeat(bytes)],
         )
         .unwrap();
-    refused(&w, &huge, "cannot read table `packages`");
 }
 
 #[test]
 fn limits_on_rows_and_bytes_refuse_a_database_past_them() {
+    // The figures docs/sbom.md states.
+    let limits = jbuild::sbom::DbLimits::default();
+    assert_eq!(
+        (limits.max_bytes, limits.max_rows, limits.max_value),
+        (1 << 30, 1_000_000, 1 << 20)
+    );
     let w = World::new();
-    w.image_with("web:1", &base_packages());
+    make_db(&w.ctx().join("local.sqlite"), &base_packages());
+    set_curl_comment(&w.ctx().join("local.sqlite"), 1 << 20);
+    w.build(
+        "web:1",
+        "FROM --platform=linux/amd64 scratch\nCOPY local.sqlite /var/db/pkg/local.sqlite\n",
+    );
     let store = jbuild::store::Store::open(&w.root().join("store")).unwrap();
     let platform = jbuild::image::Platform::default_for_host();
     let inv = jbuild::sbom::inventory(&store, "web:1", &platform, &Default::default()).unwrap();
     assert_eq!(inv.packages.len(), 5);
+    assert_eq!(inv.packages[1].name, "curl");
+    assert_eq!(inv.packages[1].comment.len(), 1 << 20);
+    // The longest table is pkg_licenses, 7 rows.
+    let just_enough = jbuild::sbom::DbLimits {
+        max_rows: 7,
+        ..Default::default()
+    };
+    jbuild::sbom::inventory(&store, "web:1", &platform, &just_enough).unwrap();
 
     let few_rows = jbuild::sbom::DbLimits {
-        max_rows: 4,
+        max_rows: 6,
         ..Default::default()
     };
     let e = jbuild::sbom::inventory(&store, "web:1", &platform, &few_rows).unwrap_err();
     assert!(e.is_user_error());
     let chain = format!("{:#}", anyhow::Error::new(e));
-    assert!(chain.contains("`packages` has 5 rows; jbuild reads at most 4"), "{chain}");
+    assert!(
+        chain.contains("`pkg_licenses` has 7 rows; jbuild reads at most 6"),
+        "{chain}"
+    );
 
     let few_bytes = jbuild::sbom::DbLimits {
         max_bytes: 4096,
@@ -567,7 +633,8 @@ fn limits_on_rows_and_bytes_refuse_a_database_past_them() {
     assert!(e.is_user_error());
     let chain = format!("{:#}", anyhow::Error::new(e));
     assert!(
-        chain.contains("/var/db/pkg/local.sqlite is") && chain.contains("jbuild reads at most 4096"),
+        chain.contains("/var/db/pkg/local.sqlite is")
+            && chain.contains("jbuild reads at most 4096"),
         "{chain}"
     );
 }
@@ -585,5 +652,9 @@ fn an_image_without_a_pkg_database_has_only_itself_and_an_unknown_image_is_the_u
 
     let out = w.sbom_fails(&["nosuch:1"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
-    assert!(text(&out.stderr).contains("nosuch"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("nosuch"),
+        "{}",
+        text(&out.stderr)
+    );
 }

@@ -100,14 +100,20 @@ pub enum SbomError {
     },
     #[error("image `{image}`: {path} is not a regular file (jbuild reads it only as one)")]
     NotRegular { image: String, path: String },
-    #[error("image `{image}`: {path} is {bytes} bytes; jbuild reads at most {max}")]
+    #[error(
+        "image `{image}`: {path} is {bytes} bytes; jbuild reads at most {max} \
+         (a real one is far smaller: is this the image you meant?)"
+    )]
     TooLarge {
         image: String,
         path: String,
         bytes: u64,
         max: u64,
     },
-    #[error("image `{image}`: /{PKG_DB}: the package database cannot be read")]
+    #[error(
+        "image `{image}`: /{PKG_DB} is not a package database jbuild can read \
+         (the file comes from the image: rebuild the image with pkg(8), or document another one)"
+    )]
     Database {
         image: String,
         #[source]
@@ -181,8 +187,7 @@ pub fn inventory_of(
         store,
         img,
         reference,
-        &[PKG_DB, FREEBSD_VERSION],
-        limits.max_bytes.max(MAX_SCRIPT),
+        &[(PKG_DB, limits.max_bytes), (FREEBSD_VERSION, MAX_SCRIPT)],
     )?;
     let release = match files.remove(FREEBSD_VERSION) {
         Some(root::Found::File(f)) => {
@@ -196,15 +201,6 @@ pub fn inventory_of(
     };
     let (has_database, packages) = match files.remove(PKG_DB) {
         Some(root::Found::File(f)) => {
-            let size = f.as_file().metadata().map_err(SbomError::Temp)?.len();
-            if size > limits.max_bytes {
-                return Err(SbomError::TooLarge {
-                    image: reference.to_string(),
-                    path: format!("/{PKG_DB}"),
-                    bytes: size,
-                    max: limits.max_bytes,
-                });
-            }
             let packages = pkgdb::read(f.path(), limits).map_err(|source| SbomError::Database {
                 image: reference.to_string(),
                 source,

@@ -39,22 +39,22 @@ pub enum Found {
 }
 
 /// The files `wanted` (paths inside the root, `/`-separated, without a
-/// leading `/`) as the image's root has them; each copy holds at most
-/// `max_bytes` bytes or the walk fails with [`SbomError::TooLarge`].
+/// leading `/`, each with the most bytes it may have) as the image's root
+/// has them; a file past its limit fails the walk with
+/// [`SbomError::TooLarge`].
 pub fn read_files(
     store: &Store,
     image: &LoadedImage,
     reference: &str,
-    wanted: &[&str],
-    max_bytes: u64,
+    wanted: &[(&str, u64)],
 ) -> Result<BTreeMap<String, Found>, SbomError> {
     let mut decided: BTreeMap<String, Found> = BTreeMap::new();
     let layers = image.manifest.layers();
     for desc in layers.iter().rev() {
-        let open: Vec<&str> = wanted
+        let open: Vec<(&str, u64)> = wanted
             .iter()
             .copied()
-            .filter(|w| !decided.contains_key(*w))
+            .filter(|(w, _)| !decided.contains_key(*w))
             .collect();
         if open.is_empty() {
             break;
@@ -72,13 +72,13 @@ pub fn read_files(
             source,
         };
         let stream = layer::decompress(desc.media_type().as_ref(), blob).map_err(layer_error)?;
-        let verdicts = scan_layer(stream, &open, max_bytes, reference).map_err(|e| match e {
+        let verdicts = scan_layer(stream, &open, reference).map_err(|e| match e {
             Scan::Layer(source) => layer_error(source),
             Scan::Sbom(e) => e,
         })?;
         decided.extend(verdicts);
     }
-    for w in wanted {
+    for (w, _) in wanted {
         decided.entry((*w).to_string()).or_insert(Found::Absent);
     }
     Ok(decided)
@@ -98,8 +98,7 @@ impl From<LayerError> for Scan {
 /// What one layer says about each of `open`: only paths it decides.
 fn scan_layer<R: Read>(
     stream: R,
-    open: &[&str],
-    max_bytes: u64,
+    open: &[(&str, u64)],
     reference: &str,
 ) -> Result<BTreeMap<String, Found>, Scan> {
     let mut tar = TarReader::new(stream);
@@ -109,7 +108,7 @@ fn scan_layer<R: Read>(
         let Some(path) = normalize(&h.path) else {
             continue;
         };
-        for &want in open {
+        for &(want, max_bytes) in open {
             match relation(&path, want) {
                 Relation::Same => {
                     if h.typeflag != header::REGULAR {
@@ -221,6 +220,98 @@ fn copy_out(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::layer::header::{encode, pad, Entry};
+
+    const DB: &str = "var/db/pkg/local.sqlite";
+
+    /// A tar of `(path, typeflag, content)` entries.
+    fn tar(entries: &[(&str, u8, &str)]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (path, typeflag, content) in entries {
+            encode(
+                &Entry {
+                    path: path.as_bytes(),
+                    typeflag: *typeflag,
+                    mode: 0o644,
+                    size: content.len() as u64,
+                    linkname: if *typeflag == header::SYMLINK {
+                        b"/etc/passwd"
+                    } else {
+                        b""
+                    },
+                    ..Default::default()
+                },
+                &mut out,
+            );
+            out.extend_from_slice(content.as_bytes());
+            pad(&mut out);
+        }
+        out.extend_from_slice(&[0u8; 1024]);
+        out
+    }
+
+    /// What one layer says about the database: `None` (undecided), or
+    /// `Some(content)` with `""` for absent.
+    fn verdict(entries: &[(&str, u8, &str)]) -> Option<String> {
+        let found = scan_layer(&tar(entries)[..], &[(DB, 1 << 20)], "img")
+            .ok()
+            .unwrap();
+        found.into_values().next().map(|f| match f {
+            Found::File(mut f) => {
+                let mut s = String::new();
+                f.read_to_string(&mut s).unwrap();
+                s
+            }
+            Found::Absent => String::new(),
+        })
+    }
+
+    #[test]
+    fn a_layer_decides_by_the_file_a_whiteout_or_a_directory_replaced() {
+        let (dir, file, link) = (header::DIRECTORY, header::REGULAR, header::SYMLINK);
+        assert_eq!(
+            verdict(&[("var/", dir, ""), (DB, file, "db")]).as_deref(),
+            Some("db")
+        );
+        assert_eq!(
+            verdict(&[("var/db/", dir, ""), ("var/db/other", file, "x")]),
+            None
+        );
+        assert_eq!(
+            verdict(&[("var/db/pkg/.wh.local.sqlite", file, "")]).as_deref(),
+            Some("")
+        );
+        assert_eq!(
+            verdict(&[("var/.wh..wh..opq", file, "")]).as_deref(),
+            Some("")
+        );
+        // A directory on the way replaced by a link: what was below is gone.
+        assert_eq!(verdict(&[("var/db", link, "")]).as_deref(), Some(""));
+        // An opaque directory and a new file in the same layer: the new one.
+        assert_eq!(
+            verdict(&[("var/db/pkg/.wh..wh..opq", file, ""), (DB, file, "new")]).as_deref(),
+            Some("new")
+        );
+    }
+
+    #[test]
+    fn the_file_as_a_link_or_past_the_limit_is_refused() {
+        let link = tar(&[(DB, header::SYMLINK, "")]);
+        assert!(matches!(
+            scan_layer(&link[..], &[(DB, 1 << 20)], "img"),
+            Err(Scan::Sbom(SbomError::NotRegular { .. }))
+        ));
+        let big = tar(&[(DB, header::REGULAR, "0123456789")]);
+        assert!(matches!(
+            scan_layer(&big[..], &[(DB, 9)], "img"),
+            Err(Scan::Sbom(SbomError::TooLarge {
+                bytes: 10,
+                max: 9,
+                ..
+            }))
+        ));
+        assert!(scan_layer(&big[..], &[(DB, 10)], "img").is_ok());
+    }
 
     #[test]
     fn whiteouts_of_the_file_or_a_directory_above_it_hide_it() {
