@@ -85,11 +85,15 @@ pub fn spdx(name: &str) -> String {
     license_ref(name)
 }
 
-/// `LicenseRef-freebsd-<name>`, with what SPDX does not allow in an
-/// idstring (anything but letters, digits, `.` and `-`) as `-`.
+/// `LicenseRef-freebsd-<name>`, as an SPDX idstring.
 pub fn license_ref(name: &str) -> String {
-    let clean: String = name
-        .chars()
+    format!("LicenseRef-freebsd-{}", idstring(name))
+}
+
+/// `name` with what SPDX does not allow in an idstring (anything but
+/// letters, digits, `.` and `-`) as `-`.
+pub fn idstring(name: &str) -> String {
+    name.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
                 c
@@ -97,8 +101,7 @@ pub fn license_ref(name: &str) -> String {
                 '-'
             }
         })
-        .collect();
-    format!("LicenseRef-freebsd-{clean}")
+        .collect()
 }
 
 /// A package's declared license: its licenses joined as `logic` says;

@@ -150,17 +150,7 @@ fn package_ids(packages: &[Package]) -> BTreeMap<String, String> {
     let mut names: Vec<&str> = packages.iter().map(|p| p.name.as_str()).collect();
     names.sort();
     for name in names {
-        let clean: String = name
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
-                    c
-                } else {
-                    '-'
-                }
-            })
-            .collect();
-        let base = format!("SPDXRef-Package-{clean}");
+        let base = format!("SPDXRef-Package-{}", license::idstring(name));
         let mut id = base.clone();
         let mut n = 2;
         while used.contains(&id) {
@@ -171,4 +161,33 @@ fn package_ids(packages: &[Package]) -> BTreeMap<String, String> {
         ids.insert(name.to_string(), id);
     }
     ids
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn named(name: &str) -> Package {
+        Package {
+            name: name.into(),
+            version: "1".into(),
+            origin: "x/y".into(),
+            arch: String::new(),
+            comment: String::new(),
+            www: None,
+            maintainer: None,
+            license_logic: 1,
+            licenses: vec![],
+            manifest_digest: None,
+            deps: vec![],
+        }
+    }
+
+    #[test]
+    fn package_ids_are_spdx_idstrings_and_stay_apart() {
+        let ids = package_ids(&[named("gtk-"), named("gtk+"), named("py311-foo_bar")]);
+        assert_eq!(ids["gtk+"], "SPDXRef-Package-gtk-");
+        assert_eq!(ids["gtk-"], "SPDXRef-Package-gtk--2");
+        assert_eq!(ids["py311-foo_bar"], "SPDXRef-Package-py311-foo-bar");
+    }
 }
