@@ -575,6 +575,19 @@ fn hostile_databases_are_refused_naming_the_image_and_the_file() {
     refused(&w, &huge, "cannot read table `packages`");
 }
 
+/// The error reading `web:1` within `limits` gives (the inventory, which
+/// holds a 1 MiB comment, is not printed when there is none).
+fn refused_by(
+    store: &jbuild::store::Store,
+    limits: &jbuild::sbom::DbLimits,
+) -> jbuild::sbom::SbomError {
+    let platform = jbuild::image::Platform::default_for_host();
+    match jbuild::sbom::inventory(store, "web:1", &platform, limits) {
+        Ok(_) => panic!("read within {limits:?}"),
+        Err(e) => e,
+    }
+}
+
 fn set_curl_comment(db: &Path, bytes: usize) {
     Connection::open(db)
         .unwrap()
@@ -590,8 +603,13 @@ fn limits_on_rows_and_bytes_refuse_a_database_past_them() {
     // The figures docs/sbom.md states.
     let limits = jbuild::sbom::DbLimits::default();
     assert_eq!(
-        (limits.max_bytes, limits.max_rows, limits.max_value),
-        (1 << 30, 1_000_000, 1 << 20)
+        (
+            limits.max_bytes,
+            limits.max_rows,
+            limits.max_value,
+            limits.max_steps
+        ),
+        (1 << 30, 1_000_000, 1 << 20, 1_000_000_000)
     );
     let w = World::new();
     make_db(&w.ctx().join("local.sqlite"), &base_packages());
@@ -617,7 +635,7 @@ fn limits_on_rows_and_bytes_refuse_a_database_past_them() {
         max_rows: 6,
         ..Default::default()
     };
-    let e = jbuild::sbom::inventory(&store, "web:1", &platform, &few_rows).unwrap_err();
+    let e = refused_by(&store, &few_rows);
     assert!(e.is_user_error());
     let chain = format!("{:#}", anyhow::Error::new(e));
     assert!(
@@ -625,11 +643,22 @@ fn limits_on_rows_and_bytes_refuse_a_database_past_them() {
         "{chain}"
     );
 
+    // Whatever the file holds, the read ends: past its SQLite steps it
+    // stops with an error.
+    let few_steps = jbuild::sbom::DbLimits {
+        max_steps: 200,
+        ..Default::default()
+    };
+    let e = refused_by(&store, &few_steps);
+    assert!(e.is_user_error());
+    let chain = format!("{:#}", anyhow::Error::new(e));
+    assert!(chain.contains("took more than 200 SQLite steps"), "{chain}");
+
     let few_bytes = jbuild::sbom::DbLimits {
         max_bytes: 4096,
         ..Default::default()
     };
-    let e = jbuild::sbom::inventory(&store, "web:1", &platform, &few_bytes).unwrap_err();
+    let e = refused_by(&store, &few_bytes);
     assert!(e.is_user_error());
     let chain = format!("{:#}", anyhow::Error::new(e));
     assert!(

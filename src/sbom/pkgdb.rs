@@ -19,6 +19,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use rusqlite::{Connection, OpenFlags};
 
@@ -32,6 +34,9 @@ pub struct DbLimits {
     pub max_rows: u64,
     /// Bytes of any one value (text or blob).
     pub max_value: usize,
+    /// SQLite virtual-machine steps for the whole read: whatever the file
+    /// holds, reading it ends.
+    pub max_steps: u64,
 }
 
 impl Default for DbLimits {
@@ -40,6 +45,7 @@ impl Default for DbLimits {
             max_bytes: 1 << 30,
             max_rows: 1_000_000,
             max_value: 1 << 20,
+            max_steps: 1_000_000_000,
         }
     }
 }
@@ -95,6 +101,8 @@ pub enum DbError {
         rows: u64,
         max: u64,
     },
+    #[error("reading it took more than {0} SQLite steps")]
+    TooMuchWork(u64),
     #[error("cannot read table `{table}`")]
     Read {
         table: &'static str,
@@ -112,17 +120,36 @@ const MAX_SCHEMA_ENTRIES: u64 = 10_000;
 /// Every package the database at `path` lists, sorted by name.
 pub fn read(path: &Path, limits: &DbLimits) -> Result<Vec<Package>, DbError> {
     let db = open(path, limits)?;
-    check_tables(&db, limits)?;
+    let calls = Arc::new(AtomicU64::new(0));
+    let counted = Arc::clone(&calls);
+    // SQLite calls the handler every `per_call` steps of a statement.
+    let per_call = (limits.max_steps / 100).clamp(1, 10_000);
+    let max_calls = limits.max_steps / per_call;
+    db.progress_handler(
+        per_call as i32,
+        Some(move || counted.fetch_add(1, Ordering::Relaxed) >= max_calls),
+    );
+    read_open(&db, limits).map_err(|e| {
+        if calls.load(Ordering::Relaxed) > max_calls {
+            DbError::TooMuchWork(limits.max_steps)
+        } else {
+            e
+        }
+    })
+}
+
+fn read_open(db: &Connection, limits: &DbLimits) -> Result<Vec<Package>, DbError> {
+    check_tables(db, limits)?;
 
     let licenses: HashMap<i64, String> =
-        rows(&db, "licenses", "SELECT id, name FROM licenses", |r| {
+        rows(db, "licenses", "SELECT id, name FROM licenses", |r| {
             Ok((r.get(0)?, r.get(1)?))
         })?
         .into_iter()
         .collect();
     let mut licenses_of: HashMap<i64, Vec<String>> = HashMap::new();
     for (pkg, lic) in rows(
-        &db,
+        db,
         "pkg_licenses",
         "SELECT package_id, license_id FROM pkg_licenses",
         |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)),
@@ -133,7 +160,7 @@ pub fn read(path: &Path, limits: &DbLimits) -> Result<Vec<Package>, DbError> {
     }
     let mut deps_of: HashMap<i64, Vec<Dep>> = HashMap::new();
     for (pkg, dep) in rows(
-        &db,
+        db,
         "deps",
         "SELECT package_id, name, origin, version FROM deps",
         |r| {
@@ -152,7 +179,7 @@ pub fn read(path: &Path, limits: &DbLimits) -> Result<Vec<Package>, DbError> {
 
     let mut by_name: BTreeMap<String, Package> = BTreeMap::new();
     for (id, mut p) in rows(
-        &db,
+        db,
         "packages",
         "SELECT id, name, version, origin, arch, comment, www, maintainer, licenselogic, \
          manifestdigest FROM packages",
