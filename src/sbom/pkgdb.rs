@@ -72,6 +72,26 @@ pub struct Package {
     pub deps: Vec<Dep>,
 }
 
+#[cfg(test)]
+impl Package {
+    /// A package with only a name (and version 1), for tests.
+    pub(crate) fn named(name: &str) -> Package {
+        Package {
+            name: name.into(),
+            version: "1".into(),
+            origin: String::new(),
+            arch: String::new(),
+            comment: String::new(),
+            www: None,
+            maintainer: None,
+            license_logic: 1,
+            licenses: vec![],
+            manifest_digest: None,
+            deps: vec![],
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Dep {
     pub name: String,

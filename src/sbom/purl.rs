@@ -43,17 +43,10 @@ mod tests {
     #[test]
     fn purls_are_written_as_syft_writes_them() {
         let p = Package {
-            name: "curl".into(),
             version: "8.9.1".into(),
             origin: "www/curl".into(),
             arch: "FreeBSD:14:amd64".into(),
-            comment: String::new(),
-            www: None,
-            maintainer: None,
-            license_logic: 1,
-            licenses: vec![],
-            manifest_digest: None,
-            deps: vec![],
+            ..Package::named("curl")
         };
         assert_eq!(
             of(&p),

@@ -167,25 +167,13 @@ fn package_ids(packages: &[Package]) -> BTreeMap<String, String> {
 mod tests {
     use super::*;
 
-    fn named(name: &str) -> Package {
-        Package {
-            name: name.into(),
-            version: "1".into(),
-            origin: "x/y".into(),
-            arch: String::new(),
-            comment: String::new(),
-            www: None,
-            maintainer: None,
-            license_logic: 1,
-            licenses: vec![],
-            manifest_digest: None,
-            deps: vec![],
-        }
-    }
-
     #[test]
     fn package_ids_are_spdx_idstrings_and_stay_apart() {
-        let ids = package_ids(&[named("gtk-"), named("gtk+"), named("py311-foo_bar")]);
+        let ids = package_ids(&[
+            Package::named("gtk-"),
+            Package::named("gtk+"),
+            Package::named("py311-foo_bar"),
+        ]);
         assert_eq!(ids["gtk+"], "SPDXRef-Package-gtk-");
         assert_eq!(ids["gtk-"], "SPDXRef-Package-gtk--2");
         assert_eq!(ids["py311-foo_bar"], "SPDXRef-Package-py311-foo-bar");
