@@ -31,6 +31,7 @@ pub mod layer;
 pub mod plan;
 pub mod release;
 pub mod report;
+pub mod sbom;
 pub mod snapshot;
 pub mod store;
 pub mod transport;

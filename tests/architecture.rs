@@ -24,7 +24,7 @@ const FLOORS: &[(&str, &[&str])] = &[
     ("what a command does", &["engine", "check", "create"]),
     (
         "plans and moving images",
-        &["plan", "release", "transport", "bastille"],
+        &["plan", "release", "transport", "bastille", "sbom"],
     ),
     (
         "images, recipes, credentials, jail.conf",

@@ -36,6 +36,7 @@ mod manifest;
 mod prompt;
 mod registry;
 mod remote;
+mod sbom;
 mod transfer;
 mod verify;
 
@@ -119,6 +120,9 @@ enum Cmd {
     Inspect(images::InspectArgs),
     /// Show the history (one line per instruction) of an image.
     History(images::HistoryArgs),
+    /// Print an image's software bill of materials (SPDX or CycloneDX) from
+    /// its pkg database.
+    Sbom(sbom::SbomArgs),
     /// Give an image another name.
     Tag(images::TagArgs),
     /// Remove image names (`prune` then frees what no name needs).
@@ -314,6 +318,7 @@ pub fn main() -> i32 {
         Cmd::Images(a) => images::images(&ctx, a),
         Cmd::Inspect(a) => images::inspect(&ctx, a),
         Cmd::History(a) => images::history(&ctx, a),
+        Cmd::Sbom(a) => sbom::run(&ctx, a),
         Cmd::Tag(a) => images::tag(&ctx, a),
         Cmd::Rmi(a) => images::rmi(&ctx, a),
         Cmd::Prune(a) => images::prune(&ctx, a),

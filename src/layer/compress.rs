@@ -175,7 +175,7 @@ pub fn uncompressed_size<R: Read>(media_type: &str, blob: R) -> Result<u64, Laye
 }
 
 /// The uncompressed tar stream of a layer blob of media type `media_type`.
-pub(crate) fn decompress<'r, R: Read + 'r>(
+pub fn decompress<'r, R: Read + 'r>(
     media_type: &str,
     blob: R,
 ) -> Result<Box<dyn Read + 'r>, LayerError> {
