@@ -34,3 +34,4 @@ pub mod report;
 pub mod snapshot;
 pub mod store;
 pub mod transport;
+pub mod trust;

@@ -37,6 +37,7 @@ mod prompt;
 mod registry;
 mod remote;
 mod transfer;
+mod trust;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -151,6 +152,14 @@ enum Cmd {
     Login(login::LoginArgs),
     /// Forget the credentials kept for a registry.
     Logout(login::LogoutArgs),
+    /// Write a new key pair cosign can use (cosign.key, cosign.pub).
+    GenerateKeyPair(trust::GenerateKeyPairArgs),
+    /// Sign an image as cosign does (in a registry, or in the store).
+    Sign(trust::SignArgs),
+    /// Check an image's cosign signatures against a public key.
+    VerifySignature(trust::VerifySignatureArgs),
+    /// Check an image's cosign attestations (in-toto, DSSE) against a public key.
+    VerifyAttestation(trust::VerifyAttestationArgs),
     /// Print a shell completion script (bash, zsh, fish).
     Completion(docs::CompletionArgs),
     /// Write the man pages (or print jbuild(1), or the Markdown reference).
@@ -326,6 +335,10 @@ pub fn main() -> i32 {
         Cmd::Create(a) => create::run(&ctx, a),
         Cmd::Login(a) => login::login(&ctx, a),
         Cmd::Logout(a) => login::logout(&ctx, a),
+        Cmd::GenerateKeyPair(a) => trust::generate_key_pair(&ctx, a),
+        Cmd::Sign(a) => trust::sign(&ctx, a),
+        Cmd::VerifySignature(a) => trust::verify_signature(&ctx, a),
+        Cmd::VerifyAttestation(a) => trust::verify_attestation(&ctx, a),
         Cmd::Completion(a) => docs::completion(&ctx, a),
         Cmd::Man(a) => docs::man(&ctx, a),
     };
