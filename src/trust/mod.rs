@@ -99,8 +99,10 @@ pub enum TrustError {
     Name(String),
     #[error("{what} is {size} bytes, more than the {max} allowed")]
     TooLarge { what: String, size: u64, max: u64 },
+    /// Boxed: a transport error is large, and every result here carries
+    /// the error type.
     #[error(transparent)]
-    Transport(#[from] TransportError),
+    Transport(Box<TransportError>),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("{context}")]
@@ -109,6 +111,12 @@ pub enum TrustError {
         #[source]
         source: std::io::Error,
     },
+}
+
+impl From<TransportError> for TrustError {
+    fn from(e: TransportError) -> TrustError {
+        TrustError::Transport(Box::new(e))
+    }
 }
 
 impl TrustError {
