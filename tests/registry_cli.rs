@@ -16,7 +16,9 @@ use std::time::{Duration, Instant};
 
 use base64::Engine;
 use registry_support::LIMIT;
-use registry_support::{fails_with, htpasswd, run_bounded, run_ok, run_with_input, succeeds, text};
+use registry_support::{
+    fails_with, htpasswd, http, run_bounded, run_ok, run_with_input, succeeds, text,
+};
 use registry_support::{Options, Registry, World};
 use sha2::{Digest as _, Sha256};
 
@@ -41,14 +43,6 @@ fn store_files(w: &World) -> Vec<(PathBuf, Vec<u8>)> {
     }
     out.sort();
     out
-}
-
-fn http() -> reqwest::blocking::Client {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::blocking::Client::builder()
-        .timeout(Duration::from_secs(30))
-        .build()
-        .unwrap()
 }
 
 const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";

@@ -10,11 +10,11 @@
 mod registry_support;
 mod tar_support;
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::time::Duration;
 
-use registry_support::{fails_with, run_bounded, succeeds, text, Registry, World, LIMIT};
+use registry_support::{fails_with, http, run_bounded, succeeds, text, Registry, World, LIMIT};
 
 const PASSWORD: &str = "correct-horse-7f3a9c";
 
@@ -82,6 +82,49 @@ fn jbuild(w: &World) -> Command {
     c
 }
 
+/// `jbuild ARGS…` in `w`'s state root, with the key's password set.
+fn jb<S: AsRef<OsStr>>(w: &World, args: impl IntoIterator<Item = S>) -> Output {
+    run_bounded(jbuild(w).args(args), LIMIT)
+}
+
+/// A new key pair `PREFIX.key`, `PREFIX.pub` made by jbuild.
+fn jb_keys(w: &World, prefix: &Path) -> String {
+    succeeds(&jb(
+        w,
+        [
+            OsStr::new("generate-key-pair"),
+            "--output-key-prefix".as_ref(),
+            prefix.as_os_str(),
+        ],
+    ))
+}
+
+/// `jbuild sign --key KEY IMAGE`.
+fn jb_sign(w: &World, key: &Path, image: &str) -> Output {
+    jb(
+        w,
+        [
+            OsStr::new("sign"),
+            "--key".as_ref(),
+            key.as_os_str(),
+            image.as_ref(),
+        ],
+    )
+}
+
+/// `jbuild verify-signature --key PUB IMAGE`.
+fn jb_verify(w: &World, public: &Path, image: &str) -> Output {
+    jb(
+        w,
+        [
+            OsStr::new("verify-signature"),
+            "--key".as_ref(),
+            public.as_os_str(),
+            image.as_ref(),
+        ],
+    )
+}
+
 /// The store's `app:1` pushed to `reg` as `repo:1`; returns `host/repo@digest`.
 fn pushed(w: &World, reg: &Registry, repo: &str) -> String {
     let dest = format!("{}/{repo}:1", reg.host());
@@ -90,14 +133,6 @@ fn pushed(w: &World, reg: &Registry, repo: &str) -> String {
         LIMIT,
     ));
     format!("{}/{repo}@{}", reg.host(), w.manifest)
-}
-
-fn http() -> reqwest::blocking::Client {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::blocking::Client::builder()
-        .timeout(Duration::from_secs(30))
-        .build()
-        .unwrap()
 }
 
 const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
@@ -141,81 +176,46 @@ fn jbuild_signs_cosign_verifies_and_tampering_fails_both_ways() {
     let reg = Registry::start();
     let w = World::new(4096);
     let home = w.tmp.path();
-    let out = succeeds(&run_bounded(
-        jbuild(&w)
-            .args(["generate-key-pair", "--output-key-prefix"])
-            .arg(home.join("jb")),
-        LIMIT,
-    ));
+    let out = jb_keys(&w, &home.join("jb"));
     assert!(out.contains("jb.key") && out.contains("jb.pub"), "{out}");
     let (key, public) = (home.join("jb.key"), home.join("jb.pub"));
     let image = pushed(&w, &reg, "signed/app");
+    let remote = format!("docker://{image}");
 
-    let signed = succeeds(&run_bounded(
-        jbuild(&w)
-            .args(["sign", "--key"])
-            .arg(&key)
-            .arg(format!("docker://{image}")),
-        LIMIT,
-    ));
+    let signed = succeeds(&jb_sign(&w, &key, &remote));
     assert!(signed.contains(&sig_tag(&w.manifest)), "{signed}");
     succeeds(&cosign_verify(home, &public, &image));
-    let ours = succeeds(&run_bounded(
-        jbuild(&w)
-            .args(["verify-signature", "--key"])
-            .arg(&public)
-            .arg(format!("docker://{image}")),
-        LIMIT,
-    ));
+    let ours = succeeds(&jb_verify(&w, &public, &remote));
     assert!(ours.contains(&w.manifest), "{ours}");
 
     // Tampered: the signature's base64 changed in one place.
     let tag = sig_tag(&w.manifest);
-    let genuine = get_manifest(&reg, "signed/app", &tag);
-    let mut bad = genuine.clone();
-    let sig = bad["layers"][0]["annotations"]["dev.cosignproject.cosign/signature"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let mut chars: Vec<char> = sig.chars().collect();
+    let mut bad = get_manifest(&reg, "signed/app", &tag);
+    let annotation = &mut bad["layers"][0]["annotations"]["dev.cosignproject.cosign/signature"];
+    let mut chars: Vec<char> = annotation.as_str().unwrap().chars().collect();
     chars[20] = if chars[20] == 'A' { 'B' } else { 'A' };
-    bad["layers"][0]["annotations"]["dev.cosignproject.cosign/signature"] =
-        chars.into_iter().collect::<String>().into();
+    *annotation = chars.into_iter().collect::<String>().into();
     put_manifest(&reg, "signed/app", &tag, &bad);
     let c = cosign_verify(home, &public, &image);
     assert!(!c.status.success(), "cosign accepted a tampered signature");
-    let j = run_bounded(
-        jbuild(&w)
-            .args(["verify-signature", "--key"])
-            .arg(&public)
-            .arg(format!("docker://{image}")),
-        LIMIT,
+    fails_with(
+        &jb_verify(&w, &public, &remote),
+        1,
+        "is not the key's signature of its payload",
     );
-    fails_with(&j, 1, "is not the key's signature of its payload");
 
-    // Moved: a genuine signature of another image, put under this one's tag.
+    // Moved: a genuine signature of another image, put under this one's
+    // tag, with the blobs it names mounted into this repository.
     let other = World::new(2048);
     let other_image = pushed(&other, &reg, "signed/other");
-    succeeds(&run_bounded(
-        jbuild(&other)
-            .args(["sign", "--key"])
-            .arg(&key)
-            .arg(format!("docker://{other_image}")),
-        LIMIT,
-    ));
+    succeeds(&jb_sign(&other, &key, &format!("docker://{other_image}")));
     let moved = get_manifest(&reg, "signed/other", &sig_tag(&other.manifest));
-    // The blobs it names must be in this repository too.
-    succeeds(&run_bounded(
-        jbuild(&other).args(["push", "app:1", &format!("{}/signed/app:other", reg.host())]),
-        LIMIT,
-    ));
-    let payload_blob = moved["layers"][0]["digest"].as_str().unwrap().to_string();
-    let config_blob = moved["config"]["digest"].as_str().unwrap().to_string();
-    for blob in [&payload_blob, &config_blob] {
+    for blob in [&moved["layers"][0]["digest"], &moved["config"]["digest"]] {
         let r = http()
             .post(format!(
-                "http://{}/v2/signed/app/blobs/uploads/?mount={blob}&from=signed/other",
-                reg.host()
+                "http://{}/v2/signed/app/blobs/uploads/?mount={}&from=signed/other",
+                reg.host(),
+                blob.as_str().unwrap()
             ))
             .send()
             .unwrap();
@@ -227,24 +227,26 @@ fn jbuild_signs_cosign_verifies_and_tampering_fails_both_ways() {
         !c.status.success(),
         "cosign accepted another image's signature"
     );
-    let j = run_bounded(
-        jbuild(&w)
-            .args(["verify-signature", "--key"])
-            .arg(&public)
-            .arg(format!("docker://{image}")),
-        LIMIT,
+    fails_with(
+        &jb_verify(&w, &public, &remote),
+        1,
+        &format!("not for the image's digest {}", w.manifest),
     );
-    fails_with(&j, 1, &format!("not for the image's digest {}", w.manifest));
 
     // And an image with no signature at all.
-    let j = run_bounded(
-        jbuild(&w)
-            .args(["verify-signature", "--key"])
-            .arg(&public)
-            .arg(format!("docker://{}/signed/app:other", reg.host())),
-        LIMIT,
+    succeeds(&jb(
+        &other,
+        ["push", "app:1", &format!("{}/signed/app:other", reg.host())],
+    ));
+    fails_with(
+        &jb_verify(
+            &w,
+            &public,
+            &format!("docker://{}/signed/app:other", reg.host()),
+        ),
+        1,
+        "has no signatures",
     );
-    fails_with(&j, 1, "has no signatures");
 }
 
 /// cosign makes the keys and signs; jbuild verifies, and signs with
@@ -260,48 +262,23 @@ fn cosign_signs_jbuild_verifies_and_keys_cross_over() {
     ));
     let (key, public) = (home.join("cosign.key"), home.join("cosign.pub"));
     let image = pushed(&w, &reg, "cosigned/app");
+    let remote = format!("docker://{image}");
     succeeds(&cosign_sign(home, &key, &image));
-    let ours = succeeds(&run_bounded(
-        jbuild(&w)
-            .args(["verify-signature", "--key"])
-            .arg(&public)
-            .arg(format!("docker://{image}")),
-        LIMIT,
-    ));
+    let ours = succeeds(&jb_verify(&w, &public, &remote));
     assert!(ours.contains(&w.manifest), "{ours}");
 
     // A key jbuild made verifies nothing cosign signed with its own.
-    succeeds(&run_bounded(
-        jbuild(&w)
-            .args(["generate-key-pair", "--output-key-prefix"])
-            .arg(home.join("jb")),
-        LIMIT,
-    ));
-    let j = run_bounded(
-        jbuild(&w)
-            .args(["verify-signature", "--key"])
-            .arg(home.join("jb.pub"))
-            .arg(format!("docker://{image}")),
-        LIMIT,
+    jb_keys(&w, &home.join("jb"));
+    fails_with(
+        &jb_verify(&w, &home.join("jb.pub"), &remote),
+        1,
+        "is not the key's signature",
     );
-    fails_with(&j, 1, "is not the key's signature");
 
     // jbuild signs with cosign's key; jbuild's key signs for cosign.
-    let signed = succeeds(&run_bounded(
-        jbuild(&w)
-            .args(["sign", "--key"])
-            .arg(&key)
-            .arg(format!("docker://{image}")),
-        LIMIT,
-    ));
+    let signed = succeeds(&jb_sign(&w, &key, &remote));
     assert!(signed.contains("2 signature(s)"), "{signed}");
-    succeeds(&run_bounded(
-        jbuild(&w)
-            .args(["sign", "--key"])
-            .arg(home.join("jb.key"))
-            .arg(format!("docker://{image}")),
-        LIMIT,
-    ));
+    succeeds(&jb_sign(&w, &home.join("jb.key"), &remote));
     succeeds(&cosign_verify(home, &home.join("jb.pub"), &image));
     succeeds(&cosign_verify(home, &public, &image));
 
@@ -309,12 +286,10 @@ fn cosign_signs_jbuild_verifies_and_keys_cross_over() {
     let w2 = World::new(1024);
     let image2 = pushed(&w2, &reg, "cosigned/two");
     succeeds(&cosign_sign(home, &home.join("jb.key"), &image2));
-    succeeds(&run_bounded(
-        jbuild(&w)
-            .args(["verify-signature", "--key"])
-            .arg(home.join("jb.pub"))
-            .arg(format!("docker://{image2}")),
-        LIMIT,
+    succeeds(&jb_verify(
+        &w,
+        &home.join("jb.pub"),
+        &format!("docker://{image2}"),
     ));
 }
 
@@ -326,30 +301,13 @@ fn a_store_signature_travels_with_push() {
     let reg = Registry::start();
     let w = World::new(4096);
     let home = w.tmp.path();
-    succeeds(&run_bounded(
-        jbuild(&w)
-            .args(["generate-key-pair", "--output-key-prefix"])
-            .arg(home.join("k")),
-        LIMIT,
-    ));
-    succeeds(&run_bounded(
-        jbuild(&w)
-            .args(["sign", "--key"])
-            .arg(home.join("k.key"))
-            .arg("app:1"),
-        LIMIT,
-    ));
-    let images = succeeds(&run_bounded(jbuild(&w).args(["images"]), LIMIT));
+    jb_keys(&w, &home.join("k"));
+    succeeds(&jb_sign(&w, &home.join("k.key"), "app:1"));
+    let images = succeeds(&jb(&w, ["images"]));
     assert!(!images.contains(".sig"), "{images}");
     assert_eq!(images.lines().count(), 2, "{images}");
-    succeeds(&run_bounded(
-        jbuild(&w)
-            .args(["verify-signature", "--key"])
-            .arg(home.join("k.pub"))
-            .arg("app:1"),
-        LIMIT,
-    ));
-    succeeds(&run_bounded(jbuild(&w).args(["check"]), LIMIT));
+    succeeds(&jb_verify(&w, &home.join("k.pub"), "app:1"));
+    succeeds(&jb(&w, ["check"]));
     let image = pushed(&w, &reg, "carried/app");
     succeeds(&cosign_verify(home, &home.join("k.pub"), &image));
 }
@@ -387,24 +345,26 @@ fn attestations_cross_over_both_ways() {
         ]),
         LIMIT,
     ));
-    let ours = succeeds(&run_bounded(
-        jbuild(&w)
-            .args(["verify-attestation", "--key"])
-            .arg(&public)
-            .args(["--type", "slsaprovenance"])
-            .arg(format!("docker://{image}")),
-        LIMIT,
-    ));
+    let verify_attestation = |kind: &str| {
+        jb(
+            &w,
+            [
+                OsStr::new("verify-attestation"),
+                "--key".as_ref(),
+                public.as_os_str(),
+                "--type".as_ref(),
+                kind.as_ref(),
+                format!("docker://{image}").as_ref(),
+            ],
+        )
+    };
+    let ours = succeeds(&verify_attestation("slsaprovenance"));
     assert!(ours.contains("https://slsa.dev/provenance/v0.2"), "{ours}");
-    let j = run_bounded(
-        jbuild(&w)
-            .args(["verify-attestation", "--key"])
-            .arg(&public)
-            .args(["--type", "slsaprovenance1"])
-            .arg(format!("docker://{image}")),
-        LIMIT,
+    fails_with(
+        &verify_attestation("slsaprovenance1"),
+        1,
+        "not https://slsa.dev/provenance/v1",
     );
-    fails_with(&j, 1, "not https://slsa.dev/provenance/v1");
 
     // jbuild's library attests (the API `build --provenance` builds on).
     let w2 = World::new(1024);
@@ -444,12 +404,13 @@ fn attestations_cross_over_both_ways() {
 
 /// No key or password reaches standard output, standard error or
 /// `--json`, at RUST_LOG=trace, whether the command succeeds or the
-/// password is wrong.
+/// password is wrong or missing.
 #[test]
 fn keys_and_passwords_never_reach_any_output() {
     let reg = Registry::start();
     let w = World::new(1024);
     let home = w.tmp.path();
+    let key = home.join("k.key");
     let mut outputs = Vec::new();
     let mut run = |c: &mut Command| {
         c.env("RUST_LOG", "trace");
@@ -463,26 +424,26 @@ fn keys_and_passwords_never_reach_any_output() {
     let image = pushed(&w, &reg, "secret/app");
     succeeds(&run(jbuild(&w)
         .args(["--json", "sign", "--key"])
-        .arg(home.join("k.key"))
+        .arg(&key)
         .arg(format!("docker://{image}"))));
     succeeds(&run(jbuild(&w)
         .args(["sign", "--key"])
-        .arg(home.join("k.key"))
+        .arg(&key)
         .arg("app:1")));
     let wrong = run(jbuild(&w)
         .env("COSIGN_PASSWORD", "not-the-password-91b2")
         .args(["sign", "--key"])
-        .arg(home.join("k.key"))
+        .arg(&key)
         .arg("app:1"));
     fails_with(&wrong, 1, "the password does not open the key");
     let none = run(jbuild(&w)
         .env_remove("COSIGN_PASSWORD")
         .args(["sign", "--key"])
-        .arg(home.join("k.key"))
+        .arg(&key)
         .arg("app:1"));
     fails_with(&none, 1, "set COSIGN_PASSWORD");
 
-    let key_pem = std::fs::read_to_string(home.join("k.key")).unwrap();
+    let key_pem = std::fs::read_to_string(&key).unwrap();
     let key_body: String = key_pem
         .lines()
         .filter(|l| !l.starts_with("-----"))

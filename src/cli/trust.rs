@@ -46,11 +46,9 @@ pub struct SignArgs {
     registry: RegistryArgs,
 }
 
+/// What the verify commands take: the public key and the image.
 #[derive(Args, Debug)]
-#[command(after_help = "Examples:\n  \
-    jbuild verify-signature --key cosign.pub docker://registry.lan:5000/jails/web:1.0\n  \
-    jbuild verify-signature --key cosign.pub web:1.0")]
-pub struct VerifySignatureArgs {
+pub struct Verifying {
     /// The public key (PEM), as `cosign.pub`.
     #[arg(long, value_name = "PUB")]
     key: PathBuf,
@@ -62,20 +60,24 @@ pub struct VerifySignatureArgs {
 
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:\n  \
+    jbuild verify-signature --key cosign.pub docker://registry.lan:5000/jails/web:1.0\n  \
+    jbuild verify-signature --key cosign.pub web:1.0")]
+pub struct VerifySignatureArgs {
+    #[command(flatten)]
+    target: Verifying,
+}
+
+#[derive(Args, Debug)]
+#[command(after_help = "Examples:\n  \
     jbuild verify-attestation --key cosign.pub --type slsaprovenance docker://registry.lan:5000/jails/web:1.0")]
 pub struct VerifyAttestationArgs {
-    /// The public key (PEM), as `cosign.pub`.
-    #[arg(long, value_name = "PUB")]
-    key: PathBuf,
     /// The predicate type: cosign's short names (`slsaprovenance`,
     /// `slsaprovenance1`, `spdxjson`, `cyclonedx`, `custom`) or a URI.
     /// Default: any.
     #[arg(long = "type", value_name = "TYPE")]
     predicate_type: Option<String>,
-    /// The image: `docker://REF` in a registry, else an image in the store.
-    image: String,
     #[command(flatten)]
-    registry: RegistryArgs,
+    target: Verifying,
 }
 
 fn trust_failure(e: TrustError) -> Failure {
@@ -178,6 +180,7 @@ pub fn sign(ctx: &Ctx, a: SignArgs) -> CmdResult {
 }
 
 pub fn verify_signature(ctx: &Ctx, a: VerifySignatureArgs) -> CmdResult {
+    let a = a.target;
     let key = trust::read_public_key(&a.key).map_err(trust_failure)?;
     let mut store = None;
     let place = place(ctx, &mut store, &a.image, &a.registry)?;
@@ -202,9 +205,10 @@ pub fn verify_signature(ctx: &Ctx, a: VerifySignatureArgs) -> CmdResult {
 }
 
 pub fn verify_attestation(ctx: &Ctx, a: VerifyAttestationArgs) -> CmdResult {
-    let key = trust::read_public_key(&a.key).map_err(trust_failure)?;
+    let t = &a.target;
+    let key = trust::read_public_key(&t.key).map_err(trust_failure)?;
     let mut store = None;
-    let place = place(ctx, &mut store, &a.image, &a.registry)?;
+    let place = place(ctx, &mut store, &t.image, &t.registry)?;
     let wanted = a.predicate_type.as_deref().map(trust::dsse::predicate_type);
     let good = trust::verify_attestations(place.as_ref(), &key, wanted).map_err(trust_failure)?;
     if ctx.json {
