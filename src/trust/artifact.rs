@@ -89,8 +89,12 @@ pub fn layers_of(bytes: &[u8]) -> Result<Vec<Descriptor>, serde_json::Error> {
 }
 
 /// The config (cosign's: no platform, one diff ID per layer) and the
-/// manifest naming `layers`, as bytes: `(config, manifest)`.
-pub fn manifest(layers: &[Descriptor]) -> (Vec<u8>, Vec<u8>) {
+/// manifest naming `layers`, as bytes: `(config, manifest)`. With
+/// `subject` (the image's descriptor) the manifest is also an OCI 1.1
+/// *referrer* of the image: a registry that offers the referrers API
+/// (`GET /v2/<name>/referrers/<digest>`) lists it there, and one that
+/// does not keeps it as the tagged manifest cosign reads.
+pub fn manifest(layers: &[Descriptor], subject: Option<&Descriptor>) -> (Vec<u8>, Vec<u8>) {
     let diff_ids: Vec<String> = layers.iter().map(|l| l.digest().to_string()).collect();
     let config = serde_json::to_vec(&json!({
         "architecture": "",
@@ -105,7 +109,7 @@ pub fn manifest(layers: &[Descriptor]) -> (Vec<u8>, Vec<u8>) {
         .iter()
         .map(|l| serde_json::to_value(l).expect("a descriptor always serialises"))
         .collect();
-    let manifest = serde_json::to_vec(&json!({
+    let mut manifest = json!({
         "schemaVersion": 2,
         "mediaType": "application/vnd.oci.image.manifest.v1+json",
         "config": {
@@ -114,8 +118,15 @@ pub fn manifest(layers: &[Descriptor]) -> (Vec<u8>, Vec<u8>) {
             "digest": Digest::of(&config).to_string(),
         },
         "layers": layers,
-    }))
-    .expect("a manifest always serialises");
+    });
+    if let Some(s) = subject {
+        manifest["subject"] = json!({
+            "mediaType": s.media_type().to_string(),
+            "size": s.size(),
+            "digest": s.digest().to_string(),
+        });
+    }
+    let manifest = serde_json::to_vec(&manifest).expect("a manifest always serialises");
     (config, manifest)
 }
 
@@ -160,7 +171,7 @@ mod tests {
         let once = append(Vec::new(), layer.descriptor());
         let twice = append(once.clone(), layer.descriptor());
         assert_eq!(twice.len(), 1);
-        let (config, bytes) = manifest(&twice);
+        let (config, bytes) = manifest(&twice, None);
         assert_eq!(layers_of(&bytes).unwrap(), once);
         let config: serde_json::Value = serde_json::from_slice(&config).unwrap();
         assert_eq!(

@@ -20,8 +20,12 @@ pub trait Place {
     fn describe(&self) -> String;
     /// The repository a signature payload names (`host/repo`).
     fn repository(&self) -> String;
-    /// The digest of the image the user named.
-    fn subject(&self) -> Result<Digest, TrustError>;
+    /// The descriptor of the image the user named (manifest or index).
+    fn subject(&self) -> Result<Descriptor, TrustError>;
+    /// Its digest.
+    fn subject_digest(&self) -> Result<Digest, TrustError> {
+        Ok(descriptor_digest(&self.subject()?).map_err(crate::store::StoreError::from)?)
+    }
     /// The manifest tagged `tag` in the image's repository, if there is one.
     fn artifact(&self, tag: &str) -> Result<Option<Vec<u8>>, TrustError>;
     /// A blob's bytes (refused beyond `max`).
@@ -72,12 +76,10 @@ impl Place for RegistryPlace {
         self.reference.name()
     }
 
-    fn subject(&self) -> Result<Digest, TrustError> {
-        if let Some(d) = &self.reference.digest {
-            return Ok(d.clone());
-        }
-        let desc = transport::block_on(self.transport.resolve(&self.reference.reference()))?;
-        Ok(descriptor_digest(&desc).map_err(crate::store::StoreError::from)?)
+    fn subject(&self) -> Result<Descriptor, TrustError> {
+        Ok(transport::block_on(
+            self.transport.resolve(&self.reference.reference()),
+        )?)
     }
 
     fn artifact(&self, tag: &str) -> Result<Option<Vec<u8>>, TrustError> {
@@ -140,7 +142,7 @@ impl Place for RegistryPlace {
 pub struct StorePlace<'a> {
     store: &'a Store,
     name: ImageName,
-    digest: Digest,
+    image: Descriptor,
 }
 
 impl<'a> StorePlace<'a> {
@@ -148,8 +150,6 @@ impl<'a> StorePlace<'a> {
     /// digest is kept under its first name.
     pub fn find(store: &'a Store, reference: &str) -> Result<StorePlace<'a>, TrustError> {
         let found = store.find(reference)?;
-        let digest =
-            descriptor_digest(&found.descriptor).map_err(crate::store::StoreError::from)?;
         let names = match &found.name {
             Some(n) => vec![n.clone()],
             None => store.names_of(found.descriptor.digest())?,
@@ -162,7 +162,7 @@ impl<'a> StorePlace<'a> {
         Ok(StorePlace {
             store,
             name,
-            digest,
+            image: found.descriptor,
         })
     }
 }
@@ -182,8 +182,14 @@ impl Place for StorePlace<'_> {
         self.name.docker_repository()
     }
 
-    fn subject(&self) -> Result<Digest, TrustError> {
-        Ok(self.digest.clone())
+    fn subject(&self) -> Result<Descriptor, TrustError> {
+        // The index entry carries the store's ref-name annotation; the
+        // subject is the bare descriptor.
+        Ok(Descriptor::new(
+            self.image.media_type().clone(),
+            self.image.size(),
+            self.image.digest().clone(),
+        ))
     }
 
     fn artifact(&self, tag: &str) -> Result<Option<Vec<u8>>, TrustError> {

@@ -31,7 +31,7 @@ pub struct Signed {
 /// Signs the image `place` names with `key`, as `cosign sign --key` does:
 /// a simple-signing payload, appended to its `.sig` manifest.
 pub fn sign(place: &dyn Place, key: &SigningKey) -> Result<Signed, TrustError> {
-    let digest = place.subject()?;
+    let digest = place.subject_digest()?;
     let payload = SimpleSigning::new(&place.repository(), &digest.to_string()).to_bytes();
     let signature = B64.encode(key.sign(&payload));
     attach(
@@ -54,7 +54,7 @@ pub fn attest(
     predicate_type: &str,
     predicate: serde_json::Value,
 ) -> Result<Signed, TrustError> {
-    let digest = place.subject()?;
+    let digest = place.subject_digest()?;
     let statement = Statement::new(
         &place.repository(),
         &digest.to_string(),
@@ -83,7 +83,8 @@ pub fn attest(
 /// Attaches `layer` (any media type and bytes) to the image `place`
 /// names, in its artifact manifest of `kind` (appended to what is there).
 pub fn attach(place: &dyn Place, kind: Kind, layer: Layer) -> Result<Signed, TrustError> {
-    let digest = place.subject()?;
+    let subject = place.subject()?;
+    let digest = place.subject_digest()?;
     let tag = kind.tag(&digest);
     let existing = match place.artifact(&tag)? {
         Some(bytes) => artifact::layers_of(&bytes).map_err(|e| TrustError::NoneVerified {
@@ -93,7 +94,7 @@ pub fn attach(place: &dyn Place, kind: Kind, layer: Layer) -> Result<Signed, Tru
         None => Vec::new(),
     };
     let layers = artifact::append(existing, layer.descriptor());
-    let (config, manifest) = artifact::manifest(&layers);
+    let (config, manifest) = artifact::manifest(&layers, Some(&subject));
     let config_desc = Layer {
         media_type: "application/vnd.oci.image.config.v1+json".into(),
         bytes: config,

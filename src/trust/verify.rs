@@ -26,7 +26,7 @@ pub struct Verified {
 /// payload, and the payload names the image's digest. An image with no
 /// `.sig`, or none that passes, is an error naming each reason.
 pub fn verify_signatures(place: &dyn Place, key: &PublicKey) -> Result<Vec<Verified>, TrustError> {
-    let digest = place.subject()?.to_string();
+    let digest = place.subject_digest()?.to_string();
     let image = place.describe();
     let layers = artifact_layers(place, Kind::Signature, &image)?;
     let mut good = Vec::new();
@@ -102,7 +102,7 @@ pub fn verify_attestations(
     key: &PublicKey,
     predicate_type: Option<&str>,
 ) -> Result<Vec<Statement>, TrustError> {
-    let digest = place.subject()?.to_string();
+    let digest = place.subject_digest()?.to_string();
     let image = place.describe();
     let layers = artifact_layers(place, Kind::Attestation, &image)?;
     let mut good = Vec::new();
@@ -154,7 +154,7 @@ fn artifact_layers(
     kind: Kind,
     image: &str,
 ) -> Result<Vec<oci_spec::image::Descriptor>, TrustError> {
-    let digest = place.subject()?;
+    let digest = place.subject_digest()?;
     let tag = kind.tag(&digest);
     let Some(bytes) = place.artifact(&tag)? else {
         return Err(match kind {
