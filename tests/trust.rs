@@ -294,8 +294,9 @@ fn cosign_signs_jbuild_verifies_and_keys_cross_over() {
 }
 
 /// A signature made in the store is kept beside the image (not listed as
-/// an image), verifies there, and `jbuild push` takes it to the registry,
-/// where cosign accepts it.
+/// an image), verifies there, `jbuild push` takes it to the registry,
+/// where cosign accepts it, and `jbuild rmi` of the image's last name
+/// takes it away.
 #[test]
 fn a_store_signature_travels_with_push() {
     let reg = Registry::start();
@@ -310,6 +311,14 @@ fn a_store_signature_travels_with_push() {
     succeeds(&jb(&w, ["check"]));
     let image = pushed(&w, &reg, "carried/app");
     succeeds(&cosign_verify(home, &home.join("k.pub"), &image));
+
+    // The image's last name takes its signature along; then nothing is
+    // kept alive unseen (the signature's subject is the image).
+    let removed = succeeds(&jb(&w, ["rmi", "app:1"]));
+    assert!(removed.contains(&sig_tag(&w.manifest)), "{removed}");
+    succeeds(&jb(&w, ["prune"]));
+    let check = succeeds(&jb(&w, ["check"]));
+    assert!(check.contains("0 images, 0 blobs"), "{check}");
 }
 
 /// Attestations: cosign attests SLSA provenance and jbuild reads it back;
