@@ -13,6 +13,7 @@ mod tar_support;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::time::Duration;
 
 use registry_support::{fails_with, http, run_bounded, succeeds, text, Registry, World, LIMIT};
 
@@ -469,4 +470,70 @@ fn keys_and_passwords_never_reach_any_output() {
             assert!(!o.contains(s.as_str()), "a secret reached the output:\n{o}");
         }
     }
+}
+
+/// On a terminal, without $COSIGN_PASSWORD: generate-key-pair asks twice
+/// without echo, sign asks once, and the key opens for cosign with that
+/// password.
+#[test]
+fn the_password_is_asked_on_a_terminal_without_echo() {
+    use registry_support::pty::{wait, Pty};
+    let reg = Registry::start();
+    let w = World::new(1024);
+    let home = w.tmp.path();
+    let typed = "typed-on-the-tty-5e1";
+    let (mut pty, mut child) = Pty::spawn(
+        w.jbuild()
+            .env_remove("COSIGN_PASSWORD")
+            .args(["generate-key-pair", "--output-key-prefix"])
+            .arg(home.join("tty")),
+    );
+    pty.expect("Enter password for private key: ");
+    pty.type_line(typed);
+    pty.expect("Enter password for private key again: ");
+    pty.type_line(typed);
+    let status = wait(&mut child);
+    std::thread::sleep(Duration::from_millis(200));
+    let screen = pty.seen();
+    assert!(status.success(), "{status}; the terminal shows:\n{screen}");
+    assert!(
+        !screen.contains(typed),
+        "the password was echoed:\n{screen}"
+    );
+
+    let image = pushed(&w, &reg, "tty/app");
+    let (mut pty, mut child) = Pty::spawn(
+        w.jbuild()
+            .env_remove("COSIGN_PASSWORD")
+            .args(["sign", "--key"])
+            .arg(home.join("tty.key"))
+            .arg(format!("docker://{image}")),
+    );
+    pty.expect("Enter password for private key: ");
+    pty.type_line(typed);
+    let status = wait(&mut child);
+    std::thread::sleep(Duration::from_millis(200));
+    let screen = pty.seen();
+    assert!(status.success(), "{status}; the terminal shows:\n{screen}");
+    assert!(
+        !screen.contains(typed),
+        "the password was echoed:\n{screen}"
+    );
+    succeeds(&cosign_verify(home, &home.join("tty.pub"), &image));
+    // cosign opens the key with the password typed.
+    let w2 = World::new(512);
+    let image2 = pushed(&w2, &reg, "tty/two");
+    succeeds(&run_bounded(
+        cosign(home)
+            .env("COSIGN_PASSWORD", typed)
+            .args(["sign", "--key"])
+            .arg(home.join("tty.key"))
+            .args([
+                "--tlog-upload=false",
+                "--allow-http-registry=true",
+                "--yes",
+                &image2,
+            ]),
+        LIMIT,
+    ));
 }

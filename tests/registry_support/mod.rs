@@ -9,6 +9,7 @@
 
 pub mod image;
 pub mod proxy;
+pub mod pty;
 pub mod tls;
 pub mod token;
 
