@@ -90,40 +90,33 @@ fn jb<S: AsRef<OsStr>>(w: &World, args: impl IntoIterator<Item = S>) -> Output {
 
 /// A new key pair `PREFIX.key`, `PREFIX.pub` made by jbuild.
 fn jb_keys(w: &World, prefix: &Path) -> String {
-    succeeds(&jb(
-        w,
-        [
-            OsStr::new("generate-key-pair"),
-            "--output-key-prefix".as_ref(),
-            prefix.as_os_str(),
-        ],
-    ))
+    let args = [
+        OsStr::new("generate-key-pair"),
+        "--output-key-prefix".as_ref(),
+        prefix.as_os_str(),
+    ];
+    succeeds(&jb(w, args))
+}
+
+/// `jbuild COMMAND --key KEY IMAGE`.
+fn jb_key(w: &World, command: &str, key: &Path, image: &str) -> Output {
+    let args = [
+        command.as_ref(),
+        OsStr::new("--key"),
+        key.as_os_str(),
+        image.as_ref(),
+    ];
+    jb(w, args)
 }
 
 /// `jbuild sign --key KEY IMAGE`.
 fn jb_sign(w: &World, key: &Path, image: &str) -> Output {
-    jb(
-        w,
-        [
-            OsStr::new("sign"),
-            "--key".as_ref(),
-            key.as_os_str(),
-            image.as_ref(),
-        ],
-    )
+    jb_key(w, "sign", key, image)
 }
 
 /// `jbuild verify-signature --key PUB IMAGE`.
 fn jb_verify(w: &World, public: &Path, image: &str) -> Output {
-    jb(
-        w,
-        [
-            OsStr::new("verify-signature"),
-            "--key".as_ref(),
-            public.as_os_str(),
-            image.as_ref(),
-        ],
-    )
+    jb_key(w, "verify-signature", public, image)
 }
 
 /// The store's `app:1` pushed to `reg` as `repo:1`; returns `host/repo@digest`.
