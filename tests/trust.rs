@@ -297,6 +297,27 @@ fn a_store_signature_travels_with_push() {
     let w = World::new(4096);
     let home = w.tmp.path();
     jb_keys(&w, &home.join("k"));
+    let mode = |f: &str| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(home.join(f))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    assert_eq!((mode("k.key"), mode("k.pub")), (0o600, 0o644));
+    fails_with(
+        &jb(
+            &w,
+            [
+                OsStr::new("generate-key-pair"),
+                "--output-key-prefix".as_ref(),
+                home.join("k").as_os_str(),
+            ],
+        ),
+        1,
+        "k.key exists",
+    );
     succeeds(&jb_sign(&w, &home.join("k.key"), "app:1"));
     let images = succeeds(&jb(&w, ["images"]));
     assert!(!images.contains(".sig"), "{images}");
