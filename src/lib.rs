@@ -35,3 +35,4 @@ pub mod sbom;
 pub mod snapshot;
 pub mod store;
 pub mod transport;
+pub mod trust;

@@ -22,6 +22,9 @@ use syn::visit::Visit;
 const FLOORS: &[(&str, &[&str])] = &[
     ("the command line", &["cli"]),
     ("what a command does", &["engine", "check", "create"]),
+    // Signing reaches registries (transport) and the store; builds
+    // (engine) and the command line sign and verify through it.
+    ("signatures and attestations", &["trust"]),
     (
         "plans and moving images",
         &["plan", "release", "transport", "bastille", "sbom"],

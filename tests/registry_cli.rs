@@ -8,15 +8,16 @@ mod tar_support;
 
 use std::fs;
 use std::io::{Read, Write};
-use std::os::fd::OwnedFd;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use base64::Engine;
+use registry_support::pty::{wait, Pty};
 use registry_support::LIMIT;
-use registry_support::{fails_with, htpasswd, run_bounded, run_ok, run_with_input, succeeds, text};
+use registry_support::{
+    fails_with, htpasswd, http, run_bounded, run_ok, run_with_input, succeeds, text,
+};
 use registry_support::{Options, Registry, World};
 use sha2::{Digest as _, Sha256};
 
@@ -41,14 +42,6 @@ fn store_files(w: &World) -> Vec<(PathBuf, Vec<u8>)> {
     }
     out.sort();
     out
-}
-
-fn http() -> reqwest::blocking::Client {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::blocking::Client::builder()
-        .timeout(Duration::from_secs(30))
-        .build()
-        .unwrap()
 }
 
 const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
@@ -328,77 +321,6 @@ fn inspect_docker_shows_manifest_config_and_platforms_and_stores_nothing() {
         "no image `nope`",
     );
     assert!(before == store_files(&w), "inspect changed the store");
-}
-
-/// A pseudo-terminal: the child's standard input, output and error are
-/// its terminal side; everything the child writes is collected from the
-/// other side.
-struct Pty {
-    master: fs::File,
-    seen: Arc<Mutex<Vec<u8>>>,
-}
-
-impl Pty {
-    fn spawn(cmd: &mut Command) -> (Pty, Child) {
-        let nix::pty::OpenptyResult { master, slave } = nix::pty::openpty(None, None).unwrap();
-        let slave: OwnedFd = slave;
-        let child = cmd
-            .stdin(Stdio::from(slave.try_clone().unwrap()))
-            .stdout(Stdio::from(slave.try_clone().unwrap()))
-            .stderr(Stdio::from(slave))
-            .spawn()
-            .unwrap();
-        let master = fs::File::from(master);
-        let mut reader = master.try_clone().unwrap();
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let into = seen.clone();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            // EIO once the child's side is closed.
-            while let Ok(n) = reader.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                into.lock().unwrap().extend_from_slice(&buf[..n]);
-            }
-        });
-        (Pty { master, seen }, child)
-    }
-
-    fn seen(&self) -> String {
-        text(&self.seen.lock().unwrap())
-    }
-
-    /// Waits until the child has written `s`.
-    fn expect(&self, s: &str) {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !self.seen().contains(s) {
-            assert!(
-                Instant::now() < deadline,
-                "no `{s}` on the terminal; it shows:\n{}",
-                self.seen()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn type_line(&mut self, s: &str) {
-        self.master.write_all(format!("{s}\n").as_bytes()).unwrap();
-    }
-}
-
-fn wait(child: &mut Child) -> std::process::ExitStatus {
-    let deadline = Instant::now() + LIMIT;
-    loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            return s;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("still running after {LIMIT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 #[test]

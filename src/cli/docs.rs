@@ -151,6 +151,14 @@ fn page(cmd: &clap::Command, top: bool) -> std::io::Result<Vec<u8>> {
     Ok(text)
 }
 
+/// `jbuild manifest create`: the command as typed (a command's own name
+/// may hold `-`, as `generate-key-pair` does).
+fn title(cmd: &clap::Command) -> String {
+    cmd.get_bin_name()
+        .map(str::to_string)
+        .unwrap_or_else(|| display_name(cmd).replace('-', " "))
+}
+
 fn display_name(cmd: &clap::Command) -> String {
     cmd.get_display_name()
         .unwrap_or_else(|| cmd.get_name())
@@ -169,12 +177,12 @@ pub fn markdown() -> String {
          environment variables and the configuration file are in [config.md](config.md).\n\n",
     );
     for cmd in &pages {
-        let title = display_name(cmd).replace('-', " ");
+        let title = title(cmd);
         let anchor = display_name(cmd);
         md.push_str(&format!("- [`{title}`](#{anchor})\n"));
     }
     for cmd in &pages {
-        let title = display_name(cmd).replace('-', " ");
+        let title = title(cmd);
         let mut c = cmd.clone();
         if !std::ptr::eq(cmd, &pages[0]) {
             // Listed once, under `jbuild`.

@@ -38,6 +38,7 @@ mod registry;
 mod remote;
 mod sbom;
 mod transfer;
+mod trust;
 mod verify;
 
 use std::io::IsTerminal;
@@ -159,6 +160,14 @@ enum Cmd {
     Login(login::LoginArgs),
     /// Forget the credentials kept for a registry.
     Logout(login::LogoutArgs),
+    /// Write a new key pair cosign can use (cosign.key, cosign.pub).
+    GenerateKeyPair(trust::GenerateKeyPairArgs),
+    /// Sign an image as cosign does (in a registry, or in the store).
+    Sign(trust::SignArgs),
+    /// Check an image's cosign signatures against a public key.
+    VerifySignature(trust::VerifySignatureArgs),
+    /// Check an image's cosign attestations (in-toto, DSSE) against a public key.
+    VerifyAttestation(trust::VerifyAttestationArgs),
     /// Print a shell completion script (bash, zsh, fish).
     Completion(docs::CompletionArgs),
     /// Write the man pages (or print jbuild(1), or the Markdown reference).
@@ -336,6 +345,10 @@ pub fn main() -> i32 {
         Cmd::Verify(a) => verify::run(&ctx, a),
         Cmd::Login(a) => login::login(&ctx, a),
         Cmd::Logout(a) => login::logout(&ctx, a),
+        Cmd::GenerateKeyPair(a) => trust::generate_key_pair(&ctx, a),
+        Cmd::Sign(a) => trust::sign(&ctx, a),
+        Cmd::VerifySignature(a) => trust::verify_signature(&ctx, a),
+        Cmd::VerifyAttestation(a) => trust::verify_attestation(&ctx, a),
         Cmd::Completion(a) => docs::completion(&ctx, a),
         Cmd::Man(a) => docs::man(&ctx, a),
     };

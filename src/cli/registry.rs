@@ -177,6 +177,14 @@ pub(super) fn push_to(
         tag.as_deref(),
         &opts,
     )?;
+    if !(dest.starts_with("oci:") || dest.starts_with("oci-archive:")) {
+        // Signatures and attestations kept beside the image go with it.
+        let digest = jbuild::store::descriptor_digest(&out).map_err(Failure::internal)?;
+        jbuild::trust::carry(store, &digest, dst.as_ref()).map_err(|e| Failure {
+            user: e.is_user_error(),
+            error: e.into(),
+        })?;
+    }
     Ok(Pushed {
         digest: out.digest().to_string(),
         place: place(dst.as_ref(), &tag),

@@ -48,6 +48,11 @@ pub const VARIABLES: &[EnvVar] = &[
         meaning: "The password or token for `JBUILD_REGISTRY_HOST`.",
     },
     EnvVar {
+        name: "COSIGN_PASSWORD",
+        meaning: "The password of a cosign private key (`sign --key`, `generate-key-pair`), \
+                  as cosign reads it; else it is asked on a terminal.",
+    },
+    EnvVar {
         name: "JBUILD_INSECURE_REGISTRIES",
         meaning: "Registries (`host` or `host:port`, separated by commas or spaces) reached over \
                   plain HTTP or without checking their certificate, added to `[registries] \

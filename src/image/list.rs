@@ -214,6 +214,10 @@ fn familiar(n: &ImageName) -> String {
 pub fn list(store: &Store, filters: &Filters) -> Result<Vec<ImageRow>, ListError> {
     let mut rows = Vec::new();
     for (name, desc) in store.list()? {
+        // A signature or attestation kept beside an image is not an image.
+        if matches!(&name, RefName::Image(n) if media::artifact_tag(n.tag()).is_some()) {
+            continue;
+        }
         let row = row(store, name, &desc);
         if filters.matches(&row) {
             rows.push(row);

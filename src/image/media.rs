@@ -21,6 +21,20 @@ pub const DOCKER_MANIFEST: &str = "application/vnd.docker.distribution.manifest.
 pub const DOCKER_MANIFEST_LIST: &str = "application/vnd.docker.distribution.manifest.list.v2+json";
 pub const DOCKER_CONFIG: &str = "application/vnd.docker.container.image.v1+json";
 
+/// Whether `tag` is the tag of an artifact cosign keeps beside an image
+/// (`sha256-<64 hex>.sig`, `.att`, or jbuild's `.art`): what it is
+/// (`sig`, `att`, `art`) and the image's digest (`sha256:<hex>`). Such a
+/// name in the store is not an image of its own (`jbuild images` skips
+/// it; `jbuild push` of the image carries it).
+pub fn artifact_tag(tag: &str) -> Option<(&str, String)> {
+    let rest = tag.strip_prefix("sha256-")?;
+    let (hex, suffix) = rest.split_once('.')?;
+    let ok = hex.len() == 64
+        && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        && matches!(suffix, "sig" | "att" | "art");
+    ok.then(|| (suffix, format!("sha256:{hex}")))
+}
+
 /// What a manifest-like document is, by its descriptor's media type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DocKind {

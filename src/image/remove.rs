@@ -18,6 +18,10 @@
 //!   jail keeps its layers (`jbuild prune` leaves them while it stands on
 //!   them).
 //!
+//! When an image loses its last name, the signatures and attestations
+//! kept beside it (`jbuild sign`: `repo:sha256-<hex>.sig`, `.att`) lose
+//! theirs too.
+//!
 //! Each reference is handled on its own: one that fails does not stop the
 //! others ([`Removal`] says what happened to each).
 
@@ -156,6 +160,14 @@ fn remove_one(
         store.remove_untagged(&found.descriptor)?;
         return Ok(vec![Removed::Unlisted { digest }]);
     }
+    let last = doomed.len() == names.len();
+    let mut doomed = doomed;
+    if last {
+        // Its signatures and attestations (`repo:sha256-<hex>.sig`) go
+        // with its last name: hidden from `jbuild images`, they would
+        // otherwise keep it (their subject) alive unseen.
+        doomed.extend(artifacts_of(store, &digest)?);
+    }
     let mut removed = Vec::new();
     for name in doomed {
         if let Some(d) = store.untag_ref(&name)? {
@@ -166,6 +178,22 @@ fn remove_one(
         }
     }
     Ok(removed)
+}
+
+/// The store's names of artifacts kept beside the image `digest`
+/// ([`media::artifact_tag`]).
+fn artifacts_of(store: &Store, digest: &Digest) -> Result<Vec<String>, StoreError> {
+    let wanted = digest.to_string();
+    Ok(store
+        .list()?
+        .into_iter()
+        .filter_map(|(name, _)| match name {
+            RefName::Image(n) if media::artifact_tag(n.tag()).is_some_and(|(_, d)| d == wanted) => {
+                Some(n.tagged())
+            }
+            _ => None,
+        })
+        .collect())
 }
 
 /// The manifest lists in the store that hold the image `digest`, by name

@@ -9,6 +9,7 @@
 
 pub mod image;
 pub mod proxy;
+pub mod pty;
 pub mod tls;
 pub mod token;
 
@@ -221,6 +222,15 @@ pub fn run_with_input(cmd: &mut Command, input: &[u8], limit: Duration) -> Outpu
         stdout: fs::read(&o).unwrap(),
         stderr: fs::read(&e).unwrap(),
     }
+}
+
+/// A plain HTTP client for requests a test sends to the registry itself.
+pub fn http() -> reqwest::blocking::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap()
 }
 
 pub fn text(b: &[u8]) -> String {

@@ -1,0 +1,229 @@
+//! `jbuild generate-key-pair`, `sign`, `verify-signature` and
+//! `verify-attestation`: signatures cosign understands (`jbuild::trust`).
+//! An image is `docker://REF` in a registry, or one in the store.
+
+use std::path::PathBuf;
+
+use anyhow::anyhow;
+use clap::Args;
+use serde_json::json;
+
+use super::access::RegistryArgs;
+use super::registry::registry_ref;
+use super::{prompt, CmdResult, Ctx, Failure};
+use jbuild::keychain::Secret;
+use jbuild::store::Store;
+use jbuild::trust::{self, Place, RegistryPlace, StorePlace, TrustError};
+
+/// cosign's own variable for the private key's password.
+const PASSWORD_VAR: &str = "COSIGN_PASSWORD";
+
+#[derive(Args, Debug)]
+#[command(after_help = "Examples:\n  \
+    jbuild generate-key-pair\n  \
+    COSIGN_PASSWORD=… jbuild generate-key-pair --output-key-prefix ci/release")]
+pub struct GenerateKeyPairArgs {
+    /// Write PREFIX.key (encrypted, as cosign writes it) and PREFIX.pub.
+    #[arg(long, value_name = "PREFIX", default_value = "cosign")]
+    output_key_prefix: PathBuf,
+}
+
+#[derive(Args, Debug)]
+#[command(after_help = "Examples:\n  \
+    jbuild sign --key cosign.key web:1.0\n  \
+    jbuild sign --key cosign.key docker://registry.lan:5000/jails/web:1.0")]
+pub struct SignArgs {
+    /// The private key: cosign's encrypted key (password from
+    /// $COSIGN_PASSWORD, else asked on a terminal), or a PKCS#8 or EC PEM
+    /// key.
+    #[arg(long, value_name = "KEY")]
+    key: PathBuf,
+    /// The image: `docker://REF` in a registry (the signature is pushed
+    /// there, tagged `sha256-<digest>.sig`), else an image in the store
+    /// (the signature is kept beside it and `jbuild push` carries it).
+    image: String,
+    #[command(flatten)]
+    registry: RegistryArgs,
+}
+
+/// What the verify commands take: the public key and the image.
+#[derive(Args, Debug)]
+pub struct Verifying {
+    /// The public key (PEM), as `cosign.pub`.
+    #[arg(long, value_name = "PUB")]
+    key: PathBuf,
+    /// The image: `docker://REF` in a registry, else an image in the store.
+    image: String,
+    #[command(flatten)]
+    registry: RegistryArgs,
+}
+
+#[derive(Args, Debug)]
+#[command(after_help = "Examples:\n  \
+    jbuild verify-signature --key cosign.pub docker://registry.lan:5000/jails/web:1.0\n  \
+    jbuild verify-signature --key cosign.pub web:1.0")]
+pub struct VerifySignatureArgs {
+    #[command(flatten)]
+    target: Verifying,
+}
+
+#[derive(Args, Debug)]
+#[command(after_help = "Examples:\n  \
+    jbuild verify-attestation --key cosign.pub --type slsaprovenance docker://registry.lan:5000/jails/web:1.0")]
+pub struct VerifyAttestationArgs {
+    /// The predicate type: cosign's short names (`slsaprovenance`,
+    /// `slsaprovenance1`, `spdxjson`, `cyclonedx`, `custom`) or a URI.
+    /// Default: any.
+    #[arg(long = "type", value_name = "TYPE")]
+    predicate_type: Option<String>,
+    #[command(flatten)]
+    target: Verifying,
+}
+
+fn trust_failure(e: TrustError) -> Failure {
+    Failure {
+        user: e.is_user_error(),
+        error: e.into(),
+    }
+}
+
+/// The place an image argument names: a registry for `docker://`, else
+/// the store.
+fn place<'a>(
+    ctx: &Ctx,
+    store: &'a mut Option<Store>,
+    image: &str,
+    registry: &RegistryArgs,
+) -> Result<Box<dyn Place + 'a>, Failure> {
+    if let Some(r) = image.strip_prefix("docker://") {
+        return Ok(Box::new(RegistryPlace::new(
+            registry_ref(r)?,
+            registry.options(ctx)?,
+        )));
+    }
+    let store = store.insert(ctx.store()?);
+    Ok(Box::new(
+        StorePlace::find(store, image).map_err(trust_failure)?,
+    ))
+}
+
+/// The password from $COSIGN_PASSWORD, else asked on a terminal (twice
+/// when `confirm`); `None` when neither can be had.
+fn password(confirm: bool) -> Result<Option<Secret>, Failure> {
+    if let Ok(p) = std::env::var(PASSWORD_VAR) {
+        return Ok(Some(Secret::new(p)));
+    }
+    if !prompt::interactive() {
+        return Ok(None);
+    }
+    let ask = |q: &str| {
+        prompt::secret(q).map_err(|e| Failure::user(anyhow!("cannot read the password: {e}")))
+    };
+    let first = ask("Enter password for private key: ")?;
+    if confirm && ask("Enter password for private key again: ")? != first {
+        return Err(Failure::user(anyhow!("the passwords do not match")));
+    }
+    Ok(Some(Secret::new(first)))
+}
+
+pub fn generate_key_pair(ctx: &Ctx, a: GenerateKeyPairArgs) -> CmdResult {
+    let Some(pw) = password(true)? else {
+        return Err(Failure::user(anyhow!(
+            "no password for the new key: set {PASSWORD_VAR} (it may be empty) or run on a \
+             terminal to be asked"
+        )));
+    };
+    let files = trust::generate_key_pair(&a.output_key_prefix, &pw).map_err(trust_failure)?;
+    if ctx.json {
+        outln!(
+            "{}",
+            json!({"privateKey": files.private, "publicKey": files.public})
+        );
+    } else if !ctx.quiet {
+        outln!("Private key written to {}", files.private.display());
+        outln!("Public key written to {}", files.public.display());
+    }
+    Ok(())
+}
+
+pub fn sign(ctx: &Ctx, a: SignArgs) -> CmdResult {
+    let mut failed = None;
+    let key = trust::read_signing_key(&a.key, &mut || match password(false) {
+        Ok(p) => p,
+        Err(f) => {
+            failed = Some(f);
+            None
+        }
+    });
+    if let Some(f) = failed {
+        return Err(f);
+    }
+    let key = key.map_err(trust_failure)?;
+    let mut store = None;
+    let place = place(ctx, &mut store, &a.image, &a.registry)?;
+    let signed = trust::sign(place.as_ref(), &key).map_err(trust_failure)?;
+    if ctx.json {
+        outln!(
+            "{}",
+            serde_json::to_string(&signed).map_err(Failure::internal)?
+        );
+    } else if !ctx.quiet {
+        outln!(
+            "Signed {} ({}): {} now holds {} signature(s)",
+            signed.image,
+            signed.digest,
+            signed.tag,
+            signed.layers
+        );
+    }
+    Ok(())
+}
+
+pub fn verify_signature(ctx: &Ctx, a: VerifySignatureArgs) -> CmdResult {
+    let a = a.target;
+    let key = trust::read_public_key(&a.key).map_err(trust_failure)?;
+    let mut store = None;
+    let place = place(ctx, &mut store, &a.image, &a.registry)?;
+    let good = trust::verify_signatures(place.as_ref(), &key).map_err(trust_failure)?;
+    if ctx.json {
+        outln!(
+            "{}",
+            serde_json::to_string(&good).map_err(Failure::internal)?
+        );
+    } else {
+        for v in &good {
+            outln!(
+                "Verified {} ({}): signed for {} by the key {}",
+                v.image,
+                v.digest,
+                v.docker_reference,
+                a.key.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+pub fn verify_attestation(ctx: &Ctx, a: VerifyAttestationArgs) -> CmdResult {
+    let t = &a.target;
+    let key = trust::read_public_key(&t.key).map_err(trust_failure)?;
+    let mut store = None;
+    let place = place(ctx, &mut store, &t.image, &t.registry)?;
+    let wanted = a.predicate_type.as_deref().map(trust::dsse::predicate_type);
+    let good = trust::verify_attestations(place.as_ref(), &key, wanted).map_err(trust_failure)?;
+    if ctx.json {
+        outln!(
+            "{}",
+            serde_json::to_string(&good).map_err(Failure::internal)?
+        );
+    } else {
+        for s in &good {
+            outln!(
+                "Verified an attestation of type {} about {}",
+                s.predicate_type,
+                place.describe()
+            );
+        }
+    }
+    Ok(())
+}
