@@ -203,8 +203,8 @@ pub struct TrustScope {
     /// The public key (PEM) of `sigstoreSigned`.
     pub key: Option<PathBuf>,
     /// What the signature must name (`signedIdentity`'s type):
-    /// `matchRepoDigestOrExact` (when unset), `matchRepository`,
-    /// `matchExact`.
+    /// `matchRepository` (when unset: cosign and `jbuild sign` name the
+    /// repository alone), `matchRepoDigestOrExact`, `matchExact`.
     pub identity: Option<String>,
 }
 

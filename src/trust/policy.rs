@@ -30,8 +30,9 @@ use base64::Engine;
 use oci_spec::image::Descriptor;
 use serde_json::{Map, Value};
 
-use super::{verify_signatures, PublicKey, RegistryPlace, TrustError};
+use super::{verify_signatures, Place, PublicKey, RegistryPlace, TrustError};
 use crate::config::{Settings, TrustSettings};
+use crate::digest::Digest;
 use crate::image::pull::{FetchError, ImageSource};
 use crate::image::Platform;
 use crate::report::Reporter;
@@ -114,6 +115,19 @@ pub enum SignedIdentity {
     ExactReference(String),
     /// This repository, whatever the image's.
     ExactRepository(String),
+}
+
+impl SignedIdentity {
+    /// Its `type` in policy.json.
+    pub fn name(&self) -> &'static str {
+        match self {
+            SignedIdentity::MatchRepoDigestOrExact => "matchRepoDigestOrExact",
+            SignedIdentity::MatchRepository => "matchRepository",
+            SignedIdentity::MatchExact => "matchExact",
+            SignedIdentity::ExactReference(_) => "exactReference",
+            SignedIdentity::ExactRepository(_) => "exactRepository",
+        }
+    }
 }
 
 /// One requirement of a scope's list.
@@ -264,6 +278,13 @@ impl Policy {
             if let Some(k) = key {
                 m.insert("keyPath".into(), k.display().to_string().into());
             }
+            // cosign and `jbuild sign` name the repository alone, which
+            // policy.json's default identity refuses for a tag: `[trust]`
+            // accepts them unless told otherwise.
+            let identity = match (identity, require) {
+                (None, "sigstoreSigned") => Some("matchRepository"),
+                (i, _) => i,
+            };
             if let Some(i) = identity {
                 m.insert("signedIdentity".into(), serde_json::json!({ "type": i }));
             }
@@ -316,7 +337,7 @@ impl Policy {
         &self,
         image: &RegistryRef,
         options: &crate::transport::RegistryOptions,
-    ) -> Result<Option<String>, PolicyError> {
+    ) -> Result<Option<Digest>, PolicyError> {
         let rule = self.rule(image);
         let refused = |requirement: &str, reason: String| PolicyError::Refused {
             image: image.to_string(),
@@ -341,20 +362,37 @@ impl Policy {
                     ))
                 }
                 Requirement::SigstoreSigned { keys, identity } => {
-                    let place = RegistryPlace::new(image.clone(), options.clone());
-                    let digest = super::Place::subject_digest(&place).map_err(check)?;
+                    // The digest is resolved once and the signatures are
+                    // checked for it, then that digest is what is pulled:
+                    // a tag moved in between changes nothing. For an
+                    // index this is the index's digest, as `cosign verify`
+                    // of a multi-arch tag checks (and `cosign sign` signs).
+                    let digest = match pinned.clone() {
+                        Some(d) => d,
+                        None => RegistryPlace::new(image.clone(), options.clone())
+                            .subject_digest()
+                            .map_err(check)?,
+                    };
+                    let at = RegistryRef {
+                        tag: None,
+                        digest: Some(digest.clone()),
+                        ..image.clone()
+                    };
+                    let place = RegistryPlace::new(at, options.clone());
                     let mut reasons = Vec::new();
+                    let mut accepted = false;
                     for key in keys {
                         let public = self.key(key, &rule.scope)?;
                         match verify_signatures(&place, &public) {
                             Ok(good) => {
                                 for v in &good {
                                     if identity_matches(identity, image, &v.docker_reference) {
-                                        pinned = Some(digest.to_string());
+                                        accepted = true;
                                     } else {
-                                        reasons.push(format!(
-                                            "a signature names `{}`, which signedIdentity {identity:?} does not accept for {image}",
-                                            v.docker_reference
+                                        reasons.push(identity_refused(
+                                            identity,
+                                            image,
+                                            &v.docker_reference,
                                         ));
                                     }
                                 }
@@ -362,13 +400,14 @@ impl Policy {
                             Err(e) if e.is_user_error() => reasons.push(e.to_string()),
                             Err(e) => return Err(check(e)),
                         }
-                        if pinned.is_some() {
+                        if accepted {
                             break;
                         }
                     }
-                    if pinned.is_none() {
+                    if !accepted {
                         return Err(refused(req.name(), reasons.join("; ")));
                     }
+                    pinned = Some(digest);
                 }
             }
         }
@@ -463,6 +502,21 @@ fn check_scope(scope: &str) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Why a verified signature naming `signed` does not do for `image`.
+fn identity_refused(identity: &SignedIdentity, image: &RegistryRef, signed: &str) -> String {
+    let hint = if *identity == SignedIdentity::MatchRepoDigestOrExact && signed == image.name() {
+        // cosign and `jbuild sign` name the repository alone.
+        ": a signature naming only the repository (as cosign and `jbuild sign` write) \
+         is accepted for a pull by digest, or with \"signedIdentity\": {\"type\": \"matchRepository\"}"
+    } else {
+        ""
+    };
+    format!(
+        "a signature names `{signed}`, which signedIdentity {} does not accept for {image}{hint}",
+        identity.name()
+    )
 }
 
 /// Whether a signature naming `signed` is accepted for `image`.
@@ -666,13 +720,27 @@ fn signed_identity(v: &Value, at: &str) -> Result<SignedIdentity, String> {
     }
 }
 
-/// The registry as an image source, behind a policy: the image is
+/// The registry as an image source, behind the pull policy: the image is
 /// checked before anything is copied, and the digest checked is the one
-/// fetched.
+/// fetched. The policy is found and read when an image is fetched (a
+/// build whose FROM images are all in the store reads none).
 pub struct Guarded {
     pub puller: RegistryPuller,
-    /// `None`: no policy was found, every image is accepted.
-    pub policy: Option<Policy>,
+    /// `--signature-policy`.
+    pub explicit: Option<PathBuf>,
+    /// The configuration, for its `[trust]`.
+    pub settings: Settings,
+}
+
+impl Guarded {
+    /// `puller` behind the policy [`Policy::find`] chooses.
+    pub fn new(puller: RegistryPuller, explicit: Option<&Path>, settings: &Settings) -> Guarded {
+        Guarded {
+            puller,
+            explicit: explicit.map(Path::to_path_buf),
+            settings: settings.clone(),
+        }
+    }
 }
 
 impl ImageSource for Guarded {
@@ -687,20 +755,22 @@ impl ImageSource for Guarded {
         platform: &Platform,
         reporter: &dyn Reporter,
     ) -> Result<Descriptor, FetchError> {
-        let Some(policy) = &self.policy else {
+        let refused = |e: PolicyError| FetchError {
+            user: e.is_user_error(),
+            source: Box::new(e),
+        };
+        let policy = Policy::find(self.explicit.as_deref(), &self.settings).map_err(refused)?;
+        let Some(policy) = policy else {
             return self.puller.fetch(store, reference, platform, reporter);
         };
         let image = RegistryRef::parse(reference).map_err(|e| FetchError {
             user: true,
             source: Box::new(e),
         })?;
-        let pinned = policy
+        match policy
             .check(&image, &self.puller.options)
-            .map_err(|e| FetchError {
-                user: e.is_user_error(),
-                source: Box::new(e),
-            })?;
-        match pinned {
+            .map_err(refused)?
+        {
             Some(digest) => {
                 let at = format!("{}@{digest}", image.name());
                 self.puller.fetch(store, &at, platform, reporter)
