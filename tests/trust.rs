@@ -869,7 +869,7 @@ fn a_policy_jbuild_cannot_honour_is_refused_naming_the_file() {
         ("relative", br#"{"default":[{"type":"sigstoreSigned","keyPath":"cosign.pub"}]}"#, "absolute"),
         ("scope", br#"{"default":[{"type":"reject"}],"transports":{"docker":{"team/app":[{"type":"reject"}]}}}"#, "registry host"),
         ("notjson", b"\x7fELF\x02\x01", "not JSON"),
-        ("huge", &[b' '; 2 << 20], "not a policy"),
+        ("huge", &[b' '; (1 << 20) + 1], "not a policy"),
     ];
     for (name, bytes, wanted) in cases {
         let file = w.path(&format!("{name}.json"));

@@ -299,6 +299,11 @@ impl Policy {
         .map_err(invalid)?;
         let mut scopes = BTreeMap::new();
         for s in &trust.scope {
+            if s.name.is_empty() || s.require.is_empty() {
+                return Err(invalid(
+                    "a [[trust.scope]] needs `name` and `require` (an empty name would be every registry: use `default`)".into(),
+                ));
+            }
             check_scope(&s.name).map_err(invalid)?;
             let at = format!("[[trust.scope]] `{}`", s.name);
             let list = one(&s.require, &s.key, s.identity.as_deref(), &at).map_err(invalid)?;

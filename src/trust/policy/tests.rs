@@ -211,6 +211,10 @@ require = "insecureAcceptAnything"
     assert_eq!(p.default, json.default);
     assert_eq!(p.transports, json.transports);
 
+    let unnamed = Settings::parse("[[trust.scope]]\nrequire = \"reject\"\n").unwrap();
+    let e = Policy::from_settings("c", unnamed.trust.as_ref().unwrap()).unwrap_err();
+    assert!(e.to_string().contains("`name`"), "{e}");
+
     let bad =
         Settings::parse("[[trust.scope]]\nname = \"r.lan/x\"\nrequire = \"signedBy\"\n").unwrap();
     let e = Policy::from_settings("config.toml [trust]", bad.trust.as_ref().unwrap()).unwrap_err();
