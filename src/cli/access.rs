@@ -11,6 +11,7 @@ use clap::{ArgAction, Args};
 
 use jbuild::keychain::DefaultKeychain;
 use jbuild::transport::RegistryOptions;
+use jbuild::trust::policy::Guarded;
 
 use super::{Ctx, Failure};
 
@@ -74,5 +75,22 @@ impl RegistryArgs {
             o.keychain = Some(Arc::new(self.auth.keychain()?));
         }
         Ok(o)
+    }
+}
+
+/// `--signature-policy` of pull, build and create.
+#[derive(Args, Debug)]
+pub struct PolicyArg {
+    /// The pull policy, a containers-policy.json(5) file, instead of the
+    /// configuration's [trust] or /etc/containers/policy.json
+    /// (docs/policy.md).
+    #[arg(long, value_name = "FILE")]
+    signature_policy: Option<PathBuf>,
+}
+
+impl PolicyArg {
+    /// `puller` behind the pull policy in force.
+    pub fn guard(&self, ctx: &Ctx, puller: jbuild::transport::RegistryPuller) -> Guarded {
+        Guarded::new(puller, self.signature_policy.as_deref(), &ctx.settings)
     }
 }

@@ -136,7 +136,7 @@ pub struct BuildArgs {
     #[command(flatten)]
     registry: super::access::RegistryArgs,
     #[command(flatten)]
-    policy: super::trust::PolicyArg,
+    policy: super::access::PolicyArg,
 }
 
 /// A failed step of a Bastille template, named at its Bastillefile line;

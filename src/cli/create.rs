@@ -58,7 +58,7 @@ pub struct CreateArgs {
     #[command(flatten)]
     registry: super::access::RegistryArgs,
     #[command(flatten)]
-    policy: super::trust::PolicyArg,
+    policy: super::access::PolicyArg,
 }
 
 pub fn run(ctx: &Ctx, a: CreateArgs) -> CmdResult {

@@ -70,7 +70,7 @@ pub struct PullArgs {
     #[command(flatten)]
     registry: RegistryArgs,
     #[command(flatten)]
-    policy: super::trust::PolicyArg,
+    policy: super::access::PolicyArg,
 }
 
 #[derive(Args, Debug)]

@@ -13,7 +13,6 @@ use super::registry::registry_ref;
 use super::{prompt, CmdResult, Ctx, Failure};
 use jbuild::keychain::Secret;
 use jbuild::store::Store;
-use jbuild::trust::policy::Guarded;
 use jbuild::trust::{self, Place, RegistryPlace, StorePlace, TrustError};
 
 /// cosign's own variable for the private key's password.
@@ -227,21 +226,4 @@ pub fn verify_attestation(ctx: &Ctx, a: VerifyAttestationArgs) -> CmdResult {
         }
     }
     Ok(())
-}
-
-/// `--signature-policy` of pull, build and create.
-#[derive(Args, Debug)]
-pub struct PolicyArg {
-    /// The pull policy, a containers-policy.json(5) file, instead of the
-    /// configuration's [trust] or /etc/containers/policy.json
-    /// (docs/policy.md).
-    #[arg(long, value_name = "FILE")]
-    signature_policy: Option<PathBuf>,
-}
-
-impl PolicyArg {
-    /// `puller` behind the pull policy in force.
-    pub fn guard(&self, ctx: &Ctx, puller: jbuild::transport::RegistryPuller) -> Guarded {
-        Guarded::new(puller, self.signature_policy.as_deref(), &ctx.settings)
-    }
 }
