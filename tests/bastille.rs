@@ -218,6 +218,8 @@ const JAILMETA_CONSENT: &[&str] = &[
     "enforce_statfs",
     "--allow-jail-param",
     "allow.mount.procfs",
+    "--allow-jail-param",
+    "mount.fstab",
 ];
 
 /// Needs root and busybox-static (tests/run installs it): a test fails
@@ -827,11 +829,28 @@ LABEL a=b
     ok(jbuild(&state).args(["build", "-t", "blank:1"]).arg(&ctx));
     let root = tmp.path().join("my jails/blank");
     let conf = tmp.path().join("my jails/blank.conf");
+    // A host path mounted into the jail is the user's to agree to.
+    let out = jbuild(&state)
+        .args(["create", "blank:1", "blank", "--path"])
+        .arg(&root)
+        .arg("--conf")
+        .arg(&conf)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("label org.jbuild.fstab./data: it mounts a host path into the jail")
+            && err.contains("--allow-jail-param mount.fstab"),
+        "{err}"
+    );
+    assert!(!root.exists() && !conf.exists());
     ok(jbuild(&state)
         .args(["create", "blank:1", "blank", "--path"])
         .arg(&root)
         .arg("--conf")
-        .arg(&conf));
+        .arg(&conf)
+        .args(["--allow-jail-param", "mount.fstab"]));
     let fstab = fs::read_to_string(tmp.path().join("my jails/blank.fstab")).unwrap();
     let want = format!(
         "/tank/d {}/data nullfs ro 0 0\n",
