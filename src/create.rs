@@ -187,6 +187,7 @@ pub fn create(unpacker: &Unpacker<'_>, opts: &CreateOptions) -> Result<Created, 
 
     let root = opts.root.display().to_string();
     let mut fstab_lines = Vec::new();
+    let mut mounts = Vec::new();
     let mut comments = vec![format!(
         "made by jbuild create from {} ({})",
         opts.image, img.manifest_digest
@@ -198,8 +199,10 @@ pub fn create(unpacker: &Unpacker<'_>, opts: &CreateOptions) -> Result<Created, 
         ))
     };
     for v in &state.volumes {
-        match state.labels.get(&format!("org.jbuild.fstab.{v}")) {
+        let label = format!("{}{v}", params::FSTAB_LABEL);
+        match state.labels.get(&label) {
             Some(line) => {
+                mounts.push(params::host_mount(&label, line));
                 let f: Vec<&str> = line.split_whitespace().collect();
                 let inside = Path::new(v).is_absolute()
                     && !Path::new(v)
@@ -293,7 +296,8 @@ pub fn create(unpacker: &Unpacker<'_>, opts: &CreateOptions) -> Result<Created, 
         .config()
         .as_ref()
         .and_then(|c| c.labels().clone());
-    let wanted = params::read(labels.iter().flatten());
+    let mut wanted = params::read(labels.iter().flatten());
+    wanted.extend(mounts);
     let agreed = params::agreed(&opts.image, &wanted, &opts.allowed_jail_params)?;
     comments.extend(agreed.comments);
     for (k, v) in &agreed.params {

@@ -17,6 +17,11 @@
 //!   ...). `create` stops, naming every such parameter, unless the user
 //!   named it (`create --allow-jail-param NAME` or `[freebsd]
 //!   allow_jail_params`);
+//! - a **host mount**: a VOLUME's fstab line (`org.jbuild.fstab.<dir>`,
+//!   what a Bastille template's MOUNT becomes) nullfs-mounts a host path
+//!   into the jail, so it needs consent as `mount.fstab` does
+//!   ([`host_mount`]); once agreed it goes to the jail's fstab file, not
+//!   into the entry;
 //! - **invalid**: a name that is not a jail parameter's, a value with
 //!   control characters, a permission whose value is not a boolean. The
 //!   image is refused: jail.conf(5) is not written from it.
@@ -130,6 +135,24 @@ pub fn read<'a>(labels: impl IntoIterator<Item = (&'a String, &'a String)>) -> V
             label,
         })
         .collect()
+}
+
+/// The label prefix of a VOLUME's fstab line (a Bastille MOUNT).
+pub const FSTAB_LABEL: &str = "org.jbuild.fstab.";
+
+/// A VOLUME's fstab line from the image (`label` = `org.jbuild.fstab.<dir>`,
+/// `line` = `host dir type options dump pass`): it mounts a host path into
+/// the jail, so it needs consent as `mount.fstab`.
+pub fn host_mount(label: &str, line: &str) -> ImageParam {
+    ImageParam {
+        label: JailLabel {
+            param: "mount.fstab".into(),
+            value: line.into(),
+            label: label.into(),
+            raw: line.into(),
+        },
+        judgement: Judgement::NeedsConsent("it mounts a host path into the jail"),
+    }
 }
 
 /// [`read`] for an image config as JSON (a registry's, say).
@@ -250,6 +273,10 @@ pub fn agreed(
                 comments.push(format!("{}: allowed with --allow-jail-param", p.shown()))
             }
             Judgement::Fine => {}
+        }
+        if p.label.label.starts_with(FSTAB_LABEL) {
+            // Agreed to; the line goes to the jail's fstab file.
+            continue;
         }
         set.push((p.label.param.clone(), p.label.value.clone()));
     }
