@@ -885,3 +885,100 @@ fn a_policy_jbuild_cannot_honour_is_refused_naming_the_file() {
     fails_with(&out, 1, &missing.display().to_string());
     assert_same(&before, &store_state(&w), "");
 }
+
+/// A multi-platform tag is judged as `cosign verify` judges it: by the
+/// signature of the index's digest (what `cosign sign` of the tag signs),
+/// after which the platform's manifest comes from that very index. A
+/// signature of the platform's manifest alone satisfies neither cosign
+/// nor the policy.
+#[test]
+fn a_multi_platform_tag_is_judged_by_its_index_signature_as_cosign_does() {
+    use oci_spec::image::{Arch, Os};
+    let reg = Registry::start();
+    let w = World::new(1024);
+    let home = w.tmp.path();
+    let host = reg.host();
+    succeeds(&run_bounded(
+        cosign(home).args(["generate-key-pair"]),
+        LIMIT,
+    ));
+    let (key, public) = (home.join("cosign.key"), home.join("cosign.pub"));
+    let files = vec![vec![("etc/motd", b"arm\n".to_vec())]];
+    let (arm, _) = registry_support::image::put_image(
+        &w.store,
+        Os::FreeBSD,
+        Arch::ARM64,
+        &files,
+        Default::default(),
+    );
+    w.store
+        .tag(&jbuild::store::ImageName::parse("app:arm").unwrap(), &arm)
+        .unwrap();
+    succeeds(&jb(
+        &w,
+        ["manifest", "create", "app:multi", "app:1", "app:arm"],
+    ));
+    let digestfile = home.join("index.digest");
+    for repo in ["multi/app", "platform-only/app"] {
+        let dest = format!("{host}/{repo}:1");
+        let args = [
+            OsStr::new("push"),
+            "--digestfile".as_ref(),
+            digestfile.as_os_str(),
+            "app:multi".as_ref(),
+            dest.as_ref(),
+        ];
+        succeeds(&jb(&w, args));
+    }
+    let index = std::fs::read_to_string(&digestfile).unwrap();
+    assert_ne!(index, w.manifest);
+    succeeds(&cosign_sign(
+        home,
+        &key,
+        &format!("{host}/multi/app@{index}"),
+    ));
+    succeeds(&cosign_sign(
+        home,
+        &key,
+        &format!("{host}/platform-only/app@{}", w.manifest),
+    ));
+    succeeds(&cosign_verify(
+        home,
+        &public,
+        &format!("{host}/multi/app:1"),
+    ));
+    let out = cosign_verify(home, &public, &format!("{host}/platform-only/app:1"));
+    assert!(
+        !out.status.success(),
+        "cosign accepted a platform-only signature"
+    );
+
+    let policy = home.join("policy.json");
+    let doc = serde_json::json!({
+        "default": [{"type": "insecureAcceptAnything"}],
+        "transports": {"docker": {host.clone(): [{"type": "sigstoreSigned", "keyPath": public,
+            "signedIdentity": {"type": "matchRepository"}}]}}
+    });
+    std::fs::write(&policy, serde_json::to_vec(&doc).unwrap()).unwrap();
+    let p = World::new(256);
+    store_state(&p);
+    let before = store_state(&p);
+    let out = jb_policy(
+        &p,
+        &policy,
+        &["pull", &format!("{host}/platform-only/app:1")],
+    );
+    refused(
+        &p,
+        &out,
+        &before,
+        &[&format!("scope `{host}`"), &index["sha256:".len()..]],
+    );
+    // Accepted: the host's platform (freebsd/amd64) from the signed index.
+    let pulled = succeeds(&jb_policy(
+        &p,
+        &policy,
+        &["pull", &format!("{host}/multi/app:1")],
+    ));
+    assert!(pulled.contains(&w.manifest), "{pulled}");
+}
