@@ -982,3 +982,71 @@ fn a_multi_platform_tag_is_judged_by_its_index_signature_as_cosign_does() {
     ));
     assert!(pulled.contains(&w.manifest), "{pulled}");
 }
+
+/// `jbuild import` honours the policy by transport, as podman does:
+/// `oci:` images by the scopes of `transports.oci` (the directory, its
+/// parents, the tag), then `default`; `sigstoreSigned` is refused for them
+/// (jbuild checks signatures in registries only); `docker://` as pull.
+#[test]
+fn import_honours_the_policy_by_transport() {
+    let reg = Registry::start();
+    let w = World::new(512);
+    let home = w.tmp.path();
+    let host = reg.host();
+    pushed(&w, &reg, "unsigned/app");
+    let (trusted, other) = (home.join("trusted"), home.join("other"));
+    std::fs::create_dir_all(&trusted).unwrap();
+    for dir in [trusted.join("layout"), other.clone()] {
+        let dest = format!("oci:{}:app", dir.display());
+        succeeds(&jb(&w, ["copy", "app:1", &dest]));
+    }
+    jb_keys(&w, &home.join("jb"));
+    let policy = home.join("policy.json");
+    let doc = serde_json::json!({
+        "default": [{"type": "reject"}],
+        "transports": {
+            "oci": {
+                trusted.display().to_string(): [{"type": "insecureAcceptAnything"}],
+                format!("{}:app", other.display()): [{"type": "sigstoreSigned",
+                    "keyPath": home.join("jb.pub")}],
+            },
+            "docker": {host.clone(): [{"type": "sigstoreSigned", "keyPath": home.join("jb.pub")}]}
+        }
+    });
+    std::fs::write(&policy, serde_json::to_vec(&doc).unwrap()).unwrap();
+    let p = World::new(256);
+    store_state(&p);
+    let before = store_state(&p);
+    let import = |location: &str| jb_policy(&p, &policy, &["import", location, "got:1"]);
+    let out = import(&format!("oci:{}", other.display()));
+    refused(
+        &p,
+        &out,
+        &before,
+        &["scope `default`", "requirement reject"],
+    );
+    let out = import(&format!("oci:{}:app", other.display()));
+    refused(
+        &p,
+        &out,
+        &before,
+        &[
+            &format!("scope `{}:app`", other.display()),
+            "registries only",
+        ],
+    );
+    let out = import(&format!("docker://{host}/unsigned/app:1"));
+    refused(
+        &p,
+        &out,
+        &before,
+        &[&format!("scope `{host}`"), "no signatures"],
+    );
+    // A parent directory's scope covers the layouts under it.
+    succeeds(&import(&format!(
+        "oci:{}:app",
+        trusted.join("layout").display()
+    )));
+    let images = succeeds(&jb(&p, ["images"]));
+    assert!(images.contains("got"), "{images}");
+}

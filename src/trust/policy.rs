@@ -39,7 +39,7 @@ use crate::transport::{RegistryPuller, RegistryRef};
 
 mod rules;
 
-use rules::{check_scope, object, only, requirements};
+use rules::{check_path_scope, check_scope, object, only, requirements};
 pub use rules::{KeySource, Requirement, SignedIdentity};
 
 /// The system-wide policy file podman reads.
@@ -195,8 +195,10 @@ impl Policy {
                 let mut out = BTreeMap::new();
                 let at = format!("`transports.{transport}`");
                 for (scope, list) in object(scopes, &at).map_err(invalid)? {
-                    if transport == "docker" {
-                        check_scope(scope).map_err(invalid)?;
+                    match transport.as_str() {
+                        "docker" => check_scope(scope).map_err(invalid)?,
+                        "oci" | "oci-archive" => check_path_scope(scope).map_err(invalid)?,
+                        _ => {}
                     }
                     let at = format!("scope `{scope}` of {at}");
                     out.insert(scope.clone(), requirements(list, &at).map_err(invalid)?);
@@ -265,8 +267,13 @@ impl Policy {
 
     /// The rule for a registry image: its most specific scope.
     pub fn rule(&self, image: &RegistryRef) -> Rule<'_> {
-        let scopes = self.transports.get("docker");
-        for scope in scopes_of(image) {
+        self.rule_in("docker", scopes_of(image))
+    }
+
+    /// The rule of the first of `candidates` that `transport` has.
+    fn rule_in(&self, transport: &str, candidates: Vec<String>) -> Rule<'_> {
+        let scopes = self.transports.get(transport);
+        for scope in candidates {
             if let Some(list) = scopes.and_then(|s| s.get(&scope)) {
                 return Rule {
                     scope,
@@ -364,6 +371,57 @@ impl Policy {
         Ok(pinned)
     }
 
+    /// Checks an image at a location `jbuild import` reads: `docker://REF`
+    /// as [`Policy::check`] (the digest to copy is returned), and
+    /// `oci:DIR[:REF]` or `oci-archive:FILE[:REF]` by the scopes of
+    /// `transports.oci` (or `oci-archive`): `PATH:REF`, `PATH`, each parent
+    /// directory, `""`, then `default`. Only `insecureAcceptAnything` can
+    /// hold there: jbuild checks signatures in registries only.
+    pub fn check_location(
+        &self,
+        location: &str,
+        options: &crate::transport::RegistryOptions,
+    ) -> Result<Option<Digest>, PolicyError> {
+        if let Some(name) = location.strip_prefix("docker://") {
+            // A reference that does not parse is the transport's to refuse.
+            return match RegistryRef::parse(name) {
+                Ok(image) => self.check(&image, options),
+                Err(_) => Ok(None),
+            };
+        }
+        let Some((kind, rest)) = location.split_once(':') else {
+            return Ok(None);
+        };
+        let (path, reference) = match rest.split_once(':') {
+            Some((p, r)) => (p, Some(r)),
+            None => (rest, None),
+        };
+        let path = Path::new(path);
+        let path = std::fs::canonicalize(path)
+            .or_else(|_| std::path::absolute(path))
+            .unwrap_or_else(|_| path.to_path_buf());
+        let rule = self.rule_in(kind, path_scopes(&path, reference));
+        for req in rule.requirements {
+            let reason = match req {
+                Requirement::InsecureAcceptAnything => continue,
+                Requirement::Reject => "the policy rejects these images".to_string(),
+                Requirement::SigstoreSigned { .. } => format!(
+                    "jbuild checks signatures of images in registries only: push it to a \
+                     registry and sign it there, or give {} a scope in `transports.{kind}`",
+                    path.display()
+                ),
+            };
+            return Err(PolicyError::Refused {
+                image: location.to_string(),
+                origin: self.origin.clone(),
+                scope: rule.scope.clone(),
+                requirement: req.name().to_string(),
+                reason,
+            });
+        }
+        Ok(None)
+    }
+
     fn key(&self, key: &KeySource, scope: &str) -> Result<PublicKey, PolicyError> {
         let err = |source| PolicyError::Key {
             origin: self.origin.clone(),
@@ -391,6 +449,23 @@ fn is_root() -> bool {
     {
         false
     }
+}
+
+/// The scopes of `transports.oci` that may apply to an image at `path`
+/// (absolute), most specific first: `PATH:REF`, `PATH`, its parent
+/// directories (not `/`), `""`.
+fn path_scopes(path: &Path, reference: Option<&str>) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(r) = reference {
+        out.push(format!("{}:{r}", path.display()));
+    }
+    out.extend(
+        path.ancestors()
+            .filter(|p| p.parent().is_some())
+            .map(|p| p.display().to_string()),
+    );
+    out.push(String::new());
+    out
 }
 
 /// The scopes that may apply to `image`, most specific first (without

@@ -72,6 +72,17 @@ impl Requirement {
     }
 }
 
+/// Whether a scope of `transports.oci` (or `oci-archive`) is one
+/// policy.json allows: `""`, or an absolute path other than `/`.
+pub(super) fn check_path_scope(scope: &str) -> Result<(), String> {
+    if scope.is_empty() || (scope.starts_with('/') && scope != "/") {
+        return Ok(());
+    }
+    Err(format!(
+        "scope `{scope}` is not an absolute path (`/` itself is written `\"\"`)"
+    ))
+}
+
 /// Whether a scope of `transports.docker` is one policy.json allows.
 pub(super) fn check_scope(scope: &str) -> Result<(), String> {
     if scope.is_empty() {

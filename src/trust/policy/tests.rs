@@ -242,3 +242,25 @@ fn the_flag_wins_then_trust_then_containers_files() {
             .then(|| SYSTEM_POLICY.to_string())
     );
 }
+
+#[test]
+fn oci_scopes_are_absolute_paths_matched_from_the_tag_up() {
+    assert_eq!(
+        path_scopes(Path::new("/srv/images/web"), Some("1.0")),
+        [
+            "/srv/images/web:1.0",
+            "/srv/images/web",
+            "/srv/images",
+            "/srv",
+            ""
+        ]
+    );
+    let m = invalid(
+        r#"{"default":[{"type":"reject"}],"transports":{"oci":{"images/web":[{"type":"reject"}]}}}"#,
+    );
+    assert!(m.contains("absolute path"), "{m}");
+    let m = invalid(
+        r#"{"default":[{"type":"reject"}],"transports":{"oci":{"/":[{"type":"reject"}]}}}"#,
+    );
+    assert!(m.contains("absolute path"), "{m}");
+}
