@@ -1,6 +1,6 @@
-//! The pull policy: which images `jbuild pull`, a build's FROM and
-//! `jbuild create` accept from a registry, decided before anything is
-//! stored.
+//! The pull policy: which images `jbuild pull`, a build's FROM, `jbuild
+//! create docker://…` and `jbuild import` accept, decided before anything
+//! is stored.
 //!
 //! The rules are containers-policy.json(5)'s, the file podman, skopeo and
 //! buildah read: a `default` list of requirements and, per transport, lists
@@ -14,7 +14,9 @@
 //! Every requirement of the chosen list must hold: `insecureAcceptAnything`
 //! holds always, `reject` never, `sigstoreSigned` when a cosign signature of
 //! the image's digest verifies with one of its keys and names what
-//! `signedIdentity` asks. A policy is read from `--signature-policy FILE`,
+//! `signedIdentity` asks. Local images (`import oci:DIR`) are judged by
+//! `transports.oci`'s path scopes, where only `insecureAcceptAnything`
+//! holds ([`Policy::check_location`]). A policy is read from `--signature-policy FILE`,
 //! else the configuration file's `[trust]`, else
 //! `$HOME/.config/containers/policy.json` (not for root), else
 //! `/etc/containers/policy.json`; with none of them every image is
