@@ -18,7 +18,8 @@
 //! `transports.oci`'s path scopes, where only `insecureAcceptAnything`
 //! holds ([`Policy::check_location`]). A policy is read from `--signature-policy FILE`,
 //! else the configuration file's `[trust]`, else
-//! `$HOME/.config/containers/policy.json` (not for root), else
+//! `$XDG_CONFIG_HOME/containers/policy.json` (`~/.config`; not for
+//! root), else
 //! `/etc/containers/policy.json`; with none of them every image is
 //! accepted. Anything the file says that jbuild does not check (an unknown
 //! type or field, GPG's `signedBy`, Fulcio) is refused with the file's name,
@@ -135,13 +136,11 @@ impl Policy {
             };
             return Policy::from_settings(&origin, trust).map(Some);
         }
-        let mut candidates = Vec::new();
-        // podman reads the user's file only for users other than root.
-        if !is_root() {
-            if let Some(home) = std::env::var_os("HOME") {
-                candidates.push(PathBuf::from(home).join(".config/containers/policy.json"));
-            }
-        }
+        let mut candidates = Vec::from_iter(user_policy(
+            is_root(),
+            std::env::var_os("XDG_CONFIG_HOME"),
+            std::env::var_os("HOME"),
+        ));
         candidates.push(PathBuf::from(SYSTEM_POLICY));
         for path in candidates {
             if path.exists() {
@@ -440,6 +439,22 @@ impl Policy {
             }),
         }
     }
+}
+
+/// The user's policy file, as podman finds it: none for root.
+fn user_policy(
+    root: bool,
+    xdg_config_home: Option<std::ffi::OsString>,
+    home: Option<std::ffi::OsString>,
+) -> Option<PathBuf> {
+    if root {
+        return None;
+    }
+    let config = xdg_config_home
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| home.map(|h| PathBuf::from(h).join(".config")))?;
+    Some(config.join("containers/policy.json"))
 }
 
 fn is_root() -> bool {

@@ -264,3 +264,17 @@ fn oci_scopes_are_absolute_paths_matched_from_the_tag_up() {
     );
     assert!(m.contains("absolute path"), "{m}");
 }
+
+#[test]
+fn a_user_other_than_root_has_a_policy_of_their_own() {
+    let os = |s: &str| Some(std::ffi::OsString::from(s));
+    assert_eq!(
+        user_policy(false, os("/x"), os("/home/u")),
+        Some(PathBuf::from("/x/containers/policy.json"))
+    );
+    assert_eq!(
+        user_policy(false, os(""), os("/home/u")),
+        Some(PathBuf::from("/home/u/.config/containers/policy.json"))
+    );
+    assert_eq!(user_policy(true, os("/x"), os("/root")), None);
+}
