@@ -551,3 +551,222 @@ fn the_password_is_asked_on_a_terminal_without_echo() {
         LIMIT,
     ));
 }
+
+/// `cosign verify-attestation --key PUB --type TYPE IMAGE`.
+fn cosign_verify_attestation(home: &Path, key: &Path, kind: &str, image: &str) -> Output {
+    run_bounded(
+        cosign(home)
+            .args(["verify-attestation", "--key"])
+            .arg(key)
+            .args([
+                "--type",
+                kind,
+                "--insecure-ignore-tlog=true",
+                "--offline=true",
+                "--allow-http-registry=true",
+                image,
+            ]),
+        LIMIT,
+    )
+}
+
+/// The in-toto statements of cosign's `verify-attestation` output (one
+/// DSSE envelope a line, its payload base64).
+fn statements_of(out: &str) -> Vec<serde_json::Value> {
+    use base64::Engine;
+    out.lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| {
+            let env: serde_json::Value = serde_json::from_str(l).unwrap();
+            let payload = base64::engine::general_purpose::STANDARD
+                .decode(env["payload"].as_str().unwrap())
+                .unwrap();
+            serde_json::from_slice(&payload).unwrap()
+        })
+        .collect()
+}
+
+/// A native-only build context whose image depends on a build argument.
+fn arg_context(dir: &Path) -> PathBuf {
+    let ctx = dir.join("ctx");
+    std::fs::create_dir_all(&ctx).unwrap();
+    std::fs::write(
+        ctx.join("Jailfile"),
+        "FROM scratch\nARG PORT=80\nCOPY app.conf /usr/local/etc/app.conf\n\
+         SYSRC app_port=${PORT}\n",
+    )
+    .unwrap();
+    std::fs::write(ctx.join("app.conf"), "x=1\n").unwrap();
+    ctx
+}
+
+/// `build --provenance --sbom --sign-with KEY --push`: cosign's
+/// verify-attestation accepts both attestations in the registry, their
+/// subject the image's digest; jbuild reads them back; `jbuild verify`
+/// takes the build argument from the attached provenance (the rebuild
+/// differs without it), verified by --key, and a key that did not sign it
+/// is refused with exit 1.
+#[test]
+fn build_attests_provenance_and_sbom_that_cosign_verifies() {
+    let reg = Registry::start();
+    let w = World::new(512);
+    let home = w.tmp.path();
+    jb_keys(&w, &home.join("k"));
+    jb_keys(&w, &home.join("other"));
+    let ctx = arg_context(home);
+    let name = format!("{}/attested/built:1", reg.host());
+    let key = home.join("k.key");
+    let public = home.join("k.pub");
+    let args = [
+        OsStr::new("--json"),
+        "build".as_ref(),
+        "-t".as_ref(),
+        name.as_ref(),
+        "--build-arg".as_ref(),
+        "PORT=8080".as_ref(),
+        "--provenance".as_ref(),
+        "--sbom".as_ref(),
+        "--sign-with".as_ref(),
+        key.as_os_str(),
+        "--push".as_ref(),
+        ctx.as_os_str(),
+    ];
+    let out = succeeds(&jb(&w, args));
+    let result: serde_json::Value =
+        serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    let digest = result["manifest"].as_str().unwrap().to_string();
+    assert_eq!(result["attested"].as_array().unwrap().len(), 2, "{out}");
+    let image = format!("{}/attested/built@{digest}", reg.host());
+
+    let slsa = succeeds(&cosign_verify_attestation(
+        home,
+        &public,
+        "slsaprovenance",
+        &image,
+    ));
+    let statements = statements_of(&slsa);
+    let prov = statements
+        .iter()
+        .find(|s| s["predicateType"] == "https://slsa.dev/provenance/v0.2")
+        .unwrap_or_else(|| panic!("no provenance in {slsa}"));
+    assert_eq!(
+        prov["subject"][0]["digest"]["sha256"],
+        digest.trim_start_matches("sha256:")
+    );
+    assert_eq!(
+        prov["predicate"]["invocation"]["parameters"]["buildArgs"]["PORT"],
+        "8080"
+    );
+    let spdx = succeeds(&cosign_verify_attestation(home, &public, "spdxjson", &image));
+    let sbom = statements_of(&spdx)
+        .into_iter()
+        .find(|s| s["predicateType"] == "https://spdx.dev/Document")
+        .unwrap_or_else(|| panic!("no SBOM in {spdx}"));
+    assert_eq!(sbom["predicate"]["spdxVersion"], "SPDX-2.3");
+    let c = cosign_verify_attestation(home, &home.join("other.pub"), "slsaprovenance", &image);
+    assert!(!c.status.success(), "cosign accepted another key");
+
+    // jbuild reads them back, from the registry and from the store.
+    for place in [format!("docker://{image}"), name.clone()] {
+        let args = [
+            OsStr::new("verify-attestation"),
+            "--key".as_ref(),
+            public.as_os_str(),
+            "--type".as_ref(),
+            "slsaprovenance".as_ref(),
+            place.as_ref(),
+        ];
+        let back = succeeds(&jb(&w, args));
+        assert!(back.contains("https://slsa.dev/provenance/v0.2"), "{back}");
+    }
+
+    // verify: the attached provenance gives PORT=8080.
+    let verify = |image: &str, key: Option<&Path>| {
+        let mut c = jbuild(&w);
+        c.args(["verify", image, "--context"]).arg(&ctx);
+        if let Some(k) = key {
+            c.arg("--key").arg(k);
+        }
+        run_bounded(&mut c, LIMIT)
+    };
+    let remote = format!("docker://{image}");
+    let same = succeeds(&verify(&remote, Some(&public)));
+    assert!(same.contains(&digest), "{same}");
+    succeeds(&verify(&name, None));
+    fails_with(
+        &verify(&remote, Some(&home.join("other.pub"))),
+        1,
+        "no signature in the envelope is the key's",
+    );
+    // The same image without its provenance: the default PORT rebuilds
+    // to another digest.
+    let bare = World::new(512);
+    let args = [
+        OsStr::new("build"),
+        "-t".as_ref(),
+        "bare:1".as_ref(),
+        "--build-arg".as_ref(),
+        "PORT=8080".as_ref(),
+        ctx.as_os_str(),
+    ];
+    succeeds(&jb(&bare, args));
+    fails_with(
+        &run_bounded(
+            jbuild(&bare)
+                .args(["verify", "bare:1", "--context"])
+                .arg(&ctx),
+            LIMIT,
+        ),
+        1,
+        "differs",
+    );
+}
+
+/// What `build --provenance`, `--sbom` and `--sign-with` refuse, before
+/// building: each exit 1, saying what to do.
+#[test]
+fn attesting_flags_refuse_what_they_cannot_do() {
+    let w = World::new(512);
+    let home = w.tmp.path();
+    jb_keys(&w, &home.join("k"));
+    let ctx = arg_context(home);
+    let key = home.join("k.key");
+    let build = |extra: &[&OsStr]| {
+        let mut c = jbuild(&w);
+        c.arg("build").args(extra).arg(&ctx);
+        run_bounded(&mut c, LIMIT)
+    };
+    let o = OsStr::new;
+    fails_with(
+        &build(&[o("-t"), o("a:1"), o("--provenance")]),
+        1,
+        "give the key with --sign-with KEY",
+    );
+    fails_with(
+        &build(&[o("-t"), o("a:1"), o("--sign-with"), key.as_os_str()]),
+        1,
+        "neither was given",
+    );
+    fails_with(
+        &build(&[o("--sbom"), o("--sign-with"), key.as_os_str()]),
+        1,
+        "add -t NAME[:TAG]",
+    );
+    fails_with(
+        &run_bounded(
+            jbuild(&w)
+                .env("COSIGN_PASSWORD", "wrong-8d1")
+                .args(["build", "-t", "a:1", "--provenance", "--sign-with"])
+                .arg(&key)
+                .arg(&ctx),
+            LIMIT,
+        ),
+        1,
+        "the password does not open the key",
+    );
+    let images = succeeds(&jb(&w, ["images"]));
+    assert!(
+        !images.lines().any(|l| l.starts_with("a ")),
+        "a build ran:\n{images}"
+    );
+}

@@ -63,12 +63,12 @@ pub struct BuildArgs {
     /// writes) about the image, signed with --sign-with as `cosign attest
     /// --type slsaprovenance` signs, kept beside the image as
     /// `sha256-<digest>.att` and pushed with it (docs/trust.md).
-    #[arg(long, requires = "sign_with")]
+    #[arg(long)]
     provenance: bool,
     /// Attest the image's SBOM (SPDX 2.3, as `jbuild sbom` prints it),
     /// signed with --sign-with as `cosign attest --type spdxjson` signs,
     /// beside the image as --provenance is.
-    #[arg(long, requires = "sign_with")]
+    #[arg(long)]
     sbom: bool,
     /// The private key that signs --provenance and --sbom: cosign's
     /// encrypted key (password from $COSIGN_PASSWORD, else asked on a
@@ -350,6 +350,11 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
         )));
     }
     let attesting = args.provenance || args.sbom;
+    if attesting && args.sign_with.is_none() {
+        return Err(Failure::user(anyhow!(
+            "--provenance and --sbom attach signed attestations (cosign refuses unsigned ones): give the key with --sign-with KEY; for an unsigned provenance use --provenance-file FILE, for an SBOM `jbuild sbom IMAGE`"
+        )));
+    }
     if attesting && tags.is_empty() {
         return Err(Failure::user(anyhow!(
             "--provenance and --sbom keep their attestations beside the image under its name, and none was given: add -t NAME[:TAG]"

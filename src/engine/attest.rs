@@ -36,8 +36,9 @@ pub enum AttestError {
     Provenance(#[source] Box<BuildError>),
     #[error("cannot make the image's SBOM")]
     Sbom(#[source] SbomError),
-    #[error("cannot attest the image")]
-    Trust(#[source] TrustError),
+    /// Its messages name the image and what failed.
+    #[error(transparent)]
+    Trust(TrustError),
     /// An attached provenance that is not one jbuild wrote.
     #[error("the provenance attached to {image} is not one jbuild wrote")]
     NotOurs {
@@ -111,7 +112,13 @@ pub fn attached_provenance(
     };
     let statements = match statements {
         Ok(s) => s,
-        Err(TrustError::NoAttestations { .. }) if key.is_none() => return Ok(None),
+        // Without a key, an image with no provenance (or none jbuild can
+        // read) is simply rebuilt without one.
+        Err(TrustError::NoAttestations { .. } | TrustError::NoneVerified { .. })
+            if key.is_none() =>
+        {
+            return Ok(None)
+        }
         Err(e) => return Err(AttestError::Trust(e)),
     };
     let Some(first) = statements.into_iter().next() else {
