@@ -402,7 +402,7 @@ fn attestations_cross_over_both_ways() {
     );
     trust::attest(
         &place,
-        &signing,
+        Some(&signing),
         trust::dsse::predicate_type("slsaprovenance"),
         predicate.clone(),
     )
@@ -632,8 +632,7 @@ fn build_attests_provenance_and_sbom_that_cosign_verifies() {
         ctx.as_os_str(),
     ];
     let out = succeeds(&jb(&w, args));
-    let result: serde_json::Value =
-        serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    let result: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
     let digest = result["manifest"].as_str().unwrap().to_string();
     assert_eq!(result["attested"].as_array().unwrap().len(), 2, "{out}");
     let image = format!("{}/attested/built@{digest}", reg.host());
@@ -657,7 +656,9 @@ fn build_attests_provenance_and_sbom_that_cosign_verifies() {
         prov["predicate"]["invocation"]["parameters"]["buildArgs"]["PORT"],
         "8080"
     );
-    let spdx = succeeds(&cosign_verify_attestation(home, &public, "spdxjson", &image));
+    let spdx = succeeds(&cosign_verify_attestation(
+        home, &public, "spdxjson", &image,
+    ));
     let sbom = statements_of(&spdx)
         .into_iter()
         .find(|s| s["predicateType"] == "https://spdx.dev/Document")
@@ -738,11 +739,6 @@ fn attesting_flags_refuse_what_they_cannot_do() {
     };
     let o = OsStr::new;
     fails_with(
-        &build(&[o("-t"), o("a:1"), o("--provenance")]),
-        1,
-        "give the key with --sign-with KEY",
-    );
-    fails_with(
         &build(&[o("-t"), o("a:1"), o("--sign-with"), key.as_os_str()]),
         1,
         "neither was given",
@@ -768,5 +764,93 @@ fn attesting_flags_refuse_what_they_cannot_do() {
     assert!(
         !images.lines().any(|l| l.starts_with("a ")),
         "a build ran:\n{images}"
+    );
+}
+
+/// `build --provenance --sbom` without a key: both attestations travel
+/// with the pushed image unsigned; cosign finds them (`download
+/// attestation`) and its `verify-attestation` refuses them, as `jbuild
+/// verify --key` does, while `jbuild verify` without a key takes the build
+/// argument from the unsigned provenance and rebuilds to the same digest.
+#[test]
+fn unsigned_attestations_serve_verify_and_no_verifier() {
+    let reg = Registry::start();
+    let w = World::new(512);
+    let home = w.tmp.path();
+    jb_keys(&w, &home.join("k"));
+    let ctx = arg_context(home);
+    let name = format!("{}/attested/unsigned:1", reg.host());
+    let args = [
+        OsStr::new("--json"),
+        "build".as_ref(),
+        "-t".as_ref(),
+        name.as_ref(),
+        "--build-arg".as_ref(),
+        "PORT=8080".as_ref(),
+        "--provenance".as_ref(),
+        "--sbom".as_ref(),
+        "--push".as_ref(),
+        ctx.as_os_str(),
+    ];
+    let out = succeeds(&jb(&w, args));
+    let result: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    let digest = result["manifest"].as_str().unwrap().to_string();
+    let image = format!("{}/attested/unsigned@{digest}", reg.host());
+
+    let downloaded = succeeds(&run_bounded(
+        cosign(home).args([
+            "download",
+            "attestation",
+            "--allow-http-registry=true",
+            &image,
+        ]),
+        LIMIT,
+    ));
+    let envelopes: Vec<serde_json::Value> = downloaded
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(envelopes.len(), 2, "{downloaded}");
+    assert!(
+        envelopes
+            .iter()
+            .all(|e| e["signatures"].as_array().is_some_and(|s| s.is_empty())),
+        "{downloaded}"
+    );
+    let mut types: Vec<String> = statements_of(&downloaded)
+        .iter()
+        .map(|s| s["predicateType"].as_str().unwrap().to_string())
+        .collect();
+    types.sort();
+    assert_eq!(
+        types,
+        [
+            "https://slsa.dev/provenance/v0.2",
+            "https://spdx.dev/Document"
+        ]
+    );
+    let public = home.join("k.pub");
+    let c = cosign_verify_attestation(home, &public, "slsaprovenance", &image);
+    assert!(
+        !c.status.success(),
+        "cosign accepted an unsigned provenance"
+    );
+
+    let verify = |key: Option<&Path>| {
+        let mut c = jbuild(&w);
+        c.args(["verify", &format!("docker://{image}"), "--context"])
+            .arg(&ctx);
+        if let Some(k) = key {
+            c.arg("--key").arg(k);
+        }
+        run_bounded(&mut c, LIMIT)
+    };
+    let same = succeeds(&verify(None));
+    assert!(same.contains(&digest), "{same}");
+    fails_with(
+        &verify(Some(&public)),
+        1,
+        "no signature in the envelope is the key's",
     );
 }

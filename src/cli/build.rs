@@ -62,7 +62,8 @@ pub struct BuildArgs {
     /// Attest the build's SLSA provenance (the predicate --provenance-file
     /// writes) about the image, signed with --sign-with as `cosign attest
     /// --type slsaprovenance` signs, kept beside the image as
-    /// `sha256-<digest>.att` and pushed with it (docs/trust.md).
+    /// `sha256-<digest>.att` and pushed with it (docs/trust.md). Without
+    /// --sign-with it is unsigned: `jbuild verify` reads it, cosign does not.
     #[arg(long)]
     provenance: bool,
     /// Attest the image's SBOM (SPDX 2.3, as `jbuild sbom` prints it),
@@ -350,11 +351,6 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
         )));
     }
     let attesting = args.provenance || args.sbom;
-    if attesting && args.sign_with.is_none() {
-        return Err(Failure::user(anyhow!(
-            "--provenance and --sbom attach signed attestations (cosign refuses unsigned ones): give the key with --sign-with KEY; for an unsigned provenance use --provenance-file FILE, for an SBOM `jbuild sbom IMAGE`"
-        )));
-    }
     if attesting && tags.is_empty() {
         return Err(Failure::user(anyhow!(
             "--provenance and --sbom keep their attestations beside the image under its name, and none was given: add -t NAME[:TAG]"
@@ -486,17 +482,18 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
         super::registry::write_digest_file("--provenance-file", file, &text)?;
     }
     let mut attested = Vec::new();
-    if let Some(key) = &key {
+    if attesting {
         let what = engine::attest::Attest {
-            key,
+            key: key.as_ref(),
             provenance: args.provenance,
             sbom: args.sbom,
         };
         let store = ctx.store()?;
-        attested = engine::attest::attest_build(&store, &out, &opts, &what).map_err(|e| Failure {
-            user: e.is_user_error(),
-            error: e.into(),
-        })?;
+        attested =
+            engine::attest::attest_build(&store, &out, &opts, &what).map_err(|e| Failure {
+                user: e.is_user_error(),
+                error: e.into(),
+            })?;
     }
     let mut pushed = Vec::new();
     if args.push {
@@ -535,8 +532,12 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
         if !ctx.quiet && !attested.is_empty() {
             let last = &attested[attested.len() - 1];
             eprintln!(
-                "attested {} ({}): {} holds {} attestation(s)",
-                last.image, last.digest, last.tag, last.layers
+                "attested {} ({}{}): {} holds {} attestation(s)",
+                last.image,
+                last.digest,
+                if key.is_some() { "" } else { ", unsigned" },
+                last.tag,
+                last.layers
             );
         }
         if !ctx.quiet {

@@ -9,9 +9,11 @@
 //! signs ([`crate::trust::attest`]): the SLSA v0.2 provenance
 //! ([`super::provenance`], cosign's `--type slsaprovenance`) and the SPDX
 //! 2.3 document ([`crate::sbom::document`], cosign's `--type spdxjson`).
-//! Both are signed or not made: cosign's `verify-attestation` refuses an
-//! envelope without a signature, and an unsigned provenance is what
-//! `build --provenance-file` writes (docs/trust.md).
+//! Without a key the envelope has no signature: `jbuild verify` still
+//! takes a build's arguments and base digests from it (the rebuild's
+//! digest is the check), while cosign's `verify-attestation` and `jbuild
+//! verify-attestation` refuse it, as they refuse any attestation no key
+//! of theirs signed (docs/trust.md).
 
 use super::env::{BuildOptions, BuildOutput};
 use super::error::BuildError;
@@ -21,9 +23,9 @@ use crate::sbom::{self, SbomError};
 use crate::store::Store;
 use crate::trust::{self, dsse, Place, PublicKey, Signed, SigningKey, StorePlace, TrustError};
 
-/// What to attest about a build, and the key that signs.
+/// What to attest about a build, and the key that signs (none: unsigned).
 pub struct Attest<'a> {
-    pub key: &'a SigningKey,
+    pub key: Option<&'a SigningKey>,
     /// The SLSA provenance.
     pub provenance: bool,
     /// The SBOM (SPDX 2.3).
