@@ -664,6 +664,19 @@ fn build_attests_provenance_and_sbom_that_cosign_verifies() {
         .find(|s| s["predicateType"] == "https://spdx.dev/Document")
         .unwrap_or_else(|| panic!("no SBOM in {spdx}"));
     assert_eq!(sbom["predicate"]["spdxVersion"], "SPDX-2.3");
+    // No pkg database in the image: the image and no package.
+    let packages: Vec<&str> = sbom["predicate"]["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["SPDXID"].as_str().unwrap())
+        .collect();
+    assert_eq!(packages, ["SPDXRef-Image"], "{sbom}");
+    for a in result["attested"].as_array().unwrap() {
+        assert_eq!(a["digest"], digest.as_str(), "{out}");
+        let tag = format!("sha256-{}.att", digest.trim_start_matches("sha256:"));
+        assert_eq!(a["tag"], tag.as_str(), "{out}");
+    }
     let c = cosign_verify_attestation(home, &home.join("other.pub"), "slsaprovenance", &image);
     assert!(!c.status.success(), "cosign accepted another key");
 
@@ -679,6 +692,8 @@ fn build_attests_provenance_and_sbom_that_cosign_verifies() {
         ];
         let back = succeeds(&jb(&w, args));
         assert!(back.contains("https://slsa.dev/provenance/v0.2"), "{back}");
+        let subject = format!("subject {}/attested/built@{digest}", reg.host());
+        assert!(back.contains(&subject), "{back}");
     }
 
     // verify: the attached provenance gives PORT=8080.
@@ -853,4 +868,29 @@ fn unsigned_attestations_serve_verify_and_no_verifier() {
         1,
         "no signature in the envelope is the key's",
     );
+
+    // Built again with --sign-with: the signed one joins the unsigned one,
+    // and cosign accepts the image for it.
+    let key = home.join("k.key");
+    let args = [
+        OsStr::new("build"),
+        "-t".as_ref(),
+        name.as_ref(),
+        "--build-arg".as_ref(),
+        "PORT=8080".as_ref(),
+        "--provenance".as_ref(),
+        "--sign-with".as_ref(),
+        key.as_os_str(),
+        "--push".as_ref(),
+        ctx.as_os_str(),
+    ];
+    succeeds(&jb(&w, args));
+    let slsa = succeeds(&cosign_verify_attestation(
+        home,
+        &public,
+        "slsaprovenance",
+        &image,
+    ));
+    assert_eq!(statements_of(&slsa).len(), 1, "{slsa}");
+    succeeds(&verify(Some(&public)));
 }

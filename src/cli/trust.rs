@@ -224,10 +224,21 @@ pub fn verify_attestation(ctx: &Ctx, a: VerifyAttestationArgs) -> CmdResult {
         );
     } else {
         for s in &good {
+            // What the statement itself says it is about (its subject).
+            let subjects: Vec<String> = s
+                .subject
+                .iter()
+                .flat_map(|sub| {
+                    sub.digest
+                        .iter()
+                        .map(move |(alg, hex)| format!("{}@{alg}:{hex}", sub.name))
+                })
+                .collect();
             outln!(
-                "Verified an attestation of type {} about {}",
+                "Verified an attestation of type {} about {}: subject {}",
                 s.predicate_type,
-                place.describe()
+                place.describe(),
+                subjects.join(", ")
             );
         }
     }
