@@ -586,6 +586,18 @@ fn statements_of(out: &str) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// The sorted SPDXIDs of the packages of an SPDX statement's document.
+fn spdx_ids(statement: &serde_json::Value) -> Vec<String> {
+    let mut ids: Vec<String> = statement["predicate"]["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["SPDXID"].as_str().unwrap().to_string())
+        .collect();
+    ids.sort();
+    ids
+}
+
 /// A native-only build context whose image depends on a build argument.
 fn arg_context(dir: &Path) -> PathBuf {
     let ctx = dir.join("ctx");
@@ -597,6 +609,33 @@ fn arg_context(dir: &Path) -> PathBuf {
     )
     .unwrap();
     std::fs::write(ctx.join("app.conf"), "x=1\n").unwrap();
+    ctx
+}
+
+/// [`arg_context`] whose image also has a pkg database (made from pkg's
+/// schema) listing two packages, `curl` and `ca_root_nss`.
+fn pkg_context(dir: &Path) -> PathBuf {
+    let ctx = arg_context(dir);
+    let db = rusqlite::Connection::open(ctx.join("local.sqlite")).unwrap();
+    db.execute_batch(include_str!("fixtures/sbom/pkg-local-schema.sql"))
+        .unwrap();
+    for (id, name, origin) in [
+        (1, "curl", "ftp/curl"),
+        (2, "ca_root_nss", "security/ca_root_nss"),
+    ] {
+        db.execute(
+            "INSERT INTO packages (id, origin, name, version, comment, desc, arch, maintainer, \
+             prefix, flatsize, automatic, licenselogic) VALUES (?1, ?2, ?3, '1.0', 'c', 'd', \
+             'FreeBSD:14:amd64', 'ports@FreeBSD.org', '/usr/local', 1, 0, 1)",
+            rusqlite::params![id, origin, name],
+        )
+        .unwrap();
+    }
+    drop(db);
+    let jailfile = ctx.join("Jailfile");
+    let mut text = std::fs::read_to_string(&jailfile).unwrap();
+    text.push_str("COPY local.sqlite /var/db/pkg/local.sqlite\n");
+    std::fs::write(&jailfile, text).unwrap();
     ctx
 }
 
@@ -613,7 +652,7 @@ fn build_attests_provenance_and_sbom_that_cosign_verifies() {
     let home = w.tmp.path();
     jb_keys(&w, &home.join("k"));
     jb_keys(&w, &home.join("other"));
-    let ctx = arg_context(home);
+    let ctx = pkg_context(home);
     let name = format!("{}/attested/built:1", reg.host());
     let key = home.join("k.key");
     let public = home.join("k.pub");
@@ -664,14 +703,16 @@ fn build_attests_provenance_and_sbom_that_cosign_verifies() {
         .find(|s| s["predicateType"] == "https://spdx.dev/Document")
         .unwrap_or_else(|| panic!("no SBOM in {spdx}"));
     assert_eq!(sbom["predicate"]["spdxVersion"], "SPDX-2.3");
-    // No pkg database in the image: the image and no package.
-    let packages: Vec<&str> = sbom["predicate"]["packages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["SPDXID"].as_str().unwrap())
-        .collect();
-    assert_eq!(packages, ["SPDXRef-Image"], "{sbom}");
+    // Exactly the image's packages.
+    assert_eq!(
+        spdx_ids(&sbom),
+        [
+            "SPDXRef-Image",
+            "SPDXRef-Package-ca-root-nss",
+            "SPDXRef-Package-curl"
+        ],
+        "{sbom}"
+    );
     for a in result["attested"].as_array().unwrap() {
         assert_eq!(a["digest"], digest.as_str(), "{out}");
         let tag = format!("sha256-{}.att", digest.trim_start_matches("sha256:"));
@@ -833,6 +874,12 @@ fn unsigned_attestations_serve_verify_and_no_verifier() {
             .all(|e| e["signatures"].as_array().is_some_and(|s| s.is_empty())),
         "{downloaded}"
     );
+    // No pkg database in this image: the image and no package.
+    let sbom = statements_of(&downloaded)
+        .into_iter()
+        .find(|s| s["predicateType"] == "https://spdx.dev/Document")
+        .unwrap();
+    assert_eq!(spdx_ids(&sbom), ["SPDXRef-Image"], "{sbom}");
     let mut types: Vec<String> = statements_of(&downloaded)
         .iter()
         .map(|s| s["predicateType"].as_str().unwrap().to_string())
