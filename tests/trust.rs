@@ -777,6 +777,19 @@ fn build_attests_provenance_and_sbom_that_cosign_verifies() {
         1,
         "differs",
     );
+    // With --key, an image with no provenance attached is refused.
+    fails_with(
+        &run_bounded(
+            jbuild(&bare)
+                .args(["verify", "bare:1", "--context"])
+                .arg(&ctx)
+                .arg("--key")
+                .arg(&public),
+            LIMIT,
+        ),
+        1,
+        "has no attestations",
+    );
 }
 
 /// What `build --provenance`, `--sbom` and `--sign-with` refuse, before
@@ -803,6 +816,17 @@ fn attesting_flags_refuse_what_they_cannot_do() {
         &build(&[o("--sbom"), o("--sign-with"), key.as_os_str()]),
         1,
         "add -t NAME[:TAG]",
+    );
+    fails_with(
+        &build(&[
+            o("-t"),
+            o("a:1"),
+            o("--manifest"),
+            o("list:1"),
+            o("--provenance"),
+        ]),
+        1,
+        "build each platform on its own to attest it",
     );
     fails_with(
         &run_bounded(
