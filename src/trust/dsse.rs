@@ -231,6 +231,21 @@ mod tests {
     }
 
     #[test]
+    fn an_unsigned_statement_is_read_but_never_verified() {
+        let key = SigningKey::generate();
+        let st = Statement::new("r/app", "sha256:ab", "https://x/p", serde_json::json!({}));
+        let env =
+            Envelope::parse(&Envelope::unsigned(IN_TOTO_PAYLOAD_TYPE, &st.to_bytes()).to_bytes())
+                .unwrap();
+        assert!(env.signatures.is_empty());
+        assert_eq!(env.statement(None).unwrap(), st);
+        assert!(matches!(
+            env.verify_statement(&key.public()),
+            Err(EnvelopeError::BadSignature)
+        ));
+    }
+
+    #[test]
     fn a_signed_statement_verifies_and_a_changed_one_does_not() {
         let key = SigningKey::generate();
         let st = Statement::new(
