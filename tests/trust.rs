@@ -848,7 +848,7 @@ fn attesting_flags_refuse_what_they_cannot_do() {
 }
 
 /// `build --provenance --sbom` without a key: both attestations travel
-/// with the pushed image unsigned; cosign finds them (`download
+/// with the image `jbuild push` pushes, unsigned; cosign finds them (`download
 /// attestation`) and its `verify-attestation` refuses them, as `jbuild
 /// verify --key` does, while `jbuild verify` without a key takes the build
 /// argument from the unsigned provenance and rebuilds to the same digest.
@@ -869,13 +869,14 @@ fn unsigned_attestations_serve_verify_and_no_verifier() {
         "PORT=8080".as_ref(),
         "--provenance".as_ref(),
         "--sbom".as_ref(),
-        "--push".as_ref(),
         ctx.as_os_str(),
     ];
     let out = succeeds(&jb(&w, args));
     let result: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
     let digest = result["manifest"].as_str().unwrap().to_string();
     let image = format!("{}/attested/unsigned@{digest}", reg.host());
+    // `jbuild push` carries them (`build --push` does below).
+    succeeds(&jb(&w, ["push", name.as_str()]));
 
     let downloaded = succeeds(&run_bounded(
         cosign(home).args([
