@@ -722,19 +722,26 @@ fn build_attests_provenance_and_sbom_that_cosign_verifies() {
     assert!(!c.status.success(), "cosign accepted another key");
 
     // jbuild reads them back, from the registry and from the store.
+    let types = [
+        ("slsaprovenance", "https://slsa.dev/provenance/v0.2"),
+        ("spdxjson", "https://spdx.dev/Document"),
+    ];
     for place in [format!("docker://{image}"), name.clone()] {
-        let args = [
-            OsStr::new("verify-attestation"),
-            "--key".as_ref(),
-            public.as_os_str(),
-            "--type".as_ref(),
-            "slsaprovenance".as_ref(),
-            place.as_ref(),
-        ];
-        let back = succeeds(&jb(&w, args));
-        assert!(back.contains("https://slsa.dev/provenance/v0.2"), "{back}");
-        let subject = format!("subject {}/attested/built@{digest}", reg.host());
-        assert!(back.contains(&subject), "{back}");
+        for (kind, uri) in types {
+            let args = [
+                OsStr::new("verify-attestation"),
+                "--key".as_ref(),
+                public.as_os_str(),
+                "--type".as_ref(),
+                kind.as_ref(),
+                place.as_ref(),
+            ];
+            let back = succeeds(&jb(&w, args));
+            assert_eq!(back.lines().count(), 1, "{back}");
+            assert!(back.contains(&format!("of type {uri} ")), "{back}");
+            let subject = format!("subject {}/attested/built@{digest}", reg.host());
+            assert!(back.contains(&subject), "{back}");
+        }
     }
 
     // verify: the attached provenance gives PORT=8080.
