@@ -59,6 +59,23 @@ pub struct BuildArgs {
     /// slsaprovenance --predicate FILE` takes it (docs/verify.md).
     #[arg(long = "provenance-file", value_name = "FILE")]
     provenance_file: Option<PathBuf>,
+    /// Attest the build's SLSA provenance (the predicate --provenance-file
+    /// writes) about the image, signed with --sign-with as `cosign attest
+    /// --type slsaprovenance` signs, kept beside the image as
+    /// `sha256-<digest>.att` and pushed with it (docs/trust.md). Without
+    /// --sign-with it is unsigned: `jbuild verify` reads it, cosign does not.
+    #[arg(long)]
+    provenance: bool,
+    /// Attest the image's SBOM (SPDX 2.3, as `jbuild sbom` prints it),
+    /// signed with --sign-with as `cosign attest --type spdxjson` signs,
+    /// beside the image as --provenance is.
+    #[arg(long)]
+    sbom: bool,
+    /// The private key that signs --provenance and --sbom: cosign's
+    /// encrypted key (password from $COSIGN_PASSWORD, else asked on a
+    /// terminal), or a PKCS#8 or EC PEM key.
+    #[arg(long, value_name = "KEY")]
+    sign_with: Option<PathBuf>,
     /// When to fetch FROM images from their registry: `missing` (default:
     /// when the store lacks them), `always` (check for a newer one; bare
     /// --pull), `never` (fail if the store lacks one; nothing is asked of
@@ -330,6 +347,30 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
             super::registry::registry_ref(&t.to_string())?;
         }
     }
+    if args.sign_with.is_some() && !args.provenance && !args.sbom {
+        return Err(Failure::user(anyhow!(
+            "--sign-with signs what --provenance and --sbom attest, and neither was given; to sign the image itself use `jbuild sign --key KEY IMAGE`"
+        )));
+    }
+    let attesting = args.provenance || args.sbom;
+    if attesting && tags.is_empty() {
+        return Err(Failure::user(anyhow!(
+            "--provenance and --sbom keep their attestations beside the image under its name, and none was given: add -t NAME[:TAG]"
+        )));
+    }
+    if attesting {
+        if let Some(list) = &list {
+            return Err(Failure::user(anyhow!(
+                "--provenance and --sbom are for one image, and --manifest {list} builds a list: build each platform on its own to attest it"
+            )));
+        }
+    }
+    // Asked before the build, so a wrong password costs no build.
+    let key = args
+        .sign_with
+        .as_deref()
+        .map(super::trust::signing_key)
+        .transpose()?;
     let compression: Compression = args
         .compression
         .parse()
@@ -445,6 +486,20 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
         let text = String::from_utf8(predicate.to_json()).map_err(Failure::internal)?;
         super::registry::write_digest_file("--provenance-file", file, &text)?;
     }
+    let mut attested = Vec::new();
+    if attesting {
+        let what = engine::attest::Attest {
+            key: key.as_ref(),
+            provenance: args.provenance,
+            sbom: args.sbom,
+        };
+        let store = ctx.store()?;
+        attested =
+            engine::attest::attest_build(&store, &out, &opts, &what).map_err(|e| Failure {
+                user: e.is_user_error(),
+                error: e.into(),
+            })?;
+    }
     let mut pushed = Vec::new();
     if args.push {
         let store = ctx.store()?;
@@ -476,8 +531,20 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
             "steps_cached": out.steps_cached,
             "pushed": pushed,
             "steps_fetched": out.steps_fetched,
+            "attested": attested,
         }));
     } else {
+        if !ctx.quiet && !attested.is_empty() {
+            let last = &attested[attested.len() - 1];
+            eprintln!(
+                "attested {} ({}{}): {} holds {} attestation(s)",
+                last.image,
+                last.digest,
+                if key.is_some() { "" } else { ", unsigned" },
+                last.tag,
+                last.layers
+            );
+        }
         if !ctx.quiet {
             let names: Vec<String> = opts.tags.iter().map(|t| t.to_string()).collect();
             eprintln!(

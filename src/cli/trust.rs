@@ -80,7 +80,7 @@ pub struct VerifyAttestationArgs {
     target: Verifying,
 }
 
-fn trust_failure(e: TrustError) -> Failure {
+pub(super) fn trust_failure(e: TrustError) -> Failure {
     Failure {
         user: e.is_user_error(),
         error: e.into(),
@@ -89,7 +89,7 @@ fn trust_failure(e: TrustError) -> Failure {
 
 /// The place an image argument names: a registry for `docker://`, else
 /// the store.
-fn place<'a>(
+pub(super) fn place<'a>(
     ctx: &Ctx,
     store: &'a mut Option<Store>,
     image: &str,
@@ -146,9 +146,11 @@ pub fn generate_key_pair(ctx: &Ctx, a: GenerateKeyPairArgs) -> CmdResult {
     Ok(())
 }
 
-pub fn sign(ctx: &Ctx, a: SignArgs) -> CmdResult {
+/// The private key in `path`, its password from $COSIGN_PASSWORD or asked
+/// on a terminal (`sign --key`, `build --sign-with`).
+pub(super) fn signing_key(path: &std::path::Path) -> Result<trust::SigningKey, Failure> {
     let mut failed = None;
-    let key = trust::read_signing_key(&a.key, &mut || match password(false) {
+    let key = trust::read_signing_key(path, &mut || match password(false) {
         Ok(p) => p,
         Err(f) => {
             failed = Some(f);
@@ -158,7 +160,11 @@ pub fn sign(ctx: &Ctx, a: SignArgs) -> CmdResult {
     if let Some(f) = failed {
         return Err(f);
     }
-    let key = key.map_err(trust_failure)?;
+    key.map_err(trust_failure)
+}
+
+pub fn sign(ctx: &Ctx, a: SignArgs) -> CmdResult {
+    let key = signing_key(&a.key)?;
     let mut store = None;
     let place = place(ctx, &mut store, &a.image, &a.registry)?;
     let signed = trust::sign(place.as_ref(), &key).map_err(trust_failure)?;
@@ -218,10 +224,21 @@ pub fn verify_attestation(ctx: &Ctx, a: VerifyAttestationArgs) -> CmdResult {
         );
     } else {
         for s in &good {
+            // What the statement itself says it is about (its subject).
+            let subjects: Vec<String> = s
+                .subject
+                .iter()
+                .flat_map(|sub| {
+                    sub.digest
+                        .iter()
+                        .map(move |(alg, hex)| format!("{}@{alg}:{hex}", sub.name))
+                })
+                .collect();
             outln!(
-                "Verified an attestation of type {} about {}",
+                "Verified an attestation of type {} about {}: subject {}",
                 s.predicate_type,
-                place.describe()
+                place.describe(),
+                subjects.join(", ")
             );
         }
     }

@@ -39,6 +39,11 @@ pub struct VerifyArgs {
     /// build arguments, target and base image digests are used.
     #[arg(long, value_name = "FILE")]
     provenance: Option<PathBuf>,
+    /// Without --provenance, the provenance attached to the image (`build
+    /// --provenance`) is used when it has one; with --key, only one this
+    /// public key verifies (an attached one that fails is an error).
+    #[arg(long, value_name = "PUB")]
+    key: Option<PathBuf>,
     /// How `docker://REF` and FROM images the store lacks reach registries.
     #[command(flatten)]
     registry: super::access::RegistryArgs,
@@ -65,7 +70,10 @@ pub fn run(ctx: &Ctx, args: VerifyArgs) -> CmdResult {
             args.context.display()
         )));
     }
-    let provenance = args.provenance.as_ref().map(read_provenance).transpose()?;
+    let provenance = match &args.provenance {
+        Some(file) => Some(read_provenance(file)?),
+        None => attached(ctx, &args)?,
+    };
     let store = ctx.store()?;
     std::fs::create_dir_all(ctx.paths.tmp()).map_err(Failure::internal)?;
     let scratch = tempfile::Builder::new()
@@ -113,6 +121,29 @@ pub fn run(ctx: &Ctx, args: VerifyArgs) -> CmdResult {
         "the rebuild of {} differs from it (docs/verify.md says what makes a rebuild differ, and how to pin it)",
         args.image
     )))
+}
+
+/// The provenance attached to the image, verified with --key when given.
+fn attached(ctx: &Ctx, args: &VerifyArgs) -> Result<Option<Provenance>, Failure> {
+    use super::trust::{place, trust_failure};
+    let key = args
+        .key
+        .as_deref()
+        .map(jbuild::trust::read_public_key)
+        .transpose()
+        .map_err(trust_failure)?;
+    let mut store = None;
+    let place = match place(ctx, &mut store, &args.image, &args.registry) {
+        Ok(p) => p,
+        // An image without a name has nothing kept beside it; one that is
+        // missing is the rebuild's to report.
+        Err(_) if key.is_none() => return Ok(None),
+        Err(f) => return Err(f),
+    };
+    engine::attest::attached_provenance(place.as_ref(), key.as_ref()).map_err(|e| Failure {
+        user: e.is_user_error(),
+        error: e.into(),
+    })
 }
 
 fn print(ctx: &Ctx, image: &str, v: &Verdict) {

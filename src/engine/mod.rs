@@ -5,6 +5,7 @@
 //! unpacking a FROM image, exporting layers, writing the result — are
 //! [`crate::image`]'s.
 
+pub mod attest;
 pub mod cache;
 mod env;
 mod error;

@@ -29,6 +29,7 @@
 //! verify_signatures(place, pub)  ─▶ Vec<Verified>   or NoSignatures / NoneVerified
 //! attest(place, key, predicate_type, predicate) ─▶ Signed   a .att layer
 //! verify_attestations(place, pub, predicate_type) ─▶ Vec<dsse::Statement>
+//! read_attestations(place, predicate_type) ─▶ the same, signatures unchecked
 //! attach(place, kind, layer)     ─▶ Signed      any artifact::Layer, any Kind
 //! carry(store, digest, transport)  ─▶ tags    the store's artifacts, pushed along
 //! ```
@@ -54,7 +55,7 @@ pub use carry::carry;
 pub use keys::{KeyError, PublicKey, SigningKey};
 pub use place::{is_artifact_name, Place, RegistryPlace, StorePlace};
 pub use sign::{attach, attest, generate_key_pair, sign, KeyFiles, Signed};
-pub use verify::{verify_attestations, verify_signatures, Verified};
+pub use verify::{read_attestations, verify_attestations, verify_signatures, Verified};
 
 use crate::keychain::Secret;
 use crate::store::StoreError;

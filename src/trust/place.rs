@@ -179,7 +179,13 @@ impl Place for StorePlace<'_> {
     }
 
     fn repository(&self) -> String {
-        self.name.docker_repository()
+        // `host/repo`, as a registry place names it: what a payload's
+        // docker-reference and a statement's subject say once pushed.
+        format!(
+            "{}/{}",
+            self.name.docker_registry(),
+            self.name.docker_repository()
+        )
     }
 
     fn subject(&self) -> Result<Descriptor, TrustError> {
