@@ -35,7 +35,7 @@ pub mod params;
 
 use crate::fsutil::write_atomic;
 use crate::image::unpack::{UnpackError, Unpacker};
-use crate::image::{ImageState, Platform};
+use crate::image::{ImageSource, ImageState, Platform, PullError};
 use crate::jailconf::{self, Param};
 use crate::snapshot::{SnapshotError, Snapshotter};
 
@@ -97,6 +97,9 @@ pub enum CreateError {
     /// The image cannot be read or unpacked.
     #[error(transparent)]
     Unpack(#[from] UnpackError),
+    /// A `docker://` image could not be pulled (or its pull policy refused it).
+    #[error(transparent)]
+    Pull(#[from] PullError),
     #[error("snapshot: {0}")]
     Snapshot(#[from] SnapshotError),
     /// The image's jail parameters: invalid, or not agreed to.
@@ -119,6 +122,7 @@ impl CreateError {
             CreateError::User(_) => true,
             CreateError::Params(e) => e.is_user_error(),
             CreateError::Unpack(e) => e.is_user_error(),
+            CreateError::Pull(e) => e.is_user_error(),
             CreateError::Clone(e) => e.is_user_error(),
             _ => false,
         }
@@ -150,6 +154,25 @@ pub fn valid_name(name: &str) -> bool {
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
         && !name.starts_with('-')
+}
+
+/// The store's name for `image`: a reference written `docker://…` that
+/// the store does not hold is pulled from `source` first, as `jbuild pull`
+/// would (through its pull policy: `trust::policy::Guarded`); any other
+/// is the store's, as it is.
+pub fn pull_missing(
+    unpacker: &Unpacker<'_>,
+    source: &dyn ImageSource,
+    image: &str,
+) -> Result<String, CreateError> {
+    let Some(name) = image.strip_prefix("docker://").and_then(|r| source.name(r)) else {
+        return Ok(image.to_string());
+    };
+    let stored = unpacker.store.resolve(&name).map_err(UnpackError::from)?;
+    if stored.is_none() {
+        crate::image::pull(unpacker, source, image, &Platform::default_for_host())?;
+    }
+    Ok(name)
 }
 
 pub fn create(unpacker: &Unpacker<'_>, opts: &CreateOptions) -> Result<Created, CreateError> {

@@ -393,6 +393,16 @@ fn parser_keys() -> BTreeSet<String> {
             .is_some_and(|e| e.contains("struct"));
         if section {
             for key in expected(&format!("[{top}]\nno_such_key_anywhere = 1\n")) {
+                // An array of tables (`[[trust.scope]]`) names its own keys.
+                let table = format!("[[{top}.{key}]]\nno_such_key_anywhere = 1\n");
+                if Settings::parse(&table)
+                    .err()
+                    .is_some_and(|e| e.contains("unknown field"))
+                {
+                    for sub in expected(&table) {
+                        keys.insert(format!("{top}.{key}.{sub}"));
+                    }
+                }
                 keys.insert(format!("{top}.{key}"));
             }
         } else {
@@ -416,9 +426,11 @@ fn documented_keys(md: &str) -> std::collections::BTreeMap<String, String> {
             continue;
         }
         if let Some(h) = line.strip_prefix("### ") {
+            // `[section]`, or `[[section.array]]` for an array of tables.
             section = h
-                .strip_prefix("`[")
-                .and_then(|s| s.strip_suffix("]`"))
+                .strip_prefix("`[[")
+                .and_then(|s| s.strip_suffix("]]`"))
+                .or_else(|| h.strip_prefix("`[").and_then(|s| s.strip_suffix("]`")))
                 .map(str::to_string);
             continue;
         }

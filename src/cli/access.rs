@@ -11,6 +11,7 @@ use clap::{ArgAction, Args};
 
 use jbuild::keychain::DefaultKeychain;
 use jbuild::transport::RegistryOptions;
+use jbuild::trust::policy::{Guarded, Policy, PolicyError};
 
 use super::{Ctx, Failure};
 
@@ -74,5 +75,40 @@ impl RegistryArgs {
             o.keychain = Some(Arc::new(self.auth.keychain()?));
         }
         Ok(o)
+    }
+}
+
+/// `--signature-policy` of pull, build, create and import.
+#[derive(Args, Debug)]
+pub struct PolicyArg {
+    /// The pull policy, a containers-policy.json(5) file, instead of the
+    /// configuration's [trust] or /etc/containers/policy.json
+    /// (docs/policy.md).
+    #[arg(long, value_name = "FILE")]
+    signature_policy: Option<PathBuf>,
+}
+
+impl PolicyArg {
+    /// Checks the image `jbuild import` reads at `location` against the
+    /// policy in force; the digest to copy, when the policy checked one.
+    pub fn check_location(
+        &self,
+        ctx: &Ctx,
+        location: &str,
+        options: &RegistryOptions,
+    ) -> Result<Option<jbuild::digest::Digest>, Failure> {
+        let failure = |e: PolicyError| Failure {
+            user: e.is_user_error(),
+            error: e.into(),
+        };
+        match Policy::find(self.signature_policy.as_deref(), &ctx.settings).map_err(failure)? {
+            Some(policy) => policy.check_location(location, options).map_err(failure),
+            None => Ok(None),
+        }
+    }
+
+    /// `puller` behind the pull policy in force.
+    pub fn guard(&self, ctx: &Ctx, puller: jbuild::transport::RegistryPuller) -> Guarded {
+        Guarded::new(puller, self.signature_policy.as_deref(), &ctx.settings)
     }
 }

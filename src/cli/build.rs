@@ -152,6 +152,8 @@ pub struct BuildArgs {
     /// How FROM, --cache-from, --cache-to and --push reach registries.
     #[command(flatten)]
     registry: super::access::RegistryArgs,
+    #[command(flatten)]
+    policy: super::access::PolicyArg,
 }
 
 /// A failed step of a Bastille template, named at its Bastillefile line;
@@ -404,10 +406,13 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
     let store = ctx.store()?;
     let snapshotter = ctx.snapshotter()?;
     let reporter = ctx.reporter();
-    let puller = jbuild::transport::RegistryPuller {
-        options: args.registry.options(ctx)?,
-        jobs: 4,
-    };
+    let puller = args.policy.guard(
+        ctx,
+        jbuild::transport::RegistryPuller {
+            options: args.registry.options(ctx)?,
+            jobs: 4,
+        },
+    );
     // FROM images unpack as `jbuild pull` would, by the same [layers] settings.
     let mut env = BuildEnv::new(&store, snapshotter.as_ref(), reporter.as_ref())
         .with_freebsd(freebsd_env(ctx, &args)?)

@@ -15,7 +15,9 @@ use jbuild::report::JsonReporter;
 #[derive(Args, Debug)]
 pub struct CreateArgs {
     /// The image in the local store: a name (`alpine` is
-    /// docker.io/library/alpine:latest), an image ID or a digest prefix.
+    /// docker.io/library/alpine:latest), an image ID or a digest prefix;
+    /// or `docker://REF`, pulled first when the store does not hold it
+    /// (through the pull policy, docs/policy.md).
     #[arg(value_name = "IMAGE")]
     image: String,
     /// The jail's name (with --bundle: the hostname, when the image
@@ -52,6 +54,11 @@ pub struct CreateArgs {
     /// copied.
     #[arg(long, value_name = "DATASET")]
     dataset: Option<String>,
+    /// How a `docker://` image is pulled.
+    #[command(flatten)]
+    registry: super::access::RegistryArgs,
+    #[command(flatten)]
+    policy: super::access::PolicyArg,
 }
 
 pub fn run(ctx: &Ctx, a: CreateArgs) -> CmdResult {
@@ -66,9 +73,6 @@ pub fn run(ctx: &Ctx, a: CreateArgs) -> CmdResult {
             .clone()
             .unwrap_or_else(|| PathBuf::from(create::BASTILLE_PREFIX))
     });
-    let mut opts = CreateOptions::new(&a.image, &name, a.path, a.conf, prefix);
-    opts.allowed_jail_params = allowed_jail_params(ctx, &a.allow_jail_params);
-    opts.dataset = a.dataset;
     let store = ctx.store()?;
     let snapshotter = ctx.snapshotter()?;
     let reporter = ctx.reporter();
@@ -78,6 +82,10 @@ pub fn run(ctx: &Ctx, a: CreateArgs) -> CmdResult {
         reporter.as_ref(),
         ctx.layer_policy(false, false),
     );
+    let image = pulled(ctx, &a, &unpacker)?;
+    let mut opts = CreateOptions::new(&image, &name, a.path, a.conf, prefix);
+    opts.allowed_jail_params = allowed_jail_params(ctx, &a.allow_jail_params);
+    opts.dataset = a.dataset;
     let made = create::create(&unpacker, &opts).map_err(|e| Failure {
         user: e.is_user_error(),
         error: anyhow!(e),
@@ -115,6 +123,22 @@ pub fn run(ctx: &Ctx, a: CreateArgs) -> CmdResult {
     Ok(())
 }
 
+/// The store's name of the image, pulled first if it is a `docker://`
+/// reference the store does not hold.
+fn pulled(ctx: &Ctx, a: &CreateArgs, unpacker: &Unpacker<'_>) -> Result<String, Failure> {
+    let source = a.policy.guard(
+        ctx,
+        jbuild::transport::RegistryPuller {
+            options: a.registry.options(ctx)?,
+            jobs: 4,
+        },
+    );
+    create::pull_missing(unpacker, &source, &a.image).map_err(|e| Failure {
+        user: e.is_user_error(),
+        error: anyhow!(e),
+    })
+}
+
 /// `--allow-jail-param` over the configuration's list.
 fn allowed_jail_params(ctx: &Ctx, given: &[String]) -> Vec<String> {
     let mut allowed = ctx.settings.freebsd.allow_jail_params.clone();
@@ -124,12 +148,6 @@ fn allowed_jail_params(ctx: &Ctx, given: &[String]) -> Vec<String> {
 
 /// `create --bundle DIR IMAGE [NAME]`.
 fn bundle(ctx: &Ctx, a: &CreateArgs, dir: &std::path::Path) -> CmdResult {
-    let opts = BundleOptions {
-        image: a.image.clone(),
-        dir: dir.to_path_buf(),
-        name: a.name.clone(),
-        allowed_jail_params: allowed_jail_params(ctx, &a.allow_jail_params),
-    };
     let store = ctx.store()?;
     let snapshotter = ctx.snapshotter()?;
     let reporter = ctx.reporter();
@@ -139,6 +157,12 @@ fn bundle(ctx: &Ctx, a: &CreateArgs, dir: &std::path::Path) -> CmdResult {
         reporter.as_ref(),
         ctx.layer_policy(false, false),
     );
+    let opts = BundleOptions {
+        image: pulled(ctx, a, &unpacker)?,
+        dir: dir.to_path_buf(),
+        name: a.name.clone(),
+        allowed_jail_params: allowed_jail_params(ctx, &a.allow_jail_params),
+    };
     let made = create::bundle::bundle(&unpacker, &opts).map_err(|e| Failure {
         user: e.is_user_error(),
         error: anyhow!(e),

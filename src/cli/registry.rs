@@ -69,6 +69,8 @@ pub struct PullArgs {
     allow_devices: bool,
     #[command(flatten)]
     registry: RegistryArgs,
+    #[command(flatten)]
+    policy: super::access::PolicyArg,
 }
 
 #[derive(Args, Debug)]
@@ -236,10 +238,13 @@ pub fn pull(ctx: &Ctx, args: PullArgs) -> CmdResult {
         .unwrap_or(&args.reference);
     registry_ref(reference)?;
     let want = platform(&args.platform)?.unwrap_or_else(Platform::default_for_host);
-    let source = RegistryPuller {
-        options: args.registry.options(ctx)?,
-        jobs: args.jobs.jobs.into(),
-    };
+    let source = args.policy.guard(
+        ctx,
+        RegistryPuller {
+            options: args.registry.options(ctx)?,
+            jobs: args.jobs.jobs.into(),
+        },
+    );
     let store = ctx.store()?;
     let snapshotter = ctx.snapshotter()?;
     let reporter = ctx.reporter();

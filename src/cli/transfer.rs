@@ -29,6 +29,8 @@ pub struct ImportArgs {
     /// The name to give the image in the store (default: REF, when it is a
     /// valid image name).
     name: Option<String>,
+    #[command(flatten)]
+    policy: super::access::PolicyArg,
 }
 
 /// A transport failure is the user's when it is about what they named
@@ -115,9 +117,13 @@ pub fn export(ctx: &Ctx, args: ExportArgs) -> CmdResult {
 }
 
 pub fn import(ctx: &Ctx, args: ImportArgs) -> CmdResult {
+    let options = Default::default();
     let (src, reference) =
-        transport::parse_location_limited(&args.source, &Default::default(), &ctx.layer_limits())
+        transport::parse_location_limited(&args.source, &options, &ctx.layer_limits())
             .map_err(failure)?;
+    // The pull policy's judgement comes before anything is copied; a
+    // registry image is then copied by the digest it judged.
+    let pinned = args.policy.check_location(ctx, &args.source, &options)?;
     let name: Option<ImageName> = match (&args.name, &reference) {
         (Some(n), _) => Some(n.parse().map_err(|e| Failure::user(anyhow!("{n}: {e}")))?),
         (None, Some(r)) => r.parse().ok(),
@@ -127,9 +133,10 @@ pub fn import(ctx: &Ctx, args: ImportArgs) -> CmdResult {
     let dst = LayoutTransport::from_store(store);
     let reporter = ctx.reporter();
     let tag = name.as_ref().map(|n| n.to_string());
+    let pinned = pinned.map(|d| d.to_string());
     let out = copy(
         src.as_ref(),
-        reference.as_deref().unwrap_or(""),
+        pinned.as_deref().or(reference.as_deref()).unwrap_or(""),
         &dst,
         tag.as_deref(),
         reporter.as_ref(),

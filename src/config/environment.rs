@@ -100,7 +100,9 @@ pub const VARIABLES: &[EnvVar] = &[
     EnvVar {
         name: "XDG_CONFIG_HOME",
         meaning: "Where the per-user configuration file is looked for \
-                  (`$XDG_CONFIG_HOME/jbuild/config.toml`). Default `~/.config`.",
+                  (`$XDG_CONFIG_HOME/jbuild/config.toml`), and, for users other \
+                  than root, the pull policy (`$XDG_CONFIG_HOME/containers/policy.json`). \
+                  Default `~/.config`.",
     },
     EnvVar {
         name: "XDG_DATA_HOME",

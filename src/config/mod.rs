@@ -18,7 +18,7 @@ mod settings;
 pub use settings::DEFAULT_REGISTRY_TIMEOUT_SECS;
 pub use settings::{
     FreeBsdBase, FreeBsdSettings, LayerSettings, PkgSettings, RegistrySettings, Settings,
-    SettingsError, ZfsSettings,
+    SettingsError, TrustScope, TrustSettings, ZfsSettings,
 };
 
 use std::path::{Path, PathBuf};

@@ -65,6 +65,9 @@ pub struct Settings {
     pub bastille: BastilleSettings,
     pub pkg: PkgSettings,
     pub layers: LayerSettings,
+    /// `[trust]`: the pull policy (`trust::policy`); `None` when the file
+    /// has no such section (then containers' policy.json is used).
+    pub trust: Option<TrustSettings>,
     /// The file these settings were read from, if any.
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -172,6 +175,37 @@ pub struct PkgSettings {
     /// Do not ask the repositories whether their catalogue changed: key
     /// PKG steps on the repository configuration only.
     pub offline: bool,
+}
+
+/// `[trust]`: which images pull, FROM and create accept, as rules of
+/// containers-policy.json(5) (`trust::policy` turns them into a policy).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct TrustSettings {
+    /// The requirement of images no scope names: `insecureAcceptAnything`
+    /// (when unset), `reject` or `sigstoreSigned` (with `key`).
+    pub default: Option<String>,
+    /// The public key of a `sigstoreSigned` default.
+    pub key: Option<PathBuf>,
+    /// Rules for registries, namespaces, repositories or single images.
+    pub scope: Vec<TrustScope>,
+}
+
+/// `[[trust.scope]]`: one scope of `[trust]`.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct TrustScope {
+    /// `host[:port]`, `host/namespace`, `host/repo`, `host/repo:tag`,
+    /// `host/repo@digest` or `*.domain`, as policy.json's scopes.
+    pub name: String,
+    /// `insecureAcceptAnything`, `reject` or `sigstoreSigned`.
+    pub require: String,
+    /// The public key (PEM) of `sigstoreSigned`.
+    pub key: Option<PathBuf>,
+    /// What the signature must name (`signedIdentity`'s type):
+    /// `matchRepository` (when unset: cosign and `jbuild sign` name the
+    /// repository alone), `matchRepoDigestOrExact`, `matchExact`.
+    pub identity: Option<String>,
 }
 
 /// `[bastille]`: Bastille templates and `jbuild create --bastille`.

@@ -45,6 +45,7 @@ pub mod dsse;
 pub mod keys;
 pub mod payload;
 pub mod place;
+pub mod policy;
 mod sign;
 mod verify;
 
