@@ -40,6 +40,7 @@
 pub mod choose;
 pub mod clones;
 pub mod dir;
+pub mod overlay;
 pub mod testsuite;
 pub mod zfs;
 

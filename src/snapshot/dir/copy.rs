@@ -38,6 +38,22 @@ pub fn copy_tree(src: &Path, dst: &Path) -> io::Result<()> {
     Ok(())
 }
 
+/// Gives `dst` (which exists, of the same type) the owner, mode, extended
+/// attributes, times and flags of `src`, but none of its content: the root
+/// of an overlay snapshot's upper directory becomes the root of the tree.
+pub fn copy_metadata(src: &Path, dst: &Path) -> io::Result<()> {
+    let mut copier = Copier {
+        links: HashMap::new(),
+        is_root: nix::unistd::geteuid().is_root(),
+        #[cfg(target_os = "freebsd")]
+        flags: Vec::new(),
+    };
+    copier.copy_metadata(src, dst, &fs::symlink_metadata(src)?)?;
+    #[cfg(target_os = "freebsd")]
+    copier.apply_flags()?;
+    Ok(())
+}
+
 struct Copier {
     /// The first copy made of each multiply-linked inode of the source,
     /// by (device, inode): later names of it become hard links to that copy.

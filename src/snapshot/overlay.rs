@@ -1,0 +1,302 @@
+//! The `overlay` snapshotter (Linux): a snapshot's tree is a stack of
+//! layer directories mounted with the kernel's overlayfs, so `prepare`
+//! costs the same whatever the size of the parent, and a layer is exported
+//! from what the step changed only.
+//!
+//! ```text
+//! ROOT/
+//!   active/<key>/meta.json   the parent, as for `dir`
+//!               fs/          the upper directory: the step's changes
+//!               work/        overlayfs's work directory
+//!               merged/      the writable tree `prepare` returns (mounted)
+//!   committed/<name>/meta.json, fs/   fs is the layer, never written again
+//!               flat/        a whole copy of the tree, when the stack is deep
+//!               merged/      the read-only tree `view` returns (mounted)
+//!   trash/, lock             as for `dir`
+//! ```
+//!
+//! The bookkeeping is the `dir` backend's (same directories, same
+//! `meta.json`, same lock; where a snapshot's directory is *is* its kind and
+//! name, and `commit` is one `rename(2)`): only what a tree *is* differs.
+//!
+//! - `prepare(key, parent)` mounts the parent's stack (its `fs`, its
+//!   parent's `fs`, ... topmost first) as lower directories under a fresh
+//!   `fs` and `work`, at `merged`. Without a parent there is nothing to
+//!   mount: the tree is `fs` itself.
+//! - `commit` unmounts `merged`, syncs, removes `work`, and renames the
+//!   snapshot to `committed/`. `fs` is from then on a layer other stacks
+//!   stand on; nothing writes it again.
+//! - `view(name)` mounts the stack read-only at `merged` the first time it
+//!   is asked and leaves it mounted while the snapshot exists (a stack of
+//!   one layer needs no mount: it is that `fs`). `remove` unmounts.
+//! - Deep stacks: the kernel takes the lower directories in one page of
+//!   options and at most 500 of them. When a commit would leave a stack
+//!   that passes half a page or 128 layers ([`mount::needs_flattening`]),
+//!   the snapshot also gets `flat/`, a copy of its whole tree, and every
+//!   stack above it ends there: one full copy every few dozen layers
+//!   instead of one per layer.
+//!
+//! A crash at any point leaves either an active snapshot (perhaps still
+//! mounted, perhaps with a half-made `flat.tmp`) that `remove` — and so
+//! `jbuild prune` — takes away, or a committed one whose `merged` is simply
+//! mounted again by the next `view`. Mounts do not survive a reboot, and
+//! nothing needs them to.
+//!
+//! Hard links: with `index=off`, writing through one name of a file that
+//! has several in a lower layer copies that name up alone, so the names no
+//! longer share content (overlayfs's documented behaviour). The layer
+//! exported is still exactly the difference between the two trees.
+
+mod differ;
+pub mod mount;
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+pub use differ::OverlayDiffer;
+
+use super::dir::{remove_tree, sync_tree, DirSnapshotter};
+use super::{Info, Kind, Labels, Result, SnapshotError, Snapshotter};
+use crate::diff::Differ;
+
+/// Snapshots as overlayfs layer directories under one root directory.
+#[derive(Debug)]
+pub struct OverlaySnapshotter {
+    /// The bookkeeping (directories, `meta.json`, lock) is the `dir`
+    /// backend's.
+    dirs: DirSnapshotter,
+    root: PathBuf,
+}
+
+fn io_err(what: &str, path: &Path) -> impl FnOnce(io::Error) -> SnapshotError {
+    let context = format!("cannot {what} {}", path.display());
+    move |e| SnapshotError::io(context, e)
+}
+
+impl OverlaySnapshotter {
+    /// Uses (creating) `root`, after checking that this process can make
+    /// the overlay mounts it needs there (see [`mount::probe`]).
+    pub fn new(root: PathBuf) -> Result<Self> {
+        let dirs = DirSnapshotter::new(root.clone())?;
+        mount::probe(&root).map_err(|e| {
+            SnapshotError::io(
+                format!(
+                    "cannot mount an overlay under {} (the overlay backend needs Linux, root \
+                     or a user namespace that allows overlay mounts, and a file system overlayfs \
+                     accepts as upper layer); use --backend dir",
+                    root.display()
+                ),
+                e,
+            )
+        })?;
+        Ok(OverlaySnapshotter { dirs, root })
+    }
+
+    /// The directory the snapshots live in.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The lower directories of committed `name`'s tree, topmost first: its
+    /// layer, its parent's, ... down to the first one that has a flattened
+    /// copy (which then stands for everything below it).
+    fn stack(&self, name: &str) -> Result<Vec<PathBuf>> {
+        let mut out = Vec::new();
+        let mut next = Some(name.to_string());
+        while let Some(name) = next {
+            let dir = self.dirs.dir(Kind::Committed, &name);
+            let flat = dir.join("flat");
+            if flat.is_dir() {
+                out.push(flat);
+                break;
+            }
+            out.push(dir.join("fs"));
+            next = self
+                .dirs
+                .read_meta(Kind::Committed, &name)?
+                .ok_or_else(|| SnapshotError::NotFound(name.clone()))?
+                .parent;
+        }
+        Ok(out)
+    }
+
+    /// Mounts the active snapshot `key` (whose directories exist) over the
+    /// stack of `parent`.
+    fn mount_active(&self, key: &str, parent: &str) -> Result<PathBuf> {
+        let dir = self.dirs.dir(Kind::Active, key);
+        let (upper, work, merged) = (dir.join("fs"), dir.join("work"), dir.join("merged"));
+        let opts = mount::options(&self.stack(parent)?, Some((&upper, &work)));
+        mount::mount(&opts, &merged, false).map_err(io_err("mount an overlay at", &merged))?;
+        Ok(merged)
+    }
+
+    /// Makes `dir/flat` a whole copy of the tree `lowers` make, by way of a
+    /// read-only mount at `dir/merged`. A crash leaves `flat.tmp`, which the
+    /// next try (or the snapshot's removal) throws away.
+    fn flatten(&self, dir: &Path, lowers: &[PathBuf]) -> Result<()> {
+        let (tmp, flat, merged) = (dir.join("flat.tmp"), dir.join("flat"), dir.join("merged"));
+        if tmp.exists() {
+            remove_tree(&tmp)?;
+        }
+        fs::create_dir_all(&merged).map_err(io_err("create", &merged))?;
+        mount::mount(&mount::options(lowers, None), &merged, true)
+            .map_err(io_err("mount an overlay at", &merged))?;
+        let copied = super::dir::copy_tree(&merged, &tmp);
+        mount::unmount(&merged).map_err(io_err("unmount", &merged))?;
+        copied.map_err(io_err("flatten the layers into", &tmp))?;
+        sync_tree(&tmp)?;
+        fs::rename(&tmp, &flat).map_err(io_err("rename", &tmp))
+    }
+
+    /// Takes down whatever this backend has mounted under its root (views
+    /// and active snapshots): for tests, and for whoever wants no mounts
+    /// left. Views are mounted again when next asked for; an active
+    /// snapshot unmounted this way can only be removed.
+    pub fn unmount_all(&self) -> Result<usize> {
+        mount::unmount_under(&self.root).map_err(io_err("unmount what is under", &self.root))
+    }
+}
+
+impl Snapshotter for OverlaySnapshotter {
+    fn backend(&self) -> &'static str {
+        "overlay"
+    }
+
+    fn prepare(&self, key: &str, parent: Option<&str>) -> Result<PathBuf> {
+        let dir = self.dirs.begin(key, parent)?;
+        let upper = dir.join("fs");
+        let Some(parent) = parent else {
+            fs::create_dir(&upper).map_err(|e| {
+                self.dirs.abandon(key);
+                SnapshotError::io(format!("cannot prepare snapshot `{key}`"), e)
+            })?;
+            return Ok(upper);
+        };
+        // The upper directory's root is the tree's root: it starts as the
+        // parent's (owner, mode, times, xattrs), as a copy would.
+        let made = ["fs", "work", "merged"]
+            .iter()
+            .try_for_each(|d| fs::create_dir(dir.join(d)))
+            .map_err(|e| SnapshotError::io(format!("cannot prepare snapshot `{key}`"), e))
+            .and_then(|()| self.view(parent))
+            .and_then(|root| {
+                super::dir::copy_metadata(&root, &upper)
+                    .map_err(|e| SnapshotError::io(format!("cannot prepare snapshot `{key}`"), e))
+            })
+            .and_then(|()| self.mount_active(key, parent));
+        if made.is_err() {
+            let _ = mount::unmount(&dir.join("merged"));
+            self.dirs.abandon(key);
+        }
+        made
+    }
+
+    fn commit(&self, name: &str, key: &str, labels: &Labels) -> Result<()> {
+        super::validate_name(name)?;
+        self.dirs.require(key, Kind::Active)?;
+        // Checked before unmounting, so that `key` is left as it was.
+        if name != key && self.dirs.find(name)?.is_some() {
+            return Err(SnapshotError::AlreadyExists(name.to_string()));
+        }
+        let dir = self.dirs.dir(Kind::Active, key);
+        let merged = dir.join("merged");
+        mount::unmount(&merged).map_err(io_err("unmount", &merged))?;
+        for leftover in ["work", "merged"] {
+            let p = dir.join(leftover);
+            if p.exists() {
+                remove_tree(&p)?;
+            }
+        }
+        let parent = self
+            .dirs
+            .read_meta(Kind::Active, key)?
+            .and_then(|m| m.parent);
+        if let Some(parent) = &parent {
+            let mut lowers = vec![dir.join("fs")];
+            lowers.extend(self.stack(parent)?);
+            if mount::needs_flattening(&lowers) {
+                self.flatten(&dir, &lowers)?;
+            }
+        }
+        let committed = self.dirs.commit(name, key, labels);
+        if committed.is_err() {
+            // Another process committed `name` first: `key` is still ours,
+            // and its tree is mounted again where `prepare` said it was.
+            if let (Some(parent), Ok(Some(Kind::Active))) = (&parent, self.dirs.find(key)) {
+                let remounted = ["work", "merged"]
+                    .iter()
+                    .try_for_each(|d| fs::create_dir_all(dir.join(d)))
+                    .map_err(io_err("create", &dir))
+                    .and_then(|()| self.mount_active(key, parent));
+                if let Err(e) = remounted {
+                    tracing::warn!("cannot mount snapshot `{key}` again: {e}");
+                }
+            }
+        }
+        committed
+    }
+
+    fn view(&self, name: &str) -> Result<PathBuf> {
+        self.dirs.require(name, Kind::Committed)?;
+        let stack = self.stack(name)?;
+        if let [only] = &stack[..] {
+            return Ok(only.clone());
+        }
+        let merged = self.dirs.dir(Kind::Committed, name).join("merged");
+        let _lock = self.dirs.lock()?;
+        if !mount::is_mounted(&merged).map_err(io_err("read", &merged))? {
+            fs::create_dir_all(&merged).map_err(io_err("create", &merged))?;
+            mount::mount(&mount::options(&stack, None), &merged, true)
+                .map_err(io_err("mount an overlay at", &merged))?;
+        }
+        Ok(merged)
+    }
+
+    fn stat(&self, name: &str) -> Result<Option<Info>> {
+        self.dirs.stat(name)
+    }
+
+    fn set_labels(&self, name: &str, labels: &Labels) -> Result<()> {
+        self.dirs.set_labels(name, labels)
+    }
+
+    fn remove_labels(&self, name: &str, labels: &[String]) -> Result<()> {
+        self.dirs.remove_labels(name, labels)
+    }
+
+    fn remove(&self, name: &str) -> Result<()> {
+        let kind = self
+            .dirs
+            .find(name)?
+            .ok_or_else(|| SnapshotError::NotFound(name.to_string()))?;
+        if kind == Kind::Committed {
+            // Refused before anything is unmounted: a child's tree stands on
+            // this one.
+            let children: Vec<String> = self
+                .dirs
+                .list()?
+                .into_iter()
+                .filter(|i| i.parent.as_deref() == Some(name))
+                .map(|i| i.name)
+                .collect();
+            if !children.is_empty() {
+                return Err(SnapshotError::HasChildren {
+                    name: name.to_string(),
+                    children: children.join(", "),
+                });
+            }
+        }
+        let merged = self.dirs.dir(kind, name).join("merged");
+        mount::unmount(&merged).map_err(io_err("unmount", &merged))?;
+        self.dirs.remove(name)
+    }
+
+    fn list(&self) -> Result<Vec<Info>> {
+        self.dirs.list()
+    }
+
+    fn differ(&self) -> Box<dyn Differ> {
+        Box::new(OverlayDiffer::new(self.dirs.dir(Kind::Committed, "")))
+    }
+}
