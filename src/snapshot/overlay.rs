@@ -11,7 +11,7 @@
 //!               merged/      the writable tree `prepare` returns (mounted)
 //!   committed/<name>/meta.json, fs/   fs is the layer, never written again
 //!               flat/        a whole copy of the tree, when the stack is deep
-//!               merged/      the read-only tree `view` returns (mounted)
+//!   views/<pid>/<name>/      the read-only trees `view` returned to process <pid>
 //!   trash/, lock             as for `dir`
 //! ```
 //!
@@ -26,9 +26,12 @@
 //! - `commit` unmounts `merged`, syncs, removes `work`, and renames the
 //!   snapshot to `committed/`. `fs` is from then on a layer other stacks
 //!   stand on; nothing writes it again.
-//! - `view(name)` mounts the stack read-only at `merged` the first time it
-//!   is asked and leaves it mounted while the snapshot exists (a stack of
-//!   one layer needs no mount: it is that `fs`). `remove` unmounts.
+//! - `view(name)` mounts the stack read-only under `views/<pid>/` the first
+//!   time this process asks, and the snapshotter unmounts its views when it
+//!   is dropped, so no command leaves mounts behind and no process takes
+//!   away a tree another one is reading. (A stack of one layer needs no
+//!   mount: it is that `fs`.) Views of processes that are gone are
+//!   unmounted by the next `new`.
 //! - Deep stacks: the kernel takes the lower directories in one page of
 //!   options and at most 500 of them. When a commit would leave a stack
 //!   that passes half a page or 128 layers ([`mount::needs_flattening`]),
@@ -38,9 +41,9 @@
 //!
 //! A crash at any point leaves either an active snapshot (perhaps still
 //! mounted, perhaps with a half-made `flat.tmp`) that `remove` — and so
-//! `jbuild prune` — takes away, or a committed one whose `merged` is simply
-//! mounted again by the next `view`. Mounts do not survive a reboot, and
-//! nothing needs them to.
+//! `jbuild prune` — takes away, or a committed one, complete as it is, and
+//! the dead process's views, which the next `new` unmounts. Mounts do not
+//! survive a reboot, and nothing needs them to.
 //!
 //! Hard links: with `index=off`, writing through one name of a file that
 //! has several in a lower layer copies that name up alone, so the names no
@@ -53,6 +56,7 @@ pub mod mount;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 pub use differ::OverlayDiffer;
 
@@ -67,6 +71,8 @@ pub struct OverlaySnapshotter {
     /// backend's.
     dirs: DirSnapshotter,
     root: PathBuf,
+    /// The views this process mounted, unmounted on drop.
+    views: Mutex<Vec<PathBuf>>,
 }
 
 fn io_err(what: &str, path: &Path) -> impl FnOnce(io::Error) -> SnapshotError {
@@ -90,7 +96,38 @@ impl OverlaySnapshotter {
                 e,
             )
         })?;
-        Ok(OverlaySnapshotter { dirs, root })
+        let sn = OverlaySnapshotter {
+            dirs,
+            root,
+            views: Mutex::new(Vec::new()),
+        };
+        sn.unmount_dead_views()?;
+        Ok(sn)
+    }
+
+    fn views_of(&self, pid: u32) -> PathBuf {
+        self.root.join("views").join(pid.to_string())
+    }
+
+    /// Unmounts and removes the views of processes that no longer run (a
+    /// killed build's).
+    fn unmount_dead_views(&self) -> Result<()> {
+        let views = self.root.join("views");
+        fs::create_dir_all(&views).map_err(io_err("create", &views))?;
+        for entry in fs::read_dir(&views).map_err(io_err("read", &views))? {
+            let entry = entry.map_err(io_err("read", &views))?;
+            let alive = match entry.file_name().to_str().map(str::parse::<i32>) {
+                Some(Ok(pid)) => nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
+                    .map_or_else(|e| e == nix::errno::Errno::EPERM, |()| true),
+                _ => false,
+            };
+            if !alive {
+                let dir = entry.path();
+                mount::unmount_under(&dir).map_err(io_err("unmount what is under", &dir))?;
+                remove_mountpoints(&dir).map_err(io_err("remove", &dir))?;
+            }
+        }
+        Ok(())
     }
 
     /// The directory the snapshots live in.
@@ -147,14 +184,6 @@ impl OverlaySnapshotter {
         copied.map_err(io_err("flatten the layers into", &tmp))?;
         sync_tree(&tmp)?;
         fs::rename(&tmp, &flat).map_err(io_err("rename", &tmp))
-    }
-
-    /// Takes down whatever this backend has mounted under its root (views
-    /// and active snapshots): for tests, and for whoever wants no mounts
-    /// left. Views are mounted again when next asked for; an active
-    /// snapshot unmounted this way can only be removed.
-    pub fn unmount_all(&self) -> Result<usize> {
-        mount::unmount_under(&self.root).map_err(io_err("unmount what is under", &self.root))
     }
 }
 
@@ -243,12 +272,13 @@ impl Snapshotter for OverlaySnapshotter {
         if let [only] = &stack[..] {
             return Ok(only.clone());
         }
-        let merged = self.dirs.dir(Kind::Committed, name).join("merged");
-        let _lock = self.dirs.lock()?;
-        if !mount::is_mounted(&merged).map_err(io_err("read", &merged))? {
+        let merged = self.views_of(std::process::id()).join(name);
+        let mut views = self.views.lock().unwrap_or_else(|e| e.into_inner());
+        if !views.contains(&merged) {
             fs::create_dir_all(&merged).map_err(io_err("create", &merged))?;
             mount::mount(&mount::options(&stack, None), &merged, true)
                 .map_err(io_err("mount an overlay at", &merged))?;
+            views.push(merged.clone());
         }
         Ok(merged)
     }
@@ -289,6 +319,22 @@ impl Snapshotter for OverlaySnapshotter {
         }
         let merged = self.dirs.dir(kind, name).join("merged");
         mount::unmount(&merged).map_err(io_err("unmount", &merged))?;
+        if kind == Kind::Committed {
+            // Every process's view of it: a tree that no longer exists.
+            let views = self.root.join("views");
+            for entry in fs::read_dir(&views)
+                .map_err(io_err("read", &views))?
+                .flatten()
+            {
+                let view = entry.path().join(name);
+                mount::unmount(&view).map_err(io_err("unmount", &view))?;
+                let _ = fs::remove_dir(&view);
+            }
+            self.views
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .retain(|v| !v.ends_with(name));
+        }
         self.dirs.remove(name)
     }
 
@@ -299,4 +345,26 @@ impl Snapshotter for OverlaySnapshotter {
     fn differ(&self) -> Box<dyn Differ> {
         Box::new(OverlayDiffer::new(self.dirs.dir(Kind::Committed, "")))
     }
+}
+
+impl Drop for OverlaySnapshotter {
+    fn drop(&mut self) {
+        let views = std::mem::take(self.views.get_mut().unwrap_or_else(|e| e.into_inner()));
+        for view in views {
+            if let Err(e) = mount::unmount(&view) {
+                tracing::warn!("cannot unmount {}: {e}", view.display());
+            }
+        }
+        let _ = remove_mountpoints(&self.views_of(std::process::id()));
+    }
+}
+
+/// Removes `dir` and the (empty, unmounted) mount points in it: never
+/// anything else, so a mount that is somehow still there is left alone
+/// rather than emptied.
+fn remove_mountpoints(dir: &Path) -> io::Result<()> {
+    for entry in fs::read_dir(dir)? {
+        fs::remove_dir(entry?.path())?;
+    }
+    fs::remove_dir(dir)
 }
