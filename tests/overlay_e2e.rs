@@ -178,3 +178,59 @@ fn two_pulled_images_store_their_base_once_and_prune_takes_what_is_unused() {
     assert!(!out.contains("damaged"), "{out}");
     assert_no_mounts(t.path());
 }
+
+#[test]
+fn a_build_killed_mid_run_leaves_a_mounted_step_that_prune_takes_away() {
+    let t = tempfile::tempdir().unwrap();
+    let _mounts = UnmountOnDrop(t.path().to_path_buf());
+    let bb = common::static_busybox().expect("busybox-static is installed (tests/run)");
+    let ctx = jailfile(
+        &t.path().join("ctx"),
+        "FROM --platform=linux/amd64 scratch\nCOPY busybox /bin/busybox\n\
+         RUN [\"/bin/busybox\", \"sh\", \"-c\", \"touch /started && /bin/busybox sleep 30\"]\n",
+    );
+    fs::copy(&bb, ctx.join("busybox")).unwrap();
+    let root = t.path().join("root");
+    let mut build = jb(&root, "overlay")
+        .args(["build", "-q", "-t", "k:1"])
+        .arg(&ctx)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // The step runs when its tree (mounted) has the file it writes.
+    let active = root.join("snapshots/overlay/active");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let started = loop {
+        let found = fs::read_dir(&active).ok().and_then(|d| {
+            d.flatten()
+                .map(|e| e.path().join("fs/started"))
+                .find(|p| p.exists())
+        });
+        if let Some(f) = found {
+            break f;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the RUN step never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    build.kill().unwrap();
+    build.wait().unwrap();
+    let merged = started.parent().unwrap().parent().unwrap().join("merged");
+    assert!(
+        jbuild::snapshot::overlay::mount::is_mounted(&merged).unwrap(),
+        "the killed step's tree is still mounted"
+    );
+    let out = common::ok(jb(&root, "overlay").args(["check"]));
+    assert!(out.contains("reclaimable"), "{out}");
+    common::ok(jb(&root, "overlay").args(["prune"]));
+    assert!(fs::read_dir(&active).unwrap().next().is_none());
+    assert_no_mounts(t.path());
+    let out = common::ok(jb(&root, "overlay").args(["check"]));
+    assert!(
+        !out.contains("damaged") && !out.contains("reclaimable"),
+        "{out}"
+    );
+}
