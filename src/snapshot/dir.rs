@@ -221,6 +221,23 @@ impl DirSnapshotter {
         Ok(dir)
     }
 
+    /// `HasChildren` if any snapshot was prepared from `name`.
+    pub(super) fn refuse_if_parent(&self, name: &str) -> Result<()> {
+        let children: Vec<String> = self
+            .list()?
+            .into_iter()
+            .filter(|i| i.parent.as_deref() == Some(name))
+            .map(|i| i.name)
+            .collect();
+        if children.is_empty() {
+            return Ok(());
+        }
+        Err(SnapshotError::HasChildren {
+            name: name.to_string(),
+            children: children.join(", "),
+        })
+    }
+
     /// Throws away the active snapshot `key` whose `prepare` failed. Best
     /// effort: the error that matters is the one that made it fail.
     pub(super) fn abandon(&self, key: &str) {
@@ -352,18 +369,7 @@ impl Snapshotter for DirSnapshotter {
             .find(name)?
             .ok_or_else(|| SnapshotError::NotFound(name.to_string()))?;
         if kind == Kind::Committed {
-            let children: Vec<String> = self
-                .list()?
-                .into_iter()
-                .filter(|i| i.parent.as_deref() == Some(name))
-                .map(|i| i.name)
-                .collect();
-            if !children.is_empty() {
-                return Err(SnapshotError::HasChildren {
-                    name: name.to_string(),
-                    children: children.join(", "),
-                });
-            }
+            self.refuse_if_parent(name)?;
         }
         let trashed = self.to_trash(kind, name)?;
         drop(lock);

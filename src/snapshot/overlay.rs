@@ -303,19 +303,7 @@ impl Snapshotter for OverlaySnapshotter {
         if kind == Kind::Committed {
             // Refused before anything is unmounted: a child's tree stands on
             // this one.
-            let children: Vec<String> = self
-                .dirs
-                .list()?
-                .into_iter()
-                .filter(|i| i.parent.as_deref() == Some(name))
-                .map(|i| i.name)
-                .collect();
-            if !children.is_empty() {
-                return Err(SnapshotError::HasChildren {
-                    name: name.to_string(),
-                    children: children.join(", "),
-                });
-            }
+            self.dirs.refuse_if_parent(name)?;
         }
         let merged = self.dirs.dir(kind, name).join("merged");
         mount::unmount(&merged).map_err(io_err("unmount", &merged))?;
