@@ -84,24 +84,25 @@ impl OverlaySnapshotter {
     /// Uses (creating) `root`, after checking that this process can make
     /// the overlay mounts it needs there (see [`mount::probe`]).
     pub fn new(root: PathBuf) -> Result<Self> {
-        let dirs = DirSnapshotter::new(root.clone())?;
-        mount::probe(&root).map_err(|e| {
+        let sn = OverlaySnapshotter {
+            dirs: DirSnapshotter::new(root.clone())?,
+            root,
+            views: Mutex::new(Vec::new()),
+        };
+        sn.unmount_dead_views()?;
+        // Under this process's views, so that a probe a kill interrupts is
+        // cleaned up with them.
+        mount::probe(&sn.views_of(std::process::id())).map_err(|e| {
             SnapshotError::io(
                 format!(
                     "cannot mount an overlay under {} (the overlay backend needs Linux, root \
                      or a user namespace that allows overlay mounts, and a file system overlayfs \
                      accepts as upper layer); use --backend dir",
-                    root.display()
+                    sn.root.display()
                 ),
                 e,
             )
         })?;
-        let sn = OverlaySnapshotter {
-            dirs,
-            root,
-            views: Mutex::new(Vec::new()),
-        };
-        sn.unmount_dead_views()?;
         Ok(sn)
     }
 
@@ -123,8 +124,10 @@ impl OverlaySnapshotter {
             };
             if !alive {
                 let dir = entry.path();
+                // Nothing is mounted below once this succeeds, so deleting
+                // the tree deletes only the dead process's directories.
                 mount::unmount_under(&dir).map_err(io_err("unmount what is under", &dir))?;
-                remove_mountpoints(&dir).map_err(io_err("remove", &dir))?;
+                remove_tree(&dir)?;
             }
         }
         Ok(())

@@ -191,9 +191,7 @@ pub fn is_mounted(path: &Path) -> io::Result<bool> {
 /// process may use the overlay backend here.
 pub fn probe(dir: &Path) -> io::Result<()> {
     std::fs::create_dir_all(dir)?;
-    let scratch = tempfile::Builder::new()
-        .prefix(".overlay-probe-")
-        .tempdir_in(dir)?;
+    let scratch = tempfile::Builder::new().prefix(".probe-").tempdir_in(dir)?;
     let [lower, upper, work, merged] =
         ["lower", "upper", "work", "merged"].map(|n| scratch.path().join(n));
     for d in [&lower, &upper, &work, &merged] {
