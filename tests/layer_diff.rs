@@ -298,3 +298,32 @@ fn copied_up_but_unchanged_is_no_change() {
     });
     assert!(got.is_empty(), "{got:?}");
 }
+
+#[test]
+fn directory_removed_and_made_again() {
+    // On overlay the new directory is opaque (`trusted.overlay.opaque=y`):
+    // nothing of the parent's shows through it, whiteouts or not.
+    let got = diff_after(base, |c| {
+        fs::remove_dir_all(c.join("usr/share/doc")).unwrap();
+        write(c, "usr/share/doc/new", b"n");
+    });
+    assert_eq!(
+        got,
+        ["M usr/share", "O usr/share/doc", "A usr/share/doc/new"]
+    );
+
+    // A name that comes back is compared with the parent's.
+    let got = diff_after(base, |c| {
+        fs::remove_dir_all(c.join("usr/share/doc")).unwrap();
+        write(c, "usr/share/doc/b", b"b2");
+    });
+    assert_eq!(
+        got,
+        [
+            "M usr/share",
+            "M usr/share/doc",
+            "D usr/share/doc/a",
+            "M usr/share/doc/b"
+        ]
+    );
+}
