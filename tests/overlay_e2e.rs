@@ -67,6 +67,43 @@ fn auto_picks_overlay_as_root_and_info_says_why() {
 }
 
 #[test]
+fn auto_falls_back_to_dir_where_overlayfs_cannot_mount_and_says_why() {
+    // An overlay's upper directory cannot itself be on overlayfs: a state
+    // root inside one is a place where the probe mount fails.
+    let t = tempfile::tempdir().unwrap();
+    let _mounts = UnmountOnDrop(t.path().to_path_buf());
+    let [l, u, w, m] = ["l", "u", "w", "m"].map(|d| t.path().join(d));
+    for d in [&l, &u, &w, &m] {
+        fs::create_dir(d).unwrap();
+    }
+    let opts = format!(
+        "lowerdir={},upperdir={},workdir={}",
+        l.display(),
+        u.display(),
+        w.display()
+    );
+    common::ok(Command::new("mount").args(["-t", "overlay", "overlay", "-o", &opts]).arg(&m));
+    fs::write(t.path().join("empty.toml"), "").unwrap();
+    let jbuild = |backend: Option<&str>| {
+        let mut c = common::jbuild(&m.join("root"));
+        c.env("JBUILD_CONFIG", t.path().join("empty.toml"))
+            .env_remove("JBUILD_ZFS_DATASET");
+        match backend {
+            Some(b) => c.env("JBUILD_BACKEND", b),
+            None => c.env_remove("JBUILD_BACKEND"),
+        };
+        c
+    };
+    let out = common::ok(jbuild(None).arg("info"));
+    assert!(out.contains("backend          dir\n"), "{out}");
+    assert!(out.contains("overlayfs cannot be mounted here"), "{out}");
+    let refused = jbuild(Some("overlay")).arg("info").output().unwrap();
+    assert_eq!(refused.status.code(), Some(1), "{refused:?}");
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("use --backend dir"), "{said}");
+}
+
+#[test]
 fn examples_build_on_overlay_to_the_digests_of_dir_and_check_is_clean() {
     let t = tempfile::tempdir().unwrap();
     let _mounts = UnmountOnDrop(t.path().to_path_buf());

@@ -95,9 +95,8 @@ impl OverlaySnapshotter {
         mount::probe(&sn.views_of(std::process::id())).map_err(|e| {
             SnapshotError::io(
                 format!(
-                    "cannot mount an overlay under {} (the overlay backend needs Linux, root \
-                     or a user namespace that allows overlay mounts, and a file system overlayfs \
-                     accepts as upper layer); use --backend dir",
+                    "cannot mount an overlay under {} (the overlay backend needs Linux, root, \
+                     and a file system overlayfs accepts as upper layer); use --backend dir",
                     sn.root.display()
                 ),
                 e,
@@ -234,11 +233,17 @@ impl Snapshotter for OverlaySnapshotter {
         let dir = self.dirs.dir(Kind::Active, key);
         let merged = dir.join("merged");
         mount::unmount(&merged).map_err(io_err("unmount", &merged))?;
-        for leftover in ["work", "merged"] {
-            let p = dir.join(leftover);
-            if p.exists() {
-                remove_tree(&p)?;
+        let work = dir.join("work");
+        if work.exists() {
+            remove_tree(&work)?;
+        }
+        // Only ever an empty mount point: never a tree deleted through a
+        // mount.
+        match fs::remove_dir(&merged) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                return Err(io_err("remove", &merged)(e));
             }
+            _ => {}
         }
         let parent = self
             .dirs
