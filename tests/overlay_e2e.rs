@@ -82,7 +82,11 @@ fn auto_falls_back_to_dir_where_overlayfs_cannot_mount_and_says_why() {
         u.display(),
         w.display()
     );
-    common::ok(Command::new("mount").args(["-t", "overlay", "overlay", "-o", &opts]).arg(&m));
+    common::ok(
+        Command::new("mount")
+            .args(["-t", "overlay", "overlay", "-o", &opts])
+            .arg(&m),
+    );
     fs::write(t.path().join("empty.toml"), "").unwrap();
     let jbuild = |backend: Option<&str>| {
         let mut c = common::jbuild(&m.join("root"));

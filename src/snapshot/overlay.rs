@@ -34,7 +34,8 @@
 //!   unmounted by the next `new`.
 //! - Deep stacks: the kernel takes the lower directories in one page of
 //!   options and at most 500 of them. When a commit would leave a stack
-//!   that passes half a page or 128 layers ([`mount::needs_flattening`]),
+//!   that passes what a page leaves for it ([`mount::lowerdir_budget`]) or
+//!   128 layers ([`mount::needs_flattening`]),
 //!   the snapshot also gets `flat/`, a copy of its whole tree, and every
 //!   stack above it ends there: one full copy every few dozen layers
 //!   instead of one per layer.
@@ -252,7 +253,7 @@ impl Snapshotter for OverlaySnapshotter {
         if let Some(parent) = &parent {
             let mut lowers = vec![dir.join("fs")];
             lowers.extend(self.stack(parent)?);
-            if mount::needs_flattening(&lowers) {
+            if mount::needs_flattening(&lowers, &self.root) {
                 self.flatten(&dir, &lowers)?;
             }
         }

@@ -6,7 +6,7 @@
 //! The kernel takes the whole option string in one page (4096 bytes) and
 //! at most 500 lower directories. jbuild keeps every stack it mounts well
 //! inside both: a committed snapshot whose stack would pass
-//! [`FLATTEN_BYTES`] or [`FLATTEN_LAYERS`] gets a flattened copy of its
+//! [`lowerdir_budget`] or [`FLATTEN_LAYERS`] gets a flattened copy of its
 //! whole tree, and its descendants stack on that copy instead (see
 //! `overlay.rs`).
 
@@ -21,10 +21,21 @@ use std::path::{Path, PathBuf};
 /// overlay differ does not read.
 pub const FEATURES_OFF: &str = "redirect_dir=off,metacopy=off,index=off";
 
+/// What the kernel reads of a mount's options: one page, with its NUL.
+pub const OPTIONS_MAX: usize = 4095;
+
 /// The longest `lowerdir=` value jbuild leaves in a committed snapshot's
-/// stack: half a page, so that the upper and work directories and the
-/// features always fit beside it.
-pub const FLATTEN_BYTES: usize = 2048;
+/// stack under `root` (the snapshot directory): what a page leaves once a
+/// step on top of it has put its upper and work directories (keys are at
+/// most 200 bytes), one more layer for the commit's flattening mount, and
+/// the features beside it.
+pub fn lowerdir_budget(root: &Path) -> usize {
+    // An active snapshot's directory, its key escaped at worst (every
+    // byte a `:`).
+    let one_path = escape(root).len() + "/active/".len() + 2 * 200 + "/work".len();
+    let reserve = 3 * (one_path + ",upperdir=".len()) + FEATURES_OFF.len() + 16;
+    OPTIONS_MAX.saturating_sub(reserve)
+}
 
 /// The most lower directories jbuild leaves in a stack (the kernel allows
 /// 500; Docker's overlay2 stops at 128).
@@ -55,10 +66,11 @@ pub fn lowerdir(lowers: &[PathBuf]) -> Vec<u8> {
     out
 }
 
-/// Whether a stack of `lowers` is too deep to keep: its descendants would
-/// need more than [`FLATTEN_BYTES`] or [`FLATTEN_LAYERS`].
-pub fn needs_flattening(lowers: &[PathBuf]) -> bool {
-    lowers.len() > FLATTEN_LAYERS || lowerdir(lowers).len() > FLATTEN_BYTES
+/// Whether a stack of `lowers` (of snapshots under `root`) is too deep to
+/// keep: more than [`FLATTEN_LAYERS`], or a `lowerdir=` past
+/// [`lowerdir_budget`].
+pub fn needs_flattening(lowers: &[PathBuf], root: &Path) -> bool {
+    lowers.len() > FLATTEN_LAYERS || lowerdir(lowers).len() > lowerdir_budget(root)
 }
 
 /// The option string of a mount of `lowers` (topmost first) under the
@@ -234,14 +246,26 @@ mod tests {
 
     #[test]
     fn deep_or_long_stacks_are_flattened() {
+        let root = Path::new("/var/db/jbuild/snapshots/overlay");
         let short =
             |n| -> Vec<PathBuf> { (0..n).map(|i| PathBuf::from(format!("/{i}"))).collect() };
-        assert!(!needs_flattening(&short(FLATTEN_LAYERS)));
-        assert!(needs_flattening(&short(FLATTEN_LAYERS + 1)));
-        let long: Vec<PathBuf> = (0..20)
-            .map(|i| PathBuf::from(format!("/{}/{i}", "x".repeat(100))))
-            .collect();
-        assert!(needs_flattening(&long));
-        assert!(!needs_flattening(&long[..15]));
+        assert!(!needs_flattening(&short(FLATTEN_LAYERS), root));
+        assert!(needs_flattening(&short(FLATTEN_LAYERS + 1), root));
+        // Chain-ID layers under that root: 124 bytes and a colon each.
+        let layer = |i: usize| root.join(format!("committed/chain-sha256:{i:064x}/fs"));
+        assert_eq!(escape(&layer(0)).len(), 124);
+        let budget = lowerdir_budget(root);
+        assert_eq!(budget, 2675);
+        let fit = (budget + 1) / 125;
+        let long: Vec<PathBuf> = (0..=fit).map(layer).collect();
+        assert!(!needs_flattening(&long[..fit], root));
+        assert!(needs_flattening(&long, root));
+        // The worst mount a step on such a stack makes still fits a page:
+        // a key of 200 `:`, and the commit's flattening layer on top.
+        let key = root.join(format!("active/{}", ":".repeat(200)));
+        let mut lowers = vec![key.join("fs")];
+        lowers.extend(long[..fit].iter().cloned());
+        let o = options(&lowers, Some((&key.join("fs"), &key.join("work"))));
+        assert!(o.len() <= OPTIONS_MAX, "{}", o.len());
     }
 }
