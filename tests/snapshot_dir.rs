@@ -54,7 +54,15 @@ mod overlay {
             .filter(|&i| committed.join(name(i)).join("flat").is_dir())
             .count();
         println!("200 layers: {flats} flattened copies");
-        assert!((5..50).contains(&flats), "{flats} flattened copies");
+        assert!((1..10).contains(&flats), "{flats} flattened copies");
+
+        // Mounts name layers by short links; one a crash did not make is
+        // made when a mount needs it.
+        let links = tmp.path().join("snapshots/l");
+        assert_eq!(fs::read_dir(&links).unwrap().count(), 200);
+        for e in fs::read_dir(&links).unwrap().take(100) {
+            fs::remove_file(e.unwrap().path()).unwrap();
+        }
 
         let top = sn.view(&name(199)).unwrap();
         let mut names: Vec<String> = fs::read_dir(&top)
