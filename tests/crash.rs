@@ -21,9 +21,22 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use jbuild::snapshot::testsuite::UnmountOnDrop;
 use registry_support::image::{make, verify_layout};
-use registry_support::{jbuild, run_bounded, Registry, World, LIMIT};
+use registry_support::{run_bounded, Registry, World, LIMIT};
 use serde_json::Value;
+
+std::thread_local! {
+    /// The snapshot backend this test thread's commands use.
+    static BACKEND: std::cell::Cell<&'static str> = const { std::cell::Cell::new("dir") };
+}
+
+/// `jbuild` on `home`, on this thread's backend.
+fn jbuild(home: &Path) -> Command {
+    let mut c = registry_support::jbuild(home);
+    c.env("JBUILD_BACKEND", BACKEND.get());
+    c
+}
 
 /// What one scenario did, for the summary line.
 #[derive(Default, Debug)]
@@ -198,6 +211,9 @@ fn image_digest(home: &Path, name: &str) -> String {
 /// Kills builds; each rerun must give the image an unkilled build gives.
 fn builds(rng: &mut fastrand::Rng, n: usize) -> Tally {
     let t = tempfile::tempdir().unwrap();
+    // A killed command can leave an overlay mounted; the next ones clean
+    // up after it, and this after the last.
+    let _mounts = UnmountOnDrop(t.path().to_path_buf());
     let Some(ctx) = context(t.path()) else {
         panic!("busybox-static is missing: tests/run installs it");
     };
@@ -356,6 +372,7 @@ fn pulls(rng: &mut fastrand::Rng, n: usize, reg: &Registry) -> Tally {
         "push the pull source",
     );
     let w = World::new(0);
+    let _mounts = UnmountOnDrop(w.tmp.path().to_path_buf());
     // A second image in the root, which no kill may damage.
     make(&w.store, "keep:1", "keep", 1 << 20);
     let home = w.tmp.path();
@@ -417,4 +434,30 @@ fn killed_commands_rerun_and_leave_a_sound_store() {
     );
     println!("{total} kills in {:.1?}", start.elapsed());
     assert!(total >= 100);
+}
+
+/// The build and pull scenarios again on the overlay backend: kills land
+/// between mounting and committing, in a flattening copy, in a view.
+#[test]
+fn killed_builds_and_pulls_on_overlay_rerun_and_leave_a_sound_store() {
+    BACKEND.set("overlay");
+    let seed = seed();
+    println!("crash seed: {seed} (JBUILD_CRASH_SEED={seed} replays it)");
+    let reg = Registry::start();
+    let mut rng = fastrand::Rng::with_seed(seed);
+    for (what, t) in [
+        ("build", builds(&mut rng, rounds(12))),
+        ("pull", pulls(&mut rng, rounds(12), &reg)),
+    ] {
+        println!(
+            "overlay {what}: {} kills, {} while it was running; every rerun ok, every check sound; {} repairs left nothing",
+            t.kills, t.landed, t.repairs
+        );
+        assert!(
+            t.landed * 2 >= t.kills,
+            "{what}: only {} of {} kills found the command running",
+            t.landed,
+            t.kills
+        );
+    }
 }

@@ -1,5 +1,8 @@
 //! The tree-walk differ against real trees: a parent, a child copied from
-//! it as the dir snapshotter does, one kind of change at a time.
+//! it as the dir snapshotter does, one kind of change at a time. Every case
+//! runs on the overlay backend too, whose differ reads only the upper
+//! directory: it must find the same changes, and so write the same layer
+//! bytes, as the tree walk over the same two trees.
 
 mod layer_support;
 mod tar_support;
@@ -8,18 +11,72 @@ use std::fs;
 use std::os::unix::fs::symlink;
 use std::path::Path;
 
+use jbuild::diff::walk::TreeWalkDiffer;
+use jbuild::diff::{Differ, SnapshotRef};
+use jbuild::layer::{write_tar, TarOptions};
+use jbuild::snapshot::overlay::OverlaySnapshotter;
+use jbuild::snapshot::testsuite::UnmountOnDrop;
+use jbuild::snapshot::{Labels, Snapshotter};
 use layer_support::*;
 
 /// Builds a parent with `build`, copies it to a child, applies `change` to
-/// the child, and returns the diff summary.
-fn diff_after(build: impl FnOnce(&Path), change: impl FnOnce(&Path)) -> Vec<String> {
+/// the child, and returns the diff summary — after checking that the
+/// overlay backend finds the same (see [`overlay_summary`]).
+fn diff_after(build: impl Fn(&Path), change: impl Fn(&Path)) -> Vec<String> {
     let t = tempfile::tempdir().unwrap();
     let (parent, child) = (t.path().join("parent"), t.path().join("child"));
     fs::create_dir(&parent).unwrap();
     build(&parent);
     copy_tree(&parent, &child);
     change(&child);
-    summary(&diff(Some(&parent), &child))
+    let walked = summary(&diff(Some(&parent), &child));
+    assert_eq!(overlay_summary(&build, &change), walked, "overlay differ");
+    walked
+}
+
+/// The same case on the overlay backend: the parent committed, the child
+/// prepared on it (a mount), changed and committed. Its differ must give
+/// the tree walk's change list over the two views, and the layer written
+/// from it the same bytes.
+fn overlay_summary(build: &dyn Fn(&Path), change: &dyn Fn(&Path)) -> Vec<String> {
+    let t = tempfile::tempdir().unwrap();
+    let _unmount = UnmountOnDrop(t.path().to_path_buf());
+    let sn = OverlaySnapshotter::new(t.path().join("sn")).unwrap();
+    let root = sn.prepare("p", None).unwrap();
+    build(&root);
+    sn.commit("parent", "p", &Labels::new()).unwrap();
+    let root = sn.prepare("c", Some("parent")).unwrap();
+    change(&root);
+    sn.commit("child", "c", &Labels::new()).unwrap();
+    let (pv, cv) = (sn.view("parent").unwrap(), sn.view("child").unwrap());
+    let refs = || {
+        (
+            Some(SnapshotRef {
+                name: "parent",
+                root: &pv,
+            }),
+            SnapshotRef {
+                name: "child",
+                root: &cv,
+            },
+        )
+    };
+    let differ = sn.differ();
+    assert_eq!(differ.name(), "overlay-upper");
+    let (p, c) = refs();
+    let ours = differ.changes(p, c).unwrap();
+    let (p, c) = refs();
+    let walked = TreeWalkDiffer::new().changes(p, c).unwrap();
+    assert_eq!(
+        ours, walked,
+        "overlay differ against the walk of the same trees"
+    );
+    let opts = TarOptions {
+        clamp_mtime: 2_000_000_000,
+    };
+    let tar = |changes| write_tar(&cv, changes, &opts, Vec::new()).unwrap();
+    assert!(tar(&ours) == tar(&walked), "layer bytes differ");
+    summary(&ours)
 }
 
 fn base(root: &Path) {
@@ -220,4 +277,53 @@ fn fifo_and_type_change_to_symlink() {
         symlink("passwd", c.join("etc/old")).unwrap();
     });
     assert_eq!(got, ["M etc", "M etc/old", "A fifo"]);
+}
+
+#[test]
+fn copied_up_but_unchanged_is_no_change() {
+    // On overlay each of these copies the file (and its directories) up
+    // into the child's layer directory; the content and metadata end as
+    // they were, so neither differ lists anything.
+    let got = diff_after(base, |c| {
+        drop(
+            fs::OpenOptions::new()
+                .write(true)
+                .open(c.join("usr/share/doc/a/README"))
+                .unwrap(),
+        );
+        let sh = c.join("bin/sh");
+        let mode = fs::metadata(&sh).unwrap().permissions();
+        chmod(&sh, 0o700);
+        fs::set_permissions(&sh, mode).unwrap();
+    });
+    assert!(got.is_empty(), "{got:?}");
+}
+
+#[test]
+fn directory_removed_and_made_again() {
+    // On overlay the new directory is opaque (`trusted.overlay.opaque=y`):
+    // nothing of the parent's shows through it, whiteouts or not.
+    let got = diff_after(base, |c| {
+        fs::remove_dir_all(c.join("usr/share/doc")).unwrap();
+        write(c, "usr/share/doc/new", b"n");
+    });
+    assert_eq!(
+        got,
+        ["M usr/share", "O usr/share/doc", "A usr/share/doc/new"]
+    );
+
+    // A name that comes back is compared with the parent's.
+    let got = diff_after(base, |c| {
+        fs::remove_dir_all(c.join("usr/share/doc")).unwrap();
+        write(c, "usr/share/doc/b", b"b2");
+    });
+    assert_eq!(
+        got,
+        [
+            "M usr/share",
+            "M usr/share/doc",
+            "D usr/share/doc/a",
+            "M usr/share/doc/b"
+        ]
+    );
 }

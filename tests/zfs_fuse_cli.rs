@@ -14,8 +14,10 @@ use common::*;
 
 fn on_zfs(root: &Path, pool: &zfs_fuse::Pool) -> Command {
     let mut c = jbuild(root);
+    // auto: zfs, as the dataset is usable.
     c.env("JBUILD_ZFS_DATASET", &pool.dataset)
-        .env("JBUILD_CONFIG", "/dev/null");
+        .env("JBUILD_CONFIG", "/dev/null")
+        .env_remove("JBUILD_BACKEND");
     c
 }
 
@@ -209,14 +211,15 @@ fn asking_for_zfs_when_it_is_not_usable_is_a_clear_user_error() {
             && err.contains("$JBUILD_ZFS_DATASET"),
         "{err}"
     );
-    // auto falls back to dir and says why.
+    // auto falls back (to overlay, as root) and says why.
     let info = ok(jbuild(t.path())
         .env("JBUILD_ZFS_DATASET", &missing)
         .env("JBUILD_CONFIG", "/dev/null")
+        .env_remove("JBUILD_BACKEND")
         .arg("info"));
     assert!(
         info.contains(&format!(
-            "dir: ZFS dataset {missing} (from $JBUILD_ZFS_DATASET) is not usable"
+            "overlay: ZFS dataset {missing} (from $JBUILD_ZFS_DATASET) is not usable"
         )),
         "{info}"
     );

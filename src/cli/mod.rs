@@ -89,11 +89,13 @@ pub struct Cli {
     #[arg(long, global = true, help_heading = GLOBAL, env = "JBUILD_ROOT", value_name = "DIR")]
     root: Option<PathBuf>,
     /// Snapshot backend: `zfs` (datasets under [zfs] dataset or
-    /// $JBUILD_ZFS_DATASET), `dir` (plain directories, anywhere), or `auto`
-    /// (zfs when a dataset is configured and usable, else dir). Default:
+    /// $JBUILD_ZFS_DATASET), `overlay` (overlayfs layers, Linux), `dir`
+    /// (plain directories, anywhere), or `auto` (zfs when a dataset is
+    /// configured and usable, else overlay where this process can mount
+    /// one, else dir). Default:
     /// `backend =` in the configuration file, else auto. `jbuild info` says
     /// which one is used and why.
-    #[arg(long, global = true, help_heading = GLOBAL, env = "JBUILD_BACKEND", value_name = "BACKEND", value_parser = ["auto", "zfs", "dir"])]
+    #[arg(long, global = true, help_heading = GLOBAL, env = "JBUILD_BACKEND", value_name = "BACKEND", value_parser = ["auto", "zfs", "overlay", "dir"])]
     backend: Option<String>,
     /// Print nothing but results and errors.
     #[arg(short, long, global = true, help_heading = GLOBAL)]

@@ -22,7 +22,8 @@ pub const VARIABLES: &[EnvVar] = &[
     },
     EnvVar {
         name: "JBUILD_BACKEND",
-        meaning: "The snapshot backend, `auto`, `zfs` or `dir` (as `--backend`); wins over \
+        meaning:
+            "The snapshot backend, `auto`, `zfs`, `overlay` or `dir` (as `--backend`); wins over \
                   `backend =` in the configuration file.",
     },
     EnvVar {

@@ -63,6 +63,11 @@ impl Paths {
         self.root.join("snapshots").join("dir")
     }
 
+    /// Where the `overlay` backend keeps its layers.
+    pub fn overlay_snapshots(&self) -> PathBuf {
+        self.root.join("snapshots").join("overlay")
+    }
+
     /// Content hashes of build-context files, so a cached rebuild does not
     /// read them again (see `build::native::hash_cache`).
     pub fn hash_cache(&self) -> PathBuf {

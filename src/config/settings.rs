@@ -16,7 +16,7 @@
 //! default and its meaning: `docs/config.md` (a test keeps it complete).
 //!
 //! ```toml
-//! backend = "auto"              # auto | zfs | dir
+//! backend = "auto"              # auto | zfs | overlay | dir
 //!
 //! [zfs]
 //! dataset = "zroot/jbuild"      # parent of every dataset jbuild makes
@@ -294,9 +294,9 @@ impl Settings {
     pub fn parse(text: &str) -> Result<Settings, String> {
         let s: Settings = toml::from_str(text).map_err(|e| e.to_string().trim_end().to_string())?;
         if let Some(b) = &s.backend {
-            if !matches!(b.as_str(), "auto" | "zfs" | "dir") {
+            if !matches!(b.as_str(), "auto" | "zfs" | "overlay" | "dir") {
                 return Err(format!(
-                    "backend = \"{b}\": expected \"auto\", \"zfs\" or \"dir\""
+                    "backend = \"{b}\": expected \"auto\", \"zfs\", \"overlay\" or \"dir\""
                 ));
             }
         }

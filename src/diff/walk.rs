@@ -64,10 +64,14 @@ impl Differ for TreeWalkDiffer {
     }
 }
 
-struct Walk<'a> {
-    child: &'a Path,
-    changes: Vec<Change>,
-    links: LinkIndex,
+/// The walk's state: the child's root, the raw changes found so far and
+/// the child's hard-link index. Other differs walk the parts of a tree they
+/// cannot judge otherwise with it (the overlay differ, under an opaque
+/// directory), so the two find the same raw changes there.
+pub(crate) struct Walk<'a> {
+    pub(crate) child: &'a Path,
+    pub(crate) changes: Vec<Change>,
+    pub(crate) links: LinkIndex,
 }
 
 fn lstat(path: &Path) -> Result<Meta, DiffError> {
@@ -76,7 +80,7 @@ fn lstat(path: &Path) -> Result<Meta, DiffError> {
 
 impl Walk<'_> {
     /// Compares the directory `rel`, present as a directory in both trees.
-    fn compare_dir(&mut self, parent: &Path, rel: &Path) -> Result<(), DiffError> {
+    pub(crate) fn compare_dir(&mut self, parent: &Path, rel: &Path) -> Result<(), DiffError> {
         let before = read_dir_sorted(&parent.join(rel))?;
         let after = read_dir_sorted(&self.child.join(rel))?;
         let (mut i, mut j) = (0, 0);
@@ -107,7 +111,7 @@ impl Walk<'_> {
     }
 
     /// `rel` exists in both trees.
-    fn compare(&mut self, parent: &Path, rel: &Path) -> Result<(), DiffError> {
+    pub(crate) fn compare(&mut self, parent: &Path, rel: &Path) -> Result<(), DiffError> {
         let (pp, cp) = (parent.join(rel), self.child.join(rel));
         let (pm, cm) = (lstat(&pp)?, lstat(&cp)?);
         self.links.record(rel, &cm);
@@ -122,7 +126,7 @@ impl Walk<'_> {
     }
 
     /// `rel` exists only in the child: it and everything under it is Added.
-    fn add(&mut self, rel: &Path) -> Result<(), DiffError> {
+    pub(crate) fn add(&mut self, rel: &Path) -> Result<(), DiffError> {
         let m = lstat(&self.child.join(rel))?;
         self.links.record(rel, &m);
         self.changes.push(Change::new(rel, ChangeKind::Added));
@@ -132,7 +136,7 @@ impl Walk<'_> {
         Ok(())
     }
 
-    fn add_children(&mut self, rel: &Path) -> Result<(), DiffError> {
+    pub(crate) fn add_children(&mut self, rel: &Path) -> Result<(), DiffError> {
         for name in read_dir_sorted(&self.child.join(rel))? {
             self.add(&rel.join(name))?;
         }

@@ -1,9 +1,12 @@
 //! Which snapshot backend to use, and why: `--backend` (or
 //! `$JBUILD_BACKEND`), else `backend =` in the configuration file, else
 //! `auto`, which is `zfs` when a dataset is configured (`$JBUILD_ZFS_DATASET`,
-//! else `[zfs] dataset`) and usable, and `dir` otherwise.
+//! else `[zfs] dataset`) and usable, else `overlay` where this process can
+//! mount one (Linux, as root or in a user namespace that allows it: a probe
+//! mount says), and `dir` otherwise.
 
 use super::dir::DirSnapshotter;
+use super::overlay::OverlaySnapshotter;
 use super::zfs::ZfsSnapshotter;
 use super::{SnapshotError, Snapshotter};
 use crate::config::{Paths, Settings};
@@ -31,7 +34,13 @@ pub enum ChooseError {
         #[source]
         source: SnapshotError,
     },
-    #[error("unknown backend `{name}` (from {by}): use auto, zfs or dir")]
+    #[error("the overlay backend (asked for by {by}) cannot be used here")]
+    Overlay {
+        by: String,
+        #[source]
+        source: SnapshotError,
+    },
+    #[error("unknown backend `{name}` (from {by}): use auto, zfs, overlay or dir")]
     Unknown { name: String, by: String },
     /// The `dir` backend's directory cannot be made or read.
     #[error(transparent)]
@@ -73,6 +82,36 @@ fn dir(paths: &Paths, reason: String) -> Result<Chosen, ChooseError> {
     })
 }
 
+fn overlay(paths: &Paths, reason: String) -> Result<Chosen, SnapshotError> {
+    let sn = OverlaySnapshotter::new(paths.overlay_snapshots())?;
+    Ok(Chosen {
+        reason,
+        location: paths.overlay_snapshots().display().to_string(),
+        snapshotter: Box::new(sn),
+    })
+}
+
+/// `auto` without ZFS: overlay if the probe mount works, else dir, saying
+/// why in both cases.
+fn overlay_else_dir(paths: &Paths, no_zfs: &str) -> Result<Chosen, ChooseError> {
+    if !cfg!(target_os = "linux") {
+        return dir(paths, format!("dir: {no_zfs}"));
+    }
+    match overlay(
+        paths,
+        format!("overlay: {no_zfs}, and this process can mount overlayfs here"),
+    ) {
+        Ok(chosen) => Ok(chosen),
+        Err(e) => {
+            let e = crate::report::error_chain(&e);
+            dir(
+                paths,
+                format!("dir: {no_zfs}, and overlayfs cannot be mounted here: {e}"),
+            )
+        }
+    }
+}
+
 fn zfs(sn: ZfsSnapshotter) -> Chosen {
     Chosen {
         reason: format!(
@@ -102,6 +141,8 @@ pub fn choose(
     };
     match requested {
         "dir" => dir(paths, format!("dir: asked for by {by}")),
+        "overlay" => overlay(paths, format!("overlay: asked for by {by}"))
+            .map_err(|source| ChooseError::Overlay { by, source }),
         "zfs" => {
             let (ds, from) = dataset(settings).ok_or_else(|| ChooseError::NoDataset {
                 by: by.clone(),
@@ -116,10 +157,10 @@ pub fn choose(
             Ok(zfs(sn))
         }
         "auto" => match dataset(settings) {
-            None => dir(
+            None => overlay_else_dir(
                 paths,
-                format!(
-                    "dir: no ZFS dataset configured ([zfs] dataset in {}, or $JBUILD_ZFS_DATASET)",
+                &format!(
+                    "no ZFS dataset configured ([zfs] dataset in {}, or $JBUILD_ZFS_DATASET)",
                     config_file(settings)
                 ),
             ),
@@ -127,10 +168,11 @@ pub fn choose(
                 Ok(sn) => Ok(zfs(sn)),
                 Err(e) => {
                     let e = e.to_string().lines().collect::<Vec<_>>().join("; ");
-                    let reason = format!("dir: ZFS dataset {ds} (from {from}) is not usable: {e}");
-                    // Not an error: the build goes on, on `dir`, and says why.
-                    tracing::warn!("{reason}");
-                    dir(paths, reason)
+                    let why = format!("ZFS dataset {ds} (from {from}) is not usable: {e}");
+                    // Not an error: the build goes on, on overlay or `dir`,
+                    // and says why.
+                    tracing::warn!("{why}");
+                    overlay_else_dir(paths, &why)
                 }
             },
         },

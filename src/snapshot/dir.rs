@@ -38,7 +38,7 @@ use crate::diff::walk::TreeWalkDiffer;
 use crate::diff::Differ;
 use crate::fsutil::{sync_dir, write_atomic};
 
-pub use copy::copy_tree;
+pub use copy::{copy_metadata, copy_tree};
 
 const META: &str = "meta.json";
 
@@ -50,11 +50,11 @@ pub struct DirSnapshotter {
 
 /// What `meta.json` holds.
 #[derive(Debug, Serialize, Deserialize)]
-struct Meta {
+pub(super) struct Meta {
     version: u32,
     name: String,
     kind: MetaKind,
-    parent: Option<String>,
+    pub(super) parent: Option<String>,
     #[serde(default)]
     labels: Labels,
 }
@@ -91,7 +91,7 @@ impl DirSnapshotter {
         Ok(sn)
     }
 
-    fn dir(&self, kind: Kind, name: &str) -> PathBuf {
+    pub(super) fn dir(&self, kind: Kind, name: &str) -> PathBuf {
         self.root
             .join(match kind {
                 Kind::Active => "active",
@@ -100,13 +100,13 @@ impl DirSnapshotter {
             .join(name)
     }
 
-    fn lock(&self) -> Result<nix::fcntl::Flock<fs::File>> {
+    pub(super) fn lock(&self) -> Result<nix::fcntl::Flock<fs::File>> {
         let path = self.root.join("lock");
         crate::store::lock::flock(&path, true).map_err(io_err("lock", &path))
     }
 
     /// Where the snapshot `name` is, if anywhere.
-    fn find(&self, name: &str) -> Result<Option<Kind>> {
+    pub(super) fn find(&self, name: &str) -> Result<Option<Kind>> {
         validate_name(name)?;
         for kind in [Kind::Committed, Kind::Active] {
             let dir = self.dir(kind, name);
@@ -144,7 +144,7 @@ impl DirSnapshotter {
         })
     }
 
-    fn read_meta(&self, kind: Kind, name: &str) -> Result<Option<Meta>> {
+    pub(super) fn read_meta(&self, kind: Kind, name: &str) -> Result<Option<Meta>> {
         let path = self.dir(kind, name).join(META);
         match fs::read(&path) {
             Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
@@ -165,7 +165,7 @@ impl DirSnapshotter {
         write_atomic(&path, &bytes).map_err(io_err("write", &path))
     }
 
-    fn require(&self, name: &str, wanted: Kind) -> Result<()> {
+    pub(super) fn require(&self, name: &str, wanted: Kind) -> Result<()> {
         match self.find(name)? {
             Some(actual) if actual == wanted => Ok(()),
             Some(actual) => Err(SnapshotError::WrongKind {
@@ -196,6 +196,57 @@ impl DirSnapshotter {
         Ok(to)
     }
 
+    /// The bookkeeping half of `prepare`, under the lock: `key` is free,
+    /// `parent` is committed, and the active directory exists with a
+    /// `meta.json` naming the parent (so the parent cannot be removed while
+    /// the child is being made). Returns the active snapshot's directory.
+    pub(super) fn begin(&self, key: &str, parent: Option<&str>) -> Result<PathBuf> {
+        let dir = self.dir(Kind::Active, key);
+        let _lock = self.lock()?;
+        if self.find(key)?.is_some() {
+            return Err(SnapshotError::AlreadyExists(key.to_string()));
+        }
+        if let Some(parent) = parent {
+            self.require(parent, Kind::Committed)?;
+        }
+        fs::create_dir(&dir).map_err(io_err("create", &dir))?;
+        let meta = Meta {
+            version: 1,
+            name: key.to_string(),
+            kind: MetaKind::Active,
+            parent: parent.map(str::to_string),
+            labels: Labels::new(),
+        };
+        self.write_meta(&dir, &meta)?;
+        Ok(dir)
+    }
+
+    /// `HasChildren` if any snapshot was prepared from `name`.
+    pub(super) fn refuse_if_parent(&self, name: &str) -> Result<()> {
+        let children: Vec<String> = self
+            .list()?
+            .into_iter()
+            .filter(|i| i.parent.as_deref() == Some(name))
+            .map(|i| i.name)
+            .collect();
+        if children.is_empty() {
+            return Ok(());
+        }
+        Err(SnapshotError::HasChildren {
+            name: name.to_string(),
+            children: children.join(", "),
+        })
+    }
+
+    /// Throws away the active snapshot `key` whose `prepare` failed. Best
+    /// effort: the error that matters is the one that made it fail.
+    pub(super) fn abandon(&self, key: &str) {
+        let trashed = self
+            .lock()
+            .and_then(|_lock| self.to_trash(Kind::Active, key));
+        let _ = trashed.and_then(|t| remove_tree(&t));
+    }
+
     fn list_kind(&self, kind: Kind, out: &mut Vec<Info>) -> Result<()> {
         let dir = self.dir(kind, "");
         for entry in fs::read_dir(&dir).map_err(io_err("read", &dir))? {
@@ -223,36 +274,14 @@ impl Snapshotter for DirSnapshotter {
     }
 
     fn prepare(&self, key: &str, parent: Option<&str>) -> Result<PathBuf> {
-        let dir = self.dir(Kind::Active, key);
-        {
-            let _lock = self.lock()?;
-            if self.find(key)?.is_some() {
-                return Err(SnapshotError::AlreadyExists(key.to_string()));
-            }
-            if let Some(parent) = parent {
-                self.require(parent, Kind::Committed)?;
-            }
-            fs::create_dir(&dir).map_err(io_err("create", &dir))?;
-            let meta = Meta {
-                version: 1,
-                name: key.to_string(),
-                kind: MetaKind::Active,
-                parent: parent.map(str::to_string),
-                labels: Labels::new(),
-            };
-            self.write_meta(&dir, &meta)?;
-        }
+        let dir = self.begin(key, parent)?;
         let root = dir.join("fs");
         let made = match parent {
             Some(parent) => copy_tree(&self.dir(Kind::Committed, parent).join("fs"), &root),
             None => fs::create_dir(&root),
         };
         if let Err(e) = made {
-            // Best effort: the error that matters is the copy's.
-            let trashed = self
-                .lock()
-                .and_then(|_lock| self.to_trash(Kind::Active, key));
-            let _ = trashed.and_then(|t| remove_tree(&t));
+            self.abandon(key);
             return Err(SnapshotError::io(
                 format!("cannot prepare snapshot `{key}`"),
                 e,
@@ -340,18 +369,7 @@ impl Snapshotter for DirSnapshotter {
             .find(name)?
             .ok_or_else(|| SnapshotError::NotFound(name.to_string()))?;
         if kind == Kind::Committed {
-            let children: Vec<String> = self
-                .list()?
-                .into_iter()
-                .filter(|i| i.parent.as_deref() == Some(name))
-                .map(|i| i.name)
-                .collect();
-            if !children.is_empty() {
-                return Err(SnapshotError::HasChildren {
-                    name: name.to_string(),
-                    children: children.join(", "),
-                });
-            }
+            self.refuse_if_parent(name)?;
         }
         let trashed = self.to_trash(kind, name)?;
         drop(lock);
@@ -372,7 +390,7 @@ impl Snapshotter for DirSnapshotter {
 }
 
 /// Makes the tree's data durable before it becomes a committed snapshot.
-fn sync_tree(dir: &Path) -> Result<()> {
+pub(super) fn sync_tree(dir: &Path) -> Result<()> {
     #[cfg(any(target_os = "linux", target_os = "android"))]
     {
         let f = fs::File::open(dir).map_err(io_err("open", dir))?;
@@ -390,7 +408,7 @@ fn sync_tree(dir: &Path) -> Result<()> {
 /// Deletes a tree that is no longer a snapshot. Entries that forbid it
 /// (directories without write permission when not root; FreeBSD `schg`
 /// and similar flags) are made deletable first.
-fn remove_tree(path: &Path) -> Result<()> {
+pub(super) fn remove_tree(path: &Path) -> Result<()> {
     if fs::remove_dir_all(path).is_ok() || fs::symlink_metadata(path).is_err() {
         return Ok(());
     }

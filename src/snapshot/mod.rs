@@ -34,12 +34,14 @@
 //! active snapshot behind, which [`Snapshotter::list`] shows and prune removes.
 //!
 //! `prepare` returns a path to work in; it does not mount anything the caller
-//! must unmount (backends that need mounts keep them mounted while the
-//! snapshot exists).
+//! must unmount (backends that need mounts take them down themselves: the
+//! `overlay` backend on commit and remove, and the read-only trees `view`
+//! mounted when the snapshotter is dropped).
 
 pub mod choose;
 pub mod clones;
 pub mod dir;
+pub mod overlay;
 pub mod testsuite;
 pub mod zfs;
 
@@ -124,7 +126,7 @@ pub type Result<T, E = SnapshotError> = std::result::Result<T, E>;
 /// Where the layers of images and build steps live. See the module docs for
 /// the vocabulary.
 pub trait Snapshotter: Send + Sync {
-    /// The backend's name as users select it (`dir`, `zfs`).
+    /// The backend's name as users select it (`dir`, `zfs`, `overlay`).
     fn backend(&self) -> &'static str;
 
     /// Creates the active snapshot `key` as a copy (or clone) of the committed

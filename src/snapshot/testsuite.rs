@@ -51,6 +51,19 @@ impl Fixture {
     }
 }
 
+/// Detaches every mount under its directory when dropped: keep one
+/// beside the `TempDir` of a backend that mounts (put it first in a tuple,
+/// so it is dropped before the directory is deleted).
+pub struct UnmountOnDrop(pub std::path::PathBuf);
+
+impl Drop for UnmountOnDrop {
+    fn drop(&mut self) {
+        if let Err(e) = super::overlay::mount::unmount_under(&self.0) {
+            eprintln!("cannot unmount what is under {}: {e}", self.0.display());
+        }
+    }
+}
+
 /// Expands to one `#[test]` per check of the suite. See the module docs.
 #[macro_export]
 macro_rules! snapshotter_suite {

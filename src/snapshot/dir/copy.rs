@@ -25,14 +25,20 @@ use nix::sys::stat::{Mode, SFlag};
 
 /// Copies the tree at `src` to `dst`, which must not exist.
 pub fn copy_tree(src: &Path, dst: &Path) -> io::Result<()> {
-    let mut copier = Copier {
-        links: HashMap::new(),
-        is_root: nix::unistd::geteuid().is_root(),
-        #[cfg(target_os = "freebsd")]
-        flags: Vec::new(),
-    };
+    let mut copier = Copier::new();
     let meta = fs::symlink_metadata(src)?;
     copier.copy(src, dst, &meta)?;
+    #[cfg(target_os = "freebsd")]
+    copier.apply_flags()?;
+    Ok(())
+}
+
+/// Gives `dst` (which exists, of the same type) the owner, mode, extended
+/// attributes, times and flags of `src`, but none of its content: the root
+/// of an overlay snapshot's upper directory becomes the root of the tree.
+pub fn copy_metadata(src: &Path, dst: &Path) -> io::Result<()> {
+    let mut copier = Copier::new();
+    copier.copy_metadata(src, dst, &fs::symlink_metadata(src)?)?;
     #[cfg(target_os = "freebsd")]
     copier.apply_flags()?;
     Ok(())
@@ -96,6 +102,15 @@ impl Copier {
         made.map_err(|e| with_path(e, "create", dst))?;
         self.copy_metadata(src, dst, meta)
             .map_err(|e| with_path(e, "copy the metadata of", src))
+    }
+
+    fn new() -> Copier {
+        Copier {
+            links: HashMap::new(),
+            is_root: nix::unistd::geteuid().is_root(),
+            #[cfg(target_os = "freebsd")]
+            flags: Vec::new(),
+        }
     }
 
     fn copy_metadata(&mut self, src: &Path, dst: &Path, meta: &Metadata) -> io::Result<()> {

@@ -180,10 +180,18 @@ pub fn check_parent_unchanged_by_child_writes(sn: &dyn Snapshotter) {
     fs::write(child.join("d/g"), "child").unwrap();
     fs::create_dir(child.join("new")).unwrap();
     chmod(&child.join("d"), 0o700);
+    // overlayfs (with `index=off`, as jbuild mounts it) copies up the one
+    // name written, so a lower hard link parts ways in the child
+    // (docs/storage.md says so); every other backend keeps the names linked.
+    let linked = if sn.backend() == "overlay" {
+        "parent"
+    } else {
+        "child"
+    };
     assert_eq!(
         read(&child, "f").as_deref(),
-        Some("child"),
-        "hard links stay linked in the child"
+        Some(linked),
+        "hard links in the child"
     );
     assert_eq!(read(&base, "f").as_deref(), Some("parent"));
     assert_eq!(read(&base, "f-link").as_deref(), Some("parent"));

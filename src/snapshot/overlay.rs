@@ -1,0 +1,428 @@
+//! The `overlay` snapshotter (Linux): a snapshot's tree is a stack of
+//! layer directories mounted with the kernel's overlayfs, so `prepare`
+//! costs the same whatever the size of the parent, and a layer is exported
+//! from what the step changed only.
+//!
+//! ```text
+//! ROOT/
+//!   active/<key>/meta.json   the parent, as for `dir`
+//!               fs/          the upper directory: the step's changes
+//!               work/        overlayfs's work directory
+//!               merged/      the writable tree `prepare` returns (mounted)
+//!   committed/<name>/meta.json, fs/   fs is the layer, never written again
+//!               flat/        a whole copy of the tree, when the stack is deep
+//!   l/<12 hex digits>        -> ../committed/<name>: short names for mount options
+//!   views/<pid>/<name>/      the read-only trees `view` returned to process <pid>
+//!   trash/, lock             as for `dir`
+//! ```
+//!
+//! The bookkeeping is the `dir` backend's (same directories, same
+//! `meta.json`, same lock; where a snapshot's directory is *is* its kind and
+//! name, and `commit` is one `rename(2)`): only what a tree *is* differs.
+//!
+//! - `prepare(key, parent)` mounts the parent's stack (its `fs`, its
+//!   parent's `fs`, ... topmost first) as lower directories under a fresh
+//!   `fs` and `work`, at `merged`. Without a parent there is nothing to
+//!   mount: the tree is `fs` itself.
+//! - `commit` unmounts `merged`, syncs, removes `work`, and renames the
+//!   snapshot to `committed/`. `fs` is from then on a layer other stacks
+//!   stand on; nothing writes it again.
+//! - `view(name)` mounts the stack read-only under `views/<pid>/` the first
+//!   time this process asks, and the snapshotter unmounts its views when it
+//!   is dropped, so no command leaves mounts behind and no process takes
+//!   away a tree another one is reading. (A stack of one layer needs no
+//!   mount: it is that `fs`.) Views of processes that are gone are
+//!   unmounted by the next `new`.
+//! - Deep stacks: the kernel takes the lower directories in one page of
+//!   options and at most 500 of them. When a commit would leave a stack
+//!   that passes what a page leaves for it ([`mount::lowerdir_budget`]) or
+//!   128 layers ([`mount::needs_flattening`]),
+//!   the snapshot also gets `flat/`, a copy of its whole tree, and every
+//!   stack above it ends there: one full copy every few dozen layers
+//!   instead of one per layer.
+//!
+//! A crash at any point leaves either an active snapshot (perhaps still
+//! mounted, perhaps with a half-made `flat.tmp`) that `remove` — and so
+//! `jbuild prune` — takes away, or a committed one, complete as it is, and
+//! the dead process's views, which the next `new` unmounts. Mounts do not
+//! survive a reboot, and nothing needs them to.
+//!
+//! Hard links: with `index=off`, writing through one name of a file that
+//! has several in a lower layer copies that name up alone, so the names no
+//! longer share content (overlayfs's documented behaviour). The layer
+//! exported is still exactly the difference between the two trees.
+
+mod differ;
+pub mod mount;
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+pub use differ::OverlayDiffer;
+
+use super::dir::{remove_tree, sync_tree, DirSnapshotter};
+use super::{Info, Kind, Labels, Result, SnapshotError, Snapshotter};
+use crate::diff::Differ;
+
+/// Snapshots as overlayfs layer directories under one root directory.
+#[derive(Debug)]
+pub struct OverlaySnapshotter {
+    /// The bookkeeping (directories, `meta.json`, lock) is the `dir`
+    /// backend's.
+    dirs: DirSnapshotter,
+    root: PathBuf,
+    /// The views this process mounted, unmounted on drop.
+    views: Mutex<Vec<PathBuf>>,
+}
+
+fn io_err(what: &str, path: &Path) -> impl FnOnce(io::Error) -> SnapshotError {
+    let context = format!("cannot {what} {}", path.display());
+    move |e| SnapshotError::io(context, e)
+}
+
+impl OverlaySnapshotter {
+    /// Uses (creating) `root`, after checking that this process can make
+    /// the overlay mounts it needs there (see [`mount::probe`]).
+    pub fn new(root: PathBuf) -> Result<Self> {
+        let sn = OverlaySnapshotter {
+            dirs: DirSnapshotter::new(root.clone())?,
+            root,
+            views: Mutex::new(Vec::new()),
+        };
+        sn.unmount_dead_views()?;
+        let links = sn.root.join("l");
+        fs::create_dir_all(&links).map_err(io_err("create", &links))?;
+        // Under this process's views, so that a probe a kill interrupts is
+        // cleaned up with them.
+        mount::probe(&sn.views_of(std::process::id())).map_err(|e| {
+            SnapshotError::io(
+                format!(
+                    "cannot mount an overlay under {} (the overlay backend needs Linux, root, \
+                     and a file system overlayfs accepts as upper layer); use --backend dir",
+                    sn.root.display()
+                ),
+                e,
+            )
+        })?;
+        Ok(sn)
+    }
+
+    fn views_of(&self, pid: u32) -> PathBuf {
+        self.root.join("views").join(pid.to_string())
+    }
+
+    /// Unmounts and removes the views of processes that no longer run (a
+    /// killed build's).
+    fn unmount_dead_views(&self) -> Result<()> {
+        let views = self.root.join("views");
+        fs::create_dir_all(&views).map_err(io_err("create", &views))?;
+        for entry in fs::read_dir(&views).map_err(io_err("read", &views))? {
+            let entry = entry.map_err(io_err("read", &views))?;
+            let alive = match entry.file_name().to_str().map(str::parse::<i32>) {
+                Some(Ok(pid)) => nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
+                    .map_or_else(|e| e == nix::errno::Errno::EPERM, |()| true),
+                _ => false,
+            };
+            if !alive {
+                let dir = entry.path();
+                // Nothing is mounted below once this succeeds, so deleting
+                // the tree deletes only the dead process's directories.
+                mount::unmount_under(&dir).map_err(io_err("unmount what is under", &dir))?;
+                remove_tree(&dir)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The directory the snapshots live in.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The lower directories of committed `name`'s tree, topmost first: its
+    /// layer, its parent's, ... down to the first one that has a flattened
+    /// copy (which then stands for everything below it).
+    fn stack(&self, name: &str) -> Result<Vec<PathBuf>> {
+        let mut out = Vec::new();
+        let mut next = Some(name.to_string());
+        while let Some(name) = next {
+            let dir = self.dirs.dir(Kind::Committed, &name);
+            let flat = dir.join("flat");
+            if flat.is_dir() {
+                out.push(flat);
+                break;
+            }
+            out.push(dir.join("fs"));
+            next = self
+                .dirs
+                .read_meta(Kind::Committed, &name)?
+                .ok_or_else(|| SnapshotError::NotFound(name.clone()))?
+                .parent;
+        }
+        Ok(out)
+    }
+
+    /// The short name of committed `name`'s directory, `l/<12 hex digits of
+    /// its sha256>`, a symlink to `../committed/<name>`: mount options name
+    /// layers through it, so that a page holds three times as many.
+    fn short(&self, name: &str) -> (PathBuf, PathBuf) {
+        let digest = crate::digest::Digest::of(name.as_bytes());
+        (
+            self.root.join("l").join(&digest.hex()[..12]),
+            Path::new("../committed").join(name),
+        )
+    }
+
+    /// `stack` as mount options name it: each layer through its short link,
+    /// made if a crash left the layer without one, unless another name
+    /// sharing its 12 digits has it (then the long path).
+    fn for_mount(&self, stack: &[PathBuf]) -> Vec<PathBuf> {
+        let mut out = Vec::with_capacity(stack.len());
+        for layer in stack {
+            let committed = self.dirs.dir(Kind::Committed, "");
+            let named = layer
+                .parent()
+                .filter(|dir| dir.parent() == Some(committed.as_path()))
+                .and_then(Path::file_name)
+                .and_then(|n| n.to_str());
+            let short = named.and_then(|name| {
+                let (link, target) = self.short(name);
+                let sub = layer.file_name()?;
+                // A commit killed before making its link: made now.
+                let found = fs::read_link(&link).or_else(|_| {
+                    std::os::unix::fs::symlink(&target, &link)?;
+                    fs::read_link(&link)
+                });
+                (found.ok()? == target).then(|| link.join(sub))
+            });
+            out.push(short.unwrap_or_else(|| layer.clone()));
+        }
+        out
+    }
+
+    /// Mounts the active snapshot `key` (whose directories exist) over the
+    /// stack of `parent`.
+    fn mount_active(&self, key: &str, parent: &str) -> Result<PathBuf> {
+        let dir = self.dirs.dir(Kind::Active, key);
+        let (upper, work, merged) = (dir.join("fs"), dir.join("work"), dir.join("merged"));
+        let opts = mount::options(&self.for_mount(&self.stack(parent)?), Some((&upper, &work)));
+        mount::mount(&opts, &merged, false).map_err(io_err("mount an overlay at", &merged))?;
+        Ok(merged)
+    }
+
+    /// Makes `dir/flat` a whole copy of the tree `lowers` make, by way of a
+    /// read-only mount at `dir/merged`. A crash leaves `flat.tmp`, which the
+    /// next try (or the snapshot's removal) throws away.
+    fn flatten(&self, dir: &Path, lowers: &[PathBuf]) -> Result<()> {
+        let (tmp, flat, merged) = (dir.join("flat.tmp"), dir.join("flat"), dir.join("merged"));
+        if tmp.exists() {
+            remove_tree(&tmp)?;
+        }
+        fs::create_dir_all(&merged).map_err(io_err("create", &merged))?;
+        mount::mount(
+            &mount::options(&self.for_mount(lowers), None),
+            &merged,
+            true,
+        )
+        .map_err(io_err("mount an overlay at", &merged))?;
+        let copied = super::dir::copy_tree(&merged, &tmp);
+        mount::unmount(&merged).map_err(io_err("unmount", &merged))?;
+        copied.map_err(io_err("flatten the layers into", &tmp))?;
+        sync_tree(&tmp)?;
+        fs::rename(&tmp, &flat).map_err(io_err("rename", &tmp))
+    }
+}
+
+impl Snapshotter for OverlaySnapshotter {
+    fn backend(&self) -> &'static str {
+        "overlay"
+    }
+
+    fn prepare(&self, key: &str, parent: Option<&str>) -> Result<PathBuf> {
+        let dir = self.dirs.begin(key, parent)?;
+        let upper = dir.join("fs");
+        let Some(parent) = parent else {
+            fs::create_dir(&upper).map_err(|e| {
+                self.dirs.abandon(key);
+                SnapshotError::io(format!("cannot prepare snapshot `{key}`"), e)
+            })?;
+            return Ok(upper);
+        };
+        // The upper directory's root is the tree's root: it starts as the
+        // parent's (owner, mode, times, xattrs), as a copy would.
+        let made = ["fs", "work", "merged"]
+            .iter()
+            .try_for_each(|d| fs::create_dir(dir.join(d)))
+            .map_err(|e| SnapshotError::io(format!("cannot prepare snapshot `{key}`"), e))
+            .and_then(|()| self.view(parent))
+            .and_then(|root| {
+                super::dir::copy_metadata(&root, &upper)
+                    .map_err(|e| SnapshotError::io(format!("cannot prepare snapshot `{key}`"), e))
+            })
+            .and_then(|()| self.mount_active(key, parent));
+        if made.is_err() {
+            let _ = mount::unmount(&dir.join("merged"));
+            self.dirs.abandon(key);
+        }
+        made
+    }
+
+    fn commit(&self, name: &str, key: &str, labels: &Labels) -> Result<()> {
+        super::validate_name(name)?;
+        self.dirs.require(key, Kind::Active)?;
+        // Checked before unmounting, so that `key` is left as it was.
+        if name != key && self.dirs.find(name)?.is_some() {
+            return Err(SnapshotError::AlreadyExists(name.to_string()));
+        }
+        let dir = self.dirs.dir(Kind::Active, key);
+        let merged = dir.join("merged");
+        mount::unmount(&merged).map_err(io_err("unmount", &merged))?;
+        let work = dir.join("work");
+        if work.exists() {
+            remove_tree(&work)?;
+        }
+        // Only ever an empty mount point: never a tree deleted through a
+        // mount.
+        match fs::remove_dir(&merged) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                return Err(io_err("remove", &merged)(e));
+            }
+            _ => {}
+        }
+        let parent = self
+            .dirs
+            .read_meta(Kind::Active, key)?
+            .and_then(|m| m.parent);
+        if let Some(parent) = &parent {
+            let mut lowers = vec![dir.join("fs")];
+            lowers.extend(self.stack(parent)?);
+            if mount::needs_flattening(&self.for_mount(&lowers), &self.root) {
+                self.flatten(&dir, &lowers)?;
+            }
+        }
+        let committed = self.dirs.commit(name, key, labels);
+        if committed.is_ok() {
+            // Best effort: without it, mounts name the layer by its long path.
+            let (link, target) = self.short(name);
+            let _ = std::os::unix::fs::symlink(target, link);
+        }
+        if committed.is_err() {
+            // Another process committed `name` first: `key` is still ours,
+            // and its tree is mounted again where `prepare` said it was.
+            if let (Some(parent), Ok(Some(Kind::Active))) = (&parent, self.dirs.find(key)) {
+                let remounted = ["work", "merged"]
+                    .iter()
+                    .try_for_each(|d| fs::create_dir_all(dir.join(d)))
+                    .map_err(io_err("create", &dir))
+                    .and_then(|()| self.mount_active(key, parent));
+                if let Err(e) = remounted {
+                    tracing::warn!("cannot mount snapshot `{key}` again: {e}");
+                }
+            }
+        }
+        committed
+    }
+
+    fn view(&self, name: &str) -> Result<PathBuf> {
+        self.dirs.require(name, Kind::Committed)?;
+        let stack = self.stack(name)?;
+        if let [only] = &stack[..] {
+            return Ok(only.clone());
+        }
+        let merged = self.views_of(std::process::id()).join(name);
+        let mut views = self.views.lock().unwrap_or_else(|e| e.into_inner());
+        if !views.contains(&merged) {
+            fs::create_dir_all(&merged).map_err(io_err("create", &merged))?;
+            mount::mount(
+                &mount::options(&self.for_mount(&stack), None),
+                &merged,
+                true,
+            )
+            .map_err(io_err("mount an overlay at", &merged))?;
+            views.push(merged.clone());
+        }
+        Ok(merged)
+    }
+
+    fn stat(&self, name: &str) -> Result<Option<Info>> {
+        self.dirs.stat(name)
+    }
+
+    fn set_labels(&self, name: &str, labels: &Labels) -> Result<()> {
+        self.dirs.set_labels(name, labels)
+    }
+
+    fn remove_labels(&self, name: &str, labels: &[String]) -> Result<()> {
+        self.dirs.remove_labels(name, labels)
+    }
+
+    fn remove(&self, name: &str) -> Result<()> {
+        let kind = self
+            .dirs
+            .find(name)?
+            .ok_or_else(|| SnapshotError::NotFound(name.to_string()))?;
+        if kind == Kind::Committed {
+            // Refused before anything is unmounted: a child's tree stands on
+            // this one.
+            self.dirs.refuse_if_parent(name)?;
+        }
+        let merged = self.dirs.dir(kind, name).join("merged");
+        mount::unmount(&merged).map_err(io_err("unmount", &merged))?;
+        if kind == Kind::Committed {
+            // Every process's view of it: a tree that no longer exists.
+            let views = self.root.join("views");
+            for entry in fs::read_dir(&views)
+                .map_err(io_err("read", &views))?
+                .flatten()
+            {
+                let view = entry.path().join(name);
+                mount::unmount(&view).map_err(io_err("unmount", &view))?;
+                let _ = fs::remove_dir(&view);
+            }
+            self.views
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .retain(|v| !v.ends_with(name));
+        }
+        self.dirs.remove(name)?;
+        if kind == Kind::Committed {
+            let (link, target) = self.short(name);
+            if fs::read_link(&link).is_ok_and(|t| t == target) {
+                fs::remove_file(&link).map_err(io_err("remove", &link))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn list(&self) -> Result<Vec<Info>> {
+        self.dirs.list()
+    }
+
+    fn differ(&self) -> Box<dyn Differ> {
+        Box::new(OverlayDiffer::new(self.dirs.dir(Kind::Committed, "")))
+    }
+}
+
+impl Drop for OverlaySnapshotter {
+    fn drop(&mut self) {
+        let views = std::mem::take(self.views.get_mut().unwrap_or_else(|e| e.into_inner()));
+        for view in views {
+            if let Err(e) = mount::unmount(&view) {
+                tracing::warn!("cannot unmount {}: {e}", view.display());
+            }
+        }
+        let _ = remove_mountpoints(&self.views_of(std::process::id()));
+    }
+}
+
+/// Removes `dir` and the (empty, unmounted) mount points in it: never
+/// anything else, so a mount that is somehow still there is left alone
+/// rather than emptied.
+fn remove_mountpoints(dir: &Path) -> io::Result<()> {
+    for entry in fs::read_dir(dir)? {
+        fs::remove_dir(entry?.path())?;
+    }
+    fs::remove_dir(dir)
+}
