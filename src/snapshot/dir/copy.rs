@@ -185,6 +185,7 @@ impl Copier {
 /// calls are 50,000 wasted system calls.
 #[derive(Debug, Default)]
 struct Ways {
+    #[cfg(target_os = "linux")]
     no_reflink: bool,
     no_range: bool,
 }
@@ -192,6 +193,9 @@ struct Ways {
 /// What [`copy_file`] copied a file's bytes with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Used {
+    // FICLONE is Linux's; FreeBSD's ZFS clones blocks through
+    // copy_file_range instead.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     Reflink,
     Range,
     ReadWrite,
