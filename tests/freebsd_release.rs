@@ -163,19 +163,6 @@ fn send_body(out: &mut TcpStream, file: &Path, body: &[u8]) {
     let _ = out.write_all(&body[first..]);
 }
 
-/// `n` bytes xz cannot shrink.
-fn noise(n: usize) -> Vec<u8> {
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
-
 fn xz(data: &[u8]) -> Vec<u8> {
     let mut e = liblzma::write::XzEncoder::new(Vec::new(), 1);
     e.write_all(data).unwrap();
@@ -544,7 +531,7 @@ fn stored_after_a_scratch_build(root: &Path, t: &Path) -> [BTreeMap<String, u64>
 fn a_set_extracts_while_it_downloads_and_a_mismatch_at_the_end_keeps_nothing() {
     let t = tempfile::tempdir().unwrap();
     let mirror = t.path().join("mirror");
-    let big = noise(3 << 20);
+    let big = noise(3 << 20, 7);
     let good = xz(&RawTar::default()
         .dir(b"./")
         .dir(b"./etc/")
@@ -598,7 +585,7 @@ fn a_truncated_download_keeps_nothing() {
         &mirror,
         &xz(&RawTar::default()
             .dir(b"./")
-            .file(b"./big", &noise(1 << 20))
+            .file(b"./big", &noise(1 << 20, 7))
             .finish()),
     );
     fs::write(rel.join("base.txz.truncate"), "").unwrap();
@@ -675,7 +662,7 @@ fn a_hostile_set_is_refused_and_nothing_escapes() {
     let hostile = xz(&RawTar::default()
         .dir(b"./")
         .file(b"./etc/ok", b"fine")
-        .file(b"./big", &noise(2 << 20))
+        .file(b"./big", &noise(2 << 20, 7))
         .file(
             b"../../../../../../../../../../tmp/jbuild-escaped",
             b"escaped",

@@ -1,5 +1,7 @@
 //! The snapshotter conformance suite on the `dir` backend.
 
+mod common;
+
 use jbuild::snapshot::dir::DirSnapshotter;
 use jbuild::snapshot::testsuite::Fixture;
 
@@ -24,6 +26,8 @@ mod reflink {
     use jbuild::layer::{write_tar, TarOptions};
     use jbuild::snapshot::dir::{copy_tree_with, CopyCounts, DirSnapshotter, FileCopy};
     use jbuild::snapshot::Snapshotter;
+
+    use crate::common::noise;
 
     /// A loop-mounted XFS with reflinks (`mkfs.xfs -m reflink=1`, Debian's
     /// xfsprogs) in a temporary directory, unmounted when dropped.
@@ -70,19 +74,6 @@ mod reflink {
             String::from_utf8_lossy(&out.stderr)
         );
         String::from_utf8(out.stdout).unwrap()
-    }
-
-    /// `n` bytes nobody would deduplicate by accident.
-    fn noise(n: usize, seed: u64) -> Vec<u8> {
-        let mut x = seed | 1;
-        (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect()
     }
 
     /// Whether every extent of `path` is shared with another file, from

@@ -83,62 +83,13 @@ impl Http {
             message: "the file is not text".into(),
         })
     }
-
-    /// Downloads `url` to `dest` if its sha256 is `expected`; otherwise
-    /// nothing is written and the error names both digests.
-    pub(crate) fn download_verified(
-        &self,
-        url: &str,
-        dest: &Path,
-        expected: &Digest,
-        reporter: &dyn Reporter,
-    ) -> Result<u64, ReleaseError> {
-        let dir = dest.parent().expect("a cache file has a directory");
-        fs::create_dir_all(dir).map_err(ReleaseError::io(dir))?;
-        let resp = self.get(url)?;
-        let name = url.rsplit('/').next().unwrap_or(url);
-        reporter.transfer_start(url, &format!("downloading {name}"), resp.content_length());
-        let tmp = tempfile::Builder::new()
-            .prefix(".download-")
-            .tempfile_in(dir)
-            .map_err(ReleaseError::io(dir))?;
-        let mut w = HashingWriter::new(io::BufWriter::with_capacity(1 << 20, tmp));
-        let mut progress = Progress {
-            inner: resp,
-            done: 0,
-            reported: 0,
-            report: |n| reporter.transfer_progress(url, n),
-        };
-        io::copy(&mut progress, &mut w).map_err(|e| ReleaseError::Http {
-            url: url.to_string(),
-            message: format!("the transfer broke off: {e}"),
-        })?;
-        reporter.transfer_done(url, false);
-        let (got, size, buf) = w.finish();
-        if &got != expected {
-            return Err(ReleaseError::Mismatch {
-                what: url.to_string(),
-                expected: expected.clone(),
-                got,
-            });
-        }
-        let tmp = buf
-            .into_inner()
-            .map_err(|e| ReleaseError::io(dest)(e.into_error()))?;
-        tmp.as_file().sync_all().map_err(ReleaseError::io(dest))?;
-        tmp.persist(dest)
-            .map_err(|e| ReleaseError::io(dest)(e.error))?;
-        if let Ok(d) = fs::File::open(dir) {
-            let _ = d.sync_all();
-        }
-        Ok(size)
-    }
 }
 
 impl Http {
-    /// [`Http::download_verified`], and meanwhile `consume` reads the
-    /// bytes as they arrive (on this thread; the download runs on another
-    /// one). Returns the size and what `consume` returned, once the whole
+    /// Downloads `url` to `dest` if its sha256 is `expected` (otherwise
+    /// nothing is written and the error names both digests), and
+    /// meanwhile `consume` reads the bytes as they arrive (on this thread;
+    /// the download runs on another one). Returns the size and what `consume` returned, once the whole
     /// file is in and its sha256 is `expected`.
     ///
     /// The download always runs to the end, even when `consume` stops
@@ -148,7 +99,7 @@ impl Http {
     /// (and `consume` sees an error where the bytes stop, never a clean
     /// end). Either way `dest` is not written, and what `consume` made
     /// is the caller's to throw away.
-    pub(crate) fn download_streaming<T: Send>(
+    pub(crate) fn download_streaming<T>(
         &self,
         url: &str,
         dest: &Path,

@@ -309,7 +309,7 @@ pub struct Release {
     pub trusted: bool,
 }
 
-/// What [`Release::fetch`] did, for messages and tests.
+/// What [`Release::fetch_into`] downloaded, for messages and tests.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FetchStats {
     pub downloaded: Vec<String>,
@@ -317,25 +317,6 @@ pub struct FetchStats {
 }
 
 impl Release {
-    /// Makes sure every set is in the cache, verified; downloads the missing ones.
-    pub fn fetch(&self, reporter: &dyn Reporter) -> Result<FetchStats, ReleaseError> {
-        let mut stats = FetchStats::default();
-        let mut http = None;
-        for set in &self.sets {
-            if set.path.is_file() {
-                continue;
-            }
-            if http.is_none() {
-                http = Some(fetch::Http::new()?);
-            }
-            let h = http.as_ref().expect("made above");
-            stats.bytes += h.download_verified(&set.url, &set.path, &set.sha256, reporter)?;
-            stats.downloaded.push(set.name.clone());
-        }
-        self.keep_manifest()?;
-        Ok(stats)
-    }
-
     /// Fills `root` with every set, in order, and caches the sets the cache
     /// lacks. A cached set is extracted from the cache; a missing one is
     /// extracted as it downloads (see the module's documentation) and
@@ -381,17 +362,6 @@ impl Release {
             if !self.manifest_cache.is_file() {
                 fetch::write_atomic(&self.manifest_cache, text.as_bytes())?;
             }
-        }
-        Ok(())
-    }
-
-    /// Extracts every (fetched) set into `root`, in order.
-    ///
-    /// Each set's extraction is a transfer on `reporter`: the bytes of the
-    /// `.txz` read so far, of its size, as an unpacked layer shows them.
-    pub fn extract(&self, root: &Path, reporter: &dyn Reporter) -> Result<(), ReleaseError> {
-        for set in &self.sets {
-            self.extract_cached(set, root, reporter)?;
         }
         Ok(())
     }
