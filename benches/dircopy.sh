@@ -10,7 +10,8 @@
 #   cargo build --release && JBUILD_BEFORE=/path/to/old/jbuild bash benches/dircopy.sh [WORKDIR]
 #
 # Environment: JBUILD (default target/release/jbuild), JBUILD_BEFORE, FILES,
-# XFS=0 to skip the XFS runs.
+# XFS=0 to skip the XFS runs, FIRST=now to time JBUILD before JBUILD_BEFORE.
+# Each time includes a final sync (the build's writeback).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -55,6 +56,8 @@ build() {
   sync
   start=$(date +%s.%N)
   JBUILD_ROOT=$state "$bin" -q --backend dir build -t bench:1 "$dir/ctx" > /dev/null
+  # The writeback it left is its cost too, not the next contender's.
+  sync
   end=$(date +%s.%N)
   printf '%-22s %8.1f s\n' "$name" "$(echo "$end - $start" | bc)"
   rm -rf "$state"
@@ -74,6 +77,11 @@ fi
 for fs in ext4 xfs; do
   [ "$fs" = xfs ] && [ "${XFS:-1}" != 1 ] && continue
   dir=$work/ext4; [ "$fs" = xfs ] && dir=$mnt
-  [ -n "${JBUILD_BEFORE:-}" ] && build "$fs before" "$JBUILD_BEFORE" "$dir"
-  build "$fs now" "$jbuild" "$dir"
+  if [ "${FIRST:-before}" = now ]; then
+    build "$fs now" "$jbuild" "$dir"
+    [ -n "${JBUILD_BEFORE:-}" ] && build "$fs before" "$JBUILD_BEFORE" "$dir"
+  else
+    [ -n "${JBUILD_BEFORE:-}" ] && build "$fs before" "$JBUILD_BEFORE" "$dir"
+    build "$fs now" "$jbuild" "$dir"
+  fi
 done

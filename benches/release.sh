@@ -8,7 +8,7 @@
 # TREE (default /usr/share) is packed into a synthetic base.txz (xz -6, as
 # FreeBSD's sets) and served from 127.0.0.1 by python3's http.server. Timed,
 # best of 3, alternated:
-#   jbuild:    jbuild build (FROM freebsd:99.0 only) — MANIFEST, download,
+#   jbuild:    jbuild build (FROM freebsd:14.3 only) — MANIFEST, download,
 #              sha256, xz decode, path-safe extract, snapshot commit, and the
 #              export of the layer (zstd) that every build ends with;
 #   reference: curl | tee >(sha256sum) | xz -d | tar -x, then tar | zstd -3
@@ -25,7 +25,7 @@ before=${JBUILD_BEFORE:-}
 work=$(mktemp -d)
 trap 'kill $server 2>/dev/null || true; rm -rf "$work"' EXIT
 
-rel=$work/mirror/amd64/99.0-RELEASE
+rel=$work/mirror/amd64/14.3-RELEASE
 mkdir -p "$rel"
 tar -C "$tree" -cf - . | xz -6 -T0 > "$rel/base.txz"
 sum=$(sha256sum "$rel/base.txz" | cut -d' ' -f1)
@@ -38,7 +38,7 @@ server=$!
 sleep 1
 url=http://127.0.0.1:$port
 mkdir -p "$work/ctx"
-echo 'FROM freebsd:99.0' > "$work/ctx/Jailfile"
+echo 'FROM freebsd:14.3' > "$work/ctx/Jailfile"
 
 now() { date +%s.%N; }
 jbuild() {
@@ -46,7 +46,8 @@ jbuild() {
   local t0 t1
   t0=$(now)
   JBUILD_ROOT=$work/root JBUILD_CONFIG=/dev/null "$1" -q build --compression zstd \
-    --platform freebsd/amd64 --mirror "$url" "$work/ctx" >/dev/null
+    --platform freebsd/amd64 --mirror "$url" "$work/ctx" >/dev/null ||
+    { echo "$1 failed" >&2; exit 1; }
   t1=$(now)
   echo "$t1 - $t0" | bc
 }
@@ -59,7 +60,7 @@ for i in 1 2 3; do
   j=$(jbuild "$bin")
   rm -rf "$work/ref" && mkdir -p "$work/ref"
   t2=$(now)
-  curl -s "$url/amd64/99.0-RELEASE/base.txz" | tee >(sha256sum > "$work/ref.sum") | xz -d | tar -x -C "$work/ref"
+  curl -s "$url/amd64/14.3-RELEASE/base.txz" | tee >(sha256sum > "$work/ref.sum") | xz -d | tar -x -C "$work/ref"
   tar -C "$work/ref" -cf - . | zstd -q -T0 -3 > "$work/ref.tar.zst"
   t3=$(now)
   r=$(echo "$t3 - $t2" | bc)
