@@ -522,6 +522,27 @@ fn stored_after_a_scratch_build(root: &Path, t: &Path) -> [BTreeMap<String, u64>
     ]
 }
 
+/// Builds `FROM freebsd:14.3`, which must fail with exit 1 leaving the
+/// store and the snapshots as `stored` and the set cache empty; returns
+/// the build's stderr.
+fn fails_keeping_nothing(
+    root: &Path,
+    server: &Server,
+    config: &Path,
+    t: &Path,
+    stored: [BTreeMap<String, u64>; 2],
+) -> String {
+    let ctx = context(t, "FROM freebsd:14.3\n");
+    let out = run(&mut build_cmd(root, server, &ctx, config));
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(listing(&root.join("store")), stored[0], "the store");
+    assert_eq!(listing(&root.join("snapshots")), stored[1], "the snapshots");
+    let cache = root.join(format!("cache/freebsd/amd64/{RELEASE}"));
+    assert_eq!(listing(&cache), BTreeMap::new(), "nothing cached");
+    stderr
+}
+
 /// The set is extracted as it arrives: the server holds back all but the
 /// first 64 KiB until a file near the start of the tar is on disk in the
 /// active snapshot. Its last bytes (valid xz stream padding: the tar
@@ -551,12 +572,9 @@ fn a_set_extracts_while_it_downloads_and_a_mismatch_at_the_end_keeps_nothing() {
     let server = Server::start(&mirror);
     let config = t.path().join("config.toml");
     fs::write(&config, "").unwrap();
-    let [store, snaps] = stored_after_a_scratch_build(&root, t.path());
+    let stored = stored_after_a_scratch_build(&root, t.path());
 
-    let ctx = context(t.path(), "FROM freebsd:14.3\n");
-    let out = run(&mut build_cmd(&root, &server, &ctx, &config));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let stderr = fails_keeping_nothing(&root, &server, &config, t.path(), stored);
     assert_eq!(
         fs::read_to_string(rel.join("base.txz.gate-result")).unwrap(),
         "seen",
@@ -568,10 +586,6 @@ fn a_set_extracts_while_it_downloads_and_a_mismatch_at_the_end_keeps_nothing() {
             && stderr.contains(&sha256_hex(&padded)),
         "{stderr}"
     );
-    assert_eq!(listing(&root.join("store")), store);
-    assert_eq!(listing(&root.join("snapshots")), snaps);
-    let cache = root.join(format!("cache/freebsd/amd64/{RELEASE}"));
-    assert_eq!(listing(&cache), BTreeMap::new(), "nothing cached");
 }
 
 /// A download that breaks off half-way (the server closes the connection
@@ -593,20 +607,13 @@ fn a_truncated_download_keeps_nothing() {
     let config = t.path().join("config.toml");
     fs::write(&config, "").unwrap();
     let root = t.path().join("root");
-    let [store, snaps] = stored_after_a_scratch_build(&root, t.path());
+    let stored = stored_after_a_scratch_build(&root, t.path());
 
-    let ctx = context(t.path(), "FROM freebsd:14.3\n");
-    let out = run(&mut build_cmd(&root, &server, &ctx, &config));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let stderr = fails_keeping_nothing(&root, &server, &config, t.path(), stored);
     assert!(
         stderr.contains("base.txz") && stderr.contains("the transfer broke off"),
         "{stderr}"
     );
-    assert_eq!(listing(&root.join("store")), store);
-    assert_eq!(listing(&root.join("snapshots")), snaps);
-    let cache = root.join(format!("cache/freebsd/amd64/{RELEASE}"));
-    assert_eq!(listing(&cache), BTreeMap::new(), "nothing cached");
 }
 
 #[test]
