@@ -8,21 +8,24 @@
 # TREE (default /usr/share) is packed into a synthetic base.txz (xz -6, as
 # FreeBSD's sets) and served from 127.0.0.1 by python3's http.server. Timed,
 # best of 3, alternated:
-#   jbuild:    jbuild build (FROM freebsd:99.0 only) — MANIFEST, download,
+#   jbuild:    jbuild build (FROM freebsd:14.3 only) — MANIFEST, download,
 #              sha256, xz decode, path-safe extract, snapshot commit, and the
 #              export of the layer (zstd) that every build ends with;
 #   reference: curl | tee >(sha256sum) | xz -d | tar -x, then tar | zstd -3
 #              (the same work with the usual tools).
 # Prints wall times and the ratio reference / jbuild (above 1: jbuild faster).
+# JBUILD names the binary (default target/release/jbuild); JBUILD_BEFORE, if
+# set, another one (an older commit's) timed in the same rounds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tree=${1:-/usr/share}
-bin=$PWD/target/release/jbuild
+bin=${JBUILD:-$PWD/target/release/jbuild}
+before=${JBUILD_BEFORE:-}
 [ -x "$bin" ] || { echo "build first: cargo build --release" >&2; exit 1; }
 work=$(mktemp -d)
 trap 'kill $server 2>/dev/null || true; rm -rf "$work"' EXIT
 
-rel=$work/mirror/amd64/99.0-RELEASE
+rel=$work/mirror/amd64/14.3-RELEASE
 mkdir -p "$rel"
 tar -C "$tree" -cf - . | xz -6 -T0 > "$rel/base.txz"
 sum=$(sha256sum "$rel/base.txz" | cut -d' ' -f1)
@@ -35,24 +38,35 @@ server=$!
 sleep 1
 url=http://127.0.0.1:$port
 mkdir -p "$work/ctx"
-echo 'FROM freebsd:99.0' > "$work/ctx/Jailfile"
+echo 'FROM freebsd:14.3' > "$work/ctx/Jailfile"
 
 now() { date +%s.%N; }
-best_j=999999 best_r=999999
-for i in 1 2 3; do
+jbuild() {
   rm -rf "$work/root"
+  local t0 t1
   t0=$(now)
-  JBUILD_ROOT=$work/root JBUILD_CONFIG=/dev/null "$bin" -q build --compression zstd \
-    --platform freebsd/amd64 --mirror "$url" "$work/ctx" >/dev/null
+  JBUILD_ROOT=$work/root JBUILD_CONFIG=/dev/null "$1" -q build --compression zstd \
+    --platform freebsd/amd64 --mirror "$url" "$work/ctx" >/dev/null ||
+    { echo "$1 failed" >&2; exit 1; }
   t1=$(now)
+  echo "$t1 - $t0" | bc
+}
+best_j=999999 best_r=999999 best_b=999999
+for i in 1 2 3; do
+  if [ -n "$before" ]; then
+    b=$(jbuild "$before")
+    best_b=$(echo "if ($b < $best_b) $b else $best_b" | bc)
+  fi
+  j=$(jbuild "$bin")
   rm -rf "$work/ref" && mkdir -p "$work/ref"
   t2=$(now)
-  curl -s "$url/amd64/99.0-RELEASE/base.txz" | tee >(sha256sum > "$work/ref.sum") | xz -d | tar -x -C "$work/ref"
+  curl -s "$url/amd64/14.3-RELEASE/base.txz" | tee >(sha256sum > "$work/ref.sum") | xz -d | tar -x -C "$work/ref"
   tar -C "$work/ref" -cf - . | zstd -q -T0 -3 > "$work/ref.tar.zst"
   t3=$(now)
-  j=$(echo "$t1 - $t0" | bc); r=$(echo "$t3 - $t2" | bc)
+  r=$(echo "$t3 - $t2" | bc)
   best_j=$(echo "if ($j < $best_j) $j else $best_j" | bc)
   best_r=$(echo "if ($r < $best_r) $r else $best_r" | bc)
 done
+[ -n "$before" ] && printf 'JBUILD_BEFORE: %.2f s (ratio %.2fx)\n' "$best_b" "$(echo "$best_r / $best_b" | bc -l)"
 printf 'jbuild build FROM freebsd: %.2f s\nreference (curl|sha256|xz|tar, tar|zstd): %.2f s\nratio: %.2fx\n' \
   "$best_j" "$best_r" "$(echo "$best_r / $best_j" | bc -l)"

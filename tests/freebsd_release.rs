@@ -115,7 +115,7 @@ fn serve(stream: TcpStream, dir: &Path, log: &Mutex<Vec<String>>) {
                 body.len()
             );
             if method == "GET" {
-                let _ = out.write_all(&body);
+                send_body(&mut out, &file, &body);
             }
         }
         None => {
@@ -126,6 +126,41 @@ fn serve(stream: TcpStream, dir: &Path, log: &Mutex<Vec<String>>) {
         }
     }
     let _ = out.flush();
+}
+
+/// Sends `body`, unless a file beside `file` says to misbehave:
+/// `<file>.truncate`: only the first half, then the connection closes
+/// (the length announced is the whole body's); `<file>.gate` (a directory
+/// D, a tab, a path R): the first 64 KiB, then a pause until some
+/// `D/*/fs/R` exists (at most 20 s), then the rest; whether it appeared
+/// in time is written to `<file>.gate-result` (`seen` or `timeout`).
+fn send_body(out: &mut TcpStream, file: &Path, body: &[u8]) {
+    let beside = |ext: &str| PathBuf::from(format!("{}.{ext}", file.display()));
+    if beside("truncate").exists() {
+        let _ = out.write_all(&body[..body.len() / 2]);
+        return;
+    }
+    let Ok(gate) = fs::read_to_string(beside("gate")) else {
+        let _ = out.write_all(body);
+        return;
+    };
+    let (dir, rel) = gate.trim_end().split_once('\t').unwrap();
+    let first = body.len().min(64 << 10);
+    let _ = out.write_all(&body[..first]);
+    let _ = out.flush();
+    let appeared = || {
+        fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .any(|e| e.unwrap().path().join("fs").join(rel).exists())
+    };
+    let start = std::time::Instant::now();
+    while !appeared() && start.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let seen = if appeared() { "seen" } else { "timeout" };
+    fs::write(beside("gate-result"), seen).unwrap();
+    let _ = out.write_all(&body[first..]);
 }
 
 fn xz(data: &[u8]) -> Vec<u8> {
@@ -357,13 +392,14 @@ fn release_base_builds_exports_and_a_cached_rebuild_downloads_nothing() {
             "{out}"
         );
     }
-    // So were the extractions: each set's bytes read, of its size, to the end.
+    // Each set's bytes were read, of its size, to the end: downloaded and
+    // extracted in one pass, so the download is the extraction's progress.
     let events: Vec<serde_json::Value> = out
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect();
     for set in ["base", "lib32"] {
-        let id = format!("extract-{set}");
+        let id = format!("{}/amd64/{RELEASE}/{set}.txz", server.url);
         let size = fs::metadata(sets.join(format!("{set}.txz"))).unwrap().len();
         let start = events
             .iter()
@@ -475,6 +511,111 @@ fn a_tampered_set_is_refused_and_nothing_is_stored() {
     );
 }
 
+/// The store's and the snapshots' files, after a first build from scratch
+/// in `root` (so that there is something to compare).
+fn stored_after_a_scratch_build(root: &Path, t: &Path) -> [BTreeMap<String, u64>; 2] {
+    let scratch = context(&t.join("s"), "FROM scratch\nSYSRC hostname=x\n");
+    ok(jbuild(root).args(["build", "-t", "s:1"]).arg(&scratch));
+    [
+        listing(&root.join("store")),
+        listing(&root.join("snapshots")),
+    ]
+}
+
+/// Builds `FROM freebsd:14.3`, which must fail with exit 1 leaving the
+/// store and the snapshots as `stored` and the set cache empty; returns
+/// the build's stderr.
+fn fails_keeping_nothing(
+    root: &Path,
+    server: &Server,
+    config: &Path,
+    t: &Path,
+    stored: [BTreeMap<String, u64>; 2],
+) -> String {
+    let ctx = context(t, "FROM freebsd:14.3\n");
+    let out = run(&mut build_cmd(root, server, &ctx, config));
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(listing(&root.join("store")), stored[0], "the store");
+    assert_eq!(listing(&root.join("snapshots")), stored[1], "the snapshots");
+    let cache = root.join(format!("cache/freebsd/amd64/{RELEASE}"));
+    assert_eq!(listing(&cache), BTreeMap::new(), "nothing cached");
+    stderr
+}
+
+/// The set is extracted as it arrives: the server holds back all but the
+/// first 64 KiB until a file near the start of the tar is on disk in the
+/// active snapshot. Its last bytes (valid xz stream padding: the tar
+/// extracts whole) make its sha256 differ from the MANIFEST's, so once the
+/// download ends the build stops, and nothing is committed or cached.
+#[test]
+fn a_set_extracts_while_it_downloads_and_a_mismatch_at_the_end_keeps_nothing() {
+    let t = tempfile::tempdir().unwrap();
+    let mirror = t.path().join("mirror");
+    let big = noise(3 << 20, 7);
+    let good = xz(&RawTar::default()
+        .dir(b"./")
+        .dir(b"./etc/")
+        .file(b"./etc/motd", b"FreeBSD 14.3\n")
+        .file(b"./big", &big)
+        .finish());
+    let rel = make_release(&mirror, &good);
+    let mut padded = good.clone();
+    padded.extend_from_slice(&[0; 4]);
+    fs::write(rel.join("base.txz"), &padded).unwrap();
+    let root = t.path().join("root");
+    fs::write(
+        rel.join("base.txz.gate"),
+        format!("{}\tetc/motd", root.join("snapshots/dir/active").display()),
+    )
+    .unwrap();
+    let server = Server::start(&mirror);
+    let config = t.path().join("config.toml");
+    fs::write(&config, "").unwrap();
+    let stored = stored_after_a_scratch_build(&root, t.path());
+
+    let stderr = fails_keeping_nothing(&root, &server, &config, t.path(), stored);
+    assert_eq!(
+        fs::read_to_string(rel.join("base.txz.gate-result")).unwrap(),
+        "seen",
+        "the extraction began before the download ended"
+    );
+    assert!(
+        stderr.contains("does not match the release's MANIFEST")
+            && stderr.contains(&sha256_hex(&good))
+            && stderr.contains(&sha256_hex(&padded)),
+        "{stderr}"
+    );
+}
+
+/// A download that breaks off half-way (the server closes the connection
+/// short of the length it announced) is an error naming the transfer, not
+/// a short tar that happens to extract; nothing is committed or cached.
+#[test]
+fn a_truncated_download_keeps_nothing() {
+    let t = tempfile::tempdir().unwrap();
+    let mirror = t.path().join("mirror");
+    let rel = make_release(
+        &mirror,
+        &xz(&RawTar::default()
+            .dir(b"./")
+            .file(b"./big", &noise(1 << 20, 7))
+            .finish()),
+    );
+    fs::write(rel.join("base.txz.truncate"), "").unwrap();
+    let server = Server::start(&mirror);
+    let config = t.path().join("config.toml");
+    fs::write(&config, "").unwrap();
+    let root = t.path().join("root");
+    let stored = stored_after_a_scratch_build(&root, t.path());
+
+    let stderr = fails_keeping_nothing(&root, &server, &config, t.path(), stored);
+    assert!(
+        stderr.contains("base.txz") && stderr.contains("the transfer broke off"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn a_trusted_local_manifest_that_disagrees_stops_the_build() {
     let t = tempfile::tempdir().unwrap();
@@ -523,10 +664,12 @@ fn a_trusted_local_manifest_that_disagrees_stops_the_build() {
 fn a_hostile_set_is_refused_and_nothing_escapes() {
     let t = tempfile::tempdir().unwrap();
     let mirror = t.path().join("mirror");
-    // Consistent with its MANIFEST, but climbing out of the root.
+    // Consistent with its MANIFEST, but climbing out of the root, in the
+    // middle of the stream: after 2 MiB already extracted.
     let hostile = xz(&RawTar::default()
         .dir(b"./")
         .file(b"./etc/ok", b"fine")
+        .file(b"./big", &noise(2 << 20, 7))
         .file(
             b"../../../../../../../../../../tmp/jbuild-escaped",
             b"escaped",

@@ -428,7 +428,8 @@ impl Run<'_, '_> {
         let active = SnapshotName::active();
         let root = self.env.snapshotter.prepare(&active, None)?;
         let filled = match (&rel, &pkgbase) {
-            (Some(rel), _) => rel.extract(&root, self.env.reporter),
+            // Downloads what the cache lacks as it extracts.
+            (Some(rel), _) => rel.fetch_into(&root, self.env.reporter).map(drop),
             (None, Some(base)) => {
                 let reporter = self.env.reporter;
                 base.install(&root, &crate::release::pkgbase::HostPkg, &mut |s, l| {
@@ -456,7 +457,8 @@ impl Run<'_, '_> {
         made
     }
 
-    /// Downloads and verifies the sets of `rel` the cache lacks.
+    /// Says which sets of `rel` the cache lacks (and `fetch_into` will
+    /// download).
     fn fetch_release(
         &self,
         release: &str,
@@ -478,7 +480,6 @@ impl Run<'_, '_> {
                 ),
             );
         }
-        rel.fetch(self.env.reporter)?;
         Ok(())
     }
 

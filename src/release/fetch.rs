@@ -2,12 +2,18 @@
 //! destination, hashed on the way, checked against the sha256 the caller
 //! expects, fsynced, then renamed into place. A download that fails or
 //! does not match leaves nothing behind.
+//!
+//! [`Http::download_streaming`] also hands the bytes, as they arrive, to a
+//! consumer on the caller's thread (the extraction of a set), so that
+//! nothing waits for the whole file; the verdict on the file still comes
+//! from its whole sha256, and the caller keeps what it made only then.
 
 use std::fs;
 use std::io::{self, Read, Write};
 use std::path::Path;
 use std::time::Duration;
 
+use super::pipe::{pipe, PipeReader, PipeWriter};
 use super::ReleaseError;
 use crate::digest::{Digest, HashingWriter};
 use crate::report::{error_chain, Reporter};
@@ -77,16 +83,30 @@ impl Http {
             message: "the file is not text".into(),
         })
     }
+}
 
-    /// Downloads `url` to `dest` if its sha256 is `expected`; otherwise
-    /// nothing is written and the error names both digests.
-    pub(crate) fn download_verified(
+impl Http {
+    /// Downloads `url` to `dest` if its sha256 is `expected` (otherwise
+    /// nothing is written and the error names both digests), and
+    /// meanwhile `consume` reads the bytes as they arrive (on this thread;
+    /// the download runs on another one). Returns the size and what `consume` returned, once the whole
+    /// file is in and its sha256 is `expected`.
+    ///
+    /// The download always runs to the end, even when `consume` stops
+    /// early or fails: a set that does not match the MANIFEST is reported
+    /// as that ([`ReleaseError::Mismatch`]), not as the garbage it made the
+    /// consumer choke on; a transfer that breaks off is reported as that
+    /// (and `consume` sees an error where the bytes stop, never a clean
+    /// end). Either way `dest` is not written, and what `consume` made
+    /// is the caller's to throw away.
+    pub(crate) fn download_streaming<T>(
         &self,
         url: &str,
         dest: &Path,
         expected: &Digest,
         reporter: &dyn Reporter,
-    ) -> Result<u64, ReleaseError> {
+        consume: impl FnOnce(PipeReader) -> T,
+    ) -> Result<(u64, T), ReleaseError> {
         let dir = dest.parent().expect("a cache file has a directory");
         fs::create_dir_all(dir).map_err(ReleaseError::io(dir))?;
         let resp = self.get(url)?;
@@ -96,19 +116,17 @@ impl Http {
             .prefix(".download-")
             .tempfile_in(dir)
             .map_err(ReleaseError::io(dir))?;
-        let mut w = HashingWriter::new(io::BufWriter::with_capacity(1 << 20, tmp));
-        let mut progress = Progress {
-            inner: resp,
-            done: 0,
-            reported: 0,
-            report: |n| reporter.transfer_progress(url, n),
-        };
-        io::copy(&mut progress, &mut w).map_err(|e| ReleaseError::Http {
-            url: url.to_string(),
-            message: format!("the transfer broke off: {e}"),
-        })?;
+        let (tx, rx) = pipe();
+        let (downloaded, consumed) = std::thread::scope(|s| {
+            let downloader = s.spawn(move || pump(url, resp, tmp, dest, tx, reporter));
+            let consumed = consume(rx);
+            let downloaded = downloader.join().unwrap_or_else(|_| {
+                Err(ReleaseError::Invalid("the download thread panicked".into()))
+            });
+            (downloaded, consumed)
+        });
         reporter.transfer_done(url, false);
-        let (got, size, buf) = w.finish();
+        let (got, size, tmp) = downloaded?;
         if &got != expected {
             return Err(ReleaseError::Mismatch {
                 what: url.to_string(),
@@ -116,17 +134,71 @@ impl Http {
                 got,
             });
         }
-        let tmp = buf
-            .into_inner()
-            .map_err(|e| ReleaseError::io(dest)(e.into_error()))?;
         tmp.as_file().sync_all().map_err(ReleaseError::io(dest))?;
         tmp.persist(dest)
             .map_err(|e| ReleaseError::io(dest)(e.error))?;
         if let Ok(d) = fs::File::open(dir) {
             let _ = d.sync_all();
         }
-        Ok(size)
+        Ok((size, consumed))
     }
+}
+
+/// The download thread of [`Http::download_streaming`]: every byte of
+/// `resp` into the hash, the temporary file and (while someone reads) the
+/// pipe.
+fn pump(
+    url: &str,
+    resp: reqwest::blocking::Response,
+    tmp: tempfile::NamedTempFile,
+    dest: &Path,
+    tx: PipeWriter,
+    reporter: &dyn Reporter,
+) -> Result<(Digest, u64, tempfile::NamedTempFile), ReleaseError> {
+    let mut w = HashingWriter::new(io::BufWriter::with_capacity(1 << 20, tmp));
+    let mut progress = Progress {
+        inner: resp,
+        done: 0,
+        reported: 0,
+        report: |n| reporter.transfer_progress(url, n),
+    };
+    let mut tx = Some(tx);
+    let mut buf = vec![0u8; 256 << 10];
+    loop {
+        let n = match progress.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                let message = format!("the transfer broke off: {e}");
+                if let Some(tx) = tx {
+                    tx.fail(io::Error::other(message.clone()));
+                }
+                return Err(ReleaseError::Http {
+                    url: url.to_string(),
+                    message,
+                });
+            }
+        };
+        if let Err(e) = w.write_all(&buf[..n]) {
+            if let Some(tx) = tx {
+                tx.fail(io::Error::other(format!("cannot keep the download: {e}")));
+            }
+            return Err(ReleaseError::io(dest)(e));
+        }
+        // Sent at once: the decoder should not wait for a full chunk
+        // while the network pauses.
+        let sent = |tx: &mut PipeWriter| tx.write_all(&buf[..n]).and_then(|()| tx.flush());
+        if tx.as_mut().is_some_and(|tx| sent(tx).is_err()) {
+            tx = None; // the consumer is done; the hash still needs the rest
+        }
+    }
+    drop(tx);
+    let (got, size, buf) = w.finish();
+    let tmp = buf
+        .into_inner()
+        .map_err(|e| ReleaseError::io(dest)(e.into_error()))?;
+    Ok((got, size, tmp))
 }
 
 /// Counts what is read and reports it every MiB.

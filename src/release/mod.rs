@@ -25,12 +25,20 @@
 //!    FreeBSD. Setuid files are expected (`su`, `passwd`), so they are
 //!    kept; device nodes are not (a release has none: `/dev` is devfs).
 //!
+//! Steps 3 and 4 overlap for a set that is not cached
+//! ([`Release::fetch_into`]): the download (with its sha256 and the
+//! temporary file), the xz decoder and the extraction each run on a thread
+//! of their own, joined by bounded pipes, as `curl | xz -d | tar -x` would
+//! run; the extraction goes into a snapshot that is committed only after
+//! the whole file matched the MANIFEST, and thrown away otherwise.
+//!
 //! Mirror layout: `<mirror>/<dir>/<release>/{MANIFEST,<set>.txz}` where
 //! `<dir>` is `amd64`, `i386`, `arm64/aarch64`, `riscv/riscv64` or
 //! `powerpc/powerpc64`, as on download.freebsd.org.
 
 pub(crate) mod fetch;
 pub mod manifest;
+mod pipe;
 pub mod pkgbase;
 
 use std::fs;
@@ -301,7 +309,7 @@ pub struct Release {
     pub trusted: bool,
 }
 
-/// What [`Release::fetch`] did, for messages and tests.
+/// What [`Release::fetch_into`] downloaded, for messages and tests.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FetchStats {
     pub downloaded: Vec<String>,
@@ -309,56 +317,108 @@ pub struct FetchStats {
 }
 
 impl Release {
-    /// Makes sure every set is in the cache, verified; downloads the missing ones.
-    pub fn fetch(&self, reporter: &dyn Reporter) -> Result<FetchStats, ReleaseError> {
+    /// Fills `root` with every set, in order, and caches the sets the cache
+    /// lacks. A cached set is extracted from the cache; a missing one is
+    /// extracted as it downloads (see the module's documentation) and
+    /// cached once its whole sha256 matched the MANIFEST. On an error
+    /// `root` holds part of a release or of a tampered set: the caller
+    /// throws it away (it is an active snapshot, never committed on
+    /// error), and the cache holds only verified files.
+    pub fn fetch_into(
+        &self,
+        root: &Path,
+        reporter: &dyn Reporter,
+    ) -> Result<FetchStats, ReleaseError> {
         let mut stats = FetchStats::default();
         let mut http = None;
         for set in &self.sets {
             if set.path.is_file() {
+                self.extract_cached(set, root, reporter)?;
                 continue;
             }
             if http.is_none() {
                 http = Some(fetch::Http::new()?);
             }
             let h = http.as_ref().expect("made above");
-            stats.bytes += h.download_verified(&set.url, &set.path, &set.sha256, reporter)?;
+            let (size, applied) =
+                h.download_streaming(&set.url, &set.path, &set.sha256, reporter, |xz| {
+                    let (tx, tar) = pipe::pipe();
+                    std::thread::scope(|s| {
+                        s.spawn(move || decode_xz(xz, tx));
+                        apply_set(&set.name, tar, root)
+                    })
+                })?;
+            applied?;
+            stats.bytes += size;
             stats.downloaded.push(set.name.clone());
         }
+        self.keep_manifest()?;
+        Ok(stats)
+    }
+
+    /// Caches a freshly downloaded MANIFEST, once a set verified against it.
+    fn keep_manifest(&self) -> Result<(), ReleaseError> {
         if let Some(text) = &self.manifest_text {
             if !self.manifest_cache.is_file() {
                 fetch::write_atomic(&self.manifest_cache, text.as_bytes())?;
             }
         }
-        Ok(stats)
+        Ok(())
     }
 
-    /// Extracts every (fetched) set into `root`, in order.
-    ///
-    /// Each set's extraction is a transfer on `reporter`: the bytes of the
-    /// `.txz` read so far, of its size, as an unpacked layer shows them.
-    pub fn extract(&self, root: &Path, reporter: &dyn Reporter) -> Result<(), ReleaseError> {
-        for set in &self.sets {
-            let f = fs::File::open(&set.path).map_err(ReleaseError::io(&set.path))?;
-            let size = f.metadata().map_err(ReleaseError::io(&set.path))?.len();
-            let id = format!("extract-{}", set.name);
-            reporter.transfer_start(&id, &format!("extracting {}.txz", set.name), Some(size));
-            let counted = ProgressReader::new(f, reporter, &id);
-            let xz = liblzma::read::XzDecoder::new_multi_decoder(BufReader::with_capacity(
-                1 << 20,
-                counted,
-            ));
-            let opts = ApplyOptions {
-                allow_setuid: true,
-                ..ApplyOptions::default()
-            };
-            let applied = apply(xz, TAR, root, &opts).map_err(|e| ReleaseError::Extract {
-                set: format!("{}.txz", set.name),
-                message: e.to_string(),
-            });
-            reporter.transfer_done(&id, false);
-            applied?;
+    /// Extracts the cached, verified `set` into `root`.
+    fn extract_cached(
+        &self,
+        set: &ReleaseSet,
+        root: &Path,
+        reporter: &dyn Reporter,
+    ) -> Result<(), ReleaseError> {
+        let f = fs::File::open(&set.path).map_err(ReleaseError::io(&set.path))?;
+        let size = f.metadata().map_err(ReleaseError::io(&set.path))?.len();
+        let id = format!("extract-{}", set.name);
+        reporter.transfer_start(&id, &format!("extracting {}.txz", set.name), Some(size));
+        let counted = ProgressReader::new(f, reporter, &id);
+        let xz =
+            liblzma::read::XzDecoder::new_multi_decoder(BufReader::with_capacity(1 << 20, counted));
+        let applied = apply_set(&set.name, xz, root);
+        reporter.transfer_done(&id, false);
+        applied
+    }
+}
+
+/// Applies the tar of the set `name` to `root`, as hostile (setuid kept).
+fn apply_set(name: &str, tar: impl io::Read, root: &Path) -> Result<(), ReleaseError> {
+    let opts = ApplyOptions {
+        allow_setuid: true,
+        ..ApplyOptions::default()
+    };
+    apply(tar, TAR, root, &opts)
+        .map(drop)
+        .map_err(|e| ReleaseError::Extract {
+            set: format!("{name}.txz"),
+            message: e.to_string(),
+        })
+}
+
+/// The decoder thread of [`Release::fetch_into`]: xz from `xz`, tar into
+/// `tar`; an error (a broken stream, or the download's) goes down the
+/// pipe, where the extraction stops on it.
+fn decode_xz(xz: pipe::PipeReader, mut tar: pipe::PipeWriter) {
+    use io::{Read, Write};
+    let mut d = liblzma::read::XzDecoder::new_multi_decoder(BufReader::with_capacity(1 << 20, xz));
+    let mut buf = vec![0u8; 256 << 10];
+    loop {
+        // What is decoded goes on at once (not when a chunk is full), so
+        // the extraction keeps up while the download pauses.
+        let n = match d.read(&mut buf) {
+            Ok(0) => return,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return tar.fail(e),
+        };
+        if tar.write_all(&buf[..n]).and_then(|()| tar.flush()).is_err() {
+            return; // the extraction stopped; it says why
         }
-        Ok(())
     }
 }
 

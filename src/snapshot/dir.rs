@@ -38,7 +38,7 @@ use crate::diff::walk::TreeWalkDiffer;
 use crate::diff::Differ;
 use crate::fsutil::{sync_dir, write_atomic};
 
-pub use copy::{copy_metadata, copy_tree};
+pub use copy::{copy_metadata, copy_tree, copy_tree_with, CopyCounts, FileCopy};
 
 const META: &str = "meta.json";
 
