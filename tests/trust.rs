@@ -60,6 +60,16 @@ fn cosign(home: &Path) -> Command {
     c
 }
 
+/// A key pair made by `cosign generate-key-pair` in `home`:
+/// (`cosign.key`, `cosign.pub`).
+fn cosign_keys(home: &Path) -> (PathBuf, PathBuf) {
+    succeeds(&run_bounded(
+        cosign(home).args(["generate-key-pair"]),
+        LIMIT,
+    ));
+    (home.join("cosign.key"), home.join("cosign.pub"))
+}
+
 fn cosign_verify(home: &Path, key: &Path, image: &str) -> Output {
     run_bounded(
         cosign(home).args(["verify", "--key"]).arg(key).args([
@@ -257,11 +267,7 @@ fn cosign_signs_jbuild_verifies_and_keys_cross_over() {
     let reg = Registry::start();
     let w = World::new(4096);
     let home = w.tmp.path();
-    succeeds(&run_bounded(
-        cosign(home).args(["generate-key-pair"]),
-        LIMIT,
-    ));
-    let (key, public) = (home.join("cosign.key"), home.join("cosign.pub"));
+    let (key, public) = cosign_keys(home);
     let image = pushed(&w, &reg, "cosigned/app");
     let remote = format!("docker://{image}");
     succeeds(&cosign_sign(home, &key, &image));
@@ -351,11 +357,7 @@ fn attestations_cross_over_both_ways() {
     let reg = Registry::start();
     let w = World::new(1024);
     let home = w.tmp.path();
-    succeeds(&run_bounded(
-        cosign(home).args(["generate-key-pair"]),
-        LIMIT,
-    ));
-    let (key, public) = (home.join("cosign.key"), home.join("cosign.pub"));
+    let (key, public) = cosign_keys(home);
     let image = pushed(&w, &reg, "attested/app");
     let predicate = serde_json::json!({
         "builder": {"id": "https://example.org/jbuild"},

@@ -91,11 +91,7 @@ fn the_pull_policy_refuses_unsigned_and_accepts_signed_images() {
     let w = World::new(2048);
     let home = w.tmp.path();
     let host = reg.host();
-    succeeds(&run_bounded(
-        cosign(home).args(["generate-key-pair"]),
-        LIMIT,
-    ));
-    let (key, public) = (home.join("cosign.key"), home.join("cosign.pub"));
+    let (key, public) = cosign_keys(home);
     jb_keys(&w, &home.join("jb"));
     for repo in [
         "signed/app",
@@ -349,11 +345,7 @@ fn a_multi_platform_tag_is_judged_by_its_index_signature_as_cosign_does() {
     let w = World::new(1024);
     let home = w.tmp.path();
     let host = reg.host();
-    succeeds(&run_bounded(
-        cosign(home).args(["generate-key-pair"]),
-        LIMIT,
-    ));
-    let (key, public) = (home.join("cosign.key"), home.join("cosign.pub"));
+    let (key, public) = cosign_keys(home);
     let files = vec![vec![("etc/motd", b"arm\n".to_vec())]];
     let (arm, _) = registry_support::image::put_image(
         &w.store,
