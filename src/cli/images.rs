@@ -425,6 +425,7 @@ pub fn info(ctx: &Ctx) -> CmdResult {
         "platform": Platform::default_for_host().to_string(),
         "freebsd_mirror": jbuild::release::ReleaseSource::new(&ctx.paths, &ctx.settings.freebsd).mirror,
         "pkg_cache": ctx.paths.pkg_cache(),
+        "pull_policy": pull_policy(ctx),
         "version": super::VERSION,
     });
     if ctx.json {
@@ -451,6 +452,19 @@ pub fn info(ctx: &Ctx) -> CmdResult {
         }
     }
     Ok(())
+}
+
+/// The pull policy `pull`, `FROM` and `create` would use without
+/// `--signature-policy`: where it comes from and its default requirements.
+fn pull_policy(ctx: &Ctx) -> String {
+    match jbuild::trust::policy::Policy::find(None, &ctx.settings) {
+        Ok(Some(policy)) => {
+            let default: Vec<&str> = policy.default.iter().map(|r| r.name()).collect();
+            format!("{} (default: {})", policy.origin, default.join(", "))
+        }
+        Ok(None) => "none (every image is accepted)".to_string(),
+        Err(e) => format!("unusable: {e}"),
+    }
 }
 
 /// The configuration files looked for, in order, each `used`, `not found`,

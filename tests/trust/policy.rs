@@ -242,6 +242,10 @@ fn from_and_create_honour_trust_in_the_configuration() {
     )
     .unwrap();
     let origin = format!("{} [trust]", config.display());
+    // `jbuild info` names the policy in force and its default.
+    let info = succeeds(&run_bounded(jbuild(&p).args(["--json", "info"]), LIMIT));
+    let info: serde_json::Value = serde_json::from_str(&info).unwrap();
+    assert_eq!(info["pull_policy"], format!("{origin} (default: reject)"));
     let context = p.path("context");
     std::fs::create_dir_all(&context).unwrap();
     let build = |base: &str| {
