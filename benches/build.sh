@@ -120,8 +120,8 @@ pushed() {
 import json, sys
 m = json.load(sys.stdin)
 n = len(m["layers"]); b = sum(l["size"] for l in m["layers"])
-t = {l["mediaType"].rsplit(".", 1)[-1] for l in m["layers"]}
-print(f"  pushed {sys.argv[1]}: {n} layers, {b / 1e6:.1f} MB ({", ".join(sorted(t))})")' "$1" || {
+t = ", ".join(sorted({l["mediaType"].rsplit(".", 1)[-1] for l in m["layers"]}))
+print(f"  pushed {sys.argv[1]}: {n} layers, {b / 1e6:.1f} MB ({t})")' "$1" || {
     echo "no manifest $1:1 in the registry after the push" >&2
     exit 1
   }
