@@ -12,25 +12,8 @@ jb=$(realpath "${JBUILD:-target/release/jbuild}")
 work=${1:-$(mktemp -d /var/tmp/jbuild-backends.XXXXXX)}
 files=${JBUILD_BENCH_FILES:-50000}
 ctx=$work/ctx
-mkdir -p "$ctx/tree"
-python3 - "$ctx/tree" "$files" <<'PY'
-import os, random, sys
-root, n = sys.argv[1], int(sys.argv[2])
-r = random.Random(16)
-for i in range(n):
-    d = os.path.join(root, "d%02d/s%02d" % (i % 20, (i // 20) % 25))
-    os.makedirs(d, exist_ok=True)
-    with open(os.path.join(d, "f%d" % i), "wb") as f:
-        f.write(r.randbytes(r.randrange(0, 8193)))
-PY
-{
-  echo "FROM scratch"
-  echo "COPY tree /srv/tree"
-  for i in $(seq 1 19); do
-    echo "small $i" > "$ctx/small$i"
-    echo "COPY small$i /etc/small$i"
-  done
-} > "$ctx/Jailfile"
+. "$(dirname "$0")/recipe.sh"
+recipe_context "$ctx" "$files"
 echo "tree: $(find "$ctx/tree" -type f | wc -l) files, $(du -sm "$ctx/tree" | cut -f1) MB"
 
 secs() { local t0 t1; t0=$(date +%s.%N); "$@" >/dev/null; t1=$(date +%s.%N); echo "$t1 - $t0" | bc; }
