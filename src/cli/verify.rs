@@ -84,6 +84,9 @@ pub fn run(ctx: &Ctx, args: VerifyArgs) -> CmdResult {
         options: args.registry.options(ctx)?,
         jobs: 4,
     };
+    let scratch_snapshots =
+        jbuild::snapshot::dir::DirSnapshotter::new(scratch.path().join("snapshots"))
+            .map_err(Failure::internal)?;
     let reporter = ctx.reporter();
     let settings = &ctx.settings;
     let env = VerifyEnv {
@@ -98,6 +101,7 @@ pub fn run(ctx: &Ctx, args: VerifyArgs) -> CmdResult {
         },
         layer_policy: ctx.layer_policy(false, false),
         registry: Some(&puller),
+        scratch_snapshots: &scratch_snapshots,
     };
     let opts = VerifyOptions {
         image: args.image.clone(),

@@ -7,8 +7,10 @@
 //! the build arguments and the target stage, which the build's provenance
 //! ([`super::provenance`]) adds when it is at hand.
 //!
-//! The rebuild runs in a scratch directory the caller gives: a store and
-//! `dir` snapshots of its own, so no cached step of the user's is reused.
+//! The rebuild runs in a scratch directory the caller gives: a store of its
+//! own there, and snapshots the caller made for it
+//! ([`VerifyEnv::scratch_snapshots`], the CLI's are `dir` snapshots under
+//! the scratch directory), so no cached step of the user's is reused.
 //! The only thing it takes from the user's store is what FROM reads, each
 //! image copied at the digest the original build used when that is known
 //! ([`PinnedStore`]). Then the manifest digests are compared; when they
@@ -35,8 +37,7 @@ use crate::image::{
 use crate::layer::compare::{first_difference, FileDifference};
 use crate::layer::{Compression, LayerError};
 use crate::report::Reporter;
-use crate::snapshot::dir::DirSnapshotter;
-use crate::snapshot::SnapshotError;
+use crate::snapshot::Snapshotter;
 use crate::store::{descriptor_digest, Store, StoreError};
 use crate::transport::{self, LayoutTransport};
 
@@ -58,6 +59,9 @@ pub struct VerifyEnv<'a> {
     /// Where what the store lacks comes from (a registry): the image when
     /// it is named `docker://REF`, and FROM images.
     pub registry: Option<&'a dyn ImageSource>,
+    /// The rebuild's snapshots: empty, and apart from the user's (no
+    /// cached step of theirs is reused).
+    pub scratch_snapshots: &'a dyn Snapshotter,
 }
 
 /// What to verify, and how.
@@ -151,8 +155,6 @@ pub enum VerifyError {
     },
     #[error("the scratch directory of the rebuild")]
     ScratchStore(#[source] StoreError),
-    #[error("the scratch directory of the rebuild")]
-    ScratchSnapshots(#[source] SnapshotError),
     #[error("comparing layer {index}")]
     Compare {
         index: usize,
@@ -175,7 +177,6 @@ impl VerifyError {
             VerifyError::NoRecipe(_) | VerifyError::ProvenanceMismatch { .. } => true,
             VerifyError::Build { source, .. } => source.is_user_error(),
             VerifyError::ScratchStore(_)
-            | VerifyError::ScratchSnapshots(_)
             | VerifyError::Compare { .. }
             | VerifyError::Blob { .. } => false,
         }
@@ -202,14 +203,12 @@ pub fn verify(env: &VerifyEnv<'_>, opts: &VerifyOptions) -> Result<Verdict, Veri
         _ => (image::load(env.store, &opts.image, &host)?, env.store),
     };
     let recipe = Recipe::of(&img, opts)?;
-    let snapshots = DirSnapshotter::new(opts.scratch.join("snapshots"))
-        .map_err(VerifyError::ScratchSnapshots)?;
     let source = PinnedStore {
         store: env.store.clone(),
         pins: recipe.pins.clone(),
         registry: env.registry,
     };
-    let build_env = BuildEnv::new(&scratch, &snapshots, env.reporter)
+    let build_env = BuildEnv::new(&scratch, env.scratch_snapshots, env.reporter)
         .with_freebsd(env.freebsd.clone())
         .with_layers(env.layer_policy.clone())
         .with_image_source(&source)
