@@ -17,11 +17,10 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use common::{copy_tree, is_root, jbuild, ok, repo, run, static_busybox};
+use common::{copy_tree, is_root, jailconf_reader, jbuild, ok, repo, run, static_busybox};
 use jbuild::bastille::{self, Options};
 use jbuild::digest::Digest;
 use jbuild::image::Platform;
-use jbuild::jailconf;
 use jbuild::jailfile::{self, Build, CopySource};
 use jbuild::plan::{self, BaseImage, InputError, PlanInputs, PlanOptions, StepKind};
 
@@ -289,8 +288,10 @@ fn buildable_templates_build_on_busybox_and_create_makes_their_jails() {
             .arg("--conf")
             .arg(&conf)
             .args(JAILMETA_CONSENT));
-        let parsed = jailconf::parse(&fs::read_to_string(&conf).unwrap()).unwrap();
-        assert_eq!(parsed.jails[0].get("path"), Some(root.to_str().unwrap()));
+        let text = fs::read_to_string(&conf).unwrap();
+        let parsed = jailconf_reader::read(&text).unwrap_or_else(|e| panic!("{e}:\n{text}"));
+        assert_eq!(parsed.jails.len(), 1, "{text}");
+        assert_eq!(parsed.jail(name).value("path"), root.to_str().unwrap());
         roots.insert(*name, (root, parsed));
     }
 
@@ -377,17 +378,11 @@ fn buildable_templates_build_on_busybox_and_create_makes_their_jails() {
 
     let (r, parsed) = &roots["jailmeta"];
     has_lines(&read(r, "/etc/jail-meta"), &["meta=yes"]);
-    let j = &parsed.jails[0];
-    assert!(j
-        .params
-        .iter()
-        .any(|p| p.name == "allow.mlock" && p.values.is_none()));
-    assert_eq!(j.get("enforce_statfs"), Some("1"));
-    assert!(j
-        .params
-        .iter()
-        .any(|p| p.name == "allow.mount.procfs" && p.values.is_none()));
-    let fstab = PathBuf::from(j.get("mount.fstab").expect("mount.fstab"));
+    let j = parsed.jail("jailmeta");
+    assert!(j.flag("allow.mlock"), "{j:?}");
+    assert_eq!(j.value("enforce_statfs"), "1");
+    assert!(j.flag("allow.mount.procfs"), "{j:?}");
+    let fstab = PathBuf::from(j.value("mount.fstab"));
     let root = r.to_str().unwrap();
     has_lines(
         &fs::read_to_string(&fstab).unwrap(),
@@ -425,11 +420,12 @@ fn buildable_templates_build_on_busybox_and_create_makes_their_jails() {
     ] {
         assert!(text.contains(&want), "no `{want}` in\n{text}");
     }
-    let conf = jailconf::parse(&fs::read_to_string(dir.join("jail.conf")).unwrap()).unwrap();
+    let conf = jailconf_reader::read(&text).unwrap_or_else(|e| panic!("{e}:\n{text}"));
+    assert_eq!(conf.jails.len(), 1, "{text}");
     let j = &conf.jails[0];
-    assert_eq!(j.get("path"), dir.join("root").to_str());
-    assert_eq!(j.get("mount.fstab"), dir.join("fstab").to_str());
-    assert_eq!(j.get("devfs_ruleset"), Some("4"));
+    assert_eq!(j.value("path"), dir.join("root").to_str().unwrap());
+    assert_eq!(j.value("mount.fstab"), dir.join("fstab").to_str().unwrap());
+    assert_eq!(j.value("devfs_ruleset"), "4");
     has_lines(
         &fs::read_to_string(dir.join("rctl.conf")).unwrap(),
         &[

@@ -11,8 +11,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{jbuild, ok, run};
-use jbuild::jailconf;
+use common::{jailconf_reader, jbuild, ok, run};
 use serde_json::{json, Value};
 
 /// A context for an image of a FreeBSD root made only of files (no step
@@ -250,22 +249,17 @@ fn an_image_another_tool_labelled_becomes_a_jail_only_after_the_user_agrees() {
         "mlock:1",
         &["--allow-jail-param", "allow.mlock"],
     ));
-    let parsed = jailconf::parse(&fs::read_to_string(&conf).unwrap()).unwrap();
+    let text = fs::read_to_string(&conf).unwrap();
+    let parsed = jailconf_reader::read(&text).unwrap_or_else(|e| panic!("{e}:\n{text}"));
+    assert_eq!(parsed.jails.len(), 1, "{text}");
     let j = &parsed.jails[0];
-    assert!(
-        j.params
-            .iter()
-            .any(|p| p.name == "allow.mlock" && p.values.is_none()),
-        "{:?}",
-        j.params
-    );
+    assert!(j.flag("allow.mlock"), "{text}");
     // No /bin/sh in this root: the host starts the command once the jail
     // persists (docs/create.md).
     assert!(
-        j.get("exec.poststart")
-            .is_some_and(|s| s.ends_with("app /usr/local/bin/app")),
-        "{:?}",
-        j.params
+        j.value("exec.poststart")
+            .ends_with("app /usr/local/bin/app"),
+        "{text}"
     );
 
     // The configuration's list is consent too.
@@ -300,11 +294,12 @@ fn an_image_another_tool_labelled_becomes_a_jail_only_after_the_user_agrees() {
         ],
     ));
     let text = fs::read_to_string(&conf).unwrap();
-    let parsed = jailconf::parse(&text).unwrap();
+    let parsed = jailconf_reader::read(&text).unwrap_or_else(|e| panic!("{e}:\n{text}"));
+    assert_eq!(parsed.jails.len(), 1, "{text}");
     let j = &parsed.jails[0];
-    assert_eq!(j.get("securelevel"), Some("3"), "{text}");
-    assert_eq!(j.get("exec.prestart"), Some("touch /tmp/owned"), "{text}");
-    assert_eq!(j.get("path"), root.to_str(), "{text}");
+    assert_eq!(j.value("securelevel"), "3", "{text}");
+    assert_eq!(j.value("exec.prestart"), "touch /tmp/owned", "{text}");
+    assert_eq!(j.value("path"), root.to_str().unwrap(), "{text}");
     assert!(text.contains("the image asks for path=/"), "{text}");
 }
 
@@ -436,4 +431,40 @@ fn a_bundle_holds_the_process_and_jail_parameters_and_validates_against_the_runt
             .args(["--allow-jail-param", "enforce_statfs"]),
     );
     assert!(err.contains("already exists"), "{err}");
+}
+
+/// The independent reader (tests/common/jailconf_reader.rs) reads the
+/// forms jail.conf(5) shows, and refuses what jail(8) would not take.
+#[test]
+fn the_test_jailconf_reader_reads_the_manual_page_forms() {
+    let text = r#"# global
+exec.clean;
+// a comment
+web { /* a block
+comment */
+    ip4.addr = 10.1.1.1, 10.1.1.2;
+    ip4.addr += 10.1.1.3;
+    allow.nomount;
+    exec.start = '/bin/sh /etc/rc';
+    exec.stop = "echo \"it's\" \$HOME\\";
+    host.hostname = web.lan;
+}
+"#;
+    let conf = jailconf_reader::read(text).unwrap();
+    assert_eq!(conf.globals.len(), 1);
+    let web = conf.jail("web");
+    assert_eq!(web.values("ip4.addr"), ["10.1.1.1", "10.1.1.2", "10.1.1.3"]);
+    assert!(web.flag("allow.nomount"));
+    assert_eq!(web.value("exec.start"), "/bin/sh /etc/rc");
+    assert_eq!(web.value("exec.stop"), r#"echo "it's" $HOME\"#);
+    assert_eq!(web.value("host.hostname"), "web.lan");
+    for bad in [
+        "web { path = /x }",
+        "web { path = /x;",
+        "web { exec.start = \"$HOME\"; }",
+        "web { path = 'x; }",
+        "}",
+    ] {
+        assert!(jailconf_reader::read(bad).is_err(), "{bad}");
+    }
 }

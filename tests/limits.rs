@@ -16,8 +16,10 @@ use limits_support::{run_measured, Answer, Measured, Req, Server};
 /// 50 MB: what a registry (or an attacker) might serve as a manifest.
 const HUGE: u64 = 50 << 20;
 /// Peak RSS allowed while refusing a huge document: a 50 MB body held
-/// whole (and copied once) would pass it.
-const MAX_RSS_KIB: i64 = 100 << 10;
+/// whole would exceed it (the debug binary starts near 28 MiB; the worst
+/// case, `somelayers`, peaked at 44–45 MiB). docs/architecture.md states
+/// this figure.
+const MAX_RSS_KIB: i64 = 64 << 10;
 const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
 const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
 
@@ -395,7 +397,9 @@ fn stalled_registries_time_out_with_a_clear_message() {
 
 /// A 512 MiB layer (an uncompressed tar of one file of zeros, written
 /// streaming into the store) pushed to and pulled from a real Distribution
-/// registry: each transfer's peak RSS stays under 64 MiB.
+/// registry: each transfer's peak RSS stays under 40 MiB, the figure the
+/// README states (the debug binary peaked at 33–35 MiB pushing, 32 MiB
+/// pulling).
 #[test]
 fn a_512_mib_layer_moves_with_bounded_memory() {
     use jbuild::store::{canonical_json, oci_digest, ImageName, Store};
@@ -404,7 +408,7 @@ fn a_512_mib_layer_moves_with_bounded_memory() {
         MediaType, Os, RootFsBuilder,
     };
     const SIZE: u64 = 512 << 20;
-    const MAX_TRANSFER_RSS_KIB: i64 = 64 << 10;
+    const MAX_TRANSFER_RSS_KIB: i64 = 40 << 10;
     let registry = registry_support::Registry::start();
     let seed = tempfile::tempdir().unwrap();
     std::fs::write(seed.path().join("jbuild.toml"), "").unwrap();

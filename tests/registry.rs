@@ -231,3 +231,58 @@ fn mistakes_are_the_users_and_say_what_to_do() {
     );
     assert!(err.contains(&format!("127.0.0.1:{port}")), "{err}");
 }
+
+/// `push --jobs N` keeps N blob uploads in flight at once, never more:
+/// the proxy holds each upload's `PUT` until one more than N are in
+/// flight (which never happens) or a bounded wait passes, and records the
+/// peak. The image has 6 blobs (config and 5 layers), more than any N
+/// tried; no `--jobs` means 4 (`JobsArg`'s default).
+#[test]
+fn push_jobs_n_keeps_n_uploads_in_flight() {
+    use registry_support::proxy::{Gate, Proxy};
+    let t = tempfile::tempdir().unwrap();
+    let home = t.path().join("a");
+    let store = store_at(&home);
+    let layers: Vec<Vec<(&str, Vec<u8>)>> = (0..5)
+        .map(|i| vec![("etc/motd", noise(64 << 10, i))])
+        .collect();
+    let (desc, _) = registry_support::image::put_image(
+        &store,
+        Os::FreeBSD,
+        Arch::Amd64,
+        &layers,
+        HashMap::new(),
+    );
+    store.tag_ref("app:1", &desc).unwrap();
+    for (jobs, expected) in [(Some(1), 1), (Some(3), 3), (None, 4)] {
+        // A fresh registry each time: every blob is uploaded.
+        let reg = Registry::start();
+        let proxy = Proxy::start_gated(
+            reg.port,
+            Gate {
+                method: "PUT",
+                path: "/blobs/uploads/",
+                release_at: expected + 1,
+                wait: std::time::Duration::from_secs(2),
+            },
+        );
+        let name = format!("127.0.0.1:{}/jails/app:1", proxy.port);
+        let mut push = jbuild(&home);
+        push.args(["push", "app:1", &name]);
+        if let Some(n) = jobs {
+            push.args(["--jobs", &n.to_string()]);
+        }
+        ok(&mut push);
+        let puts = proxy
+            .requests()
+            .into_iter()
+            .filter(|r| r.starts_with("PUT ") && r.contains("/blobs/uploads/"))
+            .count();
+        assert_eq!(puts, 6, "--jobs {jobs:?}: {:#?}", proxy.requests());
+        assert_eq!(
+            proxy.peak_in_flight(),
+            expected,
+            "--jobs {jobs:?}: uploads in flight at once"
+        );
+    }
+}

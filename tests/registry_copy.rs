@@ -6,6 +6,7 @@ mod common;
 mod registry_support;
 mod tar_support;
 
+use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::Command;
@@ -17,6 +18,7 @@ use jbuild::store::{canonical_json, oci_digest, Store};
 use oci_spec::image::{
     Arch, ImageConfigurationBuilder, ImageManifestBuilder, MediaType, Os, RootFsBuilder,
 };
+use registry_support::proxy::Proxy;
 use registry_support::Registry;
 
 /// A one-layer image in `store` (an uncompressed tar: `pull` unpacks it),
@@ -123,18 +125,54 @@ fn push_to_a_layout_without_a_tag_uses_the_images_own() {
 #[test]
 fn a_pulled_image_pushed_to_another_repository_is_mounted_not_uploaded() {
     let reg = Registry::start();
+    // Every request goes through a proxy that logs it: the mounts are
+    // seen, not inferred.
+    let proxy = Proxy::start(reg.port, Vec::new());
+    let via = format!("127.0.0.1:{}", proxy.port);
     let t = tempfile::tempdir().unwrap();
     let (a, b) = (t.path().join("a"), t.path().join("b"));
-    let name = format!("{}/jails/base:14.1", reg.addr());
+    let name = format!("{via}/jails/base:14.1");
     let (manifest, config) = image(&Store::open(&a.join("store")).unwrap(), &name);
     ok(jbuild(&a).args(["push", &name]));
     ok(jbuild(&b).args(["pull", &name]));
+    let blobs = Store::open(&b.join("store")).unwrap();
+    let layer = blobs
+        .blob_digests()
+        .unwrap()
+        .into_iter()
+        .map(|d| d.to_string())
+        .find(|d| *d != config && *d != manifest)
+        .unwrap();
 
     // The store remembers where the pulled blobs came from, so pushing
     // them to another repository of that registry mounts them.
-    let other = format!("{}/apps/web:1", reg.addr());
+    let other = format!("{via}/apps/web:1");
     assert_eq!(head(&reg, &format!("/v2/apps/web/blobs/{config}")), 404);
+    proxy.clear_log();
     let events = ok(jbuild(&b).args(["--json", "push", &name, &other]));
+    let log = proxy.requests();
+    // `POST /v2/apps/web/blobs/uploads/?mount=<digest>&from=jails/base`,
+    // once per blob (the query is form-encoded: `%3A`, `%2F`).
+    let mut mounts: Vec<String> = log
+        .iter()
+        .filter_map(|r| r.strip_prefix("POST /v2/apps/web/blobs/uploads/?"))
+        .filter_map(|q| {
+            let url = reqwest::Url::parse(&format!("http://x/?{q}")).unwrap();
+            let pairs: HashMap<String, String> = url.query_pairs().into_owned().collect();
+            (pairs.get("from").map(String::as_str) == Some("jails/base"))
+                .then(|| pairs.get("mount").cloned())
+                .flatten()
+        })
+        .collect();
+    mounts.sort();
+    let mut wanted = vec![config.clone(), layer];
+    wanted.sort();
+    assert_eq!(mounts, wanted, "mount requests in {log:#?}");
+    let uploads: Vec<&String> = log
+        .iter()
+        .filter(|r| r.starts_with("PATCH ") || (r.starts_with("PUT ") && r.contains("/blobs/")))
+        .collect();
+    assert!(uploads.is_empty(), "blob bytes were sent: {uploads:#?}");
     let skipped: Vec<bool> = events
         .lines()
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
@@ -145,14 +183,14 @@ fn a_pulled_image_pushed_to_another_repository_is_mounted_not_uploaded() {
     assert_eq!(skopeo_digest(&format!("docker://{other}")), manifest);
 
     // The store that pushed them first remembers where it pushed them.
-    let third = format!("{}/apps/api:1", reg.addr());
+    let third = format!("{via}/apps/api:1");
     let events = ok(jbuild(&a).args(["--json", "push", &name, &third]));
     assert!(!events.contains(r#""skipped":false"#), "{events}");
 
     // A store whose blobs came from nowhere uploads them (the control).
     let c = t.path().join("c");
     image(&Store::open(&c.join("store")).unwrap(), &name);
-    let fourth = format!("{}/apps/cli:1", reg.addr());
+    let fourth = format!("{via}/apps/cli:1");
     let events = ok(jbuild(&c).args(["--json", "push", &name, &fourth]));
     assert!(
         events.contains(r#""skipped":false"#),

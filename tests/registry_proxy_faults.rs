@@ -121,16 +121,58 @@ fn always(kind: FaultKind) -> Vec<Fault> {
     vec![Fault::new("GET", BLOB, usize::MAX, kind)]
 }
 
+impl Pulled {
+    /// The pull came back for the rest of each cut blob: a later `GET` of
+    /// the same path asked for `Range: bytes=N-` with `0 < N <= cut`
+    /// (what reached jbuild before the cut), and the result verified.
+    fn resumed(&self) {
+        self.complete();
+        let cuts = self.proxy.cuts();
+        assert!(!cuts.is_empty(), "no body was cut: {}", self.report());
+        let heads = self.proxy.heads();
+        for (path, cut) in &cuts {
+            let line = format!("GET {path} ");
+            let tries: Vec<&String> = heads.iter().filter(|h| h.starts_with(&line)).collect();
+            let resumed_at: Vec<u64> = tries
+                .iter()
+                .skip(1)
+                .filter_map(|h| range_start(h))
+                .collect();
+            assert!(
+                resumed_at.iter().any(|&n| n > 0 && n <= *cut as u64),
+                "no GET {path} with Range: bytes=N- (0 < N <= {cut}) after the cut; \
+                 its requests:\n{tries:#?}\n{}",
+                self.report()
+            );
+        }
+    }
+}
+
+/// `N` of a request head's `Range: bytes=N-`.
+fn range_start(head: &str) -> Option<u64> {
+    head.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        if !k.trim().eq_ignore_ascii_case("range") {
+            return None;
+        }
+        v.trim()
+            .strip_prefix("bytes=")?
+            .strip_suffix('-')?
+            .parse()
+            .ok()
+    })
+}
+
 #[test]
 fn a_connection_reset_in_the_middle_of_a_blob_is_resumed() {
-    pull_through(once(FaultKind::ResetMidBody)).complete();
+    pull_through(once(FaultKind::ResetMidBody)).resumed();
     // Reset on every answer: each try still brings half of what is left.
     pull_through(always(FaultKind::ResetMidBody)).complete_or_failed_cleanly(BLOB_WORD);
 }
 
 #[test]
 fn a_truncated_body_is_resumed() {
-    pull_through(once(FaultKind::TruncateBody)).complete();
+    pull_through(once(FaultKind::TruncateBody)).resumed();
 }
 
 #[test]

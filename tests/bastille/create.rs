@@ -8,8 +8,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::PathBuf;
 
 use super::busybox_base;
-use crate::common::{self, jbuild, ok, run};
-use jbuild::jailconf;
+use crate::common::{self, jailconf_reader, jbuild, ok, run};
 
 #[test]
 fn create_copies_modes_owners_and_links_and_quotes_the_command() {
@@ -58,19 +57,17 @@ fn create_copies_modes_owners_and_links_and_quotes_the_command() {
         text.starts_with("# host jails\nother { path = /jails/other; }\n"),
         "{text}"
     );
-    let parsed = jailconf::parse(&text).unwrap();
+    let parsed = jailconf_reader::read(&text).unwrap_or_else(|e| panic!("{e}:\n{text}"));
     assert_eq!(parsed.jails.len(), 2, "{text}");
-    let app = &parsed.jails[1];
-    assert_eq!(app.name, "app");
-    assert_eq!(app.get("path"), root.to_str());
-    assert_eq!(app.get("host.hostname"), Some("custom.lan"));
-    assert!(app
-        .params
-        .iter()
-        .any(|p| p.name == "allow.raw_sockets" && p.values.is_none()));
+    assert_eq!(parsed.jail("other").value("path"), "/jails/other");
+    let app = parsed.jail("app");
+    assert_eq!(parsed.jails[1].name, "app");
+    assert_eq!(app.value("path"), root.to_str().unwrap());
+    assert_eq!(app.value("host.hostname"), "custom.lan");
+    assert!(app.flag("allow.raw_sockets"), "{text}");
     // exec.start runs through /bin/sh -c, in the background (create::start):
     // splitting it gives the argv back.
-    let start = app.get("exec.start").unwrap();
+    let start = app.value("exec.start");
     let start = start.strip_suffix(" &").expect("started in the background");
     assert_eq!(
         shlex::split(start).unwrap(),

@@ -2,6 +2,8 @@
 //! against a throwaway state root, and compare trees.
 #![allow(dead_code)]
 
+pub mod jailconf_reader;
+
 use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};

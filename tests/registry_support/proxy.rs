@@ -61,11 +61,33 @@ impl Fault {
     }
 }
 
+/// Holds requests back so that how many a client keeps open at once
+/// shows: each request with this method whose path contains `path` waits
+/// (before it is forwarded) until `release_at` of them are in flight or
+/// `wait` has passed. The peak number in flight is recorded.
+#[derive(Clone, Debug)]
+pub struct Gate {
+    pub method: &'static str,
+    pub path: &'static str,
+    pub release_at: usize,
+    pub wait: Duration,
+}
+
 #[derive(Default)]
 struct State {
     faults: Vec<Fault>,
+    gate: Option<Gate>,
+    /// Gated requests in flight now, and the most there ever were.
+    in_flight: usize,
+    peak_in_flight: usize,
     /// `METHOD PATH` of every request, in arrival order.
     log: Vec<String>,
+    /// The whole head (request line and headers) of every request, in
+    /// arrival order.
+    heads: Vec<String>,
+    /// Path and bytes of body sent of every response cut short
+    /// (`ResetMidBody`, `TruncateBody`), in order.
+    cuts: Vec<(String, usize)>,
     /// How many times a fault was applied.
     applied: usize,
     /// `METHOD PATH SCHEME` of every request (`-`: no `Authorization`).
@@ -82,11 +104,21 @@ pub struct Proxy {
 impl Proxy {
     /// Listens on 127.0.0.1 (a free port) and forwards to `upstream`.
     pub fn start(upstream: u16, faults: Vec<Fault>) -> Proxy {
+        Proxy::start_with(upstream, faults, None)
+    }
+
+    /// As [`start`](Proxy::start), holding back what `gate` matches.
+    pub fn start_gated(upstream: u16, gate: Gate) -> Proxy {
+        Proxy::start_with(upstream, Vec::new(), Some(gate))
+    }
+
+    fn start_with(upstream: u16, faults: Vec<Fault>, gate: Option<Gate>) -> Proxy {
         let std_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         std_listener.set_nonblocking(true).unwrap();
         let port = std_listener.local_addr().unwrap().port();
         let state = Arc::new(Mutex::new(State {
             faults,
+            gate,
             ..State::default()
         }));
         let (tx, rx) = tokio::sync::oneshot::channel();
@@ -138,9 +170,25 @@ impl Proxy {
             .collect()
     }
 
+    /// The whole head of every request so far.
+    pub fn heads(&self) -> Vec<String> {
+        self.state.lock().unwrap().heads.clone()
+    }
+
+    /// Path and body bytes sent of every response cut short so far.
+    pub fn cuts(&self) -> Vec<(String, usize)> {
+        self.state.lock().unwrap().cuts.clone()
+    }
+
+    /// The most gated requests that were in flight at once.
+    pub fn peak_in_flight(&self) -> usize {
+        self.state.lock().unwrap().peak_in_flight
+    }
+
     pub fn clear_log(&self) {
         let mut st = self.state.lock().unwrap();
         st.log.clear();
+        st.heads.clear();
         st.auth.clear();
     }
 
@@ -164,6 +212,33 @@ impl Drop for Proxy {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+/// One gated request in flight; leaving the count when dropped.
+struct InFlight(Arc<Mutex<State>>);
+
+impl InFlight {
+    /// Counts this request in and holds it as its gate says.
+    async fn enter(state: &Arc<Mutex<State>>, gate: &Gate) -> InFlight {
+        {
+            let mut st = state.lock().unwrap();
+            st.in_flight += 1;
+            st.peak_in_flight = st.peak_in_flight.max(st.in_flight);
+        }
+        let until = tokio::time::Instant::now() + gate.wait;
+        while tokio::time::Instant::now() < until
+            && state.lock().unwrap().in_flight < gate.release_at
+        {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        InFlight(state.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.lock().unwrap().in_flight -= 1;
     }
 }
 
@@ -244,9 +319,10 @@ async fn handle(
     let mut words = head.split_whitespace();
     let method = words.next().unwrap_or("").to_string();
     let path = words.next().unwrap_or("").to_string();
-    let fault = {
+    let (fault, gate) = {
         let mut st = state.lock().unwrap();
         st.log.push(format!("{method} {path}"));
+        st.heads.push(head.clone());
         let scheme = header(&head, "authorization")
             .and_then(|v| v.split_whitespace().next().map(str::to_string))
             .unwrap_or_else(|| "-".into());
@@ -255,10 +331,20 @@ async fn handle(
             .faults
             .iter_mut()
             .find(|f| f.times > 0 && f.method == method && path.contains(f.path));
-        f.map(|f| {
+        let fault = f.map(|f| {
             f.times -= 1;
             f.kind.clone()
-        })
+        });
+        let gate = st
+            .gate
+            .clone()
+            .filter(|g| g.method == method && path.contains(g.path));
+        (fault, gate)
+    };
+    // Held until the response is sent (the end of this function).
+    let _in_flight = match &gate {
+        Some(g) => Some(InFlight::enter(&state, g).await),
+        None => None,
     };
     if let Some(FaultKind::Status(code, headers)) = &fault {
         state.lock().unwrap().applied += 1;
@@ -360,6 +446,7 @@ async fn handle(
         FaultKind::ResetMidBody | FaultKind::TruncateBody => {
             cl_w.write_all(&body[..n / 2]).await?;
             cl_w.flush().await?;
+            state.lock().unwrap().cuts.push((path.clone(), n / 2));
             tokio::time::sleep(Duration::from_millis(50)).await;
             if matches!(kind, FaultKind::TruncateBody) {
                 cl_w.shutdown().await?;
