@@ -349,12 +349,13 @@ mod tests {
     fn each_broken_rule_is_reported() {
         let good = plan_for(Some("builder"));
         let forwarded = signals::forwarded();
-        let broken = |edit: &dyn Fn(&mut Vec<ChildCall>)| {
+        type Edit<'a> = &'a dyn Fn(&mut Vec<ChildCall>);
+        let broken = |edit: Edit<'_>| {
             let mut p = good.clone();
             edit(&mut p.calls);
             rule_breaks(&p, &forwarded)
         };
-        let cases: [(&str, &dyn Fn(&mut Vec<ChildCall>)); 9] = [
+        let cases: [(&str, Edit<'_>); 9] = [
             ("setgid comes before setuid", &|c| c.swap(6, 7)),
             ("setgroups comes before setgid", &|c| c.swap(5, 6)),
             ("jail_attach (root only) comes before setuid", &|c| {
