@@ -71,6 +71,7 @@ fn replay(target: &str, at_least: usize, check: fn(&[u8])) {
 #[test]
 fn jailfile_parse_corpus() {
     replay("jailfile_parse", 3000, checks::check_jailfile_parse);
+    std::fs::remove_dir_all(checks::include_dir()).unwrap();
 }
 
 #[test]

@@ -14,6 +14,15 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
+/// The private directory the Jailfile's INCLUDEs read: made once per
+/// process and never removed by it (a static is not dropped), so a caller
+/// that ends (the corpus replay) removes it.
+pub fn include_dir() -> &'static std::path::Path {
+    jailfile()
+        .parent()
+        .expect("the Jailfile is in the include dir")
+}
+
 fn jailfile() -> &'static PathBuf {
     static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
     static PATH: OnceLock<PathBuf> = OnceLock::new();

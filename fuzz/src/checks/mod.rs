@@ -14,7 +14,7 @@ mod oci_documents;
 mod tar_read;
 mod zfs_diff_parse;
 
-pub use jailfile_parse::check_jailfile_parse;
+pub use jailfile_parse::{check_jailfile_parse, include_dir};
 pub use layer_apply::check_layer_apply;
 pub use oci_documents::check_oci_documents;
 pub use tar_read::check_tar_read;
