@@ -1,7 +1,10 @@
 //! Filesystem helpers shared by everything that writes into a root on behalf
 //! of a recipe or a layer: resolving a path *inside* a root the way the
 //! jail would see it, and writing files atomically; and telling an I/O
-//! error about a path from a fault of the system.
+//! error about a path from a fault of the system. File flags (`schg`
+//! and the like) are read and set through [`flags::FileFlags`].
+
+pub mod flags;
 
 use std::ffi::OsString;
 use std::fs;

@@ -1,32 +1,6 @@
-//! Helpers shared by the fuzz targets.
+//! The fuzz targets' property checks (`checks/`, shared with the main
+//! crate's corpus replay in `tests/fuzz_replay.rs`) and their helpers.
 
-use jbuild::layer::header::{self, BLOCK};
+mod checks;
 
-/// Rewrites the checksum of every header block of the tar stream `tar`, as
-/// the reader walks it (header, content padded to a block, next header), so
-/// mutations reach past the checksum check. Stops at the end-of-archive
-/// marker, at a size field it cannot read, or at the end of the bytes.
-pub fn fix_checksums(tar: &mut [u8]) {
-    let mut at = 0usize;
-    while at + BLOCK <= tar.len() {
-        let block = &mut tar[at..at + BLOCK];
-        if block.iter().all(|&b| b == 0) {
-            return;
-        }
-        block[148..156].fill(b' ');
-        let sum: u64 = block.iter().map(|&b| u64::from(b)).sum();
-        let field = format!("{sum:06o}\0 ");
-        block[148..156].copy_from_slice(field.as_bytes());
-        let Some(size) = header::parse_numeric(&block[124..136]) else {
-            return;
-        };
-        let Some(next) = usize::try_from(size)
-            .ok()
-            .and_then(|s| s.checked_add(header::padding(size)))
-            .and_then(|s| s.checked_add(at + BLOCK))
-        else {
-            return;
-        };
-        at = next;
-    }
-}
+pub use checks::*;

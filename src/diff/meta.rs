@@ -74,7 +74,7 @@ impl Meta {
             rdev: m.rdev(),
             dev: m.dev(),
             ino: m.ino(),
-            flags: file_flags(m),
+            flags: crate::fsutil::flags::st_flags(m),
         }
     }
 
@@ -92,17 +92,6 @@ impl Meta {
 /// `lstat`: never follows a symlink.
 pub fn lstat(path: &Path) -> io::Result<Meta> {
     fs::symlink_metadata(path).map(|m| Meta::from_metadata(&m))
-}
-
-#[cfg(target_os = "freebsd")]
-fn file_flags(m: &fs::Metadata) -> u32 {
-    use std::os::freebsd::fs::MetadataExt as _;
-    m.st_flags()
-}
-
-#[cfg(not(target_os = "freebsd"))]
-fn file_flags(_: &fs::Metadata) -> u32 {
-    0
 }
 
 /// The extended attributes of `path` itself (a symlink's own, not its

@@ -10,6 +10,10 @@
 //! ourselves gives exactly the step's environment, user, groups,
 //! directory and umask, with nothing needed inside the root.
 //!
+//! What the child does between fork and exec is decided in
+//! [`super::attach`] (and tested there on any Unix); this file performs
+//! it with the real system calls.
+//!
 //! Decisions:
 //!
 //! - **Ctrl-C.** The step stays in jbuild's process group, so the
@@ -25,13 +29,13 @@
 //!   `exec: NAME: not found` on stderr, as on Linux.
 //! - **securelevel** is not raised; see [`super::jail_params`].
 
-use std::ffi::CString;
 use std::io;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::ExitStatus;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::attach::{self, ChildCall, Exec};
 use super::jail_session::{run_in_jail, SystemRunner};
 use super::prepare::{self, setup_error};
 use super::signals::StepSignals;
@@ -72,8 +76,6 @@ impl Executor for JailExecutor {
             std::process::id(),
             self.next.fetch_add(1, Ordering::Relaxed)
         );
-        let cwd = CString::new(cwd.as_bytes())
-            .map_err(|_| ExecError::Invalid("cwd has a NUL byte".into()))?;
         // Installed before the jail exists, so a Ctrl-C at any moment from
         // here on is answered by a teardown rather than by jbuild dying.
         let signals = StepSignals::install().map_err(|e| ExecError::Io {
@@ -82,18 +84,18 @@ impl Executor for JailExecutor {
         })?;
         let mut runner = SystemRunner;
         let result = run_in_jail(&mut runner, root, &name, spec, |session| {
-            let plan = AttachPlan {
-                parent_pid: std::process::id() as libc::pid_t,
-                jid: session.jid(),
-                cwd,
-                uid: ident.uid,
-                gid: ident.gid,
-                groups: ident.groups.clone(),
+            let exec = Exec {
+                program: program.clone(),
+                argv: spec.argv.clone(),
+                env: ready.env.clone(),
             };
-            let mut cmd = prepare::command(&ready, spec);
-            // SAFETY: `attach` only makes async-signal-safe calls on data
+            let parent = std::process::id() as libc::pid_t;
+            let plan = attach::plan(ident, cwd, session.jid(), parent, exec)?;
+            let mut cmd = plan.command();
+            let calls = plan.before_exec().to_vec();
+            // SAFETY: `perform` only makes async-signal-safe calls on data
             // computed before the fork.
-            unsafe { cmd.pre_exec(move || attach(&plan)) };
+            unsafe { cmd.pre_exec(move || perform(&calls)) };
             match cmd.spawn() {
                 Ok(mut process) => {
                     signals.forward_to(process.id());
@@ -122,50 +124,14 @@ impl Executor for JailExecutor {
                     }
                 }
                 Err(e) => prepare::spawn_failed(e, program, out, |stage, _, errno| {
-                    describe_stage(stage, errno, &name)
+                    attach::describe_stage(stage, errno, &name)
                 })
                 .map_err(spawn_error),
             }
         });
-        // The jail is gone by now; a signal jbuild got stops the build
-        // even if the step itself carried on and succeeded.
-        match (signals.received(), result) {
-            (Some(sig), Ok(outcome)) if outcome.success() => Err(ExecError::Io {
-                context: format!("the build was interrupted (signal {sig})"),
-                source: io::Error::from(io::ErrorKind::Interrupted),
-            }),
-            (_, result) => result,
-        }
+        // The jail is gone by now.
+        attach::verdict(signals.received(), result)
     }
-}
-
-const PDEATHSIG: u8 = 1;
-const ATTACH: u8 = 2;
-const CHDIR: u8 = 3;
-const CREDENTIALS: u8 = 4;
-
-fn describe_stage(stage: u8, errno: i32, jail: &str) -> String {
-    let err = io::Error::from_raw_os_error(errno);
-    match stage {
-        PDEATHSIG => format!("cannot tie the step's life to jbuild's: {err}"),
-        ATTACH => format!("cannot enter jail {jail}: {err}"),
-        CHDIR => format!("cannot enter the working directory: {err}"),
-        CREDENTIALS => format!("cannot switch to the step's user: {err}"),
-        _ => format!("setup failed: {err}"),
-    }
-}
-
-/// What the child needs, computed before the fork.
-struct AttachPlan {
-    parent_pid: libc::pid_t,
-    jid: libc::c_int,
-    /// Named inside the jail.
-    cwd: CString,
-    uid: libc::uid_t,
-    gid: libc::gid_t,
-    /// The primary gid first: before FreeBSD 14.3, setgroups(2) also sets
-    /// the effective gid from the first entry.
-    groups: Vec<libc::gid_t>,
 }
 
 fn check(ret: libc::c_int, stage: u8) -> io::Result<()> {
@@ -180,34 +146,49 @@ fn check(ret: libc::c_int, stage: u8) -> io::Result<()> {
     }
 }
 
-/// Between fork and exec: only syscalls on the precomputed plan.
-unsafe fn attach(p: &AttachPlan) -> io::Result<()> {
-    // exec keeps ignored signals ignored; the step must stop on Ctrl-C.
-    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
-        libc::signal(sig, libc::SIG_DFL);
+/// Between fork and exec: each call of the plan ([`super::attach`]) as
+/// its one system call, nothing decided here. The exec itself is
+/// `std::process::Command`'s, after this returns.
+unsafe fn perform(calls: &[ChildCall]) -> io::Result<()> {
+    for call in calls {
+        let stage = call.stage();
+        match call {
+            ChildCall::DefaultSignals(signals) => {
+                for &sig in signals {
+                    libc::signal(sig, libc::SIG_DFL);
+                }
+            }
+            ChildCall::PdeathSig(sig) => {
+                let mut death: libc::c_int = *sig;
+                let death_ptr = (&mut death as *mut libc::c_int).cast::<libc::c_void>();
+                check(
+                    libc::procctl(
+                        libc::P_PID,
+                        libc::getpid() as libc::id_t,
+                        libc::PROC_PDEATHSIG_CTL,
+                        death_ptr,
+                    ),
+                    stage,
+                )?;
+            }
+            ChildCall::ExitIfOrphaned { parent } => {
+                if libc::getppid() != *parent {
+                    libc::_exit(1);
+                }
+            }
+            ChildCall::JailAttach { jid } => check(libc::jail_attach(*jid), stage)?,
+            ChildCall::Chdir(dir) => check(libc::chdir(dir.as_ptr()), stage)?,
+            ChildCall::SetGroups(groups) => check(
+                libc::setgroups(groups.len() as libc::c_int, groups.as_ptr()),
+                stage,
+            )?,
+            ChildCall::SetGid(gid) => check(libc::setgid(*gid), stage)?,
+            ChildCall::SetUid(uid) => check(libc::setuid(*uid), stage)?,
+            ChildCall::Umask(mode) => {
+                libc::umask(*mode as libc::mode_t);
+            }
+            ChildCall::Exec(_) => {}
+        }
     }
-    let mut death = libc::SIGKILL;
-    let death_ptr = (&mut death as *mut libc::c_int).cast::<libc::c_void>();
-    check(
-        libc::procctl(
-            libc::P_PID,
-            libc::getpid() as libc::id_t,
-            libc::PROC_PDEATHSIG_CTL,
-            death_ptr,
-        ),
-        PDEATHSIG,
-    )?;
-    if libc::getppid() != p.parent_pid {
-        libc::_exit(1);
-    }
-    check(libc::jail_attach(p.jid), ATTACH)?;
-    check(libc::chdir(p.cwd.as_ptr()), CHDIR)?;
-    check(
-        libc::setgroups(p.groups.len() as libc::c_int, p.groups.as_ptr()),
-        CREDENTIALS,
-    )?;
-    check(libc::setgid(p.gid), CREDENTIALS)?;
-    check(libc::setuid(p.uid), CREDENTIALS)?;
-    libc::umask(0o022);
     Ok(())
 }

@@ -87,7 +87,7 @@ impl Executor for LinuxExecutor {
         let mut staging = None;
         let result = (|| {
             let (plan, bind_names) = plan(root, spec, ident, cwd, &mut points, &mut staging)?;
-            let mut cmd = prepare::command(&ready, spec);
+            let mut cmd = prepare::command_for(&ready.program, &spec.argv, &ready.env);
             // SAFETY: `enter` only makes async-signal-safe calls on data
             // computed before the fork (see the `child` module).
             unsafe { cmd.pre_exec(move || child::enter(&plan)) };

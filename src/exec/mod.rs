@@ -17,13 +17,16 @@
 //! Around them: [`user`] resolves `USER` (and `COPY --chown`) in the
 //! root's own passwd and group files; [`output`] turns the two output
 //! pipes into lines; [`jail_params`] and [`jail_session`] are the jail's
-//! command lines and its setup/teardown sequence, kept apart from FreeBSD
-//! so they are tested everywhere.
+//! command lines and its setup/teardown sequence, and [`attach`] what the
+//! step's process does between fork and exec to enter the jail, kept
+//! apart from FreeBSD so they are tested everywhere.
 //!
 //! Both executors answer the same way to a program that is not in the
 //! root: `Ok(Outcome::Exited(127))` with `exec: NAME: not found ...` on
 //! the step's stderr, as a shell does (126 for one that cannot be run).
 
+#[cfg(unix)]
+pub mod attach;
 #[cfg(target_os = "freebsd")]
 pub mod freebsd;
 pub mod jail_params;

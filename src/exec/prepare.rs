@@ -108,16 +108,20 @@ pub(crate) fn spawn_failed(
     }
 }
 
-/// The process as both executors start it: the program with the spec's
-/// argv (`argv[0]` as written), exactly the step's environment, no stdin,
-/// output into pipes.
-pub(crate) fn command(ready: &Ready, spec: &RunSpec) -> std::process::Command {
+/// The process as both executors start it: `program` (its path as the
+/// step sees it) run with `argv` (`argv[0]` as written), exactly `env`,
+/// no stdin, output into pipes.
+pub(crate) fn command_for(
+    program: &str,
+    argv: &[String],
+    env: &[(String, String)],
+) -> std::process::Command {
     use std::os::unix::process::CommandExt;
-    let mut cmd = std::process::Command::new(&ready.program);
-    cmd.arg0(&spec.argv[0])
-        .args(&spec.argv[1..])
+    let mut cmd = std::process::Command::new(program);
+    cmd.arg0(&argv[0])
+        .args(&argv[1..])
         .env_clear()
-        .envs(ready.env.iter().map(|(k, v)| (k, v)))
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());

@@ -23,6 +23,12 @@ const SIGNALS: [Signal; 4] = [
     Signal::SIGHUP,
 ];
 
+/// The signals jbuild passes on to the step (as numbers, for the
+/// FreeBSD executor's plan, which resets them in the child).
+pub fn forwarded() -> Vec<i32> {
+    SIGNALS.iter().map(|&s| s as i32).collect()
+}
+
 /// The step's pid (0: none yet) and the last signal received (0: none).
 /// One step at a time: the build loop runs steps one after another.
 static CHILD: AtomicI32 = AtomicI32::new(0);

@@ -26,8 +26,13 @@
 //! - Owners are set (numerically) only with [`ApplyOptions::same_owner`];
 //!   mode after owner (`chown` clears setuid); extended attributes after
 //!   that; mtimes last (for directories, after everything under them); and
-//!   on FreeBSD file flags at the very end, since `schg` would block the
-//!   rest. Elsewhere, flags in a layer are ignored.
+//!   file flags (`SCHILY.fflags`) at the very end, since `schg` would block
+//!   the rest. What is there already is unlocked before it is replaced,
+//!   removed or merged into: a file's flags are cleared before it is
+//!   unlinked, a directory's before entries are added to it, a lower
+//!   file's before a hard link is made to it (and set again after). Flags
+//!   are read and set through [`FileFlags`] (the host's by default: on
+//!   systems other than FreeBSD, flags in a layer are ignored).
 //!
 //! Content is streamed; what is kept in memory grows with the number of
 //! entries (the set of paths written, and directories whose metadata is
@@ -50,6 +55,7 @@ use super::reader::{Header, TarReader};
 use super::{fflags, EntryProblem, LayerError};
 use crate::diff::meta::make_dev;
 use crate::digest::{Digest, HashingReader};
+use crate::fsutil::flags::{self, st_flags, FileFlags};
 use crate::fsutil::resolve_in_root_with;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,6 +111,19 @@ pub fn apply_with_limits<R: Read>(
     opts: &ApplyOptions,
     limits: &Limits,
 ) -> Result<ApplyStats, LayerError> {
+    apply_with_flags(layer, media_type, root, opts, limits, flags::host())
+}
+
+/// [`apply_with_limits`], reading and setting file flags through
+/// `file_flags` rather than the host's.
+pub fn apply_with_flags<R: Read>(
+    layer: R,
+    media_type: &str,
+    root: &Path,
+    opts: &ApplyOptions,
+    limits: &Limits,
+    file_flags: &dyn FileFlags,
+) -> Result<ApplyStats, LayerError> {
     let m = fs::symlink_metadata(root).map_err(LayerError::fs("read the metadata of", root))?;
     if !m.is_dir() {
         let e = io::Error::new(
@@ -121,6 +140,7 @@ pub fn apply_with_limits<R: Read>(
         root,
         opts,
         limits,
+        file_flags,
         written: HashMap::new(),
         holds_written: HashSet::new(),
         symlinks: HashSet::new(),
@@ -177,6 +197,7 @@ struct Applier<'a> {
     root: &'a Path,
     opts: &'a ApplyOptions,
     limits: &'a Limits,
+    file_flags: &'a dyn FileFlags,
     /// Host paths this layer created or replaced: whiteouts and opaque
     /// markers leave them alone.
     written: HashMap<PathBuf, Named>,
@@ -345,13 +366,22 @@ impl Applier<'_> {
 
     /// Clears the way for a new entry at `host`: removes what is there,
     /// unless it is a directory and `merge_dir` is set. Returns whether a
-    /// directory was kept.
+    /// directory was kept; its flags are cleared, so entries can be added
+    /// to it and its metadata changed (the entry's own are set at the end).
     fn replace(&mut self, host: &Path, merge_dir: bool) -> Result<bool, LayerError> {
         match fs::symlink_metadata(host) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
             Err(e) => Err(LayerError::fs("read the metadata of", host)(e)),
-            Ok(m) if m.is_dir() && merge_dir => Ok(true),
-            Ok(_) => remove_any(host)
+            Ok(m) if m.is_dir() && merge_dir => {
+                let flags = self.file_flags;
+                let unlock = || match flags.get(host, st_flags(&m))? {
+                    0 => Ok(()),
+                    _ => flags.set(host, 0),
+                };
+                unlock().map_err(LayerError::fs("clear the file flags of", host))?;
+                Ok(true)
+            }
+            Ok(_) => remove_any(host, self.file_flags)
                 .map(|_| false)
                 .map_err(LayerError::fs("remove", host)),
         }
@@ -381,7 +411,7 @@ impl Applier<'_> {
         }
         self.owner_and_xattrs(h, host)?;
         self.dirs.push((host.to_path_buf(), h.mode, mtime_of(h)));
-        self.defer_flags(h, host, existed);
+        self.defer_flags(h, host);
         Ok(())
     }
 
@@ -439,7 +469,33 @@ impl Applier<'_> {
             return Ok(());
         }
         self.replace(host, false)?;
-        link_no_follow(&target, host).map_err(LayerError::fs("create the hard link", host))
+        match link_no_follow(&target, host) {
+            // link(2) refuses a file flagged immutable or append-only.
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => self.link_locked(&target, host, e),
+            linked => linked.map_err(LayerError::fs("create the hard link", host)),
+        }
+    }
+
+    /// A hard link to `target`, a lower layer's file whose flags lock it:
+    /// they are cleared for the link and set again at the end. `refused`
+    /// is the first attempt's error, returned if no flag was in the way.
+    fn link_locked(
+        &mut self,
+        target: &Path,
+        host: &Path,
+        refused: io::Error,
+    ) -> Result<(), LayerError> {
+        let unlock = |e| LayerError::fs("clear the file flags of", target)(e);
+        let m = fs::symlink_metadata(target).map_err(unlock)?;
+        let old = self.file_flags.get(target, st_flags(&m)).map_err(unlock)?;
+        if old & fflags::LOCKING == 0 {
+            return Err(LayerError::fs("create the hard link", host)(refused));
+        }
+        self.file_flags
+            .set(target, old & !fflags::LOCKING)
+            .map_err(unlock)?;
+        self.flags.push((target.to_path_buf(), old));
+        link_no_follow(target, host).map_err(LayerError::fs("create the hard link", host))
     }
 
     fn node(&mut self, h: &Header, host: &Path) -> Result<(), LayerError> {
@@ -484,7 +540,7 @@ impl Applier<'_> {
         let t = mtime_of(h);
         filetime::set_symlink_file_times(host, t, t)
             .map_err(LayerError::fs("set the times of", host))?;
-        self.defer_flags(h, host, false);
+        self.defer_flags(h, host);
         Ok(())
     }
 
@@ -506,9 +562,9 @@ impl Applier<'_> {
         Ok(())
     }
 
-    fn defer_flags(&mut self, h: &Header, host: &Path, existed: bool) {
+    fn defer_flags(&mut self, h: &Header, host: &Path) {
         let flags = h.fflags.as_deref().map_or(0, fflags::from_text);
-        if flags != 0 || existed {
+        if flags != 0 {
             self.flags.push((host.to_path_buf(), flags));
         }
     }
@@ -536,7 +592,7 @@ impl Applier<'_> {
             // Only the lower content goes; what this layer put inside stays.
             return self.clear_lower(&target);
         }
-        remove_any(&target).map_err(LayerError::fs("remove", &target))
+        remove_any(&target, self.file_flags).map_err(LayerError::fs("remove", &target))
     }
 
     /// Notes that this layer wrote `path`, and so something below each
@@ -581,7 +637,7 @@ impl Applier<'_> {
                 .path();
             let keep = self.written.contains_key(&path) || self.holds_written.contains(&path);
             if !keep {
-                remove_any(&path).map_err(LayerError::fs("remove", &path))?;
+                remove_any(&path, self.file_flags).map_err(LayerError::fs("remove", &path))?;
             } else if fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
                 self.clear_lower(&path)?;
             }
@@ -603,10 +659,11 @@ impl Applier<'_> {
             filetime::set_symlink_file_times(path, *mtime, *mtime)
                 .map_err(LayerError::fs("set the times of", path))?;
         }
-        #[cfg(target_os = "freebsd")]
         for (path, flags) in &self.flags {
             if self.unaliased(path) {
-                fflags::set(path, *flags).map_err(LayerError::fs("set the file flags of", path))?;
+                self.file_flags
+                    .set(path, *flags)
+                    .map_err(LayerError::fs("set the file flags of", path))?;
             }
         }
         Ok(())
@@ -638,37 +695,23 @@ impl Applier<'_> {
     }
 }
 
-/// Removes a file or a whole directory tree, never following symlinks. On
-/// FreeBSD, flags such as `schg` that forbid it are cleared first.
-fn remove_any(path: &Path) -> io::Result<()> {
+/// Removes a file or a whole directory tree, never following symlinks.
+/// Flags such as `schg` that forbid it (EPERM) are cleared, and the
+/// removal tried again: flags are rare, so they are not read up front.
+fn remove_any(path: &Path, file_flags: &dyn FileFlags) -> io::Result<()> {
     let remove = || match fs::symlink_metadata(path)?.is_dir() {
         true => fs::remove_dir_all(path),
         false => fs::remove_file(path),
     };
     let result = remove();
-    #[cfg(target_os = "freebsd")]
     if result
         .as_ref()
         .is_err_and(|e| e.raw_os_error() == Some(libc::EPERM))
     {
-        clear_flags(path)?;
+        flags::clear_tree(file_flags, path)?;
         return remove();
     }
     result
-}
-
-#[cfg(target_os = "freebsd")]
-fn clear_flags(path: &Path) -> io::Result<()> {
-    let m = crate::diff::meta::lstat(path)?;
-    if m.flags != 0 {
-        fflags::set(path, 0)?;
-    }
-    if m.is_dir() {
-        for entry in fs::read_dir(path)? {
-            clear_flags(&entry?.path())?;
-        }
-    }
-    Ok(())
 }
 
 /// `link(2)` that never follows a symlink at `target` (`linkat`, no flags).

@@ -2,8 +2,9 @@
 //! record, spelt as bsdtar (libarchive) spells it, e.g. `schg,uappnd`.
 //!
 //! The mapping is pure and works on every platform (so it is tested on
-//! Linux); only reading and setting flags is FreeBSD's. Flags libarchive
-//! has no name for are not carried.
+//! Linux). Reading and setting a path's flags goes through
+//! [`crate::fsutil::flags::FileFlags`], which says when each is done.
+//! Flags libarchive has no name for are not carried.
 
 /// Flag bits, as in FreeBSD's `<sys/stat.h>`.
 pub const UF_NODUMP: u32 = 0x0000_0001;
@@ -75,19 +76,6 @@ pub fn from_text(text: &str) -> u32 {
         }
     }
     flags
-}
-
-/// Sets the flags of `path` itself (not a symlink's target).
-#[cfg(target_os = "freebsd")]
-pub fn set(path: &std::path::Path, flags: u32) -> std::io::Result<()> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "path contains NUL"))?;
-    // SAFETY: `c` is a valid NUL-terminated string for the duration of the call.
-    if unsafe { libc::lchflags(c.as_ptr(), libc::c_ulong::from(flags)) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
 }
 
 #[cfg(target_os = "freebsd")]

@@ -28,14 +28,14 @@ pub mod tar;
 use std::fmt;
 use std::str::FromStr;
 
-pub use apply::{apply, apply_with_limits, ApplyOptions, ApplyStats};
+pub use apply::{apply, apply_with_flags, apply_with_limits, ApplyOptions, ApplyStats};
 pub use compress::{decompress, export, export_with_workers, uncompressed_size};
 pub use error::{EntryProblem, LayerError};
 pub use limits::Limits;
 /// The hostile-tar reader alone, for the fuzz targets (`fuzz/`).
 #[doc(hidden)]
 pub use reader::{Header as TarHeader, TarReader};
-pub use tar::write_tar;
+pub use tar::{write_tar, write_tar_with_flags};
 
 use crate::digest::Digest;
 

@@ -40,6 +40,7 @@ use super::{fflags, LayerError, TarOptions};
 use crate::diff::emission_order;
 use crate::diff::meta::{self, FileKind, Meta};
 use crate::diff::{Change, ChangeKind};
+use crate::fsutil::flags::{self, FileFlags};
 
 /// Size of the output buffer; also the size of the chunks the export
 /// pipeline passes between threads.
@@ -57,8 +58,21 @@ pub fn write_tar<W: Write>(
     opts: &TarOptions,
     out: W,
 ) -> Result<W, LayerError> {
+    write_tar_with_flags(root, changes, opts, flags::host(), out)
+}
+
+/// [`write_tar`], reading file flags through `file_flags` rather than the
+/// host's.
+pub fn write_tar_with_flags<W: Write>(
+    root: &Path,
+    changes: &[Change],
+    opts: &TarOptions,
+    file_flags: &dyn FileFlags,
+    out: W,
+) -> Result<W, LayerError> {
     let mut w = Writer {
         root,
+        file_flags,
         clamp: opts.clamp_mtime,
         out: Out::new(out),
         dirs: Vec::new(),
@@ -86,6 +100,7 @@ pub fn write_tar<W: Write>(
 
 struct Writer<'a, W: Write> {
     root: &'a Path,
+    file_flags: &'a dyn FileFlags,
     clamp: u64,
     out: Out<W>,
     /// The directories written so far on the way to the current path: a
@@ -214,7 +229,11 @@ impl<W: Write> Writer<'_, W> {
         }
         let xattrs = meta::xattrs(&host)
             .map_err(LayerError::fs("read the extended attributes of", &host))?;
-        let flags = fflags::to_text(m.flags);
+        let flags = self
+            .file_flags
+            .get(&host, m.flags)
+            .map_err(LayerError::fs("read the file flags of", &host))?;
+        let flags = fflags::to_text(flags);
         e.xattrs = &xattrs;
         e.fflags = flags.as_deref();
         let target;

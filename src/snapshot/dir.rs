@@ -30,15 +30,19 @@ mod copy;
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use super::{validate_name, Info, Kind, Labels, Result, SnapshotError, Snapshotter};
 use crate::diff::walk::TreeWalkDiffer;
 use crate::diff::Differ;
+use crate::fsutil::flags::{self, st_flags, FileFlags};
 use crate::fsutil::{sync_dir, write_atomic};
 
-pub use copy::{copy_metadata, copy_tree, copy_tree_with, CopyCounts, FileCopy};
+pub use copy::{
+    copy_metadata, copy_tree, copy_tree_with, copy_tree_with_flags, CopyCounts, FileCopy,
+};
 
 const META: &str = "meta.json";
 
@@ -46,6 +50,9 @@ const META: &str = "meta.json";
 #[derive(Debug)]
 pub struct DirSnapshotter {
     root: PathBuf,
+    /// Read and set when a snapshot is copied, cleared when one is
+    /// removed: see [`crate::fsutil::flags`].
+    file_flags: Arc<dyn FileFlags>,
 }
 
 /// What `meta.json` holds.
@@ -79,7 +86,10 @@ impl DirSnapshotter {
             let dir = root.join(sub);
             fs::create_dir_all(&dir).map_err(io_err("create", &dir))?;
         }
-        let sn = DirSnapshotter { root };
+        let sn = DirSnapshotter {
+            root,
+            file_flags: Arc::new(flags::HostFlags),
+        };
         let trash = sn.root.join("trash");
         // Best effort: another process may be deleting the same entries.
         for entry in fs::read_dir(&trash)
@@ -89,6 +99,13 @@ impl DirSnapshotter {
             let _ = remove_tree(&entry.path());
         }
         Ok(sn)
+    }
+
+    /// Reads and sets file flags through `file_flags` rather than the
+    /// host's (tests give FreeBSD's rules to a Linux filesystem so).
+    pub fn with_file_flags(mut self, file_flags: Arc<dyn FileFlags>) -> Self {
+        self.file_flags = file_flags;
+        self
     }
 
     pub(super) fn dir(&self, kind: Kind, name: &str) -> PathBuf {
@@ -244,7 +261,7 @@ impl DirSnapshotter {
         let trashed = self
             .lock()
             .and_then(|_lock| self.to_trash(Kind::Active, key));
-        let _ = trashed.and_then(|t| remove_tree(&t));
+        let _ = trashed.and_then(|t| remove_tree_with(&t, &*self.file_flags));
     }
 
     fn list_kind(&self, kind: Kind, out: &mut Vec<Info>) -> Result<()> {
@@ -277,7 +294,13 @@ impl Snapshotter for DirSnapshotter {
         let dir = self.begin(key, parent)?;
         let root = dir.join("fs");
         let made = match parent {
-            Some(parent) => copy_tree(&self.dir(Kind::Committed, parent).join("fs"), &root),
+            Some(parent) => copy_tree_with_flags(
+                &self.dir(Kind::Committed, parent).join("fs"),
+                &root,
+                FileCopy::Cheapest,
+                &*self.file_flags,
+            )
+            .map(drop),
             None => fs::create_dir(&root),
         };
         if let Err(e) = made {
@@ -373,7 +396,7 @@ impl Snapshotter for DirSnapshotter {
         }
         let trashed = self.to_trash(kind, name)?;
         drop(lock);
-        remove_tree(&trashed)
+        remove_tree_with(&trashed, &*self.file_flags)
     }
 
     fn list(&self) -> Result<Vec<Info>> {
@@ -409,27 +432,28 @@ pub(super) fn sync_tree(dir: &Path) -> Result<()> {
 /// (directories without write permission when not root; FreeBSD `schg`
 /// and similar flags) are made deletable first.
 pub(super) fn remove_tree(path: &Path) -> Result<()> {
+    remove_tree_with(path, flags::host())
+}
+
+/// [`remove_tree`], clearing file flags through `file_flags`.
+fn remove_tree_with(path: &Path, file_flags: &dyn FileFlags) -> Result<()> {
     if fs::remove_dir_all(path).is_ok() || fs::symlink_metadata(path).is_err() {
         return Ok(());
     }
-    make_deletable(path).map_err(io_err("make deletable", path))?;
+    make_deletable(path, file_flags).map_err(io_err("make deletable", path))?;
     fs::remove_dir_all(path).map_err(io_err("remove", path))
 }
 
-fn make_deletable(path: &Path) -> std::io::Result<()> {
+fn make_deletable(path: &Path, file_flags: &dyn FileFlags) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     let meta = fs::symlink_metadata(path)?;
-    #[cfg(target_os = "freebsd")]
-    {
-        use std::os::freebsd::fs::MetadataExt as _;
-        if meta.st_flags() != 0 {
-            copy::set_flags(path, 0)?;
-        }
+    if file_flags.get(path, st_flags(&meta))? != 0 {
+        file_flags.set(path, 0)?;
     }
     if meta.is_dir() {
         fs::set_permissions(path, fs::Permissions::from_mode(0o700))?;
         for entry in fs::read_dir(path)? {
-            make_deletable(&entry?.path())?;
+            make_deletable(&entry?.path(), file_flags)?;
         }
     }
     Ok(())

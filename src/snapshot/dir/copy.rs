@@ -5,7 +5,8 @@
 //! from the original: same types (regular files, directories, symlinks,
 //! FIFOs, device nodes), same hard-link groups, owners, permission bits
 //! including setuid/setgid/sticky, access and modification times to the
-//! nanosecond, extended attributes, and on FreeBSD file flags. Sockets are
+//! nanosecond, extended attributes, and file flags (read and set through
+//! [`FileFlags`]; only FreeBSD's files have any). Sockets are
 //! skipped: they cannot be copied, and layers do not carry them.
 //!
 //! The order of the steps per entry is forced by the kernel's rules:
@@ -29,6 +30,8 @@ use std::path::{Path, PathBuf};
 
 use filetime::FileTime;
 use nix::sys::stat::{Mode, SFlag};
+
+use crate::fsutil::flags::{self, st_flags, FileFlags};
 
 /// Copies the tree at `src` to `dst`, which must not exist.
 pub fn copy_tree(src: &Path, dst: &Path) -> io::Result<()> {
@@ -60,10 +63,20 @@ pub struct CopyCounts {
 /// [`copy_tree`], copying regular files' bytes as `how` says, and counting
 /// what was used.
 pub fn copy_tree_with(src: &Path, dst: &Path, how: FileCopy) -> io::Result<CopyCounts> {
-    let mut copier = Copier::new(how);
+    copy_tree_with_flags(src, dst, how, flags::host())
+}
+
+/// [`copy_tree_with`], reading and setting file flags through
+/// `file_flags` rather than the host's.
+pub fn copy_tree_with_flags(
+    src: &Path,
+    dst: &Path,
+    how: FileCopy,
+    file_flags: &dyn FileFlags,
+) -> io::Result<CopyCounts> {
+    let mut copier = Copier::new(how, file_flags);
     let meta = fs::symlink_metadata(src)?;
     copier.copy(src, dst, &meta)?;
-    #[cfg(target_os = "freebsd")]
     copier.apply_flags()?;
     Ok(copier.counts)
 }
@@ -72,14 +85,12 @@ pub fn copy_tree_with(src: &Path, dst: &Path, how: FileCopy) -> io::Result<CopyC
 /// attributes, times and flags of `src`, but none of its content: the root
 /// of an overlay snapshot's upper directory becomes the root of the tree.
 pub fn copy_metadata(src: &Path, dst: &Path) -> io::Result<()> {
-    let mut copier = Copier::new(FileCopy::Cheapest);
+    let mut copier = Copier::new(FileCopy::Cheapest, flags::host());
     copier.copy_metadata(src, dst, &fs::symlink_metadata(src)?)?;
-    #[cfg(target_os = "freebsd")]
-    copier.apply_flags()?;
-    Ok(())
+    copier.apply_flags()
 }
 
-struct Copier {
+struct Copier<'f> {
     /// The first copy made of each multiply-linked inode of the source,
     /// by (device, inode): later names of it become hard links to that copy.
     links: HashMap<(u64, u64), PathBuf>,
@@ -87,8 +98,8 @@ struct Copier {
     how: FileCopy,
     counts: CopyCounts,
     ways: Ways,
+    file_flags: &'f dyn FileFlags,
     /// File flags to set once the whole tree is copied, children first.
-    #[cfg(target_os = "freebsd")]
     flags: Vec<(PathBuf, u32)>,
 }
 
@@ -96,7 +107,7 @@ fn with_path(e: io::Error, what: &str, path: &Path) -> io::Error {
     io::Error::new(e.kind(), format!("cannot {what} {}: {e}", path.display()))
 }
 
-impl Copier {
+impl<'f> Copier<'f> {
     fn copy(&mut self, src: &Path, dst: &Path, meta: &Metadata) -> io::Result<()> {
         let ft = meta.file_type();
         if !ft.is_dir() && meta.nlink() > 1 {
@@ -146,14 +157,14 @@ impl Copier {
             .map_err(|e| with_path(e, "copy the metadata of", src))
     }
 
-    fn new(how: FileCopy) -> Copier {
+    fn new(how: FileCopy, file_flags: &'f dyn FileFlags) -> Copier<'f> {
         Copier {
             links: HashMap::new(),
             is_root: nix::unistd::geteuid().is_root(),
             how,
             counts: CopyCounts::default(),
             ways: Ways::default(),
-            #[cfg(target_os = "freebsd")]
+            file_flags,
             flags: Vec::new(),
         }
     }
@@ -176,20 +187,18 @@ impl Copier {
         let atime = FileTime::from_last_access_time(meta);
         let mtime = FileTime::from_last_modification_time(meta);
         filetime::set_symlink_file_times(dst, atime, mtime)?;
-        #[cfg(target_os = "freebsd")]
-        {
-            use std::os::freebsd::fs::MetadataExt as _;
-            if meta.st_flags() != 0 {
-                self.flags.push((dst.to_path_buf(), meta.st_flags()));
-            }
+        let flags = self.file_flags.get(src, st_flags(meta))?;
+        if flags != 0 {
+            self.flags.push((dst.to_path_buf(), flags));
         }
         Ok(())
     }
 
-    #[cfg(target_os = "freebsd")]
     fn apply_flags(&self) -> io::Result<()> {
         for (path, flags) in &self.flags {
-            set_flags(path, *flags).map_err(|e| with_path(e, "set file flags on", path))?;
+            self.file_flags
+                .set(path, *flags)
+                .map_err(|e| with_path(e, "set file flags on", path))?;
         }
         Ok(())
     }
@@ -332,18 +341,6 @@ fn cannot_here(e: &io::Error) -> bool {
         e.raw_os_error(),
         Some(libc::EXDEV | libc::EOPNOTSUPP | libc::ENOTTY | libc::ENOSYS)
     ) || unsupported(e)
-}
-
-/// `lchflags(2)`: FreeBSD file flags (`schg`, `uappnd`, `nodump`, ...).
-#[cfg(target_os = "freebsd")]
-pub(super) fn set_flags(path: &Path, flags: u32) -> io::Result<()> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes())?;
-    // SAFETY: `c` is a valid NUL-terminated path that outlives the call.
-    if unsafe { libc::lchflags(c.as_ptr(), flags as libc::c_ulong) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
 }
 
 fn copy_xattrs(src: &Path, dst: &Path, is_root: bool) -> io::Result<()> {

@@ -23,7 +23,7 @@
 
 mod blob;
 mod body;
-mod challenge;
+pub mod challenge;
 mod conn;
 mod download;
 mod endpoint;
