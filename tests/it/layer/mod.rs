@@ -1,0 +1,7 @@
+//! Layer tars: the writer, the tree-walk differ, the path-safe applier,
+//! and diff → export → apply round trips.
+
+mod apply;
+mod diff;
+mod roundtrip;
+mod tar;
