@@ -196,6 +196,7 @@ fn images_without_a_recipe_and_bad_input_are_refused_by_name() {
         } else {
             format!("{}:foreign", layout.display())
         };
+        crate::support::lane::require(crate::support::lane::Lane::Umoci);
         let st = std::process::Command::new("umoci")
             .args(&args)
             .arg(target)

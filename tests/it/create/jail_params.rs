@@ -171,6 +171,7 @@ fn a_label_set_with_label_is_no_way_around_consent() {
 
 /// umoci writes the labels, as another tool's image would carry them.
 fn relabel(layout: &Path, from: &str, tag: &str, labels: &[&str]) {
+    crate::support::lane::require(crate::support::lane::Lane::Umoci);
     let mut c = Command::new("umoci");
     c.args(["config", "--image"])
         .arg(format!("{}:{from}", layout.display()))

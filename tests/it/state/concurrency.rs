@@ -212,6 +212,7 @@ fn assert_sound(home: &Path, round: &str, expect: &HashMap<String, String>) {
             "{round}: {name} (tags: {tags:?})"
         );
     }
+    crate::support::lane::require(crate::support::lane::Lane::Umoci);
     let ls = run_ok(
         Command::new("umoci").args(["ls", "--layout"]).arg(&store),
         LIMIT,

@@ -266,6 +266,7 @@ fn builds(rng: &mut fastrand::Rng, n: usize) -> Tally {
 /// Kills exports to `oci:` and `oci-archive:`; each rerun must leave a
 /// complete layout or archive with the image's manifest.
 fn exports(rng: &mut fastrand::Rng, n: usize) -> Tally {
+    crate::support::lane::require(crate::support::lane::Lane::Skopeo);
     let w = World::new(12 << 20);
     let home = w.tmp.path();
     let dest = |round: usize| -> (String, PathBuf) {

@@ -82,6 +82,7 @@ fn run(cmd: &mut Command) -> String {
 }
 
 fn skopeo_digest(image: &str) -> String {
+    crate::support::lane::require(crate::support::lane::Lane::Skopeo);
     let out = run(Command::new("skopeo").args(["inspect", "--raw"]).arg(image));
     Digest::of(out.as_bytes()).to_string()
 }
@@ -104,6 +105,7 @@ fn all_blobs_present(store: &Store, manifest: &Descriptor) {
 
 #[tokio::test]
 async fn skopeo_and_umoci_read_what_jbuild_writes() {
+    need!(Skopeo, Umoci);
     let t = tempfile::tempdir().unwrap();
     let store = Store::open(&t.path().join("store")).unwrap();
     let name = "localhost:5000/jails/base:14.1";
@@ -164,6 +166,7 @@ async fn skopeo_and_umoci_read_what_jbuild_writes() {
 
 #[tokio::test]
 async fn archives_round_trip_with_skopeo() {
+    need!(Skopeo);
     let t = tempfile::tempdir().unwrap();
     let store = Store::open(&t.path().join("store")).unwrap();
     let manifest = build_image(&store, "jails/base:1", "archived");
@@ -282,6 +285,7 @@ async fn tampered_blobs_never_reach_the_destination() {
 
 #[tokio::test]
 async fn indexes_are_copied_whole() {
+    need!(Skopeo, Umoci);
     let t = tempfile::tempdir().unwrap();
     let store = Store::open(&t.path().join("store")).unwrap();
     let amd64 = build_image(&store, "parts:amd64", "amd64");
