@@ -1,6 +1,6 @@
 //! Every environment variable jbuild reads, in one table: the ENVIRONMENT
 //! section of `jbuild(1)` and of `docs/config.md` are made from it, and a
-//! test (`tests/docs.rs`) fails when the code reads a variable this table
+//! test (`tests/it/docs/reference.rs`) fails when the code reads a variable this table
 //! does not list.
 
 /// One environment variable and what it does.

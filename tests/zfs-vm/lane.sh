@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The qemu lane: the tests that need real OpenZFS with `zfs diff`.
 #
-# Builds the guest-only test binaries on the host (`cargo test --no-run`),
+# Builds the test binary (tests/it) on the host (`cargo test --no-run`),
 # boots one OpenZFS guest (run-in-vm.sh beside this file; the kernel and
 # module are built once per machine and cached), and there creates a pool
 # on the blank disk and runs each binary with `--ignored` and
@@ -15,11 +15,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
-TESTS=(zfs_diff_vm snapshot_zfs_vm create_clone)
+TESTS=(it)
 say() { echo "zfs-vm lane: $*" >&2; }
 
 targs=()
-for t in "${TESTS[@]}"; do [ -f "tests/$t.rs" ] && targs+=(--test "$t"); done
+for t in "${TESTS[@]}"; do [ -f "tests/$t/main.rs" ] && targs+=(--test "$t"); done
 say "building ${targs[*]}"
 # (cargo also lists the jbuild binary the integration tests use: only keep tests)
 names=$(printf '%s|' "${TESTS[@]}"); names=${names%|}
@@ -38,7 +38,7 @@ t0=$(date +%s)
 # a warm run takes about 3 minutes: a hung guest must not eat the CI budget
 run_guest() {
   JBUILD_TEST_ZFS_POOL=tank ZFSVM_POOL=tank ZFSVM_SHARE="$share" ZFSVM_TIMEOUT=${ZFSVM_TIMEOUT:-900} \
-    ZFSVM_ENV="JBUILD_TEST_ZFS_POOL JBUILD_ZFS_CAPTURE_DIR RUST_BACKTRACE" ZFSVM_DISK_SIZE=${ZFSVM_DISK_SIZE:-4G} \
+    ZFSVM_ENV="JBUILD_TEST_ZFS_POOL JBUILD_ZFS_CAPTURE_DIR RUST_BACKTRACE JBUILD_LANE_LOG JBUILD_REQUIRE_LANES" ZFSVM_DISK_SIZE=${ZFSVM_DISK_SIZE:-4G} \
     bash tests/zfs-vm/run-in-vm.sh "$ROOT" sh tests/zfs-vm/guest.sh "${bins[@]}" -- "$@" | tee "$out"
 }
 rc=0

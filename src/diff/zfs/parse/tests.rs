@@ -28,7 +28,7 @@ fn rec(change: Change, t: FileType, name: Name) -> Record {
 
 fn fixture(name: &str) -> Vec<u8> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/zfs-diff")
+        .join("tests/data/zfs-diff")
         .join(name);
     std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }

@@ -1,0 +1,6 @@
+//! The command line as a user meets it: messages and exit codes, names as
+//! docker resolves them, progress.
+
+mod messages;
+mod names;
+mod progress;

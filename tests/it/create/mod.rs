@@ -1,0 +1,6 @@
+//! `jbuild create`: jails from images (ZFS clones, images other tools
+//! made) and jail parameters in and out of images.
+
+mod clone;
+mod foreign;
+mod jail_params;

@@ -1,0 +1,297 @@
+//! The pull transaction (`jbuild::image::pull`) at the library level, with
+//! an OCI layout as the source: no registry and no binary. `jbuild pull`
+//! and a build's FROM both go through it, so a refused image must leave
+//! the store and the snapshots exactly as they were either way.
+
+use crate::support::tar as tar_support;
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use oci_spec::image::Descriptor;
+use serde_json::json;
+use tar_support::ustar;
+
+use jbuild::digest::Digest;
+use jbuild::engine::{self, BuildEnv, BuildOptions};
+use jbuild::image::pull::{FetchError, ImageSource, PullError};
+use jbuild::image::unpack::UnpackError;
+use jbuild::image::{self, gc, LayerPolicy, Platform, Unpacker};
+use jbuild::layer::Compression;
+use jbuild::report::{Reporter, SilentReporter};
+use jbuild::snapshot::dir::DirSnapshotter;
+use jbuild::snapshot::Snapshotter;
+use jbuild::store::{canonical_json, oci_digest, ImageName, Store};
+use jbuild::transport::{
+    block_on, copy_image_with, CopyOptions, LayoutTransport, Transport, TransportError,
+};
+
+/// An OCI layout directory as a source, images named `pulled/<ref>`.
+struct LayoutSource {
+    dir: PathBuf,
+}
+
+impl ImageSource for LayoutSource {
+    fn name(&self, reference: &str) -> Option<String> {
+        Some(format!("pulled/{reference}"))
+    }
+
+    fn fetch(
+        &self,
+        store: &Store,
+        reference: &str,
+        platform: &Platform,
+        _reporter: &dyn Reporter,
+    ) -> Result<Descriptor, FetchError> {
+        let src = LayoutTransport::new(self.dir.clone());
+        let dst = LayoutTransport::from_store(store.clone());
+        let options = CopyOptions {
+            jobs: 2,
+            platform: Some(platform.clone()),
+        };
+        block_on(async {
+            let desc = copy_image_with(&src, reference, &dst, None, &options, &|_| {}).await?;
+            dst.finish().await?;
+            Ok(desc)
+        })
+        .map_err(|e: TransportError| FetchError {
+            user: e.is_user_error(),
+            source: Box::new(e),
+        })
+    }
+}
+
+/// Writes an image of `layers` (plain tars) into the layout `dir`, named
+/// `reference`.
+fn publish(dir: &Path, reference: &str, layers: &[Vec<u8>]) {
+    let layout = Store::open(dir).unwrap();
+    let mut diff_ids = Vec::new();
+    let mut descs = Vec::new();
+    for l in layers {
+        let (d, n) = layout.put_bytes(l).unwrap();
+        diff_ids.push(d.to_string());
+        descs.push(json!({"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": d.to_string(), "size": n}));
+    }
+    let config = json!({
+        "architecture": Platform::default_for_host().architecture,
+        "os": "freebsd",
+        "config": {},
+        "rootfs": {"type": "layers", "diff_ids": diff_ids},
+    });
+    let (config_digest, config_size) = layout.put_bytes(&canonical_json(&config)).unwrap();
+    let manifest = json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": config_digest.to_string(), "size": config_size},
+        "layers": descs,
+    });
+    let (digest, size) = layout.put_bytes(&canonical_json(&manifest)).unwrap();
+    let desc = Descriptor::new(
+        oci_spec::image::MediaType::ImageManifest,
+        size,
+        oci_digest(&digest),
+    );
+    layout.tag_ref(reference, &desc).unwrap();
+}
+
+/// A state root: a store, a `dir` snapshotter, and a layout to pull from
+/// holding `good` (two layers) and `bad` (the same first layer, then a
+/// setuid file, which the default policy refuses).
+struct World {
+    _tmp: tempfile::TempDir,
+    top: PathBuf,
+    store: Store,
+    snapshots: DirSnapshotter,
+    source: LayoutSource,
+}
+
+fn world() -> World {
+    let tmp = tempfile::tempdir().unwrap();
+    let top = tmp.path().to_path_buf();
+    let base = ustar(&[("etc/motd", 0o644, b"welcome\n")]);
+    let good_top = ustar(&[("etc/hosts", 0o644, b"::1\n")]);
+    let setuid = ustar(&[("bin/su", 0o4755, b"#!su")]);
+    let layout = top.join("layout");
+    publish(&layout, "good", &[base.clone(), good_top]);
+    publish(&layout, "bad", &[base, setuid]);
+    World {
+        store: Store::open(&top.join("store")).unwrap(),
+        snapshots: DirSnapshotter::new(top.join("snapshots")).unwrap(),
+        source: LayoutSource { dir: layout },
+        top,
+        _tmp: tmp,
+    }
+}
+
+impl World {
+    fn unpacker(&self) -> Unpacker<'_> {
+        Unpacker::new(
+            &self.store,
+            &self.snapshots,
+            &SilentReporter,
+            LayerPolicy::default(),
+        )
+    }
+
+    fn pull(&self, reference: &str) -> Result<image::pull::Pulled, PullError> {
+        image::pull(
+            &self.unpacker(),
+            &self.source,
+            reference,
+            &Platform::default_for_host(),
+        )
+    }
+
+    /// What a refused pull must leave as it was: names, blobs, snapshots.
+    fn state(&self) -> (BTreeSet<String>, BTreeSet<Digest>, BTreeSet<String>) {
+        let names = self
+            .store
+            .list()
+            .unwrap()
+            .into_iter()
+            .map(|(n, d)| format!("{n} {}", d.digest()))
+            .collect();
+        let blobs = self.store.blob_digests().unwrap().into_iter().collect();
+        let snapshots = self
+            .snapshots
+            .list()
+            .unwrap()
+            .into_iter()
+            .map(|i| i.name)
+            .collect();
+        (names, blobs, snapshots)
+    }
+}
+
+#[test]
+fn a_pulled_image_is_named_only_once_its_layers_are_unpacked() {
+    let w = world();
+    let pulled = w.pull("good").unwrap();
+    assert_eq!(pulled.name, "pulled/good");
+    let (names, _, snapshots) = w.state();
+    assert_eq!(names.len(), 1, "{names:?}");
+    assert!(names.iter().next().unwrap().starts_with("pulled/good "));
+    let chains: Vec<_> = snapshots
+        .iter()
+        .filter(|s| s.starts_with("chain-"))
+        .collect();
+    assert_eq!(chains.len(), 2, "{snapshots:?}");
+    assert!(gc::unreferenced_blobs(&w.store).unwrap().is_empty());
+}
+
+#[test]
+fn a_refused_layer_leaves_no_name_no_snapshot_and_no_blob() {
+    let w = world();
+    w.pull("good").unwrap();
+    let before = w.state();
+    let err = w.pull("bad").unwrap_err();
+    assert!(err.is_user_error(), "{err}");
+    let PullError::Unpack { name, source } = &err else {
+        panic!("not an unpack refusal: {err:?}");
+    };
+    assert_eq!(name, "pulled/bad");
+    assert!(
+        matches!(
+            **source,
+            UnpackError::LayerRefused {
+                index: 2,
+                count: 2,
+                ..
+            }
+        ),
+        "{source:?}"
+    );
+    assert!(err.to_string().contains("it cannot be unpacked"), "{err}");
+    // The first layer of `bad` is `good`'s: its snapshot was there before
+    // and stays; nothing else was added.
+    assert_eq!(w.state(), before);
+}
+
+#[test]
+fn a_refused_layer_into_an_empty_root_leaves_nothing() {
+    let w = world();
+    let before = w.state();
+    w.pull("bad").unwrap_err();
+    assert_eq!(w.state(), before);
+    assert!(w.store.list().unwrap().is_empty());
+}
+
+#[test]
+fn a_damaged_stored_layer_is_blamed_as_such() {
+    let w = world();
+    w.pull("good").unwrap();
+    // The layers' snapshots go (as `prune --cache` does), the blobs stay.
+    gc::prune(&w.store, &w.snapshots, true).unwrap();
+    let img = image::load(&w.store, "pulled/good", &Platform::default_for_host()).unwrap();
+    let layer = img.layer_digests().unwrap().remove(1);
+    let path = w.store.blob_path(&layer);
+    let mut bytes = fs::read(&path).unwrap();
+    bytes[600] ^= 0xff;
+    let mut perms = fs::metadata(&path).unwrap().permissions();
+    #[allow(clippy::permissions_set_readonly_false)]
+    perms.set_readonly(false);
+    fs::set_permissions(&path, perms).unwrap();
+    fs::write(&path, bytes).unwrap();
+
+    let err = w.pull("good").unwrap_err();
+    match &err {
+        PullError::DamagedStoredLayer { digest, .. } => assert_eq!(digest, &layer),
+        other => panic!("not blamed on the store: {other:?}"),
+    }
+    assert!(
+        !err.is_user_error(),
+        "a damaged store is not the user's mistake"
+    );
+    assert!(err.to_string().contains("jbuild check --repair"), "{err}");
+}
+
+#[test]
+fn a_build_whose_from_image_has_a_refused_layer_leaves_no_name() {
+    let w = world();
+    w.pull("good").unwrap();
+    let before = w.state();
+    let context = w.top.join("context");
+    fs::create_dir_all(&context).unwrap();
+    let jailfile = context.join("Jailfile");
+    fs::write(&jailfile, "FROM bad\nLABEL made=here\n").unwrap();
+    let env = BuildEnv::new(&w.store, &w.snapshots, &SilentReporter).with_image_source(&w.source);
+    let opts = BuildOptions {
+        context,
+        jailfile,
+        tags: vec![ImageName::parse("out").unwrap()],
+        build_args: Default::default(),
+        no_cache: false,
+        platform: None,
+        compression: Compression::Gzip,
+        epoch: 0,
+        hash_cache: None,
+        target: None,
+        labels: Default::default(),
+        annotations: Default::default(),
+        jail_annotations: false,
+        mount_cache: None,
+        secrets: Default::default(),
+    };
+    let err = engine::build(&env, &opts).unwrap_err();
+    assert!(err.is_user_error(), "{err}");
+    let text = jbuild::report::error_chain(&err);
+    assert!(text.contains("is refused"), "{text}");
+    assert_eq!(w.state(), before, "{text}");
+
+    // The same build FROM the good image, into a root that lacks it, pulls
+    // it under its name and builds.
+    let w = world();
+    let env = BuildEnv::new(&w.store, &w.snapshots, &SilentReporter).with_image_source(&w.source);
+    fs::write(&opts.jailfile, "FROM good\nLABEL made=here\n").unwrap();
+    engine::build(&env, &opts).unwrap();
+    let names: Vec<String> = w
+        .store
+        .list()
+        .unwrap()
+        .into_iter()
+        .map(|(n, _)| n.to_string())
+        .collect();
+    assert!(names.iter().any(|n| n == "pulled/good"), "{names:?}");
+    assert!(names.iter().any(|n| n.starts_with("out")), "{names:?}");
+}

@@ -1,0 +1,10 @@
+//! The Snapshotter backends: the conformance suite on `dir`, zfs-fuse and
+//! OpenZFS (qemu lane), the ZFS differ on OpenZFS, and the CLI end to end
+//! on the `overlay` and zfs-fuse backends.
+
+mod dir;
+mod overlay_cli;
+mod zfs_diff_vm;
+mod zfs_fuse;
+mod zfs_fuse_cli;
+mod zfs_vm;

@@ -1,0 +1,6 @@
+//! The state root under stress: crashes (SIGKILL at random points),
+//! concurrent processes, a full disk.
+
+mod concurrency;
+mod crash;
+mod full_disk;
