@@ -1,5 +1,5 @@
 //! `jailfile_parse`: the property checks are in `src/checks/jailfile_parse.rs`, shared
-//! with `cargo test`'s corpus replay (`tests/fuzz_replay.rs`).
+//! with `cargo test`'s corpus replay (`tests/it/fuzz_replay.rs`).
 #![no_main]
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| jbuild_fuzz::check_jailfile_parse(data));

@@ -17,7 +17,7 @@
 //! `st_flags` on FreeBSD; on other systems no file has flags, and setting
 //! them does nothing, so a layer's flags are ignored there, as before);
 //! and, in the tests, one that keeps FreeBSD's flags in a side table and
-//! has Linux enforce the locking ones (`tests/file_flags.rs`). Code takes
+//! has Linux enforce the locking ones (`tests/it/layer/file_flags.rs`). Code takes
 //! a `&dyn FileFlags` from its caller; production callers pass
 //! [`host`].
 

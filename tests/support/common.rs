@@ -2,7 +2,6 @@
 //! against a throwaway state root, and compare trees.
 #![allow(dead_code)]
 
-
 use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};

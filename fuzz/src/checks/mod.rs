@@ -3,7 +3,7 @@
 //!
 //! Two crates compile this directory: the fuzz crate (`src/lib.rs`, where
 //! each `fuzz_targets/<target>.rs` is one `fuzz_target!` calling its
-//! check), and the main crate's `tests/fuzz_replay.rs` (with `#[path]`),
+//! check), and the main crate's `tests/it/fuzz_replay.rs` (with `#[path]`),
 //! which replays every committed corpus file through the same checks on
 //! stable Rust. So the code here names the main crate as `jbuild::` and
 //! needs nothing but the main crate's own dependencies (no libFuzzer).
