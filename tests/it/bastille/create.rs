@@ -8,7 +8,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::PathBuf;
 
 use super::busybox_base;
-use crate::support::common::{self, jbuild, ok, run};
+use crate::support::common::{jbuild, ok, run};
 use crate::support::jailconf_reader;
 
 #[test]

@@ -19,7 +19,7 @@
 //! attributes (ext4, xfs, btrfs, tmpfs since Linux 6.0) for the temporary
 //! directories: without them the tests fail saying so.
 
-use crate::support::{layer as layer_support, tar as tar_support};
+use crate::support::layer as layer_support;
 
 use std::collections::HashMap;
 use std::fs;
