@@ -126,9 +126,13 @@ fn on_dir(root: &Path) -> Command {
 /// `jbuild --json check` (with `extra` arguments): exit code and report.
 fn check(mut c: Command, extra: &[&str]) -> (i32, Value) {
     let o = run(c.args(["--json", "check"]).args(extra));
-    let text = String::from_utf8_lossy(&o.stdout);
-    let v: Value = serde_json::from_str(text.lines().last().unwrap_or(""))
-        .unwrap_or_else(|e| panic!("{e}: {text}\n{}", String::from_utf8_lossy(&o.stderr)));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}\n{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    });
     (o.status.code().unwrap(), v)
 }
 

@@ -71,6 +71,9 @@ done
 TARGET=$(cargo metadata --format-version 1 --no-deps | grep -o '"target_directory":"[^"]*"' | sed 's/.*:"//; s/"$//')
 share=${ZFSVM_SHARE:-}
 case "$TARGET/" in "$ROOT"/*) ;; *) share="$share $TARGET" ;; esac
+# jbuild's HTTP client loads the system's CA certificates even for the
+# guest's plain-HTTP registry, and the guest has none of its own
+share="$share /etc/ssl/certs"
 if [ -n "${JBUILD_ZFS_CAPTURE_DIR:-}" ]; then mkdir -p "$JBUILD_ZFS_CAPTURE_DIR"; share="$share $(realpath "$JBUILD_ZFS_CAPTURE_DIR")"; fi
 
 out=$(mktemp); trap 'rm -f "$out"' EXIT
@@ -95,7 +98,13 @@ if { [ "$rc" = 124 ] || [ "$rc" = 125 ]; } && ! grep -q '^zfs-vm guest: started'
   run_guest "$@" || rc=$?
 fi
 say "guest finished in $(( $(date +%s) - t0 )) s (exit $rc)"
-[ "$rc" != 124 ] || say "the guest hung after its tests started (ZFSVM_TIMEOUT=${ZFSVM_TIMEOUT:-900} s): a failure, not retried"
+if [ "$rc" = 124 ] || [ "$rc" = 125 ]; then
+  if grep -q '^zfs-vm guest: started' "$out"; then
+    say "the guest hung or died after its tests started (exit $rc, ZFSVM_TIMEOUT=${ZFSVM_TIMEOUT:-900} s): a failure, not retried"
+  else
+    say "the guest never started its first test, twice (exit $rc): the VM does not work here"
+  fi
+fi
 
 # Per binary: the `test result:` line after its "running" line.
 declare -A passed=() failed=()
