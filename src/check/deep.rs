@@ -46,10 +46,10 @@ pub fn check(sn: &dyn Snapshotter, all: &[Info], skip: &HashSet<&str>, report: &
         let location = format!("{} snapshot {}", sn.backend(), info.name);
         let made = layer_changes(sn, differ.as_ref(), info.parent.as_deref(), &info.name)
             .map_err(|e| e.to_string())
-            .and_then(|(root, changes)| {
+            .and_then(|made| {
                 layer::export(
-                    &root,
-                    &changes,
+                    &made.root,
+                    &made.changes,
                     &TarOptions { clamp_mtime: clamp },
                     Compression::None,
                     io::sink(),

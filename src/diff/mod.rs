@@ -134,4 +134,17 @@ pub trait Differ: Send + Sync {
         parent: Option<SnapshotRef<'_>>,
         child: SnapshotRef<'_>,
     ) -> Result<Vec<Change>, DiffError>;
+
+    /// [`changes`](Differ::changes), and the [`name`](Differ::name) of the
+    /// differ that found them. A differ that hands a pair to another (the
+    /// ZFS and overlay differs walk the trees for a base layer, or when
+    /// their own way cannot be used) names that one, so what a build
+    /// reports is what ran, not what was hoped for.
+    fn changes_named(
+        &self,
+        parent: Option<SnapshotRef<'_>>,
+        child: SnapshotRef<'_>,
+    ) -> Result<(Vec<Change>, &'static str), DiffError> {
+        Ok((self.changes(parent, child)?, self.name()))
+    }
 }

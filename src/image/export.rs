@@ -147,19 +147,28 @@ fn recorded_blob(
     }
 }
 
-/// What goes into the layer of the committed snapshot `child` over
-/// `parent`: the differ's changes without the paths never exported
-/// ([`excluded_from_layers`]), and the child's root to read them from.
+/// What goes into the layer of one committed snapshot over its parent.
+pub struct LayerChanges {
+    /// The child's root, to read the changed paths from.
+    pub root: PathBuf,
+    /// The differ's changes without the paths never exported
+    /// ([`excluded_from_layers`]).
+    pub changes: Vec<Change>,
+    /// The differ that found them ([`Differ::changes_named`]).
+    pub differ: &'static str,
+}
+
+/// The [`LayerChanges`] of the committed snapshot `child` over `parent`.
 /// `jbuild check --deep` uses it to diff a snapshot again.
 pub fn layer_changes(
     snapshotter: &dyn Snapshotter,
     differ: &dyn Differ,
     parent: Option<&str>,
     child: &str,
-) -> Result<(PathBuf, Vec<Change>), ExportError> {
+) -> Result<LayerChanges, ExportError> {
     let child_root = snapshotter.view(child)?;
     let parent_root = parent.map(|p| snapshotter.view(p)).transpose()?;
-    let changes = differ.changes(
+    let (changes, differ) = differ.changes_named(
         parent
             .zip(parent_root.as_deref())
             .map(|(name, root)| SnapshotRef { name, root }),
@@ -172,7 +181,11 @@ pub fn layer_changes(
         .into_iter()
         .filter(|c| !excluded_from_layers(&c.path))
         .collect();
-    Ok((child_root, changes))
+    Ok(LayerChanges {
+        root: child_root,
+        changes,
+        differ,
+    })
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -186,12 +199,16 @@ fn export_one(
     compression: Compression,
     epoch: u64,
 ) -> Result<LayerRef, ExportError> {
-    let (child_root, changes) = layer_changes(snapshotter, differ, parent, child)?;
+    let LayerChanges {
+        root: child_root,
+        changes,
+        differ,
+    } = layer_changes(snapshotter, differ, parent, child)?;
     let id = format!("export-{child}");
-    reporter.transfer_start(
+    reporter.export_start(
         &id,
         &format!("exporting layer {}", &child[..child.len().min(17)]),
-        None,
+        differ,
     );
     // The total is not known before the tar is written: the count is of
     // the compressed bytes written so far, a counter with a rate.

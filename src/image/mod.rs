@@ -73,7 +73,7 @@ pub use config::{
     JAIL_LABEL_PREFIX, OLD_JAIL_LABEL_PREFIX,
 };
 pub use error::ImageError;
-pub use export::{export_layers, layer_changes, Layer};
+pub use export::{export_layers, layer_changes, Layer, LayerChanges};
 pub use load::{load, load_descriptor, LoadedImage};
 pub use media::{DocKind, Document, DocumentError, MAX_DOCUMENT};
 pub use names::{chain_ids, next_chain, SnapshotName};

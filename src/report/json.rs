@@ -97,6 +97,11 @@ impl Reporter for JsonReporter {
         self.emit(json!({"event": "transfer_start", "id": id, "what": what, "total": total}));
     }
 
+    fn export_start(&self, id: &str, what: &str, differ: &str) {
+        self.meters.start(id, what, None);
+        self.emit(json!({"event": "transfer_start", "id": id, "what": what, "total": null, "differ": differ}));
+    }
+
     fn transfer_progress(&self, id: &str, done: u64) {
         let Some(m) = self.meters.update(id, done) else {
             return;

@@ -94,6 +94,15 @@ pub trait Reporter: Send + Sync {
     fn transfer_progress(&self, id: &str, done: u64);
     fn transfer_done(&self, id: &str, skipped: bool);
     fn message(&self, level: Level, text: &str);
+    /// A layer export (a transfer with no known total) begins; `differ` is
+    /// the [`Differ::name`](crate::diff::Differ::name) that listed its
+    /// changes (`zfs-diff`, `tree-walk`, `overlay-upper`), so a script can
+    /// tell which one a build used. Reporters that do not show it treat it
+    /// as [`transfer_start`](Reporter::transfer_start).
+    fn export_start(&self, id: &str, what: &str, differ: &str) {
+        let _ = differ;
+        self.transfer_start(id, what, None);
+    }
 }
 
 /// Says nothing (`--quiet`).

@@ -37,7 +37,11 @@ KPKGVER=${ZFSVM_KPKGVER:-6.1.192-2}
 ZFSVER=${ZFSVM_ZFSVER:-2.3.2-2~bpo12+2}     # bookworm-backports/contrib
 # keyed by the pinned versions (and the recipe's revision): a new pin builds afresh
 CACHE=${ZFSVM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/jbuild-zfsvm/r1-$KVER-$KPKGVER-${ZFSVER//[~+]/_}}
-EXTRA_BINS=${ZFSVM_EXTRA_BINS:-}
+EXTRA_BINS=$(echo ${ZFSVM_EXTRA_BINS:-})   # (word-split: spaces do not matter)
+# one initramfs per set of extra programs, so runs that add other ones
+# (the lane adds docker-registry; benches/zfs-diff.sh none) do not rebuild
+# each other's, nor swap it under a guest that is booting
+INITRD=$CACHE/initrd-$(printf '%s' "$EXTRA_BINS" | sha256sum | cut -c1-12).img
 now() { date +%s.%N; }
 el() { awk -v a="$1" -v b="$(now)" 'BEGIN{printf "%.1f", b-a}'; }
 say() { echo "zfsvm: $*" >&2; }
@@ -193,17 +197,16 @@ build_initramfs() {
   ln -s /proc/self/mounts "$I/etc/mtab"
   guest_init >"$I/init"; fake_udev >"$I/sbin/zfsvm-udev"; chmod +x "$I/init" "$I/sbin/zfsvm-udev"
   # uncompressed: unpacking is cheaper than emulated decompression
-  (cd "$I" && find . | cpio -o -H newc --quiet) >"$CACHE/initrd.img.tmp"
-  mv "$CACHE/initrd.img.tmp" "$CACHE/initrd.img"; rm -rf "$I"
-  printf '%s\n' "$EXTRA_BINS" >"$CACHE/initrd.extra"
-  say "initramfs built in $(el "$t0") s ($(du -m "$CACHE/initrd.img" | cut -f1) MiB)"
+  (cd "$I" && find . | cpio -o -H newc --quiet) >"$INITRD.tmp"
+  mv "$INITRD.tmp" "$INITRD"; rm -rf "$I"
+  say "initramfs built in $(el "$t0") s ($(du -m "$INITRD" | cut -f1) MiB)"
 }
 
 ensure_built() {
   mkdir -p "$CACHE"
   exec 9<"$CACHE"; flock 9                # one builder at a time
-  [ -s "$CACHE/vmlinux" ] || { build_module; rm -f "$CACHE/initrd.img"; }
-  [ -s "$CACHE/initrd.img" ] && [ "$(cat "$CACHE/initrd.extra" 2>/dev/null)" = "$EXTRA_BINS" ] || build_initramfs
+  [ -s "$CACHE/vmlinux" ] || { build_module; rm -f "$CACHE"/initrd*.img; }
+  [ -s "$INITRD" ] || build_initramfs
   exec 9>&-
 }
 
@@ -247,7 +250,7 @@ T1=$(now)
 timeout "${ZFSVM_TIMEOUT:-1800}" qemu-system-x86_64 -accel tcg -cpu "${ZFSVM_CPU:-max}" \
   -m "${ZFSVM_MEM:-2048}" -smp "${ZFSVM_SMP:-2}" -nodefaults -no-user-config \
   -display none -no-reboot -serial "file:$RUN/console.log" \
-  -kernel "$CACHE/vmlinux" -initrd "$CACHE/initrd.img" \
+  -kernel "$CACHE/vmlinux" -initrd "$INITRD" \
   -append "console=ttyS0 quiet loglevel=3 panic=-1 ${ZFSVM_APPEND:-}" \
   -virtfs "local,path=$RUN/ctl,mount_tag=zfsvmctl,security_model=none,id=zfsvmctl" \
   "${qargs[@]}" </dev/null &

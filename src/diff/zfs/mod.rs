@@ -160,14 +160,23 @@ impl Differ for ZfsDiffer {
         parent: Option<SnapshotRef<'_>>,
         child: SnapshotRef<'_>,
     ) -> Result<Vec<Change>, DiffError> {
+        self.changes_named(parent, child).map(|(c, _)| c)
+    }
+
+    fn changes_named(
+        &self,
+        parent: Option<SnapshotRef<'_>>,
+        child: SnapshotRef<'_>,
+    ) -> Result<(Vec<Change>, &'static str), DiffError> {
+        let walk = TreeWalkDiffer::new();
         let Some(parent) = parent else {
-            return TreeWalkDiffer::new().changes(None, child);
+            return Ok((walk.changes(None, child)?, walk.name()));
         };
         match self.attempt(parent, child)? {
-            Ok(changes) => Ok(changes),
+            Ok(changes) => Ok((changes, self.name())),
             Err(why) => {
                 self.fall_back(&why);
-                TreeWalkDiffer::new().changes(Some(parent), child)
+                Ok((walk.changes(Some(parent), child)?, walk.name()))
             }
         }
     }

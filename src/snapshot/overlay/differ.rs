@@ -72,9 +72,18 @@ impl Differ for OverlayDiffer {
         parent: Option<SnapshotRef<'_>>,
         child: SnapshotRef<'_>,
     ) -> Result<Vec<Change>, DiffError> {
+        self.changes_named(parent, child).map(|(c, _)| c)
+    }
+
+    fn changes_named(
+        &self,
+        parent: Option<SnapshotRef<'_>>,
+        child: SnapshotRef<'_>,
+    ) -> Result<(Vec<Change>, &'static str), DiffError> {
         let (Some(p), Some(upper)) = (parent, parent.and_then(|p| self.upper(child.name, p.name)))
         else {
-            return TreeWalkDiffer::new().changes(parent, child);
+            let walk = TreeWalkDiffer::new();
+            return Ok((walk.changes(parent, child)?, walk.name()));
         };
         let mut scan = Scan {
             upper: &upper,
@@ -87,7 +96,8 @@ impl Differ for OverlayDiffer {
         };
         scan.dir(Path::new(""))?;
         let Walk { changes, links, .. } = scan.walk;
-        canonicalize(changes, Some(p.root), child.root, Some(&links))
+        let changes = canonicalize(changes, Some(p.root), child.root, Some(&links))?;
+        Ok((changes, self.name()))
     }
 }
 

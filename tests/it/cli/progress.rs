@@ -307,6 +307,8 @@ fn a_builds_layer_export_counts_the_bytes_it_writes() {
     let start = of("transfer_start");
     assert_eq!(start.len(), 1, "{out}");
     assert!(start[0]["total"].is_null(), "{out}");
+    // The dir backend has only the tree walk (the ZFS one: tests/it/snapshot/zfs_vm_cli.rs).
+    assert_eq!(start[0]["differ"], "tree-walk", "{out}");
     let progress = of("transfer_progress");
     assert!(!progress.is_empty(), "no export progress:\n{out}");
     let done = of("transfer_done");
