@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 
 use hostile_support::accepted::accepted;
 use hostile_support::world::{
-    assert_checks_clean, differences, good_image, jbuild, layers, max_rss_of_children, one,
-    outside, pull, state, text, top_snapshot, Aim, Img, World,
+    assert_checks_clean, differences, good_image, jbuild, layers, max_rss_of_pulls, one, outside,
+    pull, state, text, top_snapshot, Aim, Img, World,
 };
 use hostile_support::{gzip, gzip_bomb, header, zstd_bomb, Head, Layer, Tar, GZIP, TAR, ZSTD};
 use jbuild::digest::Digest;
@@ -732,13 +732,13 @@ fn hostile_layers_are_refused_by_pull_and_leave_nothing_behind() {
         "valid layers that went wrong: {failed:?}"
     );
     assert_eq!(taken, listed("accepted").len(), "unusual images accepted");
-    // Memory stays bounded whatever the layer: the largest process this
-    // test waited for (every jbuild, the bombs' pulls among them) is small.
-    let peak_kib = max_rss_of_children();
+    // Memory stays bounded whatever the layer: the largest `jbuild pull`
+    // this test ran (the bombs' among them) is small.
+    let peak_kib = max_rss_of_pulls();
     assert!(
         // docs/security.md states this figure (measured: 31 MiB).
         peak_kib < 64 << 10,
-        "a child process peaked at {peak_kib} KiB"
+        "a jbuild pull peaked at {peak_kib} KiB"
     );
     eprintln!(
         "and {} valid but unusual ones accepted; {:.1?} in all; largest process {} MiB",

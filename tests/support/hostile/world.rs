@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use super::{upload, Layer, Tar};
 use crate::support::common;
+use crate::support::limits::run_measured;
 use crate::support::registry::{self as registry_support, run_bounded, Registry};
 use jbuild::digest::Digest;
 
@@ -111,7 +112,15 @@ pub fn assert_checks_clean(home: &Path, what: &str) {
 pub fn pull(home: &Path, reference: &str, flags: &[&str]) -> Output {
     let mut c = jbuild(home);
     c.arg("pull").args(flags).arg(reference);
-    run_bounded(&mut c, Duration::from_secs(60))
+    let m = run_measured(&mut c, b"", Duration::from_secs(60));
+    PULL_PEAK_KIB.with(|p| p.set(p.get().max(m.max_rss_kib)));
+    m.output
+}
+
+thread_local! {
+    /// The largest peak RSS of a [`pull`] run on this thread (each test has
+    /// a thread of its own), in KiB.
+    static PULL_PEAK_KIB: std::cell::Cell<i64> = const { std::cell::Cell::new(0) };
 }
 
 /// The committed snapshot that holds the whole root of an image whose
@@ -177,16 +186,14 @@ impl World {
     }
 }
 
-/// The peak resident memory, in KiB, of the largest child process waited
-/// for so far (`getrusage(RUSAGE_CHILDREN)`).
-pub fn max_rss_of_children() -> i64 {
-    // SAFETY: getrusage fills the struct it is given; all-zero is a valid start.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    assert_eq!(
-        unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) },
-        0
-    );
-    usage.ru_maxrss
+/// The peak resident memory, in KiB, of the largest `jbuild pull` the
+/// calling test ran through [`pull`], each measured on its own by GNU time.
+/// (Not `getrusage(RUSAGE_CHILDREN)`: every test of the one `it` binary
+/// shares this process, so its children are every test's — registries,
+/// peers — and a child forked from the large test process carries the
+/// test's own high-water mark across `exec`.)
+pub fn max_rss_of_pulls() -> i64 {
+    PULL_PEAK_KIB.with(|p| p.get())
 }
 
 /// The paths that differ between two states, for a readable failure.
