@@ -48,10 +48,6 @@ pub async fn reach(registry: &str, options: &RegistryOptions) -> Result<Endpoint
     // that stops) fails the request after `timeout`; requests are then
     // retried within the retry policy's bound.
     let timeout = options.timeout;
-    let mut builder = reqwest::Client::builder()
-        .connect_timeout(timeout)
-        .read_timeout(timeout)
-        .user_agent(USER_AGENT);
     let mut certs = Vec::new();
     for (path, pem) in &pems {
         certs.push(reqwest::Certificate::from_pem(pem).map_err(|e| {
@@ -61,15 +57,36 @@ pub async fn reach(registry: &str, options: &RegistryOptions) -> Result<Endpoint
             )
         })?);
     }
-    if !certs.is_empty() {
-        builder = builder.tls_certs_merge(certs);
-    }
-    if !options.tls_verify {
-        // `--tls-verify=false`, as podman and skopeo mean it.
-        builder = builder.tls_danger_accept_invalid_certs(true);
-    }
-    let http = builder
-        .build()
+    let client = |system_roots: bool| {
+        let mut builder = reqwest::Client::builder()
+            .connect_timeout(timeout)
+            .read_timeout(timeout)
+            .user_agent(USER_AGENT);
+        if !system_roots {
+            builder = builder.tls_certs_only(certs.clone());
+        } else if !certs.is_empty() {
+            builder = builder.tls_certs_merge(certs.clone());
+        }
+        if !options.tls_verify {
+            // `--tls-verify=false`, as podman and skopeo mean it.
+            builder = builder.tls_danger_accept_invalid_certs(true);
+        }
+        builder.build()
+    };
+    // The system's CA certificates are trusted beside `certs.d`'s. A system
+    // with none (a minimal container or VM image) makes that client fail to
+    // build; jbuild then trusts `certs.d`'s alone, so a plain-HTTP or
+    // `--cert-dir` registry still works and any other HTTPS one fails with
+    // the unknown-issuer advice rather than before it is even asked.
+    let http = client(true)
+        .or_else(|system| {
+            client(false).inspect(|_| {
+                tracing::warn!(
+                    error = %chain(&system),
+                    "no CA certificates from the system: trusting only those of certs.d or --cert-dir"
+                );
+            })
+        })
         .map_err(|e| failed(format!("cannot set up HTTP: {}", chain(&e)), false))?;
     let plain_ok = options.plain_http_allowed(registry);
     let scheme = if plain_ok {

@@ -304,3 +304,55 @@ fn plain_http_on_another_host_needs_tls_verify_false_or_the_insecure_list() {
         LIMIT,
     ));
 }
+
+/// A machine with no CA certificates of its own (a minimal VM or container
+/// image; here `SSL_CERT_FILE`/`SSL_CERT_DIR` name none, which is where
+/// rustls-native-certs looks) still pushes to a plain-HTTP registry on
+/// loopback and, with `--cert-dir`, to a TLS one; jbuild says once that it
+/// trusts only those certificates.
+#[test]
+fn a_system_without_ca_certificates_still_reaches_plain_http_and_cert_dir_registries() {
+    let w = World::new(0);
+    let none = w.path("no-system-certs");
+    fs::create_dir_all(&none).unwrap();
+    let bare = |c: &mut Command| {
+        c.env("SSL_CERT_FILE", none.join("none.pem"))
+            .env("SSL_CERT_DIR", &none)
+            .env("RUST_LOG", "warn");
+    };
+
+    let plain = Registry::start();
+    let mut push = w.jbuild();
+    bare(&mut push);
+    let out = run_bounded(
+        push.args(["push", "app:1", &format!("{}/app:1", plain.host())]),
+        LIMIT,
+    );
+    succeeds(&out);
+    assert!(
+        text(&out.stderr).contains("no CA certificates from the system"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let ca = TestCa::new(&w.path("ca"));
+    let tls = Registry::start_with(&Options {
+        tls: Some((ca.server_cert.clone(), ca.server_key.clone())),
+        ..Options::default()
+    });
+    let certs = w.path("certs");
+    fs::create_dir_all(&certs).unwrap();
+    fs::copy(&ca.ca_cert, certs.join("ca.crt")).unwrap();
+    let mut push = w.jbuild();
+    bare(&mut push);
+    succeeds(&run_bounded(
+        push.args([
+            "push",
+            "--cert-dir",
+            &certs.display().to_string(),
+            "app:1",
+            &format!("{}/app:1", tls.host()),
+        ]),
+        LIMIT,
+    ));
+}
