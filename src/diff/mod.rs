@@ -128,23 +128,24 @@ pub trait Differ: Send + Sync {
     fn name(&self) -> &'static str;
 
     /// The canonical change list from `parent` (nothing, for a base layer)
-    /// to `child`, sorted as the tar writer needs it.
-    fn changes(
-        &self,
-        parent: Option<SnapshotRef<'_>>,
-        child: SnapshotRef<'_>,
-    ) -> Result<Vec<Change>, DiffError>;
-
-    /// [`changes`](Differ::changes), and the [`name`](Differ::name) of the
-    /// differ that found them. A differ that hands a pair to another (the
-    /// ZFS and overlay differs walk the trees for a base layer, or when
-    /// their own way cannot be used) names that one, so what a build
-    /// reports is what ran, not what was hoped for.
+    /// to `child`, sorted as the tar writer needs it, and the
+    /// [`name`](Differ::name) of the differ that found it. A differ that
+    /// hands a pair to another (the ZFS and overlay differs walk the trees
+    /// for a base layer, or when their own way cannot be used) names that
+    /// one, so what a build reports is what ran, not what was hoped for.
     fn changes_named(
         &self,
         parent: Option<SnapshotRef<'_>>,
         child: SnapshotRef<'_>,
-    ) -> Result<(Vec<Change>, &'static str), DiffError> {
-        Ok((self.changes(parent, child)?, self.name()))
+    ) -> Result<(Vec<Change>, &'static str), DiffError>;
+
+    /// [`changes_named`](Differ::changes_named) without the name.
+    fn changes(
+        &self,
+        parent: Option<SnapshotRef<'_>>,
+        child: SnapshotRef<'_>,
+    ) -> Result<Vec<Change>, DiffError> {
+        self.changes_named(parent, child)
+            .map(|(changes, _)| changes)
     }
 }

@@ -45,11 +45,11 @@ impl Differ for TreeWalkDiffer {
         "tree-walk"
     }
 
-    fn changes(
+    fn changes_named(
         &self,
         parent: Option<SnapshotRef<'_>>,
         child: SnapshotRef<'_>,
-    ) -> Result<Vec<Change>, DiffError> {
+    ) -> Result<(Vec<Change>, &'static str), DiffError> {
         let mut walk = Walk {
             child: child.root,
             changes: Vec::new(),
@@ -60,7 +60,8 @@ impl Differ for TreeWalkDiffer {
             None => walk.add_children(Path::new(""))?,
         }
         let Walk { changes, links, .. } = walk;
-        canonicalize(changes, parent.map(|p| p.root), child.root, Some(&links))
+        let changes = canonicalize(changes, parent.map(|p| p.root), child.root, Some(&links))?;
+        Ok((changes, self.name()))
     }
 }
 

@@ -155,14 +155,6 @@ impl Differ for ZfsDiffer {
         "zfs-diff"
     }
 
-    fn changes(
-        &self,
-        parent: Option<SnapshotRef<'_>>,
-        child: SnapshotRef<'_>,
-    ) -> Result<Vec<Change>, DiffError> {
-        self.changes_named(parent, child).map(|(c, _)| c)
-    }
-
     fn changes_named(
         &self,
         parent: Option<SnapshotRef<'_>>,
