@@ -27,19 +27,22 @@
 # Everything is removed on exit (KEEP=1 keeps WORKDIR).
 #
 # Trees are never deleted between timed runs: a finished store is renamed
-# into WORKDIR/graveyard, which is deleted once per round, after the round,
-# followed by a pause of AGE seconds (default 65). The reason is the disk:
-# on ext4 without a journal (this machine's root), creating an inode skips,
-# one by one, every free inode of its group deleted in the last 60 s
-# (`recently_deleted` in `find_inode_bit`), so a build started right after
-# deleting a 50,000-file tree spends tens of seconds of system time there —
+# into WORKDIR/graveyard (no inode freed), deleted at the end, or after a
+# round that timed `dir` (its stores are 6 GB each) and then left to age
+# AGE seconds (default 370). The reason is the disk: on ext4 without a
+# journal (this machine's root), creating an inode skips, one buffer lookup
+# at a time, every free inode of its group deleted less than 60 s ago — 360 s
+# while that part of the inode table is dirty, which the new inodes make it
+# (`recently_deleted` in `find_inode_bit`). A build started right after
+# deleting a 50,000-file tree spends tens of seconds of system time there:
 # whoever builds next pays for whoever deleted last (profiled: `cp -a` of
 # the recipe's tree, 3.0 s of system time on a quiet disk, 21 s right after
 # `rm -rf` of a copy of it, 29% + 27% of its samples in
-# find_get_block_common and recently_deleted). Set AGE=0 to see it.
+# find_get_block_common and recently_deleted). Other work deleting files on
+# the same disk during the run still costs every tool the same way.
 #
 # Environment: JBUILD_BENCH_FILES (default 50000; 2000 for a quick try),
-# AGE (default 65), ROUNDS (default 3), DIR_ROUNDS (rounds that also time `dir`, default
+# AGE (default 370), ROUNDS (default 3), DIR_ROUNDS (rounds that also time `dir`, default
 # ROUNDS: the dir backend copies the tree for every step), JBUILD.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -56,7 +59,7 @@ jbuild=${JBUILD:-$repo/target/release/jbuild}
 files=${JBUILD_BENCH_FILES:-50000}
 rounds=${ROUNDS:-3}
 dir_rounds=${DIR_ROUNDS:-$rounds}
-age=${AGE:-65}
+age=${AGE:-370}
 
 made_work=
 if [ -n "${1:-}" ]; then
@@ -230,14 +233,16 @@ fs=$(df -T "$work" | awk 'NR==2 {print $2}')
 echo "context: $(find "$work/ctx/tree" -type f | wc -l) files, $(du -sm "$work/ctx/tree" | cut -f1) MB on $fs at $work"
 echo "$(podman --version); $("$jbuild" --version); $(nproc) cores; load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 podman_reset
-bury
+if [ -d "$work/graveyard" ]; then bury; fi
 podman_ info --format 'podman storage: {{.Store.GraphDriverName}}, native overlay diff {{index .Store.GraphStatus "Native Overlay Diff"}}'
 
 for round in $(seq 1 "$rounds"); do
   jbuild_round overlay "$round"
   podman_round "$round"
-  if [ "$round" -le "$dir_rounds" ]; then jbuild_round dir "$round"; fi
-  bury
+  if [ "$round" -le "$dir_rounds" ]; then
+    jbuild_round dir "$round"
+    if [ "$round" -lt "$rounds" ]; then bury; fi
+  fi
 done
 echo "load at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 

@@ -16,10 +16,9 @@
 # Prints wall times and the ratio reference / jbuild (above 1: jbuild faster).
 # Both times end with `sync` (jbuild syncs what it commits; the writeback the
 # reference leaves behind is its cost too). Trees are not deleted before a
-# timed run but renamed aside, and deleted after each round followed by a
-# pause of AGE seconds (default 65): on ext4 without a journal, creating
-# files within 60 s of deleting many others of the same block groups costs
-# a scan per inode (see benches/build.sh).
+# timed run but renamed aside, and deleted on exit: on ext4 without a
+# journal, creating files within minutes of deleting many others of the
+# same block groups costs a scan per inode (see benches/build.sh).
 # JBUILD names the binary (default target/release/jbuild); JBUILD_BEFORE, if
 # set, another one (an older commit's) timed in the same rounds.
 set -euo pipefail
@@ -47,10 +46,8 @@ mkdir -p "$work/ctx"
 echo 'FROM freebsd:14.3' > "$work/ctx/Jailfile"
 
 now() { date +%s.%N; }
-age=${AGE:-65}
-# retire TREE: out of the way without freeing an inode; bury: the deletion.
+# retire TREE: out of the way without freeing an inode (see above).
 retire() { if [ -e "$1" ]; then mkdir -p "$work/grave" && mv "$1" "$(mktemp -u "$work/grave/t.XXXXXX")"; fi; }
-bury() { rm -rf "$work/grave"; sync; sleep "$age"; }
 jbuild() {
   retire "$work/root"
   local t0 t1
@@ -80,7 +77,6 @@ for i in 1 2 3; do
   r=$(echo "$t3 - $t2" | bc)
   best_j=$(echo "if ($j < $best_j) $j else $best_j" | bc)
   best_r=$(echo "if ($r < $best_r) $r else $best_r" | bc)
-  bury
 done
 [ -n "$before" ] && printf 'JBUILD_BEFORE: %.2f s (ratio %.2fx)\n' "$best_b" "$(echo "$best_r / $best_b" | bc -l)"
 printf 'jbuild build FROM freebsd: %.2f s\nreference (curl|sha256|xz|tar, tar|zstd): %.2f s\nratio: %.2fx\n' \
