@@ -26,8 +26,23 @@
 # 127.0.0.1, its storage under WORKDIR, restarted empty before each push.
 # Everything is removed on exit (KEEP=1 keeps WORKDIR).
 #
+# Trees are never deleted between timed runs: a finished store is renamed
+# into WORKDIR/graveyard (no inode freed), deleted at the end, or after a
+# round that timed `dir` (its stores are 6 GB each) and then left to age
+# AGE seconds (default 370). The reason is the disk: on ext4 without a
+# journal (this machine's root), creating an inode skips, one buffer lookup
+# at a time, every free inode of its group deleted less than 60 s ago — 360 s
+# while that part of the inode table is dirty, which the new inodes make it
+# (`recently_deleted` in `find_inode_bit`). A build started right after
+# deleting a 50,000-file tree spends tens of seconds of system time there:
+# whoever builds next pays for whoever deleted last (profiled: `cp -a` of
+# the recipe's tree, 3.0 s of system time on a quiet disk, 21 s right after
+# `rm -rf` of a copy of it, 29% + 27% of its samples in
+# find_get_block_common and recently_deleted). Other work deleting files on
+# the same disk during the run still costs every tool the same way.
+#
 # Environment: JBUILD_BENCH_FILES (default 50000; 2000 for a quick try),
-# ROUNDS (default 3), DIR_ROUNDS (rounds that also time `dir`, default
+# AGE (default 370), ROUNDS (default 3), DIR_ROUNDS (rounds that also time `dir`, default
 # ROUNDS: the dir backend copies the tree for every step), JBUILD.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,6 +59,7 @@ jbuild=${JBUILD:-$repo/target/release/jbuild}
 files=${JBUILD_BENCH_FILES:-50000}
 rounds=${ROUNDS:-3}
 dir_rounds=${DIR_ROUNDS:-$rounds}
+age=${AGE:-370}
 
 made_work=
 if [ -n "${1:-}" ]; then
@@ -72,11 +88,27 @@ podman_() {
     --root "$pod/root" --runroot "$pod/runroot" --tmpdir "$pod/libpod" \
     --storage-driver overlay --cgroup-manager cgroupfs --events-backend none "$@"
 }
+# A fresh podman store; the old one (podman keeps nothing outside $pod) is
+# retired, not deleted (see above).
 podman_reset() {
-  if [ -d "$pod/root" ]; then podman_ system reset -f >> "$log" 2>&1; fi
   unmount_under "$pod"
-  rm -rf "$pod"
+  retire "$pod"
   mkdir -p "$pod/varlib" "$pod/run" "$pod/tmp" "$pod/libpod"
+}
+# retire TREE: renames TREE into the graveyard (instant; no inode freed).
+retire() {
+  if [ -e "$1" ]; then
+    mkdir -p "$work/graveyard"
+    mv "$1" "$(mktemp -u "$work/graveyard/t.XXXXXX")"
+  fi
+}
+# bury: deletes the graveyard, untimed, then waits until no inode it freed
+# is "recently deleted" for ext4 any more (see above).
+bury() {
+  unmount_under "$work/graveyard"
+  rm -rf "$work/graveyard"
+  sync
+  sleep "$age"
 }
 # Whatever a failed run left mounted under $1, innermost first.
 unmount_under() {
@@ -136,7 +168,7 @@ cleanup() {
   elif [ -n "$made_work" ]; then
     rm -rf "$work"
   else
-    rm -rf "$work/ctx" "$work/root" "$pod" "$work/registry"
+    rm -rf "$work/ctx" "$work/root" "$pod" "$work/registry" "$work/graveyard"
   fi
   exit "$rc"
 }
@@ -164,16 +196,16 @@ timed() {
 
 jbuild_round() {
   local backend=$1 round=$2 root=$work/root tag
-  rm -rf "$root"
+  retire "$root"
   timed "jbuild-$backend" first "$round" env JBUILD_ROOT="$root" "$jbuild" -q --backend "$backend" build -t bench:1 "$work/ctx"
   timed "jbuild-$backend" cached "$round" env JBUILD_ROOT="$root" "$jbuild" -q --backend "$backend" build -t bench:1 "$work/ctx"
-  rm -rf "$root"
+  retire "$root"
   registry_start
   tag=$reg/jbuild-$backend-$round/bench:1
   timed "jbuild-$backend" push "$round" env JBUILD_ROOT="$root" "$jbuild" -q --backend "$backend" build --push -t "$tag" "$work/ctx"
   pushed "jbuild-$backend-$round/bench"
   registry_stop
-  rm -rf "$root"
+  retire "$root"
 }
 
 podman_build_push() {
@@ -201,12 +233,16 @@ fs=$(df -T "$work" | awk 'NR==2 {print $2}')
 echo "context: $(find "$work/ctx/tree" -type f | wc -l) files, $(du -sm "$work/ctx/tree" | cut -f1) MB on $fs at $work"
 echo "$(podman --version); $("$jbuild" --version); $(nproc) cores; load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 podman_reset
+if [ -d "$work/graveyard" ]; then bury; fi
 podman_ info --format 'podman storage: {{.Store.GraphDriverName}}, native overlay diff {{index .Store.GraphStatus "Native Overlay Diff"}}'
 
 for round in $(seq 1 "$rounds"); do
   jbuild_round overlay "$round"
   podman_round "$round"
-  if [ "$round" -le "$dir_rounds" ]; then jbuild_round dir "$round"; fi
+  if [ "$round" -le "$dir_rounds" ]; then
+    jbuild_round dir "$round"
+    if [ "$round" -lt "$rounds" ]; then bury; fi
+  fi
 done
 echo "load at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 

@@ -14,6 +14,11 @@
 #   reference: curl | tee >(sha256sum) | xz -d | tar -x, then tar | zstd -3
 #              (the same work with the usual tools).
 # Prints wall times and the ratio reference / jbuild (above 1: jbuild faster).
+# Both times end with `sync` (jbuild syncs what it commits; the writeback the
+# reference leaves behind is its cost too). Trees are not deleted before a
+# timed run but renamed aside, and deleted on exit: on ext4 without a
+# journal, creating files within minutes of deleting many others of the
+# same block groups costs a scan per inode (see benches/build.sh).
 # JBUILD names the binary (default target/release/jbuild); JBUILD_BEFORE, if
 # set, another one (an older commit's) timed in the same rounds.
 set -euo pipefail
@@ -41,13 +46,17 @@ mkdir -p "$work/ctx"
 echo 'FROM freebsd:14.3' > "$work/ctx/Jailfile"
 
 now() { date +%s.%N; }
+# retire TREE: out of the way without freeing an inode (see above).
+retire() { if [ -e "$1" ]; then mkdir -p "$work/grave" && mv "$1" "$(mktemp -u "$work/grave/t.XXXXXX")"; fi; }
 jbuild() {
-  rm -rf "$work/root"
+  retire "$work/root"
   local t0 t1
+  sync
   t0=$(now)
   JBUILD_ROOT=$work/root JBUILD_CONFIG=/dev/null "$1" -q build --compression zstd \
     --platform freebsd/amd64 --mirror "$url" "$work/ctx" >/dev/null ||
     { echo "$1 failed" >&2; exit 1; }
+  sync
   t1=$(now)
   echo "$t1 - $t0" | bc
 }
@@ -58,10 +67,12 @@ for i in 1 2 3; do
     best_b=$(echo "if ($b < $best_b) $b else $best_b" | bc)
   fi
   j=$(jbuild "$bin")
-  rm -rf "$work/ref" && mkdir -p "$work/ref"
+  retire "$work/ref" && retire "$work/ref.tar.zst" && mkdir -p "$work/ref"
+  sync
   t2=$(now)
   curl -s "$url/amd64/14.3-RELEASE/base.txz" | tee >(sha256sum > "$work/ref.sum") | xz -d | tar -x -C "$work/ref"
   tar -C "$work/ref" -cf - . | zstd -q -T0 -3 > "$work/ref.tar.zst"
+  sync
   t3=$(now)
   r=$(echo "$t3 - $t2" | bc)
   best_j=$(echo "if ($j < $best_j) $j else $best_j" | bc)
