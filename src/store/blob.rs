@@ -8,7 +8,6 @@ use tempfile::NamedTempFile;
 
 use super::{Store, StoreError};
 use crate::digest::{Digest, HashingReader, HashingWriter};
-use crate::fsutil::sync_dir;
 
 /// A blob being written. Bytes are hashed as they pass; [`commit`] makes the
 /// blob visible under its digest, and dropping the writer without committing
@@ -30,10 +29,14 @@ impl Write for BlobWriter {
 }
 
 impl BlobWriter {
-    /// Finishes the blob: fsync, check against `expected` (if given), rename
-    /// to `blobs/sha256/<hex>` and fsync the directory. If the store already
-    /// has the blob, ours is discarded (the content is the same). On a
-    /// mismatch nothing is left behind.
+    /// Finishes the blob: fsync, check against `expected` (if given), and
+    /// rename to `blobs/sha256/<hex>`. The rename is made durable with the
+    /// next change of `index.json` ([`Store::update_index`] fsyncs the
+    /// directory first), once for all the blobs of an image rather than
+    /// once per blob: a blob whose rename a crash loses is simply absent,
+    /// and nothing durable names it yet. If the store already has the blob,
+    /// ours is discarded (the content is the same). On a mismatch nothing is
+    /// left behind.
     pub fn commit(self, expected: Option<&Digest>) -> Result<(Digest, u64), StoreError> {
         let (digest, size, buffered) = self.inner.finish();
         let tmp = buffered
@@ -64,8 +67,6 @@ impl BlobWriter {
                 e.error,
             )
         })?;
-        sync_dir(&self.blobs_dir)
-            .map_err(|e| StoreError::io(format!("cannot sync {}", self.blobs_dir.display()), e))?;
         Ok((digest, size))
     }
 }
@@ -122,8 +123,9 @@ impl Store {
     }
 
     /// Makes `file` (from [`Store::blob_tempfile`]) the blob `digest`:
-    /// fsync, rename, fsync the directory. The caller has checked its
-    /// content against `digest` while writing it; an existing blob is kept.
+    /// fsync and rename (made durable with the next change of `index.json`,
+    /// as in [`BlobWriter::commit`]). The caller has checked its content
+    /// against `digest` while writing it; an existing blob is kept.
     pub fn adopt_blob(&self, file: NamedTempFile, digest: &Digest) -> Result<(), StoreError> {
         let blobs_dir = self.root.join("blobs/sha256");
         let target = blobs_dir.join(digest.hex());
@@ -141,8 +143,7 @@ impl Store {
                 e.error,
             )
         })?;
-        sync_dir(&blobs_dir)
-            .map_err(|e| StoreError::io(format!("cannot sync {}", blobs_dir.display()), e))
+        Ok(())
     }
 
     /// Stores `bytes` as a blob.

@@ -19,6 +19,7 @@ use reqwest::{RequestBuilder, Response, StatusCode};
 use tokio::sync::Mutex;
 
 use super::body::error_body;
+use super::challenge::Challenge;
 use super::endpoint::{reach, Endpoint};
 use super::failure::{is_transient, unanswered, user_of, Target};
 use super::options::{RegistryOperation, RegistryOptions};
@@ -149,7 +150,16 @@ impl Conn {
                 Ok(signed) => break signed,
             }
         };
-        headers.insert(op_key(op), signed.header.clone());
+        // Only a bearer token is scoped to the operation; no header, or
+        // Basic credentials, serve every operation, so a push's sign-in for
+        // its `HEAD`s also serves its uploads (no second `GET /v2/`).
+        if matches!(signed.challenge, Some(Challenge::Bearer(_))) {
+            headers.insert(op_key(op), signed.header.clone());
+        } else {
+            for every in [RegistryOperation::Pull, RegistryOperation::Push] {
+                headers.insert(op_key(every), signed.header.clone());
+            }
+        }
         Ok(signed.header)
     }
 

@@ -3,15 +3,43 @@
 //! `certs.d` convention gives for it.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::CertificateDer;
 
 use super::failure::tls_error;
 use super::options::RegistryOptions;
 use super::reference::api_host;
+use super::verifier::{AcceptsAnything, LazyVerifier};
 use crate::report::error_chain as chain;
 use crate::transport::TransportError;
 
 const USER_AGENT: &str = concat!("jbuild/", env!("CARGO_PKG_VERSION"));
+
+/// The TLS set-up of a registry's client: the certificate checked by a
+/// [`LazyVerifier`] (the system's CA certificates and `certs`, read at the
+/// first handshake), or not at all for `--tls-verify=false`, as podman and
+/// skopeo mean it. ring is the crypto provider (aws-lc does not
+/// cross-compile to FreeBSD here).
+fn tls_config(certs: Vec<CertificateDer<'static>>, verify: bool) -> rustls::ClientConfig {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let verifier: Arc<dyn rustls::client::danger::ServerCertVerifier> = if verify {
+        Arc::new(LazyVerifier::new(provider.clone(), certs))
+    } else {
+        Arc::new(AcceptsAnything(provider.clone()))
+    };
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("ring supports the default TLS versions")
+        .dangerous()
+        .with_custom_certificate_verifier(verifier)
+        .with_no_client_auth();
+    // reqwest's own set-up offers HTTP/1.1 alone too (no `http2` feature).
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config
+}
 
 /// How to reach one registry: an HTTP client that trusts its CAs, and the
 /// base URL of its API (`https://host[:port]`, or `http://` where allowed).
@@ -26,9 +54,6 @@ pub struct Endpoint {
 /// registries that do not answer HTTPS). Used by every registry request
 /// and by `jbuild login`.
 pub async fn reach(registry: &str, options: &RegistryOptions) -> Result<Endpoint, TransportError> {
-    // reqwest is built without a default crypto provider (aws-lc does not
-    // cross-compile to FreeBSD here); ring is installed once.
-    let _ = rustls::crypto::ring::default_provider().install_default();
     let failed = |message: String, user: bool| TransportError::Registry {
         location: format!("docker://{registry}"),
         message,
@@ -50,43 +75,27 @@ pub async fn reach(registry: &str, options: &RegistryOptions) -> Result<Endpoint
     let timeout = options.timeout;
     let mut certs = Vec::new();
     for (path, pem) in &pems {
-        certs.push(reqwest::Certificate::from_pem(pem).map_err(|e| {
+        let not_pem = |e: &dyn std::fmt::Display| {
             failed(
                 format!("{} is not a PEM certificate: {e}", path.display()),
                 true,
             )
-        })?);
+        };
+        for der in CertificateDer::pem_slice_iter(pem) {
+            let der = der.map_err(|e| not_pem(&e))?;
+            // Checked now, as the file is named, not at the first handshake.
+            rustls::RootCertStore::empty()
+                .add(der.clone())
+                .map_err(|e| not_pem(&e))?;
+            certs.push(der);
+        }
     }
-    let client = |system_roots: bool| {
-        let mut builder = reqwest::Client::builder()
-            .connect_timeout(timeout)
-            .read_timeout(timeout)
-            .user_agent(USER_AGENT);
-        if !system_roots {
-            builder = builder.tls_certs_only(certs.clone());
-        } else if !certs.is_empty() {
-            builder = builder.tls_certs_merge(certs.clone());
-        }
-        if !options.tls_verify {
-            // `--tls-verify=false`, as podman and skopeo mean it.
-            builder = builder.tls_danger_accept_invalid_certs(true);
-        }
-        builder.build()
-    };
-    // The system's CA certificates are trusted beside `certs.d`'s. A system
-    // with none (a minimal container or VM image) makes that client fail to
-    // build; jbuild then trusts `certs.d`'s alone, so a plain-HTTP or
-    // `--cert-dir` registry still works and any other HTTPS one fails with
-    // the unknown-issuer advice rather than before it is even asked.
-    let http = client(true)
-        .or_else(|system| {
-            client(false).inspect(|_| {
-                tracing::warn!(
-                    error = %chain(&system),
-                    "no CA certificates from the system: trusting only those of certs.d or --cert-dir"
-                );
-            })
-        })
+    let http = reqwest::Client::builder()
+        .connect_timeout(timeout)
+        .read_timeout(timeout)
+        .user_agent(USER_AGENT)
+        .tls_backend_preconfigured(tls_config(certs, options.tls_verify))
+        .build()
         .map_err(|e| failed(format!("cannot set up HTTP: {}", chain(&e)), false))?;
     let plain_ok = options.plain_http_allowed(registry);
     let scheme = if plain_ok {

@@ -39,6 +39,7 @@ pub mod retry;
 mod signin;
 mod tags;
 mod upload;
+mod verifier;
 
 use std::path::Path;
 use std::sync::Mutex;

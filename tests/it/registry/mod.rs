@@ -1,7 +1,7 @@
 //! Registries: push and pull against a real Distribution registry, copy,
 //! sign-in (login, htpasswd, bearer tokens), TLS, manifest lists, faults
-//! from a proxy or a scripted server, limits, and secrets kept out of
-//! every output.
+//! from a proxy or a scripted server, limits, secrets kept out of every
+//! output, and what a small copy touches.
 
 mod auth;
 mod cli;
@@ -15,4 +15,5 @@ mod manifest;
 mod proxy_faults;
 mod push;
 mod secrets;
+mod small;
 mod tls;

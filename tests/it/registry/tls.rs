@@ -308,8 +308,9 @@ fn plain_http_on_another_host_needs_tls_verify_false_or_the_insecure_list() {
 /// A machine with no CA certificates of its own (a minimal VM or container
 /// image; here `SSL_CERT_FILE`/`SSL_CERT_DIR` name none, which is where
 /// rustls-native-certs looks) still pushes to a plain-HTTP registry on
-/// loopback and, with `--cert-dir`, to a TLS one; jbuild says once that it
-/// trusts only those certificates.
+/// loopback, without reading them (the system's certificates are read at
+/// the first TLS handshake, and plain HTTP has none: `--debug` shows when),
+/// and, with `--cert-dir`, to a TLS one, where they are read.
 #[test]
 fn a_system_without_ca_certificates_still_reaches_plain_http_and_cert_dir_registries() {
     let w = World::new(0);
@@ -325,12 +326,22 @@ fn a_system_without_ca_certificates_still_reaches_plain_http_and_cert_dir_regist
     let mut push = w.jbuild();
     bare(&mut push);
     let out = run_bounded(
-        push.args(["push", "app:1", &format!("{}/app:1", plain.host())]),
+        push.args([
+            "--debug",
+            "push",
+            "app:1",
+            &format!("{}/app:1", plain.host()),
+        ]),
         LIMIT,
     );
     succeeds(&out);
     assert!(
-        text(&out.stderr).contains("no CA certificates from the system"),
+        !text(&out.stderr).contains(LOADING),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(
+        !text(&out.stderr).contains("no CA certificates from the system"),
         "{}",
         text(&out.stderr)
     );
@@ -345,8 +356,9 @@ fn a_system_without_ca_certificates_still_reaches_plain_http_and_cert_dir_regist
     fs::copy(&ca.ca_cert, certs.join("ca.crt")).unwrap();
     let mut push = w.jbuild();
     bare(&mut push);
-    succeeds(&run_bounded(
+    let out = run_bounded(
         push.args([
+            "--debug",
             "push",
             "--cert-dir",
             &certs.display().to_string(),
@@ -354,5 +366,10 @@ fn a_system_without_ca_certificates_still_reaches_plain_http_and_cert_dir_regist
             &format!("{}/app:1", tls.host()),
         ]),
         LIMIT,
-    ));
+    );
+    succeeds(&out);
+    assert!(text(&out.stderr).contains(LOADING), "{}", text(&out.stderr));
 }
+
+/// What `--debug` logs when the system's CA certificates are read.
+const LOADING: &str = "loading the system's CA certificates";
