@@ -57,6 +57,7 @@ use crate::diff::meta::make_dev;
 use crate::digest::{Digest, HashingReader};
 use crate::fsutil::flags::{self, st_flags, FileFlags};
 use crate::fsutil::resolve_in_root_with;
+use crate::pipe::{pipe, PipeReader, PipeWriter};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApplyOptions {
@@ -133,9 +134,72 @@ pub fn apply_with_flags<R: Read>(
         return Err(LayerError::fs("apply a layer to", root)(e));
     }
     let (capped, tripped) = Capped::new(decompress(media_type, layer)?, limits.max_size);
-    // Buffered: headers are read 512 bytes at a time.
-    let stream = io::BufReader::with_capacity(256 * 1024, capped);
-    let mut tar = TarReader::new(HashingReader::new(stream)).with_max_header(limits.max_header);
+    // Two threads joined by a bounded pipe, as `gzip -dc | tar -x` are two
+    // processes: this one reads, decompresses and hashes; the other
+    // extracts. The extraction drops its end on an error, which stops this
+    // side at its next write.
+    let (tx, rx) = pipe();
+    let (extracted, diff_id) = std::thread::scope(|s| {
+        let extraction = s.spawn(move || extract(rx, root, opts, limits, file_flags));
+        let diff_id = decode(capped, tx);
+        let extracted = extraction
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (extracted, diff_id)
+    });
+    match (extracted, diff_id) {
+        (Ok((entries, bytes)), Some(diff_id)) => Ok(ApplyStats {
+            diff_id,
+            entries,
+            bytes,
+        }),
+        // However the error surfaced (a short read, a truncated entry), it
+        // was the cap.
+        _ if tripped.get() => Err(LayerError::Limit {
+            what: "uncompressed, it is bigger than".into(),
+            limit: human(limits.max_size),
+            key: "max_size",
+        }),
+        (Err(e), _) => Err(e),
+        // The extraction read the stream to its end, so the decoder
+        // finished: it cannot have stopped early.
+        (Ok(_), None) => Err(LayerError::Internal("decompression")),
+    }
+}
+
+/// Reads the uncompressed stream into `tx`, hashing it: its sha256 (the
+/// diff ID), or `None` if the stream failed (the error goes down the
+/// pipe, where the extraction meets it) or the extraction stopped.
+fn decode(stream: impl Read, mut tx: PipeWriter) -> Option<Digest> {
+    let mut hashing = HashingReader::new(stream);
+    let mut buf = vec![0u8; 256 * 1024];
+    loop {
+        match hashing.read(&mut buf) {
+            Ok(0) => break,
+            // Sent at once: a slow source (a download) gives short reads,
+            // and the extraction should not wait for a chunk to fill.
+            Ok(n) => tx.write_all(&buf[..n]).and_then(|_| tx.flush()).ok()?,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                tx.fail(e);
+                return None;
+            }
+        }
+    }
+    tx.flush().ok()?;
+    Some(hashing.finish().0)
+}
+
+/// Applies the tar stream `stream` to `root`: the entries and the bytes
+/// of content written.
+fn extract(
+    stream: PipeReader,
+    root: &Path,
+    opts: &ApplyOptions,
+    limits: &Limits,
+    file_flags: &dyn FileFlags,
+) -> Result<(u64, u64), LayerError> {
+    let mut tar = TarReader::new(stream).with_max_header(limits.max_header);
     let mut a = Applier {
         root,
         opts,
@@ -151,34 +215,17 @@ pub fn apply_with_flags<R: Read>(
         path_bytes: 0,
         buf: vec![0u8; 128 * 1024],
     };
-    let result = (|| {
-        while let Some(h) = tar.next()? {
-            a.entries += 1;
-            a.within_limits(&h)?;
-            a.entry(&mut tar, &h)?;
-        }
-        a.finish()?;
-        // The diff ID covers the whole stream, with whatever follows the
-        // end-of-archive marker (writers pad to their record size).
-        let mut rest = tar.into_inner();
-        io::copy(&mut rest, &mut io::sink()).map_err(LayerError::Read)?;
-        Ok(rest.finish().0)
-    })();
-    match result {
-        Ok(diff_id) => Ok(ApplyStats {
-            diff_id,
-            entries: a.entries,
-            bytes: a.bytes,
-        }),
-        // However the error surfaced (a short read, a truncated entry), it
-        // was the cap.
-        Err(_) if tripped.get() => Err(LayerError::Limit {
-            what: "uncompressed, it is bigger than".into(),
-            limit: human(limits.max_size),
-            key: "max_size",
-        }),
-        Err(e) => Err(e),
+    while let Some(h) = tar.next()? {
+        a.entries += 1;
+        a.within_limits(&h)?;
+        a.entry(&mut tar, &h)?;
     }
+    a.finish()?;
+    // The diff ID covers the whole stream, with whatever follows the
+    // end-of-archive marker (writers pad to their record size): read to
+    // the end, so the decoder hashes it all.
+    io::copy(&mut tar.into_inner(), &mut io::sink()).map_err(LayerError::Read)?;
+    Ok((a.entries, a.bytes))
 }
 
 /// What this layer did at a path, so that whiteouts spare it and a second
