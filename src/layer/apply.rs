@@ -456,7 +456,7 @@ impl Applier<'_> {
                 .create(host)
                 .map_err(LayerError::fs("create the directory", host))?;
         }
-        self.owner_and_xattrs(h, host)?;
+        self.owner_and_xattrs(h, host, None)?;
         self.dirs.push((host.to_path_buf(), h.mode, mtime_of(h)));
         self.defer_flags(h, host);
         Ok(())
@@ -468,14 +468,24 @@ impl Applier<'_> {
         h: &Header,
         host: &Path,
     ) -> Result<(), LayerError> {
-        self.replace(host, false)?;
-        let mut file = File::options()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(host)
-            .map_err(LayerError::fs("create", host))?;
+        let create = || {
+            File::options()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(host)
+        };
+        // Most entries are new: try first, and clear the way only when
+        // something is there (O_EXCL never follows a symlink in the way).
+        let mut file = match create() {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                self.replace(host, false)?;
+                create()
+            }
+            created => created,
+        }
+        .map_err(LayerError::fs("create", host))?;
         let mut content = tar.content();
         loop {
             let n = match content.read(&mut self.buf) {
@@ -574,7 +584,7 @@ impl Applier<'_> {
     /// Owner, mode, extended attributes and mtime of a non-directory
     /// (`file` is the open file, for regular files).
     fn metadata(&mut self, h: &Header, host: &Path, file: Option<&File>) -> Result<(), LayerError> {
-        self.owner_and_xattrs(h, host)?;
+        self.owner_and_xattrs(h, host, file)?;
         if h.typeflag != header::SYMLINK {
             let perms = fs::Permissions::from_mode(h.mode & 0o7777);
             // `host` is the entry just created, not a symlink.
@@ -585,13 +595,23 @@ impl Applier<'_> {
             .map_err(LayerError::fs("set the mode of", host))?;
         }
         let t = mtime_of(h);
-        filetime::set_symlink_file_times(host, t, t)
-            .map_err(LayerError::fs("set the times of", host))?;
+        match file {
+            Some(f) => filetime::set_file_handle_times(f, Some(t), Some(t)),
+            None => filetime::set_symlink_file_times(host, t, t),
+        }
+        .map_err(LayerError::fs("set the times of", host))?;
         self.defer_flags(h, host);
         Ok(())
     }
 
-    fn owner_and_xattrs(&mut self, h: &Header, host: &Path) -> Result<(), LayerError> {
+    /// Owner and extended attributes of `host` (through `file`, the open
+    /// file, when there is one: no path lookup).
+    fn owner_and_xattrs(
+        &mut self,
+        h: &Header,
+        host: &Path,
+        file: Option<&File>,
+    ) -> Result<(), LayerError> {
         if self.opts.same_owner {
             let (Ok(uid), Ok(gid)) = (u32::try_from(h.uid), u32::try_from(h.gid)) else {
                 return Err(LayerError::entry(
@@ -599,8 +619,11 @@ impl Applier<'_> {
                     EntryProblem::Owner(h.uid.max(h.gid)),
                 ));
             };
-            std::os::unix::fs::lchown(host, Some(uid), Some(gid))
-                .map_err(LayerError::fs("change the owner of", host))?;
+            match file {
+                Some(f) => std::os::unix::fs::fchown(f, Some(uid), Some(gid)),
+                None => std::os::unix::fs::lchown(host, Some(uid), Some(gid)),
+            }
+            .map_err(LayerError::fs("change the owner of", host))?;
         }
         for (name, value) in &h.xattrs {
             xattr::set(host, OsStr::from_bytes(name), value)
