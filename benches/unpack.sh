@@ -9,7 +9,9 @@
 # (FILES=2000 ROUNDS=1 for a quick try of the script itself.)
 #
 # One tar of FILES (default 50,000) files of 0-16 KiB (half random bytes,
-# half text, so it compresses as real trees do) in 50 directories, stored
+# half text, so it compresses as real trees do) in 50 directories, each
+# directory's files together as a tree walk lists them (SPREAD=1: the
+# files dealt round-robin over the directories instead), stored
 # in a jbuild store twice: gzip -6 (image gz:1) and zstd -3 (image zst:1),
 # pushed once to a local Distribution (registry/start). Each round then
 # runs, for each compression: `jbuild pull` into an empty state root with
@@ -51,10 +53,14 @@ with tarfile.open(sys.argv[1], "w", format=tarfile.PAX_FORMAT) as t:
     for d in range(50):
         ti = tarfile.TarInfo("srv/d%02d" % d); ti.type = tarfile.DIRTYPE; ti.mode = 0o755; ti.mtime = 1700000000
         t.addfile(ti)
-    for i in range(int(os.environ["FILES"])):
+    n = int(os.environ["FILES"])
+    for i in range(n):
         size = rnd.randrange(0, 16 << 10)
         data = os.urandom(size) if i % 2 else (words * (size // len(words) + 1))[:size]
-        ti = tarfile.TarInfo("srv/d%02d/f%06d" % (i % 50, i)); ti.size = size; ti.mode = 0o644
+        # A directory's files together, as a tree walk lists them (and
+        # os.environ["SPREAD"] set: round-robin over the directories).
+        d = i % 50 if os.environ.get("SPREAD") else i * 50 // n
+        ti = tarfile.TarInfo("srv/d%02d/f%06d" % (d, i)); ti.size = size; ti.mode = 0o644
         ti.mtime = 1700000000
         t.addfile(ti, io.BytesIO(data))
 PY
@@ -110,7 +116,7 @@ for _ in $(seq 100); do
   sleep 0.1
 done
 for image in gz zst; do
-  "$jbuild" -q push "$image:1" "127.0.0.1:$port/bench/$image:1"
+  "$jbuild" -q push "$image:1" "127.0.0.1:$port/bench/$image:1" >/dev/null
 done
 echo "== default backend as root here: $(env JBUILD_ROOT="$work/probe" "$jbuild" info 2>/dev/null | grep -i backend | head -1)"
 rm -rf "$work/probe"
