@@ -214,6 +214,8 @@ fn extract(
         bytes: 0,
         path_bytes: 0,
         buf: vec![0u8; 128 * 1024],
+        same_dir: None,
+        replaced: false,
     };
     while let Some(h) = tar.next()? {
         a.entries += 1;
@@ -262,6 +264,14 @@ struct Applier<'a> {
     path_bytes: u64,
     /// For copying file content (allocated once: zeroing it per file costs).
     buf: Vec<u8>,
+    /// The directory (as named in the layer, and resolved) of the entry
+    /// just applied, when that entry was a new regular file that replaced
+    /// nothing: nothing on the way to it has changed since, so the next
+    /// entry in the same directory is placed without resolving it again
+    /// (tar writers list a directory's files together).
+    same_dir: Option<(PathBuf, PathBuf)>,
+    /// Whether the regular file just written replaced something.
+    replaced: bool,
 }
 
 /// `path` as a clean relative path, or why it cannot be one.
@@ -364,7 +374,13 @@ impl Applier<'_> {
         if caps && !self.opts.allow_setuid {
             return Err(fail(EntryProblem::Capability));
         }
-        let host = self.host(&rel, h)?;
+        let same_dir = self.same_dir.take();
+        let host = match (same_dir, rel.parent(), rel.file_name()) {
+            (Some((dir, host_dir)), Some(parent), Some(name)) if dir == parent => {
+                host_dir.join(name)
+            }
+            _ => self.host(&rel, h)?,
+        };
         let is_dir = h.typeflag == header::DIRECTORY;
         // Only a directory may come again where this layer wrote: no tar
         // writer names a path twice, and replacing a directory this layer
@@ -380,7 +396,15 @@ impl Applier<'_> {
         self.written.insert(host.clone(), named);
         match h.typeflag {
             header::DIRECTORY => self.directory(h, &host),
-            header::REGULAR => self.file(tar, h, &host),
+            header::REGULAR => {
+                self.file(tar, h, &host)?;
+                if let (false, Some(dir), Some(host_dir)) =
+                    (self.replaced, rel.parent(), host.parent())
+                {
+                    self.same_dir = Some((dir.to_path_buf(), host_dir.to_path_buf()));
+                }
+                Ok(())
+            }
             header::HARD_LINK => self.hard_link(h, &host),
             header::SYMLINK => {
                 self.replace(&host, false)?;
@@ -478,8 +502,10 @@ impl Applier<'_> {
         };
         // Most entries are new: try first, and clear the way only when
         // something is there (O_EXCL never follows a symlink in the way).
+        self.replaced = false;
         let mut file = match create() {
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                self.replaced = true;
                 self.replace(host, false)?;
                 create()
             }
