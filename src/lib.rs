@@ -28,6 +28,7 @@ pub mod jailconf;
 pub mod jailfile;
 pub mod keychain;
 pub mod layer;
+pub(crate) mod pipe;
 pub mod plan;
 pub mod release;
 pub mod report;

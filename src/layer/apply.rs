@@ -57,6 +57,7 @@ use crate::diff::meta::make_dev;
 use crate::digest::{Digest, HashingReader};
 use crate::fsutil::flags::{self, st_flags, FileFlags};
 use crate::fsutil::resolve_in_root_with;
+use crate::pipe::{pipe, PipeReader, PipeWriter};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApplyOptions {
@@ -133,9 +134,72 @@ pub fn apply_with_flags<R: Read>(
         return Err(LayerError::fs("apply a layer to", root)(e));
     }
     let (capped, tripped) = Capped::new(decompress(media_type, layer)?, limits.max_size);
-    // Buffered: headers are read 512 bytes at a time.
-    let stream = io::BufReader::with_capacity(256 * 1024, capped);
-    let mut tar = TarReader::new(HashingReader::new(stream)).with_max_header(limits.max_header);
+    // Two threads joined by a bounded pipe, as `gzip -dc | tar -x` are two
+    // processes: this one reads, decompresses and hashes; the other
+    // extracts. The extraction drops its end on an error, which stops this
+    // side at its next write.
+    let (tx, rx) = pipe();
+    let (extracted, diff_id) = std::thread::scope(|s| {
+        let extraction = s.spawn(move || extract(rx, root, opts, limits, file_flags));
+        let diff_id = decode(capped, tx);
+        let extracted = extraction
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (extracted, diff_id)
+    });
+    match (extracted, diff_id) {
+        (Ok((entries, bytes)), Some(diff_id)) => Ok(ApplyStats {
+            diff_id,
+            entries,
+            bytes,
+        }),
+        // However the error surfaced (a short read, a truncated entry), it
+        // was the cap.
+        _ if tripped.get() => Err(LayerError::Limit {
+            what: "uncompressed, it is bigger than".into(),
+            limit: human(limits.max_size),
+            key: "max_size",
+        }),
+        (Err(e), _) => Err(e),
+        // The extraction read the stream to its end, so the decoder
+        // finished: it cannot have stopped early.
+        (Ok(_), None) => Err(LayerError::Internal("decompression")),
+    }
+}
+
+/// Reads the uncompressed stream into `tx`, hashing it: its sha256 (the
+/// diff ID), or `None` if the stream failed (the error goes down the
+/// pipe, where the extraction meets it) or the extraction stopped.
+fn decode(stream: impl Read, mut tx: PipeWriter) -> Option<Digest> {
+    let mut hashing = HashingReader::new(stream);
+    let mut buf = vec![0u8; 256 * 1024];
+    loop {
+        match hashing.read(&mut buf) {
+            Ok(0) => break,
+            // Sent at once: a slow source (a download) gives short reads,
+            // and the extraction should not wait for a chunk to fill.
+            Ok(n) => tx.write_all(&buf[..n]).and_then(|_| tx.flush()).ok()?,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                tx.fail(e);
+                return None;
+            }
+        }
+    }
+    tx.flush().ok()?;
+    Some(hashing.finish().0)
+}
+
+/// Applies the tar stream `stream` to `root`: the entries and the bytes
+/// of content written.
+fn extract(
+    stream: PipeReader,
+    root: &Path,
+    opts: &ApplyOptions,
+    limits: &Limits,
+    file_flags: &dyn FileFlags,
+) -> Result<(u64, u64), LayerError> {
+    let mut tar = TarReader::new(stream).with_max_header(limits.max_header);
     let mut a = Applier {
         root,
         opts,
@@ -150,35 +214,20 @@ pub fn apply_with_flags<R: Read>(
         bytes: 0,
         path_bytes: 0,
         buf: vec![0u8; 128 * 1024],
+        same_dir: None,
+        replaced: false,
     };
-    let result = (|| {
-        while let Some(h) = tar.next()? {
-            a.entries += 1;
-            a.within_limits(&h)?;
-            a.entry(&mut tar, &h)?;
-        }
-        a.finish()?;
-        // The diff ID covers the whole stream, with whatever follows the
-        // end-of-archive marker (writers pad to their record size).
-        let mut rest = tar.into_inner();
-        io::copy(&mut rest, &mut io::sink()).map_err(LayerError::Read)?;
-        Ok(rest.finish().0)
-    })();
-    match result {
-        Ok(diff_id) => Ok(ApplyStats {
-            diff_id,
-            entries: a.entries,
-            bytes: a.bytes,
-        }),
-        // However the error surfaced (a short read, a truncated entry), it
-        // was the cap.
-        Err(_) if tripped.get() => Err(LayerError::Limit {
-            what: "uncompressed, it is bigger than".into(),
-            limit: human(limits.max_size),
-            key: "max_size",
-        }),
-        Err(e) => Err(e),
+    while let Some(h) = tar.next()? {
+        a.entries += 1;
+        a.within_limits(&h)?;
+        a.entry(&mut tar, &h)?;
     }
+    a.finish()?;
+    // The diff ID covers the whole stream, with whatever follows the
+    // end-of-archive marker (writers pad to their record size): read to
+    // the end, so the decoder hashes it all.
+    io::copy(&mut tar.into_inner(), &mut io::sink()).map_err(LayerError::Read)?;
+    Ok((a.entries, a.bytes))
 }
 
 /// What this layer did at a path, so that whiteouts spare it and a second
@@ -215,6 +264,14 @@ struct Applier<'a> {
     path_bytes: u64,
     /// For copying file content (allocated once: zeroing it per file costs).
     buf: Vec<u8>,
+    /// The directory (as named in the layer, and resolved) of the entry
+    /// just applied, when that entry was a new regular file that replaced
+    /// nothing: nothing on the way to it has changed since, so the next
+    /// entry in the same directory is placed without resolving it again
+    /// (tar writers list a directory's files together).
+    same_dir: Option<(PathBuf, PathBuf)>,
+    /// Whether the regular file just written replaced something.
+    replaced: bool,
 }
 
 /// `path` as a clean relative path, or why it cannot be one.
@@ -317,7 +374,13 @@ impl Applier<'_> {
         if caps && !self.opts.allow_setuid {
             return Err(fail(EntryProblem::Capability));
         }
-        let host = self.host(&rel, h)?;
+        let same_dir = self.same_dir.take();
+        let host = match (same_dir, rel.parent(), rel.file_name()) {
+            (Some((dir, host_dir)), Some(parent), Some(name)) if dir == parent => {
+                host_dir.join(name)
+            }
+            _ => self.host(&rel, h)?,
+        };
         let is_dir = h.typeflag == header::DIRECTORY;
         // Only a directory may come again where this layer wrote: no tar
         // writer names a path twice, and replacing a directory this layer
@@ -333,7 +396,15 @@ impl Applier<'_> {
         self.written.insert(host.clone(), named);
         match h.typeflag {
             header::DIRECTORY => self.directory(h, &host),
-            header::REGULAR => self.file(tar, h, &host),
+            header::REGULAR => {
+                self.file(tar, h, &host)?;
+                if let (false, Some(dir), Some(host_dir)) =
+                    (self.replaced, rel.parent(), host.parent())
+                {
+                    self.same_dir = Some((dir.to_path_buf(), host_dir.to_path_buf()));
+                }
+                Ok(())
+            }
             header::HARD_LINK => self.hard_link(h, &host),
             header::SYMLINK => {
                 self.replace(&host, false)?;
@@ -409,7 +480,7 @@ impl Applier<'_> {
                 .create(host)
                 .map_err(LayerError::fs("create the directory", host))?;
         }
-        self.owner_and_xattrs(h, host)?;
+        self.owner_and_xattrs(h, host, None)?;
         self.dirs.push((host.to_path_buf(), h.mode, mtime_of(h)));
         self.defer_flags(h, host);
         Ok(())
@@ -421,14 +492,26 @@ impl Applier<'_> {
         h: &Header,
         host: &Path,
     ) -> Result<(), LayerError> {
-        self.replace(host, false)?;
-        let mut file = File::options()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(host)
-            .map_err(LayerError::fs("create", host))?;
+        let create = || {
+            File::options()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(host)
+        };
+        // Most entries are new: try first, and clear the way only when
+        // something is there (O_EXCL never follows a symlink in the way).
+        self.replaced = false;
+        let mut file = match create() {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                self.replaced = true;
+                self.replace(host, false)?;
+                create()
+            }
+            created => created,
+        }
+        .map_err(LayerError::fs("create", host))?;
         let mut content = tar.content();
         loop {
             let n = match content.read(&mut self.buf) {
@@ -527,7 +610,7 @@ impl Applier<'_> {
     /// Owner, mode, extended attributes and mtime of a non-directory
     /// (`file` is the open file, for regular files).
     fn metadata(&mut self, h: &Header, host: &Path, file: Option<&File>) -> Result<(), LayerError> {
-        self.owner_and_xattrs(h, host)?;
+        self.owner_and_xattrs(h, host, file)?;
         if h.typeflag != header::SYMLINK {
             let perms = fs::Permissions::from_mode(h.mode & 0o7777);
             // `host` is the entry just created, not a symlink.
@@ -538,13 +621,23 @@ impl Applier<'_> {
             .map_err(LayerError::fs("set the mode of", host))?;
         }
         let t = mtime_of(h);
-        filetime::set_symlink_file_times(host, t, t)
-            .map_err(LayerError::fs("set the times of", host))?;
+        match file {
+            Some(f) => filetime::set_file_handle_times(f, Some(t), Some(t)),
+            None => filetime::set_symlink_file_times(host, t, t),
+        }
+        .map_err(LayerError::fs("set the times of", host))?;
         self.defer_flags(h, host);
         Ok(())
     }
 
-    fn owner_and_xattrs(&mut self, h: &Header, host: &Path) -> Result<(), LayerError> {
+    /// Owner and extended attributes of `host` (through `file`, the open
+    /// file, when there is one: no path lookup).
+    fn owner_and_xattrs(
+        &mut self,
+        h: &Header,
+        host: &Path,
+        file: Option<&File>,
+    ) -> Result<(), LayerError> {
         if self.opts.same_owner {
             let (Ok(uid), Ok(gid)) = (u32::try_from(h.uid), u32::try_from(h.gid)) else {
                 return Err(LayerError::entry(
@@ -552,8 +645,11 @@ impl Applier<'_> {
                     EntryProblem::Owner(h.uid.max(h.gid)),
                 ));
             };
-            std::os::unix::fs::lchown(host, Some(uid), Some(gid))
-                .map_err(LayerError::fs("change the owner of", host))?;
+            match file {
+                Some(f) => std::os::unix::fs::fchown(f, Some(uid), Some(gid)),
+                None => std::os::unix::fs::lchown(host, Some(uid), Some(gid)),
+            }
+            .map_err(LayerError::fs("change the owner of", host))?;
         }
         for (name, value) in &h.xattrs {
             xattr::set(host, OsStr::from_bytes(name), value)

@@ -13,9 +13,9 @@ use std::io::{self, Read, Write};
 use std::path::Path;
 use std::time::Duration;
 
-use super::pipe::{pipe, PipeReader, PipeWriter};
 use super::ReleaseError;
 use crate::digest::{Digest, HashingWriter};
+use crate::pipe::{pipe, PipeReader, PipeWriter};
 use crate::report::{error_chain, Reporter};
 
 /// Caps on what is held in memory: a MANIFEST is a few hundred bytes.

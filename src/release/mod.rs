@@ -38,7 +38,6 @@
 
 pub(crate) mod fetch;
 pub mod manifest;
-mod pipe;
 pub mod pkgbase;
 
 use std::fs;
@@ -342,7 +341,7 @@ impl Release {
             let h = http.as_ref().expect("made above");
             let (size, applied) =
                 h.download_streaming(&set.url, &set.path, &set.sha256, reporter, |xz| {
-                    let (tx, tar) = pipe::pipe();
+                    let (tx, tar) = crate::pipe::pipe();
                     std::thread::scope(|s| {
                         s.spawn(move || decode_xz(xz, tx));
                         apply_set(&set.name, tar, root)
@@ -403,7 +402,7 @@ fn apply_set(name: &str, tar: impl io::Read, root: &Path) -> Result<(), ReleaseE
 /// The decoder thread of [`Release::fetch_into`]: xz from `xz`, tar into
 /// `tar`; an error (a broken stream, or the download's) goes down the
 /// pipe, where the extraction stops on it.
-fn decode_xz(xz: pipe::PipeReader, mut tar: pipe::PipeWriter) {
+fn decode_xz(xz: crate::pipe::PipeReader, mut tar: crate::pipe::PipeWriter) {
     use io::{Read, Write};
     let mut d = liblzma::read::XzDecoder::new_multi_decoder(BufReader::with_capacity(1 << 20, xz));
     let mut buf = vec![0u8; 256 << 10];

@@ -35,7 +35,10 @@ const FLOORS: &[(&str, &[&str])] = &[
     ),
     ("trees and processes", &["snapshot", "exec", "layer"]),
     ("changes and the store", &["diff", "store"]),
-    ("utilities", &["digest", "fsutil", "config", "report"]),
+    (
+        "utilities",
+        &["digest", "fsutil", "config", "report", "pipe"],
+    ),
 ];
 
 fn src() -> PathBuf {

@@ -328,3 +328,18 @@ impl RawTar {
         self.bytes
     }
 }
+
+/// The tar stream `tar` compressed as `compression` would store it.
+pub fn compressed(tar: &[u8], compression: jbuild::layer::Compression) -> Vec<u8> {
+    use jbuild::layer::Compression;
+    use std::io::Write;
+    match compression {
+        Compression::Gzip => {
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            gz.write_all(tar).unwrap();
+            gz.finish().unwrap()
+        }
+        Compression::Zstd => zstd::encode_all(tar, 3).unwrap(),
+        Compression::None => tar.to_vec(),
+    }
+}

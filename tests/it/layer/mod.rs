@@ -4,5 +4,6 @@
 mod apply;
 mod diff;
 mod file_flags;
+mod overlap;
 mod roundtrip;
 mod tar;

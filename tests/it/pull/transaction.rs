@@ -3,6 +3,7 @@
 //! and a build's FROM both go through it, so a refused image must leave
 //! the store and the snapshots exactly as they were either way.
 
+use crate::support::layer::compressed;
 use crate::support::tar as tar_support;
 
 use std::collections::BTreeSet;
@@ -65,13 +66,25 @@ impl ImageSource for LayoutSource {
 /// Writes an image of `layers` (plain tars) into the layout `dir`, named
 /// `reference`.
 fn publish(dir: &Path, reference: &str, layers: &[Vec<u8>]) {
+    let plain: Vec<_> = layers
+        .iter()
+        .map(|l| (l.clone(), Compression::None, Digest::of(l).to_string()))
+        .collect();
+    publish_as(dir, reference, &plain);
+}
+
+/// Writes an image into the layout `dir`, named `reference`, of layers
+/// given as (blob, its compression, the diff ID its config claims).
+fn publish_as(dir: &Path, reference: &str, layers: &[(Vec<u8>, Compression, String)]) {
     let layout = Store::open(dir).unwrap();
     let mut diff_ids = Vec::new();
     let mut descs = Vec::new();
-    for l in layers {
-        let (d, n) = layout.put_bytes(l).unwrap();
-        diff_ids.push(d.to_string());
-        descs.push(json!({"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": d.to_string(), "size": n}));
+    for (blob, compression, diff_id) in layers {
+        let (d, n) = layout.put_bytes(blob).unwrap();
+        diff_ids.push(diff_id.clone());
+        descs.push(
+            json!({"mediaType": compression.media_type(), "digest": d.to_string(), "size": n}),
+        );
     }
     let config = json!({
         "architecture": Platform::default_for_host().architecture,
@@ -294,4 +307,53 @@ fn a_build_whose_from_image_has_a_refused_layer_leaves_no_name() {
         .collect();
     assert!(names.iter().any(|n| n == "pulled/good"), "{names:?}");
     assert!(names.iter().any(|n| n.starts_with("out")), "{names:?}");
+}
+
+#[test]
+fn a_diff_id_mismatch_found_at_the_end_leaves_nothing_behind() {
+    // The layer itself is sound (its blob digest is right, every entry
+    // applies); only the diff ID its config claims is not the sha256 of
+    // its tar, which is known once the whole stream has gone through.
+    let tar = ustar(&[
+        ("etc/motd", 0o644, b"welcome\n"),
+        ("srv/data", 0o644, &[7u8; 300_000][..]),
+    ]);
+    let wrong = Digest::of(b"another tar").to_string();
+    for compression in [Compression::Gzip, Compression::Zstd] {
+        let w = world();
+        let layout = w.top.join("layout");
+        let blob = compressed(&tar, compression);
+        publish_as(
+            &layout,
+            "lying",
+            &[(blob.clone(), compression, wrong.clone())],
+        );
+        let before = w.state();
+        let err = w.pull("lying").unwrap_err();
+        assert!(err.is_user_error(), "{compression:?}: {err}");
+        let text = jbuild::report::error_chain(&err);
+        assert!(
+            text.contains(&wrong),
+            "{compression:?}: names the claimed diff ID: {text}"
+        );
+        assert!(
+            text.contains(&Digest::of(&tar).to_string()),
+            "{compression:?}: and the real one: {text}"
+        );
+        assert_eq!(w.state(), before, "{compression:?}: {text}");
+        assert!(w.store.list().unwrap().is_empty(), "{compression:?}");
+        let active = fs::read_dir(w.top.join("snapshots"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.is_dir())
+            .flat_map(|d| fs::read_dir(d).unwrap().flatten().map(|e| e.path()))
+            .collect::<Vec<_>>();
+        assert!(active.is_empty(), "{compression:?}: trees left: {active:?}");
+
+        // The same blob under its true diff ID is pulled.
+        let right = Digest::of(&tar).to_string();
+        publish_as(&layout, "true", &[(blob, compression, right)]);
+        w.pull("true").unwrap();
+    }
 }

@@ -1,6 +1,8 @@
-//! A bounded pipe between threads, in chunks: what lets the download, the
-//! xz decoder and the extraction of a set run at once, each on its own
-//! core, as `curl | xz -d | tar -x` does with processes.
+//! A bounded pipe between threads, in chunks: what lets stages of one
+//! stream run at once, each on its own core, as `curl | xz -d | tar -x`
+//! does with processes. The bootstrap joins its download, xz decoder and
+//! extraction with it (`release`); the layer applier its decompression
+//! and hashing to its extraction (`layer::apply`).
 //!
 //! The writer sends a chunk when it has [`CHUNK`] bytes (or is dropped);
 //! at most [`DEPTH`] chunks wait, so a fast producer waits for a slow

@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# Pull of a many-file layer: `jbuild pull` (download + verify + unpack +
+# commit) side by side with `gzip -dc BLOB | tar -x` (and `zstd -dc`) of
+# the very same blob, in one interleaved run. Run by hand, as root, not in
+# CI:
+#
+#   cargo build --release && bash benches/unpack.sh [WORKDIR]
+#
+# (FILES=2000 ROUNDS=1 for a quick try of the script itself.)
+#
+# One tar of FILES (default 50,000) files of 0-16 KiB (half random bytes,
+# half text, so it compresses as real trees do) in 50 directories, each
+# directory's files together as a tree walk lists them (SPREAD=1: the
+# files dealt round-robin over the directories instead), stored
+# in a jbuild store twice: gzip -6 (image gz:1) and zstd -3 (image zst:1),
+# pushed once to a local Distribution (registry/start). Each round then
+# runs, for each compression: `jbuild pull` into an empty state root with
+# `--backend dir` and `--backend overlay`, and the reference into an empty
+# directory. Every timing ends with `sync`, so the reference pays for
+# durability too (jbuild makes the layer durable before it commits it).
+# Printed: per-run times, then medians and the ratio to the reference of
+# the same compression, and the load average before and after.
+#
+# Disk: about 3 GiB in WORKDIR at the peak (default: a temp dir under /var/tmp).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$PWD
+jbuild=${JBUILD:-$repo/target/release/jbuild}
+[ -x "$jbuild" ] || { echo "build jbuild first: cargo build --release" >&2; exit 1; }
+[ "$(id -u)" = 0 ] || { echo "run as root (overlay mounts, owners)" >&2; exit 1; }
+command -v zstd >/dev/null || { echo "zstd is needed (apt-get install zstd)" >&2; exit 1; }
+files=${FILES:-50000}
+rounds=${ROUNDS:-5}
+
+work=${1:-$(mktemp -d /var/tmp/jbuild-bench-unpack.XXXXXX)}
+mkdir -p "$work"
+export JBUILD_ROOT=$work/root JBUILD_CONFIG=$work/jbuild.toml
+: > "$JBUILD_CONFIG"
+reg_pid=
+cleanup() {
+  [ -n "$reg_pid" ] && kill "$reg_pid" 2>/dev/null
+  wait 2>/dev/null || true
+  for m in $(awk -v w="$work" 'index($2, w) == 1 {print $2}' /proc/mounts | sort -r); do umount "$m" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+
+echo "== making the layer ($files files) and the images in $JBUILD_ROOT/store"
+FILES=$files python3 - "$work/layer.tar" <<'PY'
+import io, os, random, sys, tarfile
+rnd = random.Random(16)
+words = b"the quick brown fox jumps over a lazy dog while jails build images\n"
+with tarfile.open(sys.argv[1], "w", format=tarfile.PAX_FORMAT) as t:
+    for d in range(50):
+        ti = tarfile.TarInfo("srv/d%02d" % d); ti.type = tarfile.DIRTYPE; ti.mode = 0o755; ti.mtime = 1700000000
+        t.addfile(ti)
+    n = int(os.environ["FILES"])
+    for i in range(n):
+        size = rnd.randrange(0, 16 << 10)
+        data = os.urandom(size) if i % 2 else (words * (size // len(words) + 1))[:size]
+        # A directory's files together, as a tree walk lists them (and
+        # os.environ["SPREAD"] set: round-robin over the directories).
+        d = i % 50 if os.environ.get("SPREAD") else i * 50 // n
+        ti = tarfile.TarInfo("srv/d%02d/f%06d" % (d, i)); ti.size = size; ti.mode = 0o644
+        ti.mtime = 1700000000
+        t.addfile(ti, io.BytesIO(data))
+PY
+gzip -6 -n -c "$work/layer.tar" > "$work/layer.tar.gz"
+zstd -q -3 -c "$work/layer.tar" > "$work/layer.tar.zst"
+python3 - "$JBUILD_ROOT/store" "$work" <<'PY'
+import hashlib, json, os, shutil, sys
+store, work = sys.argv[1], sys.argv[2]
+blobs = os.path.join(store, "blobs", "sha256")
+os.makedirs(blobs, exist_ok=True)
+def digest_of(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for b in iter(lambda: f.read(1 << 20), b""):
+            h.update(b)
+    return h.hexdigest()
+def put(data):
+    d = hashlib.sha256(data).hexdigest()
+    with open(os.path.join(blobs, d), "wb") as f:
+        f.write(data)
+    return "sha256:" + d, len(data)
+diff_id = "sha256:" + digest_of(os.path.join(work, "layer.tar"))
+index = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": []}
+for name, ext, mt in (("gz:1", "gz", "gzip"), ("zst:1", "zst", "zstd")):
+    path = os.path.join(work, "layer.tar." + ext)
+    d = digest_of(path)
+    shutil.copyfile(path, os.path.join(blobs, d))
+    config = json.dumps({"architecture": "amd64", "os": "freebsd", "config": {},
+                         "rootfs": {"type": "layers", "diff_ids": [diff_id]}},
+                        separators=(",", ":"), sort_keys=True).encode()
+    cd, cn = put(config)
+    manifest = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                           "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": cd, "size": cn},
+                           "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar+" + mt,
+                                       "digest": "sha256:" + d, "size": os.path.getsize(path)}]},
+                          separators=(",", ":"), sort_keys=True).encode()
+    md, mn = put(manifest)
+    index["manifests"].append({"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": md, "size": mn,
+                               "annotations": {"org.opencontainers.image.ref.name": name}})
+    print("  %-6s layer sha256:%s…, %.1f MB" % (name, d[:12], os.path.getsize(path) / 1e6))
+with open(os.path.join(store, "oci-layout"), "w") as f:
+    f.write('{"imageLayoutVersion":"1.0.0"}')
+with open(os.path.join(store, "index.json"), "w") as f:
+    json.dump(index, f)
+PY
+printf '  tar %.1f MB\n' "$(($(stat -c %s "$work/layer.tar") / 100000))e-1"
+
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+"$repo/registry/start" "$port" "$work/registry" >"$work/registry.log" 2>&1 &
+reg_pid=$!
+for _ in $(seq 100); do
+  curl -fs "http://127.0.0.1:$port/v2/" >/dev/null 2>&1 && break
+  sleep 0.1
+done
+for image in gz zst; do
+  "$jbuild" -q push "$image:1" "127.0.0.1:$port/bench/$image:1" >/dev/null
+done
+echo "== default backend as root here: $(env JBUILD_ROOT="$work/probe" "$jbuild" info 2>/dev/null | grep -i backend | head -1)"
+rm -rf "$work/probe"
+
+results=$work/results
+: > "$results"
+# run NAME COMMAND...: times COMMAND then sync, into $results.
+run() {
+  local name=$1; shift
+  rm -rf "$work/dest"; cleanup_mounts; sync
+  local t0 t1
+  t0=$(date +%s.%N)
+  if ! "$@" >"$work/out" 2>"$work/err"; then
+    echo "  $name FAILED:"; tail -5 "$work/err"; return 0
+  fi
+  sync
+  t1=$(date +%s.%N)
+  local secs; secs=$(echo "$t1 - $t0" | bc)
+  echo "$name $secs" >> "$results"
+  printf '  %-20s %7.2f s\n' "$name" "$secs"
+}
+cleanup_mounts() {
+  for m in $(awk -v d="$work/dest" 'index($2, d) == 1 {print $2}' /proc/mounts | sort -r); do umount "$m"; done
+  rm -rf "$work/dest"
+}
+untar() { mkdir -p "$work/dest" && "$@" | tar -x -C "$work/dest"; }
+
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+for r in $(seq "$rounds"); do
+  echo "== round $r/$rounds (load $(cut -d' ' -f1-3 /proc/loadavg))"
+  for image in gz zst; do
+    ref=127.0.0.1:$port/bench/$image:1
+    case $image in gz) dec=(gzip -dc "$work/layer.tar.gz") ;; zst) dec=(zstd -dc "$work/layer.tar.zst") ;; esac
+    run "$image-reference" untar "${dec[@]}"
+    run "$image-jbuild-dir" env JBUILD_ROOT="$work/dest" "$jbuild" -q --backend dir pull "$ref"
+    run "$image-jbuild-overlay" env JBUILD_ROOT="$work/dest" "$jbuild" -q --backend overlay pull "$ref"
+  done
+done
+cleanup_mounts
+load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+
+echo
+echo "== medians over $rounds rounds (ratio: to the reference of the same compression); load $load_before -> $load_after"
+python3 - "$results" <<'PY'
+import statistics, sys
+runs = {}
+for line in open(sys.argv[1]):
+    name, secs = line.split()
+    runs.setdefault(name, []).append(float(secs))
+for image in ("gz", "zst"):
+    ref = statistics.median(runs.get(image + "-reference", [float("nan")]))
+    for tool in ("reference", "jbuild-dir", "jbuild-overlay"):
+        v = runs.get(image + "-" + tool)
+        if not v:
+            continue
+        m = statistics.median(v)
+        print("%-4s %-15s %7.2f s (%.2f-%.2f)  %.2fx" % (image, tool, m, min(v), max(v), m / ref))
+PY
+[ -z "${1:-}" ] && rm -rf "$work"
+exit 0
