@@ -1,42 +1,7 @@
-//! Applying a layer to a root, as if the layer were hostile.
-//!
-//! Every entry's path is normalised (`.` dropped, `..` resolved; a path that
-//! climbs above the root, or is absolute, is refused with an error naming
-//! the entry) and then resolved with [`resolve_in_root`]: directories on the
-//! way are followed as the jail would see them, never out of the root, and
-//! the last component is never followed, so an entry replaces a symlink
-//! rather than writing through it.
-//!
-//! - An entry replaces what is there unless both are directories, which
-//!   merge (the directory takes the entry's metadata; its lower content
-//!   stays).
-//! - Hard links must point at something already in the root (from a lower
-//!   layer or earlier in this one), never at a directory.
-//! - Whiteouts (`.wh.<name>`) remove `<name>` from the directory they are in;
-//!   opaque markers (`.wh..wh..opq`) remove the directory's lower content.
-//!   Both act only on what lower layers put there: what this layer wrote
-//!   survives (the OCI spec's rule, whatever the order of entries). Other
-//!   `.wh..wh.` names (aufs bookkeeping) are ignored.
-//! - Setuid and setgid bits on a file are **refused** unless
-//!   [`ApplyOptions::allow_setuid`]: silently stripping them would produce a
-//!   root that does not match the layer's diff ID and breaks programs in
-//!   ways that are hard to trace. (On directories setgid only picks the
-//!   group of new files, so it is allowed.) Character and block devices are
-//!   refused unless [`ApplyOptions::allow_devices`]; FIFOs are fine.
-//! - Owners are set (numerically) only with [`ApplyOptions::same_owner`];
-//!   mode after owner (`chown` clears setuid); extended attributes after
-//!   that; mtimes last (for directories, after everything under them); and
-//!   file flags (`SCHILY.fflags`) at the very end, since `schg` would block
-//!   the rest. What is there already is unlocked before it is replaced,
-//!   removed or merged into: a file's flags are cleared before it is
-//!   unlinked, a directory's before entries are added to it, a lower
-//!   file's before a hard link is made to it (and set again after). Flags
-//!   are read and set through [`FileFlags`] (the host's by default: on
-//!   systems other than FreeBSD, flags in a layer are ignored).
-//!
-//! Content is streamed; what is kept in memory grows with the number of
-//! entries (the set of paths written, and directories whose metadata is
-//! set at the end), not with their size.
+//! One entry of a layer placed in the root: the rules of the module above
+//! ([`super`]) applied entry by entry, with what the layer wrote so far
+//! (for whiteouts, hard links and a path named twice) and what is set at
+//! the end (directory metadata, file flags).
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
@@ -48,187 +13,14 @@ use std::path::{Component, Path, PathBuf};
 
 use filetime::FileTime;
 
-use super::compress::decompress;
-use super::header;
-use super::limits::{human, Capped, Limits, MAX_NAME};
-use super::reader::{Header, TarReader};
-use super::{fflags, EntryProblem, LayerError};
+use super::super::header;
+use super::super::limits::{human, Limits, MAX_NAME};
+use super::super::reader::{Header, TarReader};
+use super::super::{fflags, EntryProblem, LayerError};
+use super::ApplyOptions;
 use crate::diff::meta::make_dev;
-use crate::digest::{Digest, HashingReader};
 use crate::fsutil::flags::{self, st_flags, FileFlags};
 use crate::fsutil::resolve_in_root_with;
-use crate::pipe::{pipe, PipeReader, PipeWriter};
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ApplyOptions {
-    /// Create character and block devices (otherwise they are refused).
-    pub allow_devices: bool,
-    /// Keep setuid and setgid bits on files (otherwise they are refused).
-    pub allow_setuid: bool,
-    /// Set owners from the layer (`lchown`); needs root.
-    pub same_owner: bool,
-}
-
-impl Default for ApplyOptions {
-    /// Nothing dangerous allowed; owners set when running as root.
-    fn default() -> Self {
-        ApplyOptions {
-            allow_devices: false,
-            allow_setuid: false,
-            same_owner: nix::unistd::geteuid().is_root(),
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ApplyStats {
-    /// sha256 of the uncompressed tar stream: compare it with the diff ID
-    /// the image config lists.
-    pub diff_id: Digest,
-    /// Entries applied (whiteouts included, extended headers not).
-    pub entries: u64,
-    /// Bytes of file content written.
-    pub bytes: u64,
-}
-
-/// Applies the layer blob `layer` of media type `media_type` (OCI tar,
-/// tar+gzip or tar+zstd, or docker's tar.gzip) to the directory `root`,
-/// within the default [`Limits`].
-pub fn apply<R: Read>(
-    layer: R,
-    media_type: &str,
-    root: &Path,
-    opts: &ApplyOptions,
-) -> Result<ApplyStats, LayerError> {
-    apply_with_limits(layer, media_type, root, opts, &Limits::default())
-}
-
-/// [`apply`] within `limits`: a layer that passes one is refused, having
-/// written at most `limits.max_size` bytes.
-pub fn apply_with_limits<R: Read>(
-    layer: R,
-    media_type: &str,
-    root: &Path,
-    opts: &ApplyOptions,
-    limits: &Limits,
-) -> Result<ApplyStats, LayerError> {
-    apply_with_flags(layer, media_type, root, opts, limits, flags::host())
-}
-
-/// [`apply_with_limits`], reading and setting file flags through
-/// `file_flags` rather than the host's.
-pub fn apply_with_flags<R: Read>(
-    layer: R,
-    media_type: &str,
-    root: &Path,
-    opts: &ApplyOptions,
-    limits: &Limits,
-    file_flags: &dyn FileFlags,
-) -> Result<ApplyStats, LayerError> {
-    let m = fs::symlink_metadata(root).map_err(LayerError::fs("read the metadata of", root))?;
-    if !m.is_dir() {
-        let e = io::Error::new(
-            io::ErrorKind::NotADirectory,
-            "the root of a layer must be a directory",
-        );
-        return Err(LayerError::fs("apply a layer to", root)(e));
-    }
-    let (capped, tripped) = Capped::new(decompress(media_type, layer)?, limits.max_size);
-    // Two threads joined by a bounded pipe, as `gzip -dc | tar -x` are two
-    // processes: this one reads, decompresses and hashes; the other
-    // extracts. The extraction drops its end on an error, which stops this
-    // side at its next write.
-    let (tx, rx) = pipe();
-    let (extracted, diff_id) = std::thread::scope(|s| {
-        let extraction = s.spawn(move || extract(rx, root, opts, limits, file_flags));
-        let diff_id = decode(capped, tx);
-        let extracted = extraction
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        (extracted, diff_id)
-    });
-    match (extracted, diff_id) {
-        (Ok((entries, bytes)), Some(diff_id)) => Ok(ApplyStats {
-            diff_id,
-            entries,
-            bytes,
-        }),
-        // However the error surfaced (a short read, a truncated entry), it
-        // was the cap.
-        _ if tripped.get() => Err(LayerError::Limit {
-            what: "uncompressed, it is bigger than".into(),
-            limit: human(limits.max_size),
-            key: "max_size",
-        }),
-        (Err(e), _) => Err(e),
-        // The extraction read the stream to its end, so the decoder
-        // finished: it cannot have stopped early.
-        (Ok(_), None) => Err(LayerError::Internal("decompression")),
-    }
-}
-
-/// Reads the uncompressed stream into `tx`, hashing it: its sha256 (the
-/// diff ID), or `None` if the stream failed (the error goes down the
-/// pipe, where the extraction meets it) or the extraction stopped.
-fn decode(stream: impl Read, mut tx: PipeWriter) -> Option<Digest> {
-    let mut hashing = HashingReader::new(stream);
-    let mut buf = vec![0u8; 256 * 1024];
-    loop {
-        match hashing.read(&mut buf) {
-            Ok(0) => break,
-            // Sent at once: a slow source (a download) gives short reads,
-            // and the extraction should not wait for a chunk to fill.
-            Ok(n) => tx.write_all(&buf[..n]).and_then(|_| tx.flush()).ok()?,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => {
-                tx.fail(e);
-                return None;
-            }
-        }
-    }
-    tx.flush().ok()?;
-    Some(hashing.finish().0)
-}
-
-/// Applies the tar stream `stream` to `root`: the entries and the bytes
-/// of content written.
-fn extract(
-    stream: PipeReader,
-    root: &Path,
-    opts: &ApplyOptions,
-    limits: &Limits,
-    file_flags: &dyn FileFlags,
-) -> Result<(u64, u64), LayerError> {
-    let mut tar = TarReader::new(stream).with_max_header(limits.max_header);
-    let mut a = Applier {
-        root,
-        opts,
-        limits,
-        file_flags,
-        written: HashMap::new(),
-        holds_written: HashSet::new(),
-        symlinks: HashSet::new(),
-        dirs: Vec::new(),
-        flags: Vec::new(),
-        entries: 0,
-        bytes: 0,
-        path_bytes: 0,
-        buf: vec![0u8; 128 * 1024],
-        same_dir: None,
-        replaced: false,
-    };
-    while let Some(h) = tar.next()? {
-        a.entries += 1;
-        a.within_limits(&h)?;
-        a.entry(&mut tar, &h)?;
-    }
-    a.finish()?;
-    // The diff ID covers the whole stream, with whatever follows the
-    // end-of-archive marker (writers pad to their record size): read to
-    // the end, so the decoder hashes it all.
-    io::copy(&mut tar.into_inner(), &mut io::sink()).map_err(LayerError::Read)?;
-    Ok((a.entries, a.bytes))
-}
 
 /// What this layer did at a path, so that whiteouts spare it and a second
 /// entry for it is caught.
@@ -242,7 +34,7 @@ enum Named {
     Other,
 }
 
-struct Applier<'a> {
+pub(super) struct Applier<'a> {
     root: &'a Path,
     opts: &'a ApplyOptions,
     limits: &'a Limits,
@@ -258,8 +50,8 @@ struct Applier<'a> {
     dirs: Vec<(PathBuf, u32, FileTime)>,
     /// File flags, set after everything else.
     flags: Vec<(PathBuf, u32)>,
-    entries: u64,
-    bytes: u64,
+    pub(super) entries: u64,
+    pub(super) bytes: u64,
     /// Bytes of all entry paths so far (see [`Limits::max_path_bytes`]).
     path_bytes: u64,
     /// For copying file content (allocated once: zeroing it per file costs).
@@ -272,6 +64,33 @@ struct Applier<'a> {
     same_dir: Option<(PathBuf, PathBuf)>,
     /// Whether the regular file just written replaced something.
     replaced: bool,
+}
+
+impl<'a> Applier<'a> {
+    pub(super) fn new(
+        root: &'a Path,
+        opts: &'a ApplyOptions,
+        limits: &'a Limits,
+        file_flags: &'a dyn FileFlags,
+    ) -> Self {
+        Applier {
+            root,
+            opts,
+            limits,
+            file_flags,
+            written: HashMap::new(),
+            holds_written: HashSet::new(),
+            symlinks: HashSet::new(),
+            dirs: Vec::new(),
+            flags: Vec::new(),
+            entries: 0,
+            bytes: 0,
+            path_bytes: 0,
+            buf: vec![0u8; 128 * 1024],
+            same_dir: None,
+            replaced: false,
+        }
+    }
 }
 
 /// `path` as a clean relative path, or why it cannot be one.
@@ -299,7 +118,7 @@ fn mtime_of(h: &Header) -> FileTime {
 impl Applier<'_> {
     /// The limits on the number of entries, their paths and their sizes,
     /// checked before anything of the entry is written.
-    fn within_limits(&mut self, h: &Header) -> Result<(), LayerError> {
+    pub(super) fn within_limits(&mut self, h: &Header) -> Result<(), LayerError> {
         let limits = self.limits;
         let fail = |p| LayerError::entry(&h.path, p);
         let total = |what: &str, limit: String, key| LayerError::Limit {
@@ -333,7 +152,11 @@ impl Applier<'_> {
         Ok(())
     }
 
-    fn entry<R: Read>(&mut self, tar: &mut TarReader<R>, h: &Header) -> Result<(), LayerError> {
+    pub(super) fn entry<R: Read>(
+        &mut self,
+        tar: &mut TarReader<R>,
+        h: &Header,
+    ) -> Result<(), LayerError> {
         let fail = |p| LayerError::entry(&h.path, p);
         let rel = normalize(&h.path).map_err(fail)?;
         if let Some(parent) = rel.parent() {
@@ -743,7 +566,7 @@ impl Applier<'_> {
 
     /// Directory modes and mtimes, then file flags. A directory replaced
     /// since its entry was applied is skipped (a later entry set its own).
-    fn finish(&mut self) -> Result<(), LayerError> {
+    pub(super) fn finish(&mut self) -> Result<(), LayerError> {
         for (path, mode, mtime) in &self.dirs {
             // A later entry may have replaced the directory, or one of its
             // parents by a symlink: then `path` leads elsewhere, maybe out.
