@@ -33,8 +33,9 @@ fn assert_complete(dir: &Path, manifest: &str) {
     assert!(index.contains(manifest), "{index}");
 }
 
-#[test]
-fn a_copy_between_a_registry_and_a_layout_opens_no_state_root() {
+/// A world whose `app:1` is pushed to a fresh registry as `small/app:1`
+/// (returned as `host/small/app:1`).
+fn pushed() -> (World, Registry, String) {
     let w = World::new(0);
     let reg = Registry::start();
     let src = format!("{}/small/app:1", reg.host());
@@ -42,6 +43,12 @@ fn a_copy_between_a_registry_and_a_layout_opens_no_state_root() {
         w.jbuild().args(["push", "app:1", &src]),
         LIMIT,
     ));
+    (w, reg, src)
+}
+
+#[test]
+fn a_copy_between_a_registry_and_a_layout_opens_no_state_root() {
+    let (w, reg, src) = pushed();
 
     // A state root that cannot exist (its parent is a file): any command
     // that opened the store, a lock or the snapshots would fail.
@@ -75,13 +82,7 @@ fn a_copy_between_a_registry_and_a_layout_opens_no_state_root() {
 /// `tls::a_system_without_ca_certificates_…`, where they are.
 #[test]
 fn a_plain_http_copy_reads_no_ca_certificates() {
-    let w = World::new(0);
-    let reg = Registry::start();
-    let src = format!("{}/small/app:1", reg.host());
-    succeeds(&run_bounded(
-        w.jbuild().args(["push", "app:1", &src]),
-        LIMIT,
-    ));
+    let (w, reg, src) = pushed();
     let none = w.path("no-system-certs");
     fs::create_dir_all(&none).unwrap();
     let out = run_bounded(
