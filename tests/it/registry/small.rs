@@ -82,7 +82,7 @@ fn a_copy_between_a_registry_and_a_layout_opens_no_state_root() {
 /// `tls::a_system_without_ca_certificates_…`, where they are.
 #[test]
 fn a_plain_http_copy_reads_no_ca_certificates() {
-    let (w, reg, src) = pushed();
+    let (w, _reg, src) = pushed();
     let none = w.path("no-system-certs");
     fs::create_dir_all(&none).unwrap();
     let out = run_bounded(
