@@ -322,29 +322,20 @@ fn a_system_without_ca_certificates_still_reaches_plain_http_and_cert_dir_regist
             .env("RUST_LOG", "warn");
     };
 
+    // `jbuild --debug push ARGS…` with no system CA certificates.
+    let push = |args: &[&str]| {
+        let mut c = w.jbuild();
+        bare(&mut c);
+        let out = run_bounded(c.args(["--debug", "push"]).args(args), LIMIT);
+        succeeds(&out);
+        text(&out.stderr)
+    };
+
     let plain = Registry::start();
-    let mut push = w.jbuild();
-    bare(&mut push);
-    let out = run_bounded(
-        push.args([
-            "--debug",
-            "push",
-            "app:1",
-            &format!("{}/app:1", plain.host()),
-        ]),
-        LIMIT,
-    );
-    succeeds(&out);
-    assert!(
-        !text(&out.stderr).contains(LOADING),
-        "{}",
-        text(&out.stderr)
-    );
-    assert!(
-        !text(&out.stderr).contains("no CA certificates from the system"),
-        "{}",
-        text(&out.stderr)
-    );
+    let stderr = push(&["app:1", &format!("{}/app:1", plain.host())]);
+    for unwanted in [LOADING, "no CA certificates from the system"] {
+        assert!(!stderr.contains(unwanted), "{stderr}");
+    }
 
     let ca = TestCa::new(&w.path("ca"));
     let tls = Registry::start_with(&Options {
@@ -354,21 +345,13 @@ fn a_system_without_ca_certificates_still_reaches_plain_http_and_cert_dir_regist
     let certs = w.path("certs");
     fs::create_dir_all(&certs).unwrap();
     fs::copy(&ca.ca_cert, certs.join("ca.crt")).unwrap();
-    let mut push = w.jbuild();
-    bare(&mut push);
-    let out = run_bounded(
-        push.args([
-            "--debug",
-            "push",
-            "--cert-dir",
-            &certs.display().to_string(),
-            "app:1",
-            &format!("{}/app:1", tls.host()),
-        ]),
-        LIMIT,
-    );
-    succeeds(&out);
-    assert!(text(&out.stderr).contains(LOADING), "{}", text(&out.stderr));
+    let stderr = push(&[
+        "--cert-dir",
+        &certs.display().to_string(),
+        "app:1",
+        &format!("{}/app:1", tls.host()),
+    ]);
+    assert!(stderr.contains(LOADING), "{stderr}");
 }
 
 /// What `--debug` logs when the system's CA certificates are read.
