@@ -19,7 +19,7 @@
 //! unprivileged user may make since Linux 5.8 (overlayfs makes them).
 //! In a user namespace a mount *without* `userxattr` is accepted by the
 //! kernel but cannot mark a directory opaque (removing a directory and
-//! making it again fails with EIO): [`super::mount::probe`] therefore tries
+//! making it again fails with EIO): the mounts' probe (`mount::probe`) tries
 //! exactly that, under the flavour it is given.
 //!
 //! Which user namespace a process is in is read from the inode number of
@@ -45,6 +45,12 @@
 
 use std::io;
 use std::path::Path;
+
+/// The features jbuild turns off: each would store a change somewhere other
+/// than the upper directory's plain entries (a redirect xattr for a renamed
+/// directory, a metadata-only copy-up, an index of hard links), which the
+/// overlay differ does not read.
+pub const FEATURES_OFF: &str = "redirect_dir=off,metacopy=off,index=off";
 
 /// The inode number of the initial user namespace's `/proc/*/ns/user`
 /// (`PROC_USER_INIT_INO`).
@@ -87,10 +93,11 @@ impl Flavour {
     }
 
     /// The options after the directories: the features jbuild turns off
-    /// (see [`super::mount::FEATURES_OFF`]), and `userxattr` where needed.
+    /// ([`FEATURES_OFF`]), spelled as `userxattr` needs them where it is
+    /// used.
     pub fn features(self) -> &'static str {
         match self {
-            Flavour::Trusted => super::mount::FEATURES_OFF,
+            Flavour::Trusted => FEATURES_OFF,
             Flavour::UserXattr => "userxattr,redirect_dir=nofollow,metacopy=off,index=off",
         }
     }

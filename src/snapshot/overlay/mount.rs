@@ -17,12 +17,9 @@ use std::path::{Path, PathBuf};
 
 use super::flavour::Flavour;
 
-/// The features jbuild turns off: each would store a change somewhere other
-/// than the upper directory's plain entries (a redirect xattr for a renamed
-/// directory, a metadata-only copy-up, an index of hard links), which the
-/// overlay differ does not read. (Under `userxattr` the same features are
-/// off, spelled as that option needs: [`Flavour::features`].)
-pub const FEATURES_OFF: &str = "redirect_dir=off,metacopy=off,index=off";
+/// The features jbuild turns off (under `userxattr` spelled as that option
+/// needs: [`Flavour::features`]).
+pub use super::flavour::FEATURES_OFF;
 
 /// What the kernel reads of a mount's options: one page, with its NUL.
 pub const OPTIONS_MAX: usize = 4095;
