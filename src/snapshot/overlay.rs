@@ -145,8 +145,17 @@ impl OverlaySnapshotter {
             )
         })?;
         if recorded.is_none() {
-            flavour::record(&sn.root, flavour)
-                .map_err(io_err("record the flavour of", &sn.root))?;
+            let kept = flavour::record(&sn.root, flavour)
+                .map_err(io_err("record the overlay flavour of", &sn.root))?;
+            // Another process made the store first, in the other flavour.
+            if kept != flavour {
+                return Err(SnapshotError::Backend(format!(
+                    "the overlay store {} was just made by another process in the {} flavour; \
+                     run again",
+                    sn.root.display(),
+                    kept.name()
+                )));
+            }
         }
         Ok(sn)
     }

@@ -186,8 +186,9 @@ pub fn recorded(root: &Path) -> io::Result<Option<Flavour>> {
 }
 
 /// Records `flavour` in `root/flavour` unless a record is there already
-/// (another process's, made first): the file appears whole or not at all.
-pub fn record(root: &Path, flavour: Flavour) -> io::Result<()> {
+/// (another process's, made first), and returns the flavour recorded: the
+/// file appears whole or not at all.
+pub fn record(root: &Path, flavour: Flavour) -> io::Result<Flavour> {
     let file = root.join("flavour");
     let tmp = root.join(format!("flavour.{}.tmp", std::process::id()));
     std::fs::write(&tmp, format!("{}\n", flavour.name()))?;
@@ -195,8 +196,11 @@ pub fn record(root: &Path, flavour: Flavour) -> io::Result<()> {
     let linked = std::fs::hard_link(&tmp, &file);
     let _ = std::fs::remove_file(&tmp);
     match linked {
-        Err(e) if e.kind() != io::ErrorKind::AlreadyExists => Err(e),
-        _ => Ok(()),
+        Ok(()) => Ok(flavour),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            recorded(root)?.ok_or_else(|| io::Error::other("the flavour file vanished"))
+        }
+        Err(e) => Err(e),
     }
 }
 
@@ -241,9 +245,15 @@ mod tests {
         assert_eq!(recorded(t.path()).unwrap(), None);
         std::fs::create_dir(t.path().join("committed/x")).unwrap();
         assert_eq!(recorded(t.path()).unwrap(), Some(Flavour::Trusted));
-        record(t.path(), Flavour::UserXattr).unwrap();
-        // The first record stays.
-        record(t.path(), Flavour::Trusted).unwrap();
+        assert_eq!(
+            record(t.path(), Flavour::UserXattr).unwrap(),
+            Flavour::UserXattr
+        );
+        // The first record stays, and says so.
+        assert_eq!(
+            record(t.path(), Flavour::Trusted).unwrap(),
+            Flavour::UserXattr
+        );
         assert_eq!(recorded(t.path()).unwrap(), Some(Flavour::UserXattr));
         let left: Vec<_> = std::fs::read_dir(t.path())
             .unwrap()
