@@ -227,6 +227,34 @@ fn a_build_in_a_user_namespace_has_the_layers_of_dir_and_of_root_overlay() {
     assert_eq!(flavour(&ns_store), "userxattr\n");
     assert_eq!(flavour(&root_overlay), "trusted\n");
 
+    let checked = ok(jb_unprivileged(&ns_store, &home).args(["check", "--deep"]));
+    assert!(checked.contains("all sound"), "{checked}");
+
+    // Unpacked there too: the `dir` build's image, through a layout, into
+    // a new store's overlay snapshots (its whiteouts made through the
+    // mount), read back as a bundle's tree.
+    let layout = format!("oci:{}:t", t.join("layout").display());
+    ok(common::jbuild(&t.join("dir")).args(["export", "t:1", &layout]));
+    ok(Command::new("chmod")
+        .args(["-R", "a+rX"])
+        .arg(t.join("layout")));
+    let unpacked = nobodys(t, "unpacked");
+    ok(jb_unprivileged(&unpacked, &home).args(["import", &layout, "t:1"]));
+    let bundle = unpacked.join("bundle");
+    ok(jb_unprivileged(&unpacked, &home)
+        .args(["create", "--bundle"])
+        .arg(&bundle)
+        .args(["t:1", "one"]));
+    let names = |rel: &str| -> Vec<String> {
+        let mut v: Vec<String> = fs::read_dir(bundle.join("rootfs").join(rel))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(names("srv/tree/a"), ["new"]);
+    assert!(names("srv/tree/b").is_empty());
     let info = ok(jb_unprivileged(&ns_store, &home).arg("info"));
     assert!(info.contains("backend          overlay\n"), "{info}");
     assert!(info.contains("(in a user namespace: userxattr)"), "{info}");
