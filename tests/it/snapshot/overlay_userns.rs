@@ -12,6 +12,8 @@
 //!   overlay build give, and `jbuild info` says which flavour and why.
 //! - A store keeps the flavour it was made in: root's is refused in a user
 //!   namespace, saying what to do; root uses one made in a user namespace.
+//! - The flavour follows the namespace, not its id map: one that maps
+//!   every id to itself (as the initial one does) is still userxattr.
 
 use crate::support::common;
 use crate::support::lane::UNPRIVILEGED_USERNS;
@@ -331,4 +333,57 @@ fn a_store_keeps_the_flavour_it_was_made_in() {
         .arg("info"));
     assert!(out.contains("backend          dir\n"), "{out}");
     assert!(out.contains("trusted.overlay"), "{out}");
+}
+
+/// The flavour is told from the namespace's inode, not from its uid map:
+/// a user namespace root makes with every id mapped to itself has the
+/// initial namespace's `uid_map` (`0 0 4294967295`), yet `trusted.*`
+/// xattrs are out of its reach, so it is userxattr there too.
+#[test]
+fn a_user_namespace_mapping_every_id_is_still_userxattr() {
+    need!(Userns);
+    let t = tempfile::tempdir().unwrap();
+    let _mounts = UnmountOnDrop(t.path().to_path_buf());
+    // The child waits (bounded) for its maps, then runs jbuild.
+    let script = "i=0; while [ -z \"$(cat /proc/self/uid_map)\" ] && [ $i -lt 500 ]; do \
+                  sleep 0.01; i=$((i+1)); done; cat /proc/self/uid_map; exec \"$0\" info";
+    let child = Command::new("unshare")
+        .args(["--user", "--mount", "sh", "-c", script])
+        .arg(env!("CARGO_BIN_EXE_jbuild"))
+        .env("JBUILD_ROOT", t.path().join("root"))
+        .env("JBUILD_BACKEND", "overlay")
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // `unshare` itself is in the new namespace by the time its child
+    // shell runs; the maps are written from here, the parent namespace.
+    let pid = child.id();
+    let proc = PathBuf::from(format!("/proc/{pid}"));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while fs::read_link(proc.join("ns/user")).unwrap()
+        == fs::read_link("/proc/self/ns/user").unwrap()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "unshare never made its namespace"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    for map in ["uid_map", "gid_map"] {
+        fs::write(proc.join(map), "0 0 4294967295\n").unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.starts_with("         0          0 4294967295\n"),
+        "{said}"
+    );
+    assert!(
+        stdout.contains("(in a user namespace: userxattr)"),
+        "{said}"
+    );
 }
