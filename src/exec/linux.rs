@@ -240,9 +240,16 @@ fn plan(
         cwd: CString::new(cwd).map_err(|_| ExecError::Invalid("cwd has a NUL byte".into()))?,
         uid: ident.uid,
         gid: ident.gid,
-        groups: ident.groups.clone(),
+        groups: (!setgroups_denied()).then(|| ident.groups.clone()),
     };
     Ok((plan, names))
+}
+
+/// Whether this process is in a user namespace that forbids
+/// `setgroups(2)` (an unprivileged user's: the kernel requires it before
+/// such a user may write its gid map).
+fn setgroups_denied() -> bool {
+    std::fs::read_to_string("/proc/self/setgroups").is_ok_and(|s| s.trim() == "deny")
 }
 
 /// The flags of the mount `host` is on that a read-only remount of a bind

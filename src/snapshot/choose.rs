@@ -3,7 +3,9 @@
 //! `auto`, which is `zfs` when a dataset is configured (`$JBUILD_ZFS_DATASET`,
 //! else `[zfs] dataset`) and usable, else `overlay` where this process can
 //! mount one (Linux, as root or in a user namespace that allows it: a probe
-//! mount says), and `dir` otherwise.
+//! mount says), and `dir` otherwise. For overlay, the reason also says which
+//! xattrs its mounts use and why (`in a user namespace: userxattr`, see
+//! [`super::overlay::flavour`]).
 
 use super::dir::DirSnapshotter;
 use super::overlay::OverlaySnapshotter;
@@ -85,7 +87,7 @@ fn dir(paths: &Paths, reason: String) -> Result<Chosen, ChooseError> {
 fn overlay(paths: &Paths, reason: String) -> Result<Chosen, SnapshotError> {
     let sn = OverlaySnapshotter::new(paths.overlay_snapshots())?;
     Ok(Chosen {
-        reason,
+        reason: format!("{reason} ({})", sn.flavour().1),
         location: paths.overlay_snapshots().display().to_string(),
         snapshotter: Box::new(sn),
     })

@@ -12,6 +12,7 @@
 //!   committed/<name>/meta.json, fs/   fs is the layer, never written again
 //!               flat/        a whole copy of the tree, when the stack is deep
 //!   l/<12 hex digits>        -> ../committed/<name>: short names for mount options
+//!   flavour                  `trusted` or `userxattr`: the xattrs of its layers
 //!   views/<pid>/<name>/      the read-only trees `view` returned to process <pid>
 //!   trash/, lock             as for `dir`
 //! ```
@@ -47,12 +48,22 @@
 //! the dead process's views, which the next `new` unmounts. Mounts do not
 //! survive a reboot, and nothing needs them to.
 //!
+//! Unprivileged use: in a user namespace (`unshare --user --map-root-user
+//! --mount`, a rootless container) the mounts need the `userxattr` option
+//! and overlayfs keeps its metadata in `user.overlay.*` xattrs instead of
+//! `trusted.overlay.*`: the [`Flavour`]. A store records the flavour it
+//! was made in and is only ever mounted in it: a store made by root is
+//! refused in a user namespace (its opaque directories would be misread
+//! silently there), and one made in a user namespace is mounted by root
+//! with `userxattr` too ([`flavour`] says why).
+//!
 //! Hard links: with `index=off`, writing through one name of a file that
 //! has several in a lower layer copies that name up alone, so the names no
 //! longer share content (overlayfs's documented behaviour). The layer
 //! exported is still exactly the difference between the two trees.
 
 mod differ;
+pub mod flavour;
 pub mod mount;
 
 use std::fs;
@@ -61,6 +72,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 pub use differ::OverlayDiffer;
+pub use flavour::Flavour;
 
 use super::dir::{remove_tree, sync_tree, DirSnapshotter};
 use super::{Info, Kind, Labels, Result, SnapshotError, Snapshotter};
@@ -73,6 +85,10 @@ pub struct OverlaySnapshotter {
     /// backend's.
     dirs: DirSnapshotter,
     root: PathBuf,
+    /// The xattrs of this store's layers, which every mount uses.
+    flavour: Flavour,
+    /// Why this process mounts in `flavour`, for `jbuild info`.
+    why: String,
     /// The views this process mounted, unmounted on drop.
     views: Mutex<Vec<PathBuf>>,
 }
@@ -84,11 +100,31 @@ fn io_err(what: &str, path: &Path) -> impl FnOnce(io::Error) -> SnapshotError {
 
 impl OverlaySnapshotter {
     /// Uses (creating) `root`, after checking that this process can make
-    /// the overlay mounts it needs there (see [`mount::probe`]).
+    /// the overlay mounts it needs there in the store's [`Flavour`] (see
+    /// [`mount::probe`]), and records that flavour in a new store.
     pub fn new(root: PathBuf) -> Result<Self> {
+        let dirs = DirSnapshotter::new(root.clone())?;
+        let (this, why) = Flavour::of_this_process()
+            .map_err(|e| SnapshotError::io("cannot choose the overlay mount options", e))?;
+        let recorded = flavour::recorded(&root)
+            .map_err(io_err("read the overlay flavour recorded in", &root))?;
+        let flavour = flavour::for_store(recorded, this).map_err(|e| {
+            SnapshotError::Backend(format!(
+                "the overlay store {} cannot be used here ({why}): {e}",
+                root.display()
+            ))
+        })?;
+        let why = match (flavour, this) {
+            (Flavour::UserXattr, Flavour::Trusted) => {
+                "as root, in the userxattr flavour this store was made in".to_string()
+            }
+            _ => why.to_string(),
+        };
         let sn = OverlaySnapshotter {
-            dirs: DirSnapshotter::new(root.clone())?,
+            dirs,
             root,
+            flavour,
+            why,
             views: Mutex::new(Vec::new()),
         };
         sn.unmount_dead_views()?;
@@ -96,17 +132,38 @@ impl OverlaySnapshotter {
         fs::create_dir_all(&links).map_err(io_err("create", &links))?;
         // Under this process's views, so that a probe a kill interrupts is
         // cleaned up with them.
-        mount::probe(&sn.views_of(std::process::id())).map_err(|e| {
+        mount::probe(&sn.views_of(std::process::id()), flavour).map_err(|e| {
             SnapshotError::io(
                 format!(
-                    "cannot mount an overlay under {} (the overlay backend needs Linux, root, \
-                     and a file system overlayfs accepts as upper layer); use --backend dir",
+                    "cannot mount an overlay ({}) under {} (the overlay backend needs Linux, root \
+                     or a user namespace that allows overlay mounts, and a file system overlayfs \
+                     accepts as upper layer); use --backend dir",
+                    flavour.name(),
                     sn.root.display()
                 ),
                 e,
             )
         })?;
+        if recorded.is_none() {
+            let kept = flavour::record(&sn.root, flavour)
+                .map_err(io_err("record the overlay flavour of", &sn.root))?;
+            // Another process made the store first, in the other flavour.
+            if kept != flavour {
+                return Err(SnapshotError::Backend(format!(
+                    "the overlay store {} was just made by another process in the {} flavour; \
+                     run again",
+                    sn.root.display(),
+                    kept.name()
+                )));
+            }
+        }
         Ok(sn)
+    }
+
+    /// The xattrs this store's layers use, and why this process mounts
+    /// them so (e.g. "in a user namespace: userxattr").
+    pub fn flavour(&self) -> (Flavour, &str) {
+        (self.flavour, &self.why)
     }
 
     fn views_of(&self, pid: u32) -> PathBuf {
@@ -207,7 +264,11 @@ impl OverlaySnapshotter {
     fn mount_active(&self, key: &str, parent: &str) -> Result<PathBuf> {
         let dir = self.dirs.dir(Kind::Active, key);
         let (upper, work, merged) = (dir.join("fs"), dir.join("work"), dir.join("merged"));
-        let opts = mount::options(&self.for_mount(&self.stack(parent)?), Some((&upper, &work)));
+        let opts = mount::options(
+            &self.for_mount(&self.stack(parent)?),
+            Some((&upper, &work)),
+            self.flavour,
+        );
         mount::mount(&opts, &merged, false).map_err(io_err("mount an overlay at", &merged))?;
         Ok(merged)
     }
@@ -222,7 +283,7 @@ impl OverlaySnapshotter {
         }
         fs::create_dir_all(&merged).map_err(io_err("create", &merged))?;
         mount::mount(
-            &mount::options(&self.for_mount(lowers), None),
+            &mount::options(&self.for_mount(lowers), None, self.flavour),
             &merged,
             true,
         )
@@ -336,7 +397,7 @@ impl Snapshotter for OverlaySnapshotter {
         if !views.contains(&merged) {
             fs::create_dir_all(&merged).map_err(io_err("create", &merged))?;
             mount::mount(
-                &mount::options(&self.for_mount(&stack), None),
+                &mount::options(&self.for_mount(&stack), None, self.flavour),
                 &merged,
                 true,
             )
@@ -401,7 +462,10 @@ impl Snapshotter for OverlaySnapshotter {
     }
 
     fn differ(&self) -> Box<dyn Differ> {
-        Box::new(OverlayDiffer::new(self.dirs.dir(Kind::Committed, "")))
+        Box::new(OverlayDiffer::new(
+            self.dirs.dir(Kind::Committed, ""),
+            self.flavour,
+        ))
     }
 }
 

@@ -50,10 +50,13 @@ pub enum Lane {
     NetNs,
     /// The host's /etc/resolv.conf, which a step with the network gets.
     ResolvConf,
+    /// An unprivileged user may make a user namespace (and mount overlayfs
+    /// in it): root drops to uid 65534 with setpriv, then `unshare -Urm`.
+    Userns,
 }
 
 /// Every lane, in the order the table lists them.
-pub const ALL: [Lane; 9] = [
+pub const ALL: [Lane; 10] = [
     Lane::Root,
     Lane::Busybox,
     Lane::Skopeo,
@@ -63,6 +66,7 @@ pub const ALL: [Lane; 9] = [
     Lane::Qemu,
     Lane::NetNs,
     Lane::ResolvConf,
+    Lane::Userns,
 ];
 
 impl Lane {
@@ -79,6 +83,7 @@ impl Lane {
             Lane::Qemu => "qemu",
             Lane::NetNs => "netns",
             Lane::ResolvConf => "resolv-conf",
+            Lane::Userns => "userns",
         }
     }
 
@@ -96,6 +101,12 @@ impl Lane {
                 "give the machine an interface besides lo (ip link add dummy0 type dummy)"
             }
             Lane::ResolvConf => "give the host an /etc/resolv.conf",
+            Lane::Userns => {
+                "run as root (with util-linux's setpriv and unshare) on a kernel that lets an \
+                 unprivileged user make a user namespace: sysctl user.max_user_namespaces > 0, \
+                 kernel.unprivileged_userns_clone=1 where it exists, \
+                 kernel.apparmor_restrict_unprivileged_userns=0 where it exists"
+            }
         }
     }
 
@@ -139,12 +150,39 @@ impl Lane {
             }
             Lane::ResolvConf => (!Path::new("/etc/resolv.conf").exists())
                 .then(|| "the host has no /etc/resolv.conf".to_string()),
+            Lane::Userns => {
+                if !is_root() {
+                    return Some("not running as root (needed to become uid 65534)".to_string());
+                }
+                let out = Command::new("setpriv")
+                    .args(UNPRIVILEGED_USERNS)
+                    .arg("true")
+                    .output();
+                match out {
+                    Ok(o) if o.status.success() => None,
+                    Ok(o) => Some(format!(
+                        "uid 65534 cannot make a user namespace ({}; {})",
+                        String::from_utf8_lossy(&o.stderr).trim(),
+                        [
+                            "/proc/sys/user/max_user_namespaces",
+                            "/proc/sys/kernel/unprivileged_userns_clone"
+                        ]
+                        .map(|f| format!(
+                            "{f}: {}",
+                            std::fs::read_to_string(f)
+                                .map_or_else(|e| e.to_string(), |v| v.trim().to_string())
+                        ))
+                        .join(", ")
+                    )),
+                    Err(e) => Some(format!("setpriv cannot be run: {e}")),
+                }
+            }
         }
     }
 
     /// The probe's answer, computed once per process.
     fn missing(self) -> Option<&'static str> {
-        static ANSWERS: [OnceLock<Option<String>>; ALL.len()] = [const { OnceLock::new() }; 9];
+        static ANSWERS: [OnceLock<Option<String>>; ALL.len()] = [const { OnceLock::new() }; 10];
         let i = ALL.iter().position(|l| *l == self).unwrap();
         ANSWERS[i].get_or_init(|| self.probe()).as_deref()
     }
@@ -246,6 +284,20 @@ fn log(line: &str) {
     f.write_all(line.as_bytes())
         .unwrap_or_else(|e| panic!("JBUILD_LANE_LOG {}: {e}", Path::new(&path).display()));
 }
+
+/// `setpriv`'s arguments for what the userns lane needs: the program after
+/// them runs as uid and gid 65534 (no other groups), root of a new user
+/// namespace (mapped to 65534 only) with its own mount namespace.
+pub const UNPRIVILEGED_USERNS: [&str; 8] = [
+    "--reuid=65534",
+    "--regid=65534",
+    "--clear-groups",
+    "unshare",
+    "--user",
+    "--map-root-user",
+    "--mount",
+    "--",
+];
 
 fn is_root() -> bool {
     nix::unistd::geteuid().is_root()

@@ -68,7 +68,10 @@ pub(super) struct ChildPlan {
     pub cwd: CString,
     pub uid: libc::uid_t,
     pub gid: libc::gid_t,
-    pub groups: Vec<libc::gid_t>,
+    /// `None`: the groups stay as they are, because this user namespace
+    /// forbids `setgroups(2)` (its `/proc/self/setgroups` is `deny`, as in
+    /// one an unprivileged user made with `unshare --map-root-user`).
+    pub groups: Option<Vec<libc::gid_t>>,
 }
 
 /// A small `/dev` on a tmpfs: host device nodes bind-mounted onto empty
@@ -325,11 +328,13 @@ unsafe fn setup_step(p: &ChildPlan) -> io::Result<()> {
     }
     check(libc::chroot(p.root.as_ptr()), CHROOT, 0)?;
     check(libc::chdir(p.cwd.as_ptr()), CHDIR, 0)?;
-    check(
-        libc::setgroups(p.groups.len() as _, p.groups.as_ptr()),
-        SETGROUPS,
-        0,
-    )?;
+    if let Some(groups) = &p.groups {
+        check(
+            libc::setgroups(groups.len() as _, groups.as_ptr()),
+            SETGROUPS,
+            0,
+        )?;
+    }
     check(libc::setgid(p.gid), SETGID, 0)?;
     check(libc::setuid(p.uid), SETUID, 0)?;
     libc::umask(0o022);

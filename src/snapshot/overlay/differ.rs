@@ -6,7 +6,8 @@
 //!
 //! - a character device 0/0 is a *whiteout*: the path was deleted
 //!   (Deleted, if the parent has it);
-//! - a directory with `trusted.overlay.opaque=y` replaced the parent's
+//! - a directory with `trusted.overlay.opaque=y` (`user.overlay.opaque=y`
+//!   in a store of the userxattr [`Flavour`]) replaced the parent's
 //!   directory wholesale: that directory is compared with the parent's in
 //!   full, as the tree walk does (the canonical form then makes it Opaque,
 //!   or Deleted and Added entries where a name survives);
@@ -27,6 +28,7 @@ use std::ffi::OsStr;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use super::flavour::Flavour;
 use crate::diff::meta::{self, FileKind, Meta};
 use crate::diff::walk::{differs, TreeWalkDiffer, Walk};
 use crate::diff::{
@@ -34,22 +36,21 @@ use crate::diff::{
     SnapshotRef,
 };
 
-/// The xattr overlayfs marks an opaque directory with.
-pub const OPAQUE_XATTR: &str = "trusted.overlay.opaque";
-
 /// Diffs a committed overlay snapshot against its parent from its upper
 /// directory. Anything else (a base layer, a snapshot compared with some
 /// other than its own parent) is handed to the tree walk.
 #[derive(Debug, Clone)]
 pub struct OverlayDiffer {
     committed: PathBuf,
+    /// Which xattrs mark opaque directories in the upper directories.
+    flavour: Flavour,
 }
 
 impl OverlayDiffer {
     /// A differ for the snapshots whose committed directories are under
-    /// `committed` (`ROOT/committed`).
-    pub fn new(committed: PathBuf) -> Self {
-        OverlayDiffer { committed }
+    /// `committed` (`ROOT/committed`), made in `flavour`.
+    pub fn new(committed: PathBuf, flavour: Flavour) -> Self {
+        OverlayDiffer { committed, flavour }
     }
 
     /// The upper directory of `child`, if `parent` is the snapshot it was
@@ -79,6 +80,7 @@ impl Differ for OverlayDiffer {
         };
         let mut scan = Scan {
             upper: &upper,
+            flavour: self.flavour,
             parent: p.root,
             walk: Walk {
                 child: child.root,
@@ -95,6 +97,7 @@ impl Differ for OverlayDiffer {
 
 struct Scan<'a> {
     upper: &'a Path,
+    flavour: Flavour,
     parent: &'a Path,
     /// The tree walk over the mounted trees, for the candidates.
     walk: Walk<'a>,
@@ -119,9 +122,9 @@ pub fn is_whiteout(m: &Meta) -> bool {
 }
 
 /// Whether the upper directory `path` hides everything below it in the
-/// lower layers.
-pub fn is_opaque(path: &Path) -> Result<bool, DiffError> {
-    match xattr::get(path, OsStr::new(OPAQUE_XATTR)) {
+/// lower layers, as a mount in `flavour` reads it.
+pub fn is_opaque(path: &Path, flavour: Flavour) -> Result<bool, DiffError> {
+    match xattr::get(path, OsStr::new(flavour.opaque_xattr())) {
         Ok(v) => Ok(v.as_deref() == Some(b"y")),
         Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => Ok(false),
         Err(e) => Err(io_at(path)(e)),
@@ -146,7 +149,7 @@ impl Scan<'_> {
                 self.walk
                     .changes
                     .push(Change::new(rel, ChangeKind::Deleted));
-            } else if pm.is_dir() && um.is_dir() && !is_opaque(&up)? {
+            } else if pm.is_dir() && um.is_dir() && !is_opaque(&up, self.flavour)? {
                 let (pp, cp) = (self.parent.join(&rel), self.walk.child.join(&rel));
                 let cm = meta::lstat(&cp).map_err(io_at(&cp))?;
                 if differs(&pp, &pm, &cp, &cm)? {

@@ -15,11 +15,11 @@ use std::io;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
-/// The features jbuild turns off: each would store a change somewhere other
-/// than the upper directory's plain entries (a redirect xattr for a renamed
-/// directory, a metadata-only copy-up, an index of hard links), which the
-/// overlay differ does not read.
-pub const FEATURES_OFF: &str = "redirect_dir=off,metacopy=off,index=off";
+use super::flavour::Flavour;
+
+/// The features jbuild turns off (under `userxattr` spelled as that option
+/// needs: [`Flavour::features`]).
+pub use super::flavour::FEATURES_OFF;
 
 /// What the kernel reads of a mount's options: one page, with its NUL.
 pub const OPTIONS_MAX: usize = 4095;
@@ -28,12 +28,18 @@ pub const OPTIONS_MAX: usize = 4095;
 /// stack under `root` (the snapshot directory): what a page leaves once a
 /// step on top of it has put its upper and work directories (keys are at
 /// most 200 bytes), one more layer for the commit's flattening mount, and
-/// the features beside it.
+/// the features beside it (the longer flavour's, so that a store flattens
+/// at the same depth whichever flavour mounts it).
 pub fn lowerdir_budget(root: &Path) -> usize {
     // An active snapshot's directory, its key escaped at worst (every
     // byte a `:`).
     let one_path = escape(root).len() + "/active/".len() + 2 * 200 + "/work".len();
-    let reserve = 3 * (one_path + ",upperdir=".len()) + FEATURES_OFF.len() + 16;
+    let features = [Flavour::Trusted, Flavour::UserXattr]
+        .map(|f| f.features().len())
+        .into_iter()
+        .max()
+        .unwrap_or(0);
+    let reserve = 3 * (one_path + ",upperdir=".len()) + features + 16;
     OPTIONS_MAX.saturating_sub(reserve)
 }
 
@@ -75,8 +81,8 @@ pub fn needs_flattening(lowers: &[PathBuf], root: &Path) -> bool {
 
 /// The option string of a mount of `lowers` (topmost first) under the
 /// writable `upper` (with its `work` directory), or read-only when `upper`
-/// is `None`.
-pub fn options(lowers: &[PathBuf], upper: Option<(&Path, &Path)>) -> OsString {
+/// is `None`, in `flavour`.
+pub fn options(lowers: &[PathBuf], upper: Option<(&Path, &Path)>, flavour: Flavour) -> OsString {
     let mut out = b"lowerdir=".to_vec();
     out.extend(lowerdir(lowers));
     if let Some((upper, work)) = upper {
@@ -86,7 +92,7 @@ pub fn options(lowers: &[PathBuf], upper: Option<(&Path, &Path)>) -> OsString {
         out.extend(escape(work));
     }
     out.push(b',');
-    out.extend(FEATURES_OFF.as_bytes());
+    out.extend(flavour.features().as_bytes());
     OsString::from_vec(out)
 }
 
@@ -198,10 +204,14 @@ pub fn is_mounted(path: &Path) -> io::Result<bool> {
     Ok(here.dev() != std::fs::symlink_metadata(parent)?.dev())
 }
 
-/// Tries the mount jbuild needs (one lower, an upper, the features off) in
-/// a scratch directory under `dir` and takes it down again: `Ok` when this
-/// process may use the overlay backend here.
-pub fn probe(dir: &Path) -> io::Result<()> {
+/// Tries the mount jbuild needs (one lower, an upper, the features off)
+/// in `flavour`, in a scratch directory under `dir`, and what a step does
+/// with it: deletes a file of the lower layer's directory and replaces
+/// that directory with a new one, which must leave a whiteout and a
+/// directory marked opaque with `flavour`'s xattr in the upper directory
+/// (a user namespace accepts a mount without `userxattr`, then fails
+/// there). `Ok` when this process may use the overlay backend here.
+pub fn probe(dir: &Path, flavour: Flavour) -> io::Result<()> {
     std::fs::create_dir_all(dir)?;
     let scratch = tempfile::Builder::new().prefix(".probe-").tempdir_in(dir)?;
     let [lower, upper, work, merged] =
@@ -209,14 +219,34 @@ pub fn probe(dir: &Path) -> io::Result<()> {
     for d in [&lower, &upper, &work, &merged] {
         std::fs::create_dir(d)?;
     }
-    let opts = options(std::slice::from_ref(&lower), Some((&upper, &work)));
+    std::fs::create_dir(lower.join("d"))?;
+    std::fs::write(lower.join("d/f"), "")?;
+    let opts = options(std::slice::from_ref(&lower), Some((&upper, &work)), flavour);
     mount(&opts, &merged, false)?;
-    let seen = is_mounted(&merged);
+    let used = is_mounted(&merged).and_then(|seen| {
+        if !seen {
+            return Err(io::Error::other("the mount did not appear"));
+        }
+        let d = merged.join("d");
+        std::fs::remove_file(d.join("f"))?;
+        std::fs::remove_dir(&d)?;
+        std::fs::create_dir(&d)
+    });
     unmount(&merged)?;
-    match seen? {
-        true => Ok(()),
-        false => Err(io::Error::other("the mount did not appear")),
+    used.map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("a directory of a lower layer cannot be replaced through the mount ({e})"),
+        )
+    })?;
+    let opaque = xattr::get(upper.join("d"), flavour.opaque_xattr())?;
+    if opaque.as_deref() != Some(b"y") {
+        return Err(io::Error::other(format!(
+            "overlayfs did not mark a replaced directory with {}",
+            flavour.opaque_xattr()
+        )));
     }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -229,12 +259,20 @@ mod tests {
             PathBuf::from("/s/committed/chain-sha256:ab/fs"),
             PathBuf::from("/s/a,b\\c/fs"),
         ];
-        let o = options(&lowers, Some((Path::new("/s/u"), Path::new("/s/w"))));
+        let o = options(
+            &lowers,
+            Some((Path::new("/s/u"), Path::new("/s/w"))),
+            Flavour::Trusted,
+        );
         assert_eq!(
             o.as_bytes(),
             b"lowerdir=/s/committed/chain-sha256\\:ab/fs:/s/a\\,b\\\\c/fs,upperdir=/s/u,workdir=/s/w,redirect_dir=off,metacopy=off,index=off"
         );
-        let ro = options(&lowers[..1], None);
+        let ro = options(&lowers[..1], None, Flavour::UserXattr);
+        assert_eq!(
+            ro.as_bytes(),
+            b"lowerdir=/s/committed/chain-sha256\\:ab/fs,userxattr,redirect_dir=nofollow,metacopy=off,index=off"
+        );
         assert!(!ro.as_bytes().windows(5).any(|w| w == b"upper"));
     }
 
@@ -255,7 +293,7 @@ mod tests {
         let layer = |i: usize| root.join(format!("committed/chain-sha256:{i:064x}/fs"));
         assert_eq!(escape(&layer(0)).len(), 124);
         let budget = lowerdir_budget(root);
-        assert_eq!(budget, 2675);
+        assert_eq!(budget, 2660);
         let fit = (budget + 1) / 125;
         let long: Vec<PathBuf> = (0..=fit).map(layer).collect();
         assert!(!needs_flattening(&long[..fit], root));
@@ -265,7 +303,9 @@ mod tests {
         let key = root.join(format!("active/{}", ":".repeat(200)));
         let mut lowers = vec![key.join("fs")];
         lowers.extend(long[..fit].iter().cloned());
-        let o = options(&lowers, Some((&key.join("fs"), &key.join("work"))));
-        assert!(o.len() <= OPTIONS_MAX, "{}", o.len());
+        for flavour in [Flavour::Trusted, Flavour::UserXattr] {
+            let o = options(&lowers, Some((&key.join("fs"), &key.join("work"))), flavour);
+            assert!(o.len() <= OPTIONS_MAX, "{}", o.len());
+        }
     }
 }

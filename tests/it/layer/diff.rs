@@ -41,6 +41,7 @@ fn overlay_summary(build: &dyn Fn(&Path), change: &dyn Fn(&Path)) -> Vec<String>
     let t = tempfile::tempdir().unwrap();
     let _unmount = UnmountOnDrop(t.path().to_path_buf());
     let sn = OverlaySnapshotter::new(t.path().join("sn")).unwrap();
+    crate::snapshot::overlay_userns::expect_flavour(&sn);
     let root = sn.prepare("p", None).unwrap();
     build(&root);
     sn.commit("parent", "p", &Labels::new()).unwrap();
@@ -298,7 +299,8 @@ fn copied_up_but_unchanged_is_no_change() {
 
 #[test]
 fn directory_removed_and_made_again() {
-    // On overlay the new directory is opaque (`trusted.overlay.opaque=y`):
+    // On overlay the new directory is opaque (`trusted.overlay.opaque=y`,
+    // `user.overlay.opaque=y` in a user namespace):
     // nothing of the parent's shows through it, whiteouts or not.
     let got = diff_after(base, |c| {
         fs::remove_dir_all(c.join("usr/share/doc")).unwrap();

@@ -11,7 +11,8 @@ fn make() -> Fixture {
 
 jbuild::snapshotter_suite!(make);
 
-/// The same suite on the `overlay` backend (Linux, as root).
+/// The same suite on the `overlay` backend (Linux, as root; and in a user
+/// namespace: `overlay_userns`).
 mod overlay {
     use jbuild::snapshot::overlay::OverlaySnapshotter;
     use jbuild::snapshot::testsuite::{Fixture, UnmountOnDrop};
@@ -19,6 +20,7 @@ mod overlay {
     fn make() -> Fixture {
         let tmp = tempfile::tempdir().unwrap();
         let sn = OverlaySnapshotter::new(tmp.path().join("snapshots")).unwrap();
+        crate::snapshot::overlay_userns::expect_flavour(&sn);
         Fixture::new(Box::new(sn), (UnmountOnDrop(tmp.path().to_path_buf()), tmp))
     }
 
@@ -38,6 +40,7 @@ mod overlay {
         let tmp = tempfile::tempdir().unwrap();
         let _unmount = UnmountOnDrop(tmp.path().to_path_buf());
         let sn = OverlaySnapshotter::new(tmp.path().join("snapshots")).unwrap();
+        crate::snapshot::overlay_userns::expect_flavour(&sn);
         let name = |i: usize| format!("chain-sha256:{i:064x}");
         for i in 0..200usize {
             let parent = i.checked_sub(1).map(name);
