@@ -78,15 +78,18 @@ impl Store {
         !self.root.join(LAYOUT_FILE).exists() && self.check_creatable().is_ok()
     }
 
-    /// Whether this is a layout whose creation a crash cut after
-    /// `oci-layout` but lost `index.json` with it (see
-    /// [`Store::create_layout`]): nothing can have been stored yet.
+    /// Whether this is a layout whose creation (by jbuild: its own
+    /// `oci-layout` bytes) a crash cut after `oci-layout` but lost
+    /// `index.json` with it (see [`Store::create_layout`]): nothing can
+    /// have been stored yet.
     fn lost_its_empty_index(&self) -> bool {
         let no_blobs = match fs::read_dir(self.root.join("blobs/sha256")) {
             Ok(mut d) => d.next().is_none(),
             Err(_) => true,
         };
-        !self.index_path().exists() && no_blobs
+        !self.index_path().exists()
+            && no_blobs
+            && fs::read(self.root.join(LAYOUT_FILE)).is_ok_and(|b| b == LAYOUT_JSON)
     }
 
     fn not_a_layout(&self, reason: impl Into<String>) -> StoreError {
@@ -277,7 +280,10 @@ mod tests {
         // What a crash before the creation's one directory sync may keep.
         fs::create_dir_all(t.path().join("blobs/sha256")).unwrap();
         fs::write(t.path().join("oci-layout"), LAYOUT_JSON).unwrap();
-        assert!(Store::open_existing(t.path()).is_err(), "reading never writes");
+        assert!(
+            Store::open_existing(t.path()).is_err(),
+            "reading never writes"
+        );
         let s = Store::open(t.path()).unwrap();
         assert!(s.list().unwrap().is_empty());
         assert!(t.path().join("index.json").is_file());
