@@ -27,10 +27,11 @@
 //!
 //! Steps 3 and 4 overlap for a set that is not cached
 //! ([`Release::fetch_into`]): the download (with its sha256 and the
-//! temporary file), the xz decoder and the extraction each run on a thread
-//! of their own, joined by bounded pipes, as `curl | xz -d | tar -x` would
-//! run; the extraction goes into a snapshot that is committed only after
-//! the whole file matched the MANIFEST, and thrown away otherwise.
+//! temporary file), the xz decoder (multithreaded where the set's blocks
+//! allow it, `release::xz`) and the extraction run at once, joined by bounded
+//! pipes, as `curl | xz -d | tar -x` would run; the extraction goes into a
+//! snapshot that is committed only after the whole file matched the
+//! MANIFEST, and thrown away otherwise.
 //!
 //! Mirror layout: `<mirror>/<dir>/<release>/{MANIFEST,<set>.txz}` where
 //! `<dir>` is `amd64`, `i386`, `arm64/aarch64`, `riscv/riscv64` or

@@ -117,7 +117,7 @@ mod tests {
     fn multi_block_streams_concatenated_and_padded_decode_whole() {
         let (a, b) = (data(700 << 10, 7), data(300 << 10, 13));
         let mut input = xz(&a, 2);
-        assert_eq!(decoded(&input).unwrap(), a, "one stream of many blocks");
+        assert!(decoded(&input).unwrap() == a, "one stream of many blocks");
         input.extend_from_slice(&[0; 8]);
         input.extend_from_slice(&xz(&b, 1));
         input.extend_from_slice(&[0; 4]);
