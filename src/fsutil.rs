@@ -122,16 +122,30 @@ pub fn path_at_fault(e: &io::Error) -> bool {
 /// never a part: a temporary file beside it, fsync, rename, fsync of the
 /// directory.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    // `iid` alone has the parent "", which cannot be opened to be synced.
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let mut tmp = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)?;
+    write_replacing(path, bytes)?;
+    sync_dir(parent_of(path))
+}
+
+/// [`write_atomic`] without the fsync of the directory: the content is
+/// durable before the name, and the name becomes durable with the
+/// caller's next sync of the directory (several renames, one sync).
+pub fn write_replacing(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".tmp-")
+        .tempfile_in(parent_of(path))?;
     tmp.write_all(bytes)?;
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
-    sync_dir(dir)
+    Ok(())
+}
+
+/// The directory `path` is in; `iid` alone has the parent "", which
+/// cannot be opened to be synced.
+fn parent_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    }
 }
 
 /// fsyncs a directory, so a rename in it survives a crash.

@@ -27,10 +27,11 @@
 //!
 //! Steps 3 and 4 overlap for a set that is not cached
 //! ([`Release::fetch_into`]): the download (with its sha256 and the
-//! temporary file), the xz decoder and the extraction each run on a thread
-//! of their own, joined by bounded pipes, as `curl | xz -d | tar -x` would
-//! run; the extraction goes into a snapshot that is committed only after
-//! the whole file matched the MANIFEST, and thrown away otherwise.
+//! temporary file), the xz decoder (multithreaded where the set's blocks
+//! allow it, `release::xz`) and the extraction run at once, joined by bounded
+//! pipes, as `curl | xz -d | tar -x` would run; the extraction goes into a
+//! snapshot that is committed only after the whole file matched the
+//! MANIFEST, and thrown away otherwise.
 //!
 //! Mirror layout: `<mirror>/<dir>/<release>/{MANIFEST,<set>.txz}` where
 //! `<dir>` is `amd64`, `i386`, `arm64/aarch64`, `riscv/riscv64` or
@@ -39,9 +40,10 @@
 pub(crate) mod fetch;
 pub mod manifest;
 pub mod pkgbase;
+mod xz;
 
 use std::fs;
-use std::io::{self, BufReader};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::config::{FreeBsdSettings, Paths};
@@ -339,13 +341,11 @@ impl Release {
                 http = Some(fetch::Http::new()?);
             }
             let h = http.as_ref().expect("made above");
+            // The applier reads (here: xz-decodes) on this thread and
+            // extracts on another; the download runs on a third.
             let (size, applied) =
-                h.download_streaming(&set.url, &set.path, &set.sha256, reporter, |xz| {
-                    let (tx, tar) = crate::pipe::pipe();
-                    std::thread::scope(|s| {
-                        s.spawn(move || decode_xz(xz, tx));
-                        apply_set(&set.name, tar, root)
-                    })
+                h.download_streaming(&set.url, &set.path, &set.sha256, reporter, |txz| {
+                    apply_set(&set.name, xz::decoder(txz), root)
                 })?;
             applied?;
             stats.bytes += size;
@@ -377,48 +377,27 @@ impl Release {
         let id = format!("extract-{}", set.name);
         reporter.transfer_start(&id, &format!("extracting {}.txz", set.name), Some(size));
         let counted = ProgressReader::new(f, reporter, &id);
-        let xz =
-            liblzma::read::XzDecoder::new_multi_decoder(BufReader::with_capacity(1 << 20, counted));
-        let applied = apply_set(&set.name, xz, root);
+        let applied = apply_set(&set.name, xz::decoder(counted), root);
         reporter.transfer_done(&id, false);
         applied
     }
 }
 
-/// Applies the tar of the set `name` to `root`, as hostile (setuid kept).
-fn apply_set(name: &str, tar: impl io::Read, root: &Path) -> Result<(), ReleaseError> {
+/// Applies the tar of the set `name` (from `tar`, the set's xz decoder)
+/// to `root`, as hostile (setuid kept).
+fn apply_set(name: &str, tar: io::Result<impl io::Read>, root: &Path) -> Result<(), ReleaseError> {
     let opts = ApplyOptions {
         allow_setuid: true,
         ..ApplyOptions::default()
     };
+    let failed = |message: String| ReleaseError::Extract {
+        set: format!("{name}.txz"),
+        message,
+    };
+    let tar = tar.map_err(|e| failed(format!("cannot start the xz decoder: {e}")))?;
     apply(tar, TAR, root, &opts)
         .map(drop)
-        .map_err(|e| ReleaseError::Extract {
-            set: format!("{name}.txz"),
-            message: e.to_string(),
-        })
-}
-
-/// The decoder thread of [`Release::fetch_into`]: xz from `xz`, tar into
-/// `tar`; an error (a broken stream, or the download's) goes down the
-/// pipe, where the extraction stops on it.
-fn decode_xz(xz: crate::pipe::PipeReader, mut tar: crate::pipe::PipeWriter) {
-    use io::{Read, Write};
-    let mut d = liblzma::read::XzDecoder::new_multi_decoder(BufReader::with_capacity(1 << 20, xz));
-    let mut buf = vec![0u8; 256 << 10];
-    loop {
-        // What is decoded goes on at once (not when a chunk is full), so
-        // the extraction keeps up while the download pauses.
-        let n = match d.read(&mut buf) {
-            Ok(0) => return,
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return tar.fail(e),
-        };
-        if tar.write_all(&buf[..n]).and_then(|()| tar.flush()).is_err() {
-            return; // the extraction stopped; it says why
-        }
-    }
+        .map_err(|e| failed(e.to_string()))
 }
 
 /// The directory under a release mirror for an OCI architecture.

@@ -7,7 +7,7 @@ use oci_spec::image::{ImageIndexBuilder, MediaType};
 
 use super::json::canonical_json;
 use super::{Store, StoreError};
-use crate::fsutil::write_atomic;
+use crate::fsutil::{sync_dir, write_replacing};
 
 const LAYOUT_FILE: &str = "oci-layout";
 const LAYOUT_JSON: &[u8] = br#"{"imageLayoutVersion":"1.0.0"}"#;
@@ -38,7 +38,11 @@ impl Store {
             .join(LAYOUT_FILE)
             .try_exists()
             .map_err(|e| StoreError::io(format!("cannot read {}", dir.display()), e))?;
-        if !has_layout {
+        if has_layout && store.lost_its_empty_index() {
+            // Creation syncs the directory once, after both files: a crash
+            // before that may keep `oci-layout` and lose `index.json`.
+            store.create_layout()?;
+        } else if !has_layout {
             match store.check_creatable() {
                 Ok(()) => store.create_layout()?,
                 // Another process finished creating it meanwhile.
@@ -74,6 +78,20 @@ impl Store {
         !self.root.join(LAYOUT_FILE).exists() && self.check_creatable().is_ok()
     }
 
+    /// Whether this is a layout whose creation (by jbuild: its own
+    /// `oci-layout` bytes) a crash cut after `oci-layout` but lost
+    /// `index.json` with it (see [`Store::create_layout`]): nothing can
+    /// have been stored yet.
+    fn lost_its_empty_index(&self) -> bool {
+        let no_blobs = match fs::read_dir(self.root.join("blobs/sha256")) {
+            Ok(mut d) => d.next().is_none(),
+            Err(_) => true,
+        };
+        !self.index_path().exists()
+            && no_blobs
+            && fs::read(self.root.join(LAYOUT_FILE)).is_ok_and(|b| b == LAYOUT_JSON)
+    }
+
     fn not_a_layout(&self, reason: impl Into<String>) -> StoreError {
         StoreError::NotALayout {
             path: self.root.clone(),
@@ -101,6 +119,11 @@ impl Store {
         Ok(())
     }
 
+    /// Writes `index.json` (empty), then `oci-layout`, each fsynced before
+    /// its rename, and syncs the directory once, after both (not after each:
+    /// one fsync fewer for every new layout). Until that sync a crash may
+    /// keep either name; [`Store::open`] finishes what it finds
+    /// ([`Store::lost_its_empty_index`] for `oci-layout` alone).
     fn create_layout(&self) -> Result<(), StoreError> {
         let blobs = self.root.join("blobs/sha256");
         fs::create_dir_all(&blobs)
@@ -125,7 +148,7 @@ impl Store {
             {
                 continue;
             }
-            if let Err(e) = write_atomic(&path, &bytes) {
+            if let Err(e) = write_replacing(&path, &bytes) {
                 // Once another process has finished the same layout, a
                 // `jbuild check --repair` may take our temporary file: what
                 // we meant to write is then there already.
@@ -144,7 +167,8 @@ impl Store {
                 }
             }
         }
-        Ok(())
+        sync_dir(&self.root)
+            .map_err(|e| StoreError::io(format!("cannot sync {}", self.root.display()), e))
     }
 
     /// A layout has a readable `oci-layout` of version 1.x and a readable
@@ -193,6 +217,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::digest::Digest;
 
     #[test]
     fn creates_and_reopens() {
@@ -247,6 +272,31 @@ mod tests {
         fs::write(t.path().join("index.json"), "{").unwrap();
         Store::open(t.path()).unwrap();
         assert!(t.path().join("oci-layout").exists());
+    }
+
+    #[test]
+    fn finishes_a_creation_that_lost_its_index_but_not_a_layout_with_blobs() {
+        let t = tempfile::tempdir().unwrap();
+        // What a crash before the creation's one directory sync may keep.
+        fs::create_dir_all(t.path().join("blobs/sha256")).unwrap();
+        fs::write(t.path().join("oci-layout"), LAYOUT_JSON).unwrap();
+        assert!(
+            Store::open_existing(t.path()).is_err(),
+            "reading never writes"
+        );
+        let s = Store::open(t.path()).unwrap();
+        assert!(s.list().unwrap().is_empty());
+        assert!(t.path().join("index.json").is_file());
+
+        // With a blob it is not an interrupted creation: left as it is.
+        let u = tempfile::tempdir().unwrap();
+        fs::create_dir_all(u.path().join("blobs/sha256")).unwrap();
+        fs::write(u.path().join("oci-layout"), LAYOUT_JSON).unwrap();
+        let blob = u.path().join("blobs/sha256").join(Digest::of(b"x").hex());
+        fs::write(blob, b"x").unwrap();
+        let err = Store::open(u.path()).unwrap_err();
+        assert!(matches!(err, StoreError::NotALayout { .. }), "{err}");
+        assert!(!u.path().join("index.json").exists());
     }
 
     #[test]
