@@ -170,6 +170,8 @@ pub async fn copy_image_telling(
             return copy_blobs().await;
         };
         tokio::select! {
+            // The copy's own outcome first: a blob that failed is why.
+            biased;
             done = copy_blobs() => done,
             () = abandoned(arrivals) => Err(TransportError::Abandoned {
                 location: dst.describe(),
