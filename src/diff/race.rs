@@ -313,7 +313,7 @@ mod tests {
         t
     }
 
-    fn walk_of<'a>(root: &'a std::path::Path, cancel: &Cancel) -> Result<Vec<Change>, DiffError> {
+    fn walk_of(root: &std::path::Path, cancel: &Cancel) -> Result<Vec<Change>, DiffError> {
         let r = SnapshotRef { name: "t", root };
         TreeWalkDiffer::new().changes_cancellable(Some(r), r, cancel)
     }

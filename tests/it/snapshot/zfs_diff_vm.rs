@@ -535,7 +535,10 @@ fn unlinked_open_file() {
 fn recording_zfs(dir: &Path) -> (PathBuf, PathBuf) {
     use std::os::unix::fs::PermissionsExt;
     let (prog, pidfile) = (dir.join("zfs"), dir.join("pid"));
-    let script = format!("#!/bin/sh\necho $$ > {}\nexec zfs \"$@\"\n", pidfile.display());
+    let script = format!(
+        "#!/bin/sh\necho $$ > {}\nexec zfs \"$@\"\n",
+        pidfile.display()
+    );
     fs::write(&prog, script).unwrap();
     fs::set_permissions(&prog, fs::Permissions::from_mode(0o755)).unwrap();
     (prog, pidfile)
@@ -554,8 +557,8 @@ fn the_race_lists_narrow_changes_with_zfs_diff_and_wide_ones_with_the_walk() {
     let dirs = 300;
     let proot = ds.base(|r| {
         for d in 0..dirs {
-            write(r, &format!("d{d:03}/a"), b"a");
-            write(r, &format!("d{d:03}/b"), b"b");
+            write(r, format!("d{d:03}/a"), b"a");
+            write(r, format!("d{d:03}/b"), b"b");
         }
     });
     ds.child("base", "narrow", |c| {
@@ -563,7 +566,7 @@ fn the_race_lists_narrow_changes_with_zfs_diff_and_wide_ones_with_the_walk() {
     });
     ds.child("base", "wide", |c| {
         for d in 0..dirs {
-            write(c, &format!("d{d:03}/a"), b"wide");
+            write(c, format!("d{d:03}/a"), b"wide");
         }
     });
     let t = tempfile::tempdir().unwrap();
