@@ -43,7 +43,10 @@
 //! beside it, the first complete list wins and the other is cancelled (the
 //! walk checks a flag at every entry; the `zfs diff` child is killed and
 //! reaped). A change spread wide thus costs at most the head start plus
-//! the contention of the two more than the walk alone. Both give the same
+//! the contention of the two more than the walk alone — which is small
+//! only with a spare core: in the loaded, emulated guest of the bench the
+//! two share one core's worth and the race costs up to ~1.9x the faster
+//! (benches/README.md). Both give the same
 //! list, and [`Differ::changes_named`] names the one that produced it.
 //!
 //! With no parent (a base layer is all of the child) the tree walk is the
