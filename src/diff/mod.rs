@@ -52,6 +52,7 @@
 
 pub mod canonical;
 pub mod meta;
+pub mod race;
 pub mod walk;
 pub mod zfs;
 
@@ -111,6 +112,18 @@ pub enum DiffError {
     InvalidChange { path: PathBuf, reason: &'static str },
     #[error("{0}")]
     Backend(String),
+    /// The differ was told to stop (another one answered first; see
+    /// [`race`]).
+    #[error("the differ was cancelled")]
+    Cancelled,
+    /// Both differs of a [`race`] failed.
+    #[error("no differ could list the changes: {first}: {first_error}; {second}: {second_error}")]
+    AllFailed {
+        first: &'static str,
+        first_error: Box<DiffError>,
+        second: &'static str,
+        second_error: Box<DiffError>,
+    },
 }
 
 impl DiffError {

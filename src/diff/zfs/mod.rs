@@ -27,10 +27,32 @@
 //! The layer is therefore byte-identical to the tree walk's for the same
 //! snapshots (a test in the qemu lane checks it).
 //!
+//! # Which differ lists a layer
+//!
+//! `zfs diff` is not always the cheaper way. It pays per directory that
+//! holds a change (about 0.09 s each in the emulated guest of
+//! `benches/zfs-diff.sh`), the tree walk per entry of the whole tree: one
+//! file changed is 70x faster through `zfs diff`, 10% of the files across
+//! every directory 5x slower. No cheap estimate sees the cost in advance:
+//! the `written` property and file counts miss a *thin but wide* change
+//! (one small file in each of 500 directories), and a time budget followed
+//! by a fallback loses budget + walk whenever `zfs diff` would have won.
+//! So the two [race](super::race): `zfs diff` starts alone with a head
+//! start of [`HEAD_START`] — a clustered change (a package, a config edit)
+//! is listed within it, with no contention — then the tree walk starts
+//! beside it, the first complete list wins and the other is cancelled (the
+//! walk checks a flag at every entry; the `zfs diff` child is killed and
+//! reaped). A change spread wide thus costs at most the head start plus
+//! the contention of the two more than the walk alone — which is small
+//! only with a spare core: in the loaded, emulated guest of the bench the
+//! two share one core's worth and the race costs up to ~1.9x the faster
+//! (benches/README.md). Both give the same
+//! list, and [`Differ::changes_named`] names the one that produced it.
+//!
 //! With no parent (a base layer is all of the child) the tree walk is the
 //! only way. When `zfs diff` is missing (zfs-fuse has none), fails, or
-//! prints what the parser refuses, the differ falls back to the tree walk
-//! and says so once per differ through `tracing::warn!`.
+//! prints what the parser refuses, the walk starts at once and its answer
+//! is used; the differ says so once through `tracing::warn!`.
 
 pub mod parse;
 
@@ -39,11 +61,13 @@ use std::ffi::OsString;
 use std::io;
 use std::os::unix::fs::DirEntryExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use super::canonical::read_dir_sorted;
 use super::meta::{self, Meta};
+use super::race::{race, Cancel, Outcome, Side};
 use super::walk::{differs, TreeWalkDiffer};
 use super::*;
 use parse::{Format, Name};
@@ -51,9 +75,21 @@ use parse::{Format, Name};
 /// The snapshot of a committed dataset that `zfs diff` compares.
 pub const SNAPSHOT: &str = "jbuild";
 
+/// How long `zfs diff` runs alone before the tree walk races it. A change
+/// that clusters in a few directories is listed within it (0.3 s for one
+/// file in the emulated guest of the benches, far less on hardware), so it
+/// pays for `zfs diff` only; past it, a change spread over many
+/// directories costs at most this much more than the walk alone.
+pub const HEAD_START: Duration = Duration::from_secs(1);
+
+/// How often the thread that owns a `zfs diff` child looks for its end or
+/// a cancel.
+const POLL: Duration = Duration::from_millis(5);
+
 pub struct ZfsDiffer {
     parent_dataset: String,
     program: PathBuf,
+    head_start: Duration,
     warned: AtomicBool,
 }
 
@@ -63,6 +99,7 @@ impl ZfsDiffer {
         ZfsDiffer {
             parent_dataset: parent_dataset.into(),
             program: PathBuf::from("zfs"),
+            head_start: HEAD_START,
             warned: AtomicBool::new(false),
         }
     }
@@ -73,34 +110,83 @@ impl ZfsDiffer {
         self
     }
 
+    /// How long `zfs diff` runs alone before the tree walk joins the race
+    /// ([`HEAD_START`] unless set).
+    pub fn with_head_start(mut self, head_start: Duration) -> ZfsDiffer {
+        self.head_start = head_start;
+        self
+    }
+
     fn snapshot_of(&self, name: &str) -> String {
         format!("{}/{name}@{SNAPSHOT}", self.parent_dataset)
     }
 
-    /// Runs `zfs diff -H -F` and parses it; `Err` is why it could not be
-    /// used, for the fallback's message.
+    /// Runs `zfs diff -H -F` and parses it. [`DiffError::Backend`] says why
+    /// it could not be used; once `cancel` is set the child is killed and
+    /// reaped and the answer is [`DiffError::Cancelled`].
     fn zfs_diff(
         &self,
         parent: SnapshotRef<'_>,
         child: SnapshotRef<'_>,
-    ) -> Result<Vec<parse::Record>, String> {
+        cancel: &Cancel,
+    ) -> Result<Vec<parse::Record>, DiffError> {
         let (from, to) = (self.snapshot_of(parent.name), self.snapshot_of(child.name));
-        let out = Command::new(&self.program)
+        let mut proc = Command::new(&self.program)
             .args(["diff", "-H", "-F", &from, &to])
-            .output()
-            .map_err(|e| format!("cannot run `{}`: {e}", self.program.display()))?;
-        if !out.status.success() {
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            return Err(format!(
-                "`zfs diff {from} {to}` failed ({}): {}",
-                out.status,
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| {
+                DiffError::Backend(format!("cannot run `{}`: {e}", self.program.display()))
+            })?;
+        let (out, err) = (proc.stdout.take(), proc.stderr.take());
+        let (status, stdout, stderr) = std::thread::scope(|s| {
+            let o = s.spawn(move || read_all(out));
+            let e = s.spawn(move || read_all(err));
+            // Polled, so the one thread that owns the child both kills and
+            // reaps it (no signal can reach a reused pid).
+            let status = loop {
+                if cancel.is_cancelled() {
+                    let _ = proc.kill();
+                    let _ = proc.wait();
+                    break None;
+                }
+                match proc.try_wait() {
+                    Ok(Some(st)) => break Some(Ok(st)),
+                    Ok(None) => std::thread::sleep(POLL),
+                    Err(e) => {
+                        let _ = proc.kill();
+                        let _ = proc.wait();
+                        break Some(Err(e));
+                    }
+                }
+            };
+            let (stdout, stderr) = (o.join(), e.join());
+            (status, stdout, stderr)
+        });
+        let status = match status {
+            None => return Err(DiffError::Cancelled),
+            Some(Err(e)) => {
+                return Err(DiffError::Backend(format!(
+                    "cannot wait for `zfs diff {from} {to}`: {e}"
+                )))
+            }
+            Some(Ok(st)) => st,
+        };
+        let (stdout, stderr) = (stdout.unwrap_or_default(), stderr.unwrap_or_default());
+        if !status.success() {
+            let stderr = String::from_utf8_lossy(&stderr);
+            return Err(DiffError::Backend(format!(
+                "`zfs diff {from} {to}` failed ({status}): {}",
                 stderr.trim()
-            ));
+            )));
         }
-        parse::parse(&out.stdout, &Format::jbuild(child.root)).map_err(|e| e.to_string())
+        parse::parse(&stdout, &Format::jbuild(child.root))
+            .map_err(|e| DiffError::Backend(e.to_string()))
     }
 
-    fn fall_back(&self, why: &str) {
+    fn fall_back(&self, why: &DiffError) {
         if !self.warned.swap(true, Ordering::Relaxed) {
             tracing::warn!("{why}; finding changes by walking both trees instead (slower)");
         } else {
@@ -110,28 +196,29 @@ impl ZfsDiffer {
 }
 
 impl ZfsDiffer {
-    /// The changes as `zfs diff` finds them, with no fallback: a `zfs diff`
-    /// that cannot be run, fails, or prints what the parser refuses is a
-    /// [`DiffError::Backend`]. [`Differ::changes`] is this plus the
-    /// fallback; tests call this to be sure `zfs diff` was used.
+    /// The changes as `zfs diff` finds them, with no fallback and no race:
+    /// a `zfs diff` that cannot be run, fails, or prints what the parser
+    /// refuses is a [`DiffError::Backend`]. Tests and benches call this to
+    /// be sure `zfs diff` was used.
     pub fn changes_via_zfs(
         &self,
         parent: SnapshotRef<'_>,
         child: SnapshotRef<'_>,
     ) -> Result<Vec<Change>, DiffError> {
-        self.attempt(parent, child)?.map_err(DiffError::Backend)
+        self.changes_cancellable(parent, child, &Cancel::new())
     }
 
-    /// `Ok(Err(why))` when `zfs diff` could not be used.
-    fn attempt(
+    /// [`changes_via_zfs`](ZfsDiffer::changes_via_zfs) that stops with
+    /// [`DiffError::Cancelled`] soon after `cancel` is set: the `zfs diff`
+    /// child is killed and reaped, and judging the candidates checks the
+    /// flag at each.
+    pub fn changes_cancellable(
         &self,
         parent: SnapshotRef<'_>,
         child: SnapshotRef<'_>,
-    ) -> Result<Result<Vec<Change>, String>, DiffError> {
-        let records = match self.zfs_diff(parent, child) {
-            Ok(r) => r,
-            Err(why) => return Ok(Err(why)),
-        };
+        cancel: &Cancel,
+    ) -> Result<Vec<Change>, DiffError> {
+        let records = self.zfs_diff(parent, child, cancel)?;
         let mut candidates = Vec::new();
         for r in records {
             for name in std::iter::once(r.name).chain(r.new_name) {
@@ -145,8 +232,25 @@ impl ZfsDiffer {
                 }
             }
         }
-        let (changes, links) = Judge::new(parent.root, child.root).run(candidates)?;
-        canonicalize(changes, Some(parent.root), child.root, Some(&links)).map(Ok)
+        let (changes, links) = Judge::new(parent.root, child.root).run(candidates, cancel)?;
+        canonicalize(changes, Some(parent.root), child.root, Some(&links))
+    }
+
+    /// The race of `zfs diff` (with its head start) and the tree walk, and
+    /// what became of each side (see [`race`]).
+    pub fn race(&self, parent: SnapshotRef<'_>, child: SnapshotRef<'_>) -> Outcome {
+        let walk = TreeWalkDiffer::new();
+        let zfs = Side::new(self.name(), |cancel: &Cancel| {
+            let r = self.changes_cancellable(parent, child, cancel);
+            if let Err(e @ DiffError::Backend(_)) = &r {
+                self.fall_back(e);
+            }
+            r
+        });
+        let tree = Side::new(walk.name(), |cancel: &Cancel| {
+            walk.changes_cancellable(Some(parent), child, cancel)
+        });
+        race(zfs, tree, self.head_start)
     }
 }
 
@@ -164,14 +268,18 @@ impl Differ for ZfsDiffer {
         let Some(parent) = parent else {
             return Ok((walk.changes(None, child)?, walk.name()));
         };
-        match self.attempt(parent, child)? {
-            Ok(changes) => Ok((changes, self.name())),
-            Err(why) => {
-                self.fall_back(&why);
-                Ok((walk.changes(Some(parent), child)?, walk.name()))
-            }
-        }
+        self.race(parent, child).result
     }
+}
+
+/// All a child's pipe gives until it closes. A read error ends it early;
+/// the exit status and the parser judge what was read.
+fn read_all(pipe: Option<impl io::Read>) -> Vec<u8> {
+    let mut buf = Vec::new();
+    if let Some(mut p) = pipe {
+        let _ = p.read_to_end(&mut buf);
+    }
+    buf
 }
 
 /// Decides what each candidate path is, as the tree walk would.
@@ -188,7 +296,11 @@ impl<'a> Judge<'a> {
         }
     }
 
-    fn run(mut self, candidates: Vec<PathBuf>) -> Result<(Vec<Change>, LinkIndex), DiffError> {
+    fn run(
+        mut self,
+        candidates: Vec<PathBuf>,
+        cancel: &Cancel,
+    ) -> Result<(Vec<Change>, LinkIndex), DiffError> {
         let mut seen: BTreeSet<PathBuf> = BTreeSet::new();
         let mut queue: VecDeque<PathBuf> = VecDeque::new();
         for c in candidates {
@@ -202,6 +314,7 @@ impl<'a> Judge<'a> {
         // Inodes whose names were searched for already: once is enough.
         let mut searched: HashSet<u64> = HashSet::new();
         while let Some(rel) = queue.pop_front() {
+            cancel.check()?;
             let is_root = rel.as_os_str().is_empty();
             let pm = self.parent.lookup(&rel)?;
             let cm = self.child.lookup(&rel)?;
@@ -451,12 +564,75 @@ mod tests {
             // `echo diff -H -F ...` is one line the parser refuses.
             ("echo", "unknown change"),
         ] {
-            let d = ZfsDiffer::new("tank/jbuild").with_program(program);
+            // A long head start: the walk starts only once `zfs diff` failed.
+            let d = ZfsDiffer::new("tank/jbuild")
+                .with_program(program)
+                .with_head_start(Duration::from_secs(600));
             let e = d.changes_via_zfs(pr, cr).unwrap_err().to_string();
             assert!(e.contains(why), "{program}: {e}");
-            assert_eq!(d.changes(Some(pr), cr).unwrap(), walk, "{program}");
+            let out = d.race(pr, cr);
+            assert_eq!(
+                out.result.unwrap(),
+                (walk.clone(), "tree-walk"),
+                "{program}"
+            );
+            let (name, r) = out.other.unwrap();
+            assert_eq!(name, "zfs-diff");
+            assert!(r.unwrap_err().to_string().contains(why), "{program}");
             assert!(d.warned.load(Ordering::Relaxed));
         }
+    }
+
+    /// A fake `zfs` that records its pid, then sleeps for a minute.
+    fn sleeping_zfs(dir: &Path) -> (PathBuf, PathBuf) {
+        use std::os::unix::fs::PermissionsExt;
+        let (prog, pidfile) = (dir.join("zfs"), dir.join("pid"));
+        let script = format!(
+            "#!/bin/sh\necho $$ > {0}.tmp && mv {0}.tmp {0}\nexec sleep 60\n",
+            pidfile.display()
+        );
+        fs::write(&prog, script).unwrap();
+        fs::set_permissions(&prog, fs::Permissions::from_mode(0o755)).unwrap();
+        (prog, pidfile)
+    }
+
+    /// The walk wins while `zfs diff` still runs: the child is killed and
+    /// reaped before the answer is returned (no process, not even a
+    /// zombie, is left with its pid).
+    #[test]
+    fn a_losing_zfs_diff_is_killed_and_reaped() {
+        let (t, p, c) = trees();
+        let (pr, cr) = refs(&p, &c);
+        let (prog, pidfile) = sleeping_zfs(t.path());
+        let d = ZfsDiffer::new("tank/jbuild").with_program(&prog);
+        let walk = TreeWalkDiffer::new().changes(Some(pr), cr).unwrap();
+        // The other side answers once the child is surely running.
+        let zfs = Side::new("zfs-diff", |cancel: &Cancel| {
+            d.changes_cancellable(pr, cr, cancel)
+        });
+        let fake_walk = Side::new("tree-walk", |_: &Cancel| {
+            let end = std::time::Instant::now() + Duration::from_secs(60);
+            while !pidfile.exists() && std::time::Instant::now() < end {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Ok(walk.clone())
+        });
+        let out = race(zfs, fake_walk, Duration::ZERO);
+        assert_eq!(out.result.unwrap(), (walk.clone(), "tree-walk"));
+        let (name, r) = out.other.unwrap();
+        assert_eq!(name, "zfs-diff");
+        assert!(matches!(r, Err(DiffError::Cancelled)), "{r:?}");
+        let pid = fs::read_to_string(&pidfile).unwrap();
+        let proc = PathBuf::from(format!("/proc/{}", pid.trim()));
+        assert!(
+            !proc.exists(),
+            "the `zfs diff` child {} is left",
+            pid.trim()
+        );
+        // Through the differ itself: the fake never answers, so the walk's
+        // list is the one reported.
+        let d = d.with_head_start(Duration::ZERO);
+        assert_eq!(d.changes_named(Some(pr), cr).unwrap(), (walk, "tree-walk"));
     }
 
     #[test]
@@ -482,7 +658,9 @@ mod tests {
         let (_t, p, c) = trees();
         let (pr, cr) = refs(&p, &c);
         let walk = TreeWalkDiffer::new().changes(Some(pr), cr).unwrap();
-        let (changes, links) = Judge::new(&p, &c).run(vec![PathBuf::new()]).unwrap();
+        let (changes, links) = Judge::new(&p, &c)
+            .run(vec![PathBuf::new()], &Cancel::new())
+            .unwrap();
         let got = canonicalize(changes, Some(&p), &c, Some(&links)).unwrap();
         assert_eq!(got, walk);
     }
