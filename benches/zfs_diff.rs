@@ -11,9 +11,10 @@
 //! of that layer (diff + tar + zstd + digests, to a sink) three ways, in
 //! interleaved rounds (best of 3, of 1 past 10 s): through `zfs diff` alone
 //! (`ZfsDiffer::changes_via_zfs`), through the tree walk alone, and
-//! through the chosen differ (`ZfsDiffer` as a build uses it: the race of
-//! the two, see `jbuild::diff::race`), with the name of the winner. All
-//! three layers must have the same diff ID.
+//! through the chosen differ (`ZfsDiffer` as a build uses it: `zfs diff`
+//! watched and stopped for the walk when it projects slower, see
+//! `jbuild::diff::choose`), with the name of the differ that listed it.
+//! All three layers must have the same diff ID.
 //! `JBUILD_BENCH_FILES` changes the number of files.
 
 use std::fs;
@@ -119,7 +120,7 @@ fn main() {
 
     let walk = TreeWalkDiffer::new();
     let zd = ZfsDiffer::new(&p);
-    println!("| change | changes | export via zfs diff | export via tree walk | export via the chosen differ (winner) | chosen ÷ faster | walk ÷ chosen |");
+    println!("| change | changes | export via zfs diff | export via tree walk | export via the chosen differ (by) | chosen ÷ faster | walk ÷ chosen |");
     println!("|---|---|---|---|---|---|---|");
     let per_dir = 100;
     for (label, n, spread) in [

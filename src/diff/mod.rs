@@ -51,8 +51,8 @@
 //!    [`emission_order`].
 
 pub mod canonical;
+pub mod choose;
 pub mod meta;
-pub mod race;
 pub mod walk;
 pub mod zfs;
 
@@ -112,18 +112,9 @@ pub enum DiffError {
     InvalidChange { path: PathBuf, reason: &'static str },
     #[error("{0}")]
     Backend(String),
-    /// The differ was told to stop (another one answered first; see
-    /// [`race`]).
+    /// The differ was told to stop (see [`choose::Cancel`]).
     #[error("the differ was cancelled")]
     Cancelled,
-    /// Both differs of a [`race`] failed.
-    #[error("no differ could list the changes: {first}: {first_error}; {second}: {second_error}")]
-    AllFailed {
-        first: &'static str,
-        first_error: Box<DiffError>,
-        second: &'static str,
-        second_error: Box<DiffError>,
-    },
 }
 
 impl DiffError {

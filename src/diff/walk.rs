@@ -28,8 +28,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use super::canonical::read_dir_sorted;
+use super::choose::Cancel;
 use super::meta::{self, FileKind, Meta};
-use super::race::Cancel;
 use super::*;
 
 #[derive(Debug, Default, Clone)]
@@ -58,7 +58,7 @@ impl Differ for TreeWalkDiffer {
 impl TreeWalkDiffer {
     /// [`Differ::changes`] that stops with [`DiffError::Cancelled`] soon
     /// after `cancel` is set: the flag is checked at every entry, so a
-    /// walk that lost a [`race`](super::race) ends within one `lstat` or
+    /// walk that is stopped (see [`choose`](super::choose)) ends within one `lstat` or
     /// directory read (plus the content comparison of one file).
     pub fn changes_cancellable(
         &self,

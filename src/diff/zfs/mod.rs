@@ -29,68 +29,75 @@
 //!
 //! # Which differ lists a layer
 //!
-//! `zfs diff` is not always the cheaper way. It pays per directory that
-//! holds a change (about 0.09 s each in the emulated guest of
-//! `benches/zfs-diff.sh`), the tree walk per entry of the whole tree: one
-//! file changed is 70x faster through `zfs diff`, 10% of the files across
-//! every directory 5x slower. No cheap estimate sees the cost in advance:
-//! the `written` property and file counts miss a *thin but wide* change
-//! (one small file in each of 500 directories), and a time budget followed
-//! by a fallback loses budget + walk whenever `zfs diff` would have won.
-//! So the two [race](super::race): `zfs diff` starts alone with a head
-//! start of [`HEAD_START`] — a clustered change (a package, a config edit)
-//! is listed within it, with no contention — then the tree walk starts
-//! beside it, the first complete list wins and the other is cancelled (the
-//! walk checks a flag at every entry; the `zfs diff` child is killed and
-//! reaped). A change spread wide thus costs at most the head start plus
-//! the contention of the two more than the walk alone — which is small
-//! only with a spare core: in the loaded, emulated guest of the bench the
-//! two share one core's worth and the race costs up to ~1.9x the faster
-//! (benches/README.md). Both give the same
-//! list, and [`Differ::changes_named`] names the one that produced it.
+//! `zfs diff` is not always the cheaper way. libzfs looks at every object
+//! of each object block (32 dnodes) holding a change, and for each finds
+//! its path in both snapshots (a search of its directory), so its cost
+//! follows how *spread* the change is over the object numbers, not how
+//! many files changed: one file or 100 in one directory take 0.3–0.5 s in
+//! the emulated guest of `benches/zfs-diff.sh`, 10% of 50,000 files
+//! (every object block) over ten times the walk. The tree walk costs the
+//! same for any change: one visit per object. No cheap figure tells the
+//! two apart in advance (`written` and file counts miss a thin but wide
+//! change), so `zfs diff` runs alone and its progress is watched: the
+//! [choice](super::choose) stops it and walks once, as projected, what it
+//! has left costs more than a whole walk (and never for a tree of fewer
+//! than [`Policy::min_objects`] objects). Both give the same list, and
+//! [`Differ::changes_named`] names the one that produced it.
 //!
 //! With no parent (a base layer is all of the child) the tree walk is the
 //! only way. When `zfs diff` is missing (zfs-fuse has none), fails, or
-//! prints what the parser refuses, the walk starts at once and its answer
-//! is used; the differ says so once through `tracing::warn!`.
+//! prints what the parser refuses, the walk is used; the differ says so
+//! once through `tracing::warn!`.
 
 pub mod parse;
+mod run;
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::ffi::OsString;
 use std::io;
 use std::os::unix::fs::DirEntryExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::canonical::read_dir_sorted;
+use super::choose::{decide, Cancel, Decision, Policy, Probe};
 use super::meta::{self, Meta};
-use super::race::{race, Cancel, Outcome, Side};
 use super::walk::{differs, TreeWalkDiffer};
 use super::*;
 use parse::{Format, Name};
+use run::Running;
 
 /// The snapshot of a committed dataset that `zfs diff` compares.
 pub const SNAPSHOT: &str = "jbuild";
 
-/// How long `zfs diff` runs alone before the tree walk races it. A change
-/// that clusters in a few directories is listed within it (0.3 s for one
-/// file in the emulated guest of the benches, far less on hardware), so it
-/// pays for `zfs diff` only; past it, a change spread over many
-/// directories costs at most this much more than the walk alone.
-pub const HEAD_START: Duration = Duration::from_secs(1);
+/// How often the running `zfs diff` is looked at.
+const POLL: Duration = Duration::from_millis(10);
 
-/// How often the thread that owns a `zfs diff` child looks for its end or
-/// a cancel.
-const POLL: Duration = Duration::from_millis(5);
+/// When the walk's rate is measured if `zfs diff` is still running (a
+/// narrow change on fast hardware is listed before, and pays nothing).
+const SAMPLE_AFTER: Duration = Duration::from_millis(100);
 
 pub struct ZfsDiffer {
     parent_dataset: String,
     program: PathBuf,
-    head_start: Duration,
+    policy: Policy,
+    objects: Option<u64>,
     warned: AtomicBool,
+}
+
+/// How a layer's changes were listed, and what was known when the differ
+/// that listed them was chosen.
+#[derive(Debug)]
+pub struct Choice {
+    pub changes: Vec<Change>,
+    /// `zfs-diff` or `tree-walk`.
+    pub by: &'static str,
+    /// The last look at the running `zfs diff` (none when it ended before
+    /// the first look).
+    pub probe: Option<Probe>,
+    /// The `zfs diff` child's process id.
+    pub pid: u32,
 }
 
 impl ZfsDiffer {
@@ -99,7 +106,8 @@ impl ZfsDiffer {
         ZfsDiffer {
             parent_dataset: parent_dataset.into(),
             program: PathBuf::from("zfs"),
-            head_start: HEAD_START,
+            policy: Policy::default(),
+            objects: None,
             warned: AtomicBool::new(false),
         }
     }
@@ -110,10 +118,17 @@ impl ZfsDiffer {
         self
     }
 
-    /// How long `zfs diff` runs alone before the tree walk joins the race
-    /// ([`HEAD_START`] unless set).
-    pub fn with_head_start(mut self, head_start: Duration) -> ZfsDiffer {
-        self.head_start = head_start;
+    /// Chooses by `policy` instead of [`Policy::default`].
+    pub fn with_policy(mut self, policy: Policy) -> ZfsDiffer {
+        self.policy = policy;
+        self
+    }
+
+    /// Takes the child to hold `objects` objects instead of asking
+    /// `statvfs` (which counts a dataset's objects on ZFS only: host tests
+    /// use this).
+    pub fn with_object_count(mut self, objects: u64) -> ZfsDiffer {
+        self.objects = Some(objects);
         self
     }
 
@@ -121,68 +136,54 @@ impl ZfsDiffer {
         format!("{}/{name}@{SNAPSHOT}", self.parent_dataset)
     }
 
-    /// Runs `zfs diff -H -F` and parses it. [`DiffError::Backend`] says why
-    /// it could not be used; once `cancel` is set the child is killed and
-    /// reaped and the answer is [`DiffError::Cancelled`].
-    fn zfs_diff(
-        &self,
-        parent: SnapshotRef<'_>,
-        child: SnapshotRef<'_>,
-        cancel: &Cancel,
-    ) -> Result<Vec<parse::Record>, DiffError> {
-        let (from, to) = (self.snapshot_of(parent.name), self.snapshot_of(child.name));
-        let mut proc = Command::new(&self.program)
-            .args(["diff", "-H", "-F", &from, &to])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| {
+    /// Starts `zfs diff -H -F` from `parent` to `child`.
+    fn start(&self, parent: &str, child: &str) -> Result<(Running, String), DiffError> {
+        let (from, to) = (self.snapshot_of(parent), self.snapshot_of(child));
+        let run =
+            Running::spawn(&self.program, &["diff", "-H", "-F", &from, &to]).map_err(|e| {
                 DiffError::Backend(format!("cannot run `{}`: {e}", self.program.display()))
             })?;
-        let (out, err) = (proc.stdout.take(), proc.stderr.take());
-        let (status, stdout, stderr) = std::thread::scope(|s| {
-            let o = s.spawn(move || read_all(out));
-            let e = s.spawn(move || read_all(err));
-            // Polled, so the one thread that owns the child both kills and
-            // reaps it (no signal can reach a reused pid).
-            let status = loop {
-                if cancel.is_cancelled() {
-                    let _ = proc.kill();
-                    let _ = proc.wait();
-                    break None;
-                }
-                match proc.try_wait() {
-                    Ok(Some(st)) => break Some(Ok(st)),
-                    Ok(None) => std::thread::sleep(POLL),
-                    Err(e) => {
-                        let _ = proc.kill();
-                        let _ = proc.wait();
-                        break Some(Err(e));
-                    }
-                }
-            };
-            let (stdout, stderr) = (o.join(), e.join());
-            (status, stdout, stderr)
-        });
-        let status = match status {
-            None => return Err(DiffError::Cancelled),
-            Some(Err(e)) => {
-                return Err(DiffError::Backend(format!(
-                    "cannot wait for `zfs diff {from} {to}`: {e}"
-                )))
+        Ok((run, format!("zfs diff {from} {to}")))
+    }
+
+    /// Waits for `run` to end and parses its output.
+    fn records(
+        &self,
+        mut run: Running,
+        what: &str,
+        child: SnapshotRef<'_>,
+    ) -> Result<Vec<parse::Record>, DiffError> {
+        loop {
+            if let Some(out) = self.finished(&mut run, what, child)? {
+                return Ok(out);
             }
-            Some(Ok(st)) => st,
+            std::thread::sleep(POLL);
+        }
+    }
+
+    /// The parsed output once `run` has ended; [`DiffError::Backend`] says
+    /// why it could not be used.
+    fn finished(
+        &self,
+        run: &mut Running,
+        what: &str,
+        child: SnapshotRef<'_>,
+    ) -> Result<Option<Vec<parse::Record>>, DiffError> {
+        let f = match run.try_finish() {
+            Ok(None) => return Ok(None),
+            Ok(Some(f)) => f,
+            Err(e) => return Err(DiffError::Backend(format!("cannot wait for `{what}`: {e}"))),
         };
-        let (stdout, stderr) = (stdout.unwrap_or_default(), stderr.unwrap_or_default());
-        if !status.success() {
-            let stderr = String::from_utf8_lossy(&stderr);
+        if !f.status.success() {
+            let stderr = String::from_utf8_lossy(&f.stderr);
             return Err(DiffError::Backend(format!(
-                "`zfs diff {from} {to}` failed ({status}): {}",
+                "`{what}` failed ({}): {}",
+                f.status,
                 stderr.trim()
             )));
         }
-        parse::parse(&stdout, &Format::jbuild(child.root))
+        parse::parse(&f.stdout, &Format::jbuild(child.root))
+            .map(Some)
             .map_err(|e| DiffError::Backend(e.to_string()))
     }
 
@@ -196,29 +197,27 @@ impl ZfsDiffer {
 }
 
 impl ZfsDiffer {
-    /// The changes as `zfs diff` finds them, with no fallback and no race:
-    /// a `zfs diff` that cannot be run, fails, or prints what the parser
-    /// refuses is a [`DiffError::Backend`]. Tests and benches call this to
-    /// be sure `zfs diff` was used.
+    /// The changes as `zfs diff` finds them, with no fallback and no
+    /// choice: a `zfs diff` that cannot be run, fails, or prints what the
+    /// parser refuses is a [`DiffError::Backend`]. Tests and benches call
+    /// this to be sure `zfs diff` was used.
     pub fn changes_via_zfs(
         &self,
         parent: SnapshotRef<'_>,
         child: SnapshotRef<'_>,
     ) -> Result<Vec<Change>, DiffError> {
-        self.changes_cancellable(parent, child, &Cancel::new())
+        let (run, what) = self.start(parent.name, child.name)?;
+        let records = self.records(run, &what, child)?;
+        self.judge(records, parent, child)
     }
 
-    /// [`changes_via_zfs`](ZfsDiffer::changes_via_zfs) that stops with
-    /// [`DiffError::Cancelled`] soon after `cancel` is set: the `zfs diff`
-    /// child is killed and reaped, and judging the candidates checks the
-    /// flag at each.
-    pub fn changes_cancellable(
+    /// The candidates `zfs diff` named, judged in both trees.
+    fn judge(
         &self,
+        records: Vec<parse::Record>,
         parent: SnapshotRef<'_>,
         child: SnapshotRef<'_>,
-        cancel: &Cancel,
     ) -> Result<Vec<Change>, DiffError> {
-        let records = self.zfs_diff(parent, child, cancel)?;
         let mut candidates = Vec::new();
         for r in records {
             for name in std::iter::once(r.name).chain(r.new_name) {
@@ -232,25 +231,92 @@ impl ZfsDiffer {
                 }
             }
         }
-        let (changes, links) = Judge::new(parent.root, child.root).run(candidates, cancel)?;
+        let (changes, links) = Judge::new(parent.root, child.root).run(candidates)?;
         canonicalize(changes, Some(parent.root), child.root, Some(&links))
     }
 
-    /// The race of `zfs diff` (with its head start) and the tree walk, and
-    /// what became of each side (see [`race`]).
-    pub fn race(&self, parent: SnapshotRef<'_>, child: SnapshotRef<'_>) -> Outcome {
+    /// `zfs diff` alone, watched, and stopped for the tree walk when the
+    /// [choice](super::choose) says so. A `zfs diff` that cannot be used
+    /// is a [`DiffError::Backend`] (the caller walks instead).
+    pub fn choose(
+        &self,
+        parent: SnapshotRef<'_>,
+        child: SnapshotRef<'_>,
+    ) -> Result<Choice, DiffError> {
+        let objects = self.objects.or_else(|| object_count(child.root));
+        let (mut run, what) = self.start(parent.name, child.name)?;
+        let (start, pid) = (Instant::now(), run.id());
         let walk = TreeWalkDiffer::new();
-        let zfs = Side::new(self.name(), |cancel: &Cancel| {
-            let r = self.changes_cancellable(parent, child, cancel);
-            if let Err(e @ DiffError::Backend(_)) = &r {
-                self.fall_back(e);
+        let (mut rate, mut sampled, mut probe) = (None, false, None);
+        let mut first: Option<(Duration, f64)> = None;
+        loop {
+            if let Some(records) = self.finished(&mut run, &what, child)? {
+                let changes = self.judge(records, parent, child)?;
+                return Ok(Choice {
+                    changes,
+                    by: self.name(),
+                    probe,
+                    pid,
+                });
             }
-            r
-        });
-        let tree = Side::new(walk.name(), |cancel: &Cancel| {
-            walk.changes_cancellable(Some(parent), child, cancel)
-        });
-        race(zfs, tree, self.head_start)
+            let elapsed = start.elapsed();
+            let Some(objects) = objects.filter(|n| *n >= self.policy.min_objects) else {
+                std::thread::sleep(POLL);
+                continue;
+            };
+            if !sampled && elapsed >= SAMPLE_AFTER {
+                sampled = true;
+                let t = Instant::now();
+                let cancel = Cancel::at(t + self.policy.walk_sample);
+                match walk.changes_cancellable(Some(parent), child, &cancel) {
+                    // The whole walk fit in the sample: it is the answer.
+                    Ok(changes) => {
+                        run.kill();
+                        return Ok(Choice {
+                            changes,
+                            by: walk.name(),
+                            probe,
+                            pid,
+                        });
+                    }
+                    Err(DiffError::Cancelled) => {
+                        rate = Some(
+                            t.elapsed() / u32::try_from(cancel.checks().max(1)).unwrap_or(u32::MAX),
+                        );
+                    }
+                    // The walk itself fails: `zfs diff` is the only way.
+                    Err(e) => tracing::debug!("timing the tree walk: {e}"),
+                }
+                continue;
+            }
+            let done = run
+                .last_line()
+                .and_then(|l| object_of(&l, parent, child))
+                .map(|ino| (ino as f64 / objects as f64).min(1.0));
+            if first.is_none() {
+                first = done.map(|d| (elapsed, d));
+            }
+            let p = Probe {
+                elapsed,
+                done,
+                first,
+                objects,
+                walk_per_object: rate,
+            };
+            probe = Some(p);
+            if decide(&self.policy, &p) == Decision::Walk {
+                tracing::debug!("zfs diff stopped for the tree walk: {p:?}");
+                run.kill();
+                let changes = walk.changes(Some(parent), child)?;
+                return Ok(Choice {
+                    changes,
+                    by: walk.name(),
+                    probe,
+                    pid,
+                });
+            }
+            std::thread::sleep(POLL);
+        }
     }
 }
 
@@ -268,18 +334,37 @@ impl Differ for ZfsDiffer {
         let Some(parent) = parent else {
             return Ok((walk.changes(None, child)?, walk.name()));
         };
-        self.race(parent, child).result
+        match self.choose(parent, child) {
+            Ok(c) => Ok((c.changes, c.by)),
+            Err(e @ DiffError::Backend(_)) => {
+                self.fall_back(&e);
+                Ok((walk.changes(Some(parent), child)?, walk.name()))
+            }
+            Err(e) => Err(e),
+        }
     }
 }
 
-/// All a child's pipe gives until it closes. A read error ends it early;
-/// the exit status and the parser judge what was read.
-fn read_all(pipe: Option<impl io::Read>) -> Vec<u8> {
-    let mut buf = Vec::new();
-    if let Some(mut p) = pipe {
-        let _ = p.read_to_end(&mut buf);
-    }
-    buf
+/// The objects in the dataset mounted at `root`: on ZFS, `statvfs`'s
+/// `f_files − f_ffree` is the dataset's object count.
+fn object_count(root: &Path) -> Option<u64> {
+    let s = nix::sys::statvfs::statvfs(root).ok()?;
+    Some((s.files() as u64).saturating_sub(s.files_free() as u64))
+}
+
+/// The object number (inode) of the path one line of `zfs diff` names: in
+/// the child, or in the parent for a path the child no longer has.
+fn object_of(line: &[u8], parent: SnapshotRef<'_>, child: SnapshotRef<'_>) -> Option<u64> {
+    let r = parse::parse_line(line, &Format::jbuild(child.root)).ok()?;
+    let rel = match r.new_name.unwrap_or(r.name) {
+        Name::Path(p) => p,
+        Name::Root => PathBuf::new(),
+        Name::OnDeleteQueue => return None,
+    };
+    meta::lstat(&child.root.join(&rel))
+        .or_else(|_| meta::lstat(&parent.root.join(&rel)))
+        .ok()
+        .map(|m| m.ino)
 }
 
 /// Decides what each candidate path is, as the tree walk would.
@@ -296,11 +381,7 @@ impl<'a> Judge<'a> {
         }
     }
 
-    fn run(
-        mut self,
-        candidates: Vec<PathBuf>,
-        cancel: &Cancel,
-    ) -> Result<(Vec<Change>, LinkIndex), DiffError> {
+    fn run(mut self, candidates: Vec<PathBuf>) -> Result<(Vec<Change>, LinkIndex), DiffError> {
         let mut seen: BTreeSet<PathBuf> = BTreeSet::new();
         let mut queue: VecDeque<PathBuf> = VecDeque::new();
         for c in candidates {
@@ -314,7 +395,6 @@ impl<'a> Judge<'a> {
         // Inodes whose names were searched for already: once is enough.
         let mut searched: HashSet<u64> = HashSet::new();
         while let Some(rel) = queue.pop_front() {
-            cancel.check()?;
             let is_root = rel.as_os_str().is_empty();
             let pm = self.parent.lookup(&rel)?;
             let cm = self.child.lookup(&rel)?;
@@ -564,75 +644,120 @@ mod tests {
             // `echo diff -H -F ...` is one line the parser refuses.
             ("echo", "unknown change"),
         ] {
-            // A long head start: the walk starts only once `zfs diff` failed.
-            let d = ZfsDiffer::new("tank/jbuild")
-                .with_program(program)
-                .with_head_start(Duration::from_secs(600));
+            let d = ZfsDiffer::new("tank/jbuild").with_program(program);
             let e = d.changes_via_zfs(pr, cr).unwrap_err().to_string();
             assert!(e.contains(why), "{program}: {e}");
-            let out = d.race(pr, cr);
+            let e = d.choose(pr, cr).unwrap_err().to_string();
+            assert!(e.contains(why), "{program}: {e}");
+            assert!(!d.warned.load(Ordering::Relaxed));
             assert_eq!(
-                out.result.unwrap(),
+                d.changes_named(Some(pr), cr).unwrap(),
                 (walk.clone(), "tree-walk"),
                 "{program}"
             );
-            let (name, r) = out.other.unwrap();
-            assert_eq!(name, "zfs-diff");
-            assert!(r.unwrap_err().to_string().contains(why), "{program}");
             assert!(d.warned.load(Ordering::Relaxed));
         }
     }
 
-    /// A fake `zfs` that records its pid, then sleeps for a minute.
-    fn sleeping_zfs(dir: &Path) -> (PathBuf, PathBuf) {
+    /// A fake `zfs` that runs `body` (sh) with `$C` the child's root.
+    fn fake_zfs(dir: &Path, child: &Path, body: &str) -> PathBuf {
         use std::os::unix::fs::PermissionsExt;
-        let (prog, pidfile) = (dir.join("zfs"), dir.join("pid"));
-        let script = format!(
-            "#!/bin/sh\necho $$ > {0}.tmp && mv {0}.tmp {0}\nexec sleep 60\n",
-            pidfile.display()
-        );
+        let prog = dir.join("zfs");
+        let script = format!("#!/bin/sh\nC='{}'\n{body}\n", child.display());
         fs::write(&prog, script).unwrap();
         fs::set_permissions(&prog, fs::Permissions::from_mode(0o755)).unwrap();
-        (prog, pidfile)
+        prog
     }
 
-    /// The walk wins while `zfs diff` still runs: the child is killed and
-    /// reaped before the answer is returned (no process, not even a
-    /// zombie, is left with its pid).
+    /// A policy that decides at once: no probe, a walk sample of nothing.
+    fn eager() -> Policy {
+        Policy {
+            min_objects: 0,
+            probe_floor: Duration::ZERO,
+            probe_share: 0.0,
+            walk_sample: Duration::ZERO,
+        }
+    }
+
+    /// A `zfs diff` that prints nothing for longer than a whole walk would
+    /// take is stopped, killed and reaped, and the walk's list is the
+    /// answer.
     #[test]
-    fn a_losing_zfs_diff_is_killed_and_reaped() {
+    fn a_silent_zfs_diff_is_stopped_killed_and_reaped_for_the_walk() {
         let (t, p, c) = trees();
         let (pr, cr) = refs(&p, &c);
-        let (prog, pidfile) = sleeping_zfs(t.path());
-        let d = ZfsDiffer::new("tank/jbuild").with_program(&prog);
+        let prog = fake_zfs(t.path(), &c, "exec sleep 60");
+        let d = ZfsDiffer::new("tank/jbuild")
+            .with_program(&prog)
+            .with_policy(eager())
+            .with_object_count(4096);
         let walk = TreeWalkDiffer::new().changes(Some(pr), cr).unwrap();
-        // The other side answers once the child is surely running.
-        let zfs = Side::new("zfs-diff", |cancel: &Cancel| {
-            d.changes_cancellable(pr, cr, cancel)
-        });
-        let fake_walk = Side::new("tree-walk", |_: &Cancel| {
-            let end = std::time::Instant::now() + Duration::from_secs(60);
-            while !pidfile.exists() && std::time::Instant::now() < end {
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            Ok(walk.clone())
-        });
-        let out = race(zfs, fake_walk, Duration::ZERO);
-        assert_eq!(out.result.unwrap(), (walk.clone(), "tree-walk"));
-        let (name, r) = out.other.unwrap();
-        assert_eq!(name, "zfs-diff");
-        assert!(matches!(r, Err(DiffError::Cancelled)), "{r:?}");
-        let pid = fs::read_to_string(&pidfile).unwrap();
-        let proc = PathBuf::from(format!("/proc/{}", pid.trim()));
+        let start = std::time::Instant::now();
+        let got = d.choose(pr, cr).unwrap();
         assert!(
-            !proc.exists(),
-            "the `zfs diff` child {} is left",
-            pid.trim()
+            start.elapsed() < Duration::from_secs(50),
+            "it waited for the fake"
         );
-        // Through the differ itself: the fake never answers, so the walk's
-        // list is the one reported.
-        let d = d.with_head_start(Duration::ZERO);
-        assert_eq!(d.changes_named(Some(pr), cr).unwrap(), (walk, "tree-walk"));
+        assert_eq!((&got.changes, got.by), (&walk, "tree-walk"));
+        let probe = got.probe.expect("decided on a probe");
+        assert_eq!(probe.done, None, "{probe:?}");
+        assert!(probe.walk_per_object.is_some(), "{probe:?}");
+        let proc = PathBuf::from(format!("/proc/{}", got.pid));
+        assert!(!proc.exists(), "the `zfs diff` child {} is left", got.pid);
+    }
+
+    /// The same slow `zfs diff` on a tree of fewer objects than the
+    /// policy's floor is waited for: its list is the answer.
+    #[test]
+    fn a_tiny_tree_stays_on_zfs_diff_however_slow() {
+        let (t, p, c) = trees();
+        let (pr, cr) = refs(&p, &c);
+        // The root changed: every name is judged (on copies, every
+        // directory is another object), which finds the walk's list.
+        let prog = fake_zfs(t.path(), &c, "sleep 1; printf 'M\\t/\\t%s/\\n' \"$C\"");
+        let walk = TreeWalkDiffer::new().changes(Some(pr), cr).unwrap();
+        for objects in [4095, 0] {
+            let policy = Policy {
+                min_objects: 4096,
+                ..eager()
+            };
+            let d = ZfsDiffer::new("tank/jbuild")
+                .with_program(&prog)
+                .with_policy(policy)
+                .with_object_count(objects);
+            let got = d.choose(pr, cr).unwrap();
+            assert_eq!((&got.changes, got.by), (&walk, "zfs-diff"), "{objects}");
+        }
+        // With more objects the same fake is stopped.
+        let d = ZfsDiffer::new("tank/jbuild")
+            .with_program(&prog)
+            .with_policy(eager())
+            .with_object_count(4096);
+        assert_eq!(d.choose(pr, cr).unwrap().by, "tree-walk");
+    }
+
+    /// A line names an object: the path's inode in the child, or in the
+    /// parent for a path the child no longer has.
+    #[test]
+    fn a_line_names_the_object_zfs_diff_has_reached() {
+        let (_t, p, c) = trees();
+        let (pr, cr) = refs(&p, &c);
+        let ino = |path: &Path| meta::lstat(path).unwrap().ino;
+        let line = |s: String| s.into_bytes();
+        let cs = c.display();
+        assert_eq!(
+            object_of(&line(format!("M\tF\t{cs}/etc/passwd")), pr, cr),
+            Some(ino(&c.join("etc/passwd")))
+        );
+        assert_eq!(
+            object_of(&line(format!("-\tF\t{cs}/etc/sub/old")), pr, cr),
+            Some(ino(&p.join("etc/sub/old")))
+        );
+        assert_eq!(
+            object_of(&line(format!("+\tF\t{cs}/etc/sub/new\\0040file")), pr, cr),
+            Some(ino(&c.join("etc/sub/new file")))
+        );
+        assert_eq!(object_of(b"garbage", pr, cr), None);
     }
 
     #[test]
@@ -658,9 +783,7 @@ mod tests {
         let (_t, p, c) = trees();
         let (pr, cr) = refs(&p, &c);
         let walk = TreeWalkDiffer::new().changes(Some(pr), cr).unwrap();
-        let (changes, links) = Judge::new(&p, &c)
-            .run(vec![PathBuf::new()], &Cancel::new())
-            .unwrap();
+        let (changes, links) = Judge::new(&p, &c).run(vec![PathBuf::new()]).unwrap();
         let got = canonicalize(changes, Some(&p), &c, Some(&links)).unwrap();
         assert_eq!(got, walk);
     }
