@@ -267,7 +267,8 @@ impl ZfsDiffer {
             if !sampled && elapsed >= SAMPLE_AFTER {
                 sampled = true;
                 let t = Instant::now();
-                let cancel = Cancel::at(t + self.policy.walk_sample);
+                let cancel =
+                    Cancel::at(t + self.policy.walk_sample, self.policy.walk_sample_visits);
                 match walk.changes_cancellable(Some(parent), child, &cancel) {
                     // The whole walk fit in the sample: it is the answer.
                     Ok(changes) => {
@@ -676,6 +677,7 @@ mod tests {
             probe_floor: Duration::ZERO,
             probe_share: 0.0,
             walk_sample: Duration::ZERO,
+            walk_sample_visits: 0,
         }
     }
 

@@ -550,7 +550,7 @@ fn the_choice_lists_narrow_changes_with_zfs_diff_and_wide_ones_with_the_walk() {
             write(r, path(i), format!("file {i}\n").as_bytes());
         }
     });
-    ds.child("base", "narrow", |c| write(c, path(37), b"narrow"));
+    ds.child("base", "narrow", |c| drop(write(c, path(37), b"narrow")));
     ds.child("base", "wide", |c| {
         for i in (7..files).step_by(10) {
             write(c, path(i), b"wide");
