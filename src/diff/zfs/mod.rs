@@ -58,6 +58,8 @@ use std::io;
 use std::os::unix::fs::DirEntryExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
+use std::thread::ScopedJoinHandle;
 use std::time::{Duration, Instant};
 
 use super::canonical::read_dir_sorted;
@@ -77,6 +79,10 @@ const POLL: Duration = Duration::from_millis(10);
 /// When the walk's rate is measured if `zfs diff` is still running (a
 /// narrow change on fast hardware is listed before, and pays nothing).
 const SAMPLE_AFTER: Duration = Duration::from_millis(100);
+
+/// What the walk's timing sample ends with (a whole list when the walk
+/// fit in it, else [`DiffError::Cancelled`]) and how long it took.
+type Sampled = (Result<Vec<Change>, DiffError>, Duration);
 
 pub struct ZfsDiffer {
     parent_dataset: String,
@@ -247,77 +253,106 @@ impl ZfsDiffer {
         let (mut run, what) = self.start(parent.name, child.name)?;
         let (start, pid) = (Instant::now(), run.id());
         let walk = TreeWalkDiffer::new();
-        let (mut rate, mut sampled, mut probe) = (None, false, None);
+        let (mut rate, mut probe) = (None, None);
         let mut first: Option<(Duration, f64)> = None;
-        loop {
-            if let Some(records) = self.finished(&mut run, &what, child)? {
-                let changes = self.judge(records, parent, child)?;
-                return Ok(Choice {
-                    changes,
-                    by: self.name(),
-                    probe,
-                    pid,
-                });
-            }
-            let elapsed = start.elapsed();
-            let Some(objects) = objects.filter(|n| *n >= self.policy.min_objects) else {
-                std::thread::sleep(POLL);
-                continue;
-            };
-            if !sampled && elapsed >= SAMPLE_AFTER {
-                sampled = true;
-                let t = Instant::now();
-                let cancel =
-                    Cancel::at(t + self.policy.walk_sample, self.policy.walk_sample_visits);
-                match walk.changes_cancellable(Some(parent), child, &cancel) {
-                    // The whole walk fit in the sample: it is the answer.
-                    Ok(changes) => {
-                        run.kill();
-                        return Ok(Choice {
-                            changes,
-                            by: walk.name(),
-                            probe,
-                            pid,
-                        });
+        // The walk's timing sample runs on a thread of its own, so a
+        // `zfs diff` that ends meanwhile is seen at once (and the sample
+        // cancelled) rather than after the sample.
+        let sample_cancel: OnceLock<Cancel> = OnceLock::new();
+        std::thread::scope(|scope| {
+            let mut sample: Option<ScopedJoinHandle<'_, Sampled>> = None;
+            loop {
+                if let Some(records) = self.finished(&mut run, &what, child)? {
+                    if let Some(c) = sample_cancel.get() {
+                        c.cancel();
                     }
-                    Err(DiffError::Cancelled) => {
-                        rate = Some(
-                            t.elapsed() / u32::try_from(cancel.checks().max(1)).unwrap_or(u32::MAX),
-                        );
-                    }
-                    // The walk itself fails: `zfs diff` is the only way.
-                    Err(e) => tracing::debug!("timing the tree walk: {e}"),
+                    let changes = self.judge(records, parent, child)?;
+                    return Ok(Choice {
+                        changes,
+                        by: self.name(),
+                        probe,
+                        pid,
+                    });
                 }
-                continue;
+                let elapsed = start.elapsed();
+                let Some(objects) = objects.filter(|n| *n >= self.policy.min_objects) else {
+                    std::thread::sleep(POLL);
+                    continue;
+                };
+                if sample_cancel.get().is_none() && elapsed >= SAMPLE_AFTER {
+                    let cancel = sample_cancel.get_or_init(|| {
+                        Cancel::at(
+                            Instant::now() + self.policy.walk_sample,
+                            self.policy.walk_sample_visits,
+                        )
+                    });
+                    let walk = &walk;
+                    sample = Some(scope.spawn(move || {
+                        let t = Instant::now();
+                        (
+                            walk.changes_cancellable(Some(parent), child, cancel),
+                            t.elapsed(),
+                        )
+                    }));
+                }
+                if let Some(handle) = sample.take() {
+                    if !handle.is_finished() {
+                        sample = Some(handle);
+                        std::thread::sleep(POLL);
+                        continue;
+                    }
+                    let (listed, took) = handle
+                        .join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                    let checks = sample_cancel.get().map_or(1, Cancel::checks).max(1);
+                    match listed {
+                        // The whole walk fit in the sample: it is the answer.
+                        Ok(changes) => {
+                            run.kill();
+                            return Ok(Choice {
+                                changes,
+                                by: walk.name(),
+                                probe,
+                                pid,
+                            });
+                        }
+                        Err(DiffError::Cancelled) => {
+                            rate = Some(took / u32::try_from(checks).unwrap_or(u32::MAX));
+                        }
+                        // The walk itself fails: `zfs diff` is the only way.
+                        Err(e) => tracing::debug!("timing the tree walk: {e}"),
+                    }
+                    continue;
+                }
+                let done = run
+                    .last_line()
+                    .and_then(|l| object_of(&l, parent, child))
+                    .map(|ino| (ino as f64 / objects as f64).min(1.0));
+                if first.is_none() {
+                    first = done.map(|d| (elapsed, d));
+                }
+                let p = Probe {
+                    elapsed,
+                    done,
+                    first,
+                    objects,
+                    walk_per_object: rate,
+                };
+                probe = Some(p);
+                if decide(&self.policy, &p) == Decision::Walk {
+                    tracing::debug!("zfs diff stopped for the tree walk: {p:?}");
+                    run.kill();
+                    let changes = walk.changes(Some(parent), child)?;
+                    return Ok(Choice {
+                        changes,
+                        by: walk.name(),
+                        probe,
+                        pid,
+                    });
+                }
+                std::thread::sleep(POLL);
             }
-            let done = run
-                .last_line()
-                .and_then(|l| object_of(&l, parent, child))
-                .map(|ino| (ino as f64 / objects as f64).min(1.0));
-            if first.is_none() {
-                first = done.map(|d| (elapsed, d));
-            }
-            let p = Probe {
-                elapsed,
-                done,
-                first,
-                objects,
-                walk_per_object: rate,
-            };
-            probe = Some(p);
-            if decide(&self.policy, &p) == Decision::Walk {
-                tracing::debug!("zfs diff stopped for the tree walk: {p:?}");
-                run.kill();
-                let changes = walk.changes(Some(parent), child)?;
-                return Ok(Choice {
-                    changes,
-                    by: walk.name(),
-                    probe,
-                    pid,
-                });
-            }
-            std::thread::sleep(POLL);
-        }
+        })
     }
 }
 
