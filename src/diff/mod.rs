@@ -51,6 +51,7 @@
 //!    [`emission_order`].
 
 pub mod canonical;
+pub mod choose;
 pub mod meta;
 pub mod walk;
 pub mod zfs;
@@ -111,6 +112,9 @@ pub enum DiffError {
     InvalidChange { path: PathBuf, reason: &'static str },
     #[error("{0}")]
     Backend(String),
+    /// The differ was told to stop (see [`choose::Cancel`]).
+    #[error("the differ was cancelled")]
+    Cancelled,
 }
 
 impl DiffError {

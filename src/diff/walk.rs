@@ -28,6 +28,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use super::canonical::read_dir_sorted;
+use super::choose::Cancel;
 use super::meta::{self, FileKind, Meta};
 use super::*;
 
@@ -50,18 +51,44 @@ impl Differ for TreeWalkDiffer {
         parent: Option<SnapshotRef<'_>>,
         child: SnapshotRef<'_>,
     ) -> Result<(Vec<Change>, &'static str), DiffError> {
+        Ok((self.walk(parent, child, None)?, self.name()))
+    }
+}
+
+impl TreeWalkDiffer {
+    /// [`Differ::changes`] that stops with [`DiffError::Cancelled`] soon
+    /// after `cancel` is set: the flag is checked at every entry, so a
+    /// walk that is stopped (see [`choose`](super::choose)) ends within one `lstat` or
+    /// directory read (plus the content comparison of one file).
+    pub fn changes_cancellable(
+        &self,
+        parent: Option<SnapshotRef<'_>>,
+        child: SnapshotRef<'_>,
+        cancel: &Cancel,
+    ) -> Result<Vec<Change>, DiffError> {
+        self.walk(parent, child, Some(cancel))
+    }
+
+    fn walk(
+        &self,
+        parent: Option<SnapshotRef<'_>>,
+        child: SnapshotRef<'_>,
+        cancel: Option<&Cancel>,
+    ) -> Result<Vec<Change>, DiffError> {
         let mut walk = Walk {
             child: child.root,
             changes: Vec::new(),
             links: LinkIndex::default(),
         };
         match parent {
-            Some(p) => walk.compare_dir(p.root, Path::new(""))?,
-            None => walk.add_children(Path::new(""))?,
+            Some(p) => walk.compare_dir_until(p.root, Path::new(""), cancel)?,
+            None => walk.add_children_until(Path::new(""), cancel)?,
         }
         let Walk { changes, links, .. } = walk;
-        let changes = canonicalize(changes, parent.map(|p| p.root), child.root, Some(&links))?;
-        Ok((changes, self.name()))
+        if let Some(c) = cancel {
+            c.check()?;
+        }
+        canonicalize(changes, parent.map(|p| p.root), child.root, Some(&links))
     }
 }
 
@@ -80,12 +107,31 @@ fn lstat(path: &Path) -> Result<Meta, DiffError> {
 }
 
 impl Walk<'_> {
-    /// Compares the directory `rel`, present as a directory in both trees.
-    pub(crate) fn compare_dir(&mut self, parent: &Path, rel: &Path) -> Result<(), DiffError> {
+    /// `rel` exists in both trees.
+    pub(crate) fn compare(&mut self, parent: &Path, rel: &Path) -> Result<(), DiffError> {
+        self.compare_until(parent, rel, None)
+    }
+
+    /// `rel` exists only in the child: it and everything under it is Added.
+    pub(crate) fn add(&mut self, rel: &Path) -> Result<(), DiffError> {
+        self.add_until(rel, None)
+    }
+
+    /// Compares the directory `rel`, present as a directory in both trees,
+    /// checking `cancel` (when there is one) at every entry.
+    fn compare_dir_until(
+        &mut self,
+        parent: &Path,
+        rel: &Path,
+        cancel: Option<&Cancel>,
+    ) -> Result<(), DiffError> {
         let before = read_dir_sorted(&parent.join(rel))?;
         let after = read_dir_sorted(&self.child.join(rel))?;
         let (mut i, mut j) = (0, 0);
         while i < before.len() || j < after.len() {
+            if let Some(c) = cancel {
+                c.check()?;
+            }
             let order = match (before.get(i), after.get(j)) {
                 (Some(b), Some(a)) => b.as_bytes().cmp(a.as_bytes()),
                 (Some(_), None) => Ordering::Less,
@@ -98,11 +144,11 @@ impl Walk<'_> {
                     i += 1;
                 }
                 Ordering::Greater => {
-                    self.add(&rel.join(&after[j]))?;
+                    self.add_until(&rel.join(&after[j]), cancel)?;
                     j += 1;
                 }
                 Ordering::Equal => {
-                    self.compare(parent, &rel.join(&after[j]))?;
+                    self.compare_until(parent, &rel.join(&after[j]), cancel)?;
                     i += 1;
                     j += 1;
                 }
@@ -111,8 +157,12 @@ impl Walk<'_> {
         Ok(())
     }
 
-    /// `rel` exists in both trees.
-    pub(crate) fn compare(&mut self, parent: &Path, rel: &Path) -> Result<(), DiffError> {
+    fn compare_until(
+        &mut self,
+        parent: &Path,
+        rel: &Path,
+        cancel: Option<&Cancel>,
+    ) -> Result<(), DiffError> {
         let (pp, cp) = (parent.join(rel), self.child.join(rel));
         let (pm, cm) = (lstat(&pp)?, lstat(&cp)?);
         self.links.record(rel, &cm);
@@ -120,26 +170,28 @@ impl Walk<'_> {
             self.changes.push(Change::new(rel, ChangeKind::Modified));
         }
         match (pm.is_dir(), cm.is_dir()) {
-            (true, true) => self.compare_dir(parent, rel),
-            (false, true) => self.add_children(rel),
+            (true, true) => self.compare_dir_until(parent, rel, cancel),
+            (false, true) => self.add_children_until(rel, cancel),
             _ => Ok(()),
         }
     }
 
-    /// `rel` exists only in the child: it and everything under it is Added.
-    pub(crate) fn add(&mut self, rel: &Path) -> Result<(), DiffError> {
+    fn add_until(&mut self, rel: &Path, cancel: Option<&Cancel>) -> Result<(), DiffError> {
         let m = lstat(&self.child.join(rel))?;
         self.links.record(rel, &m);
         self.changes.push(Change::new(rel, ChangeKind::Added));
         if m.is_dir() {
-            self.add_children(rel)?;
+            self.add_children_until(rel, cancel)?;
         }
         Ok(())
     }
 
-    pub(crate) fn add_children(&mut self, rel: &Path) -> Result<(), DiffError> {
+    fn add_children_until(&mut self, rel: &Path, cancel: Option<&Cancel>) -> Result<(), DiffError> {
         for name in read_dir_sorted(&self.child.join(rel))? {
-            self.add(&rel.join(name))?;
+            if let Some(c) = cancel {
+                c.check()?;
+            }
+            self.add_until(&rel.join(name), cancel)?;
         }
         Ok(())
     }

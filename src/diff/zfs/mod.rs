@@ -27,34 +27,83 @@
 //! The layer is therefore byte-identical to the tree walk's for the same
 //! snapshots (a test in the qemu lane checks it).
 //!
+//! # Which differ lists a layer
+//!
+//! `zfs diff` is not always the cheaper way. libzfs looks at every object
+//! of each object block (32 dnodes) holding a change, and for each finds
+//! its path in both snapshots (a search of its directory), so its cost
+//! follows how *spread* the change is over the object numbers, not how
+//! many files changed: one file or 100 in one directory take 0.3–0.5 s in
+//! the emulated guest of `benches/zfs-diff.sh`, 10% of 50,000 files
+//! (every object block) over ten times the walk. The tree walk costs the
+//! same for any change: one visit per object. No cheap figure tells the
+//! two apart in advance (`written` and file counts miss a thin but wide
+//! change), so `zfs diff` runs alone and its progress is watched: the
+//! [choice](super::choose) stops it and walks once, as projected, what it
+//! has left costs more than a whole walk (and never for a tree of fewer
+//! than [`Policy::min_objects`] objects). Both give the same list, and
+//! [`Differ::changes_named`] names the one that produced it.
+//!
 //! With no parent (a base layer is all of the child) the tree walk is the
 //! only way. When `zfs diff` is missing (zfs-fuse has none), fails, or
-//! prints what the parser refuses, the differ falls back to the tree walk
-//! and says so once per differ through `tracing::warn!`.
+//! prints what the parser refuses, the walk is used; the differ says so
+//! once through `tracing::warn!`.
 
 pub mod parse;
+mod run;
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::ffi::OsString;
 use std::io;
 use std::os::unix::fs::DirEntryExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
+use std::thread::ScopedJoinHandle;
+use std::time::{Duration, Instant};
 
 use super::canonical::read_dir_sorted;
+use super::choose::{decide, Cancel, Decision, Policy, Probe};
 use super::meta::{self, Meta};
 use super::walk::{differs, TreeWalkDiffer};
 use super::*;
 use parse::{Format, Name};
+use run::Running;
 
 /// The snapshot of a committed dataset that `zfs diff` compares.
 pub const SNAPSHOT: &str = "jbuild";
 
+/// How often the running `zfs diff` is looked at.
+const POLL: Duration = Duration::from_millis(10);
+
+/// When the walk's rate is measured if `zfs diff` is still running (a
+/// narrow change on fast hardware is listed before, and pays nothing).
+const SAMPLE_AFTER: Duration = Duration::from_millis(100);
+
+/// What the walk's timing sample ends with (a whole list when the walk
+/// fit in it, else [`DiffError::Cancelled`]) and how long it took.
+type Sampled = (Result<Vec<Change>, DiffError>, Duration);
+
 pub struct ZfsDiffer {
     parent_dataset: String,
     program: PathBuf,
+    policy: Policy,
+    objects: Option<u64>,
     warned: AtomicBool,
+}
+
+/// How a layer's changes were listed, and what was known when the differ
+/// that listed them was chosen.
+#[derive(Debug)]
+pub struct Choice {
+    pub changes: Vec<Change>,
+    /// `zfs-diff` or `tree-walk`.
+    pub by: &'static str,
+    /// The last look at the running `zfs diff` (none when it ended before
+    /// the first look).
+    pub probe: Option<Probe>,
+    /// The `zfs diff` child's process id.
+    pub pid: u32,
 }
 
 impl ZfsDiffer {
@@ -63,6 +112,8 @@ impl ZfsDiffer {
         ZfsDiffer {
             parent_dataset: parent_dataset.into(),
             program: PathBuf::from("zfs"),
+            policy: Policy::default(),
+            objects: None,
             warned: AtomicBool::new(false),
         }
     }
@@ -73,34 +124,76 @@ impl ZfsDiffer {
         self
     }
 
+    /// Chooses by `policy` instead of [`Policy::default`].
+    pub fn with_policy(mut self, policy: Policy) -> ZfsDiffer {
+        self.policy = policy;
+        self
+    }
+
+    /// Takes the child to hold `objects` objects instead of asking
+    /// `statvfs` (which counts a dataset's objects on ZFS only: host tests
+    /// use this).
+    pub fn with_object_count(mut self, objects: u64) -> ZfsDiffer {
+        self.objects = Some(objects);
+        self
+    }
+
     fn snapshot_of(&self, name: &str) -> String {
         format!("{}/{name}@{SNAPSHOT}", self.parent_dataset)
     }
 
-    /// Runs `zfs diff -H -F` and parses it; `Err` is why it could not be
-    /// used, for the fallback's message.
-    fn zfs_diff(
-        &self,
-        parent: SnapshotRef<'_>,
-        child: SnapshotRef<'_>,
-    ) -> Result<Vec<parse::Record>, String> {
-        let (from, to) = (self.snapshot_of(parent.name), self.snapshot_of(child.name));
-        let out = Command::new(&self.program)
-            .args(["diff", "-H", "-F", &from, &to])
-            .output()
-            .map_err(|e| format!("cannot run `{}`: {e}", self.program.display()))?;
-        if !out.status.success() {
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            return Err(format!(
-                "`zfs diff {from} {to}` failed ({}): {}",
-                out.status,
-                stderr.trim()
-            ));
-        }
-        parse::parse(&out.stdout, &Format::jbuild(child.root)).map_err(|e| e.to_string())
+    /// Starts `zfs diff -H -F` from `parent` to `child`.
+    fn start(&self, parent: &str, child: &str) -> Result<(Running, String), DiffError> {
+        let (from, to) = (self.snapshot_of(parent), self.snapshot_of(child));
+        let run =
+            Running::spawn(&self.program, &["diff", "-H", "-F", &from, &to]).map_err(|e| {
+                DiffError::Backend(format!("cannot run `{}`: {e}", self.program.display()))
+            })?;
+        Ok((run, format!("zfs diff {from} {to}")))
     }
 
-    fn fall_back(&self, why: &str) {
+    /// Waits for `run` to end and parses its output.
+    fn records(
+        &self,
+        mut run: Running,
+        what: &str,
+        child: SnapshotRef<'_>,
+    ) -> Result<Vec<parse::Record>, DiffError> {
+        loop {
+            if let Some(out) = self.finished(&mut run, what, child)? {
+                return Ok(out);
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+
+    /// The parsed output once `run` has ended; [`DiffError::Backend`] says
+    /// why it could not be used.
+    fn finished(
+        &self,
+        run: &mut Running,
+        what: &str,
+        child: SnapshotRef<'_>,
+    ) -> Result<Option<Vec<parse::Record>>, DiffError> {
+        let f = match run.try_finish() {
+            Ok(None) => return Ok(None),
+            Ok(Some(f)) => f,
+            Err(e) => return Err(DiffError::Backend(format!("cannot wait for `{what}`: {e}"))),
+        };
+        if !f.status.success() {
+            let stderr = String::from_utf8_lossy(&f.stderr);
+            return Err(DiffError::Backend(format!(
+                "`{what}` failed ({}): {}",
+                f.status,
+                stderr.trim()
+            )));
+        }
+        parse::parse(&f.stdout, &Format::jbuild(child.root))
+            .map(Some)
+            .map_err(|e| DiffError::Backend(e.to_string()))
+    }
+
+    fn fall_back(&self, why: &DiffError) {
         if !self.warned.swap(true, Ordering::Relaxed) {
             tracing::warn!("{why}; finding changes by walking both trees instead (slower)");
         } else {
@@ -110,28 +203,27 @@ impl ZfsDiffer {
 }
 
 impl ZfsDiffer {
-    /// The changes as `zfs diff` finds them, with no fallback: a `zfs diff`
-    /// that cannot be run, fails, or prints what the parser refuses is a
-    /// [`DiffError::Backend`]. [`Differ::changes`] is this plus the
-    /// fallback; tests call this to be sure `zfs diff` was used.
+    /// The changes as `zfs diff` finds them, with no fallback and no
+    /// choice: a `zfs diff` that cannot be run, fails, or prints what the
+    /// parser refuses is a [`DiffError::Backend`]. Tests and benches call
+    /// this to be sure `zfs diff` was used.
     pub fn changes_via_zfs(
         &self,
         parent: SnapshotRef<'_>,
         child: SnapshotRef<'_>,
     ) -> Result<Vec<Change>, DiffError> {
-        self.attempt(parent, child)?.map_err(DiffError::Backend)
+        let (run, what) = self.start(parent.name, child.name)?;
+        let records = self.records(run, &what, child)?;
+        self.judge(records, parent, child)
     }
 
-    /// `Ok(Err(why))` when `zfs diff` could not be used.
-    fn attempt(
+    /// The candidates `zfs diff` named, judged in both trees.
+    fn judge(
         &self,
+        records: Vec<parse::Record>,
         parent: SnapshotRef<'_>,
         child: SnapshotRef<'_>,
-    ) -> Result<Result<Vec<Change>, String>, DiffError> {
-        let records = match self.zfs_diff(parent, child) {
-            Ok(r) => r,
-            Err(why) => return Ok(Err(why)),
-        };
+    ) -> Result<Vec<Change>, DiffError> {
         let mut candidates = Vec::new();
         for r in records {
             for name in std::iter::once(r.name).chain(r.new_name) {
@@ -146,7 +238,121 @@ impl ZfsDiffer {
             }
         }
         let (changes, links) = Judge::new(parent.root, child.root).run(candidates)?;
-        canonicalize(changes, Some(parent.root), child.root, Some(&links)).map(Ok)
+        canonicalize(changes, Some(parent.root), child.root, Some(&links))
+    }
+
+    /// `zfs diff` alone, watched, and stopped for the tree walk when the
+    /// [choice](super::choose) says so. A `zfs diff` that cannot be used
+    /// is a [`DiffError::Backend`] (the caller walks instead).
+    pub fn choose(
+        &self,
+        parent: SnapshotRef<'_>,
+        child: SnapshotRef<'_>,
+    ) -> Result<Choice, DiffError> {
+        let objects = self.objects.or_else(|| object_count(child.root));
+        let (mut run, what) = self.start(parent.name, child.name)?;
+        let (start, pid) = (Instant::now(), run.id());
+        let walk = TreeWalkDiffer::new();
+        let (mut rate, mut probe) = (None, None);
+        let mut first: Option<(Duration, f64)> = None;
+        // The walk's timing sample runs on a thread of its own, so a
+        // `zfs diff` that ends meanwhile is seen at once (and the sample
+        // cancelled) rather than after the sample.
+        let sample_cancel: OnceLock<Cancel> = OnceLock::new();
+        std::thread::scope(|scope| {
+            let mut sample: Option<ScopedJoinHandle<'_, Sampled>> = None;
+            loop {
+                if let Some(records) = self.finished(&mut run, &what, child)? {
+                    if let Some(c) = sample_cancel.get() {
+                        c.cancel();
+                    }
+                    let changes = self.judge(records, parent, child)?;
+                    return Ok(Choice {
+                        changes,
+                        by: self.name(),
+                        probe,
+                        pid,
+                    });
+                }
+                let elapsed = start.elapsed();
+                let Some(objects) = objects.filter(|n| *n >= self.policy.min_objects) else {
+                    std::thread::sleep(POLL);
+                    continue;
+                };
+                if sample_cancel.get().is_none() && elapsed >= SAMPLE_AFTER {
+                    let cancel = sample_cancel.get_or_init(|| {
+                        Cancel::at(
+                            Instant::now() + self.policy.walk_sample,
+                            self.policy.walk_sample_visits,
+                        )
+                    });
+                    let walk = &walk;
+                    sample = Some(scope.spawn(move || {
+                        let t = Instant::now();
+                        (
+                            walk.changes_cancellable(Some(parent), child, cancel),
+                            t.elapsed(),
+                        )
+                    }));
+                }
+                if let Some(handle) = sample.take() {
+                    if !handle.is_finished() {
+                        sample = Some(handle);
+                        std::thread::sleep(POLL);
+                        continue;
+                    }
+                    let (listed, took) = handle
+                        .join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                    let checks = sample_cancel.get().map_or(1, Cancel::checks).max(1);
+                    match listed {
+                        // The whole walk fit in the sample: it is the answer.
+                        Ok(changes) => {
+                            run.kill();
+                            return Ok(Choice {
+                                changes,
+                                by: walk.name(),
+                                probe,
+                                pid,
+                            });
+                        }
+                        Err(DiffError::Cancelled) => {
+                            rate = Some(took / u32::try_from(checks).unwrap_or(u32::MAX));
+                        }
+                        // The walk itself fails: `zfs diff` is the only way.
+                        Err(e) => tracing::debug!("timing the tree walk: {e}"),
+                    }
+                    continue;
+                }
+                let done = run
+                    .last_line()
+                    .and_then(|l| object_of(&l, parent, child))
+                    .map(|ino| (ino as f64 / objects as f64).min(1.0));
+                if first.is_none() {
+                    first = done.map(|d| (elapsed, d));
+                }
+                let p = Probe {
+                    elapsed,
+                    done,
+                    first,
+                    objects,
+                    walk_per_object: rate,
+                };
+                probe = Some(p);
+                if decide(&self.policy, &p) == Decision::Walk {
+                    tracing::debug!("zfs diff stopped for the tree walk: {p:?}");
+                    run.kill();
+                    let changes = walk.changes(Some(parent), child)?;
+                    return Ok(Choice {
+                        changes,
+                        by: walk.name(),
+                        probe,
+                        pid,
+                    });
+                }
+                std::thread::sleep(POLL);
+            }
+        })
     }
 }
 
@@ -164,14 +370,37 @@ impl Differ for ZfsDiffer {
         let Some(parent) = parent else {
             return Ok((walk.changes(None, child)?, walk.name()));
         };
-        match self.attempt(parent, child)? {
-            Ok(changes) => Ok((changes, self.name())),
-            Err(why) => {
-                self.fall_back(&why);
+        match self.choose(parent, child) {
+            Ok(c) => Ok((c.changes, c.by)),
+            Err(e @ DiffError::Backend(_)) => {
+                self.fall_back(&e);
                 Ok((walk.changes(Some(parent), child)?, walk.name()))
             }
+            Err(e) => Err(e),
         }
     }
+}
+
+/// The objects in the dataset mounted at `root`: on ZFS, `statvfs`'s
+/// `f_files − f_ffree` is the dataset's object count.
+fn object_count(root: &Path) -> Option<u64> {
+    let s = nix::sys::statvfs::statvfs(root).ok()?;
+    Some((s.files() as u64).saturating_sub(s.files_free() as u64))
+}
+
+/// The object number (inode) of the path one line of `zfs diff` names: in
+/// the child, or in the parent for a path the child no longer has.
+fn object_of(line: &[u8], parent: SnapshotRef<'_>, child: SnapshotRef<'_>) -> Option<u64> {
+    let r = parse::parse_line(line, &Format::jbuild(child.root)).ok()?;
+    let rel = match r.new_name.unwrap_or(r.name) {
+        Name::Path(p) => p,
+        Name::Root => PathBuf::new(),
+        Name::OnDeleteQueue => return None,
+    };
+    meta::lstat(&child.root.join(&rel))
+        .or_else(|_| meta::lstat(&parent.root.join(&rel)))
+        .ok()
+        .map(|m| m.ino)
 }
 
 /// Decides what each candidate path is, as the tree walk would.
@@ -404,106 +633,4 @@ fn for_each_entry(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::fs;
-    use std::process::Command;
-
-    /// A parent tree and a child copied from it and changed.
-    fn trees() -> (tempfile::TempDir, PathBuf, PathBuf) {
-        let t = tempfile::tempdir().unwrap();
-        let (p, c) = (t.path().join("p"), t.path().join("c"));
-        fs::create_dir_all(p.join("etc/sub")).unwrap();
-        fs::write(p.join("etc/passwd"), "root").unwrap();
-        fs::write(p.join("etc/sub/old"), "old").unwrap();
-        fs::write(p.join("a"), "a").unwrap();
-        fs::hard_link(p.join("a"), p.join("etc/a-link")).unwrap();
-        let st = Command::new("cp")
-            .arg("-a")
-            .arg(&p)
-            .arg(&c)
-            .status()
-            .unwrap();
-        assert!(st.success());
-        fs::write(c.join("etc/passwd"), "root:x").unwrap();
-        fs::remove_file(c.join("etc/sub/old")).unwrap();
-        fs::write(c.join("etc/sub/new file"), "n").unwrap();
-        fs::hard_link(c.join("a"), c.join("b")).unwrap();
-        (t, p, c)
-    }
-
-    fn refs<'a>(p: &'a Path, c: &'a Path) -> (SnapshotRef<'a>, SnapshotRef<'a>) {
-        (
-            SnapshotRef { name: "p", root: p },
-            SnapshotRef { name: "c", root: c },
-        )
-    }
-
-    #[test]
-    fn falls_back_to_the_tree_walk_when_zfs_is_missing_fails_or_garbles() {
-        let (_t, p, c) = trees();
-        let (pr, cr) = refs(&p, &c);
-        let walk = TreeWalkDiffer::new().changes(Some(pr), cr).unwrap();
-        assert!(!walk.is_empty());
-        for (program, why) in [
-            ("/nonexistent/zfs", "cannot run"),
-            ("false", "failed"),
-            // `echo diff -H -F ...` is one line the parser refuses.
-            ("echo", "unknown change"),
-        ] {
-            let d = ZfsDiffer::new("tank/jbuild").with_program(program);
-            let e = d.changes_via_zfs(pr, cr).unwrap_err().to_string();
-            assert!(e.contains(why), "{program}: {e}");
-            assert_eq!(d.changes(Some(pr), cr).unwrap(), walk, "{program}");
-            assert!(d.warned.load(Ordering::Relaxed));
-        }
-    }
-
-    #[test]
-    fn runs_zfs_diff_on_the_agreed_snapshot_names() {
-        let (_t, p, c) = trees();
-        let (pr, cr) = refs(&p, &c);
-        let e = ZfsDiffer::new("tank/jbuild")
-            .with_program("false")
-            .changes_via_zfs(pr, cr)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("`zfs diff tank/jbuild/p@jbuild tank/jbuild/c@jbuild`"),
-            "{e}"
-        );
-    }
-
-    /// Judging from the root down finds what the tree walk finds. (On
-    /// copies every directory is another inode, so every name is looked at;
-    /// the qemu lane tests the cheap paths on real clones.)
-    #[test]
-    fn judging_from_the_root_matches_the_tree_walk() {
-        let (_t, p, c) = trees();
-        let (pr, cr) = refs(&p, &c);
-        let walk = TreeWalkDiffer::new().changes(Some(pr), cr).unwrap();
-        let (changes, links) = Judge::new(&p, &c).run(vec![PathBuf::new()]).unwrap();
-        let got = canonicalize(changes, Some(&p), &c, Some(&links)).unwrap();
-        assert_eq!(got, walk);
-    }
-
-    #[test]
-    fn other_names_are_found_in_the_own_directory_then_anywhere() {
-        let (_t, _p, c) = trees();
-        let m = meta::lstat(&c.join("a")).unwrap();
-        let mut names = other_names(&c, &[(PathBuf::from("a"), m)]).unwrap();
-        names.sort();
-        assert_eq!(names, ["a", "b", "etc/a-link"].map(PathBuf::from));
-    }
-
-    #[test]
-    fn a_symlinked_ancestor_is_not_followed() {
-        let t = tempfile::tempdir().unwrap();
-        fs::create_dir(t.path().join("d")).unwrap();
-        fs::write(t.path().join("d/f"), "x").unwrap();
-        std::os::unix::fs::symlink("d", t.path().join("l")).unwrap();
-        let mut tree = Tree::new(t.path());
-        assert!(tree.lookup(Path::new("d/f")).unwrap().is_some());
-        assert!(tree.lookup(Path::new("l/f")).unwrap().is_none());
-    }
-}
+mod tests;

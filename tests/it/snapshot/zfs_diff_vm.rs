@@ -530,3 +530,55 @@ fn unlinked_open_file() {
     both(&ds, "base", "c");
     drop(held);
 }
+
+/// The differ a build uses runs `zfs diff` alone and watches it: a narrow
+/// change (one file, early in the object range: one line, then the end) is
+/// listed by `zfs diff`; a wide one (every 10th of 5,000 files: every
+/// object block, tens of seconds of `zfs diff` here against a few of walk)
+/// is stopped past the probe and walked, the `zfs diff` child killed and
+/// reaped. Each time the layer is the walk's, byte for byte, and the name
+/// reported is that of the differ that listed it. The tree has more
+/// objects than the default policy's floor, so the choice is a build's.
+#[test]
+#[ignore = "needs the qemu lane: bash tests/zfs-vm/lane.sh"]
+fn the_choice_lists_narrow_changes_with_zfs_diff_and_wide_ones_with_the_walk() {
+    let ds = Ds::new("choose");
+    let files = 5000;
+    let path = |i: usize| format!("d{:02}/f{:02}", i / 100, i % 100);
+    let proot = ds.base(|r| {
+        for i in 0..files {
+            write(r, path(i), format!("file {i}\n").as_bytes());
+        }
+    });
+    ds.child("base", "narrow", |c| drop(write(c, path(37), b"narrow")));
+    ds.child("base", "wide", |c| {
+        for i in (7..files).step_by(10) {
+            write(c, path(i), b"wide");
+        }
+    });
+    let d = ZfsDiffer::new(&ds.name);
+    let p = SnapshotRef {
+        name: "base",
+        root: &proot,
+    };
+    for (child, want, changed) in [("narrow", "zfs-diff", 1), ("wide", "tree-walk", files / 10)] {
+        let croot = ds.root(child);
+        let c = SnapshotRef {
+            name: child,
+            root: &croot,
+        };
+        let walk = TreeWalkDiffer::new().changes(Some(p), c).unwrap();
+        assert_eq!(walk.len(), changed, "{child}");
+        let got = d.choose(p, c).unwrap();
+        assert_eq!(got.by, want, "{child}: chosen on {:?}", got.probe);
+        let opts = TarOptions { clamp_mtime: 0 };
+        let tc = write_tar(&croot, &got.changes, &opts, Vec::new()).unwrap();
+        let tw = write_tar(&croot, &walk, &opts, Vec::new()).unwrap();
+        assert!(tc == tw, "{child}: the layer is not the walk's");
+        // Whichever listed it, no `zfs diff` is left running or unreaped.
+        let proc = PathBuf::from(format!("/proc/{}", got.pid));
+        assert!(!proc.exists(), "{child}: `zfs diff` {} is left", got.pid);
+        // As a build asks for it.
+        assert_eq!(d.changes_named(Some(p), c).unwrap().1, want, "{child}");
+    }
+}
