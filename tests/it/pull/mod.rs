@@ -1,7 +1,5 @@
-//! The pull transaction: at the library level from an OCI layout,
-//! hostile layers through `jbuild pull` from a registry, and layers
-//! applied while they download.
+//! The pull transaction: at the library level from an OCI layout, and
+//! hostile layers through `jbuild pull` from a registry.
 
 mod hostile;
-mod stream;
 mod transaction;
