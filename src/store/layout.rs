@@ -82,14 +82,17 @@ impl Store {
     /// `oci-layout` bytes) a crash cut after `oci-layout` but lost
     /// `index.json` with it (see [`Store::create_layout`]): nothing can
     /// have been stored yet.
+    ///
+    /// Asked at every open: the one `stat` of `index.json` answers for
+    /// every sound layout, before the blobs directory is read.
     fn lost_its_empty_index(&self) -> bool {
-        let no_blobs = match fs::read_dir(self.root.join("blobs/sha256")) {
+        let no_blobs = || match fs::read_dir(self.root.join("blobs/sha256")) {
             Ok(mut d) => d.next().is_none(),
             Err(_) => true,
         };
         !self.index_path().exists()
-            && no_blobs
             && fs::read(self.root.join(LAYOUT_FILE)).is_ok_and(|b| b == LAYOUT_JSON)
+            && no_blobs()
     }
 
     fn not_a_layout(&self, reason: impl Into<String>) -> StoreError {
