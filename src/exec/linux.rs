@@ -247,9 +247,13 @@ fn plan(
 
 /// Whether this process is in a user namespace that forbids
 /// `setgroups(2)` (an unprivileged user's: the kernel requires it before
-/// such a user may write its gid map).
+/// such a user may write its gid map). A process's user namespace is
+/// fixed once it runs (jbuild never moves itself), so it is read once.
 fn setgroups_denied() -> bool {
-    std::fs::read_to_string("/proc/self/setgroups").is_ok_and(|s| s.trim() == "deny")
+    static DENIED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *DENIED.get_or_init(|| {
+        std::fs::read_to_string("/proc/self/setgroups").is_ok_and(|s| s.trim() == "deny")
+    })
 }
 
 /// The flags of the mount `host` is on that a read-only remount of a bind
