@@ -76,12 +76,12 @@ case "$TARGET/" in "$ROOT"/*) ;; *) share="$share $TARGET" ;; esac
 share="$share /etc/ssl/certs"
 if [ -n "${JBUILD_ZFS_CAPTURE_DIR:-}" ]; then mkdir -p "$JBUILD_ZFS_CAPTURE_DIR"; share="$share $(realpath "$JBUILD_ZFS_CAPTURE_DIR")"; fi
 
-out=$(mktemp); trap 'rm -f "$out"' EXIT
+out=$(mktemp) accel=$(mktemp); trap 'rm -f "$out" "$accel"' EXIT
 t0=$(date +%s)
 # a warm run takes about 5 minutes: a hung guest must not eat the CI budget
 run_guest() {
   : >"$out"
-  JBUILD_TEST_ZFS_POOL=tank ZFSVM_POOL=tank ZFSVM_SHARE="$share" ZFSVM_TIMEOUT=${ZFSVM_TIMEOUT:-900} \
+  JBUILD_TEST_ZFS_POOL=tank ZFSVM_POOL=tank ZFSVM_SHARE="$share" ZFSVM_TIMEOUT=${ZFSVM_TIMEOUT:-900} ZFSVM_ACCEL_LOG="$accel" \
     ZFSVM_ENV="JBUILD_TEST_ZFS_POOL JBUILD_ZFS_CAPTURE_DIR RUST_BACKTRACE JBUILD_LANE_LOG JBUILD_REQUIRE_LANES" ZFSVM_DISK_SIZE=${ZFSVM_DISK_SIZE:-4G} \
     ZFSVM_EXTRA_BINS="docker-registry ${ZFSVM_EXTRA_BINS:-}" \
     bash tests/zfs-vm/run-in-vm.sh "$ROOT" sh tests/zfs-vm/guest.sh "${bins[@]}" -- "$@" |
@@ -97,7 +97,9 @@ if { [ "$rc" = 124 ] || [ "$rc" = 125 ]; } && ! grep -q '^zfs-vm guest: started'
   rc=0
   run_guest "$@" || rc=$?
 fi
-say "guest finished in $(( $(date +%s) - t0 )) s (exit $rc)"
+# which accelerator the (last) boot used, and why: KVM, TCG or none (run-in-vm.sh)
+used=$(tail -n 1 "$accel"); used=${used:-none: run-in-vm.sh did not get as far as choosing}
+say "guest finished in $(( $(date +%s) - t0 )) s (exit $rc) under ${used%%[ :]*}"
 if [ "$rc" = 124 ] || [ "$rc" = 125 ]; then
   if grep -q '^zfs-vm guest: started' "$out"; then
     say "the guest hung or died after its tests started (exit $rc, ZFSVM_TIMEOUT=${ZFSVM_TIMEOUT:-900} s): a failure, not retried"
@@ -125,6 +127,7 @@ for b in "${bins[@]}"; do
     say "$n: $p passed, $f failed in the guest, but the host ignores $w: every ignored test must pass there"; bad=1
   fi
 done
+say "accelerator: $used"
 echo "zfs-vm lane: counted: $gp passed, $gf failed in the guest, of $host_total ignored on the host"
 [ "$rc" = 0 ] || exit "$rc"
 [ "$bad" = 0 ] || exit 1

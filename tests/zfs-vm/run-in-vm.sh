@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# run-in-vm.sh - run one command in a throwaway qemu guest (pure TCG software
-# emulation, no KVM needed) whose kernel has the real OpenZFS module loaded.
+# run-in-vm.sh - run one command in a throwaway qemu guest whose kernel has
+# the real OpenZFS module loaded: under KVM where the machine allows it (a
+# probe guest must boot with it), else under pure TCG software emulation.
 # jbuild's own copy of the recipe recorded by the project's ZFS notes; the
 # qemu lane (tests/zfs-vm/lane.sh) and benches/zfs-diff.sh boot through it.
 #
@@ -16,9 +17,21 @@
 #   host's glibc + libgcc_s, so binaries built here (cargo test) run there.
 # * Blank sparse raw disks /dev/vda, /dev/vdb... (deleted afterwards); their
 #   names are in $ZFSVM_DISKS inside the guest.
+# * The accelerator (first line on stderr, "zfsvm: accelerator: ..."): KVM
+#   when /dev/kvm is readable and writable and a probe guest of this image
+#   boots with it, loads OpenZFS and runs `zfs version` (a few seconds);
+#   TCG otherwise, and the line says why. Nothing in the cached image
+#   depends on the accelerator or the CPU model.
 #
 # Env: ZFSVM_CACHE (${XDG_CACHE_HOME:-~/.cache}/jbuild-zfsvm/<versions>)
-#   ZFSVM_MEM MiB (2048)  ZFSVM_SMP (2)  ZFSVM_CPU (max)  ZFSVM_DISKS count (1)
+#   ZFSVM_ACCEL=kvm|tcg: force one (a forced kvm whose probe fails is exit
+#     125, never TCG); unset or "auto": the choice above
+#   ZFSVM_KVM_CPU (host,-arch-capabilities) the CPU model under KVM
+#   ZFSVM_CPU (max) the CPU model under TCG
+#   ZFSVM_PROBE_TIMEOUT s (20) for the KVM probe guest; ZFSVM_PROBE_SILENT
+#     s (5): the probe gives up on a kernel that printed nothing by then
+#   ZFSVM_ACCEL_LOG=FILE: the accelerator line is appended there too
+#   ZFSVM_MEM MiB (2048)  ZFSVM_SMP (2)  ZFSVM_DISKS count (1)
 #   ZFSVM_DISK_SIZE (2G)  ZFSVM_TIMEOUT s (1800)
 #   ZFSVM_POOL=name: "zpool create -f name /dev/vda" first
 #   ZFSVM_ENV="VAR ...": host variables copied into the guest
@@ -211,9 +224,11 @@ ensure_built() {
 }
 
 # ---------------------------------------------------------------------- run
-[ $# -ge 2 ] || { sed -n '2,33p' "$0" >&2; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,45p' "$0" >&2; exit 2; }
 DIR=$(realpath "$1"); shift
 [ -d "$DIR" ] || { say "$DIR is not a directory"; exit 2; }
+case ${ZFSVM_ACCEL:-auto} in auto | kvm | tcg) ;;
+  *) say "ZFSVM_ACCEL=$ZFSVM_ACCEL: expected kvm, tcg or auto"; exit 2 ;; esac
 T0=$(now)
 trap '[ $? = 0 ] || { say "build failed"; exit 125; }' EXIT
 ensure_built
@@ -226,8 +241,76 @@ cleanup() {
   rm -rf "$RUN"
 }
 trap cleanup EXIT; trap 'exit 130' INT TERM
-mkdir "$RUN/ctl"; : >"$RUN/ctl/stdout"; : >"$RUN/ctl/stderr"
 sq() { printf "'%s'" "${1//\'/\'\\\'\'}"; }      # POSIX shell single-quoting
+
+# qemu_cmd ACCEL CPU DIR [KERNEL ARGS]: the command line of a guest of this
+# image in QEMU (console DIR/console.log, control share DIR/ctl); the caller
+# adds its shares and disks.
+qemu_cmd() {
+  QEMU=(qemu-system-x86_64 -accel "$1" -cpu "$2"
+    -m "${ZFSVM_MEM:-2048}" -smp "${ZFSVM_SMP:-2}" -nodefaults -no-user-config
+    -display none -no-reboot -serial "file:$3/console.log"
+    -kernel "$CACHE/vmlinux" -initrd "$INITRD"
+    -append "console=ttyS0 quiet loglevel=3 panic=-1 ${ZFSVM_APPEND:-} ${4:-}"
+    -virtfs "local,path=$3/ctl,mount_tag=zfsvmctl,security_model=none,id=zfsvmctl")
+}
+
+# ------------------------------------------------------------- accelerator
+# KVM makes the guest run at the host's speed, but a /dev/kvm may be there
+# and still not boot this guest: a KVM that refuses an MSR of `-cpu host`
+# (qemu aborts at once), or one without hardware virtualisation (kvm-pvm)
+# that crawls through the firmware and never reaches the kernel. So only a
+# guest that booted, loaded the module and ran a host-built program counts.
+# The probe runs the real image with the real memory and vCPUs, so what it
+# proves holds for the run; a kernel that printed nothing after
+# ZFSVM_PROBE_SILENT s (a real KVM prints its first line well within one)
+# ends it early.
+KVM_CPU=${ZFSVM_KVM_CPU:-host,-arch-capabilities}
+since() { awk -v a="$1" -v b="$(now)" -v s="$2" 'BEGIN { exit !(b - a >= s) }'; }
+probe_kvm() {  # -> 0 when a guest boots under KVM; WHY says what was seen
+  local P=$RUN/probe t0 qrc=0 secs=${ZFSVM_PROBE_TIMEOUT:-20} silent=${ZFSVM_PROBE_SILENT:-5} mute=
+  if [ ! -e /dev/kvm ]; then WHY="no /dev/kvm"; return 1; fi
+  if [ ! -r /dev/kvm ] || [ ! -w /dev/kvm ]; then
+    WHY="/dev/kvm is not readable and writable by uid $(id -u)"; return 1
+  fi
+  mkdir -p "$P/ctl"; : >"$P/ctl/stdout"; : >"$P/ctl/stderr"
+  echo 'zfs version && test -c /dev/zfs' >"$P/ctl/cmd"; echo "ZFSVM_CWD=/" >"$P/ctl/env"
+  qemu_cmd kvm "$KVM_CPU" "$P" loglevel=6; t0=$(now)   # (the last loglevel= counts)
+  timeout "$secs" "${QEMU[@]}" </dev/null >"$P/qemu.log" 2>&1 &
+  QPID=$!
+  while kill -0 "$QPID" 2>/dev/null; do
+    if [ ! -s "$P/console.log" ] && since "$t0" "$silent"; then mute=1; kill "$QPID"; break; fi
+    sleep 0.2
+  done
+  wait "$QPID" || qrc=$?; QPID=
+  if [ "$(cat "$P/ctl/rc" 2>/dev/null)" = 0 ]; then
+    WHY="a probe guest booted, loaded OpenZFS and ran zfs version in $(el "$t0") s"; return 0
+  fi
+  if [ -s "$P/ctl/rc" ]; then
+    WHY="the probe guest booted but \`zfs version\` failed ($(tail -n 1 "$P/ctl/stderr" | cut -c1-160))"
+  elif [ -n "$mute" ]; then WHY="the probe guest's kernel printed nothing in $silent s (this KVM does not run it at speed)"
+  elif [ "$qrc" = 124 ]; then WHY="the probe guest did not finish in $secs s"
+  else
+    WHY="qemu ended without a result (status $qrc): $({ grep -v '^$' "$P/qemu.log"
+      grep -v '^$' "$P/console.log" | tail -n 1; } 2>/dev/null | head -n 1 | cut -c1-160)"
+  fi
+  return 1
+}
+# (probe_kvm's stderr: bash's own "Aborted" report of a qemu that aborts;
+# what the probe saw is in WHY)
+case ${ZFSVM_ACCEL:-auto} in
+  tcg) ACCEL=tcg WHY="forced by ZFSVM_ACCEL=tcg" ;;
+  kvm) probe_kvm 2>/dev/null || { WHY="ZFSVM_ACCEL=kvm, but KVM does not work here (cpu $KVM_CPU): $WHY"
+      say "accelerator: none: $WHY"; [ -z "${ZFSVM_ACCEL_LOG:-}" ] || echo "none: $WHY" >>"$ZFSVM_ACCEL_LOG"
+      exit 125; }
+    ACCEL=kvm WHY="forced by ZFSVM_ACCEL=kvm; $WHY" ;;
+  *) if probe_kvm 2>/dev/null; then ACCEL=kvm; else ACCEL=tcg WHY="not kvm: $WHY"; fi ;;
+esac
+if [ "$ACCEL" = kvm ]; then CPU=$KVM_CPU; else CPU=${ZFSVM_CPU:-max}; fi
+say "accelerator: $ACCEL (cpu $CPU): $WHY"
+[ -z "${ZFSVM_ACCEL_LOG:-}" ] || echo "$ACCEL (cpu $CPU): $WHY" >>"$ZFSVM_ACCEL_LOG"
+
+mkdir "$RUN/ctl"; : >"$RUN/ctl/stdout"; : >"$RUN/ctl/stderr"
 { for a in "$@"; do sq "$a"; printf ' '; done; echo; } >"$RUN/ctl/cmd"
 case "$PWD/" in "$DIR"/*) CWD=$PWD ;; *) CWD=$DIR ;; esac
 shares=("$DIR"); for s in ${ZFSVM_SHARE:-}; do shares+=("$(realpath "$s")"); done
@@ -247,13 +330,8 @@ done
   for v in ${ZFSVM_ENV:-}; do [ -z "${!v+x}" ] || echo "export $v=$(sq "${!v}")"; done
 } >"$RUN/ctl/env"
 T1=$(now)
-timeout "${ZFSVM_TIMEOUT:-1800}" qemu-system-x86_64 -accel tcg -cpu "${ZFSVM_CPU:-max}" \
-  -m "${ZFSVM_MEM:-2048}" -smp "${ZFSVM_SMP:-2}" -nodefaults -no-user-config \
-  -display none -no-reboot -serial "file:$RUN/console.log" \
-  -kernel "$CACHE/vmlinux" -initrd "$INITRD" \
-  -append "console=ttyS0 quiet loglevel=3 panic=-1 ${ZFSVM_APPEND:-}" \
-  -virtfs "local,path=$RUN/ctl,mount_tag=zfsvmctl,security_model=none,id=zfsvmctl" \
-  "${qargs[@]}" </dev/null &
+qemu_cmd "$ACCEL" "$CPU" "$RUN"
+timeout "${ZFSVM_TIMEOUT:-1800}" "${QEMU[@]}" "${qargs[@]}" </dev/null &
 QPID=$!
 tail -s 0.2 -c +1 -f --pid=$QPID "$RUN/ctl/stdout" & TPIDS+=($!)
 tail -s 0.2 -c +1 -f --pid=$QPID "$RUN/ctl/stderr" >&2 & TPIDS+=($!)
@@ -265,7 +343,7 @@ else
   say "VM ended without a result (qemu status $qrc); guest console:"; tail -n 40 "$RUN/console.log" >&2 || true
 fi
 if [ "${ZFSVM_VERBOSE:-0}" = 1 ]; then
-  say "host prep $(awk -v a="$T0" -v b="$T1" 'BEGIN{printf "%.1f", b-a}') s, VM $(el "$T1") s; guest uptime at:"
+  say "host prep (with the accelerator probe) $(awk -v a="$T0" -v b="$T1" 'BEGIN{printf "%.1f", b-a}') s, VM $(el "$T1") s; guest uptime at:"
   sed 's/^/zfsvm:   /' "$RUN/ctl/timings" >&2 2>/dev/null || true
   grep -v '^$' "$RUN/console.log" | sed 's/^/zfsvm: console: /' >&2 || true
 fi

@@ -51,6 +51,7 @@
 
 pub mod parse;
 mod run;
+mod sample;
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::ffi::OsString;
@@ -58,17 +59,16 @@ use std::io;
 use std::os::unix::fs::DirEntryExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::OnceLock;
-use std::thread::ScopedJoinHandle;
 use std::time::{Duration, Instant};
 
 use super::canonical::read_dir_sorted;
-use super::choose::{decide, Cancel, Decision, Policy, Probe};
+use super::choose::{decide, Decision, Policy, Probe};
 use super::meta::{self, Meta};
 use super::walk::{differs, TreeWalkDiffer};
 use super::*;
 use parse::{Format, Name};
 use run::Running;
+use sample::{Sample, Sampled};
 
 /// The snapshot of a committed dataset that `zfs diff` compares.
 pub const SNAPSHOT: &str = "jbuild";
@@ -79,10 +79,6 @@ const POLL: Duration = Duration::from_millis(10);
 /// When the walk's rate is measured if `zfs diff` is still running (a
 /// narrow change on fast hardware is listed before, and pays nothing).
 const SAMPLE_AFTER: Duration = Duration::from_millis(100);
-
-/// What the walk's timing sample ends with (a whole list when the walk
-/// fit in it, else [`DiffError::Cancelled`]) and how long it took.
-type Sampled = (Result<Vec<Change>, DiffError>, Duration);
 
 pub struct ZfsDiffer {
     parent_dataset: String,
@@ -255,17 +251,11 @@ impl ZfsDiffer {
         let walk = TreeWalkDiffer::new();
         let (mut rate, mut probe) = (None, None);
         let mut first: Option<(Duration, f64)> = None;
-        // The walk's timing sample runs on a thread of its own, so a
-        // `zfs diff` that ends meanwhile is seen at once (and the sample
-        // cancelled) rather than after the sample.
-        let sample_cancel: OnceLock<Cancel> = OnceLock::new();
         std::thread::scope(|scope| {
-            let mut sample: Option<ScopedJoinHandle<'_, Sampled>> = None;
+            let mut sample = Sample::NotYet;
             loop {
                 if let Some(records) = self.finished(&mut run, &what, child)? {
-                    if let Some(c) = sample_cancel.get() {
-                        c.cancel();
-                    }
+                    sample.stop();
                     let changes = self.judge(records, parent, child)?;
                     return Ok(Choice {
                         changes,
@@ -279,32 +269,10 @@ impl ZfsDiffer {
                     std::thread::sleep(POLL);
                     continue;
                 };
-                if sample_cancel.get().is_none() && elapsed >= SAMPLE_AFTER {
-                    let cancel = sample_cancel.get_or_init(|| {
-                        Cancel::at(
-                            Instant::now() + self.policy.walk_sample,
-                            self.policy.walk_sample_visits,
-                        )
-                    });
-                    let walk = &walk;
-                    sample = Some(scope.spawn(move || {
-                        let t = Instant::now();
-                        (
-                            walk.changes_cancellable(Some(parent), child, cancel),
-                            t.elapsed(),
-                        )
-                    }));
+                if matches!(sample, Sample::NotYet) && elapsed >= SAMPLE_AFTER {
+                    sample = Sample::start(scope, &walk, parent, child, &self.policy);
                 }
-                if let Some(handle) = sample.take() {
-                    if !handle.is_finished() {
-                        sample = Some(handle);
-                        std::thread::sleep(POLL);
-                        continue;
-                    }
-                    let (listed, took) = handle
-                        .join()
-                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-                    let checks = sample_cancel.get().map_or(1, Cancel::checks).max(1);
+                if let Some(Sampled { listed, per_visit }) = sample.ended() {
                     match listed {
                         // The whole walk fit in the sample: it is the answer.
                         Ok(changes) => {
@@ -316,12 +284,14 @@ impl ZfsDiffer {
                                 pid,
                             });
                         }
-                        Err(DiffError::Cancelled) => {
-                            rate = Some(took / u32::try_from(checks).unwrap_or(u32::MAX));
-                        }
+                        Err(DiffError::Cancelled) => rate = Some(per_visit),
                         // The walk itself fails: `zfs diff` is the only way.
                         Err(e) => tracing::debug!("timing the tree walk: {e}"),
                     }
+                    continue;
+                }
+                if sample.is_running() {
+                    std::thread::sleep(POLL);
                     continue;
                 }
                 let done = run
