@@ -16,7 +16,7 @@ use tar_support::ustar;
 
 use jbuild::digest::Digest;
 use jbuild::engine::{self, BuildEnv, BuildOptions};
-use jbuild::image::pull::{FetchError, ImageSource, PullError};
+use jbuild::image::pull::{Arrivals, FetchError, ImageSource, PullError};
 use jbuild::image::unpack::UnpackError;
 use jbuild::image::{self, gc, LayerPolicy, Platform, Unpacker};
 use jbuild::layer::Compression;
@@ -25,7 +25,7 @@ use jbuild::snapshot::dir::DirSnapshotter;
 use jbuild::snapshot::Snapshotter;
 use jbuild::store::{canonical_json, oci_digest, ImageName, Store};
 use jbuild::transport::{
-    block_on, copy_image_with, CopyOptions, LayoutTransport, Transport, TransportError,
+    block_on, copy_image_telling, CopyOptions, LayoutTransport, Transport, TransportError,
 };
 
 /// An OCI layout directory as a source, images named `pulled/<ref>`.
@@ -44,6 +44,7 @@ impl ImageSource for LayoutSource {
         reference: &str,
         platform: &Platform,
         _reporter: &dyn Reporter,
+        arrivals: &Arrivals,
     ) -> Result<Descriptor, FetchError> {
         let src = LayoutTransport::new(self.dir.clone());
         let dst = LayoutTransport::from_store(store.clone());
@@ -52,7 +53,16 @@ impl ImageSource for LayoutSource {
             platform: Some(platform.clone()),
         };
         block_on(async {
-            let desc = copy_image_with(&src, reference, &dst, None, &options, &|_| {}).await?;
+            let desc = copy_image_telling(
+                &src,
+                reference,
+                &dst,
+                None,
+                &options,
+                Some(arrivals),
+                &|_| {},
+            )
+            .await?;
             dst.finish().await?;
             Ok(desc)
         })
