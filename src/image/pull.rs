@@ -1,9 +1,12 @@
 //! The pull transaction, the one way an image from elsewhere gets a name
 //! in the store, for `jbuild pull` and for a build's FROM alike:
 //!
-//! 1. the [`ImageSource`] copies the image into the store *untagged* (an
-//!    untagged entry in `index.json` keeps its blobs from `prune` while
-//!    the layers are unpacked);
+//! 0. the pull takes the store lock shared ([`StoreLock::shared`]) and
+//!    holds it until the image is named, or until what it added is taken
+//!    away: that is its *pin* (below);
+//! 1. the [`ImageSource`] copies the image into the store *untagged* (the
+//!    untagged entry, written once every blob is in, keeps them from
+//!    `prune` until the name replaces it);
 //! 2. meanwhile the [`Unpacker`] applies every layer into `chain-`
 //!    snapshots, bottom first, each while its blob downloads: the source
 //!    tells what has arrived ([`Arrivals`]: the manifest once checked, each
@@ -25,6 +28,23 @@
 //! another jbuild is adding content, they stay for `jbuild prune` (or
 //! `jbuild check --repair`), harmless. A stored image of the same name, if
 //! any, is left as it was.
+//!
+//! # The pin
+//!
+//! Layers are unpacked while their blobs arrive, so a `chain-` snapshot
+//! this pull committed is, until the image is named, used by no image in
+//! `index.json`, and between committing one layer and preparing the next
+//! nothing stands on it: to `prune` (and `check --repair`) it looks like
+//! an unused layer. What keeps it is the shared store lock the pull holds
+//! from before its first snapshot until its name is written: `prune`
+//! decides which layers are unused, and removes them, only under the store
+//! lock held exclusively ([`super::gc::prune`]), so it waits for the pull;
+//! `check --repair` without that lock leaves unused layers alone. No
+//! record is written (nothing to leave behind when a pull is killed: the
+//! kernel drops the lock), and no index entry names a manifest whose blobs
+//! are still arriving (which `check` would call damage). `prune` already
+//! waited for that lock to remove blobs; it now takes it before it looks
+//! at snapshots.
 //!
 //! A layer the store held before the pull may be what failed: its copy
 //! damaged since (a disk error), not the image. Such a blob is re-hashed,
@@ -168,6 +188,9 @@ pub fn pull(
         .ok_or_else(|| PullError::NotFetchable(reference.to_string()))?;
     let store = unpacker.store;
     let reporter = unpacker.reporter;
+    // The pin (see the module docs): taken before anything is unpacked,
+    // dropped once the image is named or what the pull added is gone.
+    let pin = StoreLock::shared(store)?;
     let before = Before::take(store, unpacker.snapshotter)?;
     let arrivals = Arrivals::default();
     // Two threads, as `curl | tar -x` are two processes: the fetch copies
@@ -197,7 +220,7 @@ pub fn pull(
         // nothing, or one that told of another manifest than it stored):
         // the image is unpacked from the store.
         (Ok(descriptor), Ok(_)) => {
-            return sequential(unpacker, name, descriptor, platform, &before);
+            return sequential(unpacker, name, descriptor, platform, &before, pin);
         }
         (Err(e), Ok(img)) => (img, PullError::Fetch(e)),
         (
@@ -222,6 +245,7 @@ pub fn pull(
                 &img,
                 told.as_ref(),
                 &before,
+                pin,
                 error,
             ));
         }
@@ -244,6 +268,7 @@ pub fn pull(
         img.as_ref(),
         told.as_ref(),
         &before,
+        pin,
     );
     Err(error)
 }
@@ -254,19 +279,21 @@ fn same_manifest(desc: &Descriptor, img: &LoadedImage) -> bool {
 }
 
 /// The pull of an image already copied into the store: unpack it from
-/// there, then name it.
+/// there, then name it; `pin` is held until then.
 fn sequential(
     unpacker: &Unpacker<'_>,
     name: String,
     descriptor: Descriptor,
     platform: &Platform,
     before: &Before,
+    pin: StoreLock,
 ) -> Result<Pulled, PullError> {
     let store = unpacker.store;
     let img = match load_descriptor(store, &descriptor, platform, descriptor.digest().as_ref()) {
         Ok(img) => img,
         Err(e) => {
-            discard(store, unpacker.snapshotter, None, Some(&descriptor), before);
+            let snapshotter = unpacker.snapshotter;
+            discard(store, snapshotter, None, Some(&descriptor), before, pin);
             return Err(PullError::Unpack {
                 name,
                 source: Box::new(e.into()),
@@ -284,20 +311,22 @@ fn sequential(
             &img,
             Some(&descriptor),
             before,
+            pin,
             e,
         )),
     }
 }
 
 /// Takes away what the pull of `img` added after its unpacking failed
-/// with `e`, and says why: `e`, or a layer the store held before the pull
-/// that is damaged.
+/// with `e` (releasing `pin`), and says why: `e`, or a layer the store
+/// held before the pull that is damaged.
 fn unpack_failed(
     unpacker: &Unpacker<'_>,
     name: String,
     img: &LoadedImage,
     desc: Option<&Descriptor>,
     before: &Before,
+    pin: StoreLock,
     e: UnpackError,
 ) -> PullError {
     let store = unpacker.store;
@@ -306,7 +335,7 @@ fn unpack_failed(
         .unwrap_or_default()
         .into_iter()
         .find(|d| before.blobs.contains(d) && !store.blob_is_sound(d));
-    discard(store, unpacker.snapshotter, Some(img), desc, before);
+    discard(store, unpacker.snapshotter, Some(img), desc, before, pin);
     if let Some(digest) = damaged {
         return PullError::DamagedStoredLayer {
             name,
@@ -447,15 +476,17 @@ fn names(snapshotter: &dyn Snapshotter) -> Result<HashSet<String>, SnapshotError
 }
 
 /// Takes away what the failed pull of `desc` (read as `img`, when it could
-/// be read: else nothing was unpacked) added. Best effort: what cannot be
-/// removed now is what `prune` removes later, so failures here are logged,
-/// not reported over the reason the pull failed.
+/// be read: else nothing was unpacked) added, and releases the pull's
+/// `pin` once its snapshots and untagged entry are gone. Best effort: what
+/// cannot be removed now is what `prune` removes later, so failures here
+/// are logged, not reported over the reason the pull failed.
 fn discard(
     store: &Store,
     snapshotter: &dyn Snapshotter,
     img: Option<&LoadedImage>,
     desc: Option<&Descriptor>,
     before: &Before,
+    pin: StoreLock,
 ) {
     // The snapshots of this image's layers below the refused one that this
     // pull made (not others', made meanwhile): top first, as children must
@@ -480,6 +511,9 @@ fn discard(
             tracing::debug!("cannot drop the untagged entry of {}: {e}", desc.digest());
         }
     }
+    // The blobs go only under the exclusive lock, which the pin (a shared
+    // hold of the same lock, on another open file) would refuse.
+    drop(pin);
     match StoreLock::try_exclusive(store) {
         Ok(Some(_lock)) => match super::gc::unreferenced_blobs(store) {
             Ok(unreferenced) => {
