@@ -130,8 +130,27 @@ fn layers_apply_in_order_whichever_arrives_first() {
         &format!("127.0.0.1:{}/stream/layers:1", proxy.port),
         &[],
     );
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
     assert_eq!(proxy.applied(), 1, "the first layer was not slowed");
+    // Each layer is unpacked once, bottom first: one start line each (a
+    // layer applied as it arrived is not applied again from the store).
+    let started: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("unpacking layer") && !l.contains(" in "))
+        .collect();
+    let short = |l: &Layer| {
+        let d = Digest::of(&l.blob).to_string();
+        format!("unpacking layer {}", &d[..19])
+    };
+    assert_eq!(started.len(), layers.len(), "{err}");
+    for (line, layer) in started.iter().zip(&layers) {
+        assert!(
+            line.starts_with(&short(layer)),
+            "{line} is not {}\n{err}",
+            short(layer)
+        );
+    }
 
     let read = |n: usize, path: &str| fs::read(top_snapshot(&home, &diff_ids[..n]).join(path)).ok();
     assert_eq!(read(1, "etc/motd").as_deref(), Some(&b"one\n"[..]));
