@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Pull of a many-file layer: `jbuild pull` (download + verify + unpack +
-# commit) side by side with `gzip -dc BLOB | tar -x` (and `zstd -dc`) of
-# the very same blob, in one interleaved run. Run by hand, as root, not in
-# CI:
+# Pull of a many-file layer: `jbuild pull` (download, unpacked as it
+# arrives, verified, committed) side by side with `gzip -dc BLOB | tar -x`
+# (and `zstd -dc`) of the very same blob, in one interleaved run. Run by
+# hand, as root, not in CI:
 #
 #   cargo build --release && bash benches/unpack.sh [WORKDIR]
 #

@@ -34,6 +34,7 @@ pub mod release;
 pub mod report;
 pub mod sbom;
 pub mod snapshot;
+pub(crate) mod spool;
 pub mod store;
 pub mod transport;
 pub mod trust;

@@ -13,7 +13,9 @@
 //! 4. removes leftover temporary files whose guarding lock is free (or that
 //!    are older than [`crate::store::STALE_TMP`]);
 //! 5. removes active snapshots of dead processes and unused unpacked layers
-//!    (leaves first), and stale blob labels.
+//!    (leaves first; the layers only while holding the store lock: a
+//!    running pull's layers are used by no image until it names it), and
+//!    stale blob labels.
 //!
 //! It never untags an image and never edits `index.json`. Each action is
 //! one [`Repaired`] of the result, done, left alone or failed; a failed
@@ -208,6 +210,15 @@ pub fn repair(
                     if SnapshotName::is_active(name) && owner_alive(name) {
                         done.push(Repaired::Left(format!(
                             "left snapshot {name}: its process is running"
+                        )));
+                        continue;
+                    }
+                    // A layer no image uses yet may be one a running pull
+                    // has just unpacked and is about to name (its pin is
+                    // the store lock, held shared: `image::pull`).
+                    if SnapshotName::is_chain(name) && lock.is_none() {
+                        done.push(Repaired::Left(format!(
+                            "left unused layer {name}: other jbuild processes are adding content (a pull may be unpacking it); run `jbuild check --repair` again when they are done"
                         )));
                         continue;
                     }

@@ -30,7 +30,7 @@ use super::provenance::Provenance;
 use super::pull_policy::PullPolicy;
 use crate::digest::Digest;
 use crate::exec::SecretData;
-use crate::image::pull::FetchError;
+use crate::image::pull::{Arrivals, FetchError};
 use crate::image::{
     self, ImageError, ImageSource, LayerPolicy, LoadedImage, Platform, JAILFILE_LABEL, MAX_DOCUMENT,
 };
@@ -191,8 +191,10 @@ pub fn verify(env: &VerifyEnv<'_>, opts: &VerifyOptions) -> Result<Verdict, Veri
     // An image from a registry lands in the scratch store, never the user's.
     let (img, expected_store) = match (opts.image.strip_prefix("docker://"), env.registry) {
         (Some(_), Some(registry)) => {
+            // Only copied, not unpacked: nobody reads what arrives.
+            let arrivals = Arrivals::default();
             let fetched = registry
-                .fetch(&scratch, &opts.image, &host, env.reporter)
+                .fetch(&scratch, &opts.image, &host, env.reporter, &arrivals)
                 .map_err(|source| VerifyError::Fetch {
                     image: opts.image.clone(),
                     source,
@@ -513,6 +515,7 @@ impl ImageSource for PinnedStore<'_> {
         reference: &str,
         platform: &Platform,
         reporter: &dyn Reporter,
+        arrivals: &Arrivals,
     ) -> Result<Descriptor, FetchError> {
         let wanted = self.pins.get(reference);
         // The pinned manifest itself, when the store names it; else by name.
@@ -522,10 +525,15 @@ impl ImageSource for PinnedStore<'_> {
         };
         let stored = matches!(self.store.resolve(&from), Ok(Some(_)));
         let desc = match self.registry {
-            Some(registry) if !stored => registry.fetch(store, reference, platform, reporter)?,
+            Some(registry) if !stored => {
+                registry.fetch(store, reference, platform, reporter, arrivals)?
+            }
             _ => {
                 let src = LayoutTransport::from_store(self.store.clone());
-                transport::registry::fetch_into(&src, &from, store, platform, 2, reporter)?
+                let arrivals = Some(arrivals);
+                transport::registry::fetch_into(
+                    &src, &from, store, platform, 2, reporter, arrivals,
+                )?
             }
         };
         if let Some(wanted) = wanted {

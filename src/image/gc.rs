@@ -201,14 +201,20 @@ pub fn unused_chains<'a>(all: &'a [Info], in_use: &HashSet<String>) -> Vec<&'a I
 /// origin of the one above; one a build step stands on stays, as build
 /// cache), with `cache` every committed snapshot nothing stands on
 /// (repeatedly, children before parents; a live build's active snapshot
-/// keeps its parent), and then, under the exclusive store lock (no build
-/// or pull is between writing its blobs and tagging them), every blob no
-/// image reaches.
+/// keeps its parent), and every blob no image reaches.
+///
+/// All of it under the store lock held exclusively, taken first (waiting
+/// for it): no build or pull is then between writing its blobs and
+/// tagging them, and no pull is between unpacking its layers and naming
+/// its image — a pull's `chain-` snapshots are used by no image in
+/// `index.json` until it names it, and the shared lock it holds meanwhile
+/// is what keeps them ([`super::pull`], "The pin").
 pub fn prune(
     store: &Store,
     snapshotter: &dyn Snapshotter,
     cache: bool,
 ) -> Result<PruneSummary, GcError> {
+    let lock = StoreLock::exclusive(store)?;
     let mut summary = PruneSummary::default();
     for info in dead_active(&snapshotter.list()?) {
         snapshotter.remove(&info.name)?;
@@ -248,7 +254,6 @@ pub fn prune(
             }
         }
     }
-    let lock = StoreLock::exclusive(store)?;
     summary.blobs_removed = prune_blobs(store, &lock)?;
     Ok(summary)
 }

@@ -7,7 +7,7 @@ use oci_spec::image::{Descriptor, ImageConfiguration, ImageIndex, ImageManifest}
 use super::media::{self, MAX_DOCUMENT};
 use super::{platform, ImageError, Platform};
 use crate::digest::Digest;
-use crate::store::{descriptor_digest, Store};
+use crate::store::{descriptor_digest, Store, StoreError};
 
 /// An image as the engine uses it.
 #[derive(Debug, Clone)]
@@ -119,12 +119,42 @@ pub fn with_config(
             source,
         })?;
     let config_bytes = store.read_blob(&config_digest, MAX_DOCUMENT)?;
+    from_config_bytes(digest, manifest, &config_digest, &config_bytes)
+}
+
+/// The image whose manifest `manifest` (digest `digest`) was already read,
+/// with the bytes of its config (`config_digest`), checked against it:
+/// the bytes' digest, their size within [`MAX_DOCUMENT`], and one diff ID
+/// per layer.
+pub(super) fn from_config_bytes(
+    digest: Digest,
+    manifest: ImageManifest,
+    config_digest: &Digest,
+    config_bytes: &[u8],
+) -> Result<LoadedImage, ImageError> {
+    if config_bytes.len() as u64 > MAX_DOCUMENT {
+        return Err(StoreError::TooLarge {
+            digest: config_digest.clone(),
+            size: config_bytes.len() as u64,
+            max: MAX_DOCUMENT,
+        }
+        .into());
+    }
+    let actual = Digest::of(config_bytes);
+    if actual != *config_digest {
+        return Err(StoreError::DigestMismatch {
+            expected: config_digest.clone(),
+            actual,
+            size: config_bytes.len() as u64,
+        }
+        .into());
+    }
     let invalid = |source| ImageError::Invalid {
         what: "image config",
         digest: config_digest.clone(),
         source,
     };
-    let mut value: serde_json::Value = serde_json::from_slice(&config_bytes).map_err(invalid)?;
+    let mut value: serde_json::Value = serde_json::from_slice(config_bytes).map_err(invalid)?;
     go_key_case(&mut value);
     let config: ImageConfiguration = serde_json::from_value(value).map_err(invalid)?;
     if config.rootfs().diff_ids().len() != manifest.layers().len() {

@@ -50,6 +50,7 @@
 //! This module sits above the snapshotter, the layer applier and writer and
 //! the store, and below the engine, the transports and `check`.
 
+pub mod arrivals;
 pub mod config;
 pub mod export;
 pub mod gc;

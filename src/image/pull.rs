@@ -1,37 +1,69 @@
 //! The pull transaction, the one way an image from elsewhere gets a name
 //! in the store, for `jbuild pull` and for a build's FROM alike:
 //!
-//! 1. the [`ImageSource`] copies the image into the store *untagged* (an
-//!    untagged entry in `index.json` keeps its blobs from `prune` while
-//!    the layers are unpacked);
-//! 2. the [`Unpacker`] applies every layer into `chain-` snapshots;
-//! 3. every layer applied: the image gets its name, replacing the untagged
-//!    entry.
+//! 0. the pull takes the store lock shared ([`StoreLock::shared`]) and
+//!    holds it until the image is named, or until what it added is taken
+//!    away: that is its *pin* (below);
+//! 1. the [`ImageSource`] copies the image into the store *untagged* (the
+//!    untagged entry, written once every blob is in, keeps them from
+//!    `prune` until the name replaces it);
+//! 2. meanwhile the [`Unpacker`] applies every layer into `chain-`
+//!    snapshots, bottom first, each while its blob downloads: the source
+//!    tells what has arrived ([`Arrivals`]: the manifest once checked, each
+//!    blob as its store file grows), and a layer's snapshot is committed
+//!    only once its blob has arrived whole with its size and digest
+//!    checked, and its diff ID is the config's. A later layer may download
+//!    while an earlier one unpacks. (A source that tells nothing is
+//!    unpacked from the store once its copy is done.)
+//! 3. the copy done and every layer applied: the image gets its name,
+//!    replacing the untagged entry.
 //!
-//! When a layer is refused (or anything else fails after the copy), what
-//! the pull added is taken away: the half-applied snapshot is already gone
-//! (the unpacker removes it); the layers of this image unpacked before it,
-//! the untagged entry, and the blobs the pull added are removed — the
+//! When a layer is refused, or the copy fails (a blob cut short, or not
+//! the blob its digest names), or anything else fails, what the pull added
+//! is taken away (a refused layer stops the copy first): the half-applied
+//! snapshot is already gone (the unpacker removes it); the layers of this
+//! image unpacked before it, the untagged entry, and the blobs the pull
+//! added are removed — the
 //! blobs only under the exclusive store lock, taken without waiting: if
 //! another jbuild is adding content, they stay for `jbuild prune` (or
 //! `jbuild check --repair`), harmless. A stored image of the same name, if
 //! any, is left as it was.
+//!
+//! # The pin
+//!
+//! Layers are unpacked while their blobs arrive, so a `chain-` snapshot
+//! this pull committed is, until the image is named, used by no image in
+//! `index.json`, and between committing one layer and preparing the next
+//! nothing stands on it: to `prune` (and `check --repair`) it looks like
+//! an unused layer. What keeps it is the shared store lock the pull holds
+//! from before its first snapshot until its name is written: `prune`
+//! decides which layers are unused, and removes them, only under the store
+//! lock held exclusively ([`super::gc::prune`]), so it waits for the pull;
+//! `check --repair` without that lock leaves unused layers alone. No
+//! record is written (nothing to leave behind when a pull is killed: the
+//! kernel drops the lock), and no index entry names a manifest whose blobs
+//! are still arriving (which `check` would call damage). `prune` already
+//! waited for that lock to remove blobs; it now takes it before it looks
+//! at snapshots.
 //!
 //! A layer the store held before the pull may be what failed: its copy
 //! damaged since (a disk error), not the image. Such a blob is re-hashed,
 //! and if damaged the error says so ([`PullError::DamagedStoredLayer`]).
 
 use std::collections::HashSet;
+use std::io::Read;
 
-use oci_spec::image::Descriptor;
+use oci_spec::image::{Descriptor, ImageManifest};
 
+pub use super::arrivals::Arrivals;
+use super::media::{self, MAX_DOCUMENT};
 use super::names::{chain_ids, SnapshotName};
 use super::unpack::{UnpackError, Unpacker};
-use super::{load_descriptor, LoadedImage, Platform};
+use super::{load_descriptor, ImageError, LoadedImage, Platform};
 use crate::digest::Digest;
 use crate::report::Reporter;
 use crate::snapshot::{SnapshotError, Snapshotter};
-use crate::store::{Store, StoreError, StoreLock};
+use crate::store::{descriptor_digest, Store, StoreError, StoreLock};
 
 /// Where images come from (a registry, for jbuild): copies an image into
 /// the store, untagged, for [`pull`] to unpack and name.
@@ -43,13 +75,17 @@ pub trait ImageSource: Send + Sync {
 
     /// Copies the image `reference` names (the manifest for `platform`,
     /// when it is an index) into `store` without naming it; returns the
-    /// descriptor of what was stored.
+    /// descriptor of what was stored. Tells `arrivals` what has arrived as
+    /// it goes, so the pull unpacks layers while they download; a source
+    /// that tells nothing still works (its image is unpacked from the store
+    /// once this returns).
     fn fetch(
         &self,
         store: &Store,
         reference: &str,
         platform: &Platform,
         reporter: &dyn Reporter,
+        arrivals: &Arrivals,
     ) -> Result<Descriptor, FetchError>;
 }
 
@@ -151,12 +187,113 @@ pub fn pull(
         .name(reference)
         .ok_or_else(|| PullError::NotFetchable(reference.to_string()))?;
     let store = unpacker.store;
+    let reporter = unpacker.reporter;
+    // The pin (see the module docs): taken before anything is unpacked,
+    // dropped once the image is named or what the pull added is gone.
+    let pin = StoreLock::shared(store)?;
     let before = Before::take(store, unpacker.snapshotter)?;
-    let descriptor = source.fetch(store, reference, platform, unpacker.reporter)?;
+    let arrivals = Arrivals::default();
+    // Two threads, as `curl | tar -x` are two processes: the fetch copies
+    // the image into the store, this one unpacks what has arrived.
+    let (fetched, unpacked) = std::thread::scope(|s| {
+        let fetch = s.spawn(|| {
+            // However the fetch returns, the unpacking stops waiting.
+            let _end = EndOnDrop(&arrivals);
+            source.fetch(store, reference, platform, reporter, &arrivals)
+        });
+        let unpacked = unpack_arriving(unpacker, &arrivals, reference);
+        if unpacked.is_err() {
+            arrivals.abandon();
+        }
+        let fetched = fetch
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (fetched, unpacked)
+    });
+    let told = arrivals.told_manifest();
+    let (img, error) = match (fetched, unpacked.map_err(|u| *u)) {
+        (Ok(descriptor), Ok(Some(img))) if same_manifest(&descriptor, &img) => {
+            store.tag_ref(&name, &descriptor)?;
+            return Ok(Pulled { name, descriptor });
+        }
+        // Nothing was unpacked as it arrived (an index, a source that tells
+        // nothing, or one that told of another manifest than it stored):
+        // the image is unpacked from the store.
+        (Ok(descriptor), Ok(_)) => {
+            return sequential(unpacker, name, descriptor, platform, &before, pin);
+        }
+        (Err(e), Ok(img)) => (img, PullError::Fetch(e)),
+        (
+            Err(e),
+            Err(Unpacking {
+                img,
+                fetch_first: true,
+                ..
+            }),
+        ) => (img, PullError::Fetch(e)),
+        (
+            _,
+            Err(Unpacking {
+                img: Some(img),
+                error,
+                ..
+            }),
+        ) => {
+            return Err(unpack_failed(
+                unpacker,
+                name,
+                &img,
+                told.as_ref(),
+                &before,
+                pin,
+                error,
+            ));
+        }
+        (
+            _,
+            Err(Unpacking {
+                img: None, error, ..
+            }),
+        ) => {
+            let error = PullError::Unpack {
+                name,
+                source: Box::new(error),
+            };
+            (None, error)
+        }
+    };
+    discard(
+        store,
+        unpacker.snapshotter,
+        img.as_ref(),
+        told.as_ref(),
+        &before,
+        pin,
+    );
+    Err(error)
+}
+
+/// Whether `img` is the image `desc` describes.
+fn same_manifest(desc: &Descriptor, img: &LoadedImage) -> bool {
+    desc.digest().as_ref() == img.manifest_digest.to_string()
+}
+
+/// The pull of an image already copied into the store: unpack it from
+/// there, then name it; `pin` is held until then.
+fn sequential(
+    unpacker: &Unpacker<'_>,
+    name: String,
+    descriptor: Descriptor,
+    platform: &Platform,
+    before: &Before,
+    pin: StoreLock,
+) -> Result<Pulled, PullError> {
+    let store = unpacker.store;
     let img = match load_descriptor(store, &descriptor, platform, descriptor.digest().as_ref()) {
         Ok(img) => img,
         Err(e) => {
-            discard(store, unpacker.snapshotter, None, &descriptor, &before);
+            let snapshotter = unpacker.snapshotter;
+            discard(store, snapshotter, None, Some(&descriptor), before, pin);
             return Err(PullError::Unpack {
                 name,
                 source: Box::new(e.into()),
@@ -168,32 +305,139 @@ pub fn pull(
             store.tag_ref(&name, &descriptor)?;
             Ok(Pulled { name, descriptor })
         }
+        Err(e) => Err(unpack_failed(
+            unpacker,
+            name,
+            &img,
+            Some(&descriptor),
+            before,
+            pin,
+            e,
+        )),
+    }
+}
+
+/// Takes away what the pull of `img` added after its unpacking failed
+/// with `e` (releasing `pin`), and says why: `e`, or a layer the store
+/// held before the pull that is damaged.
+fn unpack_failed(
+    unpacker: &Unpacker<'_>,
+    name: String,
+    img: &LoadedImage,
+    desc: Option<&Descriptor>,
+    before: &Before,
+    pin: StoreLock,
+    e: UnpackError,
+) -> PullError {
+    let store = unpacker.store;
+    let damaged = img
+        .layer_digests()
+        .unwrap_or_default()
+        .into_iter()
+        .find(|d| before.blobs.contains(d) && !store.blob_is_sound(d));
+    discard(store, unpacker.snapshotter, Some(img), desc, before, pin);
+    if let Some(digest) = damaged {
+        return PullError::DamagedStoredLayer {
+            name,
+            digest,
+            cause: innermost(&e),
+        };
+    }
+    PullError::Unpack {
+        name,
+        source: Box::new(e),
+    }
+}
+
+/// Ends `arrivals` when dropped: the fetch has returned (or panicked).
+struct EndOnDrop<'a>(&'a Arrivals);
+
+impl Drop for EndOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.end();
+    }
+}
+
+/// Why the unpacking side of a pull stopped.
+struct Unpacking {
+    /// The image, when it could be read.
+    img: Option<LoadedImage>,
+    error: UnpackError,
+    /// The fetch had failed (or ended) before the unpacking did: the
+    /// fetch's error is the reason, not what the unpacking made of it.
+    fetch_first: bool,
+}
+
+/// The unpacking side of a pull: the image's manifest as the fetch tells
+/// it, its config and layers read as they arrive, each layer applied while
+/// it downloads. `None` when there is nothing to unpack as it arrives (an
+/// index, or a source that tells nothing): the pull unpacks the image from
+/// the store once the fetch has put it there.
+fn unpack_arriving(
+    unpacker: &Unpacker<'_>,
+    arrivals: &Arrivals,
+    reference: &str,
+) -> Result<Option<LoadedImage>, Box<Unpacking>> {
+    let stop = |img: Option<LoadedImage>, error: UnpackError| {
+        Box::new(Unpacking {
+            img,
+            error,
+            fetch_first: arrivals.failed_or_ended(),
+        })
+    };
+    let Some((desc, bytes)) = arrivals.wait_manifest() else {
+        return Ok(None);
+    };
+    if !media::is_manifest(desc.media_type()) {
+        return Ok(None);
+    }
+    let img = arriving_image(unpacker.store, arrivals, &desc, &bytes, reference)
+        .map_err(|e| stop(None, e.into()))?;
+    let open = |digest: &Digest| arrivals.open(unpacker.store, digest);
+    match unpacker.unpack_from(&img, &open) {
+        Ok(_) => Ok(Some(img)),
         Err(e) => {
-            let damaged = img
-                .layer_digests()
-                .unwrap_or_default()
-                .into_iter()
-                .find(|d| before.blobs.contains(d) && !store.blob_is_sound(d));
-            discard(
-                store,
-                unpacker.snapshotter,
-                Some(&img),
-                &descriptor,
-                &before,
-            );
-            if let Some(digest) = damaged {
-                return Err(PullError::DamagedStoredLayer {
-                    name,
-                    digest,
-                    cause: innermost(&e),
-                });
+            // A layer refused before its blob was checked whole: what the
+            // check says decides whose fault it was (a corrupt download
+            // makes a decoder fail first).
+            if let UnpackError::LayerRefused { digest, .. } = &e {
+                arrivals.settle(digest);
             }
-            Err(PullError::Unpack {
-                name,
-                source: Box::new(e),
-            })
+            Err(stop(Some(img), e))
         }
     }
+}
+
+/// The image whose checked manifest `bytes` (described by `desc`) the
+/// fetch told, with its config read as it arrives.
+fn arriving_image(
+    store: &Store,
+    arrivals: &Arrivals,
+    desc: &Descriptor,
+    bytes: &[u8],
+    reference: &str,
+) -> Result<LoadedImage, ImageError> {
+    let digest = descriptor_digest(desc).map_err(|source| ImageError::Digest {
+        image: reference.to_string(),
+        source,
+    })?;
+    let manifest: ImageManifest =
+        serde_json::from_slice(bytes).map_err(|source| ImageError::Invalid {
+            what: "manifest",
+            digest: digest.clone(),
+            source,
+        })?;
+    let config = descriptor_digest(manifest.config()).map_err(|source| ImageError::Digest {
+        image: reference.to_string(),
+        source,
+    })?;
+    let mut config_bytes = Vec::new();
+    arrivals
+        .open(store, &config)?
+        .take(MAX_DOCUMENT + 1)
+        .read_to_end(&mut config_bytes)
+        .map_err(|e| StoreError::io(format!("cannot read the config {config}"), e))?;
+    super::load::from_config_bytes(digest, manifest, &config, &config_bytes)
 }
 
 /// The text of the innermost cause of `e`.
@@ -232,15 +476,17 @@ fn names(snapshotter: &dyn Snapshotter) -> Result<HashSet<String>, SnapshotError
 }
 
 /// Takes away what the failed pull of `desc` (read as `img`, when it could
-/// be read: else nothing was unpacked) added. Best effort: what cannot be
-/// removed now is what `prune` removes later, so failures here are logged,
-/// not reported over the reason the pull failed.
+/// be read: else nothing was unpacked) added, and releases the pull's
+/// `pin` once its snapshots and untagged entry are gone. Best effort: what
+/// cannot be removed now is what `prune` removes later, so failures here
+/// are logged, not reported over the reason the pull failed.
 fn discard(
     store: &Store,
     snapshotter: &dyn Snapshotter,
     img: Option<&LoadedImage>,
-    desc: &Descriptor,
+    desc: Option<&Descriptor>,
     before: &Before,
+    pin: StoreLock,
 ) {
     // The snapshots of this image's layers below the refused one that this
     // pull made (not others', made meanwhile): top first, as children must
@@ -260,11 +506,14 @@ fn discard(
             }
         }
     }
-    if !before.indexed.contains(&desc.digest().to_string()) {
+    if let Some(desc) = desc.filter(|d| !before.indexed.contains(&d.digest().to_string())) {
         if let Err(e) = store.remove_untagged(desc) {
             tracing::debug!("cannot drop the untagged entry of {}: {e}", desc.digest());
         }
     }
+    // The blobs go only under the exclusive lock, which the pin (a shared
+    // hold of the same lock, on another open file) would refuse.
+    drop(pin);
     match StoreLock::try_exclusive(store) {
         Ok(Some(_lock)) => match super::gc::unreferenced_blobs(store) {
             Ok(unreferenced) => {

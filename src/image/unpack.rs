@@ -9,6 +9,7 @@
 //! snapshot is removed.
 
 use std::collections::HashMap;
+use std::io::{self, Read};
 
 use super::export::Layer;
 use super::names::{chain_ids, SnapshotName};
@@ -83,6 +84,9 @@ impl UnpackError {
     }
 }
 
+/// Opens a layer blob by its digest, for [`Unpacker::unpack_from`].
+pub type OpenBlob<'a> = dyn Fn(&Digest) -> Result<Box<dyn Read + Send>, StoreError> + 'a;
+
 /// Unpacks images from one store into one snapshotter.
 pub struct Unpacker<'a> {
     pub store: &'a Store,
@@ -124,6 +128,17 @@ impl<'a> Unpacker<'a> {
     /// and returns them, bottom first. A layer a build made here and
     /// exported is found by its chain ID label and used as it is.
     pub fn unpack(&self, img: &LoadedImage) -> Result<Vec<Layer>, UnpackError> {
+        self.unpack_from(img, &|digest| Ok(Box::new(self.store.open_blob(digest)?)))
+    }
+
+    /// [`Unpacker::unpack`], each layer blob read from what `open` gives
+    /// for its digest: the store's file, or (for a pull) the blob as it
+    /// arrives, which ends only once its digest is checked.
+    pub fn unpack_from(
+        &self,
+        img: &LoadedImage,
+        open: &OpenBlob<'_>,
+    ) -> Result<Vec<Layer>, UnpackError> {
         let diff_ids = img.diff_ids()?;
         let digests = img.layer_digests()?;
         // `load` made sure there is one diff ID per layer.
@@ -159,8 +174,8 @@ impl<'a> Unpacker<'a> {
                 None => {
                     let name = SnapshotName::chain(chain);
                     if self.snapshotter.stat(&name)?.is_none() {
-                        self.apply(&blob, chain, parent.as_deref(), &name).map_err(
-                            |e| match e {
+                        self.apply(open, &blob, chain, parent.as_deref(), &name)
+                            .map_err(|e| match e {
                                 Apply::Refused(source) => UnpackError::LayerRefused {
                                     digest: blob.digest.clone(),
                                     index: i + 1,
@@ -168,8 +183,7 @@ impl<'a> Unpacker<'a> {
                                     source,
                                 },
                                 Apply::Other(e) => e,
-                            },
-                        )?;
+                            })?;
                     }
                     name
                 }
@@ -185,27 +199,30 @@ impl<'a> Unpacker<'a> {
 
     fn apply(
         &self,
+        open: &OpenBlob<'_>,
         blob: &LayerRef,
         chain: &Digest,
         parent: Option<&str>,
         name: &str,
     ) -> Result<(), Apply> {
-        let file = self.store.open_blob(&blob.digest)?;
+        let file = open(&blob.digest)?;
         let mut labels: Labels = Labels::new();
         labels.insert(label::DIFF_ID.into(), blob.diff_id.to_string());
         labels.insert(label::CHAIN_ID.into(), chain.to_string());
         self.apply_file(file, blob, parent, name, &labels)
     }
 
-    /// Applies the layer blob `blob` read from `file` (its digest already
-    /// checked) as hostile input into a snapshot prepared on `parent`, and
-    /// commits it as `name` with `labels` only when it applied and its diff
-    /// ID is `blob.diff_id`. On any error the active snapshot is removed.
-    /// The build's registry cache applies its entries through here, so
-    /// they meet the same applier and [`LayerPolicy`] as pulled layers.
+    /// Applies the layer blob `blob` read from `file` as hostile input into
+    /// a snapshot prepared on `parent`, and commits it as `name` with
+    /// `labels` only when it applied, `file` was read to its end without an
+    /// error (a blob still arriving ends only once its digest is checked),
+    /// and its diff ID is `blob.diff_id`. On any error the active snapshot
+    /// is removed. The build's registry cache applies its entries through
+    /// here, so they meet the same applier and [`LayerPolicy`] as pulled
+    /// layers.
     pub fn apply_file(
         &self,
-        file: std::fs::File,
+        file: impl Read,
         blob: &LayerRef,
         parent: Option<&str>,
         name: &str,
@@ -230,6 +247,11 @@ impl<'a> Unpacker<'a> {
                 &self.policy.limits,
             )
             .map_err(Apply::Refused)?;
+            // Past the compressed stream's end there may be bytes no
+            // decoder reads; reading to the end is also how a blob still
+            // arriving says it arrived whole, with its digest checked.
+            io::copy(&mut counted, &mut io::sink())
+                .map_err(|e| Apply::Refused(LayerError::Read(e)))?;
             if stats.diff_id != blob.diff_id {
                 return Err(Apply::Refused(LayerError::DiffId {
                     expected: blob.diff_id.to_string(),

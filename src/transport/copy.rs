@@ -9,6 +9,7 @@ use oci_spec::image::Descriptor;
 
 use super::{digest_of, BlobOrigin, ManifestRole, Transport, TransportError};
 use crate::digest::Digest;
+use crate::image::arrivals::Arrivals;
 use crate::image::media::{self, Document};
 use crate::image::platform;
 use crate::image::walk::{Bounds, Role, Walk, WalkError};
@@ -107,6 +108,25 @@ pub async fn copy_image_with(
     options: &CopyOptions,
     progress: &(dyn Fn(CopyEvent) + Send + Sync),
 ) -> Result<Descriptor, TransportError> {
+    copy_image_telling(src, src_ref, dst, dst_tag, options, None, progress).await
+}
+
+/// [`copy_image_with`], telling `arrivals` (when given) what has arrived
+/// as the copy goes, so a pull can unpack layers while they download: the
+/// image's manifest once it is checked, each blob fetched into a file of
+/// the destination (jbuild's store) as a [`crate::spool`] tail from its
+/// first byte (it ends once its size and digest are checked), and each
+/// blob the destination had or took in one piece. When the pull abandons
+/// what arrives, the copy stops and fails.
+pub async fn copy_image_telling(
+    src: &dyn Transport,
+    src_ref: &str,
+    dst: &dyn Transport,
+    dst_tag: Option<&str>,
+    options: &CopyOptions,
+    arrivals: Option<&Arrivals>,
+    progress: &(dyn Fn(CopyEvent) + Send + Sync),
+) -> Result<Descriptor, TransportError> {
     let mut root = src.resolve(src_ref).await?;
     if let Some(want) = &options.platform {
         if media::is_index(root.media_type()) {
@@ -125,6 +145,9 @@ pub async fn copy_image_with(
         }
     }
     let (documents, blobs) = fetch_tree(src, &root).await?;
+    if let (Some(arrivals), Some((desc, bytes))) = (arrivals, documents.first()) {
+        arrivals.manifest(desc, bytes);
+    }
 
     let staging = tempfile::Builder::new()
         .prefix("jbuild-copy-")
@@ -133,12 +156,27 @@ pub async fn copy_image_with(
     let copy_blobs = || async {
         let copies = blobs
             .iter()
-            .map(|blob| copy_blob(src, dst, blob, staging.path(), progress));
+            .map(|blob| copy_blob(src, dst, blob, staging.path(), arrivals, progress));
         let mut running = futures_util::stream::iter(copies).buffer_unordered(options.jobs.max(1));
         while let Some(done) = running.next().await {
             done?;
         }
         Ok::<(), TransportError>(())
+    };
+    // A pull that stopped wanting the blobs (a refused layer) need not
+    // wait for the rest of them.
+    let copy_blobs = || async {
+        let Some(arrivals) = arrivals else {
+            return copy_blobs().await;
+        };
+        tokio::select! {
+            // The copy's own outcome first: a blob that failed is why.
+            biased;
+            done = copy_blobs() => done,
+            () = abandoned(arrivals) => Err(TransportError::Abandoned {
+                location: dst.describe(),
+            }),
+        }
     };
     copy_blobs().await?;
 
@@ -173,6 +211,14 @@ pub async fn copy_image_with(
 /// pushed again after its blobs were (re)uploaded.
 const BLOB_UNKNOWN_RETRIES: u32 = 2;
 
+/// Returns once the pull abandoned what arrives (looked at every 50 ms;
+/// the copy it races ends it otherwise).
+async fn abandoned(arrivals: &Arrivals) {
+    while !arrivals.abandoned() {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
 /// One blob across: skipped, mounted, pushed from the source's own file,
 /// or fetched to a temporary file and adopted. Each shortcut is taken only
 /// when the transport has the ability (see [`super::ability`]).
@@ -181,19 +227,23 @@ async fn copy_blob(
     dst: &dyn Transport,
     blob: &Descriptor,
     staging: &Path,
+    arrivals: Option<&Arrivals>,
     progress: &(dyn Fn(CopyEvent) + Send + Sync),
 ) -> Result<(), TransportError> {
     let digest = digest_of(blob, &src.describe())?;
     let size = blob.size();
     let origins = known_origins(src, blob);
     // Both ends learn where the blob now is (a store notes it for later
-    // mounts; a registry keeps no notes).
+    // mounts; a registry keeps no notes), and a pull that it is there.
     let known = || {
         if let Some(notes) = dst.origin_notes() {
             notes.remember_origins(blob, &origins);
         }
         if let Some(notes) = src.origin_notes() {
             notes.remember_origins(blob, &known_origins(dst, blob));
+        }
+        if let Some(arrivals) = arrivals {
+            arrivals.stored(&digest);
         }
     };
     if dst.has_blob(blob).await? {
@@ -224,7 +274,31 @@ async fn copy_blob(
         dst.push_blob(blob, &path, &moved).await?;
     } else if let Some(local) = dst.local() {
         let file = local.staging_file()?;
-        src.fetch_blob(blob, file.path(), &moved).await?;
+        // A pull reads the blob from the staging file as it grows; it
+        // reaches the end only once the fetch has checked the blob.
+        let spool = match arrivals {
+            Some(arrivals) => {
+                let (spool, tail) = crate::spool::spool(file.as_file())
+                    .map_err(|e| TransportError::io("cannot read a blob as it arrives", e))?;
+                arrivals.coming(&digest, tail);
+                Some(spool)
+            }
+            None => None,
+        };
+        let grew = |done: u64| {
+            moved(done);
+            if let Some(spool) = &spool {
+                spool.grew();
+            }
+        };
+        let fetched = src.fetch_blob(blob, file.path(), &grew).await;
+        if let Some(spool) = spool {
+            spool.finish(match &fetched {
+                Ok(()) => Ok(()),
+                Err(e) => Err(crate::report::error_chain(e).into()),
+            });
+        }
+        fetched?;
         local.adopt_blob(blob, file).await?;
     } else {
         let file = tempfile::Builder::new()

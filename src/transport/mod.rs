@@ -49,7 +49,7 @@ use oci_spec::image::Descriptor;
 
 pub use ability::{BlobMounts, BlobOrigin, LocalBlobs, OriginNotes};
 pub use archive::{is_stdout as writes_stdout, ArchiveError, ArchiveTransport};
-pub use copy::{copy_image, copy_image_with, CopyEvent, CopyOptions};
+pub use copy::{copy_image, copy_image_telling, copy_image_with, CopyEvent, CopyOptions};
 pub use layout::LayoutTransport;
 pub use registry::{RegistryOptions, RegistryPuller, RegistryRef, RegistryTransport};
 
@@ -91,7 +91,9 @@ pub trait Transport: Send + Sync {
 
     /// Writes the blob into the file `dest` (created or truncated), checking
     /// size and digest on the way. On error, `dest` holds garbage; the
-    /// caller removes it.
+    /// caller removes it. The file only grows while it is written (a byte
+    /// once written is not rewritten), and `progress` is told as it does:
+    /// a reader may follow it as it grows (see [`crate::spool`]).
     async fn fetch_blob(
         &self,
         desc: &Descriptor,
@@ -184,6 +186,10 @@ pub enum TransportError {
     },
     #[error("a background task failed")]
     Task(#[source] tokio::task::JoinError),
+    /// A pull stopped wanting the image's blobs before the copy ended (it
+    /// refused a layer, and says why itself).
+    #[error("{location}: the copy was stopped: the pull it was for failed")]
+    Abandoned { location: String },
     /// A registry refused a manifest because a blob it names is not there,
     /// although jbuild had found or uploaded it: another upload of the same
     /// blob raced this one (Distribution 2.8 can lose the repository's link
@@ -303,6 +309,7 @@ impl TransportError {
             TransportError::Store(e) => e.is_user_error(),
             TransportError::Io { .. }
             | TransportError::Task(_)
+            | TransportError::Abandoned { .. }
             | TransportError::BlobUnknown { .. } => false,
             TransportError::Unreachable { .. }
             | TransportError::Credentials { .. }

@@ -34,7 +34,7 @@ use serde_json::{Map, Value};
 use super::{verify_signatures, Place, PublicKey, RegistryPlace, TrustError};
 use crate::config::{Settings, TrustSettings};
 use crate::digest::Digest;
-use crate::image::pull::{FetchError, ImageSource};
+use crate::image::pull::{Arrivals, FetchError, ImageSource};
 use crate::image::Platform;
 use crate::report::Reporter;
 use crate::store::Store;
@@ -592,6 +592,7 @@ impl ImageSource for Guarded {
         reference: &str,
         platform: &Platform,
         reporter: &dyn Reporter,
+        arrivals: &Arrivals,
     ) -> Result<Descriptor, FetchError> {
         let refused = |e: PolicyError| FetchError {
             user: e.is_user_error(),
@@ -599,7 +600,9 @@ impl ImageSource for Guarded {
         };
         let policy = Policy::find(self.explicit.as_deref(), &self.settings).map_err(refused)?;
         let Some(policy) = policy else {
-            return self.puller.fetch(store, reference, platform, reporter);
+            return self
+                .puller
+                .fetch(store, reference, platform, reporter, arrivals);
         };
         let image = RegistryRef::parse(reference).map_err(|e| FetchError {
             user: true,
@@ -611,9 +614,11 @@ impl ImageSource for Guarded {
         {
             Some(digest) => {
                 let at = format!("{}@{digest}", image.name());
-                self.puller.fetch(store, &at, platform, reporter)
+                self.puller.fetch(store, &at, platform, reporter, arrivals)
             }
-            None => self.puller.fetch(store, reference, platform, reporter),
+            None => self
+                .puller
+                .fetch(store, reference, platform, reporter, arrivals),
         }
     }
 }

@@ -37,7 +37,7 @@ const FLOORS: &[(&str, &[&str])] = &[
     ("changes and the store", &["diff", "store"]),
     (
         "utilities",
-        &["digest", "fsutil", "config", "report", "pipe"],
+        &["digest", "fsutil", "config", "report", "pipe", "spool"],
     ),
 ];
 

@@ -1,16 +1,15 @@
 //! Blob bytes between files and HTTP bodies: an upload stream that
-//! hashes the file as it goes and refuses one that is not its blob; the
-//! resumption helpers of a download.
+//! hashes the file as it goes and refuses one that is not its blob; where
+//! a resumed download starts.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use sha2::{Digest as _, Sha256};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 
 use crate::digest::Digest;
-use crate::transport::TransportError;
 
 /// Bytes read from the file per chunk of an upload.
 pub const CHUNK: usize = 1 << 20;
@@ -24,22 +23,6 @@ pub fn range_start(v: &str) -> Option<u64> {
         .trim()
         .parse()
         .ok()
-}
-
-pub async fn restart(
-    file: &mut tokio::io::BufWriter<tokio::fs::File>,
-    hasher: &mut Sha256,
-) -> Result<(), TransportError> {
-    use tokio::io::AsyncSeekExt;
-    let io = |e| TransportError::io("cannot rewind a partly fetched blob", e);
-    file.flush().await.map_err(io)?;
-    file.get_mut().set_len(0).await.map_err(io)?;
-    file.get_mut()
-        .seek(std::io::SeekFrom::Start(0))
-        .await
-        .map_err(io)?;
-    *hasher = Sha256::new();
-    Ok(())
 }
 
 /// The file as a stream of chunks, hashed as they go; at the end, a size

@@ -11,11 +11,15 @@ use reqwest::StatusCode;
 use sha2::{Digest as _, Sha256};
 use tokio::io::AsyncWriteExt;
 
-use super::blob::{range_start, restart, CHUNK};
+use super::blob::{range_start, CHUNK};
 use super::conn::Conn;
 use super::{RegistryOperation, RegistryTransport};
 use crate::digest::Digest;
 use crate::transport::{digest_of, Progress, TransportError};
+
+/// How long a blob's body may pause before what came so far is written
+/// out of the buffer into the file.
+const IDLE_FLUSH: std::time::Duration = std::time::Duration::from_millis(20);
 
 impl RegistryTransport {
     /// Whether the repository has the blob, by a HEAD.
@@ -156,23 +160,51 @@ impl RegistryTransport {
                 .and_then(|v| v.to_str().ok())
                 .and_then(range_start)
                 == Some(have);
-        if have > 0 && !resumed {
-            // The registry sent the whole blob again: start over.
-            restart(file, hasher).await.map_err(|e| (0, Some(e)))?;
-            have = 0;
-        }
+        // The registry sent the whole blob again: the bytes already in the
+        // file are skipped, not written again. The file only grows (a pull
+        // may be reading it as it does), and the digest checked at the end
+        // covers it as written.
+        let mut skip = if have > 0 && !resumed { have } else { 0 };
         if let Some(n) = resp.headers().get(CONTENT_LENGTH) {
             tracing::debug!(?n, have, "blob body");
         }
+        let cannot_write = |have, e| {
+            let context = format!("cannot write blob {}", desc.digest());
+            (have, Some(TransportError::io(context, e)))
+        };
         let mut stream = resp.bytes_stream();
-        while let Some(chunk) = stream.next().await {
-            let chunk = match chunk {
+        loop {
+            // When the body pauses, what came so far goes from the buffer
+            // to the file, where a pull reading the blob as it arrives
+            // finds it (a slow registry does not hold back its first bytes).
+            let next = if file.buffer().is_empty() {
+                stream.next().await
+            } else {
+                match tokio::time::timeout(IDLE_FLUSH, stream.next()).await {
+                    Ok(next) => next,
+                    Err(_) => {
+                        file.flush().await.map_err(|e| cannot_write(have, e))?;
+                        progress(have);
+                        continue;
+                    }
+                }
+            };
+            let Some(chunk) = next else { break };
+            let mut chunk = match chunk {
                 Ok(c) => c,
                 Err(e) => {
                     tracing::debug!(error = %crate::report::error_chain(&e), have, "blob body cut short");
                     return Err((have, None));
                 }
             };
+            if skip > 0 {
+                let n = chunk.len().min(usize::try_from(skip).unwrap_or(usize::MAX));
+                let _ = chunk.split_to(n);
+                skip -= n as u64;
+                if chunk.is_empty() {
+                    continue;
+                }
+            }
             if have + chunk.len() as u64 > desc.size() {
                 return Err((
                     have,
@@ -185,15 +217,9 @@ impl RegistryTransport {
                 ));
             }
             hasher.update(&chunk);
-            file.write_all(&chunk).await.map_err(|e| {
-                (
-                    have,
-                    Some(TransportError::io(
-                        format!("cannot write blob {}", desc.digest()),
-                        e,
-                    )),
-                )
-            })?;
+            file.write_all(&chunk)
+                .await
+                .map_err(|e| cannot_write(have, e))?;
             have += chunk.len() as u64;
             progress(have);
         }

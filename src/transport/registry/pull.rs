@@ -5,12 +5,12 @@
 use oci_spec::image::Descriptor;
 
 use super::{RegistryOptions, RegistryRef, RegistryTransport};
-use crate::image::pull::{FetchError, ImageSource};
+use crate::image::pull::{Arrivals, FetchError, ImageSource};
 use crate::image::Platform;
 use crate::report::Reporter;
 use crate::store::Store;
 use crate::transport::{
-    block_on, copy_image_with, CopyEvent, CopyOptions, LayoutTransport, Transport,
+    block_on, copy_image_telling, CopyEvent, CopyOptions, LayoutTransport, Transport,
 };
 
 /// Pulls images from registries into the store.
@@ -37,19 +37,29 @@ impl ImageSource for RegistryPuller {
         reference: &str,
         platform: &Platform,
         reporter: &dyn Reporter,
+        arrivals: &Arrivals,
     ) -> Result<Descriptor, FetchError> {
         let r = parse(reference).map_err(|e| FetchError {
             user: true,
             source: Box::new(e),
         })?;
         let src = RegistryTransport::new(r.clone(), self.options.clone());
-        fetch_into(&src, &r.reference(), store, platform, self.jobs, reporter)
+        fetch_into(
+            &src,
+            &r.reference(),
+            store,
+            platform,
+            self.jobs,
+            reporter,
+            Some(arrivals),
+        )
     }
 }
 
 /// Copies the image `reference` names at `src` (its manifest for
 /// `platform`, when it is an index) into `store` untagged, `jobs` blobs at
-/// a time: the fetch of every [`ImageSource`] that reads a transport.
+/// a time, telling `arrivals` (a pull's) what has arrived as it goes: the
+/// fetch of every [`ImageSource`] that reads a transport.
 pub fn fetch_into(
     src: &dyn Transport,
     reference: &str,
@@ -57,6 +67,7 @@ pub fn fetch_into(
     platform: &Platform,
     jobs: usize,
     reporter: &dyn Reporter,
+    arrivals: Option<&Arrivals>,
 ) -> Result<Descriptor, FetchError> {
     let dst = LayoutTransport::from_store(store.clone());
     let opts = CopyOptions {
@@ -65,7 +76,8 @@ pub fn fetch_into(
     };
     let progress = |ev: CopyEvent| report(reporter, ev);
     block_on(async {
-        let desc = copy_image_with(src, reference, &dst, None, &opts, &progress).await?;
+        let desc =
+            copy_image_telling(src, reference, &dst, None, &opts, arrivals, &progress).await?;
         dst.finish().await?;
         Ok(desc)
     })

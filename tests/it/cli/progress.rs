@@ -37,8 +37,16 @@ fn pushed(big: usize) -> (World, Registry, String, u64) {
     (w, reg, name, size)
 }
 
+/// The width of the terminal [`on_a_terminal`] opens.
+const COLUMNS: u16 = 200;
+
 /// What a terminal shows, as the frames drawn: the output split at line
-/// ends and carriage returns, escape sequences taken out.
+/// ends and carriage returns, escape sequences taken out, and each line
+/// wrapped at the terminal's width as the terminal wraps it — indicatif
+/// pads a bar's line to the full width and draws the next bar right after
+/// it, with no line end between (two bars on screen at once, as when a
+/// layer unpacks while its blob downloads, would otherwise read as one
+/// line holding both counts).
 fn frames(raw: &[u8]) -> Vec<String> {
     let text = String::from_utf8_lossy(raw);
     let mut plain = String::with_capacity(text.len());
@@ -62,7 +70,13 @@ fn frames(raw: &[u8]) -> Vec<String> {
     }
     plain
         .split(['\n', '\r'])
-        .map(|l| l.trim().to_string())
+        .flat_map(|l| {
+            let chars: Vec<char> = l.chars().collect();
+            chars
+                .chunks(COLUMNS.into())
+                .map(|row| row.iter().collect::<String>().trim().to_string())
+                .collect::<Vec<_>>()
+        })
         .filter(|l| !l.is_empty())
         .collect()
 }
@@ -94,13 +108,13 @@ fn bar_count(frame: &str) -> Option<((f64, String), (f64, String))> {
     })
 }
 
-/// Runs `cmd` with a new pseudo-terminal (200 columns) as its standard
+/// Runs `cmd` with a new pseudo-terminal ([`COLUMNS`] wide) as its standard
 /// output and error; returns what the terminal received. `cmd` is taken
 /// whole: it keeps the terminal's far side open until dropped.
 fn on_a_terminal(mut cmd: Command) -> (std::process::ExitStatus, Vec<u8>) {
     let size = nix::pty::Winsize {
         ws_row: 50,
-        ws_col: 200,
+        ws_col: COLUMNS,
         ws_xpixel: 0,
         ws_ypixel: 0,
     };

@@ -1,5 +1,7 @@
-//! The pull transaction: at the library level from an OCI layout, and
-//! hostile layers through `jbuild pull` from a registry.
+//! The pull transaction: at the library level from an OCI layout,
+//! hostile layers through `jbuild pull` from a registry, and layers
+//! applied while they download.
 
 mod hostile;
+mod stream;
 mod transaction;

@@ -16,7 +16,7 @@ use tar_support::ustar;
 
 use jbuild::digest::Digest;
 use jbuild::engine::{self, BuildEnv, BuildOptions};
-use jbuild::image::pull::{FetchError, ImageSource, PullError};
+use jbuild::image::pull::{Arrivals, FetchError, ImageSource, PullError};
 use jbuild::image::unpack::UnpackError;
 use jbuild::image::{self, gc, LayerPolicy, Platform, Unpacker};
 use jbuild::layer::Compression;
@@ -25,7 +25,7 @@ use jbuild::snapshot::dir::DirSnapshotter;
 use jbuild::snapshot::Snapshotter;
 use jbuild::store::{canonical_json, oci_digest, ImageName, Store};
 use jbuild::transport::{
-    block_on, copy_image_with, CopyOptions, LayoutTransport, Transport, TransportError,
+    block_on, copy_image_telling, CopyOptions, LayoutTransport, Transport, TransportError,
 };
 
 /// An OCI layout directory as a source, images named `pulled/<ref>`.
@@ -44,6 +44,7 @@ impl ImageSource for LayoutSource {
         reference: &str,
         platform: &Platform,
         _reporter: &dyn Reporter,
+        arrivals: &Arrivals,
     ) -> Result<Descriptor, FetchError> {
         let src = LayoutTransport::new(self.dir.clone());
         let dst = LayoutTransport::from_store(store.clone());
@@ -52,7 +53,16 @@ impl ImageSource for LayoutSource {
             platform: Some(platform.clone()),
         };
         block_on(async {
-            let desc = copy_image_with(&src, reference, &dst, None, &options, &|_| {}).await?;
+            let desc = copy_image_telling(
+                &src,
+                reference,
+                &dst,
+                None,
+                &options,
+                Some(arrivals),
+                &|_| {},
+            )
+            .await?;
             dst.finish().await?;
             Ok(desc)
         })
@@ -119,11 +129,18 @@ struct World {
     source: LayoutSource,
 }
 
+/// The layers of `good`, bottom first (plain tars).
+fn good_layers() -> [Vec<u8>; 2] {
+    [
+        ustar(&[("etc/motd", 0o644, b"welcome\n")]),
+        ustar(&[("etc/hosts", 0o644, b"::1\n")]),
+    ]
+}
+
 fn world() -> World {
     let tmp = tempfile::tempdir().unwrap();
     let top = tmp.path().to_path_buf();
-    let base = ustar(&[("etc/motd", 0o644, b"welcome\n")]);
-    let good_top = ustar(&[("etc/hosts", 0o644, b"::1\n")]);
+    let [base, good_top] = good_layers();
     let setuid = ustar(&[("bin/su", 0o4755, b"#!su")]);
     let layout = top.join("layout");
     publish(&layout, "good", &[base.clone(), good_top]);
@@ -356,4 +373,154 @@ fn a_diff_id_mismatch_found_at_the_end_leaves_nothing_behind() {
         publish_as(&layout, "true", &[(blob, compression, right)]);
         w.pull("true").unwrap();
     }
+}
+
+/// A source that brings `reference` from the layout `dir` blob by blob,
+/// as a transport's copy does (each blob told once stored, the untagged
+/// entry written last), but that tells the pull of the image's last layer
+/// only once `between` has returned: meanwhile the pull sits between two
+/// layers, the one below committed and nothing standing on it.
+struct Between<'a> {
+    dir: PathBuf,
+    between: &'a (dyn Fn() + Sync),
+}
+
+impl ImageSource for Between<'_> {
+    fn name(&self, reference: &str) -> Option<String> {
+        Some(format!("pulled/{reference}"))
+    }
+
+    fn fetch(
+        &self,
+        store: &Store,
+        reference: &str,
+        _platform: &Platform,
+        _reporter: &dyn Reporter,
+        arrivals: &Arrivals,
+    ) -> Result<Descriptor, FetchError> {
+        let layout = Store::open_existing(&self.dir).unwrap();
+        let desc = layout.resolve(reference).unwrap().unwrap();
+        let digest: Digest = desc.digest().to_string().parse().unwrap();
+        let bytes = layout.read_blob(&digest, 1 << 20).unwrap();
+        arrivals.manifest(&desc, &bytes);
+        let manifest: oci_spec::image::ImageManifest = serde_json::from_slice(&bytes).unwrap();
+        let mut blobs = vec![manifest.config().clone()];
+        blobs.extend(manifest.layers().iter().cloned());
+        let last = blobs.len() - 1;
+        for (i, blob) in blobs.iter().enumerate() {
+            let d: Digest = blob.digest().to_string().parse().unwrap();
+            store
+                .put_bytes(&layout.read_blob(&d, 1 << 20).unwrap())
+                .unwrap();
+            if i == last {
+                (self.between)();
+            }
+            arrivals.stored(&d);
+        }
+        store.put_bytes(&bytes).unwrap();
+        store.add_untagged(&desc).unwrap();
+        Ok(desc)
+    }
+}
+
+/// Whether a process waits for an exclusive `flock` of `file` (a `->` line
+/// of `/proc/locks` names the request blocked on the file's inode).
+fn waits_for_flock(file: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let meta = fs::metadata(file).unwrap();
+    // As the kernel prints it: major and minor in hex, the inode in decimal.
+    let id = format!(
+        "{:02x}:{:02x}:{}",
+        libc::major(meta.dev()),
+        libc::minor(meta.dev()),
+        meta.ino()
+    );
+    fs::read_to_string("/proc/locks").unwrap().lines().any(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        f.get(1) == Some(&"->")
+            && f.get(2) == Some(&"FLOCK")
+            && f.get(4) == Some(&"WRITE")
+            && f.get(6) == Some(&id.as_str())
+    })
+}
+
+/// Waits (at most a minute) until `done` answers yes.
+fn wait_until(what: &str, done: impl Fn() -> bool) {
+    for _ in 0..6000 {
+        if done() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    panic!("still waiting for {what} after a minute");
+}
+
+/// `jbuild prune` while a pull has committed its first layer and not yet
+/// begun its second (the image has no name yet, so no image uses that
+/// layer): the pull's pin — the store lock it holds shared — keeps prune
+/// waiting until the image is named; prune then removes nothing of it, and
+/// the image is whole.
+#[test]
+fn prune_while_a_pull_is_between_two_layers_waits_and_takes_nothing_of_it() {
+    let w = world();
+    let diff_ids: Vec<Digest> = good_layers().iter().map(|l| Digest::of(l)).collect();
+    let chains: Vec<String> = image::chain_ids(&diff_ids)
+        .iter()
+        .map(image::SnapshotName::chain)
+        .collect();
+    let lock_file = w.top.join("store/.jbuild/lock");
+    let prune_started = std::sync::atomic::AtomicBool::new(false);
+    let pruned = std::sync::Mutex::new(None);
+    // Prune runs on its own thread once the first layer is committed; the
+    // pull goes on once prune has finished, or once it waits for the lock.
+    let between = || {
+        wait_until("prune to start", || {
+            prune_started.load(std::sync::atomic::Ordering::SeqCst)
+        });
+        wait_until("prune to finish or to wait for the store lock", || {
+            pruned.lock().unwrap().is_some() || waits_for_flock(&lock_file)
+        });
+    };
+    let source = Between {
+        dir: w.top.join("layout"),
+        between: &between,
+    };
+    let pulled = std::thread::scope(|s| {
+        s.spawn(|| {
+            wait_until("the first layer's snapshot", || {
+                w.snapshots.stat(&chains[0]).unwrap().is_some()
+            });
+            prune_started.store(true, std::sync::atomic::Ordering::SeqCst);
+            let summary = gc::prune(&w.store, &w.snapshots, false);
+            *pruned.lock().unwrap() = Some(summary);
+        });
+        image::pull(
+            &w.unpacker(),
+            &source,
+            "good",
+            &Platform::default_for_host(),
+        )
+    });
+    let summary = pruned.into_inner().unwrap().unwrap();
+    let pulled = pulled.unwrap_or_else(|e| {
+        panic!(
+            "the pull failed after prune ({summary:?}): {}",
+            jbuild::report::error_chain(&e)
+        )
+    });
+    let summary = summary.unwrap();
+    assert_eq!(summary.snapshots_removed, 0, "{summary:?}");
+    assert!(summary.blobs_removed.is_empty(), "{summary:?}");
+    assert_eq!(pulled.name, "pulled/good");
+    for chain in &chains {
+        assert!(w.snapshots.stat(chain).unwrap().is_some(), "{chain} gone");
+    }
+    let (top, _) = w
+        .unpacker()
+        .top("pulled/good", &Platform::default_for_host())
+        .unwrap();
+    let root = w.snapshots.view(&top.unwrap()).unwrap();
+    assert_eq!(fs::read(root.join("etc/motd")).unwrap(), b"welcome\n");
+    assert_eq!(fs::read(root.join("etc/hosts")).unwrap(), b"::1\n");
+    assert!(gc::unreferenced_blobs(&w.store).unwrap().is_empty());
 }

@@ -38,6 +38,24 @@ pub enum FaultKind {
     /// Add this `WWW-Authenticate` value to a 401 from the registry:
     /// before the registry's own challenges (`true`) or after them.
     ExtraChallenge(String, bool),
+    /// Send the head and this many bytes of the body, then hold the rest
+    /// back until the condition holds (at most 20 s), then send it;
+    /// whether the condition held in time is recorded ([`Proxy::held`]).
+    HoldUntil(usize, Condition),
+    /// Send the head and the body up to this byte of the blob (counted
+    /// from the blob's start, also in a `206` answer to a `Range`
+    /// request), then close cleanly: a blob that always breaks off there.
+    CutAt(u64),
+}
+
+/// A condition a held response waits for (see [`FaultKind::HoldUntil`]).
+#[derive(Clone)]
+pub struct Condition(pub Arc<dyn Fn() -> bool + Send + Sync>);
+
+impl std::fmt::Debug for Condition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Condition")
+    }
 }
 
 /// A fault for the first `times` requests with this method whose path
@@ -88,6 +106,9 @@ struct State {
     /// Path and bytes of body sent of every response cut short
     /// (`ResetMidBody`, `TruncateBody`), in order.
     cuts: Vec<(String, usize)>,
+    /// Path of every held response (`HoldUntil`) and whether its
+    /// condition held before the wait ran out, in order.
+    held: Vec<(String, bool)>,
     /// How many times a fault was applied.
     applied: usize,
     /// `METHOD PATH SCHEME` of every request (`-`: no `Authorization`).
@@ -178,6 +199,12 @@ impl Proxy {
     /// Path and body bytes sent of every response cut short so far.
     pub fn cuts(&self) -> Vec<(String, usize)> {
         self.state.lock().unwrap().cuts.clone()
+    }
+
+    /// Path of every response held back (`HoldUntil`) and whether its
+    /// condition held before the wait ran out.
+    pub fn held(&self) -> Vec<(String, bool)> {
+        self.state.lock().unwrap().held.clone()
     }
 
     /// The most gated requests that were in flight at once.
@@ -458,6 +485,34 @@ async fn handle(
         FaultKind::CorruptBody => {
             body[n / 2] ^= 0xff;
             cl_w.write_all(&body).await?;
+            cl_w.shutdown().await?;
+            upload.abort();
+        }
+        FaultKind::HoldUntil(first, Condition(until)) => {
+            let first = first.min(n);
+            cl_w.write_all(&body[..first]).await?;
+            cl_w.flush().await?;
+            let start = tokio::time::Instant::now();
+            while !until() && start.elapsed() < Duration::from_secs(20) {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            state.lock().unwrap().held.push((path.clone(), until()));
+            cl_w.write_all(&body[first..]).await?;
+            cl_w.shutdown().await?;
+            upload.abort();
+        }
+        FaultKind::CutAt(at) => {
+            // Where this answer starts in the blob: 0, or a 206's range.
+            let from = header(&rhead, "content-range")
+                .and_then(|v| {
+                    let v = v.strip_prefix("bytes ")?;
+                    v.split('-').next()?.trim().parse::<u64>().ok()
+                })
+                .unwrap_or(0);
+            let keep = (at.saturating_sub(from) as usize).min(n);
+            cl_w.write_all(&body[..keep]).await?;
+            cl_w.flush().await?;
+            state.lock().unwrap().cuts.push((path.clone(), keep));
             cl_w.shutdown().await?;
             upload.abort();
         }
