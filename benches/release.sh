@@ -5,9 +5,13 @@
 #
 #     bash benches/release.sh [TREE]
 #
-# TREE (default /usr/share) is packed into a synthetic base.txz (xz -6, as
-# FreeBSD's sets) and served from 127.0.0.1 by python3's http.server. Timed,
-# best of 3, alternated:
+# TREE (default /usr/share) is packed into a synthetic base.txz and served
+# from 127.0.0.1 by python3's http.server. It is packed as FreeBSD packs
+# its sets: `tar cvf - . | ${XZ_CMD}` in Makefile.inc1's packageworld, with
+# XZ_CMD = `xz -T ${XZ_THREADS}` and XZ_THREADS ?= 0 (share/mk/bsd.own.mk),
+# i.e. `xz -6 -T0`: one stream of 24 MiB blocks (`xz -lv` lists them), which
+# liblzma's multithreaded decoder splits across cores. BASE_TXZ=FILE uses a
+# set packed before (TREE is then only named). Timed, best of 3, alternated:
 #   jbuild:    jbuild build (FROM freebsd:14.3 only) — MANIFEST, download,
 #              sha256, xz decode, path-safe extract, snapshot commit, and the
 #              export of the layer (zstd) that every build ends with;
@@ -32,10 +36,14 @@ trap 'kill $server 2>/dev/null || true; rm -rf "$work"' EXIT
 
 rel=$work/mirror/amd64/14.3-RELEASE
 mkdir -p "$rel"
-tar -C "$tree" -cf - . | xz -6 -T0 > "$rel/base.txz"
+if [ -n "${BASE_TXZ:-}" ]; then
+  cp "$BASE_TXZ" "$rel/base.txz"
+else
+  tar -C "$tree" -cf - . | xz -6 -T0 > "$rel/base.txz"
+fi
 sum=$(sha256sum "$rel/base.txz" | cut -d' ' -f1)
 printf 'base.txz\t%s\t1\tbase\t"Base system"\ton\n' "$sum" > "$rel/MANIFEST"
-echo "base.txz: $(du -h "$rel/base.txz" | cut -f1) compressed, $(du -sh "$tree" | cut -f1) tree"
+echo "base.txz: $(du -h "$rel/base.txz" | cut -f1) compressed, $(xz -l "$rel/base.txz" | awk 'NR==2 {print $2}') blocks, $(du -sh "$tree" | cut -f1) tree"
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 python3 -m http.server --bind 127.0.0.1 --directory "$work/mirror" "$port" >/dev/null 2>&1 &

@@ -386,8 +386,11 @@ impl Release {
 /// Applies the tar of the set `name` (from `tar`, the set's xz decoder)
 /// to `root`, as hostile (setuid kept).
 fn apply_set(name: &str, tar: io::Result<impl io::Read>, root: &Path) -> Result<(), ReleaseError> {
+    // A set is a whole base: its snapshot is synced as soon as it is
+    // extracted, so its writeback starts file by file.
     let opts = ApplyOptions {
         allow_setuid: true,
+        start_writeback: true,
         ..ApplyOptions::default()
     };
     let failed = |message: String| ReleaseError::Extract {

@@ -71,6 +71,7 @@ pub fn check_layer_apply(data: &[u8]) {
         allow_devices: false,
         allow_setuid: sel & 0x10 != 0,
         same_owner: sel & 0x20 != 0,
+        start_writeback: sel & 0x40 != 0,
     };
     let result = apply(&stream[..], media_type, &tmp.path().join("root"), &opts);
     let mut names: Vec<_> = fs::read_dir(tmp.path())

@@ -84,6 +84,7 @@ impl Arena {
                 allow_devices: false,
                 allow_setuid: false,
                 same_owner: false,
+                start_writeback: false,
             },
         )
     }
@@ -324,6 +325,7 @@ fn devices_need_permission() {
             allow_devices: true,
             allow_setuid: false,
             same_owner: true,
+            start_writeback: false,
         };
         a.apply_with(&dev(b'3'), &opts).unwrap();
         assert_eq!(
@@ -357,6 +359,7 @@ fn setuid_needs_permission() {
         allow_devices: false,
         allow_setuid: true,
         same_owner: false,
+        start_writeback: false,
     };
     a.apply_with(&su(0o4755), &opts).unwrap();
     assert_eq!(
@@ -578,6 +581,7 @@ fn limits_stop_a_layer_before_it_costs_more() {
         allow_devices: false,
         allow_setuid: false,
         same_owner: false,
+        start_writeback: false,
     };
     let limits = Limits {
         max_size: 64 << 10,

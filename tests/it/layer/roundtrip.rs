@@ -22,6 +22,7 @@ fn trusted() -> ApplyOptions {
         allow_devices: true,
         allow_setuid: true,
         same_owner: is_root(),
+        start_writeback: true,
     }
 }
 

@@ -704,3 +704,76 @@ fn a_hostile_set_is_refused_and_nothing_escapes() {
         "{snaps:?}"
     );
 }
+
+/// The base layer a bootstrap exports (as the set is extracted, with every
+/// file's writeback started early) is byte for byte the layer a later
+/// export of the same committed snapshot gives: the zstd blob the build
+/// stored is what exporting its snapshot again makes, and `check --deep`
+/// (which diffs every built snapshot again) finds nothing.
+#[test]
+fn the_bootstrap_stores_the_blob_a_re_export_of_its_snapshot_makes() {
+    use jbuild::diff::Differ;
+    use jbuild::snapshot::Snapshotter;
+    let t = tempfile::tempdir().unwrap();
+    let mirror = t.path().join("mirror");
+    make_release(&mirror, &xz(&base_tar(None)));
+    let server = Server::start(&mirror);
+    let config = t.path().join("config.toml");
+    fs::write(&config, "").unwrap();
+    let root = t.path().join("root");
+    let ctx = context(t.path(), "FROM freebsd:14.3\n");
+    let mut c = build_cmd(&root, &server, &ctx, &config);
+    let built = result(&ok(c.args(["-t", "rel:1", "--compression", "zstd"])));
+
+    let layout = t.path().join("oci");
+    ok(jbuild(&root)
+        .args(["push", "rel:1"])
+        .arg(format!("oci:{}", layout.display())));
+    let manifest = built["manifest"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("sha256:");
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&fs::read(layout.join("blobs/sha256").join(manifest)).unwrap())
+            .unwrap();
+    let layers = manifest["layers"].as_array().unwrap();
+    assert_eq!(layers.len(), 1, "{manifest:#}");
+    let stored = layers[0]["digest"].as_str().unwrap();
+
+    let sn = jbuild::snapshot::dir::DirSnapshotter::new(root.join("snapshots/dir")).unwrap();
+    let base: Vec<_> = sn
+        .list()
+        .unwrap()
+        .into_iter()
+        .filter(|i| i.kind == jbuild::snapshot::Kind::Committed)
+        .collect();
+    assert_eq!(base.len(), 1, "{base:?}");
+    let tree = sn.view(&base[0].name).unwrap();
+    let clamp: u64 = base[0].labels["jbuild:mtimeclamp"].parse().unwrap();
+    let changes = jbuild::diff::walk::TreeWalkDiffer::new()
+        .changes(
+            None,
+            jbuild::diff::SnapshotRef {
+                name: &base[0].name,
+                root: &tree,
+            },
+        )
+        .unwrap();
+    let (again, _) = jbuild::layer::export(
+        &tree,
+        &changes,
+        &jbuild::layer::TarOptions { clamp_mtime: clamp },
+        jbuild::layer::Compression::Zstd,
+        std::io::sink(),
+    )
+    .unwrap();
+    assert_eq!(
+        again.digest.to_string(),
+        stored,
+        "the blob a re-export makes"
+    );
+
+    let checked = ok(jbuild(&root).args(["check", "--deep"]));
+    assert!(checked.contains("1 layers diffed again"), "{checked}");
+    assert!(!checked.contains("damaged"), "{checked}");
+}
