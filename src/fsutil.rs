@@ -209,8 +209,7 @@ pub fn sync_all_at_once(paths: &[PathBuf]) -> io::Result<()> {
             .collect();
         threads
             .into_iter()
-            .map(|t| t.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            .fold(Ok(()), |all, one| all.and(one))
+            .try_for_each(|t| t.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
     })
 }
 

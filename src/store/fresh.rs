@@ -13,14 +13,13 @@
 //! 2. Blobs and tags go into it as into any store, but nothing is synced as
 //!    it is written ([`super::Durability::Deferred`]): no fsync per blob,
 //!    per rename, per change of `index.json`.
-//! 3. [`NewLayout::publish`]:
-//!    a. every file and directory of the staged layout — each blob,
-//!       `index.json`, `oci-layout`, `blobs/sha256/`, `blobs/` and the
-//!       staging directory itself — is fsynced, all at the same time
-//!       ([`sync_all_at_once`]): the first wait;
-//!    b. the staging directory is renamed to PLACE (one atomic rename);
-//!    c. PARENT, and each directory whose entry step 1 added, are fsynced
-//!       at the same time: the second wait.
+//! 3. [`NewLayout::publish`]: (a) every file and directory of the staged
+//!    layout — each blob, `index.json`, `oci-layout`, `blobs/sha256/`,
+//!    `blobs/` and the staging directory itself — is fsynced, all at the
+//!    same time ([`sync_all_at_once`]): the first wait; (b) the staging
+//!    directory is renamed to PLACE (one atomic rename); (c) PARENT, and
+//!    each directory whose entry step 1 added, are fsynced at the same
+//!    time: the second wait.
 //!
 //! # Why this keeps the store's promise
 //!
