@@ -23,7 +23,9 @@
 # and the load average before and after.
 #
 # Environment: JBUILD (default target/release/jbuild), CRANE (default crane in
-# $PATH or ~/go/bin).
+# $PATH or ~/go/bin), JBUILD_BEFORE (another jbuild binary, e.g. one built
+# before a change: its pull is timed in the same rounds, as `before-pull`,
+# and compared with JBUILD's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -105,6 +107,7 @@ timed() {
 run() { # one row of one round
   case $1 in
     jbuild-pull) rm -rf "$work/jdst"; timed "$1" "$jbuild" --quiet copy "docker://$reg/src:1" "oci:$work/jdst:1" ;;
+    before-pull) rm -rf "$work/bdst"; timed "$1" "$before" --quiet copy "docker://$reg/src:1" "oci:$work/bdst:1" ;;
     crane-pull) rm -rf "$work/cdst"; timed "$1" "$crane" pull --insecure --format=oci "$reg/src:1" "$work/cdst" ;;
     jbuild-push) timed "$1" "$jbuild" --quiet copy "oci:$work/jsrc:1" "docker://$reg/j$2/x:1" ;;
     crane-push) timed "$1" "$crane" push --insecure "$work/csrc" "$reg/c$2/x:1" ;;
@@ -114,6 +117,12 @@ run() { # one row of one round
 }
 
 rows=(jbuild-pull crane-pull jbuild-push crane-push jbuild-version crane-version)
+before=${JBUILD_BEFORE:-}
+if [ -n "$before" ]; then
+  [ -x "$before" ] || { echo "JBUILD_BEFORE=$before is not an executable" >&2; exit 1; }
+  "$before" --version
+  rows=(jbuild-pull crane-pull before-pull jbuild-push crane-push jbuild-version crane-version)
+fi
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "== $rounds rounds (load average before: $load_before)"
 for i in $(seq "$rounds"); do
@@ -133,9 +142,13 @@ d, rounds = sys.argv[1], sys.argv[2]
 t = {n: [float(x) for x in open(os.path.join(d, n))] for n in os.listdir(d)}
 med = {n: statistics.median(v) for n, v in t.items()}
 print("%-16s %10s %10s %10s" % ("", "median s", "min s", "max s"))
-for n in ("jbuild-pull", "crane-pull", "jbuild-push", "crane-push", "jbuild-version", "crane-version"):
-    print("%-16s %10.4f %10.4f %10.4f" % (n, med[n], min(t[n]), max(t[n])))
+for n in ("jbuild-pull", "crane-pull", "before-pull", "jbuild-push", "crane-push", "jbuild-version", "crane-version"):
+    if n in t:
+        print("%-16s %10.4f %10.4f %10.4f" % (n, med[n], min(t[n]), max(t[n])))
 for what in ("pull", "push", "version"):
     print("jbuild / crane, %-8s %.2fx" % (what + ":", med["jbuild-" + what] / med["crane-" + what]))
+if "before-pull" in t:
+    print("before / crane, pull:    %.2fx" % (med["before-pull"] / med["crane-pull"]))
+    print("jbuild / before, pull:   %.2fx" % (med["jbuild-pull"] / med["before-pull"]))
 print("rounds %s; load average before %s, after %s" % (rounds, sys.argv[3], sys.argv[4]))
 PY

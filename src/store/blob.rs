@@ -16,6 +16,8 @@ use crate::digest::{Digest, HashingReader, HashingWriter};
 /// [`commit`]: BlobWriter::commit
 pub struct BlobWriter {
     blobs_dir: PathBuf,
+    /// Whether the blob is fsynced before its rename ([`Store::syncs`]).
+    sync: bool,
     inner: HashingWriter<BufWriter<NamedTempFile>>,
 }
 
@@ -55,9 +57,9 @@ impl BlobWriter {
         if target.is_file() {
             return Ok((digest, size));
         }
-        tmp.as_file()
-            .sync_all()
-            .map_err(|e| StoreError::io(format!("cannot write {}", tmp.path().display()), e))?;
+        if self.sync {
+            sync_file(tmp.as_file(), tmp.path())?;
+        }
         fs::create_dir_all(&self.blobs_dir).map_err(|e| {
             StoreError::io(format!("cannot create {}", self.blobs_dir.display()), e)
         })?;
@@ -69,6 +71,14 @@ impl BlobWriter {
         })?;
         Ok((digest, size))
     }
+}
+
+/// fsyncs a blob's temporary file before its rename.
+fn sync_file(file: &File, path: &std::path::Path) -> Result<(), StoreError> {
+    file.sync_all()
+        .map_err(|e| StoreError::io(format!("cannot write {}", path.display()), e))?;
+    crate::fsutil::record_sync(path);
+    Ok(())
 }
 
 impl Store {
@@ -102,6 +112,7 @@ impl Store {
             })?;
         Ok(BlobWriter {
             blobs_dir: self.root.join("blobs/sha256"),
+            sync: self.syncs(),
             inner: HashingWriter::new(BufWriter::with_capacity(256 * 1024, tmp)),
         })
     }
@@ -132,9 +143,9 @@ impl Store {
         if target.is_file() {
             return Ok(());
         }
-        file.as_file()
-            .sync_all()
-            .map_err(|e| StoreError::io(format!("cannot write {}", file.path().display()), e))?;
+        if self.syncs() {
+            sync_file(file.as_file(), file.path())?;
+        }
         fs::create_dir_all(&blobs_dir)
             .map_err(|e| StoreError::io(format!("cannot create {}", blobs_dir.display()), e))?;
         file.persist(&target).map_err(|e| {

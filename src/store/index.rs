@@ -8,7 +8,7 @@ use oci_spec::image::{Descriptor, ImageIndex};
 use super::json::canonical_json;
 use super::name::ImageName;
 use super::{descriptor_digest, Store, StoreError, REF_NAME};
-use crate::fsutil::{sync_dir, write_atomic};
+use crate::fsutil::{sync_dir, write_atomic, write_renamed};
 
 /// Shortest digest prefix [`Store::resolve`] accepts.
 const MIN_PREFIX: usize = 6;
@@ -94,14 +94,19 @@ impl Store {
             return Ok(result);
         }
         index.set_manifests(manifests);
-        // The blobs renamed into place since the last change (blob commits
-        // leave this to here) become durable before anything names them.
-        let blobs = self.root.join("blobs/sha256");
-        sync_dir(&blobs)
-            .map_err(|e| StoreError::io(format!("cannot sync {}", blobs.display()), e))?;
         let path = self.index_path();
-        write_atomic(&path, &canonical_json(&index))
-            .map_err(|e| StoreError::io(format!("cannot write {}", path.display()), e))?;
+        let written = if self.syncs() {
+            // The blobs renamed into place since the last change (blob
+            // commits leave this to here) become durable before anything
+            // names them.
+            let blobs = self.root.join("blobs/sha256");
+            sync_dir(&blobs)
+                .map_err(|e| StoreError::io(format!("cannot sync {}", blobs.display()), e))?;
+            write_atomic(&path, &canonical_json(&index))
+        } else {
+            write_renamed(&path, &canonical_json(&index))
+        };
+        written.map_err(|e| StoreError::io(format!("cannot write {}", path.display()), e))?;
         Ok(result)
     }
 

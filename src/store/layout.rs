@@ -6,10 +6,10 @@ use std::path::Path;
 use oci_spec::image::{ImageIndexBuilder, MediaType};
 
 use super::json::canonical_json;
-use super::{Store, StoreError};
-use crate::fsutil::{sync_dir, write_replacing};
+use super::{Durability, Store, StoreError};
+use crate::fsutil::{sync_dir, write_renamed, write_replacing};
 
-const LAYOUT_FILE: &str = "oci-layout";
+pub(super) const LAYOUT_FILE: &str = "oci-layout";
 const LAYOUT_JSON: &[u8] = br#"{"imageLayoutVersion":"1.0.0"}"#;
 
 /// What a directory may hold when an earlier `Store::open` was interrupted
@@ -24,6 +24,7 @@ impl Store {
     pub fn open(dir: &Path) -> Result<Store, StoreError> {
         let store = Store {
             root: dir.to_path_buf(),
+            durability: Durability::Ordered,
         };
         match fs::metadata(dir) {
             Ok(m) if !m.is_dir() => return Err(store.not_a_layout("it is not a directory")),
@@ -58,6 +59,7 @@ impl Store {
     pub fn open_existing(dir: &Path) -> Result<Store, StoreError> {
         let store = Store {
             root: dir.to_path_buf(),
+            durability: Durability::Ordered,
         };
         store.check_layout()?;
         Ok(store)
@@ -69,6 +71,7 @@ impl Store {
     pub fn open_unchecked(dir: &Path) -> Store {
         Store {
             root: dir.to_path_buf(),
+            durability: Durability::Ordered,
         }
     }
 
@@ -126,8 +129,10 @@ impl Store {
     /// its rename, and syncs the directory once, after both (not after each:
     /// one fsync fewer for every new layout). Until that sync a crash may
     /// keep either name; [`Store::open`] finishes what it finds
-    /// ([`Store::lost_its_empty_index`] for `oci-layout` alone).
-    fn create_layout(&self) -> Result<(), StoreError> {
+    /// ([`Store::lost_its_empty_index`] for `oci-layout` alone). A
+    /// [`Durability::Deferred`] store syncs nothing here: its layout is
+    /// synced whole later ([`super::NewLayout::publish`]).
+    pub(super) fn create_layout(&self) -> Result<(), StoreError> {
         let blobs = self.root.join("blobs/sha256");
         fs::create_dir_all(&blobs)
             .map_err(|e| StoreError::io(format!("cannot create {}", blobs.display()), e))?;
@@ -151,7 +156,12 @@ impl Store {
             {
                 continue;
             }
-            if let Err(e) = write_replacing(&path, &bytes) {
+            let written = if self.syncs() {
+                write_replacing(&path, &bytes)
+            } else {
+                write_renamed(&path, &bytes)
+            };
+            if let Err(e) = written {
                 // Once another process has finished the same layout, a
                 // `jbuild check --repair` may take our temporary file: what
                 // we meant to write is then there already.
@@ -170,13 +180,16 @@ impl Store {
                 }
             }
         }
+        if !self.syncs() {
+            return Ok(());
+        }
         sync_dir(&self.root)
             .map_err(|e| StoreError::io(format!("cannot sync {}", self.root.display()), e))
     }
 
     /// A layout has a readable `oci-layout` of version 1.x and a readable
     /// `index.json`.
-    fn check_layout(&self) -> Result<(), StoreError> {
+    pub(super) fn check_layout(&self) -> Result<(), StoreError> {
         match fs::metadata(&self.root) {
             Ok(m) if m.is_dir() => {}
             Ok(_) => return Err(self.not_a_layout("it is not a directory")),

@@ -36,9 +36,15 @@
 //! and renamed into `blobs/sha256/` ([`BlobWriter`]); `index.json` is replaced
 //! atomically under a lock ([`lock`]). A killed process leaves at most a
 //! temporary file behind, never a half-written blob or index.
+//!
+//! A layout made where there was none ([`Store::create_new`], what
+//! `jbuild copy … oci:NEW` writes) is the exception to syncing each write:
+//! it is staged out of sight beside its place, synced whole at once and
+//! renamed in ([`NewLayout`]; the argument is in `fresh.rs`'s doc).
 
 mod blob;
 mod cleanup;
+mod fresh;
 mod index;
 mod json;
 mod layout;
@@ -51,6 +57,7 @@ use std::path::{Path, PathBuf};
 
 pub use blob::BlobWriter;
 pub use cleanup::STALE_TMP;
+pub use fresh::NewLayout;
 pub(crate) use index::valid_ref_name;
 pub use index::{Found, RefName};
 pub use json::canonical_json;
@@ -66,6 +73,19 @@ pub const REF_NAME: &str = "org.opencontainers.image.ref.name";
 #[derive(Debug, Clone)]
 pub struct Store {
     root: PathBuf,
+    durability: Durability,
+}
+
+/// When what a [`Store`] writes is made durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Durability {
+    /// As it is written, in the order "Writing safely" above gives: every
+    /// store at its own place.
+    Ordered,
+    /// Not as it is written: a layout being made out of sight, synced whole
+    /// before it takes its place ([`NewLayout`]), or one no crash needs to
+    /// keep (a scratch layout an archive is written from).
+    Deferred,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -134,6 +154,11 @@ impl Store {
     /// The layout's directory.
     pub fn path(&self) -> &Path {
         &self.root
+    }
+
+    /// Whether writes are synced as they happen ([`Durability::Ordered`]).
+    fn syncs(&self) -> bool {
+        self.durability == Durability::Ordered
     }
 
     /// Where the blob `d` is (or would be).

@@ -1,10 +1,15 @@
 //! `oci:DIR`: an OCI image layout directory — jbuild's own store, or one
 //! skopeo, umoci or another jbuild wrote.
+//!
+//! Where DIR does not exist when the first write comes, the layout is made
+//! out of sight and put in place, synced whole, by [`Transport::finish`]
+//! ([`NewLayout`]: two waits for the disk, however many blobs); an
+//! existing layout is written in place, each write synced in order.
 
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use oci_spec::image::Descriptor;
@@ -14,7 +19,7 @@ use super::{
     ManifestRole, OriginNotes, Progress, Transport, TransportError,
 };
 use crate::image::MAX_DOCUMENT;
-use crate::store::{Store, StoreError, StoreLock};
+use crate::store::{NewLayout, Store, StoreError, StoreLock};
 
 /// An OCI layout directory as a transport. Reading never changes the
 /// directory; the first write creates the layout if there is none.
@@ -23,10 +28,15 @@ pub struct LayoutTransport(Arc<Inner>);
 
 struct Inner {
     dir: PathBuf,
-    store: OnceLock<Store>,
-    /// Held while the layout is opened (or created): parallel blob tasks
-    /// each creating it would find the other's half-made layout.
-    opening: Mutex<()>,
+    /// The layout once opened (or staged). The lock is held while it is
+    /// opened or created: parallel blob tasks each creating it would find
+    /// the other's half-made layout.
+    store: Mutex<Option<Store>>,
+    /// The layout being made where there was none, put in place by
+    /// `finish`.
+    fresh: Mutex<Option<NewLayout>>,
+    /// How a layout that is not there is made.
+    making: Making,
     /// A shared [`StoreLock`] from the first push to `finish`, so a prune
     /// running meanwhile cannot remove blobs not yet named by `index.json`.
     writing: Mutex<Option<StoreLock>>,
@@ -35,26 +45,42 @@ struct Inner {
     remember: bool,
 }
 
+/// How a [`LayoutTransport`] makes its layout when DIR is not there.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Making {
+    /// Out of sight, then put in place durably ([`NewLayout`]).
+    New,
+    /// At DIR, never synced: a layout no crash needs to keep.
+    Scratch,
+}
+
 impl LayoutTransport {
     pub fn new(dir: PathBuf) -> LayoutTransport {
-        LayoutTransport(Arc::new(Inner {
-            dir,
-            store: OnceLock::new(),
-            opening: Mutex::new(()),
-            writing: Mutex::new(None),
-            remember: false,
-        }))
+        LayoutTransport::with(dir, None, Making::New)
+    }
+
+    /// A layout at `dir` whose writes are never synced: a scratch layout
+    /// in a temporary directory (an archive is written from one), which a
+    /// crash may lose whole.
+    pub fn scratch(dir: PathBuf) -> LayoutTransport {
+        LayoutTransport::with(dir, None, Making::Scratch)
     }
 
     /// The layout of an open store (jbuild's own).
     pub fn from_store(store: Store) -> LayoutTransport {
         let dir = store.path().to_path_buf();
+        LayoutTransport::with(dir, Some(store), Making::New)
+    }
+
+    fn with(dir: PathBuf, store: Option<Store>, making: Making) -> LayoutTransport {
+        let remember = store.is_some();
         LayoutTransport(Arc::new(Inner {
             dir,
-            store: OnceLock::from(store),
-            opening: Mutex::new(()),
+            store: Mutex::new(store),
+            fresh: Mutex::new(None),
+            making,
             writing: Mutex::new(None),
-            remember: true,
+            remember,
         }))
     }
 
@@ -103,19 +129,35 @@ impl Inner {
     }
 
     fn store(&self, create: bool) -> Result<Store, TransportError> {
-        if let Some(s) = self.store.get() {
+        let mut opened = self.store.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(s) = opened.as_ref() {
             return Ok(s.clone());
         }
-        let _opening = self.opening.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(s) = self.store.get() {
-            return Ok(s.clone());
-        }
-        let store = if create {
-            Store::open(&self.dir)?
-        } else {
-            Store::open_existing(&self.dir)?
+        let store = match (create, self.making) {
+            (false, _) => Store::open_existing(&self.dir)?,
+            (true, Making::Scratch) => Store::create_scratch(&self.dir)?,
+            (true, Making::New) => match Store::create_new(&self.dir)? {
+                Some(new) => {
+                    let staged = new.store().clone();
+                    *self.fresh.lock().unwrap_or_else(|e| e.into_inner()) = Some(new);
+                    staged
+                }
+                None => Store::open(&self.dir)?,
+            },
         };
-        Ok(self.store.get_or_init(|| store).clone())
+        *opened = Some(store.clone());
+        Ok(store)
+    }
+
+    /// Puts a layout made where there was none in its place; the store
+    /// there serves whatever comes after.
+    fn publish(&self) -> Result<(), TransportError> {
+        let mut opened = self.store.lock().unwrap_or_else(|e| e.into_inner());
+        let fresh = self.fresh.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(new) = fresh {
+            *opened = Some(new.publish()?);
+        }
+        Ok(())
     }
 
     /// The store, opened (or created) for writing under the shared lock.
@@ -308,6 +350,7 @@ impl Transport for LayoutTransport {
     }
 
     async fn finish(&self) -> Result<(), TransportError> {
+        self.run(|i| i.publish()).await?;
         self.0
             .writing
             .lock()

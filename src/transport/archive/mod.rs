@@ -145,7 +145,9 @@ impl ArchiveTransport {
                     } else {
                         temp_dir_beside(&file)?
                     };
-                    let layout = LayoutTransport::new(dir.path().join("layout"));
+                    // The archive is the result: its staging layout needs
+                    // no syncs.
+                    let layout = LayoutTransport::scratch(dir.path().join("layout"));
                     Ok(Staged { _dir: dir, layout })
                 })
             })

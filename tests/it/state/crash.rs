@@ -1,4 +1,4 @@
-//! Crash safety: `jbuild build`, `export`, `push` and `pull` are killed with
+//! Crash safety: `jbuild build`, `export`, `copy`, `push` and `pull` are killed with
 //! SIGKILL at pseudo-random points, then the same command is run again and
 //! `jbuild check` looks at the state root. Every rerun must succeed and no
 //! check may find damage; every few rounds `check --repair` must leave
@@ -293,6 +293,15 @@ fn exports(rng: &mut fastrand::Rng, n: usize) -> Tally {
             delay(rng, typical),
         ) as usize;
         tally.kills += 1;
+        if path.extension().is_none() {
+            // A new layout: the kill left none, or the whole one.
+            absent_or_whole(
+                &path,
+                "app:1",
+                &w.manifest,
+                &format!("export round {round}"),
+            );
+        }
         must(
             run_bounded(jbuild(home).args(["export", "app:1", &to]), LIMIT),
             &format!("export rerun {round}"),
@@ -320,6 +329,76 @@ fn exports(rng: &mut fastrand::Rng, n: usize) -> Tally {
         assert!(blobs >= 1, "round {round}: nothing exported");
         assert_sound(home, &format!("export round {round}"), round, &mut tally);
     }
+    tally
+}
+
+/// What a kill left where a new layout was being made: nothing (false), or
+/// the whole layout (true), every blob sound and the image at `tag` the
+/// one `manifest` names, as skopeo reads it. Never a layout without it.
+fn absent_or_whole(layout: &Path, tag: &str, manifest: &str, what: &str) -> bool {
+    if !layout.exists() {
+        return false;
+    }
+    assert!(verify_layout(layout) >= 3, "{what}: blobs missing");
+    let o = run_bounded(
+        Command::new("skopeo").args([
+            "inspect",
+            "--raw",
+            &format!("oci:{}:{tag}", layout.display()),
+        ]),
+        LIMIT,
+    );
+    let raw = must(o, &format!("{what}: skopeo inspect"));
+    assert_eq!(
+        jbuild::digest::Digest::of(raw.as_bytes()).to_string(),
+        manifest,
+        "{what}: the layout holds another manifest"
+    );
+    true
+}
+
+/// Kills copies from a registry into a new layout (`jbuild copy docker://…
+/// oci:NEW:1`, small work's case): each kill leaves no layout there or the
+/// whole one, and the rerun completes it.
+fn copies(rng: &mut fastrand::Rng, n: usize, reg: &Registry) -> Tally {
+    crate::support::lane::require(crate::support::lane::Lane::Skopeo);
+    let w = World::new(2 << 20);
+    let name = format!("{}/crash/copy:1", reg.host());
+    must(
+        run_bounded(w.jbuild().args(["push", "app:1", &name]), LIMIT),
+        "push the copy source",
+    );
+    let home = w.tmp.path();
+    let layout = w.path("out/layout");
+    let (from, to) = (
+        format!("docker://{name}"),
+        format!("oci:{}:1", layout.display()),
+    );
+    let (out, typical) = timed(jbuild(home).args(["copy", &from, &to]));
+    must(out, "first copy");
+    let mut tally = Tally::default();
+    let (mut whole, mut none) = (0, 0);
+    for round in 0..n {
+        let _ = fs::remove_dir_all(&layout);
+        tally.landed +=
+            kill_after(jbuild(home).args(["copy", &from, &to]), delay(rng, typical)) as usize;
+        tally.kills += 1;
+        let what = format!("copy round {round}");
+        if absent_or_whole(&layout, "1", &w.manifest, &what) {
+            whole += 1;
+        } else {
+            none += 1;
+        }
+        must(
+            run_bounded(jbuild(home).args(["copy", &from, &to]), LIMIT),
+            &format!("copy rerun {round}"),
+        );
+        assert!(
+            absent_or_whole(&layout, "1", &w.manifest, &what),
+            "{what}: the rerun left no layout"
+        );
+    }
+    println!("copy: a kill left no layout {none} times, the whole one {whole} times");
     tally
 }
 
@@ -408,6 +487,7 @@ fn killed_commands_rerun_and_leave_a_sound_store() {
     let results = [
         ("build", builds(&mut rng, nb)),
         ("export", exports(&mut rng, ne)),
+        ("copy", copies(&mut rng, ne, &reg)),
         ("push", pushes(&mut rng, nu, &reg)),
         ("pull", pulls(&mut rng, nl, &reg)),
     ];

@@ -256,13 +256,16 @@ async fn tampered_blobs_never_reach_the_destination() {
     .unwrap_err();
     assert!(matches!(err, TransportError::Mismatch { .. }), "{err}");
     assert!(err.to_string().contains(&layer.to_string()), "{err}");
-    let out = Store::open_existing(&dir).unwrap();
-    assert!(!out.has_blob(&layer));
-    assert!(
-        !out.has_blob(&descriptor_digest(&manifest).unwrap()),
-        "no manifest without its blobs"
-    );
-    assert!(out.list().unwrap().is_empty());
+    // A new layout is staged beside its place until `finish`: nothing is
+    // at the place, and the failed copy's staging goes with the transport.
+    assert!(!dir.exists(), "a failed copy made no layout");
+    drop(dst);
+    let left: Vec<_> = fs::read_dir(t.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n.to_string_lossy().starts_with(".dst."))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
 
     // A tampered manifest is refused before anything is copied.
     let manifest_path = store.blob_path(&descriptor_digest(&manifest).unwrap());
@@ -327,6 +330,7 @@ async fn indexes_are_copied_whole() {
     )
     .await
     .unwrap();
+    dst.finish().await.unwrap();
     assert_eq!(copied.digest(), index_desc.digest());
     let out = Store::open_existing(&dir).unwrap();
     assert_eq!(
