@@ -153,9 +153,9 @@ fn replace(path: &Path, bytes: &[u8], sync: bool) -> io::Result<()> {
     Ok(())
 }
 
-/// The directory `path` is in; `iid` alone has the parent "", which
-/// cannot be opened to be synced.
-fn parent_of(path: &Path) -> &Path {
+/// The directory `path` is in (`.` for a bare name): `iid` alone has the
+/// parent "", which cannot be opened to be synced.
+pub(crate) fn parent_of(path: &Path) -> &Path {
     match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),

@@ -53,7 +53,7 @@ use std::time::{Duration, SystemTime};
 
 use super::lock::{try_flock, StoreLock};
 use super::{Durability, Store, StoreError, STALE_TMP};
-use crate::fsutil::sync_all_at_once;
+use crate::fsutil::{parent_of, sync_all_at_once};
 
 /// What follows `.NAME` in a staging directory's name.
 const STAGING: &str = ".jbuild-new-";
@@ -110,12 +110,12 @@ impl Store {
                 ))
             }
         }
-        let parent = dir_of(place);
+        let parent = parent_of(place).to_path_buf();
         // The entry of each directory made here lives in its parent.
         let mut parents = vec![parent.clone()];
         let mut missing = parent.clone();
         while fs::symlink_metadata(&missing).is_err() && missing != Path::new(".") {
-            missing = dir_of(&missing);
+            missing = parent_of(&missing).to_path_buf();
             parents.push(missing.clone());
         }
         fs::create_dir_all(&parent)
@@ -255,14 +255,6 @@ impl Drop for NewLayout {
         if !self.keep {
             let _ = fs::remove_dir_all(&self.store.root);
         }
-    }
-}
-
-/// The directory `path` is in (`.` for a bare name).
-fn dir_of(path: &Path) -> PathBuf {
-    match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
     }
 }
 

@@ -31,10 +31,7 @@ struct Inner {
     /// The layout once opened (or staged). The lock is held while it is
     /// opened or created: parallel blob tasks each creating it would find
     /// the other's half-made layout.
-    store: Mutex<Option<Store>>,
-    /// The layout being made where there was none, put in place by
-    /// `finish`.
-    fresh: Mutex<Option<NewLayout>>,
+    opened: Mutex<Opened>,
     /// How a layout that is not there is made.
     making: Making,
     /// A shared [`StoreLock`] from the first push to `finish`, so a prune
@@ -43,6 +40,24 @@ struct Inner {
     /// Whether blob origins are remembered here: only in jbuild's own
     /// store, so reading an `oci:DIR` never changes it.
     remember: bool,
+}
+
+/// What [`Inner::store`] has opened: nothing yet, a layout, or one being
+/// made where there was none (put in place by `finish`).
+enum Opened {
+    Not,
+    Layout(Store),
+    Staged(NewLayout),
+}
+
+impl Opened {
+    fn store(&self) -> Option<&Store> {
+        match self {
+            Opened::Not => None,
+            Opened::Layout(s) => Some(s),
+            Opened::Staged(new) => Some(new.store()),
+        }
+    }
 }
 
 /// How a [`LayoutTransport`] makes its layout when DIR is not there.
@@ -76,8 +91,7 @@ impl LayoutTransport {
         let remember = store.is_some();
         LayoutTransport(Arc::new(Inner {
             dir,
-            store: Mutex::new(store),
-            fresh: Mutex::new(None),
+            opened: Mutex::new(store.map_or(Opened::Not, Opened::Layout)),
             making,
             writing: Mutex::new(None),
             remember,
@@ -129,33 +143,30 @@ impl Inner {
     }
 
     fn store(&self, create: bool) -> Result<Store, TransportError> {
-        let mut opened = self.store.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(s) = opened.as_ref() {
+        let mut opened = self.opened.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(s) = opened.store() {
             return Ok(s.clone());
         }
-        let store = match (create, self.making) {
-            (false, _) => Store::open_existing(&self.dir)?,
-            (true, Making::Scratch) => Store::create_scratch(&self.dir)?,
+        *opened = match (create, self.making) {
+            (false, _) => Opened::Layout(Store::open_existing(&self.dir)?),
+            (true, Making::Scratch) => Opened::Layout(Store::create_scratch(&self.dir)?),
             (true, Making::New) => match Store::create_new(&self.dir)? {
-                Some(new) => {
-                    let staged = new.store().clone();
-                    *self.fresh.lock().unwrap_or_else(|e| e.into_inner()) = Some(new);
-                    staged
-                }
-                None => Store::open(&self.dir)?,
+                Some(new) => Opened::Staged(new),
+                None => Opened::Layout(Store::open(&self.dir)?),
             },
         };
-        *opened = Some(store.clone());
-        Ok(store)
+        Ok(opened.store().expect("opened above").clone())
     }
 
     /// Puts a layout made where there was none in its place; the store
     /// there serves whatever comes after.
     fn publish(&self) -> Result<(), TransportError> {
-        let mut opened = self.store.lock().unwrap_or_else(|e| e.into_inner());
-        let fresh = self.fresh.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(new) = fresh {
-            *opened = Some(new.publish()?);
+        let mut opened = self.opened.lock().unwrap_or_else(|e| e.into_inner());
+        if let Opened::Staged(_) = &*opened {
+            let Opened::Staged(new) = std::mem::replace(&mut *opened, Opened::Not) else {
+                unreachable!("matched above")
+            };
+            *opened = Opened::Layout(new.publish()?);
         }
         Ok(())
     }
