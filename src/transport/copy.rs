@@ -149,14 +149,11 @@ pub async fn copy_image_telling(
         arrivals.manifest(desc, bytes);
     }
 
-    let staging = tempfile::Builder::new()
-        .prefix("jbuild-copy-")
-        .tempdir()
-        .map_err(|e| TransportError::io("cannot create a temporary directory", e))?;
+    let staging = Staging::default();
     let copy_blobs = || async {
         let copies = blobs
             .iter()
-            .map(|blob| copy_blob(src, dst, blob, staging.path(), arrivals, progress));
+            .map(|blob| copy_blob(src, dst, blob, &staging, arrivals, progress));
         let mut running = futures_util::stream::iter(copies).buffer_unordered(options.jobs.max(1));
         while let Some(done) = running.next().await {
             done?;
@@ -219,6 +216,28 @@ async fn abandoned(arrivals: &Arrivals) {
     }
 }
 
+/// The temporary directory of a copy between two places that are not
+/// jbuild's own files (a registry to a registry): each blob passes through
+/// a file in it. Made at the first such blob, so a copy into a layout or
+/// out of one creates none.
+#[derive(Default)]
+struct Staging(std::sync::OnceLock<tempfile::TempDir>);
+
+impl Staging {
+    fn dir(&self) -> Result<&Path, TransportError> {
+        if let Some(dir) = self.0.get() {
+            return Ok(dir.path());
+        }
+        let made = tempfile::Builder::new()
+            .prefix("jbuild-copy-")
+            .tempdir()
+            .map_err(|e| TransportError::io("cannot create a temporary directory", e))?;
+        // Two blobs may race here: the directory made second is dropped
+        // (removed) and both use the first.
+        Ok(self.0.get_or_init(|| made).path())
+    }
+}
+
 /// One blob across: skipped, mounted, pushed from the source's own file,
 /// or fetched to a temporary file and adopted. Each shortcut is taken only
 /// when the transport has the ability (see [`super::ability`]).
@@ -226,7 +245,7 @@ async fn copy_blob(
     src: &dyn Transport,
     dst: &dyn Transport,
     blob: &Descriptor,
-    staging: &Path,
+    staging: &Staging,
     arrivals: Option<&Arrivals>,
     progress: &(dyn Fn(CopyEvent) + Send + Sync),
 ) -> Result<(), TransportError> {
@@ -303,7 +322,7 @@ async fn copy_blob(
     } else {
         let file = tempfile::Builder::new()
             .prefix("blob-")
-            .tempfile_in(staging)
+            .tempfile_in(staging.dir()?)
             .map_err(|e| TransportError::io("cannot create a temporary file", e))?;
         src.fetch_blob(blob, file.path(), &moved).await?;
         dst.push_blob(blob, file.path(), &|_| {}).await?;

@@ -1,7 +1,7 @@
 //! Small work is cheap: a copy between a registry and an OCI layout touches
-//! neither the state root nor the system's CA certificates (a plain-HTTP
-//! registry never shows one), makes only the requests it needs, and leaves
-//! a complete layout behind.
+//! neither the state root, nor the temporary directory, nor the system's CA
+//! certificates (a plain-HTTP registry never shows one), makes only the
+//! requests it needs, and leaves a complete layout behind.
 
 use crate::support::registry as registry_support;
 
@@ -50,11 +50,13 @@ fn pushed() -> (World, Registry, String) {
 fn a_copy_between_a_registry_and_a_layout_opens_no_state_root() {
     let (w, reg, src) = pushed();
 
-    // A state root that cannot exist (its parent is a file): any command
-    // that opened the store, a lock or the snapshots would fail.
+    // A state root and a temporary directory that cannot exist (their
+    // parent is a file): any command that opened the store, a lock or the
+    // snapshots, or made a temporary directory, would fail.
     let file = w.path("a-file");
     fs::write(&file, b"").unwrap();
     let nowhere = file.join("root");
+    let no_tmp = file.join("tmp");
     let layout = w.path("layout");
     let oci = format!("oci:{}:1", layout.display());
     for (from, to) in [
@@ -64,6 +66,7 @@ fn a_copy_between_a_registry_and_a_layout_opens_no_state_root() {
         let out = run_bounded(
             w.jbuild()
                 .env("JBUILD_ROOT", &nowhere)
+                .env("TMPDIR", &no_tmp)
                 .env_remove("JBUILD_BACKEND")
                 .args(["copy", &from, &to]),
             LIMIT,
@@ -73,6 +76,28 @@ fn a_copy_between_a_registry_and_a_layout_opens_no_state_root() {
     }
     assert!(!nowhere.exists());
     assert_complete(&layout, &w.manifest);
+
+    // Between two registries (not one: it mounts) each blob passes through
+    // a temporary file: that copy does need the directory, and says so when
+    // it is missing.
+    let other = Registry::start();
+    let between = |tmp: &Path| {
+        run_bounded(
+            w.jbuild().env("TMPDIR", tmp).args([
+                "copy",
+                &format!("docker://{src}"),
+                &format!("docker://{}/other/app:1", other.host()),
+            ]),
+            LIMIT,
+        )
+    };
+    let out = between(&no_tmp);
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(err.contains("cannot create a temporary directory"), "{err}");
+    let tmp = w.path("tmp");
+    fs::create_dir_all(&tmp).unwrap();
+    assert_eq!(succeeds(&between(&tmp)).trim(), w.manifest);
 }
 
 /// A system whose CA certificates would be refused (none where
