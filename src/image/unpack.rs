@@ -252,10 +252,12 @@ impl<'a> Unpacker<'a> {
             // arriving says it arrived whole, with its digest checked.
             io::copy(&mut counted, &mut io::sink())
                 .map_err(|e| Apply::Refused(LayerError::Read(e)))?;
-            if stats.diff_id != blob.diff_id {
+            if stats.diff_id.as_ref() != Some(&blob.diff_id) {
                 return Err(Apply::Refused(LayerError::DiffId {
                     expected: blob.diff_id.to_string(),
-                    actual: stats.diff_id.to_string(),
+                    actual: stats
+                        .diff_id
+                        .map_or_else(|| "not computed".into(), |d| d.to_string()),
                 }));
             }
             self.snapshotter

@@ -46,9 +46,10 @@ use super::compress::decompress;
 use super::limits::{human, Capped, Limits};
 use super::reader::TarReader;
 use super::LayerError;
-use crate::digest::{Digest, HashingReader};
+use crate::digest::Digest;
 use crate::fsutil::flags::{self, FileFlags};
 use crate::pipe::{pipe, PipeReader, PipeWriter};
+use sha2::{Digest as _, Sha256};
 
 mod entry;
 
@@ -69,6 +70,10 @@ pub struct ApplyOptions {
     /// the rest of the layer is decoded, instead of after it, with the
     /// CPU idle. Off by default: measured for the release bootstrap only.
     pub start_writeback: bool,
+    /// Hash the uncompressed stream for its diff ID ([`ApplyStats::diff_id`]).
+    /// On by default; off only where nothing compares it: a release set,
+    /// whose snapshot is exported (and hashed) afresh.
+    pub diff_id: bool,
 }
 
 impl Default for ApplyOptions {
@@ -79,6 +84,7 @@ impl Default for ApplyOptions {
             allow_setuid: false,
             same_owner: nix::unistd::geteuid().is_root(),
             start_writeback: false,
+            diff_id: true,
         }
     }
 }
@@ -86,8 +92,8 @@ impl Default for ApplyOptions {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApplyStats {
     /// sha256 of the uncompressed tar stream: compare it with the diff ID
-    /// the image config lists.
-    pub diff_id: Digest,
+    /// the image config lists. `None` when [`ApplyOptions::diff_id`] is off.
+    pub diff_id: Option<Digest>,
     /// Entries applied (whiteouts included, extended headers not).
     pub entries: u64,
     /// Bytes of file content written.
@@ -144,14 +150,14 @@ pub fn apply_with_flags<R: Read>(
     let (tx, rx) = pipe();
     let (extracted, diff_id) = std::thread::scope(|s| {
         let extraction = s.spawn(move || extract(rx, root, opts, limits, file_flags));
-        let diff_id = decode(capped, tx);
+        let diff_id = decode(capped, tx, opts.diff_id);
         let extracted = extraction
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         (extracted, diff_id)
     });
     match (extracted, diff_id) {
-        (Ok((entries, bytes)), Some(diff_id)) => Ok(ApplyStats {
+        (Ok((entries, bytes)), Ok(diff_id)) => Ok(ApplyStats {
             diff_id,
             entries,
             bytes,
@@ -166,31 +172,44 @@ pub fn apply_with_flags<R: Read>(
         (Err(e), _) => Err(e),
         // The extraction read the stream to its end, so the decoder
         // finished: it cannot have stopped early.
-        (Ok(_), None) => Err(LayerError::Internal("decompression")),
+        (Ok(_), Err(Stopped)) => Err(LayerError::Internal("decompression")),
     }
 }
 
-/// Reads the uncompressed stream into `tx`, hashing it: its sha256 (the
-/// diff ID), or `None` if the stream failed (the error goes down the
-/// pipe, where the extraction meets it) or the extraction stopped.
-fn decode(stream: impl Read, mut tx: PipeWriter) -> Option<Digest> {
-    let mut hashing = HashingReader::new(stream);
+/// The decoder stopped before the end of the stream: the stream failed
+/// (the error went down the pipe, where the extraction meets it) or the
+/// extraction stopped reading.
+struct Stopped;
+
+/// Reads the uncompressed stream into `tx`, hashing it when `hash` is set:
+/// its sha256 (the diff ID), or `None` when not asked for.
+fn decode(stream: impl Read, mut tx: PipeWriter, hash: bool) -> Result<Option<Digest>, Stopped> {
+    let mut hasher = hash.then(Sha256::new);
+    let mut stream = stream;
     let mut buf = vec![0u8; 256 * 1024];
     loop {
-        match hashing.read(&mut buf) {
+        match stream.read(&mut buf) {
             Ok(0) => break,
-            // Sent at once: a slow source (a download) gives short reads,
-            // and the extraction should not wait for a chunk to fill.
-            Ok(n) => tx.write_all(&buf[..n]).and_then(|_| tx.flush()).ok()?,
+            Ok(n) => {
+                if let Some(h) = &mut hasher {
+                    h.update(&buf[..n]);
+                }
+                // Sent at once: a slow source (a download) gives short
+                // reads, and the extraction should not wait for a chunk to
+                // fill.
+                tx.write_all(&buf[..n])
+                    .and_then(|_| tx.flush())
+                    .map_err(|_| Stopped)?;
+            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => {
                 tx.fail(e);
-                return None;
+                return Err(Stopped);
             }
         }
     }
-    tx.flush().ok()?;
-    Some(hashing.finish().0)
+    tx.flush().map_err(|_| Stopped)?;
+    Ok(hasher.map(|h| Digest::from_sha(h.finalize().into())))
 }
 
 /// Applies the tar stream `stream` to `root`: the entries and the bytes

@@ -85,6 +85,7 @@ impl Arena {
                 allow_setuid: false,
                 same_owner: false,
                 start_writeback: false,
+                diff_id: true,
             },
         )
     }
@@ -326,6 +327,7 @@ fn devices_need_permission() {
             allow_setuid: false,
             same_owner: true,
             start_writeback: false,
+            diff_id: true,
         };
         a.apply_with(&dev(b'3'), &opts).unwrap();
         assert_eq!(
@@ -360,6 +362,7 @@ fn setuid_needs_permission() {
         allow_setuid: true,
         same_owner: false,
         start_writeback: false,
+        diff_id: true,
     };
     a.apply_with(&su(0o4755), &opts).unwrap();
     assert_eq!(
@@ -511,6 +514,45 @@ fn long_names_from_gnu_and_pax_headers_and_symlink_loops() {
     assert!(a.apply(&tar).is_err());
 }
 
+/// A layer applied without hashing (`diff_id` off: the release bootstrap,
+/// whose sets are checked by their own sha256) gives the same tree, and no
+/// diff ID rather than a wrong one.
+#[test]
+fn a_layer_applied_without_its_diff_id_gives_the_same_tree_and_none() {
+    let tar = RawTar::default()
+        .file(b"etc/motd", b"hello")
+        .file(b"bin/sh", b"#!")
+        .finish();
+    let (a, b) = (Arena::new(), Arena::new());
+    let off = ApplyOptions {
+        diff_id: false,
+        same_owner: false,
+        ..ApplyOptions::default()
+    };
+    let hashed = a
+        .apply_with(
+            &tar,
+            &ApplyOptions {
+                same_owner: false,
+                ..ApplyOptions::default()
+            },
+        )
+        .unwrap();
+    let unhashed = b.apply_with(&tar, &off).unwrap();
+    assert_eq!(hashed.diff_id, Some(Digest::of(&tar)));
+    assert_eq!(unhashed.diff_id, None);
+    assert_eq!(
+        (unhashed.entries, unhashed.bytes),
+        (hashed.entries, hashed.bytes)
+    );
+    for f in ["etc/motd", "bin/sh"] {
+        assert_eq!(
+            fs::read(a.root.join(f)).unwrap(),
+            fs::read(b.root.join(f)).unwrap()
+        );
+    }
+}
+
 #[test]
 fn archives_from_gnu_tar_apply_and_hash_whole() {
     let a = Arena::new();
@@ -542,7 +584,7 @@ fn archives_from_gnu_tar_apply_and_hash_whole() {
         )
         .unwrap();
         // GNU tar pads to 10 KiB records: the diff ID covers the padding.
-        assert_eq!(stats.diff_id, Digest::of(&bytes), "{format}");
+        assert_eq!(stats.diff_id, Some(Digest::of(&bytes)), "{format}");
         assert_eq!(
             fs::read(
                 a.root
@@ -582,6 +624,7 @@ fn limits_stop_a_layer_before_it_costs_more() {
         allow_setuid: false,
         same_owner: false,
         start_writeback: false,
+        diff_id: true,
     };
     let limits = Limits {
         max_size: 64 << 10,

@@ -231,6 +231,7 @@ fn apply(tar: &[u8], root: &Path, rules: &FreeBsdRules) {
         allow_setuid: false,
         same_owner: true,
         start_writeback: false,
+        diff_id: true,
     };
     apply_with_flags(tar, MEDIA_TYPE_TAR, root, &opts, &Limits::default(), rules)
         .unwrap_or_else(|e| panic!("applying the layer: {e:#}"));
