@@ -2,10 +2,11 @@
 //! unpacked layers (`chain-` snapshots) no image uses, active snapshots
 //! whose process is gone, and with `--cache` the whole build cache.
 //! [`prune`] removes them and says what it removed; `jbuild check` uses
-//! the same questions to list them as reclaimable. A layer a jail was
-//! cloned from ([`crate::snapshot::clones`]) is never among them, whether
-//! an image still uses it or not: prune keeps it and says which jail
-//! holds it.
+//! the same questions to list them as reclaimable, and a failed pull to
+//! tell which of the layers it made it may take away ([`unused_among`]).
+//! A layer a jail was cloned from ([`crate::snapshot::clones`]) is never
+//! among them, whether an image still uses it or not: prune keeps it and
+//! says which jail holds it.
 
 use std::collections::HashSet;
 
@@ -194,6 +195,37 @@ pub fn unused_chains<'a>(all: &'a [Info], in_use: &HashSet<String>) -> Vec<&'a I
             out.push(i);
         }
     }
+}
+
+/// Of the unpacked layers `made` (the `chain-` snapshots a failed pull
+/// committed), those `prune` would remove now, leaves first: no image in
+/// `index.json` uses them, no jail was cloned from them, and nothing
+/// stands on them but others of `made` (or the active snapshot of a dead
+/// process, which the snapshotter then refuses to remove from under).
+///
+/// For a caller that holds the store lock exclusively (`_exclusive`): then
+/// no pull is between finding one of them and building on it, as a pull
+/// holds the lock shared until it names its image ([`super::pull`], "The
+/// pin"). A build, or `jbuild create`, holds no lock while it unpacks, but
+/// it unpacks only a named image, whose layers are in use.
+pub fn unused_among(
+    store: &Store,
+    snapshotter: &dyn Snapshotter,
+    made: &HashSet<String>,
+    _exclusive: &StoreLock,
+) -> Result<Vec<String>, GcError> {
+    let all = snapshotter.list()?;
+    let mut keep = chains_in_use(store)?;
+    keep.extend(holders(&jails_of(snapshotter)?).into_keys());
+    keep.extend(
+        all.iter()
+            .filter(|i| !made.contains(&i.name))
+            .map(|i| i.name.clone()),
+    );
+    Ok(unused_chains(&all, &keep)
+        .into_iter()
+        .map(|i| i.name.clone())
+        .collect())
 }
 
 /// `jbuild prune`: removes the active snapshots of dead processes, the

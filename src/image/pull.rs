@@ -21,13 +21,14 @@
 //! When a layer is refused, or the copy fails (a blob cut short, or not
 //! the blob its digest names), or anything else fails, what the pull added
 //! is taken away (a refused layer stops the copy first): the half-applied
-//! snapshot is already gone (the unpacker removes it); the layers of this
-//! image unpacked before it, the untagged entry, and the blobs the pull
-//! added are removed — the
-//! blobs only under the exclusive store lock, taken without waiting: if
-//! another jbuild is adding content, they stay for `jbuild prune` (or
-//! `jbuild check --repair`), harmless. A stored image of the same name, if
-//! any, is left as it was.
+//! snapshot is already gone (the unpacker removes it), and the untagged
+//! entry is removed; the layers of this image the pull unpacked, and the
+//! blobs it added, go only under the store lock held exclusively, taken
+//! without waiting — and of the layers only those no image uses. If
+//! another jbuild holds the lock (a pull that may have found one of those
+//! layers and not yet built on it, a build adding blobs), they stay for
+//! `jbuild prune` (or `jbuild check --repair`), harmless. A stored image of
+//! the same name, if any, is left as it was.
 //!
 //! # The pin
 //!
@@ -45,6 +46,13 @@
 //! are still arriving (which `check` would call damage). `prune` already
 //! waited for that lock to remove blobs; it now takes it before it looks
 //! at snapshots.
+//!
+//! The pin keeps another pull's cleanup off this pull's layers too. Two
+//! images may share a base: a pull finds the base another pull has just
+//! unpacked, and goes on to its next layer, standing on nothing yet. If
+//! the other pull then fails, it must not take the base away: a failed
+//! pull removes the layers it made only under the lock held exclusively,
+//! which this pull's pin refuses while it runs.
 //!
 //! A layer the store held before the pull may be what failed: its copy
 //! damaged since (a disk error), not the image. Such a blob is re-hashed,
@@ -477,9 +485,20 @@ fn names(snapshotter: &dyn Snapshotter) -> Result<HashSet<String>, SnapshotError
 
 /// Takes away what the failed pull of `desc` (read as `img`, when it could
 /// be read: else nothing was unpacked) added, and releases the pull's
-/// `pin` once its snapshots and untagged entry are gone. Best effort: what
-/// cannot be removed now is what `prune` removes later, so failures here
-/// are logged, not reported over the reason the pull failed.
+/// `pin`. Best effort: what cannot be removed now is what `prune` removes
+/// later, so failures here are logged, not reported over the reason the
+/// pull failed.
+///
+/// Its untagged entry goes at once; the layers it unpacked and the blobs
+/// it added only under the store lock held exclusively, taken without
+/// waiting once the pin is dropped (the pin is a shared hold of the same
+/// lock, on another open file, which would refuse it). A layer this pull
+/// unpacked may be one another pull has found since, and is about to build
+/// on: that pull holds the lock shared (its pin) until it names its image,
+/// so while it runs the lock is refused, and what this pull made stays for
+/// `prune`. Of the layers, only those no image uses go
+/// ([`super::gc::unused_among`]): a build unpacking a named image holds no
+/// lock, and may stand on one of them in a moment.
 fn discard(
     store: &Store,
     snapshotter: &dyn Snapshotter,
@@ -488,44 +507,53 @@ fn discard(
     before: &Before,
     pin: StoreLock,
 ) {
-    // The snapshots of this image's layers below the refused one that this
-    // pull made (not others', made meanwhile): top first, as children must
-    // go before their parents.
-    let chains: Vec<String> = match img.map(LoadedImage::diff_ids) {
-        Some(Ok(diff_ids)) => chain_ids(&diff_ids)
-            .iter()
-            .map(SnapshotName::chain)
-            .collect(),
-        _ => Vec::new(),
-    };
-    let now = names(snapshotter).unwrap_or_default();
-    for name in chains.iter().rev() {
-        if now.contains(name) && !before.snapshots.contains(name) {
-            if let Err(e) = snapshotter.remove(name) {
-                tracing::debug!("snapshot {name} is left for prune: {e}");
-            }
-        }
-    }
     if let Some(desc) = desc.filter(|d| !before.indexed.contains(&d.digest().to_string())) {
         if let Err(e) = store.remove_untagged(desc) {
             tracing::debug!("cannot drop the untagged entry of {}: {e}", desc.digest());
         }
     }
-    // The blobs go only under the exclusive lock, which the pin (a shared
-    // hold of the same lock, on another open file) would refuse.
     drop(pin);
-    match StoreLock::try_exclusive(store) {
-        Ok(Some(_lock)) => match super::gc::unreferenced_blobs(store) {
-            Ok(unreferenced) => {
-                for d in unreferenced.iter().filter(|d| !before.blobs.contains(d)) {
-                    if let Err(e) = store.remove_blob(d) {
-                        tracing::debug!("cannot remove {d}: {e}");
+    let lock = match StoreLock::try_exclusive(store) {
+        Ok(Some(lock)) => lock,
+        Ok(None) => {
+            tracing::debug!("the store is busy: the pulled layers and blobs are left for prune");
+            return;
+        }
+        Err(e) => {
+            tracing::debug!("cannot lock the store: {e}");
+            return;
+        }
+    };
+    // The snapshots of this image's layers that this pull made (not those
+    // that were there before it).
+    let made: HashSet<String> = match img.map(LoadedImage::diff_ids) {
+        Some(Ok(diff_ids)) => chain_ids(&diff_ids)
+            .iter()
+            .map(SnapshotName::chain)
+            .filter(|name| !before.snapshots.contains(name))
+            .collect(),
+        _ => HashSet::new(),
+    };
+    if !made.is_empty() {
+        match super::gc::unused_among(store, snapshotter, &made, &lock) {
+            Ok(unused) => {
+                for name in unused {
+                    if let Err(e) = snapshotter.remove(&name) {
+                        tracing::debug!("snapshot {name} is left for prune: {e}");
                     }
                 }
             }
-            Err(e) => tracing::debug!("cannot tell which blobs are unreferenced: {e}"),
-        },
-        Ok(None) => tracing::debug!("the store is busy: the pulled blobs are left for prune"),
-        Err(e) => tracing::debug!("cannot lock the store: {e}"),
+            Err(e) => tracing::debug!("cannot tell which layers are unused: {e}"),
+        }
+    }
+    match super::gc::unreferenced_blobs(store) {
+        Ok(unreferenced) => {
+            for d in unreferenced.iter().filter(|d| !before.blobs.contains(d)) {
+                if let Err(e) = store.remove_blob(d) {
+                    tracing::debug!("cannot remove {d}: {e}");
+                }
+            }
+        }
+        Err(e) => tracing::debug!("cannot tell which blobs are unreferenced: {e}"),
     }
 }

@@ -3,5 +3,6 @@
 //! applied while they download.
 
 mod hostile;
+mod shared_base;
 mod stream;
 mod transaction;

@@ -29,7 +29,7 @@ use jbuild::transport::{
 };
 
 /// An OCI layout directory as a source, images named `pulled/<ref>`.
-struct LayoutSource {
+pub(super) struct LayoutSource {
     dir: PathBuf,
 }
 
@@ -118,26 +118,27 @@ fn publish_as(dir: &Path, reference: &str, layers: &[(Vec<u8>, Compression, Stri
     layout.tag_ref(reference, &desc).unwrap();
 }
 
-/// A state root: a store, a `dir` snapshotter, and a layout to pull from
-/// holding `good` (two layers) and `bad` (the same first layer, then a
-/// setuid file, which the default policy refuses).
-struct World {
+/// A state root as `jbuild` lays it out (`JBUILD_ROOT=top`: the store, the
+/// `dir` snapshots), and a layout to pull from holding `good` (two layers)
+/// and `bad` (the same first layer, then a setuid file, which the default
+/// policy refuses).
+pub(super) struct World {
     _tmp: tempfile::TempDir,
-    top: PathBuf,
-    store: Store,
-    snapshots: DirSnapshotter,
-    source: LayoutSource,
+    pub(super) top: PathBuf,
+    pub(super) store: Store,
+    pub(super) snapshots: DirSnapshotter,
+    pub(super) source: LayoutSource,
 }
 
 /// The layers of `good`, bottom first (plain tars).
-fn good_layers() -> [Vec<u8>; 2] {
+pub(super) fn good_layers() -> [Vec<u8>; 2] {
     [
         ustar(&[("etc/motd", 0o644, b"welcome\n")]),
         ustar(&[("etc/hosts", 0o644, b"::1\n")]),
     ]
 }
 
-fn world() -> World {
+pub(super) fn world() -> World {
     let tmp = tempfile::tempdir().unwrap();
     let top = tmp.path().to_path_buf();
     let [base, good_top] = good_layers();
@@ -147,7 +148,7 @@ fn world() -> World {
     publish(&layout, "bad", &[base, setuid]);
     World {
         store: Store::open(&top.join("store")).unwrap(),
-        snapshots: DirSnapshotter::new(top.join("snapshots")).unwrap(),
+        snapshots: DirSnapshotter::new(top.join("snapshots/dir")).unwrap(),
         source: LayoutSource { dir: layout },
         top,
         _tmp: tmp,
@@ -155,7 +156,7 @@ fn world() -> World {
 }
 
 impl World {
-    fn unpacker(&self) -> Unpacker<'_> {
+    pub(super) fn unpacker(&self) -> Unpacker<'_> {
         Unpacker::new(
             &self.store,
             &self.snapshots,
@@ -164,7 +165,7 @@ impl World {
         )
     }
 
-    fn pull(&self, reference: &str) -> Result<image::pull::Pulled, PullError> {
+    pub(super) fn pull(&self, reference: &str) -> Result<image::pull::Pulled, PullError> {
         image::pull(
             &self.unpacker(),
             &self.source,
@@ -276,17 +277,14 @@ fn a_damaged_stored_layer_is_blamed_as_such() {
     assert!(err.to_string().contains("jbuild check --repair"), "{err}");
 }
 
-#[test]
-fn a_build_whose_from_image_has_a_refused_layer_leaves_no_name() {
-    let w = world();
-    w.pull("good").unwrap();
-    let before = w.state();
-    let context = w.top.join("context");
+/// The options of a build, tagged `out`, of the Jailfile `text`, written
+/// into a context directory under `top`.
+pub(super) fn build_options(top: &Path, text: &str) -> BuildOptions {
+    let context = top.join("context");
     fs::create_dir_all(&context).unwrap();
     let jailfile = context.join("Jailfile");
-    fs::write(&jailfile, "FROM bad\nLABEL made=here\n").unwrap();
-    let env = BuildEnv::new(&w.store, &w.snapshots, &SilentReporter).with_image_source(&w.source);
-    let opts = BuildOptions {
+    fs::write(&jailfile, text).unwrap();
+    BuildOptions {
         context,
         jailfile,
         tags: vec![ImageName::parse("out").unwrap()],
@@ -302,7 +300,16 @@ fn a_build_whose_from_image_has_a_refused_layer_leaves_no_name() {
         jail_annotations: false,
         mount_cache: None,
         secrets: Default::default(),
-    };
+    }
+}
+
+#[test]
+fn a_build_whose_from_image_has_a_refused_layer_leaves_no_name() {
+    let w = world();
+    w.pull("good").unwrap();
+    let before = w.state();
+    let env = BuildEnv::new(&w.store, &w.snapshots, &SilentReporter).with_image_source(&w.source);
+    let opts = build_options(&w.top, "FROM bad\nLABEL made=here\n");
     let err = engine::build(&env, &opts).unwrap_err();
     assert!(err.is_user_error(), "{err}");
     let text = jbuild::report::error_chain(&err);
@@ -359,7 +366,7 @@ fn a_diff_id_mismatch_found_at_the_end_leaves_nothing_behind() {
         );
         assert_eq!(w.state(), before, "{compression:?}: {text}");
         assert!(w.store.list().unwrap().is_empty(), "{compression:?}");
-        let active = fs::read_dir(w.top.join("snapshots"))
+        let active = fs::read_dir(w.top.join("snapshots/dir"))
             .unwrap()
             .flatten()
             .map(|e| e.path())
@@ -377,12 +384,25 @@ fn a_diff_id_mismatch_found_at_the_end_leaves_nothing_behind() {
 
 /// A source that brings `reference` from the layout `dir` blob by blob,
 /// as a transport's copy does (each blob told once stored, the untagged
-/// entry written last), but that tells the pull of the image's last layer
-/// only once `between` has returned: meanwhile the pull sits between two
-/// layers, the one below committed and nothing standing on it.
-struct Between<'a> {
-    dir: PathBuf,
-    between: &'a (dyn Fn() + Sync),
+/// entry written last), but that stops at `at` until `between` has
+/// returned.
+pub(super) struct Between<'a> {
+    pub(super) dir: PathBuf,
+    pub(super) at: HoldAt,
+    pub(super) between: &'a (dyn Fn() + Sync),
+}
+
+/// Where [`Between`] stops.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum HoldAt {
+    /// Before it tells the pull of the image's last layer: the pull sits
+    /// between two layers, the one below committed and nothing standing
+    /// on it.
+    LastLayer,
+    /// Once it has told every blob, before it writes the untagged entry:
+    /// the pull may unpack every layer, while no entry in `index.json`
+    /// names the image yet.
+    Entry,
 }
 
 impl ImageSource for Between<'_> {
@@ -412,10 +432,13 @@ impl ImageSource for Between<'_> {
             store
                 .put_bytes(&layout.read_blob(&d, 1 << 20).unwrap())
                 .unwrap();
-            if i == last {
+            if i == last && self.at == HoldAt::LastLayer {
                 (self.between)();
             }
             arrivals.stored(&d);
+        }
+        if self.at == HoldAt::Entry {
+            (self.between)();
         }
         store.put_bytes(&bytes).unwrap();
         store.add_untagged(&desc).unwrap();
@@ -445,7 +468,7 @@ fn waits_for_flock(file: &Path) -> bool {
 }
 
 /// Waits (at most a minute) until `done` answers yes.
-fn wait_until(what: &str, done: impl Fn() -> bool) {
+pub(super) fn wait_until(what: &str, done: impl Fn() -> bool) {
     for _ in 0..6000 {
         if done() {
             return;
@@ -483,6 +506,7 @@ fn prune_while_a_pull_is_between_two_layers_waits_and_takes_nothing_of_it() {
     };
     let source = Between {
         dir: w.top.join("layout"),
+        at: HoldAt::LastLayer,
         between: &between,
     };
     let pulled = std::thread::scope(|s| {
