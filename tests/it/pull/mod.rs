@@ -4,4 +4,4 @@
 
 mod hostile;
 mod stream;
-mod transaction;
+pub(crate) mod transaction;

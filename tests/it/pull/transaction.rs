@@ -75,7 +75,7 @@ impl ImageSource for LayoutSource {
 
 /// Writes an image of `layers` (plain tars) into the layout `dir`, named
 /// `reference`.
-fn publish(dir: &Path, reference: &str, layers: &[Vec<u8>]) {
+pub(crate) fn publish(dir: &Path, reference: &str, layers: &[Vec<u8>]) {
     let plain: Vec<_> = layers
         .iter()
         .map(|l| (l.clone(), Compression::None, Digest::of(l).to_string()))
@@ -130,7 +130,7 @@ struct World {
 }
 
 /// The layers of `good`, bottom first (plain tars).
-fn good_layers() -> [Vec<u8>; 2] {
+pub(crate) fn good_layers() -> [Vec<u8>; 2] {
     [
         ustar(&[("etc/motd", 0o644, b"welcome\n")]),
         ustar(&[("etc/hosts", 0o644, b"::1\n")]),
@@ -380,9 +380,9 @@ fn a_diff_id_mismatch_found_at_the_end_leaves_nothing_behind() {
 /// entry written last), but that tells the pull of the image's last layer
 /// only once `between` has returned: meanwhile the pull sits between two
 /// layers, the one below committed and nothing standing on it.
-struct Between<'a> {
-    dir: PathBuf,
-    between: &'a (dyn Fn() + Sync),
+pub(crate) struct Between<'a> {
+    pub(crate) dir: PathBuf,
+    pub(crate) between: &'a (dyn Fn() + Sync),
 }
 
 impl ImageSource for Between<'_> {
@@ -445,7 +445,7 @@ fn waits_for_flock(file: &Path) -> bool {
 }
 
 /// Waits (at most a minute) until `done` answers yes.
-fn wait_until(what: &str, done: impl Fn() -> bool) {
+pub(crate) fn wait_until(what: &str, done: impl Fn() -> bool) {
     for _ in 0..6000 {
         if done() {
             return;
