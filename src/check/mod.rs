@@ -3,7 +3,7 @@
 //!
 //! # Vocabulary
 //!
-//! A check produces *findings*, each of one of two severities:
+//! A check produces *findings*, each of one of three severities:
 //!
 //! - **damaged**: something stored is wrong and the user must act — a blob
 //!   whose content no longer matches its digest, a manifest that is missing,
@@ -14,6 +14,10 @@
 //!   back — leftovers of interrupted work (temporary files, active
 //!   snapshots of processes that are gone) and content no image uses
 //!   (unreferenced blobs, unpacked layers no image needs).
+//! - **pending**: content no image uses *yet*, seen while other jbuild
+//!   processes were adding content (a pull names its image only once its
+//!   layers are unpacked): it may be theirs, so it is neither damage nor
+//!   reclaimable now ([`adding`]).
 //!
 //! A finding may carry a [`Fix`]: what `jbuild check --repair` does about
 //! it ([`repair`]; [`check_and_repair`] checks, repairs and checks again,
@@ -27,8 +31,11 @@
 //!
 //! The parts: [`store`] (layout, index, every blob re-hashed; `images`: everything
 //! reachable from the index), [`leftovers`] (temporary files), [`snapshots`]
-//! (labels, parents, chain IDs, dead active snapshots, unused layers).
+//! (labels, parents, chain IDs, dead active snapshots, unused layers);
+//! [`adding`] tells the last two whether what no image uses may be a
+//! running process's.
 
+pub mod adding;
 pub mod deep;
 pub mod leftovers;
 pub mod repair;
@@ -38,6 +45,7 @@ pub mod store;
 mod facts;
 mod images;
 
+pub use adding::Adding;
 pub use facts::Facts;
 pub use repair::Repaired;
 
@@ -59,7 +67,17 @@ pub enum Severity {
     Damaged,
     /// Left over or unused; `jbuild check --repair` removes it.
     Reclaimable,
+    /// Used by no image yet, while other jbuild processes hold the store
+    /// lock: it may be theirs (a pull's layers and blobs are named by no
+    /// image until the pull names its image). Not reclaimable now:
+    /// `--repair` leaves it and `jbuild prune` waits for them.
+    Pending,
 }
+
+/// What to do about a pending finding.
+const PENDING_ACTION: &str =
+    "nothing now: other jbuild processes are adding content and it may be theirs \
+     (a pull names its image once its layers are in); run `jbuild check` again when they are done";
 
 /// What `--repair` does about a finding.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -161,6 +179,20 @@ impl Finding {
         }
     }
 
+    /// This finding as [`Severity::Pending`] if `adding` (other processes
+    /// were adding content when the check looked: [`Adding::now`]). Its fix
+    /// stays, for `--repair` to say why it leaves it.
+    pub fn pending_if(self, adding: bool) -> Self {
+        if !adding {
+            return self;
+        }
+        Finding {
+            severity: Severity::Pending,
+            action: PENDING_ACTION.into(),
+            ..self
+        }
+    }
+
     pub fn action(mut self, action: impl Into<String>) -> Self {
         self.action = action.into();
         self
@@ -182,6 +214,7 @@ impl Finding {
         let sev = match self.severity {
             Severity::Damaged => "damaged",
             Severity::Reclaimable => "reclaimable",
+            Severity::Pending => "pending",
         };
         let mut s = format!("{sev}: {}\n  where: {}", self.what, self.location);
         if !self.images.is_empty() {
@@ -231,6 +264,12 @@ impl Report {
             .filter(|f| f.severity == Severity::Reclaimable)
     }
 
+    pub fn pending(&self) -> impl Iterator<Item = &Finding> {
+        self.findings
+            .iter()
+            .filter(|f| f.severity == Severity::Pending)
+    }
+
     pub fn is_damaged(&self) -> bool {
         self.damaged().next().is_some()
     }
@@ -247,24 +286,40 @@ impl Report {
         );
         let damaged = self.damaged().count();
         let reclaimable = self.reclaimable().count();
-        match (damaged, reclaimable) {
-            (0, 0) => format!("{head}: all sound"),
-            (0, r) => format!(
-                "{head}: no damage; {r} reclaimable (`jbuild check --repair` removes {})",
-                if r == 1 { "it" } else { "them" }
+        let pending = self.pending().count();
+        let busy = format!("{pending} pending (other jbuild processes are adding content)");
+        match (damaged, reclaimable, pending) {
+            (0, 0, 0) => format!("{head}: all sound"),
+            (0, 0, _) => format!("{head}: no damage; {busy}"),
+            (0, r, p) => format!(
+                "{head}: no damage; {r} reclaimable (`jbuild check --repair` removes {}){}",
+                if r == 1 { "it" } else { "them" },
+                if p > 0 {
+                    format!("; {busy}")
+                } else {
+                    String::new()
+                }
             ),
-            (d, r) => format!("{head}: {d} damaged, {r} reclaimable"),
+            (d, r, p) => format!(
+                "{head}: {d} damaged, {r} reclaimable{}",
+                if p > 0 {
+                    format!(", {p} pending")
+                } else {
+                    String::new()
+                }
+            ),
         }
     }
 
-    /// The JSON form: `damaged` and `reclaimable` arrays of findings, the
-    /// summary and the notes.
+    /// The JSON form: `damaged`, `reclaimable` and `pending` arrays of
+    /// findings, the summary and the notes.
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::json!({
             "sound": !self.is_damaged(),
             "summary": self.summary,
             "damaged": self.damaged().collect::<Vec<_>>(),
             "reclaimable": self.reclaimable().collect::<Vec<_>>(),
+            "pending": self.pending().collect::<Vec<_>>(),
             "notes": self.notes,
         })
     }
@@ -288,7 +343,8 @@ pub struct Inputs<'a> {
 pub fn check(inputs: &Inputs<'_>) -> Result<Report, CheckError> {
     let mut report = Report::default();
     let guards = leftovers::FreeGuards::probe(inputs.paths, inputs.store_lock_held);
-    let facts = store::check(&inputs.paths.store(), &mut report)?;
+    let adding = Adding::for_store(&inputs.paths.store(), inputs.store_lock_held);
+    let facts = store::check(&inputs.paths.store(), &adding, &mut report)?;
     leftovers::check(inputs.paths, &facts, guards, &mut report)?;
     if let Some(sn) = inputs.snapshotter {
         let present: HashSet<Digest> = facts.blobs.keys().cloned().collect();
@@ -296,6 +352,7 @@ pub fn check(inputs: &Inputs<'_>) -> Result<Report, CheckError> {
             sn,
             facts.store.as_ref(),
             facts.walk_complete,
+            &adding,
             &present,
             inputs.deep,
             &mut report,

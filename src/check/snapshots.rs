@@ -12,7 +12,10 @@
 //! - Active snapshots whose process (`active-<pid>-<n>`) is gone, and
 //!   unpacked layers (`chain-<id>`) no image in the store uses, are
 //!   reclaimable — exactly what `jbuild prune` removes
-//!   ([`crate::image::gc::dead_active`], [`crate::image::gc::unused_chains`]).
+//!   ([`crate::image::gc::dead_active`], [`crate::image::gc::unused_chains`]);
+//!   unused layers are pending instead while other jbuild processes are
+//!   adding content (a running pull's layers are named by no image until it
+//!   names its image: [`super::adding`]).
 //! - Jails cloned from snapshots (`jbuild create` on ZFS) are users of
 //!   their layers, never leftovers; a jail that no longer stands on the
 //!   layer it was cloned from (promoted, or its layer replaced) is damage:
@@ -23,7 +26,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::deep::REMOVE_CACHE;
-use super::{CheckError, Finding, Fix, Report};
+use super::{Adding, CheckError, Finding, Fix, Report};
 use crate::digest::Digest;
 use crate::image::gc::{chains_in_use, dead_active, unused_chains};
 use crate::image::{next_chain, SnapshotName};
@@ -33,11 +36,13 @@ use crate::store::Store;
 
 /// Checks every snapshot. `store` (if there is one) tells which blobs exist
 /// and which layers images use; `walk_complete` says whether the store's
-/// images could all be read (else unused layers are not counted).
+/// images could all be read (else unused layers are not counted);
+/// `adding` whether unused layers may be a running process's.
 pub fn check(
     sn: &dyn Snapshotter,
     store: Option<&Store>,
     walk_complete: bool,
+    adding: &Adding,
     blobs: &HashSet<Digest>,
     deep: bool,
     report: &mut Report,
@@ -101,19 +106,25 @@ pub fn check(
     }
     let held = holders(&jails);
     if let Some(store) = store.filter(|_| walk_complete) {
+        // Asked after listing the snapshots and before reading the index
+        // that says which layers are used: a pull's pin covers both.
+        let pending = adding.now();
         match chains_in_use(store) {
             Ok(mut in_use) => {
                 in_use.extend(held.into_keys());
                 for info in unused_chains(&all, &in_use) {
-                    report.push(Finding::reclaimable(
-                        "unused-layer",
-                        format!(
-                            "unpacked layer `{}` is not used by any image in the store",
-                            info.name
-                        ),
-                        format!("{} snapshot {}", sn.backend(), info.name),
-                        Fix::RemoveSnapshot(info.name.clone()),
-                    ));
+                    report.push(
+                        Finding::reclaimable(
+                            "unused-layer",
+                            format!(
+                                "unpacked layer `{}` is not used by any image in the store",
+                                info.name
+                            ),
+                            format!("{} snapshot {}", sn.backend(), info.name),
+                            Fix::RemoveSnapshot(info.name.clone()),
+                        )
+                        .pending_if(pending),
+                    );
                 }
             }
             Err(e) => report.notes.push(format!(

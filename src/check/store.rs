@@ -7,25 +7,31 @@
 //! they break. Blobs nothing reaches are reclaimable, as `jbuild prune`
 //! would count them — but only when every manifest and index on the way
 //! could be read: otherwise the walk cannot tell what they refer to, and
-//! nothing is offered for removal.
+//! nothing is offered for removal. While other jbuild processes are adding
+//! content they are *pending* instead (they may be a running pull's), and
+//! those a process names while the check runs are not listed at all
+//! ([`super::adding`]).
 //!
 //! A file under `blobs/sha256/` whose name is not a digest is damage, not a
 //! leftover: jbuild never writes one there (its temporary files live in
 //! `.jbuild/tmp/`), OCI tools may refuse the layout because of it, and it is
 //! not jbuild's to delete — the user moves it out.
 
+use std::collections::HashSet;
 use std::fs;
 use std::io;
 use std::path::Path;
 
 use oci_spec::image::ImageIndex;
 
-use super::{CheckError, Facts, Finding, Fix, Report};
+use super::{Adding, CheckError, Facts, Finding, Fix, Report};
 use crate::digest::{Digest, HashingReader};
+use crate::image::gc::unreferenced_blobs;
 use crate::store::Store;
 
-/// Checks the store at `dir`, adding findings to `report`.
-pub fn check(dir: &Path, report: &mut Report) -> Result<Facts, CheckError> {
+/// Checks the store at `dir`, adding findings to `report`; `adding` tells
+/// whether blobs no image uses may be a running process's.
+pub fn check(dir: &Path, adding: &Adding, report: &mut Report) -> Result<Facts, CheckError> {
     let mut facts = Facts::default();
     if !dir.is_dir() {
         report
@@ -58,6 +64,7 @@ pub fn check(dir: &Path, report: &mut Report) -> Result<Facts, CheckError> {
                 .filter(|(d, _)| !reachable.contains(*d) && !facts.corrupt.contains(*d))
                 .collect();
             unreferenced.sort();
+            let (pending, unreferenced) = settle_unreferenced(&store, adding, unreferenced);
             for (d, size) in unreferenced {
                 report.push(
                     Finding::reclaimable(
@@ -66,7 +73,8 @@ pub fn check(dir: &Path, report: &mut Report) -> Result<Facts, CheckError> {
                         store.blob_path(d).display().to_string(),
                         Fix::CollectBlob(d.clone()),
                     )
-                    .bytes(*size),
+                    .bytes(*size)
+                    .pending_if(pending),
                 );
             }
         } else {
@@ -80,6 +88,39 @@ pub fn check(dir: &Path, report: &mut Report) -> Result<Facts, CheckError> {
     report.summary.blob_bytes = facts.blobs.values().sum();
     facts.store = Some(store);
     Ok(facts)
+}
+
+/// Whether the blobs the first walk found unreferenced are pending, and
+/// those that still are. The index walked was read before the blobs were
+/// listed, so it is read again *after* asking about the lock
+/// ([`super::adding`]): a blob a process wrote and named while the blobs
+/// were re-hashed is used, not reclaimable, and one it has not named yet
+/// is pending. If the index cannot be walked again, the first walk stands.
+pub(super) fn settle_unreferenced<'a>(
+    store: &Store,
+    adding: &Adding,
+    unreferenced: Vec<(&'a Digest, &'a u64)>,
+) -> (bool, Vec<(&'a Digest, &'a u64)>) {
+    if unreferenced.is_empty() {
+        return (false, unreferenced);
+    }
+    if adding.now() {
+        return (true, unreferenced);
+    }
+    match unreferenced_blobs(store) {
+        Ok(still) => {
+            let still: HashSet<Digest> = still.into_iter().collect();
+            let unreferenced = unreferenced
+                .into_iter()
+                .filter(|(d, _)| still.contains(*d))
+                .collect();
+            (false, unreferenced)
+        }
+        Err(e) => {
+            tracing::debug!("cannot walk the index again: {e}");
+            (false, unreferenced)
+        }
+    }
 }
 
 /// A corrupt blob names the images to fetch again; one no image uses is

@@ -45,6 +45,7 @@ fn a_clean_report_is_one_sound_line() {
     assert_eq!(j["sound"], true);
     assert_eq!(j["damaged"].as_array().unwrap().len(), 0);
     assert_eq!(j["reclaimable"].as_array().unwrap().len(), 0);
+    assert_eq!(j["pending"].as_array().unwrap().len(), 0);
 }
 
 #[test]
@@ -80,6 +81,68 @@ fn severities_are_counted_and_split_in_json() {
         j["reclaimable"][0].get("images").is_none(),
         "empty lists are left out"
     );
+}
+
+/// An unused layer, pending if `adding`.
+fn unused(adding: bool) -> Finding {
+    Finding::reclaimable(
+        "unused-layer",
+        "unpacked layer `chain-ab` is not used by any image in the store",
+        "dir snapshot chain-ab",
+        Fix::RemoveSnapshot("chain-ab".into()),
+    )
+    .pending_if(adding)
+}
+
+#[test]
+fn pending_is_neither_damage_nor_reclaimable() {
+    assert_eq!(unused(false).severity, Severity::Reclaimable);
+    let mut r = Report::default();
+    r.push(unused(true));
+    r.push(unused(true));
+    assert!(!r.is_damaged());
+    assert_eq!(r.reclaimable().count(), 0);
+    assert!(
+        r.summary_line()
+            .ends_with(": no damage; 2 pending (other jbuild processes are adding content)"),
+        "{}",
+        r.summary_line()
+    );
+    let text = unused(true).to_text();
+    assert!(
+        text.starts_with("pending: unpacked layer `chain-ab`"),
+        "{text}"
+    );
+    assert!(
+        text.contains("do: nothing now: other jbuild processes are adding content"),
+        "{text}"
+    );
+    // Repair still sees the fix, to say why it leaves the layer.
+    assert_eq!(
+        unused(true).fix,
+        Some(Fix::RemoveSnapshot("chain-ab".into()))
+    );
+    r.push(tmp());
+    assert!(
+        r.summary_line().ends_with(
+            ": no damage; 1 reclaimable (`jbuild check --repair` removes it); \
+             2 pending (other jbuild processes are adding content)"
+        ),
+        "{}",
+        r.summary_line()
+    );
+    r.push(corrupt(&[]));
+    assert!(
+        r.summary_line()
+            .ends_with(": 1 damaged, 1 reclaimable, 2 pending"),
+        "{}",
+        r.summary_line()
+    );
+    let j = r.to_json();
+    assert_eq!(j["pending"].as_array().unwrap().len(), 2);
+    assert_eq!(j["pending"][0]["severity"], "pending");
+    assert_eq!(j["pending"][0]["kind"], "unused-layer");
+    assert_eq!(j["reclaimable"].as_array().unwrap().len(), 1);
 }
 
 #[test]
@@ -143,7 +206,7 @@ mod store_walk {
 
     fn run(s: &Store) -> (Report, Facts) {
         let mut r = Report::default();
-        let facts = store::check(s.path(), &mut r).unwrap();
+        let facts = store::check(s.path(), &Adding::for_store(s.path(), false), &mut r).unwrap();
         (r, facts)
     }
 
@@ -151,6 +214,39 @@ mod store_walk {
         let mut k: Vec<_> = r.findings.iter().map(|f| (f.severity, f.kind)).collect();
         k.sort_by_key(|(s, k)| (*s == Severity::Reclaimable, *k));
         k
+    }
+
+    /// The blobs the first walk found unused are settled after asking
+    /// about the lock: all pending while a process holds it; once it is
+    /// free, those an image has been named with since are dropped.
+    #[test]
+    fn unreferenced_blobs_are_settled_after_asking_about_the_lock() {
+        let t = tempfile::tempdir().unwrap();
+        let s = Store::open(t.path()).unwrap();
+        let (loose, n) = s.put_bytes(b"nobody uses me\n").unwrap();
+        // As a pull between the first walk and the settling: its blobs
+        // were stored unnamed, and it named its image meanwhile.
+        let named = image(&s, "named", 1, 1);
+        let manifest = crate::store::descriptor_digest(&named).unwrap();
+        let candidates = vec![(&loose, &n), (&manifest, &n)];
+        let adding = Adding::for_store(s.path(), false);
+
+        let pin = crate::store::StoreLock::shared(&s).unwrap();
+        assert!(adding.now());
+        let (pending, left) = store::settle_unreferenced(&s, &adding, candidates.clone());
+        assert!(pending);
+        assert_eq!(left.len(), 2);
+        s.tag(&ImageName::parse("named:1").unwrap(), &named)
+            .unwrap();
+        drop(pin);
+
+        assert!(!adding.now());
+        let (pending, left) = store::settle_unreferenced(&s, &adding, candidates);
+        assert!(!pending);
+        assert_eq!(left, vec![(&loose, &n)]);
+        // Holding the lock itself (`--repair`), nobody else is adding.
+        let _held = crate::store::StoreLock::try_exclusive(&s).unwrap().unwrap();
+        assert!(!Adding::for_store(s.path(), true).now());
     }
 
     #[test]

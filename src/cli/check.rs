@@ -1,6 +1,6 @@
 //! `jbuild check [--repair]`: is everything stored sound; what is left over.
-//! Exit 0: no damage (reclaimable things may be listed); 1: damage found;
-//! 2: the check itself failed.
+//! Exit 0: no damage (reclaimable and pending things may be listed);
+//! 1: damage found; 2: the check itself failed.
 
 use anyhow::anyhow;
 use clap::Args;
@@ -11,7 +11,8 @@ use jbuild::store::{Store, StoreLock};
 
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Exit status: 0 nothing is damaged (reclaimable things may be listed), \
+    after_help = "Exit status: 0 nothing is damaged (reclaimable things, and pending ones running \
+                        jbuild processes may be adding, may be listed), \
                         1 damage found (each finding says what to do), 2 the check itself failed.\n\
                         Findings and repair: docs/check.md"
 )]
@@ -77,7 +78,7 @@ fn print(ctx: &Ctx, report: &Report, repaired: &[Repaired]) -> CmdResult {
         outln!("{}", f.to_text());
     }
     if !ctx.quiet {
-        for f in report.reclaimable() {
+        for f in report.reclaimable().chain(report.pending()) {
             outln!("{}", f.to_text());
         }
         for n in &report.notes {

@@ -2,11 +2,12 @@
 //! unpacked layers (`chain-` snapshots) no image uses, active snapshots
 //! whose process is gone, and with `--cache` the whole build cache.
 //! [`prune`] removes them and says what it removed; `jbuild check` uses
-//! the same questions to list them as reclaimable, and a failed pull to
-//! tell which of the layers it made it may take away ([`unused_among`]).
-//! A layer a jail was cloned from ([`crate::snapshot::clones`]) is never
-//! among them, whether an image still uses it or not: prune keeps it and
-//! says which jail holds it.
+//! the same questions to list them as reclaimable (or as pending, while
+//! other processes hold the store lock), and a failed pull to tell which
+//! of the layers it made it may take away ([`unused_among`]). A layer a
+//! jail was cloned from ([`crate::snapshot::clones`]) is never among them,
+//! whether an image still uses it or not: prune keeps it and says which
+//! jail holds it.
 
 use std::collections::HashSet;
 

@@ -5,4 +5,4 @@
 mod hostile;
 mod shared_base;
 mod stream;
-mod transaction;
+pub(crate) mod transaction;

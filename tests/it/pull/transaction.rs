@@ -75,7 +75,7 @@ impl ImageSource for LayoutSource {
 
 /// Writes an image of `layers` (plain tars) into the layout `dir`, named
 /// `reference`.
-fn publish(dir: &Path, reference: &str, layers: &[Vec<u8>]) {
+pub(crate) fn publish(dir: &Path, reference: &str, layers: &[Vec<u8>]) {
     let plain: Vec<_> = layers
         .iter()
         .map(|l| (l.clone(), Compression::None, Digest::of(l).to_string()))
@@ -131,7 +131,7 @@ pub(super) struct World {
 }
 
 /// The layers of `good`, bottom first (plain tars).
-pub(super) fn good_layers() -> [Vec<u8>; 2] {
+pub(crate) fn good_layers() -> [Vec<u8>; 2] {
     [
         ustar(&[("etc/motd", 0o644, b"welcome\n")]),
         ustar(&[("etc/hosts", 0o644, b"::1\n")]),
@@ -386,15 +386,15 @@ fn a_diff_id_mismatch_found_at_the_end_leaves_nothing_behind() {
 /// as a transport's copy does (each blob told once stored, the untagged
 /// entry written last), but that stops at `at` until `between` has
 /// returned.
-pub(super) struct Between<'a> {
-    pub(super) dir: PathBuf,
-    pub(super) at: HoldAt,
-    pub(super) between: &'a (dyn Fn() + Sync),
+pub(crate) struct Between<'a> {
+    pub(crate) dir: PathBuf,
+    pub(crate) at: HoldAt,
+    pub(crate) between: &'a (dyn Fn() + Sync),
 }
 
 /// Where [`Between`] stops.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum HoldAt {
+pub(crate) enum HoldAt {
     /// Before it tells the pull of the image's last layer: the pull sits
     /// between two layers, the one below committed and nothing standing
     /// on it.
@@ -468,7 +468,7 @@ fn waits_for_flock(file: &Path) -> bool {
 }
 
 /// Waits (at most a minute) until `done` answers yes.
-pub(super) fn wait_until(what: &str, done: impl Fn() -> bool) {
+pub(crate) fn wait_until(what: &str, done: impl Fn() -> bool) {
     for _ in 0..6000 {
         if done() {
             return;
