@@ -40,7 +40,9 @@
 //! from before its first snapshot until its name is written: `prune`
 //! decides which layers are unused, and removes them, only under the store
 //! lock held exclusively ([`super::gc::prune`]), so it waits for the pull;
-//! `check --repair` without that lock leaves unused layers alone. No
+//! `check --repair` without that lock leaves unused layers alone, and a
+//! plain `check` that finds it held calls them pending, not reclaimable
+//! (`crate::check`). No
 //! record is written (nothing to leave behind when a pull is killed: the
 //! kernel drops the lock), and no index entry names a manifest whose blobs
 //! are still arriving (which `check` would call damage). `prune` already
