@@ -4,8 +4,8 @@
 //!
 //! A pull holds the store lock shared from before it unpacks its first
 //! layer until it names its image ([`crate::image::pull`], "The pin"); a
-//! build, an import or a copy into the store holds it from its first blob
-//! until it tags. Meanwhile its blobs and its `chain-` layers are reached
+//! build from before it looks up its FROM until it tags; an import or a
+//! copy into the store from its first blob until it tags. Meanwhile its blobs and its `chain-` layers are reached
 //! by no entry of `index.json`: they look exactly like what `jbuild prune`
 //! removes. `prune` waits for the lock and `check --repair` leaves them
 //! when it cannot take it; a plain check, which never waits, asks

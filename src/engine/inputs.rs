@@ -17,11 +17,22 @@ use crate::jailfile::CopySource;
 use crate::plan::{BaseImage, InputError, PlanInputs, ReleaseContents};
 use crate::release::BaseMethod;
 use crate::report::Level;
+use crate::store::StoreLock;
 
 /// Answers the planner's questions from the store and the build context.
 pub(super) struct Inputs<'a> {
     /// The store, the image source, the FreeBSD settings.
     pub(super) env: &'a BuildEnv<'a>,
+    /// The build's *pin*, as a pull's ([`crate::image::pull`], "The pin"):
+    /// the store lock held shared from before the first FROM is looked up
+    /// until the image is tagged (these inputs live as long as the build).
+    /// Until then no image names what the build stands on: its FROM image
+    /// may be removed (`jbuild rmi`) once found, and between two steps
+    /// nothing stands on the one just committed; nor are the blobs it
+    /// writes named. `jbuild prune` and `check --repair` work under the
+    /// lock held exclusively, so they wait for the build. It steps aside
+    /// while the build pulls (see [`Inputs::load`]).
+    pub(super) pin: RefCell<Option<StoreLock>>,
     pub(super) context: &'a Path,
     pub(super) ignore: Option<&'a Ignore>,
     pub(super) images: RefCell<HashMap<String, LoadedImage>>,
@@ -69,7 +80,9 @@ impl Inputs<'_> {
                     self.env
                         .reporter
                         .message(Level::Info, &format!("pulling {name} ({platform})"));
-                    image::pull(&self.env.unpacker(), source, reference, platform)?;
+                    self.pin_aside(|| {
+                        image::pull(&self.env.unpacker(), source, reference, platform)
+                    })??;
                 }
                 image::load(store, &name, platform)?
             }
@@ -77,6 +90,22 @@ impl Inputs<'_> {
         };
         self.images.borrow_mut().insert(key, img.clone());
         Ok(img)
+    }
+
+    /// Runs `pull` with the build's pin dropped, then takes it again
+    /// (waiting, if `prune` got the lock meanwhile). The pull holds a pin of
+    /// its own while it runs; if it fails, it takes away what it added only
+    /// when it can take the store lock exclusively, which this build's pin
+    /// would refuse. Pulls happen while the build is planned, before any
+    /// step (each image is looked up once a build), so the build has
+    /// nothing unnamed to keep in the moment between the two pins.
+    fn pin_aside<T>(&self, pull: impl FnOnce() -> T) -> Result<T, BuildError> {
+        let held = self.pin.borrow_mut().take().is_some();
+        let pulled = pull();
+        if held {
+            *self.pin.borrow_mut() = Some(StoreLock::shared(self.env.store)?);
+        }
+        Ok(pulled)
     }
 }
 

@@ -3,6 +3,7 @@
 //! step in it and commit it under the step's key; then export the target's
 //! layers and write its config and manifest.
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -20,6 +21,7 @@ use crate::jailfile::{self, CopyFrom, MountKind, Op, RunMount};
 use crate::plan::{self, ExecContext, Plan, PlanOptions, PlannedBase, PlannedStage, StepKind};
 use crate::report::{Level, StepInfo, StepResult};
 use crate::snapshot::{label, Labels, SnapshotError};
+use crate::store::StoreLock;
 
 /// The result of one stage: its top snapshot and its layers.
 #[derive(Debug, Clone)]
@@ -76,6 +78,7 @@ fn build_or_check(
     let ignore = Ignore::load(&opts.context).map_err(BuildError::Context)?;
     let inputs = Inputs {
         env,
+        pin: RefCell::new(Some(StoreLock::shared(env.store)?)),
         context: &opts.context,
         ignore: ignore.as_ref(),
         images: Default::default(),
@@ -143,10 +146,9 @@ fn build_or_check(
         .results
         .remove(&target.index)
         .expect("target stage was built");
-    // From the first blob written (or reused) until the image is tagged,
-    // the store lock is held shared, so `jbuild prune` and `jbuild check
-    // --repair` (exclusive) never take a blob this build is about to tag.
-    let _adding = crate::store::StoreLock::shared(env.store)?;
+    // The blobs exported here are named only by the tag below: the
+    // build's pin (`inputs.pin`, held since before FROM was looked up)
+    // keeps `prune` and `check --repair` off them until then.
     let layers = image::export_layers(
         env.store,
         env.snapshotter,

@@ -205,10 +205,11 @@ pub fn unused_chains<'a>(all: &'a [Info], in_use: &HashSet<String>) -> Vec<&'a I
 /// process, which the snapshotter then refuses to remove from under).
 ///
 /// For a caller that holds the store lock exclusively (`_exclusive`): then
-/// no pull is between finding one of them and building on it, as a pull
-/// holds the lock shared until it names its image ([`super::pull`], "The
-/// pin"). A build, or `jbuild create`, holds no lock while it unpacks, but
-/// it unpacks only a named image, whose layers are in use.
+/// no pull or build is between finding one of them and building on it, as
+/// a pull holds the lock shared until it names its image ([`super::pull`],
+/// "The pin"), and a build for its whole run. `jbuild create` holds no
+/// lock while it unpacks, but it unpacks only a named image, whose layers
+/// are in use.
 pub fn unused_among(
     store: &Store,
     snapshotter: &dyn Snapshotter,
@@ -237,11 +238,13 @@ pub fn unused_among(
 /// keeps its parent), and every blob no image reaches.
 ///
 /// All of it under the store lock held exclusively, taken first (waiting
-/// for it): no build or pull is then between writing its blobs and
-/// tagging them, and no pull is between unpacking its layers and naming
-/// its image — a pull's `chain-` snapshots are used by no image in
-/// `index.json` until it names it, and the shared lock it holds meanwhile
-/// is what keeps them ([`super::pull`], "The pin").
+/// for it): no build or pull is then running. A pull's `chain-` snapshots
+/// are used by no image in `index.json` until it names it, and the shared
+/// lock it holds meanwhile is what keeps them ([`super::pull`], "The
+/// pin"); a build holds it from before it looks up its FROM until it tags
+/// its image, which keeps its FROM's layers (whose image `rmi` may have
+/// untagged meanwhile), the step it has just committed (nothing stands on
+/// it until the next is prepared) and the blobs it writes.
 pub fn prune(
     store: &Store,
     snapshotter: &dyn Snapshotter,

@@ -25,8 +25,8 @@
 //! entry is removed; the layers of this image the pull unpacked, and the
 //! blobs it added, go only under the store lock held exclusively, taken
 //! without waiting — and of the layers only those no image uses. If
-//! another jbuild holds the lock (a pull that may have found one of those
-//! layers and not yet built on it, a build adding blobs), they stay for
+//! another jbuild holds the lock (a pull or a build that may have found one
+//! of those layers and not yet built on it), they stay for
 //! `jbuild prune` (or `jbuild check --repair`), harmless. A stored image of
 //! the same name, if any, is left as it was.
 //!
@@ -499,8 +499,10 @@ fn names(snapshotter: &dyn Snapshotter) -> Result<HashSet<String>, SnapshotError
 /// on: that pull holds the lock shared (its pin) until it names its image,
 /// so while it runs the lock is refused, and what this pull made stays for
 /// `prune`. Of the layers, only those no image uses go
-/// ([`super::gc::unused_among`]): a build unpacking a named image holds no
-/// lock, and may stand on one of them in a moment.
+/// ([`super::gc::unused_among`]): `jbuild create` unpacking a named image
+/// holds no lock, and may stand on one of them in a moment. (A build holds
+/// the lock shared for its whole run, but steps aside while it pulls its
+/// FROM, so a failed FROM pull cleans up as `jbuild pull` does.)
 fn discard(
     store: &Store,
     snapshotter: &dyn Snapshotter,

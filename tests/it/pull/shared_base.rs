@@ -22,12 +22,13 @@ use jbuild::report::SilentReporter;
 use jbuild::snapshot::{self, Info, Labels, Snapshotter};
 use jbuild::store::Store;
 
-/// A snapshotter that, before it prepares a snapshot on `parent`, calls
-/// `hold`: whoever uses it has found `parent` and is about to build on it.
-struct HoldOn<'a> {
-    inner: &'a dyn Snapshotter,
-    parent: String,
-    hold: &'a (dyn Fn() + Sync),
+/// A snapshotter that, before it prepares a snapshot on a parent `on`
+/// accepts, calls `hold`: whoever uses it has found that parent and is
+/// about to build on it.
+pub(super) struct HoldOn<'a> {
+    pub(super) inner: &'a dyn Snapshotter,
+    pub(super) on: &'a (dyn Fn(&str) -> bool + Sync),
+    pub(super) hold: &'a (dyn Fn() + Sync),
 }
 
 impl Snapshotter for HoldOn<'_> {
@@ -35,7 +36,7 @@ impl Snapshotter for HoldOn<'_> {
         self.inner.backend()
     }
     fn prepare(&self, key: &str, parent: Option<&str>) -> snapshot::Result<PathBuf> {
-        if parent == Some(self.parent.as_str()) {
+        if parent.is_some_and(self.on) {
             (self.hold)();
         }
         self.inner.prepare(key, parent)
@@ -71,7 +72,7 @@ impl Snapshotter for HoldOn<'_> {
 
 /// The `chain-` snapshots of `good`, bottom first: the base (shared with
 /// `bad`), then its own top.
-fn good_chains() -> Vec<String> {
+pub(super) fn good_chains() -> Vec<String> {
     let diff_ids: Vec<Digest> = good_layers().iter().map(|l| Digest::of(l)).collect();
     image::chain_ids(&diff_ids)
         .iter()
@@ -113,9 +114,10 @@ fn bad_fails_while<T: Send>(
         other_on_base.store(true, SeqCst);
         bad_has_returned();
     };
+    let on_base = |parent: &str| parent == base;
     let held = HoldOn {
         inner: &w.snapshots,
-        parent: base.clone(),
+        on: &on_base,
         hold: &hold,
     };
     std::thread::scope(|s| {
@@ -149,7 +151,7 @@ fn assert_refused(bad: &Result<image::pull::Pulled, PullError>) {
 
 /// `jbuild --json check --deep` on the root `top`: what it found damaged
 /// and reclaimable (the kinds).
-fn check_deep(top: &Path) -> (Vec<String>, Vec<String>) {
+pub(super) fn check_deep(top: &Path) -> (Vec<String>, Vec<String>) {
     let o = run(jbuild(top).args(["--json", "check", "--deep"]));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
         panic!(
@@ -209,24 +211,29 @@ fn a_failed_pull_leaves_the_base_another_pull_has_found() {
         )
     });
     assert_eq!(good.name, "pulled/good");
-    assert_whole_good(&w.store, &w.snapshots, "pulled/good");
+    prune_takes_what_bad_left(&w, "pulled/good");
+}
+
+/// Checks that `name` is whole and the store sound (`check --deep`), and
+/// that what `bad` left is its blobs (manifest, config, the refused
+/// layer), nothing of `name`'s: prune takes exactly that, and leaves
+/// nothing to reclaim.
+fn prune_takes_what_bad_left(w: &World, name: &str) {
+    assert_whole_good(&w.store, &w.snapshots, name);
     let (damaged, _) = check_deep(&w.top);
     assert!(damaged.is_empty(), "{damaged:?}");
-
-    // What bad left is its blobs (manifest, config, the refused layer),
-    // nothing of good's, and prune takes exactly that.
     let summary = gc::prune(&w.store, &w.snapshots, false).unwrap();
     assert_eq!(summary.snapshots_removed, 0, "{summary:?}");
     assert_eq!(summary.blobs_removed.len(), 3, "{summary:?}");
-    assert_whole_good(&w.store, &w.snapshots, "pulled/good");
+    assert_whole_good(&w.store, &w.snapshots, name);
     assert_eq!(check_deep(&w.top), (vec![], vec![]));
 }
 
 /// A pull and a build: `good` is stored but its layers are not unpacked
 /// (`prune --cache` took them), and a build FROM it finds the base `bad`
-/// made. A build holds no store lock while it unpacks its FROM image, so
-/// `bad` may take the lock exclusively: the base stays because an image
-/// (`good`) uses it, and `bad`'s own blobs go.
+/// made. The build holds the store lock shared (its pin, as a pull's), so
+/// `bad` cannot take it exclusively: it leaves the base (which an image,
+/// `good`, uses anyway) and its own blobs for `prune`.
 #[test]
 fn a_failed_pull_leaves_the_base_a_build_has_found() {
     let w = world();
@@ -247,6 +254,5 @@ fn a_failed_pull_leaves_the_base_a_build_has_found() {
         )
     });
     assert_whole_good(&w.store, &w.snapshots, "pulled/good");
-    assert_whole_good(&w.store, &w.snapshots, "out");
-    assert_eq!(check_deep(&w.top), (vec![], vec![]));
+    prune_takes_what_bad_left(&w, "out");
 }

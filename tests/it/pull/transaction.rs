@@ -448,7 +448,7 @@ impl ImageSource for Between<'_> {
 
 /// Whether a process waits for an exclusive `flock` of `file` (a `->` line
 /// of `/proc/locks` names the request blocked on the file's inode).
-fn waits_for_flock(file: &Path) -> bool {
+pub(super) fn waits_for_flock(file: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
     let meta = fs::metadata(file).unwrap();
     // As the kernel prints it: major and minor in hex, the inode in decimal.
