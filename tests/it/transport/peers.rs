@@ -260,12 +260,24 @@ async fn tampered_blobs_never_reach_the_destination() {
     // at the place, and the failed copy's staging goes with the transport.
     assert!(!dir.exists(), "a failed copy made no layout");
     drop(dst);
-    let left: Vec<_> = fs::read_dir(t.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .filter(|n| n.to_string_lossy().starts_with(".dst."))
-        .collect();
-    assert!(left.is_empty(), "{left:?}");
+    // The staging goes with the transport's last handle: the failed copy
+    // returned at the first error, and a file task of another blob, already
+    // running on tokio's blocking pool (it cannot be cancelled), may hold
+    // one until it ends. Waited for, at most 30 s.
+    let left = || -> Vec<_> {
+        fs::read_dir(t.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .filter(|n| n.to_string_lossy().starts_with(".dst."))
+            .collect()
+    };
+    for _ in 0..300 {
+        if left().is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(left().is_empty(), "{:?}", left());
 
     // A tampered manifest is refused before anything is copied.
     let manifest_path = store.blob_path(&descriptor_digest(&manifest).unwrap());
