@@ -183,9 +183,12 @@ struct Stopped;
 
 /// Reads the uncompressed stream into `tx`, hashing it when `hash` is set:
 /// its sha256 (the diff ID), or `None` when not asked for.
-fn decode(stream: impl Read, mut tx: PipeWriter, hash: bool) -> Result<Option<Digest>, Stopped> {
+fn decode(
+    mut stream: impl Read,
+    mut tx: PipeWriter,
+    hash: bool,
+) -> Result<Option<Digest>, Stopped> {
     let mut hasher = hash.then(Sha256::new);
-    let mut stream = stream;
     let mut buf = vec![0u8; 256 * 1024];
     loop {
         match stream.read(&mut buf) {
