@@ -6,6 +6,7 @@
 # qemu lane (tests/zfs-vm/lane.sh) and benches/zfs-diff.sh boot through it.
 #
 # usage: run-in-vm.sh HOSTDIR COMMAND [ARG...]
+#        run-in-vm.sh --resolve   (only check the mirror has every package)
 #
 # * HOSTDIR is shared read-write (virtio-9p) at the SAME absolute path in the
 #   guest; COMMAND runs as root in $PWD if that is inside HOSTDIR, else in
@@ -60,13 +61,29 @@ el() { awk -v a="$1" -v b="$(now)" 'BEGIN{printf "%.1f", b-a}'; }
 say() { echo "zfsvm: $*" >&2; }
 
 # ------------------------------------------------------------ build: module
-build_module() {  # -> $CACHE/vmlinux $CACHE/ko/{spl,zfs}.ko $CACHE/root
-  local B=$CACHE/work R=$CACHE/root t0 K=/usr/share/keyrings/debian-archive-keyring.gpg
-  t0=$(now); rm -rf "$B" "$R" "$CACHE/ko" "$CACHE/vmlinux"
-  mkdir -p "$B"/apt/{state/lists/partial,cache/archives/partial,parts} "$B/debs" "$R"
-  # the Debian mirrors this machine already uses (deb822 "URIs:" lines, else
-  # one-line "deb URI suite" entries, else Debian's CDN), main + contrib
-  local MAIN SEC
+# has_version PKG VERSION: the mirror has it (`apt-cache show PKG=VERSION`
+# exits 0 even when it does not)
+has_version() { apt-cache madison "$1" 2>/dev/null | awk -F' *[|] *' -v v="$2" '$2 == v {f = 1} END {exit !f}'; }
+# candidate PKG: the version apt would install (empty when there is none)
+candidate() { apt-cache policy "$1" 2>/dev/null | sed -n 's/^ *Candidate: //p' | grep -v '^(none)$' | head -1; }
+# resolve PKG WANTED [exact]: WANTED when the mirror has it, else (unless
+# exact) the package's own candidate, said on stderr; fails naming the
+# package when there is neither
+resolve() {
+  if [ -n "$2" ] && has_version "$1" "$2"; then echo "$2"; return 0; fi
+  if [ -n "${3:-}" ]; then say "package $1: version ${2:-?} is not on the mirror (the OpenZFS packages must share one version): cannot build the guest"; return 1; fi
+  local c; c=$(candidate "$1")
+  if [ -z "$c" ]; then say "package $1: the mirror has no version of it (wanted ${2:-any}): cannot build the guest"; return 1; fi
+  say "package $1: $2 is not on the mirror, using its candidate $c"; echo "$c"
+}
+# resolve_packages DIR: a private apt set-up under DIR (the machine's
+# mirrors, /etc/apt untouched; APT_CONFIG stays exported for the download)
+# and every package the guest is made of resolved to a version the mirror
+# has -> WANT (PKG=VERSION ...), KVER, KPKGVER, ZFSVER. Fails, naming the
+# package, before anything is downloaded.
+resolve_packages() {
+  local B=$1 K=/usr/share/keyrings/debian-archive-keyring.gpg MAIN SEC
+  mkdir -p "$B"/apt/{state/lists/partial,cache/archives/partial,parts}
   local uris
   uris=$({ awk '/^URIs:/{print $2}' /etc/apt/sources.list.d/*.sources
            awk '$1 == "deb" {for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) {print $i; break}}' \
@@ -91,22 +108,38 @@ APT::Sandbox::User "root";
 Acquire::Check-Valid-Until "false";
 EOF
   export APT_CONFIG=$B/apt/apt.conf   # private apt setup; /etc/apt is untouched
-  say "downloading packages"; apt-get -qq update >&2
-  # the security archive keeps only the newest kernel ABI: fall back to it
-  if ! apt-cache show "linux-image-$KVER=$KPKGVER" >/dev/null 2>&1; then
+  say "resolving package versions"; apt-get -qq update >&2
+  # The security archive keeps only the newest kernel ABI, and a source's
+  # packages move on one at a time (linux-kbuild-6.1 went to 6.1.192-3
+  # while linux-image stayed at 6.1.192-2): every package's version is
+  # resolved on its own, and all of them before anything is downloaded.
+  if ! has_version "linux-image-$KVER" "$KPKGVER"; then
     KVER=$(apt-cache depends linux-image-amd64 | sed -n 's/.*Depends: linux-image-\(.*-amd64\)$/\1/p' | head -1)
-    KPKGVER=$(apt-cache policy "linux-image-$KVER" | sed -n 's/.*Candidate: //p')
+    [ -n "$KVER" ] || { say "no linux-image-*-amd64 on the mirror (pinned linux-image-${ZFSVM_KVER:-6.1.0-56-amd64})"; return 1; }
+    KPKGVER=$(candidate "linux-image-$KVER")
     say "pinned kernel gone from the mirror, using $KVER $KPKGVER"
   fi
-  if ! apt-cache show "zfs-dkms=$ZFSVER" >/dev/null 2>&1; then
+  if ! has_version zfs-dkms "$ZFSVER"; then
     ZFSVER=$(apt-cache madison zfs-dkms | awk -F' *[|] *' '/backports/{print $2; exit}')
-    say "pinned OpenZFS gone from the mirror, using $ZFSVER"
+    say "pinned OpenZFS gone from the mirror, using ${ZFSVER:-nothing}"
   fi
   local KCOMMON=${KVER%-amd64}-common KBUILD; KBUILD=linux-kbuild-$(echo "$KVER" | cut -d. -f1,2)
-  (cd "$B/debs" && apt-get -qq download "linux-image-$KVER=$KPKGVER" \
-     "linux-headers-$KVER=$KPKGVER" "linux-headers-$KCOMMON=$KPKGVER" "$KBUILD=$KPKGVER" \
-     "zfs-dkms=$ZFSVER" "zfsutils-linux=$ZFSVER" "libzfs6linux=$ZFSVER" \
-     "libzpool6linux=$ZFSVER" "libnvpair3linux=$ZFSVER" "libuutil3linux=$ZFSVER" >&2)
+  local p v; WANT=()
+  # the kernel's own packages: the image's version where the mirror has it
+  for p in "linux-image-$KVER" "linux-headers-$KVER" "linux-headers-$KCOMMON" "$KBUILD"; do
+    v=$(resolve "$p" "$KPKGVER") || return 1; WANT+=("$p=$v"); done
+  # OpenZFS's packages: one version, the backports one zfs-dkms has
+  for p in zfs-dkms zfsutils-linux libzfs6linux libzpool6linux libnvpair3linux libuutil3linux; do
+    v=$(resolve "$p" "$ZFSVER" exact) || return 1; WANT+=("$p=$v"); done
+  say "resolved: ${WANT[*]}"
+}
+build_module() {  # -> $CACHE/vmlinux $CACHE/ko/{spl,zfs}.ko $CACHE/root
+  local B=$CACHE/work R=$CACHE/root t0
+  t0=$(now); rm -rf "$B" "$R" "$CACHE/ko" "$CACHE/vmlinux"
+  mkdir -p "$B"/apt/{state/lists/partial,cache/archives/partial,parts} "$B/debs" "$R"
+  resolve_packages "$B" || return 1
+  say "downloading packages"
+  (cd "$B/debs" && apt-get -qq download "${WANT[@]}" >&2)
   unset APT_CONFIG
   for d in "$B"/debs/*.deb; do dpkg-deb -x "$d" "$R"; done
   # Debian's flavour header Makefile includes the common one by absolute path
@@ -224,7 +257,13 @@ ensure_built() {
 }
 
 # ---------------------------------------------------------------------- run
-[ $# -ge 2 ] || { sed -n '2,45p' "$0" >&2; exit 2; }
+if [ "${1:-}" = --resolve ]; then   # tests/run's early check: the versions exist
+  if [ -s "$CACHE/vmlinux" ]; then say "guest image cached in $CACHE: nothing to download"; exit 0; fi
+  B=$(mktemp -d "${TMPDIR:-/tmp}/zfsvm-resolve.XXXXXX"); trap 'rm -rf "$B"' EXIT
+  resolve_packages "$B" || { say "the guest cannot be built from this machine's mirror"; exit 1; }
+  exit 0
+fi
+[ $# -ge 2 ] || { sed -n '2,47p' "$0" >&2; exit 2; }
 DIR=$(realpath "$1"); shift
 [ -d "$DIR" ] || { say "$DIR is not a directory"; exit 2; }
 case ${ZFSVM_ACCEL:-auto} in auto | kvm | tcg) ;;
