@@ -109,7 +109,7 @@ fn write_pages(dir: &std::path::Path) -> std::io::Result<usize> {
     Ok(pages.len())
 }
 
-/// One man page; jbuild(1) also gets ENVIRONMENT, FILES and SEE ALSO.
+/// One man page; jbuild(1) also gets ENVIRONMENT, EXIT STATUS, FILES and SEE ALSO.
 fn page(cmd: &clap::Command, top: bool) -> std::io::Result<Vec<u8>> {
     let mut text = Vec::new();
     Man::new(cmd.clone()).render(&mut text)?;
@@ -120,6 +120,12 @@ fn page(cmd: &clap::Command, top: bool) -> std::io::Result<Vec<u8>> {
             roff.control("TP", []);
             roff.text([bold(v.name)]);
             roff.text([roman(v.meaning)]);
+        }
+        roff.control("SH", ["EXIT STATUS"]);
+        for (code, meaning) in super::EXIT_CODES {
+            roff.control("TP", []);
+            roff.text([bold(code.to_string())]);
+            roff.text([roman(meaning)]);
         }
         roff.control("SH", ["FILES"]);
         roff.text([roman(
@@ -181,6 +187,7 @@ pub fn markdown() -> String {
         let anchor = display_name(cmd);
         md.push_str(&format!("- [`{title}`](#{anchor})\n"));
     }
+    md.push_str("- [Exit status](#exit-status)\n");
     for cmd in &pages {
         let title = title(cmd);
         let mut c = cmd.clone();
@@ -195,6 +202,12 @@ pub fn markdown() -> String {
             display_name(cmd),
             help.join("\n").trim_end()
         ));
+    }
+    md.push_str(
+        "\n<a id=\"exit-status\"></a>\n\n## Exit status\n\n| code | meaning |\n|---|---|\n",
+    );
+    for (code, meaning) in super::EXIT_CODES {
+        md.push_str(&format!("| {code} | {meaning} |\n"));
     }
     md
 }

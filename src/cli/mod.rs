@@ -58,6 +58,25 @@ use jbuild::store::Store;
 /// 2 an internal fault or a failure of the system.
 pub const EXIT_USER: i32 = 1;
 pub const EXIT_INTERNAL: i32 = 2;
+/// Every exit code and what it means: jbuild(1)'s EXIT STATUS and the
+/// README say the same, and `tests/it/cli/messages.rs` holds each.
+pub const EXIT_CODES: [(i32, &str); 3] = [
+    (
+        0,
+        "Success (for check: nothing is damaged; for verify: the rebuild gives the same image).",
+    ),
+    (
+        EXIT_USER,
+        "The user's to fix: a mistake in the recipe, the command line (an unknown flag, a missing \
+         argument, a bad value) or the input, or in the environment (a registry that cannot be \
+         reached, failing TLS, refused credentials, a full disk); for check: damage found; for \
+         verify: the rebuild differs.",
+    ),
+    (
+        EXIT_INTERNAL,
+        "An internal fault: a bug to report, or output that could not be written.",
+    ),
+];
 
 /// What `--version` says: the version, the commit built (`unknown` outside
 /// a git checkout) and the target (both from `build.rs`).
@@ -290,7 +309,10 @@ pub fn main() -> i32 {
             redact::remember(Some(user), password);
         }
     }
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage(&e),
+    };
     let filter = if cli.debug {
         "jbuild=debug".to_string()
     } else {
@@ -443,6 +465,26 @@ impl std::io::Write for ScrubbedStderr {
 
 /// `--label` and `--annotation` values (build and `manifest add`): `K=V`,
 /// K not empty.
+/// What clap found on the command line. `--help` and `--version` print to
+/// standard output and succeed; anything else (an unknown flag, a missing
+/// argument, a bad value) is the user's mistake: exit 1, as every other one
+/// is (clap's own default would be 2, which jbuild keeps for its faults).
+fn usage(e: &clap::Error) -> i32 {
+    use clap::error::ErrorKind;
+    let shown = e.print();
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => match shown {
+            // `jbuild --help | head -1`: the reader went away, nothing is lost.
+            Err(err) if err.kind() != std::io::ErrorKind::BrokenPipe => {
+                report(&anyhow::Error::new(err).context("cannot write to standard output"));
+                EXIT_INTERNAL
+            }
+            _ => 0,
+        },
+        _ => EXIT_USER,
+    }
+}
+
 fn parse_pairs(
     flag: &str,
     raw: &[String],

@@ -80,6 +80,61 @@ fn bad_arguments_exit_1_with_a_clear_message() {
     assert_eq!(out.status.code(), Some(1));
 }
 
+/// Usage mistakes clap finds are the user's like any other: exit 1 with
+/// clap's message on standard error (clap alone would exit 2, jbuild's code
+/// for its own faults); `--help` and `--version` succeed on standard output.
+#[test]
+fn usage_mistakes_exit_1_help_and_version_exit_0() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("r");
+    for (args, says) in [
+        (&["build", "--no-such-flag", "."][..], "unexpected argument"),
+        (&["tag", "one:1"], "required"),
+        (&["build", "--compression", "bzip9", "."], "invalid value"),
+        (&["no-such-command"], "unrecognized subcommand"),
+        (&[], "Usage"),
+    ] {
+        let out = run(jbuild(&root).args(args));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+    for args in [&["--help"][..], &["--version"], &["build", "--help"]] {
+        let out = run(jbuild(&root).args(args));
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        assert!(!out.stdout.is_empty(), "{args:?}");
+    }
+}
+
+/// jbuild(1) says what every exit code means, and the README says the same.
+#[test]
+fn every_exit_code_is_documented() {
+    let t = tempfile::tempdir().unwrap();
+    let page = ok(jbuild(t.path()).arg("man"));
+    let section = page
+        .split(".SH \"EXIT STATUS\"")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no EXIT STATUS in jbuild(1):\n{page}"));
+    let section = section.split("\n.SH").next().unwrap();
+    for code in ["0", "1", "2"] {
+        assert!(
+            section.contains(&format!(".TP\n\\fB{code}\\fR")),
+            "exit code {code} missing from jbuild(1):\n{section}"
+        );
+    }
+    assert!(section.contains("unknown flag"), "{section}");
+    let readme = fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let readme = readme.split_whitespace().collect::<Vec<_>>().join(" ");
+    for says in [
+        "`0` success",
+        "`1` a mistake in the recipe, arguments",
+        "`2` an internal fault",
+    ] {
+        assert!(readme.contains(says), "README: {says}");
+    }
+}
+
 #[test]
 fn tag_rmi_history_and_json() {
     let t = tempfile::tempdir().unwrap();
