@@ -76,6 +76,10 @@ fn build_or_check(
         );
     }
     let ignore = Ignore::load(&opts.context).map_err(BuildError::Context)?;
+    if let Some(file) = ignore.as_ref().and_then(Ignore::file) {
+        env.reporter
+            .message(Level::Info, &format!("using the build context's {file}"));
+    }
     let inputs = Inputs {
         env,
         pin: RefCell::new(Some(StoreLock::shared(env.store)?)),

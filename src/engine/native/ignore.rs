@@ -1,6 +1,11 @@
 //! `.jailignore`: the files of the build context that COPY never sees, with
 //! `.dockerignore` semantics (moby's `patternmatcher`, as BuildKit uses it).
 //!
+//! Which file: `.jailignore`, else `.containerignore` (podman and buildah),
+//! else `.dockerignore` — the first that exists is the only one read, so a
+//! context brought from docker or podman is filtered as it was there, and
+//! the build says which file it used ([`Ignore::file`]).
+//!
 //! The file, line by line:
 //!
 //! - a line starting with `#` (in the first column) is a comment; blank
@@ -39,14 +44,20 @@ use globset::{GlobBuilder, GlobMatcher};
 
 use super::NativeError;
 
-/// The name of the ignore file in the build context.
+/// The name of jbuild's own ignore file in the build context.
 pub const FILE_NAME: &str = ".jailignore";
+
+/// The ignore files a build context may have, in the order they are looked
+/// for: jbuild's own, then podman's and buildah's, then docker's.
+pub const FILE_NAMES: [&str; 3] = [FILE_NAME, ".containerignore", ".dockerignore"];
 
 /// Parsed `.jailignore` patterns. See the module docs for the rules.
 #[derive(Debug, Clone)]
 pub struct Ignore {
     patterns: Vec<Pattern>,
     has_exceptions: bool,
+    /// The file the patterns came from (`None` for [`Ignore::parse`]d text).
+    file: Option<&'static str>,
 }
 
 #[derive(Debug, Clone)]
@@ -58,14 +69,27 @@ struct Pattern {
 }
 
 impl Ignore {
-    /// Reads `<context_dir>/.jailignore`; `None` if there is none.
+    /// Reads the context's ignore file, the first of [`FILE_NAMES`] that
+    /// exists in `context_dir`; `None` if there is none.
     pub fn load(context_dir: &Path) -> Result<Option<Ignore>, NativeError> {
-        let path = context_dir.join(FILE_NAME);
-        match fs::read(&path) {
-            Ok(bytes) => Ignore::parse(&String::from_utf8_lossy(&bytes), Some(&path)).map(Some),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(NativeError::io("read", path)(e)),
+        for name in FILE_NAMES {
+            let path = context_dir.join(name);
+            match fs::read(&path) {
+                Ok(bytes) => {
+                    let mut ignore = Ignore::parse(&String::from_utf8_lossy(&bytes), Some(&path))?;
+                    ignore.file = Some(name);
+                    return Ok(Some(ignore));
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(NativeError::io("read", path)(e)),
+            }
         }
+        Ok(None)
+    }
+
+    /// The name of the file in the context these patterns were read from.
+    pub fn file(&self) -> Option<&'static str> {
+        self.file
     }
 
     /// Parses the text of an ignore file; `origin` names it in errors.
@@ -109,6 +133,7 @@ impl Ignore {
         Ok(Ignore {
             patterns,
             has_exceptions,
+            file: None,
         })
     }
 

@@ -1,8 +1,10 @@
-//! `jbuild build`: examples end to end, flags, RUN mounts and secrets, the
-//! registry build cache, and the native instructions one by one.
+//! `jbuild build`: examples end to end, flags, the context's ignore file,
+//! RUN mounts and secrets, the registry build cache, and the native
+//! instructions one by one.
 
 mod cache;
 mod e2e;
 mod flags;
+mod ignore_files;
 mod mounts;
 mod native;
