@@ -136,10 +136,11 @@ pub(super) fn run(dir: &Path, file: Option<&Path>, opts: &Options) -> R<Converte
         emitted: BTreeMap::new(),
         required: Vec::new(),
     };
-    t.header(&format!(
-        "# Jailfile translated by jbuild from the Bastille template {}",
-        dir.display()
-    ));
+    // Named once the context is known (below): by its place in the build
+    // context, never by its path on this host, which would make the
+    // `org.jbuild.jailfile` label (and the image digest) depend on where
+    // the template was checked out.
+    t.header("");
     let from = match opts.from.trim() {
         "" => {
             // No base given: the Jailfile takes it as a build argument.
@@ -151,6 +152,7 @@ pub(super) fn run(dir: &Path, file: Option<&Path>, opts: &Options) -> R<Converte
     };
     t.out
         .push((Origin::From, Out::Text(format!("FROM {from}"))));
+    let template_file = file.file_name().map(PathBuf::from).unwrap_or_default();
     let mut scope = Scope {
         dir: dir.clone(),
         file,
@@ -167,17 +169,19 @@ pub(super) fn run(dir: &Path, file: Option<&Path>, opts: &Options) -> R<Converte
     let context = common_ancestor(&t.dirs);
     let mut text = String::new();
     let mut origins = Vec::new();
-    // The context line goes second, once it is known (before any ARG:
-    // parser directives end at the first line that is not one).
-    let (o, first) = t.out.remove(0);
-    text.push_str(&first.render(&context));
-    text.push('\n');
-    origins.push(o);
+    // The first line and the context line, once the context is known
+    // (before any ARG: parser directives end at the first line that is
+    // not one). Both name places relative to the context only.
+    let (o, _) = t.out.remove(0);
     text.push_str(&format!(
-        "# build context: {} (jbuild build -f THIS_FILE {})\n",
-        context.display(),
-        context.display()
+        "# Jailfile translated by jbuild from the Bastille template {}\n",
+        in_context(&template_file, &dir, &context)
     ));
+    origins.push(o);
+    text.push_str(
+        "# build context: the directory holding the template and the templates it INCLUDEs \
+         (jbuild build -f THIS_FILE DIR)\n",
+    );
     origins.push(Origin::Header);
     for (o, line) in &t.out {
         text.push_str(&line.render(&context));
@@ -193,6 +197,19 @@ pub(super) fn run(dir: &Path, file: Option<&Path>, opts: &Options) -> R<Converte
         required: t.required,
         origins,
     })
+}
+
+/// The template's Bastillefile as a path in the build context
+/// (`./www/nginx/Bastillefile`), for the Jailfile's first comment line;
+/// control characters (a line break would end the comment) shown as `?`.
+fn in_context(file_name: &Path, dir: &Path, context: &Path) -> String {
+    let rel = dir.strip_prefix(context).unwrap_or(Path::new(""));
+    let shown = Path::new(".").join(rel).join(file_name);
+    shown
+        .to_string_lossy()
+        .chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect()
 }
 
 pub(super) fn canonical(dir: &Path) -> R<PathBuf> {

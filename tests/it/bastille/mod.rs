@@ -9,6 +9,8 @@ use crate::support::common;
 mod corpus;
 /// `jbuild create` of Bastille-built images.
 mod create;
+/// The template's place on the host never reaches the image.
+mod paths;
 
 use std::collections::BTreeMap;
 use std::fs;
