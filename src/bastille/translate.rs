@@ -96,6 +96,10 @@ pub(super) struct Translator<'a> {
     pub(super) emitted: BTreeMap<String, String>,
     /// ARG+ left for `--build-arg`.
     required: Vec<String>,
+    /// The services a `SERVICE name start` left running in Bastille's live
+    /// jail, in the order started: each later command step starts them
+    /// first ([`Translator::run`]).
+    pub(super) running: Vec<super::runtime::Running>,
 }
 
 pub(super) fn run(dir: &Path, file: Option<&Path>, opts: &Options) -> R<Converted> {
@@ -135,6 +139,7 @@ pub(super) fn run(dir: &Path, file: Option<&Path>, opts: &Options) -> R<Converte
         tags: Vec::new(),
         emitted: BTreeMap::new(),
         required: Vec::new(),
+        running: Vec::new(),
     };
     // Named once the context is known (below): by its place in the build
     // context, never by its path on this host, which would make the
@@ -330,6 +335,8 @@ impl Translator<'_> {
                 self.run(line, &script);
                 return Ok(());
             }
+            // A start or stop: its text is a command, as CMD's.
+            "SERVICE" if self.service_state(line, scope, &raw, &valued)? => return Ok(()),
             _ => {}
         }
         // The line with ${NAME} kept, where it means what Bastille's
@@ -372,7 +379,7 @@ impl Translator<'_> {
         }
     }
 
-    fn script_arg(&self, scope: &Scope, name: &str) -> Option<ScriptArg> {
+    pub(super) fn script_arg(&self, scope: &Scope, name: &str) -> Option<ScriptArg> {
         let a = scope.find(name)?;
         Some(ScriptArg {
             raw: a.raw.clone(),
@@ -573,9 +580,11 @@ impl Translator<'_> {
         scope.args.push(a);
     }
 
-    /// CMD: `jexec TARGET sh -c '<text>'`, with the jail's network.
+    /// CMD: `jexec TARGET sh -c '<text>'`, with the jail's network; with
+    /// the services a SERVICE start left running started first.
     pub(super) fn run(&mut self, line: &SrcLine, script: &str) {
-        let argv = serde_json::to_string(&["/bin/sh", "-c", script]).expect("strings serialise");
+        let script = super::runtime::with_services(&self.running, script);
+        let argv = serde_json::to_string(&["/bin/sh", "-c", &script]).expect("strings serialise");
         self.emit(line, format!("RUN --network=host {argv}"));
     }
 

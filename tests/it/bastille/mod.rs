@@ -11,6 +11,8 @@ mod corpus;
 mod create;
 /// The template's place on the host never reaches the image.
 mod paths;
+/// SERVICE start and the steps after it.
+mod services;
 
 use std::collections::BTreeMap;
 use std::fs;
