@@ -25,12 +25,13 @@
 //! JAIL parameters) or dropped with a note (RESTART). A `SERVICE name
 //! start` is carried instead: each later command step starts the service
 //! first, as it would be running in Bastille's live jail
-//! (`runtime::with_services`). `docs/bastille.md` has the whole mapping.
+//! (`services::with_services`). `docs/bastille.md` has the whole mapping.
 
 mod conf;
 mod emit;
 mod include;
 mod runtime;
+mod services;
 mod source;
 mod symbolic;
 mod translate;

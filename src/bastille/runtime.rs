@@ -2,9 +2,10 @@
 //! RDR, LIMITS, CONFIG, TAGS, SERVICE) and SYSRC: kept with the image as
 //! VOLUME, EXPOSE, labels and JAIL parameters, or dropped with a note; a
 //! SERVICE start is carried to the command steps after it
-//! ([`with_services`]).
+//! ([`super::services::with_services`]).
 
 use super::emit::word;
+use super::services::{sh_quote, Running};
 use super::source::{is_name, with_help, words, SrcLine};
 use super::symbolic;
 use super::translate::{absolute, Scope, Translator, R};
@@ -277,8 +278,8 @@ impl Translator<'_> {
     /// runs each step in a jail of its own and keeps no process, so the
     /// start is not dropped but carried: every later step that runs a
     /// command starts the running services first and stops them after
-    /// ([`with_services`]); a stop ends that. Returns whether the line was
-    /// one of these.
+    /// ([`super::services::with_services`]); a stop ends that. Returns
+    /// whether the line was one of these.
     pub(super) fn service_state(
         &mut self,
         line: &SrcLine,
@@ -422,51 +423,4 @@ pub(super) fn service_action(action: &str) -> ServiceAction {
         "reload" | "status" | "poll" => ServiceAction::Running,
         _ => ServiceAction::Step,
     }
-}
-
-/// A service a `SERVICE name start` left running.
-#[derive(Debug, Clone)]
-pub(super) struct Running {
-    /// Its name, ARGs put in.
-    name: String,
-    /// The shell command that starts it, as the line wrote it.
-    start: String,
-    /// `service name onestop`: stops it whether or not rc.conf enables it.
-    stop: String,
-}
-
-/// `script` as a step runs it while `running` services run: each started
-/// (in order; a failed start fails the step, saying so), the script in a
-/// shell of its own (so its own `exit` or `trap` still ends only it), then
-/// each stopped (in reverse order) so it ends cleanly before the step's
-/// jail is taken down, and the script's status is the step's. Unchanged
-/// when none runs.
-pub(super) fn with_services(running: &[Running], script: &str) -> String {
-    if running.is_empty() {
-        return script.to_string();
-    }
-    let mut s = String::new();
-    for r in running {
-        // The step is named by its own line; say which start failed.
-        let said = sh_quote(&format!(
-            "jbuild: `{}`, started for this step by an earlier SERVICE line, failed",
-            r.start
-        ));
-        s.push_str(&format!(
-            "{} || {{ s=$?; echo {said} >&2; exit $s; }}\n",
-            r.start
-        ));
-    }
-    s.push_str(&format!("/bin/sh -c {}\n", sh_quote(script)));
-    s.push_str("status=$?\n");
-    for r in running.iter().rev() {
-        s.push_str(&format!("{}\n", r.stop));
-    }
-    s.push_str("exit $status");
-    s
-}
-
-/// `s` as one sh word, in single quotes.
-fn sh_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "'\\''"))
 }

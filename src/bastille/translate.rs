@@ -99,7 +99,7 @@ pub(super) struct Translator<'a> {
     /// The services a `SERVICE name start` left running in Bastille's live
     /// jail, in the order started: each later command step starts them
     /// first ([`Translator::run`]).
-    pub(super) running: Vec<super::runtime::Running>,
+    pub(super) running: Vec<super::services::Running>,
 }
 
 pub(super) fn run(dir: &Path, file: Option<&Path>, opts: &Options) -> R<Converted> {
@@ -583,7 +583,7 @@ impl Translator<'_> {
     /// CMD: `jexec TARGET sh -c '<text>'`, with the jail's network; with
     /// the services a SERVICE start left running started first.
     pub(super) fn run(&mut self, line: &SrcLine, script: &str) {
-        let script = super::runtime::with_services(&self.running, script);
+        let script = super::services::with_services(&self.running, script);
         let argv = serde_json::to_string(&["/bin/sh", "-c", &script]).expect("strings serialise");
         self.emit(line, format!("RUN --network=host {argv}"));
     }
