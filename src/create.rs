@@ -31,6 +31,7 @@ pub use clone::RootFrom;
 use std::path::{Path, PathBuf};
 
 pub mod bundle;
+pub mod mounts;
 pub mod params;
 
 use crate::fsutil::write_atomic;
@@ -185,6 +186,14 @@ pub fn create(unpacker: &Unpacker<'_>, opts: &CreateOptions) -> Result<Created, 
     let (top, img) = unpacker.top(&opts.image, &Platform::default_for_host())?;
     let state = ImageState::from_config(&img.config);
 
+    let view = match top.as_deref() {
+        Some(t) => Some(unpacker.snapshotter.view(t)?),
+        None => None,
+    };
+    // Every mount point checked against the image before anything is
+    // written; made once the root is.
+    let points = mounts::check(&opts.image, view.as_deref(), &state.volumes)?;
+
     let root = opts.root.display().to_string();
     let mut fstab_lines = Vec::new();
     let mut mounts = Vec::new();
@@ -198,19 +207,14 @@ pub fn create(unpacker: &Unpacker<'_>, opts: &CreateOptions) -> Result<Created, 
             opts.image
         ))
     };
-    for v in &state.volumes {
+    for (v, point) in state.volumes.iter().zip(&points) {
         let label = format!("{}{v}", params::FSTAB_LABEL);
         match state.labels.get(&label) {
             Some(line) => {
                 mounts.push(params::host_mount(&label, line));
                 let f: Vec<&str> = line.split_whitespace().collect();
-                let inside = Path::new(v).is_absolute()
-                    && !Path::new(v)
-                        .components()
-                        .any(|c| matches!(c, std::path::Component::ParentDir));
                 let ok = f.len() == 6
                     && f[1] == v
-                    && inside
                     && f[2].chars().all(|c| c.is_ascii_alphanumeric())
                     && f[4..].iter().all(|n| n.chars().all(|c| c.is_ascii_digit()));
                 if !ok {
@@ -218,10 +222,13 @@ pub fn create(unpacker: &Unpacker<'_>, opts: &CreateOptions) -> Result<Created, 
                         "mount for {v} `{line}` is not `host {v} type options dump pass` inside the jail"
                     )));
                 }
+                // Where the jail sees it (symlinks followed), so the
+                // host's mount lands there.
+                let at = opts.root.join(&point.inside);
                 fstab_lines.push(format!(
                     "{} {} {} {} {} {}",
                     f[0],
-                    fstab_path(&format!("{}{}", root.trim_end_matches('/'), f[1])),
+                    fstab_path(&at.display().to_string()),
                     f[2],
                     f[3],
                     f[4],
@@ -269,10 +276,6 @@ pub fn create(unpacker: &Unpacker<'_>, opts: &CreateOptions) -> Result<Created, 
     }
 
     let mut params = vec![param("path", &root), param("host.hostname", &opts.name)];
-    let view = match top.as_deref() {
-        Some(t) => Some(unpacker.snapshotter.view(t)?),
-        None => None,
-    };
     let (start, notes) = start::start(&state, view.as_deref(), &opts.name, opts.bastille)?;
     params.extend(start);
     comments.extend(notes);
@@ -326,6 +329,7 @@ pub fn create(unpacker: &Unpacker<'_>, opts: &CreateOptions) -> Result<Created, 
         opts,
         &img.manifest_digest.to_string(),
     )?;
+    mounts::make(&opts.root, &points)?;
 
     let fstab = if write_fstab {
         let mut text = fstab_lines.join("\n");

@@ -40,13 +40,68 @@ pub fn resolve_in_root_with(
     follow_last: bool,
     visit: &mut dyn FnMut(&Path) -> io::Result<()>,
 ) -> io::Result<PathBuf> {
+    walk(root, path, follow_last, visit, false).map_err(|e| match e {
+        InRootError::Io(e) => e,
+        InRootError::Outside { .. } => unreachable!("only a strict walk refuses"),
+    })
+}
+
+/// Why [`resolve_in_root_strictly`] gave no path.
+#[derive(Debug, thiserror::Error)]
+pub enum InRootError {
+    /// Followed by the host (mount(8) on a jail's fstab line, say), `path`
+    /// would leave the root: through the symlink `link` (its place in the
+    /// root) to `target`, an absolute path or one climbing above the root.
+    #[error("{} leads out of the root{}", path.display(), through(link.as_ref()))]
+    Outside {
+        path: PathBuf,
+        link: Option<(PathBuf, PathBuf)>,
+    },
+    #[error(transparent)]
+    Io(#[from] io::Error),
+}
+
+fn through(link: Option<&(PathBuf, PathBuf)>) -> String {
+    match link {
+        Some((l, t)) => format!(" through the symlink {} -> {}", l.display(), t.display()),
+        None => String::new(),
+    }
+}
+
+/// [`resolve_in_root`] following the last component, for a path the host
+/// itself will follow later (a mount point, which mount(8) resolves on the
+/// host, outside the jail): the same path the jail sees, but a symlink on
+/// the way whose target is absolute, or a `..` that would climb above the
+/// root, is refused instead of being taken as the jail would take it — on
+/// the host those lead out of the root.
+pub fn resolve_in_root_strictly(root: &Path, path: &Path) -> Result<PathBuf, InRootError> {
+    walk(root, path, true, &mut |_| Ok(()), true)
+}
+
+/// The resolver behind the functions above; `strict` refuses what would
+/// lead the host out of the root.
+fn walk(
+    root: &Path,
+    path: &Path,
+    follow_last: bool,
+    visit: &mut dyn FnMut(&Path) -> io::Result<()>,
+    strict: bool,
+) -> Result<PathBuf, InRootError> {
     let mut pending: Vec<OsString> = Vec::new();
     push_components(&mut pending, path);
     let mut resolved: Vec<OsString> = Vec::new();
     let mut hops = 0;
+    // The last symlink followed, for the error of a strict walk.
+    let mut last_link: Option<(PathBuf, PathBuf)> = None;
+    let outside = |link: Option<(PathBuf, PathBuf)>| InRootError::Outside {
+        path: path.to_path_buf(),
+        link,
+    };
     while let Some(name) = pending.pop() {
         if name == ".." {
-            resolved.pop();
+            if resolved.pop().is_none() && strict {
+                return Err(outside(last_link));
+            }
             continue;
         }
         if !follow_last && pending.is_empty() {
@@ -65,10 +120,17 @@ pub fn resolve_in_root_with(
                             "too many levels of symbolic links resolving {}",
                             path.display()
                         ),
-                    ));
+                    )
+                    .into());
                 }
                 let target = fs::read_link(&candidate)?;
-                if target.is_absolute() {
+                if strict {
+                    let link = Path::new("/").join(join_all(Path::new(""), &resolved).join(&name));
+                    if target.is_absolute() {
+                        return Err(outside(Some((link, target))));
+                    }
+                    last_link = Some((link, target.clone()));
+                } else if target.is_absolute() {
                     resolved.clear();
                 }
                 push_components(&mut pending, &target);
@@ -263,6 +325,29 @@ mod tests {
         assert_eq!(r("/lib", false), root.join("lib"));
         assert_eq!(r("/lib", true), root.join("usr/lib"));
         assert!(resolve_in_root(root, Path::new("loop1/x"), true).is_err());
+
+        // Strictly: what stays inside whoever follows it is the jail's
+        // answer; what the host would follow out is refused, naming the link.
+        let strict = |p: &str| resolve_in_root_strictly(root, Path::new(p));
+        assert_eq!(
+            strict("/lib/libc.so").unwrap(),
+            root.join("usr/lib/libc.so")
+        );
+        assert_eq!(strict("/usr/lib/../x").unwrap(), root.join("usr/x"));
+        let out = |p: &str| match strict(p) {
+            Err(InRootError::Outside { link, .. }) => link,
+            other => panic!("{p}: {other:?}"),
+        };
+        assert_eq!(
+            out("/etc-abs/passwd"),
+            Some(("/etc-abs".into(), "/etc".into()))
+        );
+        assert_eq!(
+            out("/usr/up/etc"),
+            Some(("/usr/up".into(), "../../../../..".into()))
+        );
+        assert_eq!(out("/../x"), None);
+        assert!(matches!(strict("loop1/x"), Err(InRootError::Io(_))));
     }
 
     #[test]

@@ -22,13 +22,16 @@
 //!
 //! Instructions that only mean something for a running jail are kept with
 //! the image (MOUNT, RDR, LIMITS, CONFIG set, TAGS: labels, VOLUME, EXPOSE,
-//! JAIL parameters) or dropped with a note (RESTART, SERVICE start).
-//! `docs/bastille.md` has the whole mapping.
+//! JAIL parameters) or dropped with a note (RESTART). A `SERVICE name
+//! start` is carried instead: each later command step starts the service
+//! first, as it would be running in Bastille's live jail
+//! (`services::with_services`). `docs/bastille.md` has the whole mapping.
 
 mod conf;
 mod emit;
 mod include;
 mod runtime;
+mod services;
 mod source;
 mod symbolic;
 mod translate;

@@ -1,10 +1,14 @@
 //! The instructions that only mean something for a running jail (MOUNT,
 //! RDR, LIMITS, CONFIG, TAGS, SERVICE) and SYSRC: kept with the image as
-//! VOLUME, EXPOSE, labels and JAIL parameters, or dropped with a note.
+//! VOLUME, EXPOSE, labels and JAIL parameters, or dropped with a note; a
+//! SERVICE start is carried to the command steps after it
+//! ([`super::services::with_services`]).
 
 use super::emit::word;
-use super::source::{is_name, with_help, SrcLine};
-use super::translate::{absolute, Translator, R};
+use super::services::{sh_quote, Running};
+use super::source::{is_name, with_help, words, SrcLine};
+use super::symbolic;
+use super::translate::{absolute, Scope, Translator, R};
 
 /// rctl(8) resources (FreeBSD 14), for LIMITS.
 const RCTL_RESOURCES: &[&str] = &[
@@ -225,11 +229,13 @@ impl Translator<'_> {
         Ok(())
     }
 
-    /// SERVICE name ACTION [args]: enable/disable edit rc.conf; actions on
-    /// a running service (start, stop, restart and their rc.subr forms)
-    /// have nothing to act on while building, so they are dropped with a
-    /// note; any other action (`initdb`, `configtest`, `rcvar`, ...) is a
-    /// step running `service name ACTION` in the build jail.
+    /// SERVICE name ACTION [args]: enable/disable edit rc.conf; a start or
+    /// a stop of a started service is [`Translator::service_state`]'s
+    /// (before this); the other actions on a running service (`reload`,
+    /// `status`, a stop of one not started) change no file, so they are
+    /// dropped with a note; any other action (`initdb`, `configtest`,
+    /// `rcvar`, ...) is a step running `service name ACTION` in the build
+    /// jail.
     pub(super) fn service(&mut self, line: &SrcLine, w: &[String]) -> R<()> {
         let [name, action, rest @ ..] = w else {
             return Err(with_help(
@@ -244,7 +250,9 @@ impl Translator<'_> {
             ServiceAction::RcConf if rest.is_empty() => {
                 self.emit(line, format!("SERVICE {} {}", word(name), word(action)));
             }
-            ServiceAction::Running => self.note(
+            // Starts and stops are [`Translator::service_state`]'s; what
+            // is left reads or pokes a running service, changing no file.
+            ServiceAction::Start | ServiceAction::Stop | ServiceAction::Running => self.note(
                 line,
                 &format!(
                     "SERVICE {name} {action}: no service runs while building; ignored \
@@ -261,6 +269,73 @@ impl Translator<'_> {
             }
         }
         Ok(())
+    }
+
+    /// SERVICE name start|stop (and their rc.subr forms). Bastille applies
+    /// a template to a live jail, so a service it starts keeps running for
+    /// the lines after it: `SERVICE mysql-server restart` then `CMD mysql
+    /// -e "CREATE DATABASE ..."` (the official wordpress template). A build
+    /// runs each step in a jail of its own and keeps no process, so the
+    /// start is not dropped but carried: every later step that runs a
+    /// command starts the running services first and stops them after
+    /// ([`super::services::with_services`]); a stop ends that. Returns
+    /// whether the line was one of these.
+    pub(super) fn service_state(
+        &mut self,
+        line: &SrcLine,
+        scope: &Scope,
+        raw: &str,
+        valued: &str,
+    ) -> R<bool> {
+        let w = words(line, valued)?;
+        let [name, action, ..] = w.as_slice() else {
+            return Ok(false);
+        };
+        match service_action(action) {
+            ServiceAction::Start => {
+                // As Bastille runs it: the line's text is the arguments of
+                // service(8), its ARGs left for the step's shell as CMD's.
+                let start =
+                    symbolic::script(&format!("service {raw}"), &|n| self.script_arg(scope, n));
+                let name_text = raw
+                    .split_whitespace()
+                    .next()
+                    .filter(|t| !t.contains(['\'', '"', '\\']))
+                    .map(str::to_string)
+                    .unwrap_or_else(|| sh_quote(name));
+                let stop = symbolic::script(&format!("service {name_text} onestop"), &|n| {
+                    self.script_arg(scope, n)
+                });
+                self.running.retain(|r| r.name != *name);
+                self.running.push(Running {
+                    name: name.clone(),
+                    start,
+                    stop,
+                });
+                self.note(
+                    line,
+                    &format!(
+                        "SERVICE {name} {action}: an image keeps no service running; each later step of this \
+                         template that runs a command (CMD, SERVICE {name} ACTION, ...) runs `service {name} {action}` \
+                         first and `service {name} onestop` after, as the service would be running in Bastille's jail \
+                         (the jail starts it when it boots if rc.conf enables it)"
+                    ),
+                );
+                Ok(true)
+            }
+            ServiceAction::Stop => match self.running.iter().position(|r| r.name == *name) {
+                Some(at) => {
+                    self.running.remove(at);
+                    self.note(
+                        line,
+                        &format!("SERVICE {name} {action}: the later steps run without it"),
+                    );
+                    Ok(true)
+                }
+                None => Ok(false),
+            },
+            _ => Ok(false),
+        }
     }
 
     /// SYSRC [-f file] name=value ...: one Jailfile SYSRC per assignment.
@@ -322,27 +397,30 @@ impl Translator<'_> {
 pub(super) enum ServiceAction {
     /// `enable`/`disable`: an rc.conf edit.
     RcConf,
-    /// Acts on a running service, and none runs while building.
+    /// `start`, `restart`: the service runs for the later lines.
+    Start,
+    /// `stop`: it does not any more.
+    Stop,
+    /// `reload`, `status`, `poll`: acts on a running service, changing no
+    /// file of the image.
     Running,
     /// Anything else: run `service name ACTION` in the build jail.
     Step,
 }
 
-/// rc.subr(8) actions on a running service, after its `one`, `force`,
-/// `quiet` and `fast` prefixes.
-const RUNNING_ACTIONS: &[&str] = &["start", "stop", "restart", "reload", "status", "poll"];
-
 pub(super) fn service_action(action: &str) -> ServiceAction {
     if matches!(action, "enable" | "disable") {
         return ServiceAction::RcConf;
     }
+    // rc.subr(8)'s prefixes.
     let base = ["one", "force", "quiet", "fast"]
         .iter()
         .find_map(|p| action.strip_prefix(p))
         .unwrap_or(action);
-    if RUNNING_ACTIONS.contains(&base) {
-        ServiceAction::Running
-    } else {
-        ServiceAction::Step
+    match base {
+        "start" | "restart" => ServiceAction::Start,
+        "stop" => ServiceAction::Stop,
+        "reload" | "status" | "poll" => ServiceAction::Running,
+        _ => ServiceAction::Step,
     }
 }

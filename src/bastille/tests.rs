@@ -27,10 +27,10 @@ fn every_instruction_translates_and_parses() {
             "Bastillefile",
             "ARG DOMAIN=\"example.org\"\nARG PORT=8080\nARG EXTRA=curl\nPKG nginx ${EXTRA}\nCP usr /\nCP etc/motd /etc/motd\n\
              SYSRC nginx_flags=\"-c /usr/local/etc/nginx/${DOMAIN}.conf\" other=1\nSERVICE nginx enable\n\
-             SERVICE nginx start\nLIF \"server ${DOMAIN}\" /etc/hosts.allow\nRENDER /usr/local/etc/nginx\n\
+             LIF \"server ${DOMAIN}\" /etc/hosts.allow\nRENDER /usr/local/etc/nginx\n\
              CMD echo '${DOMAIN}' > /tmp/x && echo $HOME\nMOUNT /data usr/local/www/data nullfs rw 0 0\n\
              RDR tcp ${PORT} 80\nLIMITS memoryuse 1G\nCONFIG set allow.mlock 1\nCONFIG set allow.mount.procfs;\n\
-             TAGS web prod\nRESTART\n",
+             TAGS web prod\nRESTART\nSERVICE nginx start\n",
         ),
         ("usr/local/etc/nginx/nginx.conf", "server_name ${DOMAIN};\n"),
         ("etc/motd", "hi\n"),
@@ -268,12 +268,13 @@ fn without_from_the_base_is_a_build_arg() {
 }
 
 #[test]
-fn service_actions_edit_rc_conf_run_as_steps_or_are_noted() {
+fn service_actions_edit_rc_conf_run_as_steps_or_carry_the_started_services() {
     let d = template(&[(
         "Bastillefile",
         "PKG postgresql16-server\nSERVICE postgresql enable\nSERVICE postgresql initdb\n\
          SERVICE nginx configtest\nSERVICE postgresql start\nSERVICE nginx onerestart\n\
-         SERVICE sshd keygen rsa\n",
+         SERVICE sshd keygen rsa\nSERVICE postgresql stop\nCMD echo 'it''s' \"${HOME}\"\n\
+         SERVICE redis status\nSERVICE redis stop\n",
     )]);
     let c = convert(d.path(), &opts()).unwrap();
     let b = c.load().unwrap();
@@ -292,30 +293,62 @@ fn service_actions_edit_rc_conf_run_as_steps_or_are_noted() {
         })
         .collect();
     let sh = |s: &str| jailfile::Command::Exec(vec!["/bin/sh".into(), "-c".into(), s.into()]);
+    let start = |s: &str| {
+        format!(
+            "{s} || {{ s=$?; echo 'jbuild: `{s}`, started for this step by an earlier SERVICE line, failed' >&2; exit $s; }}\n"
+        )
+    };
     assert_eq!(
         runs,
         [
             (sh("service postgresql initdb"), 3),
             (sh("service nginx configtest"), 4),
-            (sh("service sshd keygen rsa"), 7),
+            // Both started services run for it, as in Bastille's live jail.
+            (
+                sh(&format!(
+                    "{}{}/bin/sh -c 'service sshd keygen rsa'\n\
+                     status=$?\n\
+                     service nginx onestop\n\
+                     service postgresql onestop\n\
+                     exit $status",
+                    start("service postgresql start"),
+                    start("service nginx onerestart"),
+                )),
+                7
+            ),
+            // Stopped, postgresql no longer does; the script is one word.
+            (
+                sh(&format!(
+                    "{}{}",
+                    start("service nginx onerestart"),
+                    r#"/bin/sh -c 'echo '\''it'\'''\''s'\'' "${HOME}"'
+status=$?
+service nginx onestop
+exit $status"#
+                )),
+                9
+            ),
         ]
     );
     assert!(b.stages[0]
         .steps
         .iter()
         .any(|s| s.text == "SERVICE postgresql enable"));
-    for (at, what) in [(5, "postgresql start"), (6, "nginx onerestart")] {
+    let noted = |at: u32, words: &[&str]| {
         assert!(
             c.notes
                 .iter()
                 .any(|n| n.contains(&format!("Bastillefile:{at}:"))
-                    && n.contains(what)
-                    && n.contains("no service runs while building")
-                    && n.contains("when it boots")),
-            "{:?}",
+                    && words.iter().all(|w| n.contains(w))),
+            "line {at}: {words:?} in {:?}",
             c.notes
-        );
-    }
+        )
+    };
+    noted(5, &["postgresql start", "each later step", "when it boots"]);
+    noted(6, &["nginx onerestart", "`service nginx onestop` after"]);
+    noted(8, &["postgresql stop", "the later steps run without it"]);
+    noted(10, &["redis status", "no service runs while building"]);
+    noted(11, &["redis stop", "no service runs while building"]);
 }
 
 #[test]

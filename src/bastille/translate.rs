@@ -96,6 +96,10 @@ pub(super) struct Translator<'a> {
     pub(super) emitted: BTreeMap<String, String>,
     /// ARG+ left for `--build-arg`.
     required: Vec<String>,
+    /// The services a `SERVICE name start` left running in Bastille's live
+    /// jail, in the order started: each later command step starts them
+    /// first ([`Translator::run`]).
+    pub(super) running: Vec<super::services::Running>,
 }
 
 pub(super) fn run(dir: &Path, file: Option<&Path>, opts: &Options) -> R<Converted> {
@@ -135,11 +139,13 @@ pub(super) fn run(dir: &Path, file: Option<&Path>, opts: &Options) -> R<Converte
         tags: Vec::new(),
         emitted: BTreeMap::new(),
         required: Vec::new(),
+        running: Vec::new(),
     };
-    t.header(&format!(
-        "# Jailfile translated by jbuild from the Bastille template {}",
-        dir.display()
-    ));
+    // Named once the context is known (below): by its place in the build
+    // context, never by its path on this host, which would make the
+    // `org.jbuild.jailfile` label (and the image digest) depend on where
+    // the template was checked out.
+    t.header("");
     let from = match opts.from.trim() {
         "" => {
             // No base given: the Jailfile takes it as a build argument.
@@ -151,6 +157,7 @@ pub(super) fn run(dir: &Path, file: Option<&Path>, opts: &Options) -> R<Converte
     };
     t.out
         .push((Origin::From, Out::Text(format!("FROM {from}"))));
+    let template_file = file.file_name().map(PathBuf::from).unwrap_or_default();
     let mut scope = Scope {
         dir: dir.clone(),
         file,
@@ -167,17 +174,19 @@ pub(super) fn run(dir: &Path, file: Option<&Path>, opts: &Options) -> R<Converte
     let context = common_ancestor(&t.dirs);
     let mut text = String::new();
     let mut origins = Vec::new();
-    // The context line goes second, once it is known (before any ARG:
-    // parser directives end at the first line that is not one).
-    let (o, first) = t.out.remove(0);
-    text.push_str(&first.render(&context));
-    text.push('\n');
-    origins.push(o);
+    // The first line and the context line, once the context is known
+    // (before any ARG: parser directives end at the first line that is
+    // not one). Both name places relative to the context only.
+    let (o, _) = t.out.remove(0);
     text.push_str(&format!(
-        "# build context: {} (jbuild build -f THIS_FILE {})\n",
-        context.display(),
-        context.display()
+        "# Jailfile translated by jbuild from the Bastille template {}\n",
+        in_context(&template_file, &dir, &context)
     ));
+    origins.push(o);
+    text.push_str(
+        "# build context: the directory holding the template and the templates it INCLUDEs \
+         (jbuild build -f THIS_FILE DIR)\n",
+    );
     origins.push(Origin::Header);
     for (o, line) in &t.out {
         text.push_str(&line.render(&context));
@@ -193,6 +202,19 @@ pub(super) fn run(dir: &Path, file: Option<&Path>, opts: &Options) -> R<Converte
         required: t.required,
         origins,
     })
+}
+
+/// The template's Bastillefile as a path in the build context
+/// (`./www/nginx/Bastillefile`), for the Jailfile's first comment line;
+/// control characters (a line break would end the comment) shown as `?`.
+fn in_context(file_name: &Path, dir: &Path, context: &Path) -> String {
+    let rel = dir.strip_prefix(context).unwrap_or(Path::new(""));
+    let shown = Path::new(".").join(rel).join(file_name);
+    shown
+        .to_string_lossy()
+        .chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect()
 }
 
 pub(super) fn canonical(dir: &Path) -> R<PathBuf> {
@@ -313,6 +335,8 @@ impl Translator<'_> {
                 self.run(line, &script);
                 return Ok(());
             }
+            // A start or stop: its text is a command, as CMD's.
+            "SERVICE" if self.service_state(line, scope, &raw, &valued)? => return Ok(()),
             _ => {}
         }
         // The line with ${NAME} kept, where it means what Bastille's
@@ -355,7 +379,7 @@ impl Translator<'_> {
         }
     }
 
-    fn script_arg(&self, scope: &Scope, name: &str) -> Option<ScriptArg> {
+    pub(super) fn script_arg(&self, scope: &Scope, name: &str) -> Option<ScriptArg> {
         let a = scope.find(name)?;
         Some(ScriptArg {
             raw: a.raw.clone(),
@@ -556,9 +580,11 @@ impl Translator<'_> {
         scope.args.push(a);
     }
 
-    /// CMD: `jexec TARGET sh -c '<text>'`, with the jail's network.
+    /// CMD: `jexec TARGET sh -c '<text>'`, with the jail's network; with
+    /// the services a SERVICE start left running started first.
     pub(super) fn run(&mut self, line: &SrcLine, script: &str) {
-        let argv = serde_json::to_string(&["/bin/sh", "-c", script]).expect("strings serialise");
+        let script = super::services::with_services(&self.running, script);
+        let argv = serde_json::to_string(&["/bin/sh", "-c", &script]).expect("strings serialise");
         self.emit(line, format!("RUN --network=host {argv}"));
     }
 

@@ -13,7 +13,8 @@
 //! - `mounts`: devfs on `/dev` with the `devfs_ruleset` the image asks
 //!   for (else 4, `devfsrules_jail`) and fdescfs on `/dev/fd`: what
 //!   podman and ocijail give a FreeBSD container. VOLUMEs are the
-//!   runtime's to fill (they have no source here).
+//!   runtime's to fill (they have no source here); their directories are
+//!   made in `rootfs` as `create` makes them ([`super::mounts`]).
 //! - `hostname`: the image's `host.hostname`, else the NAME given.
 //! - `freebsd.jail`: the parameters the schema has a field for
 //!   ([`jail_section`]); `allow.sysvipc` (deprecated in jail(8)) as
@@ -31,7 +32,7 @@ use std::path::PathBuf;
 
 use serde_json::{json, Map, Value};
 
-use super::{copy_root, params, write_file, CreateError};
+use super::{copy_root, mounts, params, write_file, CreateError};
 use crate::exec::user::{resolve_user, Identity};
 use crate::image::unpack::Unpacker;
 use crate::image::{
@@ -82,8 +83,14 @@ pub fn bundle(unpacker: &Unpacker<'_>, opts: &BundleOptions) -> Result<Bundle, C
         .and_then(|c| c.labels().clone());
     let wanted = params::read(labels.iter().flatten());
     let jail = params::agreed(&opts.image, &wanted, &opts.allowed_jail_params)?.params;
+    let view = match top.as_deref() {
+        Some(t) => Some(unpacker.snapshotter.view(t)?),
+        None => None,
+    };
+    let points = mounts::check(&opts.image, view.as_deref(), &state.volumes)?;
     let rootfs = opts.dir.join("rootfs");
     copy_root(unpacker.snapshotter, top.as_deref(), &rootfs)?;
+    mounts::make(&rootfs, &points)?;
     let user = resolve_user(&rootfs, state.user.as_deref()).map_err(|e| {
         CreateError::User(format!(
             "image {}: its USER `{}`: {e}",

@@ -9,6 +9,10 @@ use crate::support::common;
 mod corpus;
 /// `jbuild create` of Bastille-built images.
 mod create;
+/// The template's place on the host never reaches the image.
+mod paths;
+/// SERVICE start and the steps after it.
+mod services;
 
 use std::collections::BTreeMap;
 use std::fs;

@@ -4,3 +4,4 @@
 mod clone;
 mod foreign;
 mod jail_params;
+mod mounts;
