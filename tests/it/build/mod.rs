@@ -3,6 +3,7 @@
 
 mod cache;
 mod e2e;
+mod epoch;
 mod flags;
 mod mounts;
 mod native;
