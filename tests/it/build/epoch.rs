@@ -10,6 +10,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::support::registry::{self as registry_support, Registry};
+
 const EPOCH: &str = "1700000000";
 
 const JAILFILE: &str = "FROM scratch\n\
@@ -166,4 +168,64 @@ fn one_root_builds_with_and_without_source_date_epoch_to_a_clean_roots_digests()
     );
     verified(&root, &ctx, "app:zstd");
     checked(&root);
+}
+
+/// A step fetched from the registry cache under this build's clamp, onto a
+/// local layer last exported under another: the image is the clean root's,
+/// and the fetched layer is not labelled with a chain ID mixed from both
+/// clamps (which `check` would call damaged once the parent is exported
+/// again under this clamp).
+#[test]
+fn a_step_fetched_onto_a_layer_of_another_clamp_is_labelled_consistently() {
+    let registry = Registry::start();
+    let cache = format!("{}/cache", registry.host());
+    let t = tempfile::tempdir().unwrap();
+    let ctx = context(t.path());
+    let home = |name: &str| {
+        let h = t.path().join(name);
+        fs::create_dir_all(&h).unwrap();
+        h
+    };
+    let jb = |home: &Path| registry_support::jbuild(home);
+    let dated = build(
+        &t.path().join("clean"),
+        &ctx,
+        "Jailfile",
+        Some(EPOCH),
+        "gzip",
+        "app:1",
+    )
+    .0;
+
+    // A runner fills the cache, with the clamp.
+    let a = home("a");
+    let to = ["--cache-to", cache.as_str()];
+    let (digest, _) = build_with(jb(&a), &ctx, "Jailfile", Some(EPOCH), "gzip", "app:1", &to);
+    assert_eq!(digest, dated);
+
+    // Another has the first step, made without; the steps above it come
+    // from the cache.
+    let b = home("b");
+    build_with(
+        jb(&b),
+        &ctx,
+        "Prefix.Jailfile",
+        None,
+        "gzip",
+        "prefix:1",
+        &[],
+    );
+    let from = ["--cache-from", cache.as_str()];
+    let (digest, result) = build_with(
+        jb(&b),
+        &ctx,
+        "Jailfile",
+        Some(EPOCH),
+        "gzip",
+        "app:1",
+        &from,
+    );
+    assert_eq!(result["steps_fetched"], 2, "{result}");
+    assert_eq!(digest, dated, "{result}");
+    checked_with(jb(&b));
 }
