@@ -5,5 +5,6 @@ mod cache;
 mod e2e;
 mod epoch;
 mod flags;
+mod foreign_os;
 mod mounts;
 mod native;

@@ -29,6 +29,9 @@ use sha2::{Digest as _, Sha256};
 /// PKG steps and pkgbase bases on a generated release.
 mod pkg;
 
+/// A RUN over a release on a Linux host.
+mod run_refused;
+
 const RELEASE: &str = "14.3-RELEASE";
 
 /// A static-file HTTP/1.1 server on 127.0.0.1 (a free port) that records
