@@ -263,6 +263,17 @@ fn make_release(dir: &Path, base: &[u8]) -> PathBuf {
     rel
 }
 
+/// The generated release (no busybox) served from `t/mirror`, and an
+/// empty configuration file for [`build_cmd`].
+fn served_release(t: &Path) -> (Server, PathBuf) {
+    let mirror = t.join("mirror");
+    make_release(&mirror, &xz(&base_tar(None)));
+    let server = Server::start(&mirror);
+    let config = t.join("config.toml");
+    fs::write(&config, "").unwrap();
+    (server, config)
+}
+
 fn context(dir: &Path, jailfile: &str) -> PathBuf {
     let ctx = dir.join("ctx");
     fs::create_dir_all(&ctx).unwrap();
@@ -718,11 +729,7 @@ fn the_bootstrap_stores_the_blob_a_re_export_of_its_snapshot_makes() {
     use jbuild::diff::Differ;
     use jbuild::snapshot::Snapshotter;
     let t = tempfile::tempdir().unwrap();
-    let mirror = t.path().join("mirror");
-    make_release(&mirror, &xz(&base_tar(None)));
-    let server = Server::start(&mirror);
-    let config = t.path().join("config.toml");
-    fs::write(&config, "").unwrap();
+    let (server, config) = served_release(t.path());
     let root = t.path().join("root");
     let ctx = context(t.path(), "FROM freebsd:14.3\n");
     let mut c = build_cmd(&root, &server, &ctx, &config);

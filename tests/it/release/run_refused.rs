@@ -9,11 +9,7 @@ use super::*;
 #[test]
 fn a_run_over_a_freebsd_release_is_refused_on_linux_before_anything_runs() {
     let t = tempfile::tempdir().unwrap();
-    let mirror = t.path().join("mirror");
-    make_release(&mirror, &xz(&base_tar(None)));
-    let server = Server::start(&mirror);
-    let config = t.path().join("config.toml");
-    fs::write(&config, "").unwrap();
+    let (server, config) = served_release(t.path());
     let refused = |root: &Path, jailfile: &str| {
         let ctx = context(&t.path().join("ctx"), jailfile);
         let out = run(&mut build_cmd(root, &server, &ctx, &config));
