@@ -228,8 +228,13 @@ fn check_one(
     let (Some(Ok(chain)), Some(Ok(diff_id))) = (chain, digest_label(label::DIFF_ID)) else {
         return;
     };
+    let clamp = |i: &Info| i.labels.get(label::MTIME_CLAMP).cloned();
     let parent_chain = match parent {
         None => None,
+        // A parent exported since under another clamp (a build with
+        // another SOURCE_DATE_EPOCH) is labelled with the chain of that
+        // clamp's layers, not the one this layer was exported on.
+        Some(p) if clamp(p).is_some() && clamp(info).is_some() && clamp(p) != clamp(info) => return,
         Some(p) => match p.labels.get(label::CHAIN_ID).map(|c| c.parse::<Digest>()) {
             Some(Ok(c)) => Some(c),
             // Without the parent's chain ID there is nothing to compare with.

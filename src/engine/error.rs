@@ -1,6 +1,8 @@
 //! What can go wrong in a build, sorted into the user's mistakes (exit 1)
 //! and jbuild's or the system's faults (exit 2).
 
+use std::fmt;
+
 use super::native::NativeError;
 use crate::exec::{ExecError, Outcome};
 use crate::image::export::ExportError;
@@ -8,7 +10,7 @@ use crate::image::index::IndexError;
 use crate::image::unpack::UnpackError;
 use crate::image::{ImageError, Platform, PullError};
 use crate::jailfile::{Diagnostic, Location};
-use crate::plan::{PlanError, UnknownTarget};
+use crate::plan::{PlanError, RootOs, UnknownTarget};
 use crate::release::ReleaseError;
 use crate::snapshot::SnapshotError;
 use crate::store::StoreError;
@@ -52,6 +54,10 @@ pub enum BuildError {
     /// (see [`super::foreign`]).
     #[error("it cannot run for {platform} on this {host} host: only native instructions (COPY, SYSRC, SERVICE, LINE_IN_FILE, RENDER) build for another architecture; build {platform} on a runner of that architecture")]
     Foreign { platform: Platform, host: String },
+    /// A RUN over a root of programs for an OS this host cannot run (a
+    /// FreeBSD image on Linux; see [`super::foreign`]).
+    #[error(transparent)]
+    ForeignOs(Box<ForeignOs>),
     /// The manifest list of `build --manifest`.
     #[error(transparent)]
     Index(Box<IndexError>),
@@ -164,6 +170,7 @@ impl BuildError {
             | BuildError::Step(_)
             | BuildError::StepFailed(_)
             | BuildError::Foreign { .. }
+            | BuildError::ForeignOs(_)
             | BuildError::MissingSecret { .. } => true,
             BuildError::Index(e) => e.is_user_error(),
             BuildError::Plan(e) => e.is_user_error(),
@@ -177,5 +184,58 @@ impl BuildError {
             BuildError::Store(e) => e.is_user_error(),
             BuildError::Snapshot(_) | BuildError::Export(_) | BuildError::Io { .. } => false,
         }
+    }
+}
+
+/// A RUN over a root whose programs this host's OS cannot run.
+#[derive(Debug)]
+pub struct ForeignOs {
+    /// The stage's platform.
+    pub platform: Platform,
+    /// This host, as `os/arch`.
+    pub host: String,
+    pub root: RootOs,
+    /// The PKG line that does what this RUN does, if it only installs
+    /// packages.
+    pub pkg_line: Option<String>,
+}
+
+impl std::error::Error for ForeignOs {}
+
+impl fmt::Display for ForeignOs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let os = os_name(&self.root.os);
+        write!(
+            f,
+            "this step would run {os} programs (a {} root, as {} says) on this {} host, \
+             which cannot run them: on Linux, RUN starts the root's programs on the host's kernel. \
+             Build on {os}",
+            self.platform, self.root.known_from, self.host
+        )?;
+        if self.root.from_image {
+            write!(
+                f,
+                ", or, if that image holds programs for this host, build it with --platform {}",
+                self.host
+            )?;
+        }
+        if let Some(line) = &self.pkg_line {
+            write!(
+                f,
+                ". `{line}` does the same as this line, and will build on any host once jbuild \
+                 installs packages itself; until then PKG too runs pkg(8) inside the root, \
+                 so for this image it also needs {os}"
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// An OS as people write it: `FreeBSD` for `freebsd`.
+fn os_name(os: &str) -> &str {
+    match os {
+        "freebsd" => "FreeBSD",
+        "linux" => "Linux",
+        other => other,
     }
 }

@@ -1,49 +1,154 @@
-//! What may be built for an architecture this host is not.
+//! What may be built for a platform this host is not.
 //!
 //! Native instructions (COPY, SYSRC, SERVICE, LINE_IN_FILE, RENDER) edit
 //! files and run nothing, so a recipe made of them builds for any
-//! architecture. RUN and PKG start a process inside the root, which only
-//! works when the root's architecture is the host's; jbuild does not
-//! emulate. Such a step for another architecture is refused after
-//! planning, before any step runs, naming the step and the platform.
+//! architecture and OS. RUN and PKG start a process inside the root, which
+//! only works when the root's architecture is the host's; jbuild does not
+//! emulate. And a RUN on a Linux host starts the root's programs on the
+//! host's kernel (namespaces and chroot), which cannot run FreeBSD's: a
+//! RUN over a root known to hold another OS's programs
+//! ([`crate::plan::RootOs`]) is refused there too. Both are decided after
+//! planning, from the plan alone, before any step runs, naming the step,
+//! the platform and the host.
+//!
+//! PKG over a FreeBSD root still runs on Linux, as it did: it starts the
+//! root's pkg(8), which the tests' stand-in releases provide as a script;
+//! with a real FreeBSD root it needs a FreeBSD host, until jbuild installs
+//! packages itself.
 
-use super::error::BuildError;
+use std::fmt;
+
+use super::error::{BuildError, ForeignOs};
 use crate::image::Platform;
-use crate::jailfile::Op;
+use crate::jailfile::{Command, Op};
 use crate::plan::{Plan, StepKind};
 
+/// The machine a build runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Host<'a> {
+    /// As Rust names it (`std::env::consts::OS`): `linux`, `freebsd`.
+    pub os: &'a str,
+    /// As [`crate::config::host_architecture`] names it: `amd64`, `arm64`.
+    pub arch: &'a str,
+}
+
+impl Host<'static> {
+    /// This machine.
+    pub fn this() -> Self {
+        Host {
+            os: std::env::consts::OS,
+            arch: crate::config::host_architecture(),
+        }
+    }
+}
+
+impl fmt::Display for Host<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.os, self.arch)
+    }
+}
+
 /// Whether a process built for `platform` runs on a host of architecture
-/// `host_arch` (as [`crate::config::host_architecture`] names it). The OS
-/// does not count: the Linux executor runs FreeBSD-labelled roots of the
-/// host's architecture in CI, and FreeBSD runs its own.
+/// `host_arch` (as [`crate::config::host_architecture`] names it). The
+/// architecture only: the OS is [`os_runs_here`]'s.
 pub fn runs_here(platform: &Platform, host_arch: &str) -> bool {
-    Platform::parse(&format!("{}/{host_arch}", platform.os))
-        .is_ok_and(|host| host.architecture == platform.architecture)
+    // Normalised as a platform's (`x86_64` is `amd64`), whatever the OS
+    // says, an image config naming none included.
+    let arch = |a: &str| Platform::parse(&format!("any/{a}")).map(|p| p.architecture);
+    matches!((arch(&platform.architecture), arch(host_arch)), (Ok(a), Ok(b)) if a == b)
+}
+
+/// Whether a RUN over a root of programs for `root_os` can start them on a
+/// host running `host_os`. Linux runs only Linux programs (its executor
+/// uses the host's kernel); FreeBSD runs its own in jails, and Linux ones
+/// through its Linux ABI, as it always has.
+pub fn os_runs_here(root_os: &str, host_os: &str) -> bool {
+    host_os != "linux" || root_os == "linux"
 }
 
 /// Refuses the plan when a RUN or PKG step of a stage it needs is for an
-/// architecture this host cannot run: the first such step, located, with
-/// its platform.
-pub fn check_runnable(plan: &Plan, host_arch: &str) -> Result<(), BuildError> {
+/// architecture this host cannot run, or a RUN is over a root whose OS it
+/// cannot run: the first such step, located, with its platform.
+pub fn check_runnable(plan: &Plan, host: &Host<'_>) -> Result<(), BuildError> {
     for stage in &plan.stages {
         let platform = &stage.state.platform;
-        if runs_here(platform, host_arch) {
-            continue;
-        }
+        let arch_ok = runs_here(platform, host.arch);
+        let foreign_os = stage
+            .root_os
+            .as_ref()
+            .filter(|r| !os_runs_here(&r.os, host.os));
         for ps in &stage.steps {
-            if let (StepKind::Layer { .. }, Op::Run { .. } | Op::Pkg { .. }) =
-                (&ps.kind, &ps.step.op)
-            {
-                return Err(BuildError::Foreign {
+            let StepKind::Layer { .. } = &ps.kind else {
+                continue;
+            };
+            let err = match &ps.step.op {
+                Op::Run { .. } | Op::Pkg { .. } if !arch_ok => BuildError::Foreign {
                     platform: platform.clone(),
-                    host: host_arch.to_string(),
-                }
-                .located(&ps.step.location)
-                .with_step(&ps.step.text));
-            }
+                    host: host.arch.to_string(),
+                },
+                Op::Run { command, .. } => match foreign_os {
+                    Some(root) => BuildError::ForeignOs(Box::new(ForeignOs {
+                        platform: platform.clone(),
+                        host: host.to_string(),
+                        root: root.clone(),
+                        pkg_line: pkg_line(command),
+                    })),
+                    None => continue,
+                },
+                _ => continue,
+            };
+            return Err(err.located(&ps.step.location).with_step(&ps.step.text));
         }
     }
     Ok(())
+}
+
+/// The PKG line that does what `command` does, when it only installs
+/// packages: `pkg install [-y] NAME...`, optionally followed by
+/// `&& pkg clean ...` (PKG's package cache is a mount that never reaches
+/// the layer, so there is nothing to clean).
+pub fn pkg_line(command: &Command) -> Option<String> {
+    let words: Vec<&str> = match command {
+        Command::Exec(argv) => argv.iter().map(String::as_str).collect(),
+        Command::Shell(s) => {
+            let mut parts = s.split("&&");
+            let first = parts.next()?;
+            let clean_only = parts.all(|p| {
+                let w: Vec<&str> = p.split_whitespace().collect();
+                matches!(w.as_slice(), [pkg, "clean", flags @ ..]
+                    if is_pkg(pkg) && flags.iter().all(|f| f.starts_with('-') && plain(f)))
+            });
+            if !clean_only {
+                return None;
+            }
+            first.split_whitespace().collect()
+        }
+    };
+    let [pkg, "install", rest @ ..] = words.as_slice() else {
+        return None;
+    };
+    if !is_pkg(pkg) {
+        return None;
+    }
+    let packages: Vec<&str> = rest
+        .iter()
+        .copied()
+        .filter(|w| !matches!(*w, "-y" | "--yes"))
+        .collect();
+    let names = packages.iter().all(|p| !p.starts_with('-') && plain(p));
+    (names && !packages.is_empty()).then(|| format!("PKG {}", packages.join(" ")))
+}
+
+fn is_pkg(word: &str) -> bool {
+    matches!(word, "pkg" | "/usr/sbin/pkg")
+}
+
+/// A word the shell leaves as it is: a package name or origin, a flag.
+fn plain(word: &str) -> bool {
+    !word.is_empty()
+        && word
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.+@/".contains(&b))
 }
 
 #[cfg(test)]
@@ -54,18 +159,39 @@ mod tests {
     use crate::plan::{self, BaseImage, InputError, PlanInputs, PlanOptions};
     use std::path::Path;
 
-    /// Answers for recipes `FROM scratch`: context sources hash to a constant.
+    const AMD64: Host<'static> = Host {
+        os: "linux",
+        arch: "amd64",
+    };
+    const FREEBSD: Host<'static> = Host {
+        os: "freebsd",
+        arch: "amd64",
+    };
+
+    /// Answers for recipes `FROM scratch`, `FROM freebsd:<release>` and
+    /// `FROM os-<os>:1` (an image whose config says that `os`; `os-none:1`
+    /// says none): context sources and releases hash to constants.
     struct Scratch;
 
     impl PlanInputs for Scratch {
         fn image(&self, r: &str, _: &Platform) -> Result<BaseImage, InputError> {
-            Err(InputError::user(format!("no image {r} here")))
+            let os = r.strip_prefix("os-").and_then(|r| r.strip_suffix(":1"));
+            let os = os.map(|o| if o == "none" { "" } else { o });
+            let os = os.ok_or_else(|| InputError::user(format!("no image {r} here")))?;
+            let config = serde_json::from_str(&format!(
+                r#"{{"architecture":"amd64","os":"{os}","rootfs":{{"type":"layers","diff_ids":[]}}}}"#
+            ))
+            .unwrap();
+            Ok(BaseImage {
+                manifest: Digest::of(r.as_bytes()),
+                config,
+            })
         }
         fn context_sources(&self, _: &[CopySource]) -> Result<Digest, InputError> {
             Ok(Digest::of(b"context"))
         }
         fn release(&self, _: &str, _: &Platform) -> Result<Vec<(String, Digest)>, InputError> {
-            Err(InputError::user("no releases here"))
+            Ok(vec![("base".into(), Digest::of(b"base.txz"))])
         }
         fn pkg_repositories(&self, _: Option<&str>) -> Result<String, InputError> {
             Ok(String::new())
@@ -91,17 +217,26 @@ mod tests {
         assert!(runs_here(&p("freebsd/arm64/v8"), "arm64"));
         assert!(!runs_here(&p("freebsd/arm64"), "amd64"));
         assert!(!runs_here(&p("freebsd/riscv64"), "arm64"));
+        let no_os = |arch: &str| Platform {
+            os: String::new(),
+            architecture: arch.into(),
+            variant: None,
+        };
+        assert!(runs_here(&no_os("amd64"), "amd64"));
+        assert!(runs_here(&no_os("x86_64"), "amd64"));
+        assert!(!runs_here(&no_os("arm64"), "amd64"));
+        assert!(!runs_here(&no_os(""), "amd64"));
     }
 
     #[test]
     fn native_steps_build_anywhere_and_run_steps_only_natively() {
         let native = "FROM scratch\nCOPY a /a\nSYSRC sshd_enable=YES\nLABEL x=y\n";
-        check_runnable(&plan_for(native, "freebsd/arm64"), "amd64").unwrap();
-        check_runnable(&plan_for(native, "freebsd/riscv64"), "amd64").unwrap();
+        check_runnable(&plan_for(native, "freebsd/arm64"), &AMD64).unwrap();
+        check_runnable(&plan_for(native, "freebsd/riscv64"), &AMD64).unwrap();
 
         let run = "FROM scratch\nCOPY a /a\nRUN echo hi\n";
-        check_runnable(&plan_for(run, "freebsd/amd64"), "amd64").unwrap();
-        let err = check_runnable(&plan_for(run, "freebsd/arm64"), "amd64").unwrap_err();
+        check_runnable(&plan_for(run, "freebsd/amd64"), &AMD64).unwrap();
+        let err = check_runnable(&plan_for(run, "freebsd/arm64"), &AMD64).unwrap_err();
         assert!(err.is_user_error());
         let text = err.to_string();
         assert!(text.contains("Jailfile:3"), "{text}");
@@ -112,13 +247,117 @@ mod tests {
         );
 
         let pkg = "FROM scratch\nPKG nginx\n";
-        let err = check_runnable(&plan_for(pkg, "freebsd/arm64"), "amd64").unwrap_err();
+        let err = check_runnable(&plan_for(pkg, "freebsd/arm64"), &AMD64).unwrap_err();
         assert!(err.to_string().contains("Jailfile:2"), "{err}");
     }
 
     #[test]
     fn a_stage_the_target_does_not_need_is_not_checked() {
         let text = "FROM scratch AS unused\nRUN echo hi\nFROM scratch\nCOPY a /a\n";
-        check_runnable(&plan_for(text, "freebsd/arm64"), "amd64").unwrap();
+        check_runnable(&plan_for(text, "freebsd/arm64"), &AMD64).unwrap();
+    }
+
+    #[test]
+    fn a_linux_host_refuses_run_over_a_root_known_to_be_freebsd() {
+        let refused = |text: &str| {
+            let err = check_runnable(&plan_for(text, "freebsd/amd64"), &AMD64).unwrap_err();
+            assert!(err.is_user_error());
+            err.to_string()
+        };
+        let text = refused("FROM freebsd:14.3-RELEASE\nCOPY a /a\nRUN echo hi\n");
+        assert!(text.starts_with("Jailfile:3:1: `RUN echo hi`: "), "{text}");
+        assert!(
+            text.contains("FreeBSD programs (a freebsd/amd64 root, as `FROM freebsd:14.3-RELEASE` says) on this linux/amd64 host"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("PKG") && !text.contains("--platform"),
+            "{text}"
+        );
+
+        // Known from an image's config, through a stage built on it.
+        let text = refused("FROM os-freebsd:1 AS base\nSYSRC a=b\nFROM base\nRUN true\n");
+        assert!(text.starts_with("Jailfile:4:1: "), "{text}");
+        assert!(
+            text.contains("as the config of image `os-freebsd:1` says"),
+            "{text}"
+        );
+        assert!(
+            text.contains("build it with --platform linux/amd64"),
+            "{text}"
+        );
+
+        // A RUN that only installs packages is told its PKG line.
+        let text = refused(
+            "FROM freebsd:14.3-RELEASE\nRUN pkg install -y nginx py311-certbot && pkg clean -ay\n",
+        );
+        assert!(
+            text.contains("`PKG nginx py311-certbot` does the same as this line, and will build on any host once jbuild installs packages itself; until then PKG too runs pkg(8) inside the root"),
+            "{text}"
+        );
+
+        // PKG itself runs as it did; so do FROM scratch, images with no
+        // OS or a Linux one, and any of it on FreeBSD.
+        for ok in [
+            "FROM freebsd:14.3-RELEASE\nPKG nginx\n",
+            "FROM scratch\nCOPY busybox /bin/busybox\nRUN true\n",
+            "FROM os-none:1\nRUN true\n",
+            "FROM os-linux:1\nRUN true\n",
+        ] {
+            check_runnable(&plan_for(ok, "freebsd/amd64"), &AMD64).unwrap();
+        }
+        check_runnable(
+            &plan_for("FROM freebsd:14.3-RELEASE\nRUN true\n", "freebsd/amd64"),
+            &FREEBSD,
+        )
+        .unwrap();
+        check_runnable(
+            &plan_for("FROM os-linux:1\nRUN true\n", "freebsd/amd64"),
+            &FREEBSD,
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn the_architecture_is_checked_before_the_os() {
+        let plan = plan_for("FROM freebsd:14.3-RELEASE\nRUN true\n", "freebsd/arm64");
+        let err = check_runnable(&plan, &AMD64).unwrap_err();
+        assert!(
+            err.to_string().contains("only native instructions"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn only_a_run_that_only_installs_packages_has_a_pkg_line() {
+        let shell = |s: &str| pkg_line(&Command::Shell(s.into()));
+        assert_eq!(shell("pkg install -y nginx").as_deref(), Some("PKG nginx"));
+        assert_eq!(
+            shell("pkg install nginx curl").as_deref(),
+            Some("PKG nginx curl")
+        );
+        assert_eq!(
+            shell("/usr/sbin/pkg install --yes www/nginx && pkg clean -a -y").as_deref(),
+            Some("PKG www/nginx")
+        );
+        let exec = pkg_line(&Command::Exec(vec![
+            "pkg".into(),
+            "install".into(),
+            "-y".into(),
+            "git".into(),
+        ]));
+        assert_eq!(exec.as_deref(), Some("PKG git"));
+        for other in [
+            "pkg install -y",
+            "pkg install -r FreeBSD nginx",
+            "pkg install -y nginx && service nginx enable",
+            "pkg install -y nginx; pkg clean -ay",
+            "pkg install -y $PKGS",
+            "pkg update && pkg install -y nginx",
+            "pkg upgrade -y",
+            "echo pkg install nginx",
+        ] {
+            assert_eq!(shell(other), None, "{other}");
+        }
     }
 }

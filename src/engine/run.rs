@@ -110,7 +110,7 @@ fn build_or_check(
         },
     )?;
     freebsd::check_jail_params(&plan, &env.freebsd.allowed_jail_params)?;
-    super::foreign::check_runnable(&plan, crate::config::host_architecture())?;
+    super::foreign::check_runnable(&plan, &super::foreign::Host::this())?;
     mounts::check_required_secrets(&plan, &opts.secrets)?;
     if check_only {
         return Ok(None);

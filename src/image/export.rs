@@ -56,8 +56,14 @@ pub enum ExportError {
     },
 }
 
-/// Exports every layer of `layers` that has no blob yet in `compression`,
-/// reusing blobs recorded on the snapshots; returns the layer list.
+/// Exports every layer of `layers` that has no blob yet in `compression`
+/// with file times clamped to `epoch`, reusing blobs recorded on the
+/// snapshots under the same clamp; returns the layer list.
+///
+/// The clamp (`SOURCE_DATE_EPOCH`) changes the tar, not the tree a step
+/// made, so it is no part of a step's key: a step cached under one clamp
+/// is still cached under another, and only its layer is exported again.
+/// The snapshot's labels then describe the layer under the new clamp.
 pub fn export_layers(
     store: &Store,
     snapshotter: &dyn Snapshotter,
@@ -75,16 +81,17 @@ pub fn export_layers(
         // Inherited layers come with their blob; built ones may have one
         // recorded on the snapshot from an earlier build; else export now.
         let (blob, fresh) = match &layer.blob {
-            Some(b) => (b.clone(), false),
+            Some(b) => (b.clone(), None),
             None => match recorded_blob(
                 store,
                 snapshotter,
                 &layer.snapshot,
                 &blob_label,
                 compression,
+                epoch,
             )? {
-                Some(b) => (b, false),
-                None => {
+                Recorded::Blob(b) => (b, None),
+                Recorded::Nothing { stale } => {
                     let parent = i.checked_sub(1).map(|p| layers[p].snapshot.as_str());
                     let b = export_one(
                         store,
@@ -96,12 +103,17 @@ pub fn export_layers(
                         compression,
                         epoch,
                     )?;
-                    (b, true)
+                    (b, Some(stale))
                 }
             },
         };
         let chain = next_chain(parent_chain.as_ref(), &blob.diff_id);
-        if fresh {
+        if let Some(stale) = fresh {
+            // Taken away before the new labels are written, so no moment
+            // shows a blob of the old clamp beside the new clamp.
+            if !stale.is_empty() {
+                snapshotter.remove_labels(&layers[i].snapshot, &stale)?;
+            }
             let mut labels = Labels::new();
             labels.insert(label::DIFF_ID.into(), blob.diff_id.to_string());
             labels.insert(label::CHAIN_ID.into(), chain.to_string());
@@ -116,30 +128,53 @@ pub fn export_layers(
     Ok(out)
 }
 
-/// The blob an earlier build exported from `snapshot` in this compression,
-/// if the snapshot records one and the store still has it.
+/// What an earlier export left on a snapshot for this one.
+enum Recorded {
+    /// The blob it made in this compression under this clamp.
+    Blob(LayerRef),
+    /// None to reuse; `stale` are the labels to take away before this
+    /// export's are written: every blob label, when the recorded layer was
+    /// made under another clamp (or an unrecorded one) — those blobs hold
+    /// other file times than the diff ID this export records.
+    Nothing { stale: Vec<String> },
+}
+
+/// The blob an earlier build exported from `snapshot` in this compression
+/// with this clamp, if the snapshot records one and the store still has it.
 fn recorded_blob(
     store: &Store,
     snapshotter: &dyn Snapshotter,
     snapshot: &str,
     blob_label: &str,
     compression: Compression,
-) -> Result<Option<LayerRef>, ExportError> {
+    epoch: u64,
+) -> Result<Recorded, ExportError> {
     let info = snapshotter
         .stat(snapshot)?
         .ok_or_else(|| SnapshotError::NotFound(snapshot.to_string()))?;
+    let clamp = info.labels.get(label::MTIME_CLAMP);
+    if clamp.and_then(|c| c.parse::<u64>().ok()) != Some(epoch) {
+        let stale = info
+            .labels
+            .keys()
+            .filter(|k| k.starts_with(label::BLOB_PREFIX))
+            .cloned()
+            .collect();
+        return Ok(Recorded::Nothing { stale });
+    }
+    let nothing = Recorded::Nothing { stale: Vec::new() };
     let parse = |l: &str| info.labels.get(l).and_then(|v| v.parse::<Digest>().ok());
     let (Some(digest), Some(diff_id)) = (parse(blob_label), parse(label::DIFF_ID)) else {
-        return Ok(None);
+        return Ok(nothing);
     };
     match std::fs::metadata(store.blob_path(&digest)) {
-        Ok(m) => Ok(Some(LayerRef {
+        Ok(m) => Ok(Recorded::Blob(LayerRef {
             digest,
             diff_id,
             size: m.len(),
             media_type: compression.media_type().to_string(),
         })),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(nothing),
         Err(source) => Err(ExportError::Io {
             context: "reading a layer blob's size".into(),
             source,

@@ -360,6 +360,29 @@ pub struct PlannedStage {
     pub top_key: Option<Digest>,
     /// The FreeBSD version of the stage's root, when known.
     pub freebsd: Option<FreeBsdVersion>,
+    /// What the programs in the stage's root are built for, when the base
+    /// says so: what decides whether a RUN can start them on this host
+    /// (`engine::foreign`).
+    pub root_os: Option<RootOs>,
+}
+
+/// The operating system a stage's root holds programs for, and how that
+/// is known. `FROM freebsd:<release>` holds FreeBSD; a FROM image's config
+/// names its `os`; a stage FROM an earlier stage holds what that one does.
+/// `FROM scratch` is not known: only the recipe's own COPYs put programs
+/// there, and the platform jbuild labels it with (FreeBSD by default, as
+/// jbuild makes jail templates) says nothing of them. An image config
+/// naming no OS is not known either.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RootOs {
+    /// As an image config's `os` has it: `freebsd`, `linux`.
+    pub os: String,
+    /// Where that comes from, for messages: `FROM freebsd:14.3-RELEASE`,
+    /// or the config of the image FROM names.
+    pub known_from: String,
+    /// Whether it comes from an image's config, which `--platform` at
+    /// that image's build may have set.
+    pub from_image: bool,
 }
 
 impl PlannedStage {
@@ -531,6 +554,26 @@ pub fn plan(build: &Build, inputs: &dyn PlanInputs, opts: &PlanOptions) -> Resul
                 (PlannedBase::Stage(*i), state, parent.top_identity.clone())
             }
         };
+        let root_os = match &stage.base {
+            Base::Scratch => None,
+            Base::FreeBsdRelease(_) => Some(RootOs {
+                os: "freebsd".into(),
+                known_from: format!("`{}`", stage.from_text),
+                from_image: false,
+            }),
+            Base::Image(reference) => {
+                let os = &base_state.platform.os;
+                (!os.is_empty()).then(|| RootOs {
+                    os: os.clone(),
+                    known_from: format!("the config of image `{reference}`"),
+                    from_image: true,
+                })
+            }
+            Base::Stage(i) => stages
+                .iter()
+                .find(|s| s.index == *i)
+                .and_then(|s| s.root_os.clone()),
+        };
         let freebsd = match &stage.base {
             Base::FreeBsdRelease(rel) => {
                 FreeBsdVersion::of_release(rel, &base_state.platform.architecture)
@@ -600,6 +643,7 @@ pub fn plan(build: &Build, inputs: &dyn PlanInputs, opts: &PlanOptions) -> Resul
             top_identity: identity,
             top_key,
             freebsd,
+            root_os,
         });
     }
     Ok(Plan {

@@ -248,11 +248,18 @@ impl Lookups {
                 f.layer.digest.to_string(),
             );
             labels.insert(label::MTIME_CLAMP.into(), export.epoch.to_string());
+            // The parent's chain ID is this layer's base only when the
+            // parent's layer was exported under this clamp (or unpacked,
+            // which no clamp touches): a build with another
+            // SOURCE_DATE_EPOCH may have exported it last. Else no chain
+            // ID is recorded, as for a parent without one.
+            let epoch = export.epoch.to_string();
             let parent_chain = match parent {
                 None => Some(None),
                 Some(p) => unpacker
                     .snapshotter
                     .stat(p)?
+                    .filter(|i| i.labels.get(label::MTIME_CLAMP).is_none_or(|c| *c == epoch))
                     .and_then(|i| i.labels.get(label::CHAIN_ID)?.parse::<Digest>().ok())
                     .map(Some),
             };

@@ -4,7 +4,9 @@
 
 mod cache;
 mod e2e;
+mod epoch;
 mod flags;
+mod foreign_os;
 mod ignore_files;
 mod mounts;
 mod native;

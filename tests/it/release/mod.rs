@@ -29,6 +29,9 @@ use sha2::{Digest as _, Sha256};
 /// PKG steps and pkgbase bases on a generated release.
 mod pkg;
 
+/// A RUN over a release on a Linux host.
+mod run_refused;
+
 const RELEASE: &str = "14.3-RELEASE";
 
 /// A static-file HTTP/1.1 server on 127.0.0.1 (a free port) that records
@@ -258,6 +261,17 @@ fn make_release(dir: &Path, base: &[u8]) -> PathBuf {
     )
     .unwrap();
     rel
+}
+
+/// The generated release (no busybox) served from `t/mirror`, and an
+/// empty configuration file for [`build_cmd`].
+fn served_release(t: &Path) -> (Server, PathBuf) {
+    let mirror = t.join("mirror");
+    make_release(&mirror, &xz(&base_tar(None)));
+    let server = Server::start(&mirror);
+    let config = t.join("config.toml");
+    fs::write(&config, "").unwrap();
+    (server, config)
 }
 
 fn context(dir: &Path, jailfile: &str) -> PathBuf {
@@ -715,11 +729,7 @@ fn the_bootstrap_stores_the_blob_a_re_export_of_its_snapshot_makes() {
     use jbuild::diff::Differ;
     use jbuild::snapshot::Snapshotter;
     let t = tempfile::tempdir().unwrap();
-    let mirror = t.path().join("mirror");
-    make_release(&mirror, &xz(&base_tar(None)));
-    let server = Server::start(&mirror);
-    let config = t.path().join("config.toml");
-    fs::write(&config, "").unwrap();
+    let (server, config) = served_release(t.path());
     let root = t.path().join("root");
     let ctx = context(t.path(), "FROM freebsd:14.3\n");
     let mut c = build_cmd(&root, &server, &ctx, &config);
