@@ -41,11 +41,18 @@ fn copied(root: &Path) -> Vec<String> {
     names
 }
 
+/// The ignore files a context holds (name, text), the one the build uses,
+/// and what `COPY . /app/` copies.
+type Case = (
+    &'static [(&'static str, &'static str)],
+    &'static str,
+    &'static [&'static str],
+);
+
 #[test]
 fn the_first_of_jailignore_containerignore_dockerignore_filters_the_context() {
     let t = tempfile::tempdir().unwrap();
-    // (ignore files in the context, the one used, what COPY . copies)
-    let cases: [(&[(&str, &str)], &str, &[&str]); 3] = [
+    let cases: [Case; 3] = [
         (
             &[(".dockerignore", "secret\n")],
             ".dockerignore",
