@@ -7,6 +7,7 @@
 //! through [`output`].
 
 pub mod flags;
+pub mod input;
 pub mod output;
 
 use std::ffi::OsString;

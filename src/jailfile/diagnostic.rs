@@ -154,14 +154,15 @@ pub(crate) struct Sources {
 #[derive(Debug)]
 struct SourceFile {
     path: Arc<PathBuf>,
-    text: String,
+    /// Shared with the resolver reading it, never copied.
+    text: Arc<str>,
 }
 
 impl Sources {
     pub fn add(&mut self, path: PathBuf, text: String) -> FileId {
         self.files.push(SourceFile {
             path: Arc::new(path),
-            text,
+            text: text.into(),
         });
         FileId::try_from(self.files.len() - 1).unwrap_or(FileId::MAX)
     }
@@ -178,7 +179,14 @@ impl Sources {
     }
 
     pub fn text(&self, id: FileId) -> &str {
-        self.files.get(id as usize).map_or("", |f| f.text.as_str())
+        self.files.get(id as usize).map_or("", |f| &f.text)
+    }
+
+    /// The text of file `id`, shared (for reading it while adding others).
+    pub fn shared_text(&self, id: FileId) -> Arc<str> {
+        self.files
+            .get(id as usize)
+            .map_or_else(|| Arc::from(""), |f| f.text.clone())
     }
 
     pub fn diagnostic(&self, e: Error) -> Diagnostic {

@@ -3,6 +3,7 @@
 //! not regular files (`outputs`), recipes whose expansion or config has no
 //! bound (`budgets`), INCLUDEs that reach outside the context (`include`).
 
+mod include;
 mod outputs;
 
 use crate::support::registry as registry_support;
