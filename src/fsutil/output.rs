@@ -203,10 +203,15 @@ pub fn is_standard_output(path: &Path) -> bool {
     let Ok(named) = fs::metadata(path) else {
         return false;
     };
-    let Ok(out) = nix::sys::stat::fstat(io::stdout()) else {
+    use std::os::fd::AsFd;
+    let Ok(out) = io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .and_then(|fd| fs::File::from(fd).metadata())
+    else {
         return false;
     };
-    (named.dev(), named.ino()) == (out.st_dev as u64, out.st_ino as u64)
+    (named.dev(), named.ino()) == (out.dev(), out.ino())
 }
 
 /// Writes `bytes` at the path the user named, as [`Output`] decides.
