@@ -41,6 +41,25 @@ impl RawInstr {
     }
 }
 
+/// The most characters one instruction may hold: its line with the lines
+/// it continues on and its heredoc bodies. An instruction is held as
+/// [`Text`], sixteen bytes a character, in a few copies while it is parsed
+/// and resolved; this keeps that to tens of MiB. Real instructions are a
+/// few KiB; long content belongs in a file of the context.
+pub(crate) const MAX_INSTRUCTION: usize = 1 << 20;
+
+/// The error for an instruction longer than [`MAX_INSTRUCTION`], at `span`.
+pub(crate) fn too_long(span: Span) -> Error {
+    Error::new(
+        span,
+        format!(
+            "this instruction is more than {} MiB long (with its continuation lines and heredocs), the most one instruction may be",
+            MAX_INSTRUCTION >> 20
+        ),
+    )
+    .with_help("keep long content in a file of the build context and COPY it")
+}
+
 /// Splits a file into instructions (all of them: tests and small texts).
 #[cfg(test)]
 pub(crate) fn lex(file: FileId, source: &str) -> Result<Vec<RawInstr>> {
@@ -113,6 +132,9 @@ impl Lexer<'_> {
                 let last = current.chars().take(len).skip(skip).last();
                 match last {
                     Some((c, pos)) if c == escape => {
+                        if logical.len() + len - skip > MAX_INSTRUCTION {
+                            return Err(too_long(Span::at(line.start())));
+                        }
                         for (c, p) in current.chars().take(len - 1).skip(skip) {
                             logical.push(c, p);
                         }
@@ -131,6 +153,9 @@ impl Lexer<'_> {
                         }
                     }
                     _ => {
+                        if logical.len() + len - skip > MAX_INSTRUCTION {
+                            return Err(too_long(Span::at(line.start())));
+                        }
                         for (c, p) in current.chars().take(len).skip(skip) {
                             logical.push(c, p);
                         }
@@ -141,15 +166,17 @@ impl Lexer<'_> {
                     }
                 }
             }
-            let logical = logical.trim();
+            // Trimmed and split in place: a line may be megabytes long,
+            // and a copy of it as `Text` costs sixteen bytes a character.
+            logical.trim_in_place();
             let kw_len = logical
                 .chars
                 .iter()
                 .position(|(c, _)| c.is_whitespace())
                 .unwrap_or(logical.len());
-            let keyword = logical.slice(0, kw_len);
-            let args = logical.slice_from(kw_len).trim();
-            drop(logical);
+            let keyword = logical.split_off_front(kw_len);
+            let mut args = logical;
+            args.trim_in_place();
             let args = if args.is_empty() {
                 Text::new(keyword.end)
             } else {
@@ -158,7 +185,8 @@ impl Lexer<'_> {
             let upper = keyword.as_string().to_uppercase();
             let heredocs = if upper == "RUN" || upper == "COPY" {
                 let markers = heredoc::find_markers(&args, escape);
-                heredoc::read_bodies(markers, lines, i)?
+                let room = MAX_INSTRUCTION.saturating_sub(keyword.len() + args.len());
+                heredoc::read_bodies(markers, lines, i, room)?
             } else {
                 Vec::new()
             };

@@ -24,6 +24,11 @@ impl Line<'_> {
         t.is_empty() || t.starts_with('#')
     }
 
+    /// The position of the line's first character.
+    pub fn start(&self) -> Pos {
+        Pos::new(self.file, self.number, 1)
+    }
+
     /// The position just past the line's last character.
     pub fn end(&self) -> Pos {
         Pos::new(self.file, self.number, col(self.text.chars().count()))

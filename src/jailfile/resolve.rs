@@ -24,6 +24,13 @@ use super::resolved::{Base, Build, Location, Stage};
 use super::text::{FileId, Span, Text};
 use super::{include, lexer, parser, subst, suggest, validate};
 
+/// The most instructions one load resolves, the Jailfile's and its
+/// INCLUDEs' together. A recipe of real work has a few hundred; each
+/// instruction costs far more to hold resolved (and planned) than its
+/// line of text, so this, not the 16 MiB of text, is what bounds the
+/// memory a recipe of many short lines takes.
+pub(crate) const MAX_INSTRUCTIONS: usize = 10_000;
+
 /// The variables of the stage being resolved.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Scope {
@@ -64,8 +71,12 @@ pub(super) struct Resolver<'a> {
     pub includes: Vec<(PathBuf, PathBuf)>,
     /// Where INCLUDE may read: the Jailfile's directory and the context.
     beneath: Beneath,
+    /// What substitution may still produce in this load.
+    pub budget: subst::Budget,
     pending: Vec<Pending>,
     seen_instruction: bool,
+    /// Instructions resolved so far (see [`MAX_INSTRUCTIONS`]).
+    instructions: usize,
     /// Stands in for the scope before the first FROM.
     pub no_scope: Scope,
 }
@@ -91,8 +102,10 @@ pub(crate) fn resolve(
         scopes: Vec::new(),
         includes: vec![(include::identity(path), path.to_path_buf())],
         beneath: Beneath::new(std::iter::once(dir).chain(context)),
+        budget: subst::Budget::default(),
         pending: Vec::new(),
         seen_instruction: false,
+        instructions: 0,
         no_scope: Scope::default(),
     };
     let root = r.sources.add(path.to_path_buf(), text.to_string());
@@ -137,6 +150,16 @@ impl Resolver<'_> {
                 }
             }
             self.seen_instruction = true;
+            self.instructions += 1;
+            if self.instructions > MAX_INSTRUCTIONS {
+                return Err(Error::new(
+                    raw.keyword_span(),
+                    format!(
+                        "the recipe holds more than {MAX_INSTRUCTIONS} instructions (the Jailfile and its INCLUDEs together), the most one build reads"
+                    ),
+                )
+                .with_help("a recipe of real work has a few hundred: is a file included over and over, or made by a loop?"));
+            }
             let ins = parser::parse(raw)?;
             self.instruction(ins)?;
         }
@@ -154,9 +177,12 @@ impl Resolver<'_> {
                         Some(v) => Some(v),
                         None => match default {
                             Some(d) => Some(
-                                subst::word(d, ins.escape, &|n| {
-                                    self.globals.get(n).cloned().flatten()
-                                })?
+                                subst::word(
+                                    d,
+                                    ins.escape,
+                                    &|n| self.globals.get(n).cloned().flatten(),
+                                    &self.budget,
+                                )?
                                 .value,
                             ),
                             None => None,
@@ -187,7 +213,7 @@ impl Resolver<'_> {
 
     /// INCLUDE: the named file's instructions, resolved where it stands.
     fn include(&mut self, path: &Text, escape: char) -> Result<()> {
-        let rel = subst::word(path, escape, &|n| self.lookup(n))?.value;
+        let rel = subst::word(path, escape, &|n| self.lookup(n), &self.budget)?.value;
         let included = include::open(path, &rel, &mut self.sources, &self.includes, &self.beneath)?;
         self.includes.push((included.identity, included.path));
         self.file(included.file, Some(path))?;
@@ -232,10 +258,14 @@ impl Resolver<'_> {
         let esc = ins.escape;
         let globals = &self.globals;
         let lookup = |n: &str| globals.get(n).cloned().flatten();
-        let from_text = format!("FROM {}", subst::raw(&ins.args, esc, &lookup)?.value);
+        let budget = &self.budget;
+        let from_text = format!(
+            "FROM {}",
+            subst::raw(&ins.args, esc, &lookup, budget)?.value
+        );
         let platform = match platform {
             Some(p) => {
-                let v = subst::word(p, esc, &lookup)?.value;
+                let v = subst::word(p, esc, &lookup, budget)?.value;
                 validate::platform(&v).map_err(|(m, h)| Error::new(p.span(), m).with_help(h))?;
                 Some(v)
             }
@@ -245,7 +275,7 @@ impl Resolver<'_> {
             Some(a) => Some(self.stage_name(a)?),
             None => None,
         };
-        let image_ref = subst::word(image, esc, &lookup)?.value;
+        let image_ref = subst::word(image, esc, &lookup, budget)?.value;
         let base = self.base(&image_ref, image, name.as_deref())?;
         let scope = match base {
             Base::Stage(i) => self

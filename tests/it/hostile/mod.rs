@@ -3,6 +3,7 @@
 //! not regular files (`outputs`), recipes whose expansion or config has no
 //! bound (`budgets`), INCLUDEs that reach outside the context (`include`).
 
+mod budgets;
 mod include;
 mod outputs;
 
