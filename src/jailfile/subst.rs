@@ -117,10 +117,7 @@ pub(crate) fn word(
     lookup: Lookup<'_>,
     budget: &Budget,
 ) -> Result<Expanded<String>> {
-    run(t, escape, lookup, Mode::Word, budget).map(|e| Expanded {
-        value: e.value.join(""),
-        refs: e.refs,
-    })
+    joined(run(t, escape, lookup, Mode::Word, budget)?)
 }
 
 /// Like [`word`], but unquoted expansions are split at whitespace into
@@ -142,10 +139,7 @@ pub(crate) fn raw(
     lookup: Lookup<'_>,
     budget: &Budget,
 ) -> Result<Expanded<String>> {
-    run(t, escape, lookup, Mode::Raw, budget).map(|e| Expanded {
-        value: e.value.join(""),
-        refs: e.refs,
-    })
+    joined(run(t, escape, lookup, Mode::Raw, budget)?)
 }
 
 /// A heredoc body: quotes are plain characters; the escape character only
@@ -156,7 +150,12 @@ pub(crate) fn heredoc(
     lookup: Lookup<'_>,
     budget: &Budget,
 ) -> Result<Expanded<String>> {
-    run(t, escape, lookup, Mode::Heredoc, budget).map(|e| Expanded {
+    joined(run(t, escape, lookup, Mode::Heredoc, budget)?)
+}
+
+/// A substitution's fields as one string.
+fn joined(e: Expanded<Vec<String>>) -> Result<Expanded<String>> {
+    Ok(Expanded {
         value: e.value.join(""),
         refs: e.refs,
     })

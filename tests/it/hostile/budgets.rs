@@ -24,14 +24,22 @@ const CAP: u64 = 4 << 30;
 const QUICK: Duration = Duration::from_secs(60);
 
 /// `jbuild build -q -t big:1 ctx`, measured (quiet: the error alone is
-/// on stderr, not the steps' progress lines).
-fn build(h: &Home) -> Measured {
-    run_measured_capped(
+/// on stderr, not the steps' progress lines); its figures are printed
+/// under `what` (`--nocapture` shows them).
+fn build(h: &Home, what: &str) -> Measured {
+    let m = run_measured_capped(
         h.jbuild().args(["build", "-q", "-t", "big:1"]).arg(h.ctx()),
         b"",
         QUICK,
         CAP,
-    )
+    );
+    eprintln!(
+        "{what}: exit {:?}, {:.1?}, peak RSS {} KiB",
+        m.output.status.code(),
+        m.elapsed,
+        m.max_rss_kib
+    );
+    m
 }
 
 /// Exit 1 with each of `says`, within the RSS bound (when `bounded`), no
@@ -89,13 +97,7 @@ fn an_arg_doubled_thirty_times_fails_fast_in_bounded_memory() {
     );
     assert!(recipe.len() < 2048, "{} bytes", recipe.len());
     let h = Home::new(&recipe);
-    let m = build(&h);
-    eprintln!(
-        "doubling: exit {:?}, {:.1?}, peak RSS {} KiB",
-        m.output.status.code(),
-        m.elapsed,
-        m.max_rss_kib
-    );
+    let m = build(&h, "doubling");
     // 1000 bytes doubled 12 times is 4,096,000 bytes; the 13th passes 4 MiB.
     refused(
         &h,
@@ -114,7 +116,7 @@ fn a_large_value_used_over_and_over_meets_the_recipe_budget() {
         recipe.push_str(&format!("LABEL l{i}=${{A10}}\n"));
     }
     let h = Home::new(&recipe);
-    let m = build(&h);
+    let m = build(&h, "recipe budget");
     refused(&h, &m, &["more than 16 MiB of values in this recipe"], true);
 }
 
@@ -127,13 +129,7 @@ fn a_config_over_4_mib_is_refused_before_anything_is_named() {
         doubling(1000, 10)
     );
     let h = Home::new(&recipe);
-    let m = build(&h);
-    eprintln!(
-        "config: exit {:?}, {:.1?}, peak RSS {} KiB",
-        m.output.status.code(),
-        m.elapsed,
-        m.max_rss_kib
-    );
+    let m = build(&h, "config");
     refused(
         &h,
         &m,
@@ -153,7 +149,7 @@ fn a_config_over_4_mib_is_refused_before_anything_is_named() {
         format!("FROM scratch\n{comments}"),
     )
     .unwrap();
-    let m = build(&h);
+    let m = build(&h, "jailfile label");
     refused(
         &h,
         &m,
@@ -166,13 +162,7 @@ fn a_config_over_4_mib_is_refused_before_anything_is_named() {
 fn four_hundred_thousand_env_lines_are_refused_at_once() {
     let recipe = format!("FROM scratch\n{}", "ENV A=1\n".repeat(400_000));
     let h = Home::new(&recipe);
-    let m = build(&h);
-    eprintln!(
-        "400,000 ENV: exit {:?}, {:.1?}, peak RSS {} KiB",
-        m.output.status.code(),
-        m.elapsed,
-        m.max_rss_kib
-    );
+    let m = build(&h, "400,000 ENV");
     refused(
         &h,
         &m,
@@ -188,7 +178,7 @@ fn one_instruction_of_megabytes_is_refused_and_a_long_line_is_shown_in_part() {
         "FROM scratch\nLABEL a={}\n",
         "x".repeat(3_300_000)
     ));
-    let m = build(&h);
+    let m = build(&h, "long instruction");
     refused(&h, &m, &["more than 1 MiB long", "Jailfile:2:1"], true);
 
     // An error far along a long line: the line is shown around the
@@ -198,7 +188,7 @@ fn one_instruction_of_megabytes_is_refused_and_a_long_line_is_shown_in_part() {
         format!("FROM scratch\nLABEL a={} \"oops\n", "x".repeat(70_000)),
     )
     .unwrap();
-    let m = build(&h);
+    let m = build(&h, "long line");
     refused(
         &h,
         &m,
