@@ -133,7 +133,7 @@ fn marker_at(args: &Text, start: usize, escape: char) -> Option<(Marker, usize)>
 /// Reads the bodies of `markers` from `lines[*next..]`, moving `*next`
 /// past them. A missing terminator is an error at its marker; so are
 /// bodies of more than `room` characters together (what is left of the
-/// instruction's [`super::lexer::MAX_INSTRUCTION`]).
+/// instruction's [`super::line::MAX_INSTRUCTION`]).
 pub(crate) fn read_bodies(
     markers: Vec<Marker>,
     lines: &[Line<'_>],
@@ -173,7 +173,7 @@ pub(crate) fn read_bodies(
             let skip = line.text.chars().count() - content.chars().count();
             let n = content.chars().count() + 1;
             if n > left {
-                return Err(super::lexer::too_long(m.marker.span()));
+                return Err(super::line::too_long(m.marker.span()));
             }
             left -= n;
             for (c, p) in line.chars().skip(skip) {

@@ -16,7 +16,7 @@
 
 use super::diagnostic::{Error, Result};
 use super::heredoc::{self, Heredoc};
-use super::line::{col, lines, Line};
+use super::line::{col, lines, too_long, Line, MAX_INSTRUCTION};
 use super::text::{FileId, Pos, Span, Text};
 
 /// One instruction as written, before its arguments are understood.
@@ -39,25 +39,6 @@ impl RawInstr {
     pub fn keyword_span(&self) -> Span {
         self.keyword.span()
     }
-}
-
-/// The most characters one instruction may hold: its line with the lines
-/// it continues on and its heredoc bodies. An instruction is held as
-/// [`Text`], sixteen bytes a character, in a few copies while it is parsed
-/// and resolved; this keeps that to tens of MiB. Real instructions are a
-/// few KiB; long content belongs in a file of the context.
-pub(crate) const MAX_INSTRUCTION: usize = 1 << 20;
-
-/// The error for an instruction longer than [`MAX_INSTRUCTION`], at `span`.
-pub(crate) fn too_long(span: Span) -> Error {
-    Error::new(
-        span,
-        format!(
-            "this instruction is more than {} MiB long (with its continuation lines and heredocs), the most one instruction may be",
-            MAX_INSTRUCTION >> 20
-        ),
-    )
-    .with_help("keep long content in a file of the build context and COPY it")
 }
 
 /// Splits a file into instructions (all of them: tests and small texts).
