@@ -2,9 +2,13 @@
 //! of a recipe or a layer: resolving a path *inside* a root the way the
 //! jail would see it, and writing files atomically; and telling an I/O
 //! error about a path from a fault of the system. File flags (`schg`
-//! and the like) are read and set through [`flags::FileFlags`].
+//! and the like) are read and set through [`flags::FileFlags`]; files
+//! written at a path the user names (`--iidfile`, `oci-archive:FILE`)
+//! through [`output`].
 
 pub mod flags;
+pub mod input;
+pub mod output;
 
 use std::ffi::OsString;
 use std::fs;

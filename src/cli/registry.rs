@@ -195,17 +195,17 @@ pub(super) fn push_to(
 }
 
 /// Writes `digest` (no newline, as docker and podman write theirs) to
-/// `file`, atomically: a script never reads half of it.
+/// `file` as `fsutil::output` writes a path the user names: a regular
+/// file atomically (a script never reads half of it), a FIFO or device in
+/// place, `-` to standard output.
 pub(super) fn write_digest_file(
     flag: &str,
     file: &std::path::Path,
     digest: &str,
 ) -> Result<(), Failure> {
-    jbuild::fsutil::write_atomic(file, digest.as_bytes()).map_err(|e| {
-        let user = jbuild::fsutil::path_at_fault(&e);
-        let error =
-            anyhow::Error::new(e).context(format!("{flag} {}: cannot write it", file.display()));
-        Failure { user, error }
+    jbuild::fsutil::output::write_output(file, digest.as_bytes()).map_err(|e| Failure {
+        user: e.is_user_error(),
+        error: anyhow::Error::new(e).context(format!("{flag} {}: nothing written", file.display())),
     })
 }
 

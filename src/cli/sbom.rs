@@ -50,8 +50,10 @@ pub fn run(ctx: &Ctx, args: SbomArgs) -> CmdResult {
         error: e.into(),
     })?;
     match &args.output {
-        Some(path) => jbuild::fsutil::write_atomic(path, &doc)
-            .map_err(|e| Failure::user(anyhow!("cannot write {}: {e}", path.display())))?,
+        Some(path) => jbuild::fsutil::output::write_output(path, &doc).map_err(|e| Failure {
+            user: e.is_user_error(),
+            error: anyhow::Error::new(e).context("--output: nothing written"),
+        })?,
         None => out!("{}", String::from_utf8_lossy(&doc)),
     }
     Ok(())

@@ -68,7 +68,12 @@ fn build_or_check(
     check_only: bool,
 ) -> Result<Option<BuildOutput>, BuildError> {
     let jailfile_text = jailfile_text.to_string();
-    let parsed = jailfile::load_str(&opts.jailfile, &jailfile_text, &opts.build_args)?;
+    let parsed = jailfile::load_for_build(
+        &opts.jailfile,
+        &jailfile_text,
+        &opts.build_args,
+        &opts.context,
+    )?;
     for name in &parsed.unused_build_args {
         env.reporter.message(
             Level::Warn,

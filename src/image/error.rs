@@ -50,6 +50,21 @@ pub enum ImageError {
         #[source]
         source: DigestError,
     },
+    /// A document a build would write is larger than every reader of an
+    /// image accepts ([`super::MAX_DOCUMENT`]): stored, it would make the
+    /// image unreadable and the store "damaged".
+    #[error(
+        "the image {what} this build makes is {size} bytes, more than the {max} bytes ({} MiB) \
+         every reader of an image accepts, so nothing was stored or tagged: {detail}",
+        max >> 20
+    )]
+    TooLarge {
+        what: &'static str,
+        size: u64,
+        max: u64,
+        /// What makes it large, for the user to act on.
+        detail: String,
+    },
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -65,7 +80,8 @@ impl ImageError {
             | ImageError::Platform { .. } => true,
             ImageError::Invalid { .. }
             | ImageError::Inconsistent { .. }
-            | ImageError::Digest { .. } => true,
+            | ImageError::Digest { .. }
+            | ImageError::TooLarge { .. } => true,
             ImageError::Store(e) => e.is_user_error(),
         }
     }

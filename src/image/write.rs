@@ -8,7 +8,7 @@ use oci_spec::image::Descriptor;
 use serde_json::{json, Map, Value};
 
 use super::config::{jail_annotation_value, jail_label_value};
-use super::media::{OCI_CONFIG, OCI_MANIFEST};
+use super::media::{MAX_DOCUMENT, OCI_CONFIG, OCI_MANIFEST};
 use super::{ImageError, ImageState, JAIL_LABEL_PREFIX};
 use crate::digest::Digest;
 use crate::store::{canonical_json, Store};
@@ -119,6 +119,9 @@ pub fn write(
         config["variant"] = json!(v);
     }
     let config_bytes = canonical_json(&config);
+    within_cap("config", config_bytes.len(), || {
+        config_detail(state, meta, history.len())
+    })?;
     let (config_digest, config_size) = store.put_bytes(&config_bytes)?;
 
     let mut annotations = BTreeMap::new();
@@ -153,6 +156,16 @@ pub fn write(
         "annotations": annotations,
     });
     let manifest_bytes = canonical_json(&manifest);
+    within_cap("manifest", manifest_bytes.len(), || {
+        format!(
+            "{} layers and {} bytes of annotations",
+            layers.len(),
+            annotations
+                .iter()
+                .map(|(k, v)| k.len() + v.len())
+                .sum::<usize>()
+        )
+    })?;
     let (manifest_digest, manifest_size) = store.put_bytes(&manifest_bytes)?;
     let desc: Descriptor = serde_json::from_value(json!({
         "mediaType": OCI_MANIFEST,
@@ -166,6 +179,56 @@ pub fn write(
         source,
     })?;
     Ok((desc, config_digest))
+}
+
+/// Refuses a document over [`MAX_DOCUMENT`] before it is stored: every
+/// command that reads an image refuses one, so storing it would leave an
+/// image nothing can read (and `check` calling the store damaged).
+fn within_cap(
+    what: &'static str,
+    size: usize,
+    detail: impl FnOnce() -> String,
+) -> Result<(), ImageError> {
+    if size as u64 <= MAX_DOCUMENT {
+        return Ok(());
+    }
+    Err(ImageError::TooLarge {
+        what,
+        size: size as u64,
+        max: MAX_DOCUMENT,
+        detail: detail(),
+    })
+}
+
+/// What fills a config, largest first, so the message says what to cut.
+fn config_detail(state: &ImageState, meta: &ImageMeta<'_>, history: usize) -> String {
+    let env: usize = state.env.iter().map(|(k, v)| k.len() + v.len() + 1).sum();
+    let labels: usize = state.labels.iter().map(|(k, v)| k.len() + v.len()).sum();
+    let created_by: usize = state.history.iter().map(|h| h.created_by.len()).sum();
+    let mut parts = [
+        (
+            env,
+            format!("{} ENV variables hold {env} bytes", state.env.len()),
+        ),
+        (
+            labels,
+            format!("{} labels hold {labels} bytes", state.labels.len()),
+        ),
+        (
+            created_by,
+            format!("{history} history entries (one per instruction) hold {created_by} bytes"),
+        ),
+        (
+            meta.jailfile_text.len(),
+            format!(
+                "the Jailfile, kept in the `{JAILFILE_LABEL}` label, is {} bytes",
+                meta.jailfile_text.len()
+            ),
+        ),
+    ];
+    parts.sort_by_key(|p| std::cmp::Reverse(p.0));
+    let parts: Vec<String> = parts.into_iter().map(|(_, p)| p).collect();
+    format!("{}; make them smaller or fewer", parts.join(", "))
 }
 
 #[cfg(test)]

@@ -91,28 +91,57 @@ impl fmt::Display for Diagnostic {
 
 impl std::error::Error for Diagnostic {}
 
-/// The line as displayed (tabs as 4 spaces, trailing whitespace kept) and
-/// where the caret goes, in display cells.
+/// The most characters of a source line an error shows: a window around
+/// the column, with `…` where it was cut (a line may be megabytes long).
+const SHOWN: usize = 160;
+
+/// The line as displayed (tabs as 4 spaces, at most [`SHOWN`] characters
+/// of it around the column) and where the caret goes, in display cells.
 fn caret(line: &str, column: u32, len: u32) -> (String, usize, usize) {
     let width = |c: char| if c == '\t' { 4 } else { 1 };
-    let shown: String = line
-        .chars()
-        .map(|c| {
-            if c == '\t' {
-                "    ".to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect();
+    let chars: Vec<char> = line.chars().collect();
     let before = column.saturating_sub(1) as usize;
-    let at: usize = line.chars().take(before).map(width).sum();
-    let at = at + before.saturating_sub(line.chars().count());
-    let under: usize = match len {
-        0 => line.chars().skip(before).map(width).sum(),
-        n => line.chars().skip(before).take(n as usize).map(width).sum(),
+    let (from, to) = if chars.len() <= SHOWN {
+        (0, chars.len())
+    } else {
+        let from = before.saturating_sub(SHOWN / 3).min(chars.len() - SHOWN);
+        (from, from + SHOWN)
     };
-    (shown.trim_end().to_string(), at, under.max(1))
+    let window = chars.get(from..to).unwrap_or_default();
+    let mut shown = String::new();
+    if from > 0 {
+        shown.push('…');
+    }
+    for &c in window {
+        if c == '\t' {
+            shown.push_str("    ");
+        } else {
+            shown.push(c);
+        }
+    }
+    if to < chars.len() {
+        shown.push('…');
+    }
+    let lead = usize::from(from > 0);
+    let at: usize = lead
+        + chars
+            .get(from..before.clamp(from, to))
+            .unwrap_or_default()
+            .iter()
+            .map(|&c| width(c))
+            .sum::<usize>()
+        + before.saturating_sub(chars.len());
+    let rest = chars.get(before.min(to)..to).unwrap_or_default();
+    let under: usize = match len {
+        0 => rest.iter().map(|&c| width(c)).sum(),
+        n => rest.iter().take(n as usize).map(|&c| width(c)).sum(),
+    };
+    // A caret never asks the formatter for more than a line's width.
+    (
+        shown.trim_end().to_string(),
+        at.min(SHOWN + 8),
+        under.clamp(1, SHOWN),
+    )
 }
 
 /// An error inside the module: a span and words; see [`Diagnostic`].
@@ -154,14 +183,15 @@ pub(crate) struct Sources {
 #[derive(Debug)]
 struct SourceFile {
     path: Arc<PathBuf>,
-    text: String,
+    /// Shared with the resolver reading it, never copied.
+    text: Arc<str>,
 }
 
 impl Sources {
     pub fn add(&mut self, path: PathBuf, text: String) -> FileId {
         self.files.push(SourceFile {
             path: Arc::new(path),
-            text,
+            text: text.into(),
         });
         FileId::try_from(self.files.len() - 1).unwrap_or(FileId::MAX)
     }
@@ -178,7 +208,14 @@ impl Sources {
     }
 
     pub fn text(&self, id: FileId) -> &str {
-        self.files.get(id as usize).map_or("", |f| f.text.as_str())
+        self.files.get(id as usize).map_or("", |f| &f.text)
+    }
+
+    /// The text of file `id`, shared (for reading it while adding others).
+    pub fn shared_text(&self, id: FileId) -> Arc<str> {
+        self.files
+            .get(id as usize)
+            .map_or_else(|| Arc::from(""), |f| f.text.clone())
     }
 
     pub fn diagnostic(&self, e: Error) -> Diagnostic {
@@ -233,5 +270,23 @@ mod tests {
         assert_eq!(caret("\tRUN é x", 6, 1), ("    RUN é x".into(), 8, 1));
         assert_eq!(caret("ab", 5, 1), ("ab".into(), 4, 1));
         assert_eq!(caret("abcdef", 3, 0), ("abcdef".into(), 2, 4));
+    }
+
+    #[test]
+    fn a_long_line_is_shown_around_the_column() {
+        let line = format!("LABEL a={}", "x".repeat(3_000_000));
+        let (shown, at, under) = caret(&line, 2_000_000, 3);
+        assert_eq!(shown.chars().count(), SHOWN + 2, "{shown}");
+        assert!(shown.starts_with('…') && shown.ends_with('…'));
+        assert_eq!((at, under), (1 + SHOWN / 3, 3));
+        let (shown, at, _) = caret(&line, 3, 1);
+        assert!(shown.starts_with("LABEL") && shown.ends_with('…'));
+        assert_eq!(at, 2);
+        // Rendering does not panic on a column far past what a format
+        // width may be.
+        let mut s = Sources::default();
+        let f = s.add(PathBuf::from("J"), line);
+        let d = s.diagnostic(Error::new(Span::new(Pos::new(f, 1, 2_999_000), 1), "x"));
+        assert!(d.to_string().len() < 1000);
     }
 }

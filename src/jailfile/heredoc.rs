@@ -131,13 +131,17 @@ fn marker_at(args: &Text, start: usize, escape: char) -> Option<(Marker, usize)>
 }
 
 /// Reads the bodies of `markers` from `lines[*next..]`, moving `*next`
-/// past them. A missing terminator is an error at its marker.
+/// past them. A missing terminator is an error at its marker; so are
+/// bodies of more than `room` characters together (what is left of the
+/// instruction's [`super::line::MAX_INSTRUCTION`]).
 pub(crate) fn read_bodies(
     markers: Vec<Marker>,
     lines: &[Line<'_>],
     next: &mut usize,
+    room: usize,
 ) -> Result<Vec<Heredoc>> {
     let mut out = Vec::with_capacity(markers.len());
+    let mut left = room;
     for m in markers {
         let mut body = Text::new(m.marker.end);
         let mut raw: Vec<&str> = Vec::new();
@@ -167,6 +171,11 @@ pub(crate) fn read_bodies(
                 break;
             }
             let skip = line.text.chars().count() - content.chars().count();
+            let n = content.chars().count() + 1;
+            if n > left {
+                return Err(super::line::too_long(m.marker.span()));
+            }
+            left -= n;
             for (c, p) in line.chars().skip(skip) {
                 body.push(c, p);
             }
@@ -224,7 +233,7 @@ mod tests {
         let ls = lines(0, src);
         let markers = find_markers(&text("<<A <<-B"), '\\');
         let mut next = 1;
-        let docs = read_bodies(markers, &ls, &mut next).unwrap();
+        let docs = read_bodies(markers, &ls, &mut next, usize::MAX).unwrap();
         assert_eq!(next, 5);
         assert_eq!(docs[0].body.as_string(), "\tone\n");
         assert_eq!(docs[1].body.as_string(), "two\n");

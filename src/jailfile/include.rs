@@ -5,10 +5,22 @@
 //! instructions keep their own file and line. A file that (directly or
 //! not) includes itself is an error naming the chain.
 //!
+//! An included file is input from outside, read through
+//! [`crate::fsutil::input`]: it must lie beneath the build context or the
+//! Jailfile's directory once symlinks are resolved (`INCLUDE
+//! /proc/self/environ`, `../x` or a symlink out are refused), be a regular
+//! file (a FIFO is refused at once, not waited on) of at most
+//! [`super::MAX_FILE`], and the load's total is checked before it is read.
+//! No error about a refused file shows a byte of it; and a file whose
+//! first instruction is not one jbuild knows is not quoted either (the
+//! resolver points at the INCLUDE instead): it is not a recipe.
+//!
 //! This file finds, checks and reads the included file; the resolver
 //! substitutes the path and resolves the instructions read.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
+
+use crate::fsutil::input::{self, Beneath, InputError};
 
 use super::diagnostic::{Error, Result, Sources};
 use super::text::{FileId, Text};
@@ -38,6 +50,7 @@ pub(super) fn open(
     rel: &str,
     sources: &mut Sources,
     includes: &[(PathBuf, PathBuf)],
+    beneath: &Beneath,
 ) -> Result<Included> {
     if rel.is_empty() {
         return Err(
@@ -70,22 +83,27 @@ pub(super) fn open(
             format!("INCLUDEs nest more than {MAX_INCLUDE_DEPTH} deep"),
         ));
     }
-    let text = super::read_text(&full).map_err(|e| {
+    let cannot = |why: String| {
         Error::new(
             path.span(),
-            format!(
-                "cannot read included file `{}`: {}",
-                full.display(),
-                super::why(&e)
-            ),
+            format!("cannot read included file `{}`: {why}", full.display()),
         )
-        .with_help(format!(
+    };
+    let (file, size) = beneath.open(&full, super::MAX_FILE).map_err(|e| match e {
+        InputError::Missing => cannot("no such file".into()).with_help(format!(
             "INCLUDE paths are relative to the including file's directory (`{}`)",
             dir.display()
-        ))
+        )),
+        InputError::TooLarge { .. } => cannot(super::why(&std::io::ErrorKind::FileTooLarge.into())),
+        InputError::Io(e) => cannot(super::why(&e)),
+        e @ (InputError::Outside { .. } | InputError::NotRegular { .. }) => {
+            cannot(e.to_string()).with_help(
+                "INCLUDE reads regular files beneath the build context or the Jailfile's directory: copy the file there",
+            )
+        }
     })?;
-    if sources.total_len() + text.len() > MAX_TOTAL {
-        return Err(Error::new(
+    let too_much = |path: &Text| {
+        Error::new(
             path.span(),
             format!(
                 "the Jailfile and its INCLUDEs hold more than {} MiB with `{}`",
@@ -93,7 +111,19 @@ pub(super) fn open(
                 full.display()
             ),
         )
-        .with_help("is a file included over and over? include a shared file once"));
+        .with_help("is a file included over and over? include a shared file once")
+    };
+    // Judged by its size before it is read, and by what was read.
+    if sources.total_len() as u64 + size > MAX_TOTAL as u64 {
+        return Err(too_much(path));
+    }
+    let text = input::read_text(file, super::MAX_FILE).map_err(|e| match e {
+        InputError::TooLarge { .. } => cannot(super::why(&std::io::ErrorKind::FileTooLarge.into())),
+        InputError::Io(e) => cannot(super::why(&e)),
+        e => cannot(e.to_string()),
+    })?;
+    if sources.total_len() + text.len() > MAX_TOTAL {
+        return Err(too_much(path));
     }
     let file = sources.add(full.clone(), text);
     Ok(Included {
@@ -106,19 +136,5 @@ pub(super) fn open(
 /// What makes two INCLUDE paths the same file: the canonical path when the
 /// file exists, else the absolute path with `.` and `..` folded.
 pub(super) fn identity(path: &Path) -> PathBuf {
-    if let Ok(p) = std::fs::canonicalize(path) {
-        return p;
-    }
-    let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
-    let mut out = PathBuf::new();
-    for c in abs.components() {
-        match c {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::CurDir => {}
-            c => out.push(c),
-        }
-    }
-    out
+    std::fs::canonicalize(path).unwrap_or_else(|_| input::normalise(path))
 }

@@ -16,7 +16,7 @@
 
 use super::diagnostic::{Error, Result};
 use super::heredoc::{self, Heredoc};
-use super::line::{col, lines, Line};
+use super::line::{col, lines, too_long, Line, MAX_INSTRUCTION};
 use super::text::{FileId, Pos, Span, Text};
 
 /// One instruction as written, before its arguments are understood.
@@ -41,94 +41,148 @@ impl RawInstr {
     }
 }
 
-/// Splits a file into instructions.
+/// Splits a file into instructions (all of them: tests and small texts).
+#[cfg(test)]
 pub(crate) fn lex(file: FileId, source: &str) -> Result<Vec<RawInstr>> {
+    lexer(file, source)?.collect()
+}
+
+/// The instructions of a file, one at a time, so that only the one being
+/// resolved is held as [`Text`] (sixteen bytes a character): a file of
+/// many instructions costs its own text and one instruction, not every
+/// instruction at once. Reads the parser directives first.
+pub(crate) fn lexer(file: FileId, source: &str) -> Result<Lexer<'_>> {
     let lines = lines(file, source);
-    let (escape, mut i) = directives(&lines)?;
-    let mut out = Vec::new();
-    while let Some(line) = lines.get(i) {
-        i += 1;
-        if line.is_blank_or_comment() {
-            continue;
+    let (escape, next) = directives(&lines)?;
+    Ok(Lexer {
+        lines,
+        next,
+        escape,
+        done: false,
+    })
+}
+
+/// See [`lexer`]; it ends after the first error.
+pub(crate) struct Lexer<'a> {
+    lines: Vec<Line<'a>>,
+    next: usize,
+    escape: char,
+    done: bool,
+}
+
+impl Iterator for Lexer<'_> {
+    type Item = Result<RawInstr>;
+
+    fn next(&mut self) -> Option<Result<RawInstr>> {
+        if self.done {
+            return None;
         }
-        let mut logical = Text::new(line.end());
-        let mut current = line;
-        let mut first = true;
-        loop {
-            let chars: Vec<(char, Pos)> = current.chars().collect();
-            let skip = if first {
-                chars.iter().take_while(|(c, _)| c.is_whitespace()).count()
-            } else {
-                0
-            };
-            first = false;
-            let content = chars.get(skip..).unwrap_or_default();
-            let trimmed_len = content
-                .iter()
-                .rposition(|(c, _)| !c.is_whitespace())
-                .map_or(0, |p| p + 1);
-            let content = content.get(..trimmed_len).unwrap_or_default();
-            match content.split_last() {
-                Some((&(c, pos), rest)) if c == escape => {
-                    for &(c, p) in rest {
-                        logical.push(c, p);
-                    }
-                    while lines.get(i).is_some_and(Line::is_blank_or_comment) {
-                        i += 1;
-                    }
-                    match lines.get(i) {
-                        Some(next) => {
-                            current = next;
-                            i += 1;
+        let item = self.instruction().transpose();
+        self.done = !matches!(item, Some(Ok(_)));
+        item
+    }
+}
+
+impl Lexer<'_> {
+    /// The next instruction, or `None` at the end of the file.
+    fn instruction(&mut self) -> Result<Option<RawInstr>> {
+        let (lines, escape) = (&self.lines, self.escape);
+        let i = &mut self.next;
+        while let Some(line) = lines.get(*i) {
+            *i += 1;
+            if line.is_blank_or_comment() {
+                continue;
+            }
+            let mut logical = Text::new(line.end());
+            let mut current = line;
+            let mut first = true;
+            loop {
+                let skip = if first {
+                    current
+                        .text
+                        .chars()
+                        .take_while(|c| c.is_whitespace())
+                        .count()
+                } else {
+                    0
+                };
+                first = false;
+                // Characters `skip..len` hold the content, trailing
+                // whitespace left out; walked in place, not copied.
+                let len = current.text.trim_end().chars().count().max(skip);
+                let last = current.chars().take(len).skip(skip).last();
+                match last {
+                    Some((c, pos)) if c == escape => {
+                        if logical.len() + len - skip > MAX_INSTRUCTION {
+                            return Err(too_long(Span::at(line.start())));
                         }
-                        None => {
-                            return Err(Error::at(pos, format!("the file ends after a line continuation `{escape}`"))
-                                .with_help("remove the trailing escape character or add the rest of the instruction"));
+                        for (c, p) in current.chars().take(len - 1).skip(skip) {
+                            logical.push(c, p);
+                        }
+                        while lines.get(*i).is_some_and(Line::is_blank_or_comment) {
+                            *i += 1;
+                        }
+                        match lines.get(*i) {
+                            Some(next) => {
+                                current = next;
+                                *i += 1;
+                            }
+                            None => {
+                                return Err(Error::at(pos, format!("the file ends after a line continuation `{escape}`"))
+                                    .with_help("remove the trailing escape character or add the rest of the instruction"));
+                            }
                         }
                     }
-                }
-                _ => {
-                    for &(c, p) in content {
-                        logical.push(c, p);
+                    _ => {
+                        if logical.len() + len - skip > MAX_INSTRUCTION {
+                            return Err(too_long(Span::at(line.start())));
+                        }
+                        for (c, p) in current.chars().take(len).skip(skip) {
+                            logical.push(c, p);
+                        }
+                        if logical.is_empty() {
+                            logical.end = current.end();
+                        }
+                        break;
                     }
-                    if logical.is_empty() {
-                        logical.end = current.end();
-                    }
-                    break;
                 }
             }
+            // Trimmed and split in place: a line may be megabytes long,
+            // and a copy of it as `Text` costs sixteen bytes a character.
+            logical.trim_in_place();
+            let kw_len = logical
+                .chars
+                .iter()
+                .position(|(c, _)| c.is_whitespace())
+                .unwrap_or(logical.len());
+            let keyword = logical.split_off_front(kw_len);
+            let mut args = logical;
+            args.trim_in_place();
+            let args = if args.is_empty() {
+                Text::new(keyword.end)
+            } else {
+                args
+            };
+            let upper = keyword.as_string().to_uppercase();
+            let heredocs = if upper == "RUN" || upper == "COPY" {
+                let markers = heredoc::find_markers(&args, escape);
+                let room = MAX_INSTRUCTION.saturating_sub(keyword.len() + args.len());
+                heredoc::read_bodies(markers, lines, i, room)?
+            } else {
+                Vec::new()
+            };
+            if keyword.is_empty() {
+                continue;
+            }
+            return Ok(Some(RawInstr {
+                keyword,
+                args,
+                heredocs,
+                escape,
+            }));
         }
-        let logical = logical.trim();
-        let kw_len = logical
-            .chars
-            .iter()
-            .position(|(c, _)| c.is_whitespace())
-            .unwrap_or(logical.len());
-        let keyword = logical.slice(0, kw_len);
-        let args = logical.slice_from(kw_len).trim();
-        let args = if args.is_empty() {
-            Text::new(keyword.end)
-        } else {
-            args
-        };
-        let upper = keyword.as_string().to_uppercase();
-        let heredocs = if upper == "RUN" || upper == "COPY" {
-            let markers = heredoc::find_markers(&args, escape);
-            heredoc::read_bodies(markers, &lines, &mut i)?
-        } else {
-            Vec::new()
-        };
-        if keyword.is_empty() {
-            continue;
-        }
-        out.push(RawInstr {
-            keyword,
-            args,
-            heredocs,
-            escape,
-        });
+        Ok(None)
     }
-    Ok(out)
 }
 
 /// Parser directives at the top of the file: `# escape=`` ` and the

@@ -47,7 +47,8 @@ pub use diagnostic::Diagnostic;
 pub use resolved::*;
 
 /// Reads the Jailfile at `path`, expands INCLUDEs (paths relative to the
-/// including file; cycles are an error), parses and resolves it.
+/// including file, files beneath the Jailfile's directory; cycles are an
+/// error), parses and resolves it.
 /// `build_args` are the `--build-arg` values.
 pub fn load(path: &Path, build_args: &BTreeMap<String, String>) -> Result<Build, Diagnostic> {
     load_str(path, &read(path)?, build_args)
@@ -114,11 +115,24 @@ pub(crate) fn why(e: &std::io::Error) -> String {
 }
 
 /// Like [`load`], with the text given; `path` names the file in messages
-/// and is the base for relative INCLUDE paths.
+/// and is the base for relative INCLUDE paths. INCLUDE reads only beneath
+/// `path`'s directory.
 pub fn load_str(
     path: &Path,
     text: &str,
     build_args: &BTreeMap<String, String>,
 ) -> Result<Build, Diagnostic> {
-    resolve::resolve(path, text, build_args)
+    resolve::resolve(path, text, build_args, None)
+}
+
+/// Like [`load_str`], for a build: INCLUDE reads beneath the build
+/// `context` too (a Jailfile given with `-f` from elsewhere may include
+/// the context's files).
+pub fn load_for_build(
+    path: &Path,
+    text: &str,
+    build_args: &BTreeMap<String, String>,
+    context: &Path,
+) -> Result<Build, Diagnostic> {
+    resolve::resolve(path, text, build_args, Some(context))
 }

@@ -32,6 +32,12 @@ impl Resolver<'_> {
                 .collect(),
             _ => self.referenced_args(&refs),
         };
+        // Each step keeps its own copy of these values: counted, so a
+        // large ARG and many RUN lines cannot multiply it without bound.
+        self.budget.charge(
+            args.iter().map(|(k, v)| k.len() + v.len()).sum(),
+            ins.span(),
+        )?;
         let op = self.op(ins)?;
         Ok(Some(Step {
             location: self.location(ins.span()),
@@ -71,7 +77,7 @@ impl Resolver<'_> {
     fn history_text(&self, ins: &Instruction) -> Result<(String, BTreeSet<String>)> {
         let lookup = |n: &str| self.lookup(n);
         let (mut text, mut refs) = if ins.keyword.substitutes() {
-            let e = subst::raw(&ins.args, ins.escape, &lookup)?;
+            let e = subst::raw(&ins.args, ins.escape, &lookup, &self.budget)?;
             (e.value, e.refs)
         } else {
             (ins.args.as_string(), BTreeSet::new())
@@ -81,7 +87,7 @@ impl Resolver<'_> {
             .to_string();
         for h in &ins.heredocs {
             if ins.keyword == Keyword::Copy && !h.quoted {
-                let body = subst::heredoc(&h.body, ins.escape, &lookup)?;
+                let body = subst::heredoc(&h.body, ins.escape, &lookup, &self.budget)?;
                 refs.extend(body.refs);
                 let terminator = h.raw.rsplit('\n').next().unwrap_or_default();
                 text = format!("{text}\n{}{terminator}", body.value);
@@ -93,7 +99,7 @@ impl Resolver<'_> {
     }
 
     pub(super) fn word(&self, t: &Text, esc: char) -> Result<String> {
-        Ok(subst::word(t, esc, &|n| self.lookup(n))?.value)
+        Ok(subst::word(t, esc, &|n| self.lookup(n), &self.budget)?.value)
     }
 
     /// A word that must not be empty after substitution.
@@ -112,7 +118,7 @@ impl Resolver<'_> {
     fn fields<'w>(&self, words: &'w [Text], esc: char) -> Result<Vec<(String, &'w Text)>> {
         let mut out = Vec::new();
         for w in words {
-            for f in subst::fields(w, esc, &|n| self.lookup(n))?.value {
+            for f in subst::fields(w, esc, &|n| self.lookup(n), &self.budget)?.value {
                 out.push((f, w));
             }
         }
@@ -349,7 +355,7 @@ impl Resolver<'_> {
                     let content = if h.quoted {
                         h.body.as_string()
                     } else {
-                        subst::heredoc(&h.body, esc, &|n| self.lookup(n))?.value
+                        subst::heredoc(&h.body, esc, &|n| self.lookup(n), &self.budget)?.value
                     };
                     CopySource::Inline {
                         name: h.name.clone(),

@@ -165,11 +165,15 @@ impl Parser<'_> {
     fn pairs(&self, legacy: bool) -> Result<Vec<(Text, Text)>> {
         let args = self.args;
         let ranges = word_ranges(args, self.escape)?;
-        let Some(&(a, b)) = ranges.first() else {
+        // Each word is copied once and split in place: a value may be
+        // megabytes long.
+        let mut words = ranges.iter().map(|&(a, b)| args.slice(a, b));
+        let Some(first) = words.next() else {
             return Err(self.missing(args));
         };
-        let first = args.slice(a, b);
         if legacy && find_unquoted(&first, '=', self.escape).is_none() {
+            let b = ranges.first().map_or(0, |&(_, b)| b);
+            drop(words);
             let value = args.slice_from(b).trim();
             if value.is_empty() {
                 let k = first.as_string();
@@ -182,8 +186,7 @@ impl Parser<'_> {
             return Ok(vec![(first, value)]);
         }
         let mut out = Vec::new();
-        for (a, b) in ranges {
-            let w = args.slice(a, b);
+        for mut w in std::iter::once(first).chain(words) {
             match find_unquoted(&w, '=', self.escape) {
                 Some(0) => {
                     return Err(Error::new(
@@ -191,7 +194,17 @@ impl Parser<'_> {
                         format!("missing name before `=` in `{}`", w.as_string()),
                     ))
                 }
-                Some(eq) => out.push((w.slice(0, eq), w.slice_from(eq + 1))),
+                Some(eq) => {
+                    let key = w.split_off_front(eq);
+                    let value = if w.len() > 1 {
+                        w.split_off_front(1);
+                        w
+                    } else {
+                        // Nothing after `=`: an empty value at its end.
+                        Text::new(w.end)
+                    };
+                    out.push((key, value));
+                }
                 None => {
                     return Err(Error::new(
                         w.span(),

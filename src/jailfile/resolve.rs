@@ -16,11 +16,20 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use super::ast::{Body, Instruction};
+use crate::fsutil::input::Beneath;
+
+use super::ast::{Body, Instruction, Keyword};
 use super::diagnostic::{Diagnostic, Error, Result, Sources};
 use super::resolved::{Base, Build, Location, Stage};
-use super::text::{Span, Text};
+use super::text::{FileId, Span, Text};
 use super::{include, lexer, parser, subst, suggest, validate};
+
+/// The most instructions one load resolves, the Jailfile's and its
+/// INCLUDEs' together. A recipe of real work has a few hundred; each
+/// instruction costs far more to hold resolved (and planned) than its
+/// line of text, so this, not the 16 MiB of text, is what bounds the
+/// memory a recipe of many short lines takes.
+pub(crate) const MAX_INSTRUCTIONS: usize = 10_000;
 
 /// The variables of the stage being resolved.
 #[derive(Debug, Clone, Default)]
@@ -60,18 +69,30 @@ pub(super) struct Resolver<'a> {
     pub scopes: Vec<Scope>,
     /// Files being included (identity, as shown), outermost first.
     pub includes: Vec<(PathBuf, PathBuf)>,
+    /// Where INCLUDE may read: the Jailfile's directory and the context.
+    beneath: Beneath,
+    /// What substitution may still produce in this load.
+    pub budget: subst::Budget,
     pending: Vec<Pending>,
     seen_instruction: bool,
+    /// Instructions resolved so far (see [`MAX_INSTRUCTIONS`]).
+    instructions: usize,
     /// Stands in for the scope before the first FROM.
     pub no_scope: Scope,
 }
 
-/// Reads, parses and resolves `text` (the contents of `path`).
+/// Reads, parses and resolves `text` (the contents of `path`); INCLUDE
+/// reads beneath `path`'s directory and `context`.
 pub(crate) fn resolve(
     path: &Path,
     text: &str,
     build_args: &BTreeMap<String, String>,
+    context: Option<&Path>,
 ) -> Result<Build, Diagnostic> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
     let mut r = Resolver {
         sources: Sources::default(),
         build_args,
@@ -80,20 +101,65 @@ pub(crate) fn resolve(
         stages: Vec::new(),
         scopes: Vec::new(),
         includes: vec![(include::identity(path), path.to_path_buf())],
+        beneath: Beneath::new(std::iter::once(dir).chain(context)),
+        budget: subst::Budget::default(),
         pending: Vec::new(),
         seen_instruction: false,
+        instructions: 0,
         no_scope: Scope::default(),
     };
     let root = r.sources.add(path.to_path_buf(), text.to_string());
-    let result = r.file(root).and_then(|()| r.finish(root));
+    let result = r.file(root, None).and_then(|()| r.finish(root));
     result.map_err(|e| r.sources.diagnostic(e))
 }
 
 impl Resolver<'_> {
-    fn file(&mut self, id: u32) -> Result<()> {
-        let text = self.sources.text(id).to_string();
-        for raw in lexer::lex(id, &text)? {
+    /// Resolves file `id`'s instructions, read one at a time. For an
+    /// included file, `include` is the INCLUDE's path: until the file's
+    /// first instruction turns out to be one jbuild knows, an error in it
+    /// points there and quotes nothing of the file (it may be no recipe at
+    /// all: `INCLUDE .env` must not print a line of it).
+    fn file(&mut self, id: FileId, include: Option<&Text>) -> Result<()> {
+        let text = self.sources.shared_text(id);
+        let shown = self.sources.path(id);
+        let not_a_recipe = |include: &Text| {
+            Error::new(
+                include.span(),
+                format!(
+                    "`{}` is not a Jailfile: it does not start with an instruction jbuild knows \
+                     (its text is not shown)",
+                    shown.display()
+                ),
+            )
+            .with_help("INCLUDE names a file of Jailfile instructions: check the path")
+        };
+        let mut unproven = include;
+        let lexed = lexer::lexer(id, &text);
+        let lexed = match (lexed, unproven) {
+            (Err(_), Some(inc)) => return Err(not_a_recipe(inc)),
+            (l, _) => l?,
+        };
+        for raw in lexed {
+            let raw = match (raw, unproven) {
+                (Err(_), Some(inc)) => return Err(not_a_recipe(inc)),
+                (r, _) => r?,
+            };
+            if let Some(inc) = unproven.take() {
+                if Keyword::lookup(&raw.keyword.as_string()).is_none() {
+                    return Err(not_a_recipe(inc));
+                }
+            }
             self.seen_instruction = true;
+            self.instructions += 1;
+            if self.instructions > MAX_INSTRUCTIONS {
+                return Err(Error::new(
+                    raw.keyword_span(),
+                    format!(
+                        "the recipe holds more than {MAX_INSTRUCTIONS} instructions (the Jailfile and its INCLUDEs together), the most one build reads"
+                    ),
+                )
+                .with_help("a recipe of real work has a few hundred: is a file included over and over, or made by a loop?"));
+            }
             let ins = parser::parse(raw)?;
             self.instruction(ins)?;
         }
@@ -111,9 +177,12 @@ impl Resolver<'_> {
                         Some(v) => Some(v),
                         None => match default {
                             Some(d) => Some(
-                                subst::word(d, ins.escape, &|n| {
-                                    self.globals.get(n).cloned().flatten()
-                                })?
+                                subst::word(
+                                    d,
+                                    ins.escape,
+                                    &|n| self.globals.get(n).cloned().flatten(),
+                                    &self.budget,
+                                )?
                                 .value,
                             ),
                             None => None,
@@ -144,10 +213,10 @@ impl Resolver<'_> {
 
     /// INCLUDE: the named file's instructions, resolved where it stands.
     fn include(&mut self, path: &Text, escape: char) -> Result<()> {
-        let rel = subst::word(path, escape, &|n| self.lookup(n))?.value;
-        let included = include::open(path, &rel, &mut self.sources, &self.includes)?;
+        let rel = subst::word(path, escape, &|n| self.lookup(n), &self.budget)?.value;
+        let included = include::open(path, &rel, &mut self.sources, &self.includes, &self.beneath)?;
         self.includes.push((included.identity, included.path));
-        self.file(included.file)?;
+        self.file(included.file, Some(path))?;
         self.includes.pop();
         Ok(())
     }
@@ -189,10 +258,14 @@ impl Resolver<'_> {
         let esc = ins.escape;
         let globals = &self.globals;
         let lookup = |n: &str| globals.get(n).cloned().flatten();
-        let from_text = format!("FROM {}", subst::raw(&ins.args, esc, &lookup)?.value);
+        let budget = &self.budget;
+        let from_text = format!(
+            "FROM {}",
+            subst::raw(&ins.args, esc, &lookup, budget)?.value
+        );
         let platform = match platform {
             Some(p) => {
-                let v = subst::word(p, esc, &lookup)?.value;
+                let v = subst::word(p, esc, &lookup, budget)?.value;
                 validate::platform(&v).map_err(|(m, h)| Error::new(p.span(), m).with_help(h))?;
                 Some(v)
             }
@@ -202,7 +275,7 @@ impl Resolver<'_> {
             Some(a) => Some(self.stage_name(a)?),
             None => None,
         };
-        let image_ref = subst::word(image, esc, &lookup)?.value;
+        let image_ref = subst::word(image, esc, &lookup, budget)?.value;
         let base = self.base(&image_ref, image, name.as_deref())?;
         let scope = match base {
             Base::Stage(i) => self

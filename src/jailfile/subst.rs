@@ -8,7 +8,14 @@
 //! split at whitespace, for PKG/EXPOSE/VOLUME), the instruction text for
 //! history (quotes kept, only variables replaced) and a COPY heredoc body
 //! (quotes are ordinary characters there).
+//!
+//! Expansion is bounded as the text grows, never after: a Jailfile of a
+//! few lines that doubles a variable thirty times would otherwise ask for
+//! gigabytes. No value may grow past [`MAX_VALUE`], and everything one
+//! load substitutes, together, past [`MAX_EXPANDED`] ([`Budget`]); the
+//! error points at the `$` that would pass the limit.
 
+use std::cell::Cell;
 use std::collections::BTreeSet;
 
 use super::diagnostic::{Error, Result};
@@ -16,6 +23,77 @@ use super::text::{Pos, Span, Text};
 
 /// How to look a variable up: `None` when it is not set.
 pub(crate) type Lookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// The most one value may hold after substitution: as much as a whole
+/// Jailfile may (`MAX_FILE`), so literal text never reaches it; only
+/// expansion can.
+pub(crate) const MAX_VALUE: usize = 4 << 20;
+
+/// The most one load's substitutions may produce together (values, history
+/// texts, and the ARG values every RUN and PKG step carries): as much as
+/// the Jailfile and its INCLUDEs may hold.
+pub(crate) const MAX_EXPANDED: usize = 16 << 20;
+
+/// What one load has substituted so far (see [`MAX_EXPANDED`]).
+#[derive(Debug, Default)]
+pub(crate) struct Budget {
+    used: Cell<usize>,
+}
+
+/// Which limit an expansion ran into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Limit {
+    Value,
+    Recipe,
+}
+
+impl Budget {
+    /// Room for the next value, and which limit bounds it.
+    fn room(&self) -> (usize, Limit) {
+        let left = MAX_EXPANDED.saturating_sub(self.used.get());
+        if left < MAX_VALUE {
+            (left, Limit::Recipe)
+        } else {
+            (MAX_VALUE, Limit::Value)
+        }
+    }
+
+    /// Counts `bytes` a step copies (the ARG values RUN and PKG carry),
+    /// refusing them at `span` past [`MAX_EXPANDED`].
+    pub fn charge(&self, bytes: usize, span: Span) -> Result<()> {
+        let used = self.used.get().saturating_add(bytes);
+        if used > MAX_EXPANDED {
+            return Err(too_much(Limit::Recipe, span));
+        }
+        self.used.set(used);
+        Ok(())
+    }
+}
+
+/// The error for an expansion at `span` that would pass `limit`. It names
+/// the limit, never the value.
+fn too_much(limit: Limit, span: Span) -> Error {
+    match limit {
+        Limit::Value => Error::new(
+            span,
+            format!(
+                "this expansion makes a value of more than {} MiB, the most one value may hold after substitution",
+                MAX_VALUE >> 20
+            ),
+        )
+        .with_help("is a variable doubled over and over? no real recipe needs a value this large"),
+        Limit::Recipe => Error::new(
+            span,
+            format!(
+                "substitution makes more than {} MiB of values in this recipe, the most one recipe may expand to",
+                MAX_EXPANDED >> 20
+            ),
+        )
+        .with_help(
+            "is a large variable used over and over? (every RUN and PKG step carries every ARG in scope)",
+        ),
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
@@ -33,38 +111,64 @@ pub(crate) struct Expanded<T> {
 }
 
 /// One word: quotes and escapes removed, variables replaced.
-pub(crate) fn word(t: &Text, escape: char, lookup: Lookup<'_>) -> Result<Expanded<String>> {
-    run(t, escape, lookup, Mode::Word).map(|e| Expanded {
-        value: e.value.join(""),
-        refs: e.refs,
-    })
+pub(crate) fn word(
+    t: &Text,
+    escape: char,
+    lookup: Lookup<'_>,
+    budget: &Budget,
+) -> Result<Expanded<String>> {
+    joined(run(t, escape, lookup, Mode::Word, budget)?)
 }
 
 /// Like [`word`], but unquoted expansions are split at whitespace into
 /// several fields (and an unquoted empty expansion gives no field).
-pub(crate) fn fields(t: &Text, escape: char, lookup: Lookup<'_>) -> Result<Expanded<Vec<String>>> {
-    run(t, escape, lookup, Mode::Fields)
+pub(crate) fn fields(
+    t: &Text,
+    escape: char,
+    lookup: Lookup<'_>,
+    budget: &Budget,
+) -> Result<Expanded<Vec<String>>> {
+    run(t, escape, lookup, Mode::Fields, budget)
 }
 
 /// Variables replaced, everything else (quotes, escapes) kept as written:
 /// the instruction text that history records.
-pub(crate) fn raw(t: &Text, escape: char, lookup: Lookup<'_>) -> Result<Expanded<String>> {
-    run(t, escape, lookup, Mode::Raw).map(|e| Expanded {
-        value: e.value.join(""),
-        refs: e.refs,
-    })
+pub(crate) fn raw(
+    t: &Text,
+    escape: char,
+    lookup: Lookup<'_>,
+    budget: &Budget,
+) -> Result<Expanded<String>> {
+    joined(run(t, escape, lookup, Mode::Raw, budget)?)
 }
 
 /// A heredoc body: quotes are plain characters; the escape character only
 /// escapes `$`, itself and a backtick.
-pub(crate) fn heredoc(t: &Text, escape: char, lookup: Lookup<'_>) -> Result<Expanded<String>> {
-    run(t, escape, lookup, Mode::Heredoc).map(|e| Expanded {
+pub(crate) fn heredoc(
+    t: &Text,
+    escape: char,
+    lookup: Lookup<'_>,
+    budget: &Budget,
+) -> Result<Expanded<String>> {
+    joined(run(t, escape, lookup, Mode::Heredoc, budget)?)
+}
+
+/// A substitution's fields as one string.
+fn joined(e: Expanded<Vec<String>>) -> Result<Expanded<String>> {
+    Ok(Expanded {
         value: e.value.join(""),
         refs: e.refs,
     })
 }
 
-fn run(t: &Text, escape: char, lookup: Lookup<'_>, mode: Mode) -> Result<Expanded<Vec<String>>> {
+fn run(
+    t: &Text,
+    escape: char,
+    lookup: Lookup<'_>,
+    mode: Mode,
+    budget: &Budget,
+) -> Result<Expanded<Vec<String>>> {
+    let (room, limit) = budget.room();
     let mut s = Scanner {
         chars: &t.chars,
         i: 0,
@@ -72,39 +176,64 @@ fn run(t: &Text, escape: char, lookup: Lookup<'_>, mode: Mode) -> Result<Expande
         escape,
         lookup,
         refs: BTreeSet::new(),
+        limit,
     };
-    let mut out = Out::new(mode == Mode::Fields);
+    let mut out = Out::new(mode == Mode::Fields, room);
     s.scan(&mut out, None)?;
+    budget.used.set(budget.used.get() + out.len);
     Ok(Expanded {
         value: out.finish(mode),
         refs: s.refs,
     })
 }
 
-/// Output under construction; with `split`, a list of fields.
+/// Output under construction; with `split`, a list of fields. It never
+/// holds more than `room` bytes: what would pass it sets `over` instead,
+/// and the scanner stops with an error.
 struct Out {
     fields: Vec<String>,
     cur: String,
     started: bool,
     split: bool,
+    len: usize,
+    room: usize,
+    over: bool,
 }
 
 impl Out {
-    fn new(split: bool) -> Out {
+    fn new(split: bool, room: usize) -> Out {
         Out {
             fields: Vec::new(),
             cur: String::new(),
             started: false,
             split,
+            len: 0,
+            room,
+            over: false,
         }
     }
 
+    /// Whether `n` more bytes fit; counts them if so.
+    fn fits(&mut self, n: usize) -> bool {
+        if self.over || self.len.saturating_add(n) > self.room {
+            self.over = true;
+            return false;
+        }
+        self.len += n;
+        true
+    }
+
     fn lit(&mut self, c: char) {
-        self.cur.push(c);
-        self.started = true;
+        if self.fits(c.len_utf8()) {
+            self.cur.push(c);
+            self.started = true;
+        }
     }
 
     fn expansion(&mut self, value: &str, quoted: bool) {
+        if !self.fits(value.len()) {
+            return;
+        }
         if !self.split || quoted {
             self.cur.push_str(value);
             self.started |= quoted || !value.is_empty();
@@ -117,7 +246,8 @@ impl Out {
                     self.started = false;
                 }
             } else {
-                self.lit(c);
+                self.cur.push(c);
+                self.started = true;
             }
         }
     }
@@ -137,6 +267,8 @@ struct Scanner<'a> {
     escape: char,
     lookup: Lookup<'a>,
     refs: BTreeSet<String>,
+    /// The limit `Out::room` stands for, for the error.
+    limit: Limit,
 }
 
 impl Scanner<'_> {
@@ -149,6 +281,9 @@ impl Scanner<'_> {
         let raw = self.mode == Mode::Raw;
         let mut quote: Option<(char, Pos)> = None;
         while let Some(&(c, pos)) = self.chars.get(self.i) {
+            if out.over {
+                return Err(too_much(self.limit, Span::at(pos)));
+            }
             match quote {
                 None if Some(c) == stop => {
                     self.i += 1;
@@ -224,6 +359,10 @@ impl Scanner<'_> {
                 }
             }
         }
+        if out.over {
+            let end = self.chars.last().map_or_else(Pos::default, |&(_, p)| p);
+            return Err(too_much(self.limit, Span::at(end)));
+        }
         if let Some((q, pos)) = quote {
             return Err(Error::at(
                 pos,
@@ -250,7 +389,7 @@ impl Scanner<'_> {
                 let name = self.name();
                 let value = self.get(&name).unwrap_or_default();
                 out.expansion(&value, quoted);
-                Ok(())
+                self.within(out, dollar)
             }
             _ => {
                 out.lit('$');
@@ -324,10 +463,10 @@ impl Scanner<'_> {
         let Some(op) = op else {
             self.i += 1;
             out.expansion(&value.unwrap_or_default(), quoted);
-            return Ok(());
+            return self.within(out, dollar);
         };
         self.i += if colon { 2 } else { 1 };
-        let mut word = Out::new(false);
+        let mut word = Out::new(false, out.room - out.len);
         let saved = self.mode;
         if self.mode == Mode::Fields {
             self.mode = Mode::Word;
@@ -363,6 +502,14 @@ impl Scanner<'_> {
             }
         };
         out.expansion(&result, quoted);
+        self.within(out, dollar)
+    }
+
+    /// The error for the expansion at `dollar`, if it did not fit.
+    fn within(&self, out: &Out, dollar: Pos) -> Result<()> {
+        if out.over {
+            return Err(too_much(self.limit, Span::new(dollar, 1)));
+        }
         Ok(())
     }
 }
@@ -385,7 +532,9 @@ mod tests {
     }
 
     fn w(s: &str) -> String {
-        word(&text(s), '\\', &vars).unwrap().value
+        word(&text(s), '\\', &vars, &Budget::default())
+            .unwrap()
+            .value
     }
 
     #[test]
@@ -403,18 +552,33 @@ mod tests {
             w(r#"'$A' "$A" \$A "\$A \n" $ $1 a\ b"#),
             r#"$A alpha $A $A \n $ $1 a b"#
         );
-        let r = raw(&text(r#"k="$A b" '$A' \$A"#), '\\', &vars).unwrap();
+        let r = raw(
+            &text(r#"k="$A b" '$A' \$A"#),
+            '\\',
+            &vars,
+            &Budget::default(),
+        )
+        .unwrap();
         assert_eq!(r.value, r#"k="alpha b" '$A' \$A"#);
         assert_eq!(r.refs.into_iter().collect::<Vec<_>>(), ["A"]);
-        let h = heredoc(&text(r#"'$A' "$A" \$A \n"#), '\\', &vars)
-            .unwrap()
-            .value;
+        let h = heredoc(
+            &text(r#"'$A' "$A" \$A \n"#),
+            '\\',
+            &vars,
+            &Budget::default(),
+        )
+        .unwrap()
+        .value;
         assert_eq!(h, r#"'alpha' "alpha" $A \n"#);
     }
 
     #[test]
     fn fields_split_unquoted_expansions() {
-        let f = |s: &str| fields(&text(s), '\\', &vars).unwrap().value;
+        let f = |s: &str| {
+            fields(&text(s), '\\', &vars, &Budget::default())
+                .unwrap()
+                .value
+        };
         assert_eq!(f("a$L"), ["a", "x", "y"]);
         assert_eq!(f("a${A}b"), ["aalphab"]);
         assert_eq!(f("\"$L\""), [" x  y "]);
@@ -426,7 +590,7 @@ mod tests {
     #[test]
     fn errors_point_at_the_dollar() {
         let e = |s: &str| {
-            let e = word(&text(s), '\\', &vars).unwrap_err();
+            let e = word(&text(s), '\\', &vars, &Budget::default()).unwrap_err();
             (e.span.pos.col, e.message)
         };
         assert_eq!(

@@ -143,6 +143,34 @@ impl Text {
         }
     }
 
+    /// [`Text::trim`] without a copy: for the lexer, whose texts may be
+    /// a whole (long) line.
+    pub fn trim_in_place(&mut self) {
+        let Some(s) = self.chars.iter().position(|&(c, _)| !c.is_whitespace()) else {
+            *self = Text::new(self.start());
+            return;
+        };
+        let e = self
+            .chars
+            .iter()
+            .rposition(|&(c, _)| !c.is_whitespace())
+            .unwrap_or(s);
+        self.chars.truncate(e + 1);
+        self.chars.drain(..s);
+        if let Some(&(_, last)) = self.chars.last() {
+            self.end = last.right(1);
+        }
+    }
+
+    /// Removes the first `n` characters and returns them as a text of
+    /// their own (the rest stays, without a copy of it).
+    pub fn split_off_front(&mut self, n: usize) -> Text {
+        let n = n.min(self.chars.len());
+        let front = self.slice(0, n);
+        self.chars.drain(..n);
+        front
+    }
+
     pub fn starts_with(&self, prefix: &str) -> bool {
         let mut it = self.chars.iter();
         prefix
@@ -180,5 +208,17 @@ mod tests {
         assert_eq!(tr.span(), Span::new(Pos::new(0, 1, 3), 5));
         assert_eq!(tr.end, Pos::new(0, 1, 8));
         assert_eq!(t.slice(5, 2).len(), 0);
+        for s in ["  héllo  ", "", "   ", "x", " a b "] {
+            let t = text(s);
+            let mut inplace = t.clone();
+            inplace.trim_in_place();
+            assert_eq!(inplace, t.trim(), "{s:?}");
+        }
+        let mut t = text("RUN a b");
+        let kw = t.split_off_front(3);
+        assert_eq!(
+            (kw, t.clone()),
+            (text("RUN a b").slice(0, 3), text("RUN a b").slice_from(3))
+        );
     }
 }

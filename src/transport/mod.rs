@@ -178,6 +178,14 @@ pub enum TransportError {
     },
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The file an image is written to (`oci-archive:FILE`) cannot be
+    /// written, or is something jbuild will not write over.
+    #[error("{location}: the archive cannot be written")]
+    Output {
+        location: String,
+        #[source]
+        source: crate::fsutil::output::OutputError,
+    },
     #[error("{context}")]
     Io {
         context: String,
@@ -307,6 +315,7 @@ impl TransportError {
             | TransportError::Archive { .. }
             | TransportError::Invalid { .. } => true,
             TransportError::Store(e) => e.is_user_error(),
+            TransportError::Output { source, .. } => source.is_user_error(),
             TransportError::Io { .. }
             | TransportError::Task(_)
             | TransportError::Abandoned { .. }

@@ -20,6 +20,7 @@ mod create;
 mod docs;
 mod exec;
 mod fuzz_replay;
+mod hostile;
 mod jailfile;
 mod layer;
 mod pull;

@@ -343,6 +343,28 @@ impl Measured {
 /// mark across `exec`, so a child forked from this (large, multi-threaded)
 /// test process would report the test's own memory; GNU time is small.
 pub fn run_measured(cmd: &mut Command, input: &[u8], limit: Duration) -> Measured {
+    run_measured_within(cmd, input, limit, None)
+}
+
+/// [`run_measured`], with the process's address space held to
+/// `max_address_space` bytes (`RLIMIT_AS`): a run that would take the
+/// machine's memory (the code a test guards against, run before its fix)
+/// fails to allocate instead, and the test fails rather than the machine.
+pub fn run_measured_capped(
+    cmd: &mut Command,
+    input: &[u8],
+    limit: Duration,
+    max_address_space: u64,
+) -> Measured {
+    run_measured_within(cmd, input, limit, Some(max_address_space))
+}
+
+fn run_measured_within(
+    cmd: &mut Command,
+    input: &[u8],
+    limit: Duration,
+    max_address_space: Option<u64>,
+) -> Measured {
     use std::os::unix::process::CommandExt;
     let dir = tempfile::tempdir().unwrap();
     let (i, o, e, r) = (
@@ -368,6 +390,22 @@ pub fn run_measured(cmd: &mut Command, input: &[u8], limit: Duration) -> Measure
     }
     if let Some(d) = cmd.get_current_dir() {
         timed.current_dir(d);
+    }
+    if let Some(max) = max_address_space {
+        // SAFETY: between fork and exec only setrlimit(2) is called, which
+        // is async-signal-safe and touches no memory of this process.
+        unsafe {
+            timed.pre_exec(move || {
+                let lim = libc::rlimit {
+                    rlim_cur: max,
+                    rlim_max: max,
+                };
+                if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
     }
     let started = Instant::now();
     let mut child = timed

@@ -10,11 +10,13 @@
 //! their descriptors like any others.
 //!
 //! Writing builds a layout in a temporary directory (beside FILE, or in
-//! the system's temporary directory for standard output) and, at
-//! `finish`, writes it as one deterministic tar stream ([`write`]): to a
-//! temporary file renamed over FILE, or to standard output. An existing
-//! FILE is replaced, not added to (as skopeo does). Standard output that
-//! is a terminal is refused, as docker does.
+//! the system's temporary directory for a stream) and, at `finish`,
+//! writes it as one deterministic tar stream ([`write`]) the way every
+//! path the user names is written ([`crate::fsutil::output`]): a regular
+//! FILE (or a symlink to one) through a temporary file renamed over it, a
+//! FIFO or character device (`/dev/stdout` on a pipe) in place, `-` to
+//! standard output. An existing regular FILE is replaced, not added to (as
+//! skopeo does). A terminal is refused, as docker does.
 
 use std::fs::File;
 use std::io::{self, IsTerminal};
@@ -26,6 +28,7 @@ use tempfile::TempDir;
 use tokio::sync::OnceCell;
 
 use super::{blocking, LayoutTransport, ManifestRole, Progress, Transport, TransportError};
+use crate::fsutil::output::{Output, Target};
 use crate::layer::Limits;
 
 pub mod read;
@@ -37,11 +40,13 @@ pub use read::ArchiveError;
 pub const STDIO: &str = "-";
 
 /// Whether `location` (as a user wrote it) writes an archive to standard
-/// output, which then holds nothing else.
+/// output, which then holds nothing else: `oci-archive:-`, or a path that
+/// is standard output itself (`oci-archive:/dev/stdout`).
 pub fn is_stdout(location: &str) -> bool {
-    location
-        .strip_prefix("oci-archive:")
-        .is_some_and(|rest| rest == STDIO || rest.starts_with("-:"))
+    location.strip_prefix("oci-archive:").is_some_and(|rest| {
+        let file = rest.split_once(':').map_or(rest, |(file, _)| file);
+        crate::fsutil::output::is_standard_output(Path::new(file))
+    })
 }
 
 /// An OCI archive file as a transport.
@@ -58,6 +63,8 @@ pub struct ArchiveTransport {
 struct Staged {
     _dir: TempDir,
     layout: LayoutTransport,
+    /// Where it goes, when written.
+    output: Option<Output>,
 }
 
 impl ArchiveTransport {
@@ -119,7 +126,11 @@ impl ArchiveTransport {
                         read::extract(input, dir.path(), &location, &limits)?;
                     }
                     let layout = LayoutTransport::new(dir.path().to_path_buf());
-                    Ok(Staged { _dir: dir, layout })
+                    Ok(Staged {
+                        _dir: dir,
+                        layout,
+                        output: None,
+                    })
                 })
             })
             .await?;
@@ -133,22 +144,39 @@ impl ArchiveTransport {
         let staged = self
             .writer
             .get_or_try_init(|| {
-                let (file, stdio) = (self.file.clone(), self.stdio());
+                let (file, location) = (self.file.clone(), self.location());
                 blocking(move || {
-                    let dir = if stdio {
-                        tempfile::Builder::new()
+                    let output = Output::at(&file)
+                        .map_err(|source| TransportError::Output {
+                            location: location.clone(),
+                            source,
+                        })?
+                        .binary();
+                    if output.is_terminal() {
+                        return Err(TransportError::Invalid {
+                            location,
+                            what: file.display().to_string(),
+                            reason: "it is a terminal; redirect it to a file or a pipe (`> image.tar`, `| ssh …`)".into(),
+                        });
+                    }
+                    let dir = match output.target() {
+                        Target::Replace(real) => temp_dir_beside(real)?,
+                        // Nothing can be staged beside a stream.
+                        Target::Stdout | Target::Through(_) => tempfile::Builder::new()
                             .prefix("jbuild-archive-")
                             .tempdir()
                             .map_err(|e| {
                                 TransportError::io("cannot create a temporary directory", e)
-                            })?
-                    } else {
-                        temp_dir_beside(&file)?
+                            })?,
                     };
                     // The archive is the result: its staging layout needs
                     // no syncs.
                     let layout = LayoutTransport::scratch(dir.path().join("layout"));
-                    Ok(Staged { _dir: dir, layout })
+                    Ok(Staged {
+                        _dir: dir,
+                        layout,
+                        output: Some(output),
+                    })
                 })
             })
             .await?;
@@ -239,11 +267,17 @@ impl Transport for ArchiveTransport {
             return Ok(());
         };
         staged.layout.finish().await?;
-        let (layout, file) = (staged.layout.path().to_path_buf(), self.file.clone());
-        if self.stdio() {
-            return blocking(move || write::write_stdout(&layout)).await;
-        }
-        blocking(move || write::write_file(&layout, &file)).await
+        let layout = staged.layout.path().to_path_buf();
+        let Some(output) = staged.output.clone() else {
+            return Ok(());
+        };
+        let location = self.location();
+        blocking(move || {
+            output
+                .write_with(|out| write::write_tar(&layout, out))
+                .map_err(|source| TransportError::Output { location, source })
+        })
+        .await
     }
 }
 

@@ -1,17 +1,17 @@
 //! Writing a staged OCI layout as an archive, as one stream: each entry's
 //! header, then its content, never going back. So the same code writes a
-//! file (a temporary one, fsynced and renamed over the destination) and
-//! standard output (a pipe, or whatever the shell made of it).
+//! file (a temporary one, fsynced and renamed over the destination), a
+//! FIFO or device in place, and standard output (a pipe, or whatever the
+//! shell made of it): `fsutil::output` decides which.
 //!
 //! The tar is jbuild's own ([`header::encode`]) and deterministic: sorted
 //! entries, owner 0, modes 0755/0644, mtime 0; the same image gives the
 //! same archive bytes.
 
 use std::fs::{self, File};
-use std::io::{self, BufWriter, Read, Write};
+use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
-use crate::fsutil::sync_dir;
 use crate::layer::header::{self, Entry, BLOCK};
 
 use super::super::TransportError;
@@ -46,7 +46,7 @@ fn entries(layout: &Path) -> Result<Vec<(String, Option<PathBuf>)>, TransportErr
 }
 
 /// Writes the layout at `layout` to `out` as a tar stream.
-pub(super) fn write_tar(layout: &Path, out: &mut impl Write) -> io::Result<()> {
+pub(super) fn write_tar(layout: &Path, out: &mut (impl Write + ?Sized)) -> io::Result<()> {
     let entries = entries(layout).map_err(io::Error::other)?;
     let mut head = Vec::with_capacity(2 * BLOCK);
     for (name, source) in &entries {
@@ -95,32 +95,4 @@ pub(super) fn write_tar(layout: &Path, out: &mut impl Write) -> io::Result<()> {
     }
     out.write_all(&[0u8; 2 * BLOCK])?;
     out.flush()
-}
-
-/// Writes the layout at `layout` to `dest` atomically: a temporary file
-/// beside it, fsynced, renamed over it.
-pub(super) fn write_file(layout: &Path, dest: &Path) -> Result<(), TransportError> {
-    let parent = dest
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let write_err = |e| TransportError::io(format!("cannot write {}", dest.display()), e);
-    let tmp = tempfile::Builder::new()
-        .prefix(".jbuild-archive-")
-        .tempfile_in(parent)
-        .map_err(write_err)?;
-    let mut out = BufWriter::new(tmp);
-    write_tar(layout, &mut out).map_err(write_err)?;
-    let tmp = out.into_inner().map_err(|e| write_err(e.into_error()))?;
-    tmp.as_file().sync_all().map_err(write_err)?;
-    tmp.persist(dest).map_err(|e| write_err(e.error))?;
-    sync_dir(parent).map_err(write_err)
-}
-
-/// Writes the layout at `layout` to standard output.
-pub(super) fn write_stdout(layout: &Path) -> Result<(), TransportError> {
-    let stdout = io::stdout().lock();
-    let mut out = BufWriter::with_capacity(64 << 10, stdout);
-    write_tar(layout, &mut out)
-        .map_err(|e| TransportError::io("cannot write the archive to standard output", e))
 }

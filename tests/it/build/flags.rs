@@ -404,11 +404,25 @@ fn a_jailfile_from_standard_input_builds_what_the_file_builds() {
     }
     let out = build_from_stdin(&other, &[], &big);
     fails_with(&out, &["<stdin>", "more than 4 MiB"]);
-    let mut fits = String::from("FROM scratch\nSYSRC a=b\n");
-    while fits.len() < (4 << 20) - 100 {
-        fits.push_str("# padding padding padding padding padding padding padding\n");
+    // Just under 4 MiB is read; but the image keeps its Jailfile in its
+    // config, which may hold 4 MiB in all, so the build is refused there,
+    // before anything is named (an image with a larger config is one no
+    // command can read).
+    let mut near = String::from("FROM scratch\nSYSRC a=b\n");
+    while near.len() < (4 << 20) - 100 {
+        near.push_str("# padding padding padding padding padding padding padding\n");
     }
-    let out = build_from_stdin(&other, &[], &fits);
+    let out = build_from_stdin(&other, &[], &near);
+    fails_with(
+        &out,
+        &[
+            "the image config this build makes is",
+            "org.jbuild.jailfile",
+        ],
+    );
+    let fits = &near[..3 << 20];
+    let fits = &fits[..fits.rfind('\n').unwrap() + 1];
+    let out = build_from_stdin(&other, &[], fits);
     assert!(out.status.success(), "{}", text(&out.stderr));
 }
 

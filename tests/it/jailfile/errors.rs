@@ -229,14 +229,20 @@ fn include_of_a_missing_file() {
 fn endless_or_huge_input_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let jf = dir.path().join("Jailfile");
+    // A device outside the Jailfile's directory is not read at all; a
+    // file too large inside it is refused by its size, before reading.
     fs::write(&jf, "FROM scratch\nINCLUDE /dev/zero\n").unwrap();
     let e = load(&jf, &BTreeMap::new()).unwrap_err();
     assert_eq!((e.line, e.column), (2, 9), "{e}");
     assert!(
         e.message
-            .starts_with("cannot read included file `/dev/zero`: more than 4 MiB"),
+            .starts_with("cannot read included file `/dev/zero`: it is outside"),
         "{e}"
     );
+    fs::write(dir.path().join("huge.jf"), vec![b'#'; 5 << 20]).unwrap();
+    fs::write(&jf, "FROM scratch\nINCLUDE huge.jf\n").unwrap();
+    let e = load(&jf, &BTreeMap::new()).unwrap_err();
+    assert!(e.message.contains("huge.jf`: more than 4 MiB"), "{e}");
 
     let e = jbuild::jailfile::read(Path::new("/dev/zero")).unwrap_err();
     assert!(e.message.contains("more than 4 MiB"), "{e}");

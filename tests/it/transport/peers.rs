@@ -222,7 +222,7 @@ async fn archives_round_trip_with_skopeo() {
     let leftovers: Vec<_> = fs::read_dir(t.path())
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with(".jbuild-archive-"))
+        .filter(|n| n.starts_with(".jbuild-archive-") || n.starts_with(".tmp-"))
         .collect();
     assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
 }
