@@ -64,6 +64,7 @@
 
 mod differ;
 pub mod flavour;
+pub mod links;
 pub mod mount;
 
 use std::fs;
@@ -273,6 +274,35 @@ impl OverlaySnapshotter {
         Ok(merged)
     }
 
+    /// Before the active snapshot `key` (in `dir`, over `parent`) is
+    /// unmounted: the names of a lower file with several that the step
+    /// copied up are all linked in its upper directory, or, on a mount the
+    /// kernel gave no inode index, the step is refused if it changed such a
+    /// file in a way that cannot be kept ([`links`]).
+    fn keep_hard_links(&self, key: &str, dir: &Path, parent: &str) -> Result<()> {
+        let (upper, work, merged) = (dir.join("fs"), dir.join("work"), dir.join("merged"));
+        let (view, lowers) = (self.view(parent)?, self.stack(parent)?);
+        let step = links::Step {
+            upper: &upper,
+            work: &work,
+            merged: &merged,
+            parent: &view,
+            lowers: &lowers,
+            flavour: self.flavour,
+        };
+        let context = || format!("cannot keep the hard links of snapshot `{key}`");
+        if step.has_index() {
+            links::link_up(&step).map_err(|e| SnapshotError::io(context(), e))?;
+        } else if let Some(broken) =
+            links::check_unbroken(&step).map_err(|e| SnapshotError::io(context(), e))?
+        {
+            return Err(SnapshotError::Backend(format!(
+                "cannot commit snapshot `{key}`: {broken}"
+            )));
+        }
+        Ok(())
+    }
+
     /// Makes `dir/flat` a whole copy of the tree `lowers` make, by way of a
     /// read-only mount at `dir/merged`. A crash leaves `flat.tmp`, which the
     /// next try (or the snapshot's removal) throws away.
@@ -339,6 +369,13 @@ impl Snapshotter for OverlaySnapshotter {
         }
         let dir = self.dirs.dir(Kind::Active, key);
         let merged = dir.join("merged");
+        let parent = self
+            .dirs
+            .read_meta(Kind::Active, key)?
+            .and_then(|m| m.parent);
+        if let Some(parent) = &parent {
+            self.keep_hard_links(key, &dir, parent)?;
+        }
         mount::unmount(&merged).map_err(io_err("unmount", &merged))?;
         let work = dir.join("work");
         if work.exists() {
@@ -352,10 +389,6 @@ impl Snapshotter for OverlaySnapshotter {
             }
             _ => {}
         }
-        let parent = self
-            .dirs
-            .read_meta(Kind::Active, key)?
-            .and_then(|m| m.parent);
         if let Some(parent) = &parent {
             let mut lowers = vec![dir.join("fs")];
             lowers.extend(self.stack(parent)?);
