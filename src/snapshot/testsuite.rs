@@ -105,6 +105,7 @@ macro_rules! snapshotter_suite {
             check_owners_preserved,
             check_mtimes_preserved,
             check_xattrs_preserved,
+            check_differ_sees_xattrs_past_symlinks,
             check_deep_chain,
             check_materialize_is_independent,
         );
@@ -200,6 +201,10 @@ pub const CHECKS: &[(&str, Check)] = &[
     ("check_owners_preserved", check_owners_preserved),
     ("check_mtimes_preserved", check_mtimes_preserved),
     ("check_xattrs_preserved", check_xattrs_preserved),
+    (
+        "check_differ_sees_xattrs_past_symlinks",
+        check_differ_sees_xattrs_past_symlinks,
+    ),
     ("check_deep_chain", check_deep_chain),
     (
         "check_materialize_is_independent",

@@ -1,13 +1,14 @@
 //! zfs-fuse, the ZFS that runs in Linux CI (Debian `zfs-fuse` 0.7, pool
 //! v23), and the one thing the snapshotter does differently there.
 //!
-//! On a read-only zfs-fuse mount, listing the xattrs of a directory that
-//! never had any fails with ENOSYS (the daemon would have to create the
-//! directory's hidden xattr directory, and cannot), and the Linux FUSE
+//! On a read-only zfs-fuse mount, listing the xattrs of a directory (or of
+//! a symlink, a device node, a FIFO) that never had any fails with ENOSYS
+//! (the daemon would have to create its hidden xattr directory, and
+//! cannot), and the Linux FUSE
 //! client then turns `listxattr` off for the whole mount: every later
 //! listing, of any file, fails with EOPNOTSUPP, and a layer exported from
 //! that view would silently lose its xattrs. So before a commit makes a
-//! zfs-fuse dataset read-only, every directory gets its xattr directory
+//! zfs-fuse dataset read-only, every such entry gets its xattr directory
 //! (set and remove a probe attribute; the empty xattr directory stays and
 //! nothing visible changes but ctime). Real ZFS needs none of this.
 //!
@@ -64,29 +65,41 @@ pub(super) fn is_zfs_fuse(mountpoint: &Path) -> bool {
     })
 }
 
-/// Gives every directory under `root` (itself included) an xattr directory.
+/// Gives every directory under `root` (itself included), and every entry
+/// that is neither a directory nor a regular file, an xattr directory.
 /// Does nothing when the daemon runs without xattr support (`-x`): then
 /// there are no xattrs to lose.
 pub(super) fn make_xattr_dirs(root: &Path) -> io::Result<()> {
-    match prime(root) {
+    match prime(root, PROBE) {
         Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => return Ok(()),
         r => r?,
     }
     walk(root)
 }
 
-fn prime(dir: &Path) -> io::Result<()> {
-    xattr::set(dir, PROBE, b"")?;
-    xattr::remove(dir, PROBE)
+/// A symlink's xattrs fail to list on a read-only mount as a bare
+/// directory's do, with the same effect (the whole mount then lists none):
+/// seen for a symlink met before a file with xattrs, whose layer lost them
+/// (`check_differ_sees_xattrs_past_symlinks`). Linux lets no `user.*`
+/// xattr on a symlink, so those (and device nodes, FIFOs and sockets,
+/// alike) are primed with a `trusted.*` one; zfs-fuse runs as root.
+const PROBE_TRUSTED: &str = "trusted.jbuild.xattr-dir";
+
+fn prime(path: &Path, name: &str) -> io::Result<()> {
+    xattr::set(path, name, b"")?;
+    xattr::remove(path, name)
 }
 
 fn walk(dir: &Path) -> io::Result<()> {
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
-        if entry.file_type()?.is_dir() {
-            let path = entry.path();
-            prime(&path)?;
+        let kind = entry.file_type()?;
+        let path = entry.path();
+        if kind.is_dir() {
+            prime(&path, PROBE)?;
             walk(&path)?;
+        } else if !kind.is_file() {
+            prime(&path, PROBE_TRUSTED)?;
         }
     }
     Ok(())
