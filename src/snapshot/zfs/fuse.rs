@@ -9,8 +9,9 @@
 //! listing, of any file, fails with EOPNOTSUPP, and a layer exported from
 //! that view would silently lose its xattrs. So before a commit makes a
 //! zfs-fuse dataset read-only, every such entry gets its xattr directory
-//! (set and remove a probe attribute; the empty xattr directory stays and
-//! nothing visible changes but ctime). Real ZFS needs none of this.
+//! (a directory by setting and removing a probe attribute, the others by
+//! listing theirs; the empty xattr directory stays and nothing visible
+//! changes but a directory's ctime). Real ZFS needs none of this.
 //!
 //! And zfs-fuse can hang for good when two of its mounts change at once:
 //! seen in CI and again by hand (1 run in ~35 of the racing-commit test),
@@ -70,36 +71,36 @@ pub(super) fn is_zfs_fuse(mountpoint: &Path) -> bool {
 /// Does nothing when the daemon runs without xattr support (`-x`): then
 /// there are no xattrs to lose.
 pub(super) fn make_xattr_dirs(root: &Path) -> io::Result<()> {
-    match prime(root, PROBE) {
+    match prime(root) {
         Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => return Ok(()),
         r => r?,
     }
     walk(root)
 }
 
+fn prime(dir: &Path) -> io::Result<()> {
+    xattr::set(dir, PROBE, b"")?;
+    xattr::remove(dir, PROBE)
+}
+
 /// A symlink's xattrs fail to list on a read-only mount as a bare
 /// directory's do, with the same effect (the whole mount then lists none):
 /// seen for a symlink met before a file with xattrs, whose layer lost them
 /// (`check_differ_sees_xattrs_past_symlinks`). Linux lets no `user.*`
-/// xattr on a symlink, so those (and device nodes, FIFOs and sockets,
-/// alike) are primed with a `trusted.*` one; zfs-fuse runs as root.
-const PROBE_TRUSTED: &str = "trusted.jbuild.xattr-dir";
-
-fn prime(path: &Path, name: &str) -> io::Result<()> {
-    xattr::set(path, name, b"")?;
-    xattr::remove(path, name)
-}
-
+/// xattr on a symlink; listing its xattrs on the writable mount makes the
+/// xattr directory as well (and writes nothing when it is there), so
+/// symlinks, device nodes, FIFOs and sockets are listed.
 fn walk(dir: &Path) -> io::Result<()> {
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
         let kind = entry.file_type()?;
         let path = entry.path();
         if kind.is_dir() {
-            prime(&path, PROBE)?;
+            prime(&path)?;
             walk(&path)?;
         } else if !kind.is_file() {
-            prime(&path, PROBE_TRUSTED)?;
+            // `xattr::list` is llistxattr(2): the symlink's own.
+            xattr::list(&path)?;
         }
     }
     Ok(())
