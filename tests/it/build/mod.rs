@@ -6,3 +6,4 @@ mod e2e;
 mod flags;
 mod mounts;
 mod native;
+mod same_image;
