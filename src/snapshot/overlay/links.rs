@@ -25,11 +25,13 @@
 //! Finding those names: an index entry's name is the hex of overlayfs's
 //! `ovl_fb` (version, the magic `0xfb`, its length, flags, the handle type,
 //! the lower file system's UUID, then the handle) of the lower inode. The
-//! parent's tree is walked for files with several links, and each such
-//! inode's handle (`name_to_handle_at(2)`, on its path in the layer that
-//! holds it) is looked up among the entries. The walk costs a `stat` per
-//! file of the tree, and is only made when the index is not empty: a step
-//! that copied up no multiply-linked file pays nothing.
+//! parent's layer directories are walked (as plain directories, not
+//! through a mount) for files with several links, and each such inode's
+//! handle (`name_to_handle_at(2)`) is looked up among the entries; its
+//! names the step's tree still shows as that inode are linked up. The walk
+//! costs a `stat` per file of the parent's layers, and is only made when
+//! the index is not empty: a step that copied up no multiply-linked file
+//! pays nothing.
 //!
 //! Without an index (the kernel allows it only where it can decode file
 //! handles, i.e. with `CAP_DAC_READ_SEARCH` in the initial user namespace;
@@ -88,25 +90,41 @@ pub fn link_up(step: &Step<'_>) -> io::Result<usize> {
         return Ok(0);
     }
     let mut linked = 0;
-    for names in multi_link_names(step.parent, Path::new(""))?.into_values() {
-        let Some(copy_ino) = handle_in_layers(step.lowers, &names[0])?
-            .and_then(|handle| indexed.get(&handle).copied())
-        else {
-            continue;
-        };
-        for name in &names {
-            if exists(&step.upper.join(name))? {
-                // Linked already, replaced, or whited out.
-                continue;
-            }
-            let through = step.merged.join(name);
-            let Some(seen) = lstat_opt(&through)? else {
-                // Under a directory the step removed or replaced.
+    // All the names of a lower inode are in the one layer that holds it;
+    // a layer directory is walked as it is, not through a mount.
+    for layer in step.lowers {
+        for names in multi_link_names(layer, Path::new(""))?.into_values() {
+            let first = layer.join(&names[0]);
+            let Some(&copy_ino) = indexed.get(&handle_of(&first)?) else {
                 continue;
             };
-            if seen.is_dir() {
-                continue;
+            let lower_ino = fs::symlink_metadata(&first)
+                .map_err(|e| with_path(e, "stat", &first))?
+                .ino();
+            for name in &names {
+                if link_one_up(step, name, lower_ino, copy_ino)? {
+                    linked += 1;
+                }
             }
+        }
+    }
+    Ok(linked)
+}
+
+/// Links `name` up if the step's tree shows it as the lower inode
+/// `lower_ino` (overlayfs shows an indexed copy under the inode number of
+/// the lower file it came from, the layers being on one file system) while
+/// the upper directory has nothing there; says whether it did.
+fn link_one_up(step: &Step<'_>, name: &Path, lower_ino: u64, copy_ino: u64) -> io::Result<bool> {
+    if exists(&step.upper.join(name))? {
+        // Linked already, replaced, or whited out.
+        return Ok(false);
+    }
+    let through = step.merged.join(name);
+    match lstat_opt(&through)? {
+        // Under a directory the step removed or replaced, or hidden by a
+        // layer above this one.
+        Some(seen) if !seen.is_dir() && seen.ino() == lower_ino => {
             let times = |s: i64, ns: i64| filetime::FileTime::from_unix_time(s, ns as u32);
             filetime::set_symlink_file_times(
                 &through,
@@ -114,18 +132,18 @@ pub fn link_up(step: &Step<'_>) -> io::Result<usize> {
                 times(seen.mtime(), seen.mtime_nsec()),
             )
             .map_err(|e| with_path(e, "link up", &through))?;
-            let up = step.upper.join(name);
-            let got = fs::symlink_metadata(&up).map_err(|e| with_path(e, "link up", &up))?;
-            if got.ino() != copy_ino {
-                return Err(io::Error::other(format!(
-                    "overlayfs did not link {} up to its indexed copy",
-                    up.display()
-                )));
-            }
-            linked += 1;
         }
+        _ => return Ok(false),
     }
-    Ok(linked)
+    let up = step.upper.join(name);
+    let got = fs::symlink_metadata(&up).map_err(|e| with_path(e, "link up", &up))?;
+    if got.ino() != copy_ino {
+        return Err(io::Error::other(format!(
+            "overlayfs did not link {} up to its indexed copy",
+            up.display()
+        )));
+    }
+    Ok(true)
 }
 
 /// The copies `index` holds, by the handle of the lower inode each was
@@ -185,18 +203,6 @@ fn multi_link_names(root: &Path, rel: &Path) -> io::Result<HashMap<Inode, Vec<Pa
         }
     }
     Ok(out)
-}
-
-/// The handle of `rel` in the layer that holds it: the topmost of `lowers`
-/// with an entry there (a name the parent's tree shows is that layer's).
-fn handle_in_layers(lowers: &[PathBuf], rel: &Path) -> io::Result<Option<Handle>> {
-    for layer in lowers {
-        let path = layer.join(rel);
-        if exists(&path)? {
-            return handle_of(&path).map(Some);
-        }
-    }
-    Ok(None)
 }
 
 /// `name_to_handle_at(2)` of `path` itself (a symlink is not followed).
