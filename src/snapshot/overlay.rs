@@ -25,7 +25,8 @@
 //!   parent's `fs`, ... topmost first) as lower directories under a fresh
 //!   `fs` and `work`, at `merged`. Without a parent there is nothing to
 //!   mount: the tree is `fs` itself.
-//! - `commit` unmounts `merged`, syncs, removes `work`, and renames the
+//! - `commit` links up the names of hard-linked files the step copied up
+//!   ([`links`]), unmounts `merged`, syncs, removes `work`, and renames the
 //!   snapshot to `committed/`. `fs` is from then on a layer other stacks
 //!   stand on; nothing writes it again.
 //! - `view(name)` mounts the stack read-only under `views/<pid>/` the first
@@ -57,10 +58,13 @@
 //! silently there), and one made in a user namespace is mounted by root
 //! with `userxattr` too ([`flavour`] says why).
 //!
-//! Hard links: with `index=off`, writing through one name of a file that
-//! has several in a lower layer copies that name up alone, so the names no
-//! longer share content (overlayfs's documented behaviour). The layer
-//! exported is still exactly the difference between the two trees.
+//! Hard links: a file with several names in a lower layer stays one file
+//! through a step, as on `dir` and ZFS. A step's mount has overlayfs's
+//! inode index on (trusted flavour), and `commit` links every name the
+//! index kept together into the upper directory before unmounting; without
+//! an index (a user namespace) a step that changed such a file in a way
+//! the other backends would not show the same is refused at commit
+//! ([`links`] says how and why).
 
 mod differ;
 pub mod flavour;
