@@ -25,7 +25,8 @@
 //!   parent's `fs`, ... topmost first) as lower directories under a fresh
 //!   `fs` and `work`, at `merged`. Without a parent there is nothing to
 //!   mount: the tree is `fs` itself.
-//! - `commit` unmounts `merged`, syncs, removes `work`, and renames the
+//! - `commit` links up the names of hard-linked files the step copied up
+//!   ([`links`]), unmounts `merged`, syncs, removes `work`, and renames the
 //!   snapshot to `committed/`. `fs` is from then on a layer other stacks
 //!   stand on; nothing writes it again.
 //! - `view(name)` mounts the stack read-only under `views/<pid>/` the first
@@ -57,13 +58,17 @@
 //! silently there), and one made in a user namespace is mounted by root
 //! with `userxattr` too ([`flavour`] says why).
 //!
-//! Hard links: with `index=off`, writing through one name of a file that
-//! has several in a lower layer copies that name up alone, so the names no
-//! longer share content (overlayfs's documented behaviour). The layer
-//! exported is still exactly the difference between the two trees.
+//! Hard links: a file with several names in a lower layer stays one file
+//! through a step, as on `dir` and ZFS. A step's mount has overlayfs's
+//! inode index on (trusted flavour), and `commit` links every name the
+//! index kept together into the upper directory before unmounting; without
+//! an index (a user namespace) a step that changed such a file in a way
+//! the other backends would not show the same is refused at commit
+//! ([`links`] says how and why).
 
 mod differ;
 pub mod flavour;
+pub mod links;
 pub mod mount;
 
 use std::fs;
@@ -273,6 +278,43 @@ impl OverlaySnapshotter {
         Ok(merged)
     }
 
+    /// Before the active snapshot `key` (in `dir`, over `parent`) is
+    /// unmounted: the names of a lower file with several that the step
+    /// copied up are all linked in its upper directory, or, on a mount the
+    /// kernel gave no inode index, the step is refused if it changed such a
+    /// file in a way that cannot be kept ([`links`]).
+    fn keep_hard_links(&self, key: &str, dir: &Path, parent: &str) -> Result<()> {
+        let (upper, work, merged) = (dir.join("fs"), dir.join("work"), dir.join("merged"));
+        let (view, lowers) = (self.view(parent)?, self.stack(parent)?);
+        let step = links::Step {
+            upper: &upper,
+            work: &work,
+            merged: &merged,
+            parent: &view,
+            lowers: &lowers,
+            flavour: self.flavour,
+        };
+        let context = || format!("cannot keep the hard links of snapshot `{key}`");
+        if step.has_index() {
+            let started = std::time::Instant::now();
+            let linked = links::link_up(&step).map_err(|e| SnapshotError::io(context(), e))?;
+            if linked > 0 {
+                tracing::debug!(
+                    "snapshot `{key}`: {linked} names of copied-up hard-linked files linked into \
+                     its layer in {:?}",
+                    started.elapsed()
+                );
+            }
+        } else if let Some(broken) =
+            links::check_unbroken(&step).map_err(|e| SnapshotError::io(context(), e))?
+        {
+            return Err(SnapshotError::Backend(format!(
+                "cannot commit snapshot `{key}`: {broken}"
+            )));
+        }
+        Ok(())
+    }
+
     /// Makes `dir/flat` a whole copy of the tree `lowers` make, by way of a
     /// read-only mount at `dir/merged`. A crash leaves `flat.tmp`, which the
     /// next try (or the snapshot's removal) throws away.
@@ -339,6 +381,13 @@ impl Snapshotter for OverlaySnapshotter {
         }
         let dir = self.dirs.dir(Kind::Active, key);
         let merged = dir.join("merged");
+        let parent = self
+            .dirs
+            .read_meta(Kind::Active, key)?
+            .and_then(|m| m.parent);
+        if let Some(parent) = &parent {
+            self.keep_hard_links(key, &dir, parent)?;
+        }
         mount::unmount(&merged).map_err(io_err("unmount", &merged))?;
         let work = dir.join("work");
         if work.exists() {
@@ -352,10 +401,6 @@ impl Snapshotter for OverlaySnapshotter {
             }
             _ => {}
         }
-        let parent = self
-            .dirs
-            .read_meta(Kind::Active, key)?
-            .and_then(|m| m.parent);
         if let Some(parent) = &parent {
             let mut lowers = vec![dir.join("fs")];
             lowers.extend(self.stack(parent)?);

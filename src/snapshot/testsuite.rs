@@ -26,12 +26,14 @@
 //! one contract.
 
 mod content;
+mod links;
 
 use std::any::Any;
 use std::fs;
 use std::path::Path;
 
 pub use content::*;
+pub use links::*;
 
 use super::{Kind, Labels, SnapshotError, Snapshotter};
 
@@ -96,12 +98,14 @@ macro_rules! snapshotter_suite {
             check_list_kinds_and_parents,
             check_invalid_names_refused,
             check_hardlinks_preserved,
+            check_hardlinks_kept_through_writes,
             check_symlinks_preserved,
             check_special_files_preserved,
             check_modes_preserved,
             check_owners_preserved,
             check_mtimes_preserved,
             check_xattrs_preserved,
+            check_differ_sees_xattrs_past_symlinks,
             check_deep_chain,
             check_materialize_is_independent,
         );
@@ -184,6 +188,10 @@ pub const CHECKS: &[(&str, Check)] = &[
     ("check_list_kinds_and_parents", check_list_kinds_and_parents),
     ("check_invalid_names_refused", check_invalid_names_refused),
     ("check_hardlinks_preserved", check_hardlinks_preserved),
+    (
+        "check_hardlinks_kept_through_writes",
+        check_hardlinks_kept_through_writes,
+    ),
     ("check_symlinks_preserved", check_symlinks_preserved),
     (
         "check_special_files_preserved",
@@ -193,6 +201,10 @@ pub const CHECKS: &[(&str, Check)] = &[
     ("check_owners_preserved", check_owners_preserved),
     ("check_mtimes_preserved", check_mtimes_preserved),
     ("check_xattrs_preserved", check_xattrs_preserved),
+    (
+        "check_differ_sees_xattrs_past_symlinks",
+        check_differ_sees_xattrs_past_symlinks,
+    ),
     ("check_deep_chain", check_deep_chain),
     (
         "check_materialize_is_independent",

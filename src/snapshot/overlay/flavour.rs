@@ -48,9 +48,16 @@ use std::path::Path;
 
 /// The features jbuild turns off: each would store a change somewhere other
 /// than the upper directory's plain entries (a redirect xattr for a renamed
-/// directory, a metadata-only copy-up, an index of hard links), which the
-/// overlay differ does not read.
+/// directory, a metadata-only copy-up), which the overlay differ does not
+/// read. A mount with an upper directory turns the inode index on where it
+/// can ([`Flavour::features`]): it keeps a copied-up file's names one file
+/// (see `links.rs`, which moves what it holds into the upper directory
+/// before the mount goes).
 pub const FEATURES_OFF: &str = "redirect_dir=off,metacopy=off,index=off";
+
+/// [`FEATURES_OFF`] with the inode index on: a trusted mount with an upper
+/// directory.
+pub const FEATURES_INDEX: &str = "redirect_dir=off,metacopy=off,index=on";
 
 /// The inode number of the initial user namespace's `/proc/*/ns/user`
 /// (`PROC_USER_INIT_INO`).
@@ -94,11 +101,16 @@ impl Flavour {
 
     /// The options after the directories: the features jbuild turns off
     /// ([`FEATURES_OFF`]), spelled as `userxattr` needs them where it is
-    /// used.
-    pub fn features(self) -> &'static str {
-        match self {
-            Flavour::Trusted => FEATURES_OFF,
-            Flavour::UserXattr => "userxattr,redirect_dir=nofollow,metacopy=off,index=off",
+    /// used, and the inode index on for a `writable` trusted mount. A read-only
+    /// mount has no use for an index (the kernel says so in its log), and
+    /// in a user namespace the kernel turns it off (it needs to decode file
+    /// handles, which takes `CAP_DAC_READ_SEARCH` in the initial user
+    /// namespace), logging that it did: asked for there, it only fills the log.
+    pub fn features(self, writable: bool) -> &'static str {
+        match (self, writable) {
+            (Flavour::Trusted, true) => FEATURES_INDEX,
+            (Flavour::Trusted, false) => FEATURES_OFF,
+            (Flavour::UserXattr, _) => "userxattr,redirect_dir=nofollow,metacopy=off,index=off",
         }
     }
 

@@ -17,9 +17,9 @@ use std::path::{Path, PathBuf};
 
 use super::flavour::Flavour;
 
-/// The features jbuild turns off (under `userxattr` spelled as that option
-/// needs: [`Flavour::features`]).
-pub use super::flavour::FEATURES_OFF;
+/// The features jbuild turns off, and those with the inode index on (under
+/// `userxattr` spelled as that option needs: [`Flavour::features`]).
+pub use super::flavour::{FEATURES_INDEX, FEATURES_OFF};
 
 /// What the kernel reads of a mount's options: one page, with its NUL.
 pub const OPTIONS_MAX: usize = 4095;
@@ -35,8 +35,8 @@ pub fn lowerdir_budget(root: &Path) -> usize {
     // byte a `:`).
     let one_path = escape(root).len() + "/active/".len() + 2 * 200 + "/work".len();
     let features = [Flavour::Trusted, Flavour::UserXattr]
-        .map(|f| f.features().len())
         .into_iter()
+        .flat_map(|f| [f.features(true).len(), f.features(false).len()])
         .max()
         .unwrap_or(0);
     let reserve = 3 * (one_path + ",upperdir=".len()) + features + 16;
@@ -92,7 +92,7 @@ pub fn options(lowers: &[PathBuf], upper: Option<(&Path, &Path)>, flavour: Flavo
         out.extend(escape(work));
     }
     out.push(b',');
-    out.extend(flavour.features().as_bytes());
+    out.extend(flavour.features(upper.is_some()).as_bytes());
     OsString::from_vec(out)
 }
 
@@ -266,7 +266,7 @@ mod tests {
         );
         assert_eq!(
             o.as_bytes(),
-            b"lowerdir=/s/committed/chain-sha256\\:ab/fs:/s/a\\,b\\\\c/fs,upperdir=/s/u,workdir=/s/w,redirect_dir=off,metacopy=off,index=off"
+            b"lowerdir=/s/committed/chain-sha256\\:ab/fs:/s/a\\,b\\\\c/fs,upperdir=/s/u,workdir=/s/w,redirect_dir=off,metacopy=off,index=on"
         );
         let ro = options(&lowers[..1], None, Flavour::UserXattr);
         assert_eq!(

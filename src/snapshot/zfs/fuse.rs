@@ -1,15 +1,17 @@
 //! zfs-fuse, the ZFS that runs in Linux CI (Debian `zfs-fuse` 0.7, pool
 //! v23), and the one thing the snapshotter does differently there.
 //!
-//! On a read-only zfs-fuse mount, listing the xattrs of a directory that
-//! never had any fails with ENOSYS (the daemon would have to create the
-//! directory's hidden xattr directory, and cannot), and the Linux FUSE
+//! On a read-only zfs-fuse mount, listing the xattrs of a directory (or of
+//! a symlink, a device node, a FIFO) that never had any fails with ENOSYS
+//! (the daemon would have to create its hidden xattr directory, and
+//! cannot), and the Linux FUSE
 //! client then turns `listxattr` off for the whole mount: every later
 //! listing, of any file, fails with EOPNOTSUPP, and a layer exported from
 //! that view would silently lose its xattrs. So before a commit makes a
-//! zfs-fuse dataset read-only, every directory gets its xattr directory
-//! (set and remove a probe attribute; the empty xattr directory stays and
-//! nothing visible changes but ctime). Real ZFS needs none of this.
+//! zfs-fuse dataset read-only, every such entry gets its xattr directory
+//! (a directory by setting and removing a probe attribute, the others by
+//! listing theirs; the empty xattr directory stays and nothing visible
+//! changes but a directory's ctime). Real ZFS needs none of this.
 //!
 //! And zfs-fuse can hang for good when two of its mounts change at once:
 //! seen in CI and again by hand (1 run in ~35 of the racing-commit test),
@@ -64,7 +66,8 @@ pub(super) fn is_zfs_fuse(mountpoint: &Path) -> bool {
     })
 }
 
-/// Gives every directory under `root` (itself included) an xattr directory.
+/// Gives every directory under `root` (itself included), and every entry
+/// that is neither a directory nor a regular file, an xattr directory.
 /// Does nothing when the daemon runs without xattr support (`-x`): then
 /// there are no xattrs to lose.
 pub(super) fn make_xattr_dirs(root: &Path) -> io::Result<()> {
@@ -80,13 +83,24 @@ fn prime(dir: &Path) -> io::Result<()> {
     xattr::remove(dir, PROBE)
 }
 
+/// A symlink's xattrs fail to list on a read-only mount as a bare
+/// directory's do, with the same effect (the whole mount then lists none):
+/// seen for a symlink met before a file with xattrs, whose layer lost them
+/// (`check_differ_sees_xattrs_past_symlinks`). Linux lets no `user.*`
+/// xattr on a symlink; listing its xattrs on the writable mount makes the
+/// xattr directory as well (and writes nothing when it is there), so
+/// symlinks, device nodes, FIFOs and sockets are listed.
 fn walk(dir: &Path) -> io::Result<()> {
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
-        if entry.file_type()?.is_dir() {
-            let path = entry.path();
+        let kind = entry.file_type()?;
+        let path = entry.path();
+        if kind.is_dir() {
             prime(&path)?;
             walk(&path)?;
+        } else if !kind.is_file() {
+            // `xattr::list` is llistxattr(2): the symlink's own.
+            xattr::list(&path)?;
         }
     }
     Ok(())

@@ -10,3 +10,4 @@ mod foreign_os;
 mod ignore_files;
 mod mounts;
 mod native;
+mod same_image;

@@ -104,6 +104,68 @@ mod overlay {
             assert!(Path::new(&c).exists());
         }
     }
+
+    /// Where the kernel keeps an inode index (root) a step that changes
+    /// one name of a lower hard-linked file commits with the names kept one
+    /// file (the suite's `check_hardlinks_kept_through_writes`). Where it
+    /// keeps none (a user namespace, run by `overlay_userns`) such a step
+    /// is refused at commit, naming both paths and what to do, rather than
+    /// committing a tree `dir` would not make; a step that leaves them
+    /// alone commits there as anywhere.
+    #[test]
+    fn a_hard_link_changed_without_an_index_is_refused_at_commit() {
+        use std::fs;
+        use std::io::Write;
+        use std::os::unix::fs::MetadataExt;
+
+        use jbuild::snapshot::overlay::Flavour;
+        use jbuild::snapshot::{Labels, SnapshotError, Snapshotter};
+
+        let tmp = tempfile::tempdir().unwrap();
+        let _unmount = UnmountOnDrop(tmp.path().to_path_buf());
+        let sn = OverlaySnapshotter::new(tmp.path().join("snapshots")).unwrap();
+        crate::snapshot::overlay_userns::expect_flavour(&sn);
+        let root = sn.prepare("base-active", None).unwrap();
+        fs::create_dir(root.join("etc")).unwrap();
+        fs::write(root.join("etc/a"), "a\n").unwrap();
+        fs::hard_link(root.join("etc/a"), root.join("etc/b")).unwrap();
+        sn.commit("base", "base-active", &Labels::new()).unwrap();
+
+        let other = sn.prepare("other-active", Some("base")).unwrap();
+        fs::write(other.join("etc/c"), "c").unwrap();
+        sn.commit("other", "other-active", &Labels::new()).unwrap();
+
+        let step = sn.prepare("step-active", Some("base")).unwrap();
+        fs::OpenOptions::new()
+            .append(true)
+            .open(step.join("etc/a"))
+            .unwrap()
+            .write_all(b"changed\n")
+            .unwrap();
+        let committed = sn.commit("step", "step-active", &Labels::new());
+        match sn.flavour().0 {
+            Flavour::Trusted => {
+                committed.unwrap();
+                let view = sn.view("step").unwrap();
+                let md = |n: &str| fs::symlink_metadata(view.join(n)).unwrap();
+                assert_eq!(md("etc/a").ino(), md("etc/b").ino());
+                assert_eq!(
+                    fs::read_to_string(view.join("etc/b")).unwrap(),
+                    "a\nchanged\n"
+                );
+            }
+            Flavour::UserXattr => {
+                let e = committed.unwrap_err();
+                let said = e.to_string();
+                assert!(matches!(e, SnapshotError::Backend(_)), "{e:?}");
+                for part in ["/etc/a", "/etc/b", "as root", "--backend dir"] {
+                    assert!(said.contains(part), "{part}: {said}");
+                }
+                // Still active, and removable as any failed step.
+                sn.remove("step-active").unwrap();
+            }
+        }
+    }
 }
 
 // ---- the copy under `prepare`: reflinks, copy_file_range, the fallback ----

@@ -274,3 +274,56 @@ fn a_build_killed_mid_run_leaves_a_mounted_step_that_prune_takes_away() {
         "{out}"
     );
 }
+
+/// Issue 28's reproduction: a file written through one of its two names in
+/// a later RUN step. overlayfs without its inode index copied that name up
+/// alone, so `/etc/b` kept `a` there while `dir` (and ZFS) showed `a
+/// changed`: another image, which `jbuild verify` (a rebuild on `dir`)
+/// rejected. Now the two backends give one digest, the image's two names
+/// are one file, and verify accepts the overlay build.
+#[test]
+fn a_file_written_through_one_of_its_names_gives_the_image_of_dir() {
+    need!(Root, Busybox);
+    let t = tempfile::tempdir().unwrap();
+    let _mounts = UnmountOnDrop(t.path().to_path_buf());
+    let ctx = jailfile(
+        &t.path().join("ctx"),
+        "FROM --platform=linux/amd64 scratch\nCOPY busybox /bin/busybox\n\
+         RUN [\"/bin/busybox\", \"--install\", \"-s\", \"/bin\"]\n\
+         RUN mkdir -p /etc && echo a > /etc/a && ln /etc/a /etc/b\n\
+         RUN echo changed >> /etc/a\n\
+         RUN cat /etc/b > /seen\n",
+    );
+    fs::copy(common::static_busybox().unwrap(), ctx.join("busybox")).unwrap();
+    let build = |root: &Path, backend: &str| {
+        let mut c = jb(root, backend);
+        c.env("SOURCE_DATE_EPOCH", "1700000000")
+            .args(["build", "-q", "-t", "links:1"])
+            .arg(&ctx);
+        common::ok(&mut c).trim().to_string()
+    };
+    let (dir_root, ov_root) = (t.path().join("dir"), t.path().join("overlay"));
+    let on_dir = build(&dir_root, "dir");
+    let on_overlay = build(&ov_root, "overlay");
+    let bundle = t.path().join("bundle");
+    common::ok(
+        jb(&ov_root, "overlay")
+            .args(["create", "--bundle"])
+            .arg(&bundle)
+            .args(["links:1", "links"]),
+    );
+    let rootfs = bundle.join("rootfs");
+    let read = |n: &str| fs::read_to_string(rootfs.join(n)).unwrap();
+    assert_eq!(read("seen"), "a\nchanged\n", "what the last step read");
+    assert_eq!(read("etc/b"), "a\nchanged\n");
+    assert_eq!(
+        on_overlay, on_dir,
+        "overlay and dir give other images for one recipe"
+    );
+    common::ok(
+        jb(&ov_root, "overlay")
+            .args(["verify", "links:1", "--context"])
+            .arg(&ctx),
+    );
+    assert_no_mounts(t.path());
+}
