@@ -129,7 +129,11 @@ fn a_tiny_tree_stays_on_zfs_diff_however_slow() {
         let got = d.choose(pr, cr).unwrap();
         assert_eq!((&got.changes, got.by), (&walk, "zfs-diff"), "{objects}");
     }
-    // With more objects the same fake is stopped.
+    // With more objects the same fake is stopped. (It sleeps longer here:
+    // a loaded machine may not run the watcher within one second, and a
+    // `zfs diff` that finished first would be taken; a stopped one costs
+    // nothing.)
+    let prog = fake_zfs(t.path(), &c, "sleep 30; printf 'M\\t/\\t%s/\\n' \"$C\"");
     let d = ZfsDiffer::new("tank/jbuild")
         .with_program(&prog)
         .with_policy(eager())
