@@ -79,7 +79,7 @@ resolve() {
 # resolve_packages DIR: a private apt set-up under DIR (the machine's
 # mirrors, /etc/apt untouched; APT_CONFIG stays exported for the download)
 # and every package the guest is made of resolved to a version the mirror
-# has -> WANT (PKG=VERSION ...), KVER, KPKGVER, ZFSVER. Fails, naming the
+# has -> WANT (PKG=VERSION ...), KVER, KPKGVER, ZFSVER, KCOMMON. Fails, naming the
 # package, before anything is downloaded.
 resolve_packages() {
   local B=$1 K=/usr/share/keyrings/debian-archive-keyring.gpg MAIN SEC
@@ -123,7 +123,8 @@ EOF
     ZFSVER=$(apt-cache madison zfs-dkms | awk -F' *[|] *' '/backports/{print $2; exit}')
     say "pinned OpenZFS gone from the mirror, using ${ZFSVER:-nothing}"
   fi
-  local KCOMMON=${KVER%-amd64}-common KBUILD; KBUILD=linux-kbuild-$(echo "$KVER" | cut -d. -f1,2)
+  KCOMMON=${KVER%-amd64}-common   # (build_module's too)
+  local KBUILD; KBUILD=linux-kbuild-$(echo "$KVER" | cut -d. -f1,2)
   local p v; WANT=()
   # the kernel's own packages: the image's version where the mirror has it
   for p in "linux-image-$KVER" "linux-headers-$KVER" "linux-headers-$KCOMMON" "$KBUILD"; do
