@@ -252,6 +252,27 @@ fn commit_with(sn: &dyn Snapshotter, name: &str, parent: Option<&str>, build: im
     sn.commit(name, &key, &Labels::new()).unwrap();
 }
 
+/// What the backend's differ lists between the committed `parent` and
+/// `child`, whose trees are `parent_root` and `child_root` (their views).
+fn changes_between(
+    sn: &dyn Snapshotter,
+    (parent, parent_root): (&str, &Path),
+    (child, child_root): (&str, &Path),
+) -> Vec<crate::diff::Change> {
+    sn.differ()
+        .changes(
+            Some(crate::diff::SnapshotRef {
+                name: parent,
+                root: parent_root,
+            }),
+            crate::diff::SnapshotRef {
+                name: child,
+                root: child_root,
+            },
+        )
+        .unwrap()
+}
+
 #[track_caller]
 fn assert_err(r: Result<impl std::fmt::Debug, SnapshotError>, want: fn(&SnapshotError) -> bool) {
     match r {

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 
 use filetime::FileTime;
 
-use super::{commit_with, read, write};
-use crate::diff::{ChangeKind, SnapshotRef};
+use super::{changes_between, commit_with, read, write};
+use crate::diff::ChangeKind;
 use crate::snapshot::{SnapshotError, Snapshotter};
 
 fn is_root() -> bool {
@@ -240,19 +240,7 @@ pub fn check_differ_sees_child_changes(sn: &dyn Snapshotter) {
         write(r, "e", "e");
     });
     let (base, child) = (sn.view("base").unwrap(), sn.view("child").unwrap());
-    let changes = sn
-        .differ()
-        .changes(
-            Some(SnapshotRef {
-                name: "base",
-                root: &base,
-            }),
-            SnapshotRef {
-                name: "child",
-                root: &child,
-            },
-        )
-        .unwrap();
+    let changes = changes_between(sn, ("base", &base), ("child", &child));
     let has = |p: &str, k: ChangeKind| {
         changes
             .iter()
@@ -481,19 +469,7 @@ pub fn check_differ_sees_xattrs_past_symlinks(sn: &dyn Snapshotter) {
         xattr::set(r.join("d/f"), "user.jbuild.a", b"value").unwrap();
     });
     let (base, child) = (sn.view("base").unwrap(), sn.view("child").unwrap());
-    let changes = sn
-        .differ()
-        .changes(
-            Some(SnapshotRef {
-                name: "base",
-                root: &base,
-            }),
-            SnapshotRef {
-                name: "child",
-                root: &child,
-            },
-        )
-        .unwrap();
+    let changes = changes_between(sn, ("base", &base), ("child", &child));
     let got: Vec<(PathBuf, ChangeKind)> = changes.into_iter().map(|c| (c.path, c.kind)).collect();
     assert_eq!(got, [(PathBuf::from("d/f"), ChangeKind::Modified)]);
 }

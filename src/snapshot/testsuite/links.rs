@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 
 use filetime::FileTime;
 
-use super::{commit_with, read, write};
-use crate::diff::{ChangeKind, SnapshotRef};
+use super::{changes_between, commit_with, read, write};
+use crate::diff::ChangeKind;
 use crate::snapshot::{Labels, Snapshotter};
 
 fn link(root: &Path, from: &str, to: &str) {
@@ -93,19 +93,7 @@ pub fn check_hardlinks_kept_through_writes(sn: &dyn Snapshotter) {
 
     // The layer: every name of a changed file, and no directory the
     // backend had to touch to keep the names together.
-    let changes = sn
-        .differ()
-        .changes(
-            Some(SnapshotRef {
-                name: "base",
-                root: &base,
-            }),
-            SnapshotRef {
-                name: "child",
-                root: &child,
-            },
-        )
-        .unwrap();
+    let changes = changes_between(sn, ("base", &base), ("child", &child));
     let got: BTreeSet<(PathBuf, ChangeKind)> =
         changes.into_iter().map(|c| (c.path, c.kind)).collect();
     let modified = ["e", "e/l", "etc/a", "etc/b", "m/s", "m/t", "x/y/c"];
