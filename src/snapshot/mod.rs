@@ -110,9 +110,22 @@ pub enum SnapshotError {
     },
     #[error("{0}")]
     Backend(String),
+    /// What was asked is something this backend cannot do where it runs
+    /// (overlayfs without its inode index asked to keep hard links): the
+    /// environment's limit, which the user answers by choosing another
+    /// backend or running elsewhere, the message says which.
+    #[error("{0}")]
+    Unsupported(String),
 }
 
 impl SnapshotError {
+    /// Whether the user can act on it (another backend, another place):
+    /// only [`SnapshotError::Unsupported`]; the rest are faults of the
+    /// store or the machine.
+    pub fn is_user_error(&self) -> bool {
+        matches!(self, SnapshotError::Unsupported(_))
+    }
+
     pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
         SnapshotError::Io {
             context: context.into(),

@@ -308,7 +308,7 @@ impl OverlaySnapshotter {
         } else if let Some(broken) =
             links::check_unbroken(&step).map_err(|e| SnapshotError::io(context(), e))?
         {
-            return Err(SnapshotError::Backend(format!(
+            return Err(SnapshotError::Unsupported(format!(
                 "cannot commit snapshot `{key}`: {broken}"
             )));
         }
