@@ -286,13 +286,13 @@ pub fn sync_all_at_once(paths: &[PathBuf]) -> io::Result<()> {
 pub(crate) static SYNCED: std::sync::Mutex<Vec<(&'static str, PathBuf)>> =
     std::sync::Mutex::new(Vec::new());
 
-/// Notes in [`SYNCED`] that `path` was just synced (tests only).
+/// Notes in `SYNCED` that `path` was just synced (tests only).
 #[cfg_attr(not(test), inline(always))]
 pub(crate) fn record_sync(path: &Path) {
     record("sync", path);
 }
 
-/// Notes in [`SYNCED`] that `what` just happened to `path` (tests only).
+/// Notes in `SYNCED` that `what` just happened to `path` (tests only).
 #[cfg_attr(not(test), inline(always))]
 pub(crate) fn record(what: &'static str, path: &Path) {
     #[cfg(test)]

@@ -8,7 +8,7 @@
 //!    and the next check says which to pull or build again — only while
 //!    holding the store lock (a pull finding the blob in place keeps it);
 //! 3. removes unreferenced blobs through the store's own garbage collector
-//!    ([`Store::prune_locked`]), only while holding the store lock
+//!    ([`crate::image::gc::prune_blobs`]), only while holding the store lock
 //!    exclusively, so no blob a pull is about to tag can go;
 //! 4. removes leftover temporary files whose guarding lock is free (or that
 //!    are older than [`crate::store::STALE_TMP`]);

@@ -69,7 +69,7 @@ impl Paths {
     }
 
     /// Content hashes of build-context files, so a cached rebuild does not
-    /// read them again (see `build::native::hash_cache`).
+    /// read them again (see `engine::native::hash_cache`).
     pub fn hash_cache(&self) -> PathBuf {
         self.root.join("cache").join("content-hashes")
     }

@@ -10,7 +10,7 @@
 //! - `.jbuild/lock`, the [`StoreLock`]: *shared* by anyone adding content
 //!   whose blobs are not reachable from `index.json` yet (a build, a pull: from
 //!   the first blob written until the image is tagged), *exclusive* for
-//!   removing content ([`Store::prune`]), so garbage collection never deletes
+//!   removing content ([`crate::image::gc::prune`]), so garbage collection never deletes
 //!   a blob that is about to be tagged.
 //!
 //! Lock order: a `StoreLock` first, the index lock inside it. The index lock

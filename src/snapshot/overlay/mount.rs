@@ -142,7 +142,7 @@ pub fn unmount(_: &Path) -> io::Result<()> {
 
 /// Detaches every mount at or below `dir` (deepest first), as
 /// `/proc/self/mountinfo` lists them, and says how many there were: what
-/// tests and [`super::OverlaySnapshotter::unmount_all`] use to leave no
+/// tests and `OverlaySnapshotter::unmount_dead_views` use to leave no
 /// mount behind.
 #[cfg(target_os = "linux")]
 pub fn unmount_under(dir: &Path) -> io::Result<usize> {
