@@ -14,7 +14,6 @@ use std::time::Duration;
 
 use common::{jbuild, ok};
 
-use super::dir::text;
 
 /// Rounds of check racing prune; each stops by itself.
 const ROUNDS: u64 = 10;
@@ -33,8 +32,45 @@ fn write_unreferenced_blobs(root: &Path, round: u64) {
     }
 }
 
-fn spawn(c: &mut Command) -> std::process::Child {
-    c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+/// Runs `c` with its output in files under `dir` (a pipe nobody reads
+/// would stop it), waiting at most two minutes; its exit code and output.
+fn spawn(c: &mut Command, dir: &Path, name: &str) -> Running {
+    let (out, err) = (dir.join(format!("{name}.out")), dir.join(format!("{name}.err")));
+    let child = c
+        .stdin(Stdio::null())
+        .stdout(fs::File::create(&out).unwrap())
+        .stderr(fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    Running { child, out, err }
+}
+
+struct Running {
+    child: std::process::Child,
+    out: std::path::PathBuf,
+    err: std::path::PathBuf,
+}
+
+impl Running {
+    fn finish(mut self, what: &str) -> (Option<i32>, String) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(120);
+        let status = loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                break s;
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("{what} did not end within two minutes");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let text = format!(
+            "{}{}",
+            fs::read_to_string(&self.out).unwrap(),
+            fs::read_to_string(&self.err).unwrap()
+        );
+        (status.code(), text)
+    }
 }
 
 #[test]
@@ -56,27 +92,24 @@ fn check_racing_prune_on_a_sound_store_finds_no_damage() {
         ok(jbuild(&root).args(["rmi", "gone:1"]));
         write_unreferenced_blobs(&root, round);
 
-        let mut check = spawn(jbuild(&root).args(["--json", "check"]));
+        let check = spawn(jbuild(&root).args(["check"]), t.path(), "check");
         std::thread::sleep(Duration::from_millis(5 * (round % 5)));
         let prune_args: &[&str] = if round % 2 == 0 {
             &["prune"]
         } else {
             &["prune", "--cache"]
         };
-        let prune = spawn(jbuild(&root).args(prune_args));
-        let deadline = std::time::Instant::now() + Duration::from_secs(120);
-        while check.try_wait().unwrap().is_none() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "round {round}: check did not end"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let checked = check.wait_with_output().unwrap();
-        let pruned = prune.wait_with_output().unwrap();
-        assert!(pruned.status.success(), "round {round}: {}", text(&pruned));
-        if checked.status.code() != Some(0) {
-            failures.push(format!("round {round}: {}", text(&checked)));
+        let prune = spawn(jbuild(&root).args(prune_args), t.path(), "prune");
+        let (code, checked) = check.finish("check");
+        let (pruned, out) = prune.finish("prune");
+        assert_eq!(pruned, Some(0), "round {round}: {out}");
+        if code != Some(0) {
+            let damage: Vec<&str> = checked
+                .lines()
+                .filter(|l| l.starts_with("damaged:") || l.starts_with("error"))
+                .take(5)
+                .collect();
+            failures.push(format!("round {round}: exit {code:?}: {}", damage.join(" | ")));
         }
     }
     assert!(
