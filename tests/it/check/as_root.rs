@@ -40,7 +40,9 @@ fn sh(cmd: &str) {
 /// `dir` bind-mounted on itself, read-only.
 fn read_only(dir: &Path) {
     let d = dir.display();
-    sh(&format!("mount --bind '{d}' '{d}' && mount -o remount,bind,ro '{d}'"));
+    sh(&format!(
+        "mount --bind '{d}' '{d}' && mount -o remount,bind,ro '{d}'"
+    ));
 }
 
 fn built(t: &Path, name: &str, backend: Option<&str>) -> PathBuf {
@@ -52,7 +54,11 @@ fn built(t: &Path, name: &str, backend: Option<&str>) -> PathBuf {
     )
     .unwrap();
     let root = t.join(name);
-    common::ok(jb(t, &root, backend).args(["build", "-q", "-t", "one:1"]).arg(&ctx));
+    common::ok(
+        jb(t, &root, backend)
+            .args(["build", "-q", "-t", "one:1"])
+            .arg(&ctx),
+    );
     root
 }
 

@@ -14,7 +14,6 @@ use std::time::Duration;
 
 use common::{jbuild, ok};
 
-
 /// Rounds of check racing prune; each stops by itself.
 const ROUNDS: u64 = 10;
 /// Unreferenced blobs written before each round.
@@ -35,7 +34,10 @@ fn write_unreferenced_blobs(root: &Path, round: u64) {
 /// Runs `c` with its output in files under `dir` (a pipe nobody reads
 /// would stop it), waiting at most two minutes; its exit code and output.
 fn spawn(c: &mut Command, dir: &Path, name: &str) -> Running {
-    let (out, err) = (dir.join(format!("{name}.out")), dir.join(format!("{name}.err")));
+    let (out, err) = (
+        dir.join(format!("{name}.out")),
+        dir.join(format!("{name}.err")),
+    );
     let child = c
         .stdin(Stdio::null())
         .stdout(fs::File::create(&out).unwrap())
@@ -88,7 +90,9 @@ fn check_racing_prune_on_a_sound_store_finds_no_damage() {
             format!("FROM scratch\nLINE_IN_FILE \"{round}\" /etc/a\nLINE_IN_FILE \"b\" /etc/b\n"),
         )
         .unwrap();
-        ok(jbuild(&root).args(["build", "-q", "-t", "gone:1"]).arg(&ctx));
+        ok(jbuild(&root)
+            .args(["build", "-q", "-t", "gone:1"])
+            .arg(&ctx));
         ok(jbuild(&root).args(["rmi", "gone:1"]));
         write_unreferenced_blobs(&root, round);
 
@@ -109,7 +113,10 @@ fn check_racing_prune_on_a_sound_store_finds_no_damage() {
                 .filter(|l| l.starts_with("damaged:") || l.starts_with("error"))
                 .take(5)
                 .collect();
-            failures.push(format!("round {round}: exit {code:?}: {}", damage.join(" | ")));
+            failures.push(format!(
+                "round {round}: exit {code:?}: {}",
+                damage.join(" | ")
+            ));
         }
     }
     assert!(

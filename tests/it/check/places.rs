@@ -153,7 +153,11 @@ fn a_symlinked_cache_is_damage_and_a_build_writes_nothing_through_it() {
         .arg(t.path().join("ctx")));
     assert_eq!(tree(&outside), before, "{}", text(&o));
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(text(&o).contains(&link.display().to_string()), "{}", text(&o));
+    assert!(
+        text(&o).contains(&link.display().to_string()),
+        "{}",
+        text(&o)
+    );
 
     let (code, v) = check_json(&root, &[]);
     assert_eq!(code, 1, "{v:#}");
@@ -199,7 +203,11 @@ fn a_layer_tree_symlinked_out_of_the_root_is_damage_and_no_build_stands_on_it() 
     let layers = committed(&root);
     let top = layers
         .iter()
-        .find(|l| !fs::read_to_string(l.join("meta.json")).unwrap().contains("\"parent\": null"))
+        .find(|l| {
+            !fs::read_to_string(l.join("meta.json"))
+                .unwrap()
+                .contains("\"parent\": null")
+        })
         .unwrap()
         .clone();
     let fs_dir = top.join("fs");
@@ -230,7 +238,11 @@ fn a_layer_tree_symlinked_out_of_the_root_is_damage_and_no_build_stands_on_it() 
         .args(["build", "-q", "-t", "two:1"])
         .arg(t.path().join("ctx")));
     assert!(!o.status.success(), "built on the outside tree");
-    assert!(text(&o).contains(&fs_dir.display().to_string()), "{}", text(&o));
+    assert!(
+        text(&o).contains(&fs_dir.display().to_string()),
+        "{}",
+        text(&o)
+    );
     assert_eq!(tree(&outside), before);
     let o = run(jbuild(&root).args(["images", "-q"]));
     assert!(o.status.success(), "{}", text(&o));
