@@ -14,6 +14,7 @@ use super::overlay::OverlaySnapshotter;
 use super::zfs::ZfsSnapshotter;
 use super::{SnapshotError, Snapshotter};
 use crate::config::{Paths, Settings};
+use crate::fsutil::places::{existing_own_dir, PlaceError};
 
 /// The backend chosen, in a sentence for `jbuild info`, and the snapshotter.
 pub struct Chosen {
@@ -49,12 +50,20 @@ pub enum ChooseError {
     /// The `dir` backend's directory cannot be made or read.
     #[error(transparent)]
     Dir(SnapshotError),
+    /// `snapshots/`, or a backend's directory in it, is a symlink or a
+    /// file ([`crate::fsutil::places`]): never used.
+    #[error(transparent)]
+    Place(#[from] PlaceError),
 }
 
 impl ChooseError {
     /// Whether the user can fix it (a flag, the configuration, a dataset).
     pub fn is_user_error(&self) -> bool {
-        !matches!(self, ChooseError::Dir(_))
+        match self {
+            ChooseError::Dir(_) => false,
+            ChooseError::Place(e) => e.is_stray(),
+            _ => true,
+        }
     }
 }
 
@@ -190,6 +199,9 @@ pub fn choose(
     settings: &Settings,
     paths: &Paths,
 ) -> Result<Chosen, ChooseError> {
+    for place in ["snapshots", "snapshots/dir", "snapshots/overlay"] {
+        existing_own_dir(paths.root(), place)?;
+    }
     let (requested, by) = match (requested, &settings.backend) {
         (Some(b), _) => (b, "--backend (or $JBUILD_BACKEND)".to_string()),
         (None, Some(b)) => (
