@@ -65,7 +65,7 @@ pub fn check(paths: &Paths, report: &mut Report) -> Strays {
             .flatten()
             .flatten()
             .map(|e| e.path())
-            .filter(|p| !p.extension().is_some_and(|x| x == "lock"))
+            .filter(|p| p.extension().is_none_or(|x| x != "lock"))
             .filter_map(|p| p.strip_prefix(root).ok().map(Path::to_path_buf))
             .collect();
         names.sort();
