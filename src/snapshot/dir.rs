@@ -320,9 +320,10 @@ impl DirSnapshotter {
                     continue;
                 }
                 match self.info(kind, name) {
+                    // Gone meanwhile (removed by another process): its
+                    // record may have been read as missing.
+                    _ if !path.exists() => continue,
                     Ok(info) => all.push(info),
-                    // Gone meanwhile (removed by another process).
-                    Err(_) if !path.exists() => continue,
                     Err(e) => {
                         flaws.push(Flaw {
                             kind: FlawKind::BadMeta,
