@@ -4,11 +4,13 @@
 //! error about a path from a fault of the system. File flags (`schg`
 //! and the like) are read and set through [`flags::FileFlags`]; files
 //! written at a path the user names (`--iidfile`, `oci-archive:FILE`)
-//! through [`output`].
+//! through [`output`]; jbuild's own directories under its root are
+//! checked to be real directories before they are used ([`places`]).
 
 pub mod flags;
 pub mod input;
 pub mod output;
+pub mod places;
 
 use std::ffi::OsString;
 use std::fs;

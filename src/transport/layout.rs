@@ -114,8 +114,17 @@ impl LayoutTransport {
 /// Repositories remembered per blob, at most.
 const MAX_ORIGINS: usize = 8;
 
-fn origins_path(layout: &Path, digest: &crate::digest::Digest) -> PathBuf {
-    layout.join(".jbuild/origins").join(digest.hex())
+/// Where the note of `digest`'s origins is, if `.jbuild/origins` is a
+/// real directory of the layout's (made when `make`): never through a
+/// symlink ([`crate::fsutil::places`]).
+fn origins_path(layout: &Path, digest: &crate::digest::Digest, make: bool) -> Option<PathBuf> {
+    use crate::fsutil::places::{existing_own_dir, own_dir};
+    let dir = if make {
+        own_dir(layout, ".jbuild/origins").ok()
+    } else {
+        existing_own_dir(layout, ".jbuild/origins").ok().flatten()
+    };
+    Some(dir?.join(digest.hex()))
 }
 
 fn parse_origins(text: &str) -> Vec<BlobOrigin> {
@@ -423,7 +432,9 @@ impl OriginNotes for LayoutTransport {
         let Ok(digest) = digest_of(desc, &self.0.location()) else {
             return Vec::new();
         };
-        let text = std::fs::read_to_string(origins_path(&self.0.dir, &digest)).unwrap_or_default();
+        let text = origins_path(&self.0.dir, &digest, false)
+            .and_then(|p| std::fs::read_to_string(p).ok())
+            .unwrap_or_default();
         parse_origins(&text)
     }
 
@@ -437,7 +448,12 @@ impl OriginNotes for LayoutTransport {
         let Ok(digest) = digest_of(desc, &self.0.location()) else {
             return;
         };
-        let path = origins_path(&self.0.dir, &digest);
+        let Some(path) = origins_path(&self.0.dir, &digest, true) else {
+            tracing::debug!(
+                "cannot note where {digest} came from: .jbuild/origins is not a directory"
+            );
+            return;
+        };
         let mut all = origins.to_vec();
         for o in parse_origins(&std::fs::read_to_string(&path).unwrap_or_default()) {
             if !all.contains(&o) {
@@ -451,9 +467,7 @@ impl OriginNotes for LayoutTransport {
             .collect();
         let Some(dir) = path.parent() else { return };
         let tmp = dir.join(format!(".{}.tmp-{}", digest.hex(), std::process::id()));
-        let written = std::fs::create_dir_all(dir)
-            .and_then(|_| std::fs::write(&tmp, text))
-            .and_then(|_| std::fs::rename(&tmp, &path));
+        let written = std::fs::write(&tmp, text).and_then(|_| std::fs::rename(&tmp, &path));
         if let Err(e) = written {
             let _ = std::fs::remove_file(&tmp);
             tracing::debug!("cannot note where {digest} came from: {e}");
