@@ -288,11 +288,7 @@ impl RegistryTransport {
             let detail = format!(", {body_len} bytes where the manifest says {}", desc.size());
             return Err((
                 have,
-                Some(c.wrong_content(
-                    &expected,
-                    &Digest::from_sha(served.into()),
-                    detail,
-                )),
+                Some(c.wrong_content(&expected, &Digest::from_sha(served.into()), detail)),
             ));
         }
         Ok(have)

@@ -184,7 +184,10 @@ pub fn refusal_words(body: &[u8]) -> String {
         .or_else(|| v["details"].as_str())
         .unwrap_or_default();
     // Scrubbed before it is cut: a secret cut in half is no longer found.
-    crate::keychain::redact::scrub(msg).chars().take(200).collect()
+    crate::keychain::redact::scrub(msg)
+        .chars()
+        .take(200)
+        .collect()
 }
 
 #[cfg(test)]

@@ -41,10 +41,16 @@ impl TransferLimits {
     /// The limits `[registries]` sets (its defaults where it says
     /// nothing).
     pub fn from_settings(r: &crate::config::RegistrySettings) -> TransferLimits {
-        use crate::config::{DEFAULT_BLOB_DEADLINE_SECS, DEFAULT_MIN_RATE, DEFAULT_RATE_WINDOW_SECS};
+        use crate::config::{
+            DEFAULT_BLOB_DEADLINE_SECS, DEFAULT_MIN_RATE, DEFAULT_RATE_WINDOW_SECS,
+        };
         TransferLimits {
             min_rate: r.min_rate.unwrap_or(DEFAULT_MIN_RATE),
-            window: secs(r.rate_window_secs.unwrap_or(DEFAULT_RATE_WINDOW_SECS).max(1)),
+            window: secs(
+                r.rate_window_secs
+                    .unwrap_or(DEFAULT_RATE_WINDOW_SECS)
+                    .max(1),
+            ),
             deadline: Some(r.blob_deadline_secs.unwrap_or(DEFAULT_BLOB_DEADLINE_SECS))
                 .filter(|s| *s > 0)
                 .map(secs),
@@ -143,6 +149,13 @@ impl Pace {
     /// `n` more bytes moved.
     pub fn add(&mut self, n: u64, now: Instant) {
         self.moved += n;
+        self.sample(now);
+    }
+
+    /// Notes what has moved by `now`, unless the last note is younger
+    /// than a [`Pace::granule`]. Taken when bytes come and when the pace
+    /// is checked, so a transfer that stops has its stop noted too.
+    fn sample(&mut self, now: Instant) {
         let fresh = self
             .samples
             .back()
@@ -186,6 +199,7 @@ impl Pace {
         let (Some(from), true) = (self.floor_from, floor && self.limits.min_rate > 0) else {
             return Ok(());
         };
+        self.sample(now);
         let window = self.limits.window;
         if now.saturating_duration_since(from) < window {
             return Ok(());
@@ -280,6 +294,25 @@ mod tests {
         // Held to the deadline alone (all bytes sent), it passes.
         assert_eq!(p.check(now, false), Ok(()));
         assert!(p.samples.len() <= 40, "{}", p.samples.len());
+    }
+
+    #[test]
+    fn a_transfer_that_stops_fails_the_floor_a_window_later() {
+        // 4 MiB at once, then nothing (a registry that stops reading a
+        // push): the window after the stop holds nothing.
+        let t0 = Instant::now();
+        let mut p = Pace::new(limits(1024, 2, None), t0);
+        p.start_floor(t0);
+        p.counted(4 << 20, t0 + Duration::from_millis(10));
+        let mut now = t0;
+        let mut failed = None;
+        while failed.is_none() && now < t0 + secs(10) {
+            now += Duration::from_millis(200);
+            p.counted(4 << 20, now);
+            failed = p.check(now, true).err().map(|_| now - t0);
+        }
+        let after = failed.expect("the floor fails a transfer that stopped");
+        assert!(after <= Duration::from_millis(2400), "{after:?}");
     }
 
     #[test]
