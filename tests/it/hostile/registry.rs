@@ -44,7 +44,10 @@ impl Image {
                 .file(b"etc/hosts", b"::1 localhost\n")
                 .finish(),
         );
-        let (config, manifest) = documents(std::slice::from_ref(&layer), &[layer.diff_id.clone()]);
+        let (config, manifest) = documents(
+            std::slice::from_ref(&layer),
+            std::slice::from_ref(&layer.diff_id),
+        );
         Image {
             manifest,
             config,
