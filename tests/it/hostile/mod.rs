@@ -1,11 +1,14 @@
 //! What a hostile review of the release binary found (issue 29), each case
 //! through the `jbuild` binary: paths the user names for output that are
 //! not regular files (`outputs`), recipes whose expansion or config has no
-//! bound (`budgets`), INCLUDEs that reach outside the context (`include`).
+//! bound (`budgets`), INCLUDEs that reach outside the context (`include`),
+//! registries that drip, lie about digests, serve other content or echo
+//! the token they were sent (`registry`).
 
 mod budgets;
 mod include;
 mod outputs;
+mod registry;
 
 use crate::support::registry as registry_support;
 
