@@ -9,10 +9,20 @@
 //!   and the build's platform, never the host;
 //! - [`repo_conf`]: the image's repository configurations, later files
 //!   overriding earlier ones per key, `${ABI}` and the other variables;
+//! - [`catalogue`]: `meta.conf` and the catalogue in each generation pkg
+//!   serves (`data.pkg`, `packagesite.pkg`/`.txz`/`.tzst`), bounded;
+//! - [`checksum`]: pkg's checksum forms (SHA-256 hex, its base32, BLAKE2b);
+//! - [`sign`]: the catalogue's signatures (`pubkey`, `fingerprints`, RSA),
+//!   checked before it is parsed; [`repository`]: one repository read
+//!   whole in pkg's order (`file://` so far);
 //!
 //! Nothing in the build calls this module yet: `PKG` still runs pkg(8) in
 //! the build jail. The engine will call it once it is restructured.
 
 pub mod abi;
+pub mod catalogue;
+pub mod checksum;
 pub mod repo_conf;
+pub mod repository;
+pub mod sign;
 pub mod ucl;

@@ -3,4 +3,6 @@
 //! pkg serves, their signatures, and resolution. The repositories are the
 //! tests' own (`tests/support/pkgrepo`), signed with the `openssl` program.
 
+mod catalogue;
 mod conf;
+mod sign;

@@ -1,0 +1,183 @@
+//! Catalogue signatures, made by the `openssl` program, checked before the
+//! catalogue is read: both modes, and each way one fails.
+
+use std::path::Path;
+
+use jbuild::pkg::repository::RepoError;
+use jbuild::pkg::sign::SignError;
+
+use super::catalogue::load;
+use crate::support::pkgrepo::{conf, pkg, Key, Layout, RepoSpec, Signing};
+
+fn spec(signing: Signing) -> RepoSpec {
+    let mut s = RepoSpec::new(Layout::DataPkg, vec![pkg("app", "1.0", &[])]);
+    s.signing = signing;
+    s
+}
+
+fn sign_err(r: Result<jbuild::pkg::repository::Repository, RepoError>) -> SignError {
+    match r {
+        Err(RepoError::Sign(e)) => {
+            assert!(e.is_user_error(), "{e}");
+            e
+        }
+        Err(e) => panic!("not a signature error: {e}"),
+        Ok(_) => panic!("the catalogue was accepted"),
+    }
+}
+
+fn pubkey_conf(dir: &Path, key: &Key) -> String {
+    conf(
+        "signed",
+        dir,
+        &format!(
+            "signature_type: \"pubkey\", pubkey: \"{}\"",
+            key.public.display()
+        ),
+    )
+}
+
+#[test]
+fn pubkey_mode_accepts_its_key_and_refuses_the_rest() {
+    let t = tempfile::tempdir().unwrap();
+    let (key, other) = (Key::new(t.path(), "repo"), Key::new(t.path(), "other"));
+    let dir = t.path().join("repo");
+
+    spec(Signing::Pubkey(key.clone())).write(&dir);
+    let r = load(&pubkey_conf(&dir, &key), t.path()).unwrap();
+    assert_eq!(r.packages[0].name, "app");
+
+    let mut s = spec(Signing::Pubkey(key.clone()));
+    s.sig_type = Some("rsa".into());
+    s.write(&dir);
+    load(&pubkey_conf(&dir, &key), t.path()).unwrap();
+
+    // Signed by another key than the configured one.
+    let e = sign_err(load(&pubkey_conf(&dir, &other), t.path()));
+    assert!(matches!(e, SignError::BadSignature { .. }), "{e}");
+    assert!(e.to_string().contains("`signed`"), "{e}");
+
+    // Changed after signing.
+    let mut s = spec(Signing::Pubkey(key.clone()));
+    s.tamper = true;
+    s.write(&dir);
+    let e = sign_err(load(&pubkey_conf(&dir, &key), t.path()));
+    assert!(matches!(e, SignError::BadSignature { .. }), "{e}");
+
+    // Not signed at all.
+    spec(Signing::None).write(&dir);
+    let e = sign_err(load(&pubkey_conf(&dir, &key), t.path()));
+    assert!(matches!(e, SignError::Missing { .. }), "{e}");
+}
+
+/// pkg accepts signatures of pkg built before OpenSSL 3 with a `pubkey`,
+/// and only the current form from a fingerprint-trusted signer.
+#[test]
+fn the_legacy_signature_form_is_accepted_in_pubkey_mode_only() {
+    let t = tempfile::tempdir().unwrap();
+    let key = Key::new(t.path(), "repo");
+    let dir = t.path().join("repo");
+    let mut s = spec(Signing::Pubkey(key.clone()));
+    s.legacy = true;
+    s.write(&dir);
+    load(&pubkey_conf(&dir, &key), t.path()).unwrap();
+
+    let keys = t.path().join("keys");
+    key.trust_in(&keys.join("trusted"), "k");
+    let mut s = spec(Signing::Fingerprints(vec![("repo".into(), key.clone())]));
+    s.legacy = true;
+    s.write(&dir);
+    let e = sign_err(load(&fp_conf(&dir, &keys), t.path()));
+    assert!(matches!(e, SignError::BadSignature { .. }), "{e}");
+}
+
+fn fp_conf(dir: &Path, keys: &Path) -> String {
+    conf(
+        "FreeBSD",
+        dir,
+        &format!(
+            "signature_type: \"fingerprints\", fingerprints: \"{}\"",
+            keys.display()
+        ),
+    )
+}
+
+#[test]
+fn fingerprints_mode_needs_a_trusted_signer_and_refuses_a_revoked_one() {
+    let t = tempfile::tempdir().unwrap();
+    let (good, stranger) = (Key::new(t.path(), "good"), Key::new(t.path(), "stranger"));
+    let keys = t.path().join("keys");
+    good.trust_in(&keys.join("trusted"), "pkg.example.2026");
+    let dir = t.path().join("repo");
+
+    // A trusted signer and an unknown one beside it: accepted.
+    spec(Signing::Fingerprints(vec![
+        ("good".into(), good.clone()),
+        ("stranger".into(), stranger.clone()),
+    ]))
+    .write(&dir);
+    load(&fp_conf(&dir, &keys), t.path()).unwrap();
+
+    // Only an unknown signer.
+    spec(Signing::Fingerprints(vec![(
+        "stranger".into(),
+        stranger.clone(),
+    )]))
+    .write(&dir);
+    let e = sign_err(load(&fp_conf(&dir, &keys), t.path()));
+    assert!(matches!(e, SignError::NoTrustedKey { .. }), "{e}");
+    assert!(e.to_string().contains(&stranger.fingerprint()), "{e}");
+
+    // Changed after signing.
+    let mut s = spec(Signing::Fingerprints(vec![("good".into(), good.clone())]));
+    s.tamper = true;
+    s.write(&dir);
+    let e = sign_err(load(&fp_conf(&dir, &keys), t.path()));
+    assert!(matches!(e, SignError::BadSignature { .. }), "{e}");
+
+    // Not signed.
+    spec(Signing::None).write(&dir);
+    let e = sign_err(load(&fp_conf(&dir, &keys), t.path()));
+    assert!(matches!(e, SignError::Missing { .. }), "{e}");
+
+    // The trusted key revoked: refused even though it is also trusted.
+    spec(Signing::Fingerprints(vec![("good".into(), good.clone())])).write(&dir);
+    good.trust_in(&keys.join("revoked"), "pkg.example.2026");
+    let e = sign_err(load(&fp_conf(&dir, &keys), t.path()));
+    assert!(matches!(e, SignError::Revoked { .. }), "{e}");
+    assert!(e.to_string().contains("revoked/pkg.example.2026"), "{e}");
+}
+
+#[test]
+fn signature_entries_are_bounded() {
+    let t = tempfile::tempdir().unwrap();
+    let good = Key::new(t.path(), "good");
+    let keys = t.path().join("keys");
+    good.trust_in(&keys.join("trusted"), "k");
+    let dir = t.path().join("repo");
+
+    let mut s = spec(Signing::Fingerprints(vec![("good".into(), good.clone())]));
+    s.extra_sigs = 7;
+    s.write(&dir);
+    let e = load(&fp_conf(&dir, &keys), t.path()).unwrap_err();
+    assert!(
+        e.to_string().contains("more than 8 signature entries"),
+        "{e}"
+    );
+}
+
+#[test]
+fn ecc_signatures_are_refused_by_name() {
+    let t = tempfile::tempdir().unwrap();
+    let good = Key::new(t.path(), "good");
+    let keys = t.path().join("keys");
+    good.trust_in(&keys.join("trusted"), "k");
+    let dir = t.path().join("repo");
+
+    let mut s = spec(Signing::Fingerprints(vec![("good".into(), good.clone())]));
+    s.sig_type = Some("ecdsa".into());
+    s.write(&dir);
+    let e = sign_err(load(&fp_conf(&dir, &keys), t.path()));
+    assert!(matches!(e, SignError::Unsupported { .. }), "{e}");
+    assert!(e.to_string().contains("ecdsa"), "{e}");
+}
