@@ -15,6 +15,9 @@
 //! - [`sign`]: the catalogue's signatures (`pubkey`, `fingerprints`, RSA),
 //!   checked before it is parsed; [`repository`]: one repository read
 //!   whole in pkg's order (`file://` so far);
+//! - [`resolve`]: the requested packages' dependency closure across
+//!   repositories by priority, in install order; [`version`]: versions
+//!   compared as `pkg_version_cmp` does.
 //!
 //! Nothing in the build calls this module yet: `PKG` still runs pkg(8) in
 //! the build jail. The engine will call it once it is restructured.
@@ -24,5 +27,7 @@ pub mod catalogue;
 pub mod checksum;
 pub mod repo_conf;
 pub mod repository;
+pub mod resolve;
 pub mod sign;
 pub mod ucl;
+pub mod version;

@@ -5,4 +5,5 @@
 
 mod catalogue;
 mod conf;
+mod resolve;
 mod sign;
