@@ -485,6 +485,11 @@ FreeBSD: {
         assert!(parse("a { b: 1").is_err());
         let deep = "a: ".to_string() + &"[".repeat(MAX_DEPTH + 1) + &"]".repeat(MAX_DEPTH + 1);
         assert!(parse(&deep).unwrap_err().reason.contains("deeper"));
+        let many = "a: [".to_string() + &"1,".repeat(MAX_VALUES) + "]";
+        assert!(parse(&many)
+            .unwrap_err()
+            .reason
+            .contains("more than 100000 values"));
         let big = "a: \"".to_string() + &"x".repeat(MAX_TEXT) + "\"";
         assert!(parse(&big).unwrap_err().reason.contains("allowed"));
     }

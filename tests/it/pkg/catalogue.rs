@@ -131,6 +131,25 @@ fn a_missing_or_broken_catalogue_names_the_repository() {
     assert!(e.to_string().contains("`empty`: data.pkg"), "{e}");
 }
 
+/// The size is checked before a byte is decompressed (a sparse file).
+#[test]
+fn catalogue_archives_are_bounded_in_size() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("repo");
+    fs::create_dir_all(&dir).unwrap();
+    let f = fs::File::create(dir.join("data.pkg")).unwrap();
+    f.set_len((1 << 30) + 1).unwrap();
+    let e = load(&crate::support::pkgrepo::conf("huge", &dir, ""), t.path()).unwrap_err();
+    assert!(
+        matches!(e, RepoError::Catalogue(CatalogueError::TooLarge { .. })),
+        "{e}"
+    );
+    assert!(
+        e.to_string().contains("`huge`: data.pkg: 1073741825 bytes"),
+        "{e}"
+    );
+}
+
 #[test]
 fn catalogue_archives_are_bounded_in_entries() {
     let t = tempfile::tempdir().unwrap();

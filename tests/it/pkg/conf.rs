@@ -80,6 +80,24 @@ fn a_program_without_the_freebsd_note_is_no_freebsd_userland() {
 }
 
 #[test]
+fn configuration_directories_are_bounded() {
+    let root = tempfile::tempdir().unwrap();
+    for i in 0..=256 {
+        write(root.path(), &format!("etc/pkg/r{i}.conf"), b"");
+    }
+    let a = abi::Abi {
+        major: 14,
+        minor: 3,
+        arch: "amd64".into(),
+        osversion: 1_403_000,
+    };
+    let e = repo_conf::load_root(root.path(), &a).unwrap_err();
+    assert!(e.to_string().contains("more than 256 .conf files"), "{e}");
+    fs::remove_file(root.path().join("etc/pkg/r0.conf")).unwrap();
+    repo_conf::load_root(root.path(), &a).unwrap();
+}
+
+#[test]
 fn the_roots_repositories_apply_in_pkgs_order_with_its_variables() {
     let root = tempfile::tempdir().unwrap();
     let r = root.path();

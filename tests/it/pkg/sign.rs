@@ -167,6 +167,36 @@ fn signature_entries_are_bounded() {
 }
 
 #[test]
+fn key_files_are_bounded() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("repo");
+    spec(Signing::None).write(&dir);
+    let big = t.path().join("big.pem");
+    std::fs::write(&big, vec![b'A'; 64 * 1024 + 1]).unwrap();
+    let text = conf(
+        "r",
+        &dir,
+        &format!("signature_type: pubkey, pubkey: \"{}\"", big.display()),
+    );
+    let e = sign_err(load(&text, t.path()));
+    assert!(e.to_string().contains("larger than 65536 bytes"), "{e}");
+}
+
+#[test]
+fn fingerprint_directories_are_bounded() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("repo");
+    spec(Signing::None).write(&dir);
+    let keys = t.path().join("keys");
+    let key = Key::new(t.path(), "k");
+    for i in 0..=256 {
+        key.trust_in(&keys.join("trusted"), &format!("k{i}"));
+    }
+    let e = sign_err(load(&fp_conf(&dir, &keys), t.path()));
+    assert!(e.to_string().contains("more than 256 files"), "{e}");
+}
+
+#[test]
 fn ecc_signatures_are_refused_by_name() {
     let t = tempfile::tempdir().unwrap();
     let good = Key::new(t.path(), "good");
