@@ -171,11 +171,16 @@ impl Trust {
                             mode: "fingerprints",
                             key: "fingerprints",
                         })?;
-                let dir = place(shown)?;
+                // Each of `trusted` and `revoked` is resolved in the root on
+                // its own: either may be a symlink.
+                let sub = |name: &str| {
+                    let shown = Path::new(shown).join(name);
+                    place(&shown.to_string_lossy()).and_then(|host| fingerprints(&host, &shown))
+                };
                 Ok(Trust::Fingerprints {
                     dir: PathBuf::from(shown),
-                    trusted: fingerprints(&dir.join("trusted"), &Path::new(shown).join("trusted"))?,
-                    revoked: fingerprints(&dir.join("revoked"), &Path::new(shown).join("revoked"))?,
+                    trusted: sub("trusted")?,
+                    revoked: sub("revoked")?,
                 })
             }
         }

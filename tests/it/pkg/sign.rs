@@ -211,3 +211,34 @@ fn ecc_signatures_are_refused_by_name() {
     assert!(matches!(e, SignError::Unsupported { .. }), "{e}");
     assert!(e.to_string().contains("ecdsa"), "{e}");
 }
+
+/// Key directories named by an image's configuration are read inside the
+/// image, as `pkg --rootdir` reads them: a `trusted` symlink to a host
+/// directory trusts nothing.
+#[test]
+fn an_images_key_directory_cannot_lead_to_the_hosts() {
+    use jbuild::pkg::{repo_conf, repository, sign::Trust};
+    let t = tempfile::tempdir().unwrap();
+    let key = Key::new(t.path(), "good");
+    let dir = t.path().join("repo");
+    spec(Signing::Fingerprints(vec![("good".into(), key.clone())])).write(&dir);
+    let host_keys = t.path().join("host-trusted");
+    key.trust_in(&host_keys, "good");
+    let root = t.path().join("root");
+    std::fs::create_dir_all(root.join("usr/share/keys/pkg")).unwrap();
+    std::os::unix::fs::symlink(&host_keys, root.join("usr/share/keys/pkg/trusted")).unwrap();
+    let text = fp_conf(&dir, Path::new("/usr/share/keys/pkg"));
+    let texts = vec![(root.join("etc/pkg/FreeBSD.conf"), text)];
+    let conf = repo_conf::from_texts(&texts, &super::catalogue::abi())
+        .unwrap()
+        .remove(0);
+    let trust = Trust::of_repo(&conf, Some(&root)).unwrap();
+    let e = sign_err(repository::load(&conf, &trust, t.path()));
+    assert!(matches!(e, SignError::NoTrustedKey { .. }), "{e}");
+
+    // The same key trusted inside the image is trusted.
+    std::fs::remove_file(root.join("usr/share/keys/pkg/trusted")).unwrap();
+    key.trust_in(&root.join("usr/share/keys/pkg/trusted"), "good");
+    let trust = Trust::of_repo(&conf, Some(&root)).unwrap();
+    repository::load(&conf, &trust, t.path()).unwrap();
+}
