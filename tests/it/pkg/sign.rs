@@ -1,7 +1,7 @@
 //! Catalogue signatures, made by the `openssl` program, checked before the
 //! catalogue is read: both modes, and each way one fails.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use jbuild::pkg::repository::RepoError;
 use jbuild::pkg::sign::SignError;
@@ -148,13 +148,19 @@ fn fingerprints_mode_needs_a_trusted_signer_and_refuses_a_revoked_one() {
     assert!(e.to_string().contains("revoked/pkg.example.2026"), "{e}");
 }
 
-#[test]
-fn signature_entries_are_bounded() {
+/// A key `good` trusted in `keys/trusted`, and where the repository goes.
+fn trusted() -> (tempfile::TempDir, Key, PathBuf, PathBuf) {
     let t = tempfile::tempdir().unwrap();
     let good = Key::new(t.path(), "good");
     let keys = t.path().join("keys");
     good.trust_in(&keys.join("trusted"), "k");
     let dir = t.path().join("repo");
+    (t, good, keys, dir)
+}
+
+#[test]
+fn signature_entries_are_bounded() {
+    let (t, good, keys, dir) = trusted();
 
     let mut s = spec(Signing::Fingerprints(vec![("good".into(), good.clone())]));
     s.extra_sigs = 7;
@@ -198,11 +204,7 @@ fn fingerprint_directories_are_bounded() {
 
 #[test]
 fn ecc_signatures_are_refused_by_name() {
-    let t = tempfile::tempdir().unwrap();
-    let good = Key::new(t.path(), "good");
-    let keys = t.path().join("keys");
-    good.trust_in(&keys.join("trusted"), "k");
-    let dir = t.path().join("repo");
+    let (t, good, keys, dir) = trusted();
 
     let mut s = spec(Signing::Fingerprints(vec![("good".into(), good.clone())]));
     s.sig_type = Some("ecdsa".into());

@@ -92,22 +92,14 @@ impl Key {
 
     /// The signature pkg expects: PKCS#1 v1.5 with SHA-256 over `hex`.
     pub fn sign(&self, hex: &str) -> Vec<u8> {
-        let mut child = Command::new("openssl")
-            .args(["dgst", "-sha256", "-binary", "-sign"])
-            .arg(&self.private)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("openssl runs");
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(hex.as_bytes())
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
-        assert!(out.status.success(), "openssl dgst -sign failed");
-        out.stdout
+        let mut args = vec![
+            "dgst".into(),
+            "-sha256".into(),
+            "-binary".into(),
+            "-sign".into(),
+        ];
+        args.push(self.private.display().to_string());
+        openssl(&args, hex.as_bytes())
     }
 
     /// The form pkg built on OpenSSL before 3 wrote: PKCS#1 v1.5 over a
@@ -119,17 +111,14 @@ impl Key {
             0x40,
         ];
         der.extend_from_slice(hex.as_bytes());
-        let mut child = Command::new("openssl")
-            .args(["rsautl", "-sign", "-pkcs", "-inkey"])
-            .arg(&self.private)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("openssl runs");
-        child.stdin.take().unwrap().write_all(&der).unwrap();
-        let out = child.wait_with_output().unwrap();
-        assert!(out.status.success(), "openssl rsautl -sign failed");
-        out.stdout
+        let mut args = vec![
+            "rsautl".into(),
+            "-sign".into(),
+            "-pkcs".into(),
+            "-inkey".into(),
+        ];
+        args.push(self.private.display().to_string());
+        openssl(&args, &der)
     }
 
     /// The fingerprint pkg trusts: SHA-256 of the `.pub` file's bytes.
@@ -149,6 +138,26 @@ impl Key {
         )
         .unwrap();
     }
+}
+
+/// What `openssl ARGS` prints for `input` (its stderr kept from the
+/// test's output: rsautl warns that it is deprecated).
+fn openssl(args: &[String], input: &[u8]) -> Vec<u8> {
+    let mut child = Command::new("openssl")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("openssl runs");
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
 }
 
 fn run(cmd: &mut Command) {
