@@ -87,6 +87,12 @@ impl ArchiveTransport {
         format!("oci-archive:{}", self.file.display())
     }
 
+    /// An error of the extracted copy, as the archive's.
+    fn relocate(&self, e: TransportError) -> TransportError {
+        let staged = self.reader.get().map(|s| s.layout.path());
+        relocate(e, &self.location(), staged)
+    }
+
     fn stdio(&self) -> bool {
         self.file.as_os_str() == STDIO
     }
@@ -214,7 +220,7 @@ impl Transport for ArchiveTransport {
             .await?
             .resolve(reference)
             .await
-            .map_err(|e| relocate(e, &self.location()))
+            .map_err(|e| self.relocate(e))
     }
 
     async fn fetch_manifest(&self, desc: &Descriptor) -> Result<Vec<u8>, TransportError> {
@@ -222,7 +228,7 @@ impl Transport for ArchiveTransport {
             .await?
             .fetch_manifest(desc)
             .await
-            .map_err(|e| relocate(e, &self.location()))
+            .map_err(|e| self.relocate(e))
     }
 
     /// Whether the archive being written has the blob: the archive is
@@ -241,7 +247,7 @@ impl Transport for ArchiveTransport {
             .await?
             .fetch_blob(desc, dest, progress)
             .await
-            .map_err(|e| relocate(e, &self.location()))
+            .map_err(|e| self.relocate(e))
     }
 
     async fn push_blob(
@@ -282,9 +288,32 @@ impl Transport for ArchiveTransport {
 }
 
 /// Errors from the extracted copy name the archive, not the temporary
-/// directory; a blob the archive lacks is the archive's fault.
-fn relocate(e: TransportError, location: &str) -> TransportError {
+/// directory (`staged`, where it was extracted): the user gave the
+/// archive and knows nothing of the directory, gone when jbuild exits. A
+/// blob the archive lacks, or a layout file it holds that is not one
+/// jbuild reads (an `oci-layout` of another version, an `index.json` that
+/// is not JSON), is the archive's fault.
+fn relocate(e: TransportError, location: &str, staged: Option<&Path>) -> TransportError {
+    // A file of the archive, named as it is inside it.
+    let inside = |path: &Path| match staged.and_then(|s| path.strip_prefix(s).ok()) {
+        Some(rel) if !rel.as_os_str().is_empty() => format!("its {}", rel.display()),
+        _ => "its image layout".to_string(),
+    };
     match e {
+        TransportError::Store(crate::store::StoreError::NotALayout { path, reason }) => {
+            TransportError::Invalid {
+                location: location.into(),
+                what: inside(&path),
+                reason,
+            }
+        }
+        TransportError::Store(crate::store::StoreError::Corrupt { path, reason }) => {
+            TransportError::Invalid {
+                location: location.into(),
+                what: inside(&path),
+                reason,
+            }
+        }
         TransportError::Store(crate::store::StoreError::BlobNotFound { digest, .. }) => {
             TransportError::Archive {
                 location: location.into(),
