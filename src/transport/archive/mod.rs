@@ -93,6 +93,18 @@ impl ArchiveTransport {
         relocate(e, &self.location(), staged)
     }
 
+    /// An error writing the staging layout `layout`, naming the archive
+    /// being written instead (the user named it, and a full disk is its).
+    fn written(&self, e: TransportError, layout: &LayoutTransport) -> TransportError {
+        match e {
+            TransportError::Io { context, source } => TransportError::Io {
+                context: context.replace(&layout.describe(), &self.location()),
+                source,
+            },
+            other => other,
+        }
+    }
+
     fn stdio(&self) -> bool {
         self.file.as_os_str() == STDIO
     }
@@ -256,7 +268,9 @@ impl Transport for ArchiveTransport {
         src: &Path,
         progress: Progress<'_>,
     ) -> Result<(), TransportError> {
-        self.writer().await?.push_blob(desc, src, progress).await
+        let layout = self.writer().await?;
+        let pushed = layout.push_blob(desc, src, progress).await;
+        pushed.map_err(|e| self.written(e, layout))
     }
 
     async fn push_manifest(
@@ -265,14 +279,20 @@ impl Transport for ArchiveTransport {
         desc: &Descriptor,
         role: ManifestRole<'_>,
     ) -> Result<(), TransportError> {
-        self.writer().await?.push_manifest(bytes, desc, role).await
+        let layout = self.writer().await?;
+        let pushed = layout.push_manifest(bytes, desc, role).await;
+        pushed.map_err(|e| self.written(e, layout))
     }
 
     async fn finish(&self) -> Result<(), TransportError> {
         let Some(staged) = self.writer.get() else {
             return Ok(());
         };
-        staged.layout.finish().await?;
+        staged
+            .layout
+            .finish()
+            .await
+            .map_err(|e| self.written(e, &staged.layout))?;
         let layout = staged.layout.path().to_path_buf();
         let Some(output) = staged.output.clone() else {
             return Ok(());
