@@ -5,11 +5,11 @@
 //! Why a tree and not a set of paths: the applier remembers something for
 //! every entry, so its memory is what bounds a layer of a million entries
 //! (`docs/security.md` holds it to 256 MiB). A set of host paths stored
-//! the root's own path again with every entry, each path in several sets,
-//! and every ancestor of a deep path whole: 999,000 entries took 427 MiB,
-//! and a few hundred paths 2,000 directories deep took gigabytes (each
-//! ancestor a copy of the path up to it). Here each component is stored
-//! once, as a node of 16 bytes and its name's bytes; a node is found by
+//! the root's own path again with every entry, and every ancestor of a
+//! deep path whole (each a copy of the path up to it, so memory grew with
+//! the square of the depth): 999,000 entries took 427 MiB in the review.
+//! Here each component is stored once, as a node of 16 bytes and its
+//! name's bytes; a node is found by
 //! its parent and name through a table of 64-bit keyed hashes (so a
 //! crafted layer cannot aim collisions at it; a collision is chained and
 //! compared, never trusted).
