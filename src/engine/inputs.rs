@@ -109,6 +109,35 @@ impl Inputs<'_> {
     }
 }
 
+/// The ONBUILD triggers of a FROM image, read as the planner will read
+/// the image (the same platform, so the image is looked up once). A
+/// failure is kept for the build to report as it is, typed.
+pub(super) struct Triggers<'i, 'a> {
+    pub(super) inputs: &'i Inputs<'a>,
+    /// `--platform`: wins over FROM's, as in the planner.
+    pub(super) platform: Option<&'i Platform>,
+    pub(super) failure: RefCell<Option<BuildError>>,
+}
+
+impl crate::jailfile::Triggers for Triggers<'_, '_> {
+    fn onbuild(&self, image: &str, platform: Option<&str>) -> Vec<String> {
+        let platform = match (self.platform, platform.map(Platform::parse)) {
+            (Some(p), _) => p.clone(),
+            (None, Some(Ok(p))) => p,
+            // The planner reports a platform it cannot read.
+            (None, Some(Err(_))) => return Vec::new(),
+            (None, None) => Platform::default_for_host(),
+        };
+        match self.inputs.load(image, &platform) {
+            Ok(img) => img.extras.onbuild,
+            Err(e) => {
+                self.failure.borrow_mut().get_or_insert(e);
+                Vec::new()
+            }
+        }
+    }
+}
+
 impl PlanInputs for Inputs<'_> {
     fn image(&self, reference: &str, platform: &Platform) -> Result<BaseImage, InputError> {
         let img = self
@@ -117,6 +146,7 @@ impl PlanInputs for Inputs<'_> {
         Ok(BaseImage {
             manifest: img.manifest_digest,
             config: img.config,
+            extras: img.extras,
         })
     }
 

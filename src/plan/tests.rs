@@ -23,6 +23,7 @@ impl PlanInputs for Fake {
         Ok(BaseImage {
             manifest: Digest::of(reference.as_bytes()),
             config,
+            extras: Default::default(),
         })
     }
     fn context_sources(&self, _: &[CopySource]) -> Result<Digest, InputError> {
@@ -98,6 +99,7 @@ fn build(steps: Vec<Step>) -> Build {
     Build {
         stages: vec![stage(0, None, Base::Scratch, steps)],
         unused_build_args: vec![],
+        warnings: vec![],
     }
 }
 
@@ -108,6 +110,8 @@ fn copy() -> Op {
         dest: "/www/".into(),
         chown: None,
         chmod: None,
+        parents: false,
+        exclude: vec![],
     }
 }
 
@@ -227,6 +231,8 @@ fn unused_stages_are_not_planned_and_copy_from_pulls_them_in() {
         dest: "/".into(),
         chown: None,
         chmod: None,
+        parents: false,
+        exclude: vec![],
     };
     let s2 = stage(
         2,
@@ -238,6 +244,7 @@ fn unused_stages_are_not_planned_and_copy_from_pulls_them_in() {
         &Build {
             stages: vec![s0, s1, s2],
             unused_build_args: vec![],
+            warnings: vec![],
         },
         &fake(),
         &Default::default(),
@@ -269,6 +276,7 @@ fn entrypoint_clears_inherited_cmd_and_history_is_recorded() {
         &Build {
             stages: vec![s],
             unused_build_args: vec![],
+            warnings: vec![],
         },
         &fake(),
         &Default::default(),
@@ -292,6 +300,7 @@ fn release_build(release: &str, steps: Vec<Step>) -> Build {
     Build {
         stages: vec![stage(0, None, Base::FreeBsdRelease(release.into()), steps)],
         unused_build_args: vec![],
+        warnings: vec![],
     }
 }
 
@@ -537,6 +546,7 @@ fn a_target_stage_is_planned_with_what_it_needs_and_named_by_name_or_index() {
     let b = Build {
         stages: vec![s0, s1, s2],
         unused_build_args: vec![],
+        warnings: vec![],
     };
     assert_eq!(target_stage(&b, "tools").unwrap(), 1);
     assert_eq!(target_stage(&b, "TOOLS").unwrap(), 1);

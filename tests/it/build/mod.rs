@@ -3,6 +3,7 @@
 //! instructions one by one.
 
 mod cache;
+mod dockerfile;
 mod e2e;
 mod epoch;
 mod flags;

@@ -204,6 +204,8 @@ fn copy_forms() {
             dest: "/usr/local/www/".into(),
             chown: Some("www:www".into()),
             chmod: Some(0o640),
+            parents: false,
+            exclude: vec![],
         }
     );
     assert_eq!(
