@@ -68,7 +68,7 @@ fn build_or_check(
     check_only: bool,
 ) -> Result<Option<BuildOutput>, BuildError> {
     let jailfile_text = jailfile_text.to_string();
-    let ignore = Ignore::load(&opts.context).map_err(BuildError::Context)?;
+    let ignore = Ignore::load_for(&opts.context, &opts.jailfile).map_err(BuildError::Context)?;
     let inputs = Inputs {
         env,
         pin: RefCell::new(Some(StoreLock::shared(env.store)?)),
@@ -107,9 +107,14 @@ fn build_or_check(
     for warning in &parsed.warnings {
         env.reporter.message(Level::Warn, warning);
     }
-    if let Some(file) = ignore.as_ref().and_then(Ignore::file) {
-        env.reporter
-            .message(Level::Info, &format!("using the build context's {file}"));
+    if let Some(ignore) = &ignore {
+        let file = ignore.file().unwrap_or_default();
+        let said = if ignore.is_recipe_own() {
+            format!("using {file}, the recipe's own ignore file")
+        } else {
+            format!("using the build context's {file}")
+        };
+        env.reporter.message(Level::Info, &said);
     }
     let nonce = opts
         .no_cache

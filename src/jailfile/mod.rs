@@ -80,6 +80,20 @@ pub fn read_from(input: impl std::io::Read, shown: &Path) -> Result<String, Diag
     })
 }
 
+/// The recipe names a build context is searched for, in order, when no
+/// `-f` names one: jbuild's own, then podman's and buildah's, then
+/// docker's (as docker and podman look for theirs).
+pub const RECIPE_NAMES: [&str; 3] = ["Jailfile", "Containerfile", "Dockerfile"];
+
+/// The recipe in the context directory `dir`: the first of
+/// [`RECIPE_NAMES`] that is there, or `None`.
+pub fn find_recipe(dir: &Path) -> Option<std::path::PathBuf> {
+    RECIPE_NAMES
+        .iter()
+        .map(|n| dir.join(n))
+        .find(|p| p.symlink_metadata().is_ok())
+}
+
 /// The most one Jailfile or included file may hold. Recipes are text of a
 /// few KiB; this only stops `-f /dev/zero` or a mistyped path to a disk
 /// image from filling memory.

@@ -11,4 +11,5 @@ mod foreign_os;
 mod ignore_files;
 mod mounts;
 mod native;
+mod recipe_names;
 mod same_image;
