@@ -11,5 +11,6 @@ mod foreign_os;
 mod ignore_files;
 mod mounts;
 mod native;
+mod platform_args;
 mod recipe_names;
 mod same_image;
