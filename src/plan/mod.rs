@@ -337,7 +337,9 @@ pub enum StepKind {
     Layer {
         key: Digest,
         parent: Option<Digest>,
-        exec: ExecContext,
+        /// Boxed: most steps of a plan are layers, and the context is the
+        /// larger part of one.
+        exec: Box<ExecContext>,
     },
 }
 
@@ -628,7 +630,11 @@ pub fn plan(build: &Build, inputs: &dyn PlanInputs, opts: &PlanOptions) -> Resul
                 })?;
                 identity = key.clone();
                 let parent = top_key.replace(key.clone());
-                StepKind::Layer { key, parent, exec }
+                StepKind::Layer {
+                    key,
+                    parent,
+                    exec: Box::new(exec),
+                }
             } else {
                 state::apply(&mut state, &step.op);
                 StepKind::Metadata
