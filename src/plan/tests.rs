@@ -168,6 +168,56 @@ fn a_label_does_not_invalidate_later_layers_but_env_invalidates_run_only() {
 }
 
 #[test]
+fn shell_reaches_the_key_of_a_later_shell_form_run_only_and_no_key_without_it() {
+    let shell = |sh: &[&str]| {
+        step(
+            2,
+            "SHELL",
+            Op::Shell(sh.iter().map(|s| s.to_string()).collect()),
+        )
+    };
+    let exec = Op::Run {
+        command: Command::Exec(vec!["make".into()]),
+        network: false,
+        mounts: vec![],
+    };
+    let after = |sh: Option<&[&str]>| {
+        let mut steps = vec![
+            step(3, "SYSRC", sysrc()),
+            step(4, "RUN make", run("make")),
+            step(5, "RUN [make]", exec.clone()),
+        ];
+        if let Some(sh) = sh {
+            steps.insert(0, shell(sh));
+        }
+        let k = keys(&plan(&build(steps), &fake(), &Default::default()).unwrap());
+        k.into_iter().flatten().collect::<Vec<_>>()
+    };
+    let (none, bash, csh) = (
+        after(None),
+        after(Some(&["/bin/bash", "-c"])),
+        after(Some(&["/bin/csh", "-c"])),
+    );
+    assert_eq!(none[0], bash[0], "SYSRC does not run a shell");
+    assert_ne!(none[1], bash[1], "a shell-form RUN runs in the SHELL");
+    assert_ne!(bash[1], csh[1]);
+    // The exec form's key differs only through its parent's.
+    assert_ne!(none[2], bash[2]);
+    // A key made without SHELL is what it was before SHELL existed: the
+    // encoding has no shell field then.
+    let p = plan(
+        &build(vec![step(4, "RUN make", run("make"))]),
+        &fake(),
+        &Default::default(),
+    )
+    .unwrap();
+    let StepKind::Layer { exec, .. } = &p.stages[0].steps[0].kind else {
+        panic!("RUN is a layer")
+    };
+    assert_eq!(exec.shell, None);
+}
+
+#[test]
 fn a_changed_step_changes_every_later_key() {
     let b1 = build(vec![step(2, "RUN a", run("a")), step(3, "SYSRC", sysrc())]);
     let b2 = build(vec![step(2, "RUN b", run("b")), step(3, "SYSRC", sysrc())]);
