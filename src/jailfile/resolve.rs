@@ -302,9 +302,25 @@ impl Resolver<'_> {
             },
         };
         self.scopes.push(scope);
-        let triggers = match (&base, self.triggers) {
-            (Base::Image(reference), Some(t)) => t.onbuild(reference, platform.as_deref()),
-            _ => Vec::new(),
+        // An image's triggers, or an earlier stage's own ONBUILDs: BuildKit
+        // runs those as if that stage were built into an image first.
+        let (triggers, of) = match (&base, self.triggers) {
+            (Base::Image(reference), Some(t)) => {
+                (t.onbuild(reference, platform.as_deref()), image_ref.clone())
+            }
+            (Base::Stage(i), _) => {
+                let own = self.stages.get(*i).map(|s| {
+                    s.steps
+                        .iter()
+                        .filter_map(|step| match &step.op {
+                            super::resolved::Op::Onbuild(t) => Some(t.clone()),
+                            _ => None,
+                        })
+                        .collect()
+                });
+                (own.unwrap_or_default(), format!("stage {image_ref}"))
+            }
+            _ => (Vec::new(), String::new()),
         };
         self.stages.push(Stage {
             index: self.stages.len(),
@@ -316,13 +332,14 @@ impl Resolver<'_> {
             steps: Vec::new(),
         });
         for trigger in triggers {
-            self.trigger(&image_ref, &trigger, ins.span())?;
+            self.trigger(&of, &trigger, ins.span())?;
         }
         Ok(())
     }
 
-    /// One ONBUILD trigger of the FROM image `image`, resolved here as an
-    /// instruction of this stage (Docker runs them right after FROM).
+    /// One ONBUILD trigger of the FROM image (or stage) `image`, resolved
+    /// here as an instruction of this stage (Docker runs them right after
+    /// FROM).
     /// Its text is the image's: a file of its own in messages, and held
     /// to what ONBUILD accepts, whatever made the image.
     fn trigger(&mut self, image: &str, trigger: &str, from: Span) -> Result<()> {
@@ -338,7 +355,7 @@ impl Resolver<'_> {
             ) {
                 return Err(Error::new(
                     from,
-                    format!("image `{image}` has an ONBUILD trigger jbuild refuses: `{upper}`"),
+                    format!("`{image}` has an ONBUILD trigger jbuild refuses: `{upper}`"),
                 )
                 .with_help("ONBUILD triggers may not be ONBUILD, FROM, MAINTAINER or INCLUDE; build FROM another image"));
             }

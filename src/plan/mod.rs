@@ -565,6 +565,8 @@ pub fn plan(build: &Build, inputs: &dyn PlanInputs, opts: &PlanOptions) -> Resul
                 if let Some(p) = platform {
                     state.platform = p;
                 }
+                // Its ONBUILD triggers ran in this stage (see the resolver).
+                state.docker.onbuild.clear();
                 (PlannedBase::Stage(*i), state, parent.top_identity.clone())
             }
         };

@@ -288,3 +288,49 @@ fn a_continuation_on_the_last_line_ends_the_instruction() {
     let (_, rootfs) = exported(&root, "cont:1", t.path());
     assert_eq!(files(&rootfs), ["cont/top.txt"]);
 }
+
+#[test]
+fn an_earlier_stages_onbuild_runs_in_each_stage_from_it_and_not_in_theirs() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("root");
+    let ctx = context(
+        &t.path().join("ctx"),
+        "FROM scratch AS base\n\
+         ONBUILD COPY mark.txt /from-trigger/\n\
+         FROM base AS one\n\
+         COPY one.txt /\n\
+         FROM one AS two\n\
+         COPY two.txt /\n\
+         FROM base\n\
+         COPY --from=two / /two/\n",
+        &[("mark.txt", "m\n"), ("one.txt", "1\n"), ("two.txt", "2\n")],
+    );
+    build(&root, "stages:1", &ctx, &[]);
+    let (config, rootfs) = exported(&root, "stages:1", t.path());
+    // The last stage ran the trigger too; stage `two` got it through
+    // `one`, which ran it, and did not run it again.
+    assert_eq!(
+        files(&rootfs),
+        [
+            "from-trigger/mark.txt",
+            "two/from-trigger/mark.txt",
+            "two/one.txt",
+            "two/two.txt"
+        ]
+    );
+    assert!(config["config"].get("OnBuild").is_none(), "{config}");
+    let history: Vec<&str> = config["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|h| h["created_by"].as_str())
+        .collect();
+    assert_eq!(
+        history
+            .iter()
+            .filter(|h| **h == "COPY mark.txt /from-trigger/")
+            .count(),
+        1,
+        "{history:?}"
+    );
+}
