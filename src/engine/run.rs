@@ -78,11 +78,11 @@ fn build_or_check(
         releases: Default::default(),
         pkgbases: Default::default(),
         pkg_repos: Default::default(),
+        failed: Default::default(),
     };
     let triggers = super::inputs::Triggers {
         inputs: &inputs,
         platform: opts.platform.as_ref(),
-        failure: RefCell::new(None),
     };
     let parsed = jailfile::load_for_build(
         &opts.jailfile,
@@ -93,11 +93,7 @@ fn build_or_check(
             triggers: &triggers,
             platform_args: super::platform_args::predefined(opts.platform.as_ref()),
         },
-    );
-    if let Some(e) = triggers.failure.into_inner() {
-        return Err(e);
-    }
-    let parsed = parsed?;
+    )?;
     for name in &parsed.unused_build_args {
         env.reporter.message(
             Level::Warn,
