@@ -346,8 +346,17 @@ impl Resolver<'_> {
         let shown = PathBuf::from(format!("ONBUILD of {image}"));
         let id = self.sources.add(shown, trigger.to_string());
         let text = self.sources.shared_text(id);
-        for raw in lexer::lexer(id, &text)? {
+        for (n, raw) in lexer::lexer(id, &text)?.enumerate() {
             let raw = raw?;
+            if n > 0 {
+                // Docker reads a trigger as one line; another tool's image
+                // may hold anything.
+                return Err(Error::new(
+                    from,
+                    format!("`{image}` has an ONBUILD trigger of more than one instruction"),
+                )
+                .with_help("an ONBUILD trigger is one instruction; build FROM another image"));
+            }
             let upper = raw.keyword_upper();
             if matches!(
                 upper.as_str(),
@@ -360,6 +369,12 @@ impl Resolver<'_> {
                 .with_help("ONBUILD triggers may not be ONBUILD, FROM, MAINTAINER or INCLUDE; build FROM another image"));
             }
             self.instructions += 1;
+            if self.instructions > MAX_INSTRUCTIONS {
+                return Err(Error::new(
+                    from,
+                    format!("the recipe and the ONBUILD triggers of `{image}` hold more than {MAX_INSTRUCTIONS} instructions, the most one build reads"),
+                ));
+            }
             let ins = parser::parse(raw)?;
             self.instruction(ins)?;
         }

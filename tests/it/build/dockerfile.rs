@@ -334,3 +334,83 @@ fn an_earlier_stages_onbuild_runs_in_each_stage_from_it_and_not_in_theirs() {
         "{history:?}"
     );
 }
+
+/// Rewrites the config of the only image in the OCI layout `layout` with
+/// `edit`, and the manifest and index with it (digests and sizes), as
+/// another tool could have written the image.
+fn edit_config(layout: &Path, edit: impl FnOnce(&mut Value)) {
+    use sha2::{Digest, Sha256};
+    let put = |bytes: &[u8]| -> (String, u64) {
+        let hex = format!("{:x}", Sha256::digest(bytes));
+        fs::write(layout.join("blobs/sha256").join(&hex), bytes).unwrap();
+        (format!("sha256:{hex}"), bytes.len() as u64)
+    };
+    let read = |digest: &str| -> Value {
+        let hex = digest.strip_prefix("sha256:").unwrap();
+        serde_json::from_slice(&fs::read(layout.join("blobs/sha256").join(hex)).unwrap()).unwrap()
+    };
+    let index_path = layout.join("index.json");
+    let mut index: Value = serde_json::from_slice(&fs::read(&index_path).unwrap()).unwrap();
+    let mut manifest = read(index["manifests"][0]["digest"].as_str().unwrap());
+    let mut config = read(manifest["config"]["digest"].as_str().unwrap());
+    edit(&mut config);
+    let (digest, size) = put(&serde_json::to_vec(&config).unwrap());
+    manifest["config"]["digest"] = json!(digest);
+    manifest["config"]["size"] = json!(size);
+    let (digest, size) = put(&serde_json::to_vec(&manifest).unwrap());
+    index["manifests"][0]["digest"] = json!(digest);
+    index["manifests"][0]["size"] = json!(size);
+    fs::write(&index_path, serde_json::to_vec(&index).unwrap()).unwrap();
+}
+
+#[test]
+fn another_tools_image_with_triggers_onbuild_refuses_is_refused_at_from() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("root");
+    let base = context(
+        &t.path().join("base"),
+        "FROM scratch\nCOPY a.txt /\n",
+        &[("a.txt", "a\n")],
+    );
+    build(&root, "base:1", &base, &[]);
+    let layout = t.path().join("layout");
+    ok(jbuild(&root)
+        .arg("export")
+        .arg("base:1")
+        .arg(format!("oci:{}:1", layout.display())));
+    for (i, (triggers, says)) in [
+        (
+            json!(["COPY a.txt /x/\nFROM scratch"]),
+            "an ONBUILD trigger of more than one instruction",
+        ),
+        (
+            json!(["MAINTAINER someone"]),
+            "has an ONBUILD trigger jbuild refuses: `MAINTAINER`",
+        ),
+        (
+            json!(["ADD https://example.org/x /x"]),
+            "`ADD` is not supported by jbuild",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let copy = t.path().join(format!("layout{i}"));
+        copy_tree(&layout, &copy);
+        edit_config(&copy, |c| c["config"]["OnBuild"] = triggers);
+        let name = format!("odd{i}:1");
+        ok(jbuild(&root)
+            .arg("import")
+            .arg(format!("oci:{}:1", copy.display()))
+            .arg(&name));
+        let ctx = context(
+            &t.path().join(format!("child{i}")),
+            &format!("FROM {name}\n"),
+            &[("a.txt", "a\n")],
+        );
+        let out = run(jbuild(&root).args(["build", "-t", "c:1"]).arg(&ctx));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "case {i}: {err}");
+        assert!(err.contains(says), "case {i}: {err}");
+    }
+}
