@@ -452,7 +452,34 @@ fn the_reference_examples_load() {
         } else {
             format!("FROM scratch AS build\nFROM scratch\n{body}\n")
         };
-        if let Err(e) = load_str(Path::new("docs/jailfile.md"), &src, &BTreeMap::new()) {
+        // As a build for freebsd/amd64 on amd64 gives them: the examples
+        // use BuildKit's platform arguments.
+        struct NoTriggers;
+        impl jbuild::jailfile::Triggers for NoTriggers {
+            fn onbuild(&self, _: &str, _: Option<&str>) -> Vec<String> {
+                Vec::new()
+            }
+        }
+        let platform_args = [
+            ("TARGETPLATFORM", "freebsd/amd64"),
+            ("TARGETOS", "freebsd"),
+            ("TARGETARCH", "amd64"),
+            ("TARGETVARIANT", ""),
+            ("BUILDPLATFORM", "linux/amd64"),
+            ("BUILDOS", "linux"),
+            ("BUILDARCH", "amd64"),
+            ("BUILDVARIANT", ""),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let inputs = jbuild::jailfile::BuildInputs {
+            context: Path::new("docs"),
+            triggers: &NoTriggers,
+            platform_args,
+        };
+        let path = Path::new("docs/jailfile.md");
+        if let Err(e) = jbuild::jailfile::load_for_build(path, &src, &BTreeMap::new(), &inputs) {
             panic!("example does not load:\n{src}\n{e}");
         }
         blocks += 1;
