@@ -26,8 +26,10 @@ use oci_spec::image::ImageIndex;
 
 use super::{Adding, CheckError, Facts, Finding, Fix, Report};
 use crate::digest::{Digest, HashingReader};
+use crate::fsutil::input::{InputError, Within};
 use crate::image::gc::unreferenced_blobs;
-use crate::store::Store;
+use crate::image::MAX_DOCUMENT;
+use crate::store::{Store, MAX_INDEX};
 
 /// Checks the store at `dir`, adding findings to `report`; `adding` tells
 /// whether blobs no image uses may be a running process's.
@@ -176,10 +178,9 @@ fn check_layout_file(dir: &Path, report: &mut Report) {
     let path = dir.join("oci-layout");
     let location = path.display().to_string();
     let fix = Fix::WriteLayoutFile(path.clone());
-    let problem = match fs::read(&path) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            "the store's oci-layout file is missing".to_string()
-        }
+    let read = Within::new(dir).read(Path::new("oci-layout"), MAX_DOCUMENT);
+    let problem = match read {
+        Err(InputError::Missing) => "the store's oci-layout file is missing".to_string(),
         Err(e) => format!("the store's oci-layout file cannot be read: {e}"),
         Ok(bytes) => match serde_json::from_slice::<serde_json::Value>(&bytes) {
             Ok(v) => match v.get("imageLayoutVersion").and_then(|v| v.as_str()) {
@@ -216,12 +217,13 @@ fn read_index(dir: &Path, report: &mut Report) -> Option<ImageIndex> {
     let location = path.display().to_string();
     let action = "restore index.json from a backup; blobs are not affected, but until then jbuild \
                   cannot tell which images the store holds (`jbuild check --repair` does not touch it)";
-    let bytes = match fs::read(&path) {
+    // Bounded, and never waited on: a FIFO there is damage to report.
+    let bytes = match Within::new(dir).read(Path::new("index.json"), MAX_INDEX) {
         Ok(b) => b,
         Err(e) => {
-            let what = match e.kind() {
-                io::ErrorKind::NotFound => "the store's index.json is missing".to_string(),
-                _ => format!("the store's index.json cannot be read: {e}"),
+            let what = match e {
+                InputError::Missing => "the store's index.json is missing".to_string(),
+                e => format!("the store's index.json cannot be read: {e}"),
             };
             report.push(Finding::damaged("index", what, location).action(action));
             return None;

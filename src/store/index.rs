@@ -1,14 +1,19 @@
 //! `index.json`: which images the store holds, and under which names.
 
 use std::collections::BTreeSet;
-use std::fs;
+use std::io::Read;
+use std::path::Path;
 
 use oci_spec::image::{Descriptor, ImageIndex};
 
 use super::json::canonical_json;
 use super::name::ImageName;
-use super::{descriptor_digest, Store, StoreError, REF_NAME};
+use super::{descriptor_digest, Store, StoreError, MAX_INDEX, REF_NAME};
+use crate::fsutil::input::InputError;
 use crate::fsutil::{sync_dir, write_atomic, write_renamed};
+
+/// The index's name in a layout.
+pub(super) const INDEX: &str = "index.json";
 
 /// Shortest digest prefix [`Store::resolve`] accepts.
 const MIN_PREFIX: usize = 6;
@@ -54,20 +59,37 @@ impl std::fmt::Display for RefName {
 }
 
 impl Store {
-    /// Reads and parses `index.json`. A file that does not parse is reported
-    /// as corrupt; nothing here ever replaces it.
+    /// Reads and parses `index.json`, at most [`MAX_INDEX`] bytes of a
+    /// regular file (a symlink, a FIFO or a device there is refused at
+    /// once). A file that does not parse is reported as corrupt; nothing
+    /// here ever replaces it.
     pub fn read_index(&self) -> Result<ImageIndex, StoreError> {
-        let path = self.index_path();
-        let bytes = fs::read(&path).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => StoreError::NotALayout {
-                path: self.root.clone(),
-                reason: "it has no index.json".into(),
+        let (file, _) = self
+            .within()
+            .open(Path::new(INDEX), MAX_INDEX)
+            .map_err(|e| match e {
+                InputError::Missing => StoreError::NotALayout {
+                    path: self.root.clone(),
+                    reason: "it has no index.json".into(),
+                },
+                InputError::Io(e) => {
+                    StoreError::io(format!("cannot read {}", self.index_path().display()), e)
+                }
+                e => self.refused(INDEX, e),
+            })?;
+        // Parsed as it is read, never held whole beside what it parses
+        // to; bounded again in case it grows meanwhile (the cut shows as
+        // an early end).
+        let reader = std::io::BufReader::with_capacity(64 << 10, file.take(MAX_INDEX + 1));
+        serde_json::from_reader(reader).map_err(|e| match e.io_error_kind() {
+            Some(kind) => StoreError::io(
+                format!("cannot read {}", self.index_path().display()),
+                kind.into(),
+            ),
+            None => StoreError::Corrupt {
+                path: self.index_path(),
+                reason: e.to_string(),
             },
-            _ => StoreError::io(format!("cannot read {}", path.display()), e),
-        })?;
-        serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt {
-            path,
-            reason: e.to_string(),
         })
     }
 
@@ -94,6 +116,16 @@ impl Store {
             return Ok(result);
         }
         index.set_manifests(manifests);
+        let bytes = canonical_json(&index);
+        drop(index);
+        if bytes.len() as u64 > MAX_INDEX {
+            // Never written: every reader would refuse it, `rmi` included.
+            return Err(StoreError::IndexFull {
+                path: self.index_path(),
+                size: bytes.len() as u64,
+                max: MAX_INDEX,
+            });
+        }
         let path = self.index_path();
         let written = if self.syncs() {
             // The blobs renamed into place since the last change (blob
@@ -102,9 +134,9 @@ impl Store {
             let blobs = self.root.join("blobs/sha256");
             sync_dir(&blobs)
                 .map_err(|e| StoreError::io(format!("cannot sync {}", blobs.display()), e))?;
-            write_atomic(&path, &canonical_json(&index))
+            write_atomic(&path, &bytes)
         } else {
-            write_renamed(&path, &canonical_json(&index))
+            write_renamed(&path, &bytes)
         };
         written.map_err(|e| StoreError::io(format!("cannot write {}", path.display()), e))?;
         Ok(result)
@@ -208,7 +240,8 @@ impl Store {
     /// prefix (or a name spelled so that two stored names match it) that
     /// fits more than one image is [`StoreError::Ambiguous`], listing them.
     pub fn lookup(&self, name_or_digest: &str) -> Result<Option<Found>, StoreError> {
-        let manifests = self.read_index()?.manifests().clone();
+        let index = self.read_index()?;
+        let manifests = index.manifests();
         let s = name_or_digest;
         let by_name = |d: &Descriptor| Found {
             descriptor: d.clone(),
@@ -296,7 +329,8 @@ impl Store {
 
     /// Every ref name of the image `digest` names, sorted.
     pub fn names_of(&self, digest: &oci_spec::image::Digest) -> Result<Vec<String>, StoreError> {
-        let manifests = self.read_index()?.manifests().clone();
+        let index = self.read_index()?;
+        let manifests = index.manifests();
         Ok(digest
             .to_string()
             .strip_prefix("sha256:")
@@ -460,7 +494,7 @@ mod tests {
                 RefName::Image(ImageName::parse("localhost:5000/jails/base:14.1").unwrap()),
             ]
         );
-        let idx = fs::read_to_string(t.path().join("index.json")).unwrap();
+        let idx = std::fs::read_to_string(t.path().join("index.json")).unwrap();
         assert!(
             idx.contains(r#""org.opencontainers.image.ref.name":"jails/base:latest""#),
             "{idx}"
