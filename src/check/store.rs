@@ -258,13 +258,24 @@ fn scan_blobs(store: &Store, facts: &mut Facts, report: &mut Report) -> Result<(
             entry.map_err(|e| CheckError::io(format!("cannot read {}", dir.display()), e))?;
         let path = entry.path();
         let name = entry.file_name().to_string_lossy().into_owned();
-        let is_file = entry.file_type().is_ok_and(|t| t.is_file());
+        let kind = entry.file_type().ok();
+        let is_file = kind.is_some_and(|t| t.is_file());
         let digest = format!("sha256:{name}").parse::<Digest>().ok();
+        let named_like_one = digest.is_some();
         let Some(digest) = digest.filter(|_| is_file) else {
+            // What it is, when its name is a blob's: a FIFO or a symlink
+            // in a blob's place is never opened (it would hang, or lead
+            // out of the store).
+            let what = match kind {
+                Some(t) if named_like_one && !t.is_file() => {
+                    format!("is {}, not a blob", node_kind(&t))
+                }
+                _ => "is not a blob".to_string(),
+            };
             report.push(
                 Finding::damaged(
                     "not-a-blob",
-                    format!("`{name}` in the store's blob directory is not a blob (only files named by their sha256 digest belong there)"),
+                    format!("`{name}` in the store's blob directory {what} (only files named by their sha256 digest belong there)"),
                     path.display().to_string(),
                 )
                 .action("move it out of the store: OCI tools may refuse the layout because of it"),
@@ -313,4 +324,18 @@ fn scan_blobs(store: &Store, facts: &mut Facts, report: &mut Report) -> Result<(
         facts.blobs.insert(digest, size);
     }
     Ok(())
+}
+
+/// What a node of the blob directory is, for a finding.
+fn node_kind(t: &fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    match () {
+        _ if t.is_symlink() => "a symlink",
+        _ if t.is_dir() => "a directory",
+        _ if t.is_fifo() => "a FIFO",
+        _ if t.is_char_device() => "a character device",
+        _ if t.is_block_device() => "a block device",
+        _ if t.is_socket() => "a socket",
+        _ => "something else",
+    }
 }

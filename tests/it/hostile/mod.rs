@@ -1,11 +1,16 @@
 //! What a hostile review of the release binary found (issue 29), each case
 //! through the `jbuild` binary: paths the user names for output that are
 //! not regular files (`outputs`), recipes whose expansion or config has no
-//! bound (`budgets`), INCLUDEs that reach outside the context (`include`).
+//! bound (`budgets`), INCLUDEs that reach outside the context (`include`),
+//! OCI layouts that lead outside or never end (`layouts`, `fifos`),
+//! secrets and a store index without a bound (`secrets`, `store_index`).
 
 mod budgets;
+mod fifos;
 mod include;
+mod layouts;
 mod outputs;
+mod secrets;
 
 use crate::support::registry as registry_support;
 
