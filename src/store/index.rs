@@ -2,15 +2,13 @@
 
 use std::collections::BTreeSet;
 use std::io::Read;
-use std::path::Path;
 
 use oci_spec::image::{Descriptor, ImageIndex};
 
-use super::json::canonical_json;
+use super::index_file::Written;
 use super::name::ImageName;
 use super::{descriptor_digest, Store, StoreError, MAX_INDEX, REF_NAME};
-use crate::fsutil::input::InputError;
-use crate::fsutil::{sync_dir, write_atomic, write_renamed};
+use crate::fsutil::{record_sync, sync_dir};
 
 /// The index's name in a layout.
 pub(super) const INDEX: &str = "index.json";
@@ -64,19 +62,7 @@ impl Store {
     /// once). A file that does not parse is reported as corrupt; nothing
     /// here ever replaces it.
     pub fn read_index(&self) -> Result<ImageIndex, StoreError> {
-        let (file, _) = self
-            .within()
-            .open(Path::new(INDEX), MAX_INDEX)
-            .map_err(|e| match e {
-                InputError::Missing => StoreError::NotALayout {
-                    path: self.root.clone(),
-                    reason: "it has no index.json".into(),
-                },
-                InputError::Io(e) => {
-                    StoreError::io(format!("cannot read {}", self.index_path().display()), e)
-                }
-                e => self.refused(INDEX, e),
-            })?;
+        let (file, _) = self.open_index()?;
         // Parsed as it is read, never held whole beside what it parses
         // to; bounded again in case it grows meanwhile (the cut shows as
         // an early end).
@@ -101,44 +87,39 @@ impl Store {
         f: impl FnOnce(&mut Vec<Descriptor>) -> Result<R, StoreError>,
     ) -> Result<R, StoreError> {
         let _lock = self.lock_file("index.lock", true)?;
-        let mut index = self.read_index()?;
-        let mut manifests = index.manifests().clone();
-        let result = f(&mut manifests)?;
-        manifests.sort_by_cached_key(|d| {
+        let mut index = self.read_index_file()?;
+        let result = f(&mut index.manifests)?;
+        index.manifests.sort_by_cached_key(|d| {
             (
                 ref_name(d).is_none(),
                 ref_name(d).map(str::to_owned),
                 d.digest().to_string(),
             )
         });
-        if manifests == *index.manifests() {
-            // Nothing changed (a rebuild re-tagging the same image): no write, no fsync.
-            return Ok(result);
-        }
-        index.set_manifests(manifests);
-        let bytes = canonical_json(&index);
-        drop(index);
-        if bytes.len() as u64 > MAX_INDEX {
-            // Never written: every reader would refuse it, `rmi` included.
-            return Err(StoreError::IndexFull {
-                path: self.index_path(),
-                size: bytes.len() as u64,
-                max: MAX_INDEX,
-            });
-        }
         let path = self.index_path();
-        let written = if self.syncs() {
+        // Nothing changed (a rebuild re-tagging the same image): no write,
+        // no fsync. Past MAX_INDEX: never written, as every reader would
+        // refuse it, `rmi` included.
+        let Written::New(tmp) = index.write(&self.root, &path)? else {
+            return Ok(result);
+        };
+        drop(index);
+        let cannot =
+            |e: std::io::Error| StoreError::io(format!("cannot write {}", path.display()), e);
+        if self.syncs() {
             // The blobs renamed into place since the last change (blob
             // commits leave this to here) become durable before anything
             // names them.
             let blobs = self.root.join("blobs/sha256");
             sync_dir(&blobs)
                 .map_err(|e| StoreError::io(format!("cannot sync {}", blobs.display()), e))?;
-            write_atomic(&path, &bytes)
-        } else {
-            write_renamed(&path, &bytes)
-        };
-        written.map_err(|e| StoreError::io(format!("cannot write {}", path.display()), e))?;
+            tmp.as_file().sync_all().map_err(cannot)?;
+            record_sync(tmp.path());
+        }
+        tmp.persist(&path).map_err(|e| cannot(e.error))?;
+        if self.syncs() {
+            sync_dir(&self.root).map_err(cannot)?;
+        }
         Ok(result)
     }
 

@@ -46,6 +46,7 @@ mod blob;
 mod cleanup;
 mod fresh;
 mod index;
+mod index_file;
 mod json;
 mod layout;
 pub mod lock;

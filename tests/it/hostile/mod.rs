@@ -11,6 +11,7 @@ mod include;
 mod layouts;
 mod outputs;
 mod secrets;
+mod store_index;
 
 use crate::support::registry as registry_support;
 
