@@ -10,9 +10,6 @@ use super::name::ImageName;
 use super::{descriptor_digest, Store, StoreError, MAX_INDEX, REF_NAME};
 use crate::fsutil::{record_sync, sync_dir};
 
-/// The index's name in a layout.
-pub(super) const INDEX: &str = "index.json";
-
 /// Shortest digest prefix [`Store::resolve`] accepts.
 const MIN_PREFIX: usize = 6;
 

@@ -19,9 +19,8 @@ use std::path::Path;
 use oci_spec::image::{Descriptor, ImageIndex};
 use serde_json::{Map, Value};
 
-use super::index::INDEX;
 use super::json::canonical_json;
-use super::{Store, StoreError, MAX_INDEX};
+use super::{Store, StoreError, INDEX, MAX_INDEX};
 use crate::digest::{Digest, HashingReader, HashingWriter};
 use crate::fsutil::input::InputError;
 

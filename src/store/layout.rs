@@ -5,15 +5,17 @@ use std::path::Path;
 
 use oci_spec::image::{ImageIndexBuilder, MediaType};
 
-use super::index::INDEX;
+use super::INDEX;
 use super::json::canonical_json;
 use super::{Durability, Store, StoreError};
 use crate::fsutil::input::InputError;
 use crate::fsutil::{sync_dir, write_renamed, write_replacing};
-use crate::image::MAX_DOCUMENT;
 
 pub(super) const LAYOUT_FILE: &str = "oci-layout";
 const LAYOUT_JSON: &[u8] = br#"{"imageLayoutVersion":"1.0.0"}"#;
+/// The most of `oci-layout` read: 4 MiB, as every document
+/// (`image::MAX_DOCUMENT`, a floor above the store).
+const MAX_LAYOUT_FILE: u64 = 4 << 20;
 
 /// What a directory may hold when an earlier `Store::open` was interrupted
 /// while creating the layout: `oci-layout` is written last, so these
@@ -204,7 +206,7 @@ impl Store {
             }
         }
         let path = self.root.join(LAYOUT_FILE);
-        let bytes = match self.within().read(Path::new(LAYOUT_FILE), MAX_DOCUMENT) {
+        let bytes = match self.within().read(Path::new(LAYOUT_FILE), MAX_LAYOUT_FILE) {
             Ok(b) => b,
             Err(InputError::Missing) => {
                 return Err(self.not_a_layout("it has no oci-layout file"));

@@ -78,6 +78,9 @@ use crate::fsutil::input::{InputError, Within};
 /// is read.
 pub const MAX_INDEX: u64 = 16 << 20;
 
+/// The index's name in a layout.
+const INDEX: &str = "index.json";
+
 /// The annotation that names a descriptor in `index.json`.
 pub const REF_NAME: &str = "org.opencontainers.image.ref.name";
 

@@ -126,6 +126,12 @@ fn import(h: &Home, location: &str, name: &str) -> Measured {
 /// Exit 1 with each of `says`, and none of `never` in what it printed;
 /// peak RSS within the bound.
 pub(super) fn refused(m: &Measured, says: &[&str], never: &[&str]) {
+    eprintln!(
+        "exit {:?}, {:.1?}, peak RSS {} KiB",
+        m.output.status.code(),
+        m.elapsed,
+        m.max_rss_kib
+    );
     assert_eq!(m.output.status.code(), Some(1), "{}", m.text());
     let all = format!("{}{}", m.stdout(), m.stderr());
     for s in says {
