@@ -293,7 +293,7 @@ impl Store {
                 candidates: matching
                     .iter()
                     .map(|h| {
-                        let names = names_of(&manifests, h);
+                        let names = names_of(manifests, h);
                         if names.is_empty() {
                             format!("sha256:{h}")
                         } else {
@@ -312,7 +312,7 @@ impl Store {
         Ok(digest
             .to_string()
             .strip_prefix("sha256:")
-            .map(|h| names_of(&manifests, h))
+            .map(|h| names_of(manifests, h))
             .unwrap_or_default())
     }
 
