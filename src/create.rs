@@ -34,7 +34,7 @@ pub mod bundle;
 pub mod mounts;
 pub mod params;
 
-use crate::fsutil::write_atomic;
+use crate::fsutil::output::{Output, OutputError, Target};
 use crate::image::unpack::{UnpackError, Unpacker};
 use crate::image::{ImageSource, ImageState, Platform, PullError};
 use crate::jailconf::{self, Param};
@@ -109,6 +109,10 @@ pub enum CreateError {
     /// The jail's dataset could not be cloned.
     #[error("cannot clone the image into the jail's dataset (choose another with --dataset, or move what is in the way)")]
     Clone(#[from] crate::snapshot::clones::CloneError),
+    /// A file it writes at a path the user named is something it will
+    /// not write to, or cannot be written.
+    #[error(transparent)]
+    Output(#[from] OutputError),
     #[error("{context}: {source}")]
     Io {
         context: String,
@@ -125,6 +129,7 @@ impl CreateError {
             CreateError::Unpack(e) => e.is_user_error(),
             CreateError::Pull(e) => e.is_user_error(),
             CreateError::Clone(e) => e.is_user_error(),
+            CreateError::Output(e) => e.is_user_error(),
             _ => false,
         }
     }
@@ -384,11 +389,18 @@ fn write_file(path: &Path, text: &str) -> Result<(), CreateError> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(io(format!("cannot create {}", dir.display())))?;
     }
-    write_atomic(path, text.as_bytes()).map_err(io(format!("cannot write {}", path.display())))?;
+    // A path the user named (`--conf`, and the fstab and rctl.conf beside
+    // it): a symlinked /etc/jail.conf stays a link, a FIFO is written in
+    // place, a directory is refused (fsutil::output).
+    let out = Output::at(path)?;
+    out.write(text.as_bytes())?;
     // jail(8) and Bastille read these as root, but people read them too.
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644))
-        .map_err(io(format!("cannot chmod {}", path.display())))
+    if let Target::Replace(file) = out.target() {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o644))
+            .map_err(io(format!("cannot chmod {}", file.display())))?;
+    }
+    Ok(())
 }
 
 /// Makes way for the root: an empty directory there is removed, anything

@@ -43,11 +43,6 @@ impl Digest {
     pub fn hex(&self) -> &str {
         &self.hex
     }
-
-    /// `sha256-<hex>`: usable where `:` is not (file names on some systems).
-    pub fn to_file_name(&self) -> String {
-        format!("sha256-{}", self.hex)
-    }
 }
 
 impl FromStr for Digest {

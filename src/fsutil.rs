@@ -4,11 +4,13 @@
 //! error about a path from a fault of the system. File flags (`schg`
 //! and the like) are read and set through [`flags::FileFlags`]; files
 //! written at a path the user names (`--iidfile`, `oci-archive:FILE`)
-//! through [`output`].
+//! through [`output`]; jbuild's own directories under its root are
+//! checked to be real directories before they are used ([`places`]).
 
 pub mod flags;
 pub mod input;
 pub mod output;
+pub mod places;
 
 use std::ffi::OsString;
 use std::fs;
@@ -286,13 +288,13 @@ pub fn sync_all_at_once(paths: &[PathBuf]) -> io::Result<()> {
 pub(crate) static SYNCED: std::sync::Mutex<Vec<(&'static str, PathBuf)>> =
     std::sync::Mutex::new(Vec::new());
 
-/// Notes in [`SYNCED`] that `path` was just synced (tests only).
+/// Notes in `SYNCED` that `path` was just synced (tests only).
 #[cfg_attr(not(test), inline(always))]
 pub(crate) fn record_sync(path: &Path) {
     record("sync", path);
 }
 
-/// Notes in [`SYNCED`] that `what` just happened to `path` (tests only).
+/// Notes in `SYNCED` that `what` just happened to `path` (tests only).
 #[cfg_attr(not(test), inline(always))]
 pub(crate) fn record(what: &'static str, path: &Path) {
     #[cfg(test)]

@@ -229,7 +229,7 @@ impl Translator<'_> {
         Ok(())
     }
 
-    /// SERVICE name ACTION [args]: enable/disable edit rc.conf; a start or
+    /// SERVICE name ACTION \[args\]: enable/disable edit rc.conf; a start or
     /// a stop of a started service is [`Translator::service_state`]'s
     /// (before this); the other actions on a running service (`reload`,
     /// `status`, a stop of one not started) change no file, so they are

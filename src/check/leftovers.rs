@@ -23,7 +23,7 @@ use std::time::SystemTime;
 
 use super::{CheckError, Facts, Finding, Fix, Guard, Report};
 use crate::config::Paths;
-use crate::store::lock::try_flock;
+use crate::fsutil::places::own_entries;
 use crate::store::STALE_TMP;
 
 /// Which guards were free when the check ran.
@@ -59,11 +59,20 @@ impl FreeGuards {
 }
 
 /// Whether nobody holds a lock on `path` (a missing lock file is free).
+/// The file is opened read-only and never created, so that asking works
+/// on a read-only root (flock needs no write access).
 pub fn lock_free(path: &Path) -> bool {
-    if !path.exists() {
-        return true;
+    use nix::fcntl::{Flock, FlockArg};
+    let Ok(mut file) = fs::File::open(path) else {
+        return !path.exists();
+    };
+    loop {
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(_held) => return true,
+            Err((f, nix::errno::Errno::EINTR)) => file = f,
+            Err(_) => return false,
+        }
     }
-    matches!(try_flock(path), Ok(Some(_)))
 }
 
 /// Whether `path` was last changed more than [`STALE_TMP`] ago.
@@ -98,7 +107,8 @@ pub fn check(
         }
     };
     let store = paths.store();
-    for p in entries(&store.join(".jbuild/tmp"))? {
+    let root = paths.root();
+    for p in place_entries(root, "store/.jbuild/tmp")? {
         found(
             p,
             Guard::Store,
@@ -123,7 +133,7 @@ pub fn check(
         ),
     ];
     for (dir, stale, what, half_written) in notes {
-        for p in entries(&store.join(".jbuild").join(dir))? {
+        for p in place_entries(root, &format!("store/.jbuild/{dir}"))? {
             let name = p
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
@@ -154,7 +164,7 @@ pub fn check(
     // (no `.jbuild/` yet: a layout jbuild creates stays a plain one). Its
     // temporary files are then only judged by age.
     let created = store.join("oci-layout").exists();
-    for p in entries(&store)?
+    for p in place_entries(root, "store")?
         .into_iter()
         .filter(|p| has_prefix(p, &[".tmp-"]))
     {
@@ -167,10 +177,9 @@ pub fn check(
             );
         }
     }
-    let dir_sn = paths.dir_snapshots();
     // Active snapshots are whole work in progress: a dead one goes as a whole.
-    for snapshot in entries(&dir_sn.join("committed"))? {
-        if !snapshot.is_dir() {
+    for snapshot in place_entries(root, "snapshots/dir/committed")? {
+        if !fs::symlink_metadata(&snapshot).is_ok_and(|m| m.is_dir()) {
             continue;
         }
         for p in entries(&snapshot)?
@@ -185,7 +194,7 @@ pub fn check(
             );
         }
     }
-    for p in entries(&paths.tmp())? {
+    for p in place_entries(root, "tmp")? {
         found(
             p,
             Guard::Store,
@@ -194,7 +203,9 @@ pub fn check(
         );
     }
     let mut cache = Vec::new();
-    find_temp(&paths.root().join("cache"), 0, &mut cache)?;
+    if let Ok(Some(dir)) = crate::fsutil::places::existing_own_dir(root, "cache") {
+        find_temp(&dir, 0, &mut cache)?;
+    }
     for p in cache {
         found(
             p,
@@ -216,6 +227,20 @@ fn has_prefix(p: &Path, prefixes: &[&str]) -> bool {
     p.file_name()
         .map(|n| n.to_string_lossy())
         .is_some_and(|n| prefixes.iter().any(|pre| n.starts_with(pre)))
+}
+
+/// The entries of jbuild's own place `root/rel`, sorted: none if it does
+/// not exist, or is not a real directory (a symlink is never followed:
+/// [`super::places`] reports it).
+fn place_entries(root: &Path, rel: &str) -> Result<Vec<PathBuf>, CheckError> {
+    match own_entries(root, rel) {
+        Ok(e) => Ok(e),
+        Err(e) if e.is_stray() => Ok(Vec::new()),
+        Err(e) => {
+            let context = format!("cannot read {}", e.path().display());
+            Err(CheckError::io(context, e.into()))
+        }
+    }
 }
 
 /// The entries of `dir` (none if it does not exist), sorted.

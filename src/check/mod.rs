@@ -29,7 +29,9 @@
 //! is learnt by trying their locks without waiting (a lock file that does
 //! not exist is nobody's).
 //!
-//! The parts: [`store`] (layout, index, every blob re-hashed; `images`: everything
+//! The parts: [`places`] (jbuild's own directories are real directories,
+//! not symlinks out of the root: nothing under one that is not is looked
+//! at), [`store`] (layout, index, every blob re-hashed; `images`: everything
 //! reachable from the index), [`leftovers`] (temporary files), [`snapshots`]
 //! (labels, parents, chain IDs, dead active snapshots, unused layers);
 //! [`adding`] tells the last two whether what no image uses may be a
@@ -38,6 +40,7 @@
 pub mod adding;
 pub mod deep;
 pub mod leftovers;
+pub mod places;
 pub mod repair;
 pub mod snapshots;
 pub mod store;
@@ -103,6 +106,9 @@ pub enum Fix {
     /// Finish creating a store whose creation was interrupted
     /// ([`crate::store::Store::open`] does).
     FinishStore(PathBuf),
+    /// Remove a symlink where jbuild keeps a directory of its own that it
+    /// makes again ([`places`]): the link, never what it points to.
+    RemoveSymlink(PathBuf),
 }
 
 /// Which lock shows that nobody is writing a temporary file right now.
@@ -340,13 +346,64 @@ pub struct Inputs<'a> {
 
 /// Runs every check. Errors are internal faults (a snapshot backend that
 /// cannot list); what is wrong with stored data is a finding.
+///
+/// Damage is judged twice unless this process holds the store lock: other
+/// jbuild processes may remove content while the check reads it (`prune`
+/// deletes blobs and layers under the store lock, `rmi` untags first), so
+/// a blob or layer that disappears between two reads looks missing. The
+/// whole check runs again, and only damage seen both times is damage;
+/// what the second look no longer finds was gone, and a note says so.
 pub fn check(inputs: &Inputs<'_>) -> Result<Report, CheckError> {
+    let first = check_once(inputs)?;
+    if !first.is_damaged() || inputs.store_lock_held {
+        return Ok(first);
+    }
+    let seen: HashSet<(&str, &str)> = first
+        .damaged()
+        .map(|f| (f.kind, f.location.as_str()))
+        .collect();
+    let mut again = check_once(inputs)?;
+    let before = again.findings.len();
+    again.findings.retain(|f| {
+        f.severity != Severity::Damaged || seen.contains(&(f.kind, f.location.as_str()))
+    });
+    let gone = first
+        .damaged()
+        .count()
+        .saturating_sub(again.damaged().count())
+        + before
+        - again.findings.len();
+    if gone > 0 {
+        again.notes.push(format!(
+            "{gone} problems seen once were not there when looked at again: content other \
+             jbuild processes removed meanwhile (prune), not damage"
+        ));
+    }
+    Ok(again)
+}
+
+fn check_once(inputs: &Inputs<'_>) -> Result<Report, CheckError> {
     let mut report = Report::default();
+    let strays = places::check(inputs.paths, &mut report);
     let guards = leftovers::FreeGuards::probe(inputs.paths, inputs.store_lock_held);
     let adding = Adding::for_store(&inputs.paths.store(), inputs.store_lock_held);
-    let facts = store::check(&inputs.paths.store(), &adding, &mut report)?;
+    let facts = if strays.cover(&inputs.paths.store().join("blobs/sha256")) {
+        report
+            .notes
+            .push("the store is not checked: its blob directory is not a real directory".into());
+        Facts::default()
+    } else {
+        store::check(&inputs.paths.store(), &adding, &mut report)?
+    };
     leftovers::check(inputs.paths, &facts, guards, &mut report)?;
-    if let Some(sn) = inputs.snapshotter {
+    let snapshots_stray = strays.cover(&inputs.paths.dir_snapshots())
+        || strays.cover(&inputs.paths.overlay_snapshots());
+    if snapshots_stray {
+        report
+            .notes
+            .push("snapshots are not checked: their directory is not a real directory".into());
+    }
+    if let Some(sn) = inputs.snapshotter.filter(|_| !snapshots_stray) {
         let present: HashSet<Digest> = facts.blobs.keys().cloned().collect();
         snapshots::check(
             sn,

@@ -3,12 +3,14 @@
 //! What repair does, in this order:
 //!
 //! 1. writes a missing or unreadable `oci-layout` (its content is fixed), or
-//!    finishes creating a store whose creation was interrupted;
+//!    finishes creating a store whose creation was interrupted; removes a
+//!    symlink where jbuild keeps a place of scratch files, notes or caches
+//!    (the link itself, never what it points to: [`super::places`]);
 //! 2. deletes corrupt blob files — the images using them then lack a blob,
 //!    and the next check says which to pull or build again — only while
 //!    holding the store lock (a pull finding the blob in place keeps it);
 //! 3. removes unreferenced blobs through the store's own garbage collector
-//!    ([`Store::prune_locked`]), only while holding the store lock
+//!    ([`crate::image::gc::prune_blobs`]), only while holding the store lock
 //!    exclusively, so no blob a pull is about to tag can go;
 //! 4. removes leftover temporary files whose guarding lock is free (or that
 //!    are older than [`crate::store::STALE_TMP`]);
@@ -117,6 +119,14 @@ pub fn repair(
                 Store::open(dir).map(drop),
                 format!("finished creating the store {}", dir.display()),
                 |e| format!("could not finish creating the store {}: {e}", dir.display()),
+            )),
+            Fix::RemoveSymlink(path) => done.push(outcome(
+                remove_symlink(path),
+                format!(
+                    "removed the symlink {} (not what it pointed to)",
+                    path.display()
+                ),
+                |e| format!("could not remove the symlink {}: {e}", path.display()),
             )),
             _ => {}
         }
@@ -243,6 +253,18 @@ pub fn repair(
         }
     }
     done
+}
+
+/// Removes `path` if it is a symlink; anything else there is left.
+fn remove_symlink(path: &Path) -> std::io::Result<()> {
+    match fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => fs::remove_file(path),
+        Ok(_) => Err(std::io::Error::other(
+            "it is no longer a symlink: left as it is",
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 fn remove_path(path: &Path) -> std::io::Result<()> {

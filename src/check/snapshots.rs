@@ -24,6 +24,7 @@
 //!   the layer's diff ID compared with its label ([`super::deep`]).
 
 use std::collections::{HashMap, HashSet};
+use std::fs;
 
 use super::deep::REMOVE_CACHE;
 use super::{Adding, CheckError, Finding, Fix, Report};
@@ -31,7 +32,7 @@ use crate::digest::Digest;
 use crate::image::gc::{chains_in_use, dead_active, unused_chains};
 use crate::image::{next_chain, SnapshotName};
 use crate::snapshot::clones::{holders, jails_of};
-use crate::snapshot::{label, Info, Kind, Snapshotter};
+use crate::snapshot::{label, Flaw, FlawKind, Info, Kind, Snapshotter};
 use crate::store::Store;
 
 /// Checks every snapshot. `store` (if there is one) tells which blobs exist
@@ -47,8 +48,19 @@ pub fn check(
     deep: bool,
     report: &mut Report,
 ) -> Result<Vec<Info>, CheckError> {
-    let all = sn.list()?;
+    let (all, flaws) = sn.audit()?;
     report.summary.snapshots = all.len();
+    // A snapshot whose record cannot be read has no known parent or
+    // labels: it is not judged by them, and nothing is offered for removal
+    // while one is (its children and parents cannot be told).
+    let unreadable: HashSet<&str> = flaws
+        .iter()
+        .filter(|f| f.kind == FlawKind::BadMeta)
+        .filter_map(|f| f.snapshot.as_deref())
+        .collect();
+    for f in &flaws {
+        report.push(flaw_finding(sn, f));
+    }
     let by_name: HashMap<&str, &Info> = all.iter().map(|i| (i.name.as_str(), i)).collect();
     let dead = dead_active(&all);
     let dead_names: HashSet<&str> = dead.iter().map(|i| i.name.as_str()).collect();
@@ -72,10 +84,11 @@ pub fn check(
             "{live} active snapshots are work in progress of running processes: left alone"
         ));
     }
-    for info in all
-        .iter()
-        .filter(|i| i.kind == Kind::Committed && !dead_names.contains(i.name.as_str()))
-    {
+    for info in all.iter().filter(|i| {
+        i.kind == Kind::Committed
+            && !dead_names.contains(i.name.as_str())
+            && !unreadable.contains(i.name.as_str())
+    }) {
         check_one(sn, info, &by_name, blobs, report);
     }
     if deep {
@@ -105,7 +118,12 @@ pub fn check(
         }
     }
     let held = holders(&jails);
-    if let Some(store) = store.filter(|_| walk_complete) {
+    if !unreadable.is_empty() {
+        report
+            .notes
+            .push("unused layers are not counted while a snapshot's record cannot be read".into());
+    }
+    if let Some(store) = store.filter(|_| walk_complete && unreadable.is_empty()) {
         // Asked after listing the snapshots and before reading the index
         // that says which layers are used: a pull's pin covers both.
         let pending = adding.now();
@@ -133,6 +151,42 @@ pub fn check(
         }
     }
     Ok(all)
+}
+
+/// The finding about a [`Flaw`] the backend found.
+fn flaw_finding(sn: &dyn Snapshotter, f: &Flaw) -> Finding {
+    let location = f.path.display().to_string();
+    match f.kind {
+        FlawKind::BadMeta => Finding::damaged("bad-meta", f.what.clone(), location).action(format!(
+            "restore {} from a backup, or remove the snapshot's directory (and with              `jbuild prune --cache` the build cache: layers are built or unpacked again)",
+            f.path.display()
+        )),
+        FlawKind::MissingTree => {
+            Finding::damaged("missing-tree", f.what.clone(), location).action(REMOVE_CACHE)
+        }
+        FlawKind::StrayPlace => {
+            let (kind, what) = match fs::read_link(&f.path) {
+                Ok(target) => (
+                    "symlinked-place",
+                    format!(
+                        "{} is a symlink to {}, where the {} backend keeps a directory of its own:                          nothing is read, written or removed through it",
+                        f.path.display(),
+                        target.display(),
+                        sn.backend()
+                    ),
+                ),
+                Err(_) => ("not-a-directory", f.what.clone()),
+            };
+            let action = match &f.snapshot {
+                Some(_) => format!(
+                    "{REMOVE_CACHE}; the symlink is removed, never what it points to"
+                ),
+                None => "put the directory itself there: remove the symlink and move what it                          points to in its place"
+                    .into(),
+            };
+            Finding::damaged(kind, what, location).action(action)
+        }
+    }
 }
 
 fn check_one(

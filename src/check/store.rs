@@ -284,6 +284,9 @@ fn scan_blobs(store: &Store, facts: &mut Facts, report: &mut Report) -> Result<(
         };
         let file = match fs::File::open(&path) {
             Ok(f) => f,
+            // Removed since the directory was listed (a prune): gone, not
+            // damage, and not counted.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
             Err(e) => {
                 report.push(
                     Finding::damaged(

@@ -380,6 +380,8 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
         Some(t) => (t.context.clone(), t.path.clone()),
         None => (args.context.clone(), jailfile),
     };
+    // The caches a build writes: never through a symlink out of the root.
+    ctx.check_places(&["cache", "cache/mounts", "cache/freebsd"])?;
     let opts = BuildOptions {
         context,
         jailfile,

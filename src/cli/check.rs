@@ -7,7 +7,7 @@ use clap::Args;
 
 use super::{CmdResult, Ctx, Failure};
 use jbuild::check::{self, Inputs, Repaired, Report};
-use jbuild::store::{Store, StoreLock};
+use jbuild::store::{Store, StoreError, StoreLock};
 
 #[derive(Args, Debug)]
 #[command(
@@ -28,12 +28,24 @@ pub struct CheckArgs {
 }
 
 pub fn run(ctx: &Ctx, args: CheckArgs) -> CmdResult {
-    let sn = ctx.snapshotter()?;
+    // A plain check never writes (a read-only root is fine): its
+    // snapshots are opened only to be looked at.
+    let sn = if args.repair {
+        ctx.snapshotter()?
+    } else {
+        ctx.inspector()?
+    };
     let store_dir = ctx.paths.store();
     // The store lock, exclusively, for the whole repair: no pull or import
     // adds content meanwhile. Held by someone else: leave their work alone.
     let lock = if args.repair && store_dir.is_dir() {
-        StoreLock::try_exclusive(&Store::open_unchecked(&store_dir)).map_err(Failure::internal)?
+        match StoreLock::try_exclusive(&Store::open_unchecked(&store_dir)) {
+            Ok(lock) => lock,
+            // `.jbuild/` is a symlink: reported, and what the store lock
+            // guards is left alone.
+            Err(StoreError::Place(e)) if e.is_stray() => None,
+            Err(e) => return Err(Failure::internal(e)),
+        }
     } else {
         None
     };

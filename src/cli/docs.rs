@@ -65,12 +65,7 @@ pub fn man(ctx: &Ctx, args: ManArgs) -> CmdResult {
         out!("{}", String::from_utf8_lossy(&text));
         return Ok(());
     };
-    let written = write_pages(&dir).map_err(|e| {
-        Failure::user(anyhow::Error::new(e).context(format!(
-            "cannot write man pages into {} (is it a directory you may write to?)",
-            dir.display()
-        )))
-    })?;
+    let written = write_pages(&dir)?;
     if !ctx.quiet {
         outln!("wrote {written} pages into {}", dir.display());
     }
@@ -98,13 +93,24 @@ fn visible(cmd: &clap::Command) -> Vec<clap::Command> {
     all
 }
 
-fn write_pages(dir: &std::path::Path) -> std::io::Result<usize> {
-    std::fs::create_dir_all(dir)?;
+/// Each page is a path the user named in effect (DIR/jbuild.1, ...), so it
+/// is written as every such path is (fsutil::output): a page that is a
+/// symlink stays one, a FIFO is written in place, nothing is replaced by
+/// something else.
+fn write_pages(dir: &std::path::Path) -> Result<usize, Failure> {
+    let cannot = |e: anyhow::Error| {
+        Failure::user(e.context(format!(
+            "cannot write man pages into {} (is it a directory you may write to?)",
+            dir.display()
+        )))
+    };
+    std::fs::create_dir_all(dir).map_err(|e| cannot(e.into()))?;
     let pages = visible(&command());
     for (i, cmd) in pages.iter().enumerate() {
         let man = Man::new(cmd.clone());
-        let text = page(cmd, i == 0)?;
-        std::fs::write(dir.join(man.get_filename()), text)?;
+        let text = page(cmd, i == 0).map_err(Failure::internal)?;
+        jbuild::fsutil::output::write_output(&dir.join(man.get_filename()), &text)
+            .map_err(|e| cannot(e.into()))?;
     }
     Ok(pages.len())
 }

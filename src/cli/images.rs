@@ -376,6 +376,7 @@ pub fn prune(ctx: &Ctx, args: PruneArgs) -> CmdResult {
     let sn = ctx.snapshotter()?;
     let summary = gc::prune(&store, sn.as_ref(), args.cache).map_err(Failure::internal)?;
     let mounts = if args.cache {
+        ctx.check_places(&["cache", "cache/mounts"])?;
         let dir = ctx.paths.mount_cache();
         jbuild::engine::mounts::clear_cache_mounts(&dir).map_err(|e| {
             Failure::internal(anyhow!("clearing cache mounts in {}: {e}", dir.display()))

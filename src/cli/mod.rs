@@ -230,6 +230,22 @@ pub struct Ctx {
 }
 
 impl Ctx {
+    /// Refuses when one of jbuild's own places `rels` under the root is a
+    /// symlink or a file (nothing is read, written or removed through it:
+    /// `jbuild::fsutil::places`); a missing one is fine (made when used).
+    pub fn check_places(&self, rels: &[&str]) -> Result<(), Failure> {
+        for rel in rels {
+            jbuild::fsutil::places::existing_own_dir(self.paths.root(), rel).map_err(|e| {
+                if e.is_stray() {
+                    Failure::user(e)
+                } else {
+                    Failure::internal(e)
+                }
+            })?;
+        }
+        Ok(())
+    }
+
     pub fn store(&self) -> Result<Store, Failure> {
         std::fs::create_dir_all(self.paths.root()).map_err(|e| {
             Failure::user(anyhow::anyhow!(
@@ -237,6 +253,10 @@ impl Ctx {
                 self.paths.root().display()
             ))
         })?;
+        self.check_places(&["store"])?;
+        // Mounts a killed process left (a pull's or a build's step on the
+        // overlay backend) are taken down by the next command.
+        jbuild::snapshot::overlay::unmount_dead(&self.paths.overlay_snapshots());
         Store::open(&self.paths.store()).map_err(|e| match e {
             jbuild::store::StoreError::Corrupt { .. } => Failure::internal(
                 anyhow::Error::new(e)
@@ -277,6 +297,17 @@ impl Ctx {
     /// The snapshot backend the flags and the configuration call for.
     pub fn snapshotter(&self) -> Result<Box<dyn Snapshotter>, Failure> {
         self.backend().map(|c| c.snapshotter)
+    }
+
+    /// The snapshot backend, opened only to be looked at (`jbuild check`):
+    /// nothing is written ([`jbuild::snapshot::choose::inspect`]).
+    pub fn inspector(&self) -> Result<Box<dyn Snapshotter>, Failure> {
+        jbuild::snapshot::choose::inspect(self.backend.as_deref(), &self.settings, &self.paths)
+            .map(|c| c.snapshotter)
+            .map_err(|e| Failure {
+                user: e.is_user_error(),
+                error: e.into(),
+            })
     }
 
     /// The snapshot backend chosen, and why (for `jbuild info`).

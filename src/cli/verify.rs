@@ -75,10 +75,18 @@ pub fn run(ctx: &Ctx, args: VerifyArgs) -> CmdResult {
         None => attached(ctx, &args)?,
     };
     let store = ctx.store()?;
-    std::fs::create_dir_all(ctx.paths.tmp()).map_err(Failure::internal)?;
+    // Scratch space in the root's own `tmp/`, never through a symlink.
+    let tmp = jbuild::fsutil::places::own_dir(ctx.paths.root(), "tmp").map_err(|e| {
+        if e.is_stray() {
+            Failure::user(e)
+        } else {
+            Failure::internal(e)
+        }
+    })?;
+    ctx.check_places(&["cache", "cache/mounts", "cache/freebsd"])?;
     let scratch = tempfile::Builder::new()
         .prefix("verify-")
-        .tempdir_in(ctx.paths.tmp())
+        .tempdir_in(&tmp)
         .map_err(Failure::internal)?;
     let puller = jbuild::transport::RegistryPuller {
         options: args.registry.options(ctx)?,

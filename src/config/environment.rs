@@ -60,6 +60,22 @@ pub const VARIABLES: &[EnvVar] = &[
                   insecure`: for CI jobs with no configuration file.",
     },
     EnvVar {
+        name: "JBUILD_REGISTRY_MIN_RATE",
+        meaning: "Bytes per second every blob and manifest must average over the rate window \
+                  (`0`: no floor); wins over `[registries] min_rate`: for CI jobs with no \
+                  configuration file.",
+    },
+    EnvVar {
+        name: "JBUILD_REGISTRY_RATE_WINDOW_SECS",
+        meaning: "The window the rate floor is measured over, in seconds; wins over \
+                  `[registries] rate_window_secs`.",
+    },
+    EnvVar {
+        name: "JBUILD_REGISTRY_BLOB_DEADLINE_SECS",
+        meaning: "The longest one blob or manifest may take, in seconds (`0`: none); wins \
+                  over `[registries] blob_deadline_secs`.",
+    },
+    EnvVar {
         name: "REGISTRY_AUTH_FILE",
         meaning: "The containers `auth.json` to read and write credentials in (as podman, \
                   buildah and skopeo), instead of `$XDG_RUNTIME_DIR/containers/auth.json` and \

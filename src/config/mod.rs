@@ -15,10 +15,13 @@
 
 pub mod environment;
 mod settings;
-pub use settings::DEFAULT_REGISTRY_TIMEOUT_SECS;
 pub use settings::{
     FreeBsdBase, FreeBsdSettings, LayerSettings, PkgSettings, RegistrySettings, Settings,
     SettingsError, TrustScope, TrustSettings, ZfsSettings,
+};
+pub use settings::{
+    DEFAULT_BLOB_DEADLINE_SECS, DEFAULT_MIN_RATE, DEFAULT_RATE_WINDOW_SECS,
+    DEFAULT_REGISTRY_TIMEOUT_SECS,
 };
 
 use std::path::{Path, PathBuf};
@@ -69,7 +72,7 @@ impl Paths {
     }
 
     /// Content hashes of build-context files, so a cached rebuild does not
-    /// read them again (see `build::native::hash_cache`).
+    /// read them again (see `engine::native::hash_cache`).
     pub fn hash_cache(&self) -> PathBuf {
         self.root.join("cache").join("content-hashes")
     }

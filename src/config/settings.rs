@@ -25,6 +25,9 @@
 //! insecure = ["registry.lan:5000"]   # plain HTTP (localhost is always allowed)
 //! certs_dir = "/etc/docker/certs.d" # extra CAs: DIR/HOST[:PORT]/*.crt
 //! timeout_secs = 60                  # give up on a connection silent this long
+//! min_rate = 1024                    # bytes/s a transfer must average over the window (0: off)
+//! rate_window_secs = 30              # the window min_rate is measured over
+//! blob_deadline_secs = 10800         # the longest one blob or manifest may take (0: off)
 //!
 //! [freebsd]
 //! mirror = "https://download.freebsd.org/releases"
@@ -94,10 +97,36 @@ pub struct RegistrySettings {
     /// request is given up as timed out (and retried, within the retry
     /// bound). Unset: [`DEFAULT_REGISTRY_TIMEOUT_SECS`].
     pub timeout_secs: Option<u64>,
+    /// Bytes per second a blob or manifest must average over every
+    /// `rate_window_secs` of its transfer, or the transfer fails (a
+    /// registry that sends a byte now and then never looks silent to
+    /// `timeout_secs`). `0`: no floor. Unset: [`DEFAULT_MIN_RATE`].
+    pub min_rate: Option<u64>,
+    /// The window `min_rate` is measured over, in seconds (at least 1).
+    /// Unset: [`DEFAULT_RATE_WINDOW_SECS`].
+    pub rate_window_secs: Option<u64>,
+    /// The longest one blob or manifest may take, in seconds, retries and
+    /// resumptions included. `0`: no deadline. Unset:
+    /// [`DEFAULT_BLOB_DEADLINE_SECS`].
+    pub blob_deadline_secs: Option<u64>,
 }
 
 /// How long a registry may stay silent when `timeout_secs` is not set.
 pub const DEFAULT_REGISTRY_TIMEOUT_SECS: u64 = 60;
+
+/// The rate floor when `min_rate` is not set: 1 KiB/s, a hundredth of a
+/// slow DSL line, far above a registry that drips a byte at a time.
+pub const DEFAULT_MIN_RATE: u64 = 1024;
+
+/// The window of the rate floor when `rate_window_secs` is not set: long
+/// enough for a pause of a loaded registry, short enough that a drip is
+/// given up within a minute.
+pub const DEFAULT_RATE_WINDOW_SECS: u64 = 30;
+
+/// The deadline of one blob when `blob_deadline_secs` is not set: 3 hours,
+/// the time the largest layer jbuild accepts (8 GiB) takes at 1 MiB/s with
+/// room to spare.
+pub const DEFAULT_BLOB_DEADLINE_SECS: u64 = 3 * 3600;
 
 impl RegistrySettings {
     /// The stall timeout: `timeout_secs`, else the default; at least 1 s.

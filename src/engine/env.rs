@@ -100,12 +100,6 @@ impl<'a> BuildEnv<'a> {
         self
     }
 
-    /// Uses `executor` instead of the host's (tests, or a recording one).
-    pub fn with_executor(self, executor: Box<dyn Executor>) -> Self {
-        let _ = self.executor.set(executor);
-        self
-    }
-
     pub(super) fn executor(&self) -> Result<&dyn Executor, exec::ExecError> {
         if let Some(e) = self.executor.get() {
             return Ok(e.as_ref());

@@ -182,7 +182,8 @@ impl BuildError {
             BuildError::Unpack(e) => e.is_user_error(),
             BuildError::Pull(e) => e.is_user_error(),
             BuildError::Store(e) => e.is_user_error(),
-            BuildError::Snapshot(_) | BuildError::Export(_) | BuildError::Io { .. } => false,
+            BuildError::Snapshot(e) => e.is_user_error(),
+            BuildError::Export(_) | BuildError::Io { .. } => false,
         }
     }
 }

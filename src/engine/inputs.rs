@@ -40,7 +40,7 @@ pub(super) struct Inputs<'a> {
     pub(super) releases: RefCell<HashMap<String, crate::release::Release>>,
     /// Releases made from the pkgbase repository, by `release|platform`.
     pub(super) pkgbases: RefCell<HashMap<String, crate::release::PkgBase>>,
-    /// [`FreeBsdEnv::pkg_repositories`] by ABI: asked once per build.
+    /// [`crate::engine::freebsd::FreeBsdEnv::pkg_repositories`] by ABI: asked once per build.
     pub(super) pkg_repos: RefCell<HashMap<Option<String>, String>>,
 }
 

@@ -298,6 +298,12 @@ impl StepMounts {
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(BuildError::io(format!("creating {}", dir.display()), e)),
         }
+        // Mounted into the step and written there: a real directory of the
+        // cache's, never a symlink to elsewhere.
+        if let Some(n) = dir.file_name() {
+            crate::fsutil::places::existing_own_dir(base, n)
+                .map_err(|e| BuildError::io(format!("using {}", dir.display()), e.into()))?;
+        }
         self.mounts.push(Mount::Bind(BindMount {
             host: dir,
             target: target.to_string(),

@@ -1,6 +1,6 @@
 //! What the FreeBSD executor's child does between fork and exec, as data:
 //! [`plan`] decides every call, with its arguments and in its order, and
-//! the FreeBSD executor ([`super::freebsd`]) only performs them, one real
+//! the FreeBSD executor (`exec::freebsd`, built on FreeBSD only) only performs them, one real
 //! system call per [`ChildCall`]. Keeping the decisions here, compiled on
 //! every Unix, lets the tests check them on Linux against the rules of
 //! the FreeBSD manual pages ([`rule_breaks`]), where the jail itself

@@ -1,6 +1,7 @@
 //! Writing a file at a path the user names: `build --iidfile`,
 //! `--provenance-file`, `push --digestfile`, `sbom --output`,
-//! `bastille convert --output`, `export IMG oci-archive:FILE`.
+//! `bastille convert --output`, `export IMG oci-archive:FILE`, `create
+//! --conf` (and the fstab and rctl.conf beside it), `man --out DIR`.
 //!
 //! Why one function for all of them: the natural way to write a result is
 //! a temporary file renamed over the path (nobody reads half of it), but a

@@ -167,9 +167,8 @@ impl PullError {
             PullError::NotFetchable(_) => true,
             PullError::Fetch(e) => e.user,
             PullError::Unpack { source, .. } => source.is_user_error(),
-            PullError::DamagedStoredLayer { .. } | PullError::Store(_) | PullError::Snapshot(_) => {
-                false
-            }
+            PullError::Snapshot(e) => e.is_user_error(),
+            PullError::DamagedStoredLayer { .. } | PullError::Store(_) => false,
         }
     }
 }

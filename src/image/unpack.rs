@@ -79,7 +79,8 @@ impl UnpackError {
         match self {
             UnpackError::LayerRefused { source, .. } => source.is_bad_input(),
             UnpackError::Image(e) => e.is_user_error(),
-            UnpackError::Snapshot(_) | UnpackError::Store(_) => false,
+            UnpackError::Snapshot(e) => e.is_user_error(),
+            UnpackError::Store(_) => false,
         }
     }
 }

@@ -10,7 +10,7 @@
 //! - ENV is in scope from its line on, wins over an ARG of the same name,
 //!   and is inherited by a stage built `FROM` an earlier stage.
 //!
-//! The per-instruction work (turning an [`Instruction`] into a [`Step`])
+//! The per-instruction work (turning an [`Instruction`] into a [`Step`](super::resolved::Step))
 //! lives in `ops.rs`; this file keeps the state it works on.
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -132,13 +132,21 @@ impl Keychain for Anonymous {
 }
 
 /// A password or token. It prints as `<redacted>` however it is formatted,
-/// so it cannot reach a log or an error message by accident.
+/// so it cannot reach a log or an error message by accident; and making
+/// one remembers it for [`redact`], so the text jbuild prints is scrubbed
+/// of it even when someone else repeats it (a registry that echoes the
+/// bearer token it was sent in its error body, a token service that
+/// repeats the refresh token). Every credential jbuild holds — passwords,
+/// identity and refresh tokens, the tokens a token service grants — is a
+/// `Secret`, so none can be shown.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);
 
 impl Secret {
     pub fn new(s: impl Into<String>) -> Secret {
-        Secret(s.into())
+        let s = s.into();
+        redact::remember(None, &s);
+        Secret(s)
     }
     /// The secret itself, for the one place that sends it.
     pub fn expose(&self) -> &str {
@@ -160,7 +168,7 @@ impl fmt::Display for Secret {
 
 impl From<String> for Secret {
     fn from(s: String) -> Secret {
-        Secret(s)
+        Secret::new(s)
     }
 }
 

@@ -76,8 +76,8 @@ pub trait PlanInputs {
     }
     /// What PKG steps depend on besides the root: the repository
     /// configuration and the state of the repositories' catalogues (see
-    /// `build::pkg`). `abi` is `FreeBSD:14:amd64` when the stage's release
-    /// is known.
+    /// `engine::freebsd`, "PKG keying"). `abi` is `FreeBSD:14:amd64` when
+    /// the stage's release is known.
     fn pkg_repositories(&self, abi: Option<&str>) -> Result<String, InputError> {
         let _ = abi;
         Ok("unknown".into())

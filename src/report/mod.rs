@@ -82,9 +82,20 @@ pub enum Level {
     Warn,
 }
 
+/// Where a build and a transfer say what they do: the terminal (plain or
+/// with progress bars), `--json` events, or nothing (`--quiet`). Calls
+/// come from the engine's threads in the order things happen; a reporter
+/// keeps no state the engine relies on.
 pub trait Reporter: Send + Sync {
+    /// Step `step` begins, before its cache is looked up (a metadata step
+    /// gets its `step_done` at once).
     fn step_start(&self, step: &StepInfo);
+    /// One line the step's process wrote to `stream`, without its newline
+    /// (bytes as written: a reporter decides how to show what is not
+    /// UTF-8).
     fn step_output(&self, step: &StepInfo, stream: Stream, line: &[u8]);
+    /// Step `step` ended as `result`, `elapsed` after its `step_start`
+    /// (the cache lookup included).
     fn step_done(&self, step: &StepInfo, result: StepResult, elapsed: Duration);
     /// A transfer or export of `total` bytes (if known) named `what` begins.
     fn transfer_start(&self, id: &str, what: &str, total: Option<u64>);
@@ -92,7 +103,11 @@ pub trait Reporter: Send + Sync {
     /// Callers may call it often ([`ProgressReader`] does every 256 KiB);
     /// reporters throttle what they show.
     fn transfer_progress(&self, id: &str, done: u64);
+    /// Transfer `id` ended; `skipped` when nothing moved (the destination
+    /// had it already).
     fn transfer_done(&self, id: &str, skipped: bool);
+    /// A line for the user that belongs to no step or transfer (a warning,
+    /// what a cache did).
     fn message(&self, level: Level, text: &str);
     /// A layer export (a transfer with no known total) begins; `differ` is
     /// the [`Differ::name`](crate::diff::Differ::name) that listed its

@@ -7,11 +7,14 @@
 //! xattrs its mounts use and why (`in a user namespace: userxattr`, see
 //! [`super::overlay::flavour`]).
 
+use std::fs;
+
 use super::dir::DirSnapshotter;
 use super::overlay::OverlaySnapshotter;
 use super::zfs::ZfsSnapshotter;
 use super::{SnapshotError, Snapshotter};
 use crate::config::{Paths, Settings};
+use crate::fsutil::places::{existing_own_dir, PlaceError};
 
 /// The backend chosen, in a sentence for `jbuild info`, and the snapshotter.
 pub struct Chosen {
@@ -47,12 +50,20 @@ pub enum ChooseError {
     /// The `dir` backend's directory cannot be made or read.
     #[error(transparent)]
     Dir(SnapshotError),
+    /// `snapshots/`, or a backend's directory in it, is a symlink or a
+    /// file ([`crate::fsutil::places`]): never used.
+    #[error(transparent)]
+    Place(#[from] PlaceError),
 }
 
 impl ChooseError {
     /// Whether the user can fix it (a flag, the configuration, a dataset).
     pub fn is_user_error(&self) -> bool {
-        !matches!(self, ChooseError::Dir(_))
+        match self {
+            ChooseError::Dir(_) => false,
+            ChooseError::Place(e) => e.is_stray(),
+            _ => true,
+        }
     }
 }
 
@@ -126,6 +137,61 @@ fn zfs(sn: ZfsSnapshotter) -> Chosen {
     }
 }
 
+/// The snapshots `jbuild check` looks at, opened so that nothing is
+/// written ([`DirSnapshotter::inspect`], [`OverlaySnapshotter::inspect`]):
+/// the backend `requested` and the configuration call for; for `auto`
+/// without a usable dataset, `overlay` where an overlay store exists
+/// (on Linux), else `dir`. No probe mount is made to choose.
+pub fn inspect(
+    requested: Option<&str>,
+    settings: &Settings,
+    paths: &Paths,
+) -> Result<Chosen, ChooseError> {
+    let (requested, by) = match (requested, &settings.backend) {
+        (Some(b), _) => (b, "--backend (or $JBUILD_BACKEND)".to_string()),
+        (None, Some(b)) => (
+            b.as_str(),
+            format!("backend = in {}", config_file(settings)),
+        ),
+        (None, None) => ("auto", String::new()),
+    };
+    let dir = || Chosen {
+        reason: "dir".into(),
+        location: paths.dir_snapshots().display().to_string(),
+        snapshotter: Box::new(DirSnapshotter::inspect(paths.dir_snapshots())),
+    };
+    let overlay = |by: String| {
+        OverlaySnapshotter::inspect(paths.overlay_snapshots())
+            .map(|sn| Chosen {
+                reason: "overlay".into(),
+                location: paths.overlay_snapshots().display().to_string(),
+                snapshotter: Box::new(sn),
+            })
+            .map_err(|source| ChooseError::Overlay { by, source })
+    };
+    match requested {
+        "dir" => Ok(dir()),
+        "overlay" => overlay(by),
+        "zfs" => choose(Some("zfs"), settings, paths),
+        "auto" => {
+            if let Some(Ok(sn)) = dataset(settings).map(|(ds, _)| ZfsSnapshotter::open(&ds)) {
+                return Ok(zfs(sn));
+            }
+            let has_overlay =
+                fs::symlink_metadata(paths.overlay_snapshots()).is_ok_and(|m| m.is_dir());
+            if cfg!(target_os = "linux") && has_overlay {
+                overlay(by)
+            } else {
+                Ok(dir())
+            }
+        }
+        other => Err(ChooseError::Unknown {
+            name: other.to_string(),
+            by,
+        }),
+    }
+}
+
 /// The backend `requested` (`--backend`, `None` when not given) and the
 /// configuration call for.
 pub fn choose(
@@ -133,6 +199,9 @@ pub fn choose(
     settings: &Settings,
     paths: &Paths,
 ) -> Result<Chosen, ChooseError> {
+    for place in ["snapshots", "snapshots/dir", "snapshots/overlay"] {
+        existing_own_dir(paths.root(), place)?;
+    }
     let (requested, by) = match (requested, &settings.backend) {
         (Some(b), _) => (b, "--backend (or $JBUILD_BACKEND)".to_string()),
         (None, Some(b)) => (

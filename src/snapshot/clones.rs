@@ -66,7 +66,10 @@ pub enum CloneError {
 impl CloneError {
     /// A dataset in the way or missing is the user's to fix.
     pub fn is_user_error(&self) -> bool {
-        !matches!(self, CloneError::Snapshot(_))
+        match self {
+            CloneError::Snapshot(e) => e.is_user_error(),
+            _ => true,
+        }
     }
 }
 

@@ -34,10 +34,13 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::{validate_name, Info, Kind, Labels, Result, SnapshotError, Snapshotter};
+use super::{
+    validate_name, Flaw, FlawKind, Info, Kind, Labels, Result, SnapshotError, Snapshotter,
+};
 use crate::diff::walk::TreeWalkDiffer;
 use crate::diff::Differ;
 use crate::fsutil::flags::{self, st_flags, FileFlags};
+use crate::fsutil::places::{existing_own_dir, own_dir, own_entries, PlaceError};
 use crate::fsutil::{sync_dir, write_atomic};
 
 pub use copy::{
@@ -81,10 +84,13 @@ fn io_err(what: &str, path: &Path) -> impl FnOnce(std::io::Error) -> SnapshotErr
 impl DirSnapshotter {
     /// Uses (creating) `root`. Snapshots left half-deleted in its trash by
     /// a killed process are removed now.
+    ///
+    /// Its directories must be real directories, not symlinks
+    /// ([`crate::fsutil::places`]): nothing is listed, made or removed
+    /// through one.
     pub fn new(root: PathBuf) -> Result<Self> {
         for sub in ["active", "committed", "trash"] {
-            let dir = root.join(sub);
-            fs::create_dir_all(&dir).map_err(io_err("create", &dir))?;
+            own_dir(&root, sub).map_err(place_err)?;
         }
         let sn = DirSnapshotter {
             root,
@@ -99,6 +105,29 @@ impl DirSnapshotter {
             let _ = remove_tree(&entry.path());
         }
         Ok(sn)
+    }
+
+    /// A snapshotter on `root` that only reads (for `jbuild check`):
+    /// nothing is made, nothing left in the trash removed; a missing
+    /// directory holds no snapshots.
+    pub fn inspect(root: PathBuf) -> Self {
+        DirSnapshotter {
+            root,
+            file_flags: Arc::new(flags::HostFlags),
+        }
+    }
+
+    /// The tree of committed `name`: its `fs/`, which must be a real
+    /// directory (a symlink out of the root is never used as a layer).
+    pub(super) fn tree(&self, name: &str) -> Result<PathBuf> {
+        let dir = self.dir(Kind::Committed, name);
+        match existing_own_dir(&dir, "fs").map_err(place_err)? {
+            Some(fs) => Ok(fs),
+            None => Err(SnapshotError::Backend(format!(
+                "committed snapshot `{name}` has no tree ({} is missing); run `jbuild check`",
+                dir.join("fs").display()
+            ))),
+        }
     }
 
     /// Reads and sets file flags through `file_flags` rather than the
@@ -264,6 +293,82 @@ impl DirSnapshotter {
         let _ = trashed.and_then(|t| remove_tree_with(&t, &*self.file_flags));
     }
 
+    /// [`Snapshotter::audit`] of these directories (the overlay backend's
+    /// too, which keeps its bookkeeping here).
+    pub(super) fn audit_dirs(&self) -> Result<(Vec<Info>, Vec<Flaw>)> {
+        let (mut all, mut flaws) = (Vec::new(), Vec::new());
+        for kind in [Kind::Active, Kind::Committed] {
+            let sub = self.dir(kind, "");
+            let sub = sub.file_name().expect("a kind's directory has a name");
+            let entries = match own_entries(&self.root, sub) {
+                Ok(e) => e,
+                Err(e) if e.is_stray() => {
+                    flaws.push(stray(None, &e));
+                    continue;
+                }
+                Err(e) => return Err(place_err(e)),
+            };
+            for path in entries {
+                let Some(name) = path
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .filter(|n| validate_name(n).is_ok())
+                else {
+                    continue;
+                };
+                if !fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
+                    continue;
+                }
+                match self.info(kind, name) {
+                    // Gone meanwhile (removed by another process): its
+                    // record may have been read as missing.
+                    _ if !path.exists() => continue,
+                    Ok(info) => all.push(info),
+                    Err(e) => {
+                        flaws.push(Flaw {
+                            kind: FlawKind::BadMeta,
+                            snapshot: Some(name.to_string()),
+                            path: path.join(META),
+                            what: format!(
+                                "the record of snapshot `{name}` cannot be read: {}",
+                                crate::report::error_chain(&e)
+                            ),
+                        });
+                        all.push(Info {
+                            name: name.to_string(),
+                            kind,
+                            parent: None,
+                            labels: Labels::new(),
+                        });
+                    }
+                }
+                if kind == Kind::Committed {
+                    match existing_own_dir(&path, "fs") {
+                        Ok(Some(_)) => {}
+                        Ok(None) if !path.exists() => {}
+                        Ok(None) => flaws.push(Flaw {
+                            kind: FlawKind::MissingTree,
+                            snapshot: Some(name.to_string()),
+                            path: path.join("fs"),
+                            what: format!(
+                                "committed snapshot `{name}` has no tree (fs/ is missing)"
+                            ),
+                        }),
+                        Err(e) if e.is_stray() => flaws.push(stray(Some(name), &e)),
+                        Err(e) => return Err(place_err(e)),
+                    }
+                }
+            }
+        }
+        if let Err(e) = existing_own_dir(&self.root, "trash") {
+            if e.is_stray() {
+                flaws.push(stray(None, &e));
+            }
+        }
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok((all, flaws))
+    }
+
     fn list_kind(&self, kind: Kind, out: &mut Vec<Info>) -> Result<()> {
         let dir = self.dir(kind, "");
         for entry in fs::read_dir(&dir).map_err(io_err("read", &dir))? {
@@ -294,13 +399,13 @@ impl Snapshotter for DirSnapshotter {
         let dir = self.begin(key, parent)?;
         let root = dir.join("fs");
         let made = match parent {
-            Some(parent) => copy_tree_with_flags(
-                &self.dir(Kind::Committed, parent).join("fs"),
-                &root,
-                FileCopy::Cheapest,
-                &*self.file_flags,
-            )
-            .map(drop),
+            Some(parent) => self
+                .tree(parent)
+                .map_err(std::io::Error::other)
+                .and_then(|tree| {
+                    copy_tree_with_flags(&tree, &root, FileCopy::Cheapest, &*self.file_flags)
+                        .map(drop)
+                }),
             None => fs::create_dir(&root),
         };
         if let Err(e) = made {
@@ -353,7 +458,7 @@ impl Snapshotter for DirSnapshotter {
 
     fn view(&self, name: &str) -> Result<PathBuf> {
         self.require(name, Kind::Committed)?;
-        Ok(self.dir(Kind::Committed, name).join("fs"))
+        self.tree(name)
     }
 
     fn stat(&self, name: &str) -> Result<Option<Info>> {
@@ -409,6 +514,31 @@ impl Snapshotter for DirSnapshotter {
 
     fn differ(&self) -> Box<dyn Differ> {
         Box::new(TreeWalkDiffer::new())
+    }
+
+    fn audit(&self) -> Result<(Vec<Info>, Vec<Flaw>)> {
+        self.audit_dirs()
+    }
+}
+
+/// A place of the backend's that is not a real directory, as a snapshot
+/// error (a symlink or a file there is the user's to fix).
+pub(super) fn place_err(e: PlaceError) -> SnapshotError {
+    if e.is_stray() {
+        SnapshotError::Backend(e.to_string())
+    } else {
+        let context = format!("cannot use {}", e.path().display());
+        SnapshotError::io(context, e.into())
+    }
+}
+
+/// The [`Flaw`] of a place that is not a real directory.
+pub(super) fn stray(snapshot: Option<&str>, e: &PlaceError) -> Flaw {
+    Flaw {
+        kind: FlawKind::StrayPlace,
+        snapshot: snapshot.map(str::to_string),
+        path: e.path().to_path_buf(),
+        what: e.to_string(),
     }
 }
 

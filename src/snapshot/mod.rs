@@ -110,9 +110,22 @@ pub enum SnapshotError {
     },
     #[error("{0}")]
     Backend(String),
+    /// What was asked is something this backend cannot do where it runs
+    /// (overlayfs without its inode index asked to keep hard links): the
+    /// environment's limit, which the user answers by choosing another
+    /// backend or running elsewhere, the message says which.
+    #[error("{0}")]
+    Unsupported(String),
 }
 
 impl SnapshotError {
+    /// Whether the user can act on it (another backend, another place):
+    /// only [`SnapshotError::Unsupported`]; the rest are faults of the
+    /// store or the machine.
+    pub fn is_user_error(&self) -> bool {
+        matches!(self, SnapshotError::Unsupported(_))
+    }
+
     pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
         SnapshotError::Io {
             context: context.into(),
@@ -122,6 +135,33 @@ impl SnapshotError {
 }
 
 pub type Result<T, E = SnapshotError> = std::result::Result<T, E>;
+
+/// Something wrong with how a backend keeps a snapshot (or its own
+/// directories) on disk, found by [`Snapshotter::audit`] for `jbuild
+/// check`: damage the user must see, where [`Snapshotter::list`] would
+/// fail or not look.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Flaw {
+    pub kind: FlawKind,
+    /// The snapshot it is about, if it is about one.
+    pub snapshot: Option<String>,
+    /// The file or directory at fault.
+    pub path: PathBuf,
+    /// What is wrong, in plain words.
+    pub what: String,
+}
+
+/// The kinds of [`Flaw`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlawKind {
+    /// A snapshot's own record (`meta.json`) does not parse.
+    BadMeta,
+    /// A committed snapshot has no tree (`fs/`).
+    MissingTree,
+    /// A directory the backend keeps is a symlink (or not a directory):
+    /// it is never followed ([`crate::fsutil::places`]).
+    StrayPlace,
+}
 
 /// Where the layers of images and build steps live. See the module docs for
 /// the vocabulary.
@@ -160,6 +200,14 @@ pub trait Snapshotter: Send + Sync {
 
     /// Every snapshot, active and committed, in name order.
     fn list(&self) -> Result<Vec<Info>>;
+
+    /// [`Snapshotter::list`] for `jbuild check`: a snapshot whose record
+    /// cannot be read is listed with no parent and no labels and a
+    /// [`Flaw`] says why, and each committed snapshot's tree is looked at
+    /// (there, not a symlink out of the root). Never writes.
+    fn audit(&self) -> Result<(Vec<Info>, Vec<Flaw>)> {
+        Ok((self.list()?, Vec::new()))
+    }
 
     /// The fastest correct differ for snapshots of this backend.
     fn differ(&self) -> Box<dyn Differ>;

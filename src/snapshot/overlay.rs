@@ -79,9 +79,10 @@ use std::sync::Mutex;
 pub use differ::OverlayDiffer;
 pub use flavour::Flavour;
 
-use super::dir::{remove_tree, sync_tree, DirSnapshotter};
-use super::{Info, Kind, Labels, Result, SnapshotError, Snapshotter};
+use super::dir::{place_err, remove_tree, stray, sync_tree, DirSnapshotter};
+use super::{Flaw, Info, Kind, Labels, Result, SnapshotError, Snapshotter};
 use crate::diff::Differ;
+use crate::fsutil::places::{existing_own_dir, own_dir};
 
 /// Snapshots as overlayfs layer directories under one root directory.
 #[derive(Debug)]
@@ -133,8 +134,8 @@ impl OverlaySnapshotter {
             views: Mutex::new(Vec::new()),
         };
         sn.unmount_dead_views()?;
-        let links = sn.root.join("l");
-        fs::create_dir_all(&links).map_err(io_err("create", &links))?;
+        unmount_dead(&sn.root);
+        own_dir(&sn.root, "l").map_err(place_err)?;
         // Under this process's views, so that a probe a kill interrupts is
         // cleaned up with them.
         mount::probe(&sn.views_of(std::process::id()), flavour).map_err(|e| {
@@ -165,6 +166,26 @@ impl OverlaySnapshotter {
         Ok(sn)
     }
 
+    /// A snapshotter on `root` that only reads (for `jbuild check`):
+    /// nothing is made and no probe mounted; a missing directory holds no
+    /// snapshots. Mounts of processes that are gone are taken down
+    /// ([`unmount_dead`]: no file is written for it). `view` of a stack
+    /// (`check --deep`) still mounts it, under `views/`.
+    pub fn inspect(root: PathBuf) -> Result<Self> {
+        let (this, why) = Flavour::of_this_process()
+            .map_err(|e| SnapshotError::io("cannot choose the overlay mount options", e))?;
+        let recorded = flavour::recorded(&root)
+            .map_err(io_err("read the overlay flavour recorded in", &root))?;
+        unmount_dead(&root);
+        Ok(OverlaySnapshotter {
+            dirs: DirSnapshotter::inspect(root.clone()),
+            root,
+            flavour: recorded.unwrap_or(this),
+            why: why.to_string(),
+            views: Mutex::new(Vec::new()),
+        })
+    }
+
     /// The xattrs this store's layers use, and why this process mounts
     /// them so (e.g. "in a user namespace: userxattr").
     pub fn flavour(&self) -> (Flavour, &str) {
@@ -178,8 +199,7 @@ impl OverlaySnapshotter {
     /// Unmounts and removes the views of processes that no longer run (a
     /// killed build's).
     fn unmount_dead_views(&self) -> Result<()> {
-        let views = self.root.join("views");
-        fs::create_dir_all(&views).map_err(io_err("create", &views))?;
+        let views = own_dir(&self.root, "views").map_err(place_err)?;
         for entry in fs::read_dir(&views).map_err(io_err("read", &views))? {
             let entry = entry.map_err(io_err("read", &views))?;
             let alive = match entry.file_name().to_str().map(str::parse::<i32>) {
@@ -210,13 +230,14 @@ impl OverlaySnapshotter {
         let mut out = Vec::new();
         let mut next = Some(name.to_string());
         while let Some(name) = next {
+            // Real directories of the snapshot's only: a symlink out of
+            // the root is never a lower layer.
             let dir = self.dirs.dir(Kind::Committed, &name);
-            let flat = dir.join("flat");
-            if flat.is_dir() {
+            if let Some(flat) = existing_own_dir(&dir, "flat").map_err(place_err)? {
                 out.push(flat);
                 break;
             }
-            out.push(dir.join("fs"));
+            out.push(self.dirs.tree(&name)?);
             next = self
                 .dirs
                 .read_meta(Kind::Committed, &name)?
@@ -308,7 +329,7 @@ impl OverlaySnapshotter {
         } else if let Some(broken) =
             links::check_unbroken(&step).map_err(|e| SnapshotError::io(context(), e))?
         {
-            return Err(SnapshotError::Backend(format!(
+            return Err(SnapshotError::Unsupported(format!(
                 "cannot commit snapshot `{key}`: {broken}"
             )));
         }
@@ -506,6 +527,25 @@ impl Snapshotter for OverlaySnapshotter {
         self.dirs.list()
     }
 
+    fn audit(&self) -> Result<(Vec<Info>, Vec<Flaw>)> {
+        let (all, mut flaws) = self.dirs.audit_dirs()?;
+        for place in ["l", "views"] {
+            if let Err(e) = existing_own_dir(&self.root, place) {
+                if e.is_stray() {
+                    flaws.push(stray(None, &e));
+                }
+            }
+        }
+        for info in all.iter().filter(|i| i.kind == Kind::Committed) {
+            if let Err(e) = existing_own_dir(&self.dirs.dir(Kind::Committed, &info.name), "flat") {
+                if e.is_stray() {
+                    flaws.push(stray(Some(&info.name), &e));
+                }
+            }
+        }
+        Ok((all, flaws))
+    }
+
     fn differ(&self) -> Box<dyn Differ> {
         Box::new(OverlayDiffer::new(
             self.dirs.dir(Kind::Committed, ""),
@@ -523,6 +563,46 @@ impl Drop for OverlaySnapshotter {
             }
         }
         let _ = remove_mountpoints(&self.views_of(std::process::id()));
+    }
+}
+
+/// Takes down the mounts that processes now gone left under the overlay
+/// store at `root`: the tree of an active snapshot `active-<pid>-<n>`
+/// (a killed pull's or build's step) and the views of `views/<pid>/`.
+/// Only mounts: the snapshot itself stays, for `jbuild prune` (or `check
+/// --repair`) to remove; nothing is written under `root`. Cheap where
+/// there is no overlay store (one `stat`). Best effort: a mount that
+/// cannot be taken down now is tried again by the next command.
+pub fn unmount_dead(root: &Path) {
+    if !root.is_dir() {
+        return;
+    }
+    let (Ok(points), Ok(root)) = (mount::mounts_under(root), fs::canonicalize(root)) else {
+        return;
+    };
+    for point in points {
+        let Ok(rel) = point.strip_prefix(&root) else {
+            continue;
+        };
+        let parts: Vec<&str> = rel.iter().filter_map(|c| c.to_str()).collect();
+        let owner = match parts[..] {
+            ["active", key, "merged"] => key
+                .strip_prefix("active-")
+                .and_then(|rest| rest.split_once('-'))
+                .and_then(|(pid, n)| n.parse::<u64>().ok().and(pid.parse::<i32>().ok())),
+            ["views", pid, ..] => pid.parse::<i32>().ok(),
+            _ => None,
+        };
+        let Some(pid) = owner.filter(|&pid| pid > 0) else {
+            continue;
+        };
+        let alive = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
+            .map_or_else(|e| e == nix::errno::Errno::EPERM, |()| true);
+        if !alive {
+            if let Err(e) = mount::unmount(&point) {
+                tracing::debug!("cannot unmount {}: {e}", point.display());
+            }
+        }
     }
 }
 

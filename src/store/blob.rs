@@ -92,17 +92,10 @@ impl Store {
     }
 
     /// `blobs/sha256/`, made if missing, to move a blob into: a real
-    /// directory, never a symlink (which a rename would write through).
+    /// directory, never a symlink, which a rename would write through
+    /// ([`crate::fsutil::places`]).
     pub(super) fn blobs_dir(&self) -> Result<PathBuf, StoreError> {
-        self.within()
-            .dir(std::path::Path::new(BLOBS))
-            .map_err(|e| match e {
-                InputError::Io(e) => StoreError::io(
-                    format!("cannot create {}", self.root.join(BLOBS).display()),
-                    e,
-                ),
-                e => self.refused(BLOBS, e),
-            })
+        Ok(crate::fsutil::places::own_dir(&self.root, BLOBS)?)
     }
 
     /// Whether blob `d` is there and its bytes still hash to its name (read

@@ -7,6 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use super::{Store, StoreError};
 use crate::digest::Digest;
+use crate::fsutil::places::existing_own_dir;
 
 /// Temporary blob files untouched for this long belong to a process that
 /// died; younger ones may still be written by a live one.
@@ -14,9 +15,13 @@ pub const STALE_TMP: Duration = Duration::from_secs(3600);
 
 impl Store {
     /// The digests of every blob file in the store, in no order. Files not
-    /// named by a digest are not blobs, and not listed.
+    /// named by a digest are not blobs, and not listed. A `blobs/sha256`
+    /// that is a symlink is refused ([`crate::fsutil::places`]).
     pub fn blob_digests(&self) -> Result<Vec<Digest>, StoreError> {
-        let dir = self.root.join("blobs/sha256");
+        // Never through a symlink: what is listed here may be removed.
+        let Some(dir) = existing_own_dir(&self.root, "blobs/sha256")? else {
+            return Ok(Vec::new());
+        };
         let entries = match fs::read_dir(&dir) {
             Ok(e) => e,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -37,10 +42,14 @@ impl Store {
     /// Whether anything still refers to it is the caller's business.
     pub fn remove_blob(&self, d: &Digest) -> Result<(), StoreError> {
         let path = self.blob_path(d);
-        // The registry repositories remembered for it (a hint for mounts).
-        let _ = fs::remove_file(self.root.join(".jbuild/origins").join(d.hex()));
-        // Its unpacked size, remembered by `jbuild images`.
-        let _ = fs::remove_file(self.root.join(".jbuild/sizes").join(d.hex()));
+        // The registry repositories remembered for it (a hint for mounts),
+        // and its unpacked size, remembered by `jbuild images`: only in
+        // the store's own directories, never through a symlink.
+        for notes in ["origins", "sizes"] {
+            if let Some(dir) = self.existing_private_dir(notes) {
+                let _ = fs::remove_file(dir.join(d.hex()));
+            }
+        }
         match fs::remove_file(&path) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
@@ -53,9 +62,12 @@ impl Store {
 
     /// Removes the temporary blob files in `.jbuild/tmp` untouched for
     /// [`STALE_TMP`]. Best effort: one that cannot be removed stays for
-    /// the next time.
+    /// the next time. A `.jbuild/tmp` that is not a real directory is left
+    /// alone (`jbuild check` reports it).
     pub fn remove_stale_tmp(&self) {
-        let tmp = self.root.join(".jbuild/tmp");
+        let Some(tmp) = self.existing_private_dir("tmp") else {
+            return;
+        };
         let now = SystemTime::now();
         for entry in fs::read_dir(&tmp).into_iter().flatten().flatten() {
             let stale = entry

@@ -5,8 +5,8 @@ use std::path::Path;
 
 use oci_spec::image::{ImageIndexBuilder, MediaType};
 
-use super::INDEX;
 use super::json::canonical_json;
+use super::INDEX;
 use super::{Durability, Store, StoreError};
 use crate::fsutil::input::InputError;
 use crate::fsutil::{sync_dir, write_renamed, write_replacing};

@@ -10,7 +10,7 @@
 //! - `.jbuild/lock`, the [`StoreLock`]: *shared* by anyone adding content
 //!   whose blobs are not reachable from `index.json` yet (a build, a pull: from
 //!   the first blob written until the image is tagged), *exclusive* for
-//!   removing content ([`Store::prune`]), so garbage collection never deletes
+//!   removing content ([`crate::image::gc::prune`]), so garbage collection never deletes
 //!   a blob that is about to be tagged.
 //!
 //! Lock order: a `StoreLock` first, the index lock inside it. The index lock
@@ -37,9 +37,27 @@ impl StoreLock {
     /// Waits for and takes the store lock exclusively: no one else is adding
     /// content. Hold it to remove blobs.
     pub fn exclusive(store: &Store) -> Result<StoreLock, StoreError> {
-        store
-            .lock_file("lock", true)
-            .map(|l| StoreLock { _lock: l })
+        StoreLock::take(store, true)
+    }
+
+    /// Takes the store lock, saying once on standard error (as a warning
+    /// log line) when another jbuild holds it and this one waits: a `prune`
+    /// behind a long pull tells why it does not return.
+    fn take(store: &Store, exclusive: bool) -> Result<StoreLock, StoreError> {
+        let path = store.private_dir("")?.join("lock");
+        let lock = flock_telling(&path, exclusive, |path| {
+            tracing::warn!(
+                "another jbuild is {} the store ({}); waiting for it to finish",
+                if exclusive {
+                    "adding to or removing from"
+                } else {
+                    "removing from"
+                },
+                path.display()
+            )
+        })
+        .map_err(|e| StoreError::io(format!("cannot lock {}", path.display()), e))?;
+        Ok(StoreLock { _lock: lock })
     }
 
     /// Takes the store lock exclusively if no one holds it now; `None` if
@@ -55,9 +73,7 @@ impl StoreLock {
     /// Waits for and takes the store lock shared: content this process adds
     /// is safe from garbage collection until it is tagged.
     pub fn shared(store: &Store) -> Result<StoreLock, StoreError> {
-        store
-            .lock_file("lock", false)
-            .map(|l| StoreLock { _lock: l })
+        StoreLock::take(store, false)
     }
 }
 
@@ -86,6 +102,31 @@ pub fn try_flock(path: &Path) -> io::Result<Option<Flock<File>>> {
             Err((_, errno)) => return Err(io::Error::from(errno)),
         }
     }
+}
+
+/// [`flock`], calling `waiting` once when the lock is held by another
+/// open file and this call is about to wait for it.
+pub(crate) fn flock_telling(
+    path: &Path,
+    exclusive: bool,
+    waiting: impl FnOnce(&Path),
+) -> io::Result<Flock<File>> {
+    let mut file = open_lock_file(path)?;
+    let arg = if exclusive {
+        FlockArg::LockExclusiveNonblock
+    } else {
+        FlockArg::LockSharedNonblock
+    };
+    loop {
+        match Flock::lock(file, arg) {
+            Ok(lock) => return Ok(lock),
+            Err((f, Errno::EINTR)) => file = f,
+            Err((_, Errno::EWOULDBLOCK)) => break,
+            Err((_, errno)) => return Err(io::Error::from(errno)),
+        }
+    }
+    waiting(path);
+    flock(path, exclusive)
 }
 
 /// Opens (creating) `path` and takes a `flock` on it, waiting as long as it

@@ -80,6 +80,7 @@ pub const MAX_INDEX: u64 = 16 << 20;
 
 /// The index's name in a layout.
 const INDEX: &str = "index.json";
+use crate::fsutil::places::{existing_own_dir, own_dir, PlaceError};
 
 /// The annotation that names a descriptor in `index.json`.
 pub const REF_NAME: &str = "org.opencontainers.image.ref.name";
@@ -152,6 +153,10 @@ pub enum StoreError {
     },
     #[error("descriptor has an unusable digest: {0}")]
     Digest(#[from] DigestError),
+    /// One of the store's own directories is a symlink or a file
+    /// ([`crate::fsutil::places`]): nothing is done through it.
+    #[error(transparent)]
+    Place(#[from] PlaceError),
     #[error("{context}")]
     Io {
         context: String,
@@ -172,7 +177,7 @@ impl StoreError {
                 | StoreError::Ambiguous { .. }
                 | StoreError::Name(_)
                 | StoreError::BadRefName(_)
-        )
+        ) || matches!(self, StoreError::Place(p) if p.is_stray())
     }
 
     pub(crate) fn io(context: impl Into<String>, source: io::Error) -> StoreError {
@@ -218,16 +223,19 @@ impl Store {
     }
 
     /// jbuild's private directory inside the layout, created on first use so
-    /// that only reading a layout never changes it.
+    /// that only reading a layout never changes it; refused when it (or
+    /// `.jbuild/`) is a symlink or a file ([`crate::fsutil::places`]).
     fn private_dir(&self, sub: &str) -> Result<PathBuf, StoreError> {
-        let rel = Path::new(".jbuild").join(sub);
-        self.within().dir(&rel).map_err(|e| match e {
-            InputError::Io(e) => StoreError::io(
-                format!("cannot create {}", self.root.join(&rel).display()),
-                e,
-            ),
-            e => self.refused(&rel, e),
-        })
+        Ok(own_dir(&self.root, Path::new(".jbuild").join(sub))?)
+    }
+
+    /// jbuild's private directory `sub` inside the layout if it exists as
+    /// a real directory: `None` when it is missing, or a symlink or a file
+    /// (never read, written or removed through; `jbuild check` reports it).
+    fn existing_private_dir(&self, sub: &str) -> Option<PathBuf> {
+        existing_own_dir(&self.root, Path::new(".jbuild").join(sub))
+            .ok()
+            .flatten()
     }
 
     fn lock_file(

@@ -13,7 +13,7 @@ use crate::fsutil::write_atomic;
 impl Store {
     /// The uncompressed size noted for the blob `d`, if any.
     pub fn unpacked_size(&self, d: &Digest) -> Option<u64> {
-        fs::read_to_string(self.root.join(".jbuild/sizes").join(d.hex()))
+        fs::read_to_string(self.existing_private_dir("sizes")?.join(d.hex()))
             .ok()?
             .trim()
             .parse()

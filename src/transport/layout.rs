@@ -116,6 +116,14 @@ impl LayoutTransport {
 /// Repositories remembered per blob, at most.
 const MAX_ORIGINS: usize = 8;
 
+/// Where the note of `digest`'s origins is to be written: in
+/// `.jbuild/origins`, a real directory of the layout's (made when
+/// missing), never through a symlink ([`crate::fsutil::places`]).
+fn origins_path(layout: &Path, digest: &crate::digest::Digest) -> Option<PathBuf> {
+    let dir = crate::fsutil::places::own_dir(layout, ORIGINS).ok()?;
+    Some(dir.join(digest.hex()))
+}
+
 /// Where the notes on `digest` are, in a layout.
 fn origins_rel(digest: &crate::digest::Digest) -> PathBuf {
     Path::new(ORIGINS).join(digest.hex())
@@ -488,6 +496,12 @@ impl OriginNotes for LayoutTransport {
         let Ok(digest) = digest_of(desc, &self.0.location()) else {
             return;
         };
+        let Some(path) = origins_path(&self.0.dir, &digest) else {
+            tracing::debug!(
+                "cannot note where {digest} came from: .jbuild/origins is not a directory"
+            );
+            return;
+        };
         let mut all = origins.to_vec();
         for o in read_origins(&self.0.dir, &digest) {
             if !all.contains(&o) {
@@ -499,10 +513,7 @@ impl OriginNotes for LayoutTransport {
             .iter()
             .map(|o| format!("{} {}\n", o.registry, o.repository))
             .collect();
-        let Ok(dir) = Within::new(&self.0.dir).dir(Path::new(ORIGINS)) else {
-            return;
-        };
-        let path = dir.join(digest.hex());
+        let Some(dir) = path.parent() else { return };
         let tmp = dir.join(format!(".{}.tmp-{}", digest.hex(), std::process::id()));
         let written = std::fs::write(&tmp, text).and_then(|_| std::fs::rename(&tmp, &path));
         if let Err(e) = written {

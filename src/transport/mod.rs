@@ -281,6 +281,35 @@ pub enum TransportError {
         /// The registry's own words, or empty.
         detail: String,
     },
+    /// A registry moved a blob or manifest slower than `[registries]
+    /// min_rate` over `rate_window_secs`, or past `blob_deadline_secs`:
+    /// given up (and with it the store lock a pull holds).
+    #[error(
+        "{location}: {what}: the transfer with {registry} {slow}; if the registry is only slow, \
+         lower `min_rate` or raise `rate_window_secs` or `blob_deadline_secs` under [registries] \
+         in the configuration file (or $JBUILD_REGISTRY_MIN_RATE, \
+         $JBUILD_REGISTRY_RATE_WINDOW_SECS, $JBUILD_REGISTRY_BLOB_DEADLINE_SECS)"
+    )]
+    TooSlow {
+        location: String,
+        what: String,
+        registry: String,
+        slow: registry::Slow,
+    },
+    /// A registry served a whole blob that is not the blob its digest
+    /// names: other bytes (of another size, or of the same).
+    #[error(
+        "{location}: blob {expected}: the content {registry} served does not match its digest \
+         (expected {expected}, got {actual}{detail}): the registry served the wrong content"
+    )]
+    WrongContent {
+        location: String,
+        registry: String,
+        expected: String,
+        actual: String,
+        /// `, N bytes where the manifest says M`, or empty.
+        detail: String,
+    },
     /// A registry refused or failed a request; `message` says what to do.
     #[error("{location}: {message}")]
     Registry {
@@ -323,6 +352,8 @@ impl TransportError {
             TransportError::Unreachable { .. }
             | TransportError::Credentials { .. }
             | TransportError::TimedOut { .. }
+            | TransportError::TooSlow { .. }
+            | TransportError::WrongContent { .. }
             | TransportError::Tls { .. }
             | TransportError::Denied { .. } => true,
             TransportError::Registry { user, .. } => *user,

@@ -1,6 +1,6 @@
 //! The shape of the code, checked: dependencies run one way, top to bottom
 //! (`docs/architecture.md` draws the same floors), and no file in `src/`
-//! imports a file that imports it back.
+//! reaches itself through its imports (a cycle of any length).
 //!
 //! An import is a path a file names: `use crate::a::b`, `use super::x`,
 //! `use self::y`, or a path written inline (`crate::a::b::f()`,
@@ -231,21 +231,114 @@ fn top(file: &str) -> &str {
     first.strip_suffix(".rs").unwrap_or(first)
 }
 
-#[test]
-fn no_file_imports_a_file_that_imports_it_back() {
-    let graph = imports();
-    let mut pairs = Vec::new();
-    for (a, targets) in &graph {
-        for b in targets {
-            if a < b && graph.get(b).is_some_and(|t| t.contains(a)) {
-                pairs.push(format!("{a} <-> {b}"));
+/// The cycles of `graph`: each strongly connected set of two or more
+/// files (Tarjan's algorithm), as one cycle through it found by a walk,
+/// so the message shows the imports to cut.
+fn cycles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+    struct Tarjan<'g> {
+        graph: &'g BTreeMap<String, BTreeSet<String>>,
+        index: BTreeMap<&'g str, usize>,
+        low: BTreeMap<&'g str, usize>,
+        stack: Vec<&'g str>,
+        on_stack: BTreeSet<&'g str>,
+        sets: Vec<Vec<&'g str>>,
+    }
+    impl<'g> Tarjan<'g> {
+        fn visit(&mut self, v: &'g str) {
+            let i = self.index.len();
+            self.index.insert(v, i);
+            self.low.insert(v, i);
+            self.stack.push(v);
+            self.on_stack.insert(v);
+            for w in self.graph.get(v).into_iter().flatten() {
+                let w = w.as_str();
+                if !self.index.contains_key(w) {
+                    self.visit(w);
+                    let lw = self.low[w];
+                    let lv = self.low.get_mut(v).unwrap();
+                    *lv = (*lv).min(lw);
+                } else if self.on_stack.contains(w) {
+                    let iw = self.index[w];
+                    let lv = self.low.get_mut(v).unwrap();
+                    *lv = (*lv).min(iw);
+                }
+            }
+            if self.low[v] == self.index[v] {
+                let mut set = Vec::new();
+                while let Some(w) = self.stack.pop() {
+                    self.on_stack.remove(w);
+                    set.push(w);
+                    if w == v {
+                        break;
+                    }
+                }
+                if set.len() > 1 {
+                    self.sets.push(set);
+                }
             }
         }
     }
+    let mut t = Tarjan {
+        graph,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on_stack: BTreeSet::new(),
+        sets: Vec::new(),
+    };
+    for v in graph.keys() {
+        if !t.index.contains_key(v.as_str()) {
+            t.visit(v);
+        }
+    }
+    // One cycle through each set: from its first file, the shortest way
+    // back to it inside the set (breadth first).
+    t.sets
+        .into_iter()
+        .map(|set| {
+            let inside: BTreeSet<&str> = set.iter().copied().collect();
+            let start = *inside.iter().next().unwrap();
+            let mut came_from: BTreeMap<&str, &str> = BTreeMap::new();
+            let mut queue = std::collections::VecDeque::from([start]);
+            let mut last = None;
+            'search: while let Some(v) = queue.pop_front() {
+                for w in graph.get(v).into_iter().flatten() {
+                    let w = w.as_str();
+                    if w == start {
+                        last = Some(v);
+                        break 'search;
+                    }
+                    if inside.contains(w) && !came_from.contains_key(w) {
+                        came_from.insert(w, v);
+                        queue.push_back(w);
+                    }
+                }
+            }
+            let mut path = vec![start.to_string()];
+            let mut v = last.expect("a strongly connected set leads back to its start");
+            let mut back = Vec::new();
+            while v != start {
+                back.push(v.to_string());
+                v = came_from[v];
+            }
+            path.extend(back.into_iter().rev());
+            path.push(start.to_string());
+            path
+        })
+        .collect()
+}
+
+#[test]
+fn no_file_imports_itself_through_others() {
+    let found: Vec<String> = cycles(&imports())
+        .into_iter()
+        .map(|c| c.join(" -> "))
+        .collect();
     assert!(
-        pairs.is_empty(),
-        "files that import each other (move what both need into one of them, or a file of its own):\n  {}",
-        pairs.join("\n  ")
+        found.is_empty(),
+        "files that reach themselves through their imports (move what they share into one of \
+         them, or a file of its own):\n  {}",
+        found.join("\n  ")
     );
 }
 
@@ -318,4 +411,23 @@ fn the_checker_reads_imports_as_rust_does() {
     assert_eq!(module_of("image/walk.rs"), ["image", "walk"]);
     assert_eq!(top("image/walk.rs"), "image");
     assert_eq!(top("create.rs"), "create");
+
+    // A cycle through three files is found, and named in its order; a
+    // file that only reaches the cycle is not in it.
+    let graph: BTreeMap<String, BTreeSet<String>> = [
+        ("a.rs", &["b.rs"][..]),
+        ("b.rs", &["c.rs"]),
+        ("c.rs", &["a.rs"]),
+        ("d.rs", &["a.rs"]),
+        ("e.rs", &[]),
+    ]
+    .into_iter()
+    .map(|(f, to)| (f.to_string(), to.iter().map(|t| t.to_string()).collect()))
+    .collect();
+    assert_eq!(cycles(&graph), [["a.rs", "b.rs", "c.rs", "a.rs"]]);
+    let two: BTreeMap<String, BTreeSet<String>> = [("x.rs", "y.rs"), ("y.rs", "x.rs")]
+        .into_iter()
+        .map(|(f, t)| (f.to_string(), BTreeSet::from([t.to_string()])))
+        .collect();
+    assert_eq!(cycles(&two), [["x.rs", "y.rs", "x.rs"]]);
 }

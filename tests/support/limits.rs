@@ -60,6 +60,15 @@ pub enum Answer {
     },
     /// Read the request (or a TLS ClientHello), never answer.
     Silent,
+    /// `status`, `headers` and an honest `Content-Length`, then `body` one
+    /// byte every `every`: a registry that is never silent for long, and
+    /// never done.
+    Drip {
+        status: &'static str,
+        headers: Vec<(String, String)>,
+        body: Vec<u8>,
+        every: Duration,
+    },
 }
 
 impl Answer {
@@ -304,6 +313,24 @@ fn serve(
             hold();
         }
         Answer::Silent => hold(),
+        Answer::Drip {
+            status,
+            headers,
+            body,
+            every,
+        } => {
+            let extra = format!("Content-Length: {}\r\n", body.len());
+            if stream.write_all(&head(status, &headers, &extra)).is_err() {
+                return;
+            }
+            for b in body {
+                if stop.load(Ordering::Relaxed) || stream.write_all(&[b]).is_err() {
+                    return; // the client hung up: what the limits want
+                }
+                let _ = stream.flush();
+                std::thread::sleep(every);
+            }
+        }
     }
 }
 

@@ -141,7 +141,7 @@ fn file_sha256(host: &Path, meta: &fs::Metadata) -> Result<[u8; 32], NativeError
 ///
 /// Format, version 1: the magic `jbuild-hashes-v1\n`, then fixed records of
 /// 88 bytes, integers little-endian: dev u64, ino u64, size u64, mtime s
-/// i64, mtime ns i64, ctime s i64, ctime ns i64, sha256 [32]. A file that
+/// i64, mtime ns i64, ctime s i64, ctime ns i64, sha256 \[32\]. A file that
 /// is missing, of another version or damaged is ignored: the cache is only
 /// ever a shortcut to a hash that can be recomputed.
 pub mod hash_cache {

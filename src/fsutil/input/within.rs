@@ -1,6 +1,6 @@
-//! Files read from a directory that is itself the input — an OCI layout
-//! (`import oci:DIR`, jbuild's own store) — and the directories written
-//! into one.
+//! Files read from a directory that is itself the input: an OCI layout
+//! (`import oci:DIR`, jbuild's own store). (The directories written into
+//! one are checked by [`crate::fsutil::places`].)
 //!
 //! The directory is named by the user and followed as named; nothing
 //! below it is. Each path is walked one component at a time from an open
@@ -23,7 +23,7 @@ use std::path::{Component, Path, PathBuf};
 
 use nix::errno::Errno;
 use nix::fcntl::{fcntl, openat, AtFlags, FcntlArg, OFlag};
-use nix::sys::stat::{fstat, fstatat, mkdirat, FileStat, Mode, SFlag};
+use nix::sys::stat::{fstat, fstatat, FileStat, Mode, SFlag};
 
 use super::InputError;
 
@@ -47,7 +47,7 @@ impl Within {
     /// bytes, reached from the root through real directories only;
     /// returns it with its size.
     pub fn open(&self, rel: &Path, max: u64) -> Result<(File, u64), InputError> {
-        let (dir, name) = self.parent(rel, false)?;
+        let (dir, name) = self.parent(rel)?;
         let name = name.ok_or(InputError::NotRegular {
             what: "a directory",
         })?;
@@ -107,27 +107,16 @@ impl Within {
     /// The size of `rel` if it is a regular file reached through real
     /// directories only; `None` for anything else or nothing.
     pub fn regular_len(&self, rel: &Path) -> Option<u64> {
-        let (dir, name) = self.parent(rel, false).ok()?;
+        let (dir, name) = self.parent(rel).ok()?;
         let st = fstatat(&dir, name?.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW).ok()?;
         regular(&st).ok()?;
         Some(st.st_size as u64)
     }
 
-    /// `rel` as a directory to write into: every component from the root
-    /// down is a real directory (made when missing, the root too), none a
-    /// symlink. The
-    /// path is returned for the caller's own calls; a symlink planted
-    /// there later, between this check and the write, is not seen.
-    pub fn dir(&self, rel: &Path) -> Result<PathBuf, InputError> {
-        self.parent(rel, true)?;
-        Ok(self.root.join(rel))
-    }
-
     /// Walks `rel` from the root: every component but the last must be a
-    /// real directory (every one, last included, when `all`; missing ones
-    /// are then made). Returns the last directory opened and the name of
-    /// the last component left to the caller (`None` when `all`).
-    fn parent(&self, rel: &Path, all: bool) -> Result<(OwnedFd, Option<PathBuf>), InputError> {
+    /// real directory. Returns the last directory opened and the name of
+    /// the last component, left to the caller.
+    fn parent(&self, rel: &Path) -> Result<(OwnedFd, Option<PathBuf>), InputError> {
         let mut parts: Vec<&std::ffi::OsStr> = Vec::new();
         for c in rel.components() {
             match c {
@@ -142,11 +131,7 @@ impl Within {
                 }
             }
         }
-        let last = if all { None } else { parts.pop() };
-        if all && !self.root.exists() {
-            // The root is the caller's, made as named, as is the rest.
-            std::fs::create_dir_all(&self.root).map_err(InputError::Io)?;
-        }
+        let last = parts.pop();
         let mut dir = open_root(&self.root).map_err(|e| match e {
             Errno::ENOENT => InputError::Missing,
             e => InputError::Io(io::Error::from(e)),
@@ -161,18 +146,6 @@ impl Within {
             match fstatat(&dir, part, AtFlags::AT_SYMLINK_NOFOLLOW) {
                 Ok(st) if kind(&st) == SFlag::S_IFDIR => {}
                 Ok(st) => return Err(through(describe(&st))),
-                Err(Errno::ENOENT) if all => {
-                    match mkdirat(&dir, part, Mode::from_bits_truncate(0o755)) {
-                        Ok(()) | Err(Errno::EEXIST) => {}
-                        Err(e) => return Err(InputError::Io(e.into())),
-                    }
-                    // Whatever is there now is judged as above.
-                    let st = fstatat(&dir, part, AtFlags::AT_SYMLINK_NOFOLLOW)
-                        .map_err(|e| InputError::Io(e.into()))?;
-                    if kind(&st) != SFlag::S_IFDIR {
-                        return Err(through(describe(&st)));
-                    }
-                }
                 Err(Errno::ENOENT) => return Err(InputError::Missing),
                 Err(e) => return Err(InputError::Io(e.into())),
             }
@@ -277,15 +250,5 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("2 bytes, more than the 1"));
-
-        // Directories to write into: made when missing, never through a link.
-        assert_eq!(
-            w.dir(Path::new(".jbuild/tmp")).unwrap(),
-            t.path().join("named/.jbuild/tmp")
-        );
-        assert!(root.join(".jbuild/tmp").is_dir());
-        let e = w.dir(Path::new("up/new")).unwrap_err().to_string();
-        assert!(e.contains("`up` on the way is a symlink"), "{e}");
-        assert!(!out.join("new").exists());
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! Every entry's path is normalised (`.` dropped, `..` resolved; a path that
 //! climbs above the root, or is absolute, is refused with an error naming
-//! the entry) and then resolved with [`resolve_in_root`]: directories on the
+//! the entry) and then resolved with [`crate::fsutil::resolve_in_root`]: directories on the
 //! way are followed as the jail would see them, never out of the root, and
 //! the last component is never followed, so an entry replaces a symlink
 //! rather than writing through it.

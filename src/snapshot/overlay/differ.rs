@@ -59,7 +59,10 @@ impl OverlayDiffer {
         let dir = self.committed.join(child);
         let bytes = std::fs::read(dir.join("meta.json")).ok()?;
         let meta: crate::snapshot::dir::Meta = serde_json::from_slice(&bytes).ok()?;
-        (meta.parent.as_deref() == Some(parent)).then(|| dir.join("fs"))
+        // Only a real directory of the snapshot's: a symlink out of the root
+        // is not read (the walk then reads the views, which refuse it too).
+        let upper = crate::fsutil::places::existing_own_dir(&dir, "fs").ok()??;
+        (meta.parent.as_deref() == Some(parent)).then_some(upper)
     }
 }
 

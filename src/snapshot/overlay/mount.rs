@@ -142,10 +142,26 @@ pub fn unmount(_: &Path) -> io::Result<()> {
 
 /// Detaches every mount at or below `dir` (deepest first), as
 /// `/proc/self/mountinfo` lists them, and says how many there were: what
-/// tests and [`super::OverlaySnapshotter::unmount_all`] use to leave no
+/// tests and `OverlaySnapshotter::unmount_dead_views` use to leave no
 /// mount behind.
 #[cfg(target_os = "linux")]
 pub fn unmount_under(dir: &Path) -> io::Result<usize> {
+    let points = mounts_under(dir)?;
+    for p in &points {
+        unmount(p)?;
+    }
+    Ok(points.len())
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn unmount_under(_: &Path) -> io::Result<usize> {
+    Ok(0)
+}
+
+/// The mount points at or below `dir` (its canonical path), deepest
+/// first, as `/proc/self/mountinfo` lists them.
+#[cfg(target_os = "linux")]
+pub fn mounts_under(dir: &Path) -> io::Result<Vec<PathBuf>> {
     let dir = std::fs::canonicalize(dir)?;
     let info = std::fs::read("/proc/self/mountinfo")?;
     let mut points: Vec<PathBuf> = info
@@ -156,15 +172,12 @@ pub fn unmount_under(dir: &Path) -> io::Result<usize> {
         .collect();
     points.sort_by_key(|p| std::cmp::Reverse(p.as_os_str().len()));
     points.dedup();
-    for p in &points {
-        unmount(p)?;
-    }
-    Ok(points.len())
+    Ok(points)
 }
 
 #[cfg(not(target_os = "linux"))]
-pub fn unmount_under(_: &Path) -> io::Result<usize> {
-    Ok(0)
+pub fn mounts_under(_: &Path) -> io::Result<Vec<PathBuf>> {
+    Ok(Vec::new())
 }
 
 /// mountinfo writes a space, tab, newline or backslash in a path as `\NNN`

@@ -20,8 +20,8 @@ pub(super) async fn error_body(resp: Response) -> String {
 }
 
 /// The spec's `{"errors": [{"code", "message", "detail"}]}` as
-/// `CODE: message (detail)` joined by `; ` and shortened; `None` when
-/// `body` is not such a document.
+/// `CODE: message (detail)` joined by `; `, scrubbed of every secret
+/// jbuild holds and shortened; `None` when `body` is not such a document.
 pub(super) fn errors_in(body: &[u8]) -> Option<String> {
     #[derive(serde::Deserialize)]
     struct Body {
@@ -49,7 +49,10 @@ pub(super) fn errors_in(body: &[u8]) -> Option<String> {
             )
         })
         .collect();
-    (!parts.is_empty()).then(|| short(&parts.join("; ")))
+    // The registry's own words may repeat the token or password it was
+    // sent: scrubbed here, where they enter jbuild's text, as well as where
+    // it is printed.
+    (!parts.is_empty()).then(|| short(&crate::keychain::redact::scrub(&parts.join("; "))))
 }
 
 /// The most of an error body jbuild reads: a registry's `{"errors": ...}`

@@ -329,6 +329,38 @@ impl Conn {
         }
     }
 
+    /// A transfer given up by its rate floor or deadline.
+    pub fn too_slow(&self, what: &str, slow: super::pace::Slow) -> TransportError {
+        TransportError::TooSlow {
+            location: self.location.clone(),
+            what: what.to_string(),
+            registry: self.registry.clone(),
+            slow,
+        }
+    }
+
+    /// A whole blob the registry served that is not the blob `expected`
+    /// names.
+    pub fn wrong_content(
+        &self,
+        expected: &crate::digest::Digest,
+        actual: &crate::digest::Digest,
+        detail: String,
+    ) -> TransportError {
+        TransportError::WrongContent {
+            location: self.location.clone(),
+            registry: self.registry.clone(),
+            expected: expected.to_string(),
+            actual: actual.to_string(),
+            detail,
+        }
+    }
+
+    /// The registry, `host[:port]`, for messages.
+    pub fn registry(&self) -> &str {
+        &self.registry
+    }
+
     /// A request or body that failed on the way, as a message.
     pub fn network(&self, what: &str, e: &reqwest::Error) -> String {
         if e.is_timeout() {

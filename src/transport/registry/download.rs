@@ -3,6 +3,7 @@
 //! `Range` request where the connection was cut.
 
 use std::path::Path;
+use std::time::Instant;
 
 use futures_util::StreamExt;
 use oci_spec::image::Descriptor;
@@ -13,9 +14,24 @@ use tokio::io::AsyncWriteExt;
 
 use super::blob::{range_start, CHUNK};
 use super::conn::Conn;
+use super::pace::Pace;
 use super::{RegistryOperation, RegistryTransport};
 use crate::digest::Digest;
 use crate::transport::{digest_of, Progress, TransportError};
+
+/// Whether an answer's body is sent in chunks: its clean end, like a
+/// `Content-Length` reached, is the end of the whole answer (a body that
+/// is only ended by the connection closing may have been cut).
+fn chunked(h: &reqwest::header::HeaderMap) -> bool {
+    h.get(reqwest::header::TRANSFER_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.to_ascii_lowercase().contains("chunked"))
+}
+
+/// What a blob's download is called in messages.
+fn fetch_what(desc: &Descriptor) -> String {
+    format!("fetch blob {}", desc.digest())
+}
 
 /// How long a blob's body may pause before what came so far is written
 /// out of the buffer into the file.
@@ -44,7 +60,8 @@ impl RegistryTransport {
     }
 
     /// Streams the blob into `dest`, resuming a cut connection with a
-    /// `Range` request, and checks the whole of it at the end.
+    /// `Range` request, and checks the whole of it at the end; held to the
+    /// transfer limits (`pace.rs`) throughout.
     pub(super) async fn download_blob(
         &self,
         desc: &Descriptor,
@@ -52,6 +69,24 @@ impl RegistryTransport {
         progress: Progress<'_>,
     ) -> Result<(), TransportError> {
         let c = self.conn().await?;
+        let mut pace = Pace::new(self.options.transfer, Instant::now());
+        let left = pace.time_left(Instant::now());
+        let run = self.download_paced(c, desc, dest, progress, &mut pace);
+        let r = match left {
+            Some(d) => tokio::time::timeout(d, run).await,
+            None => Ok(run.await),
+        };
+        r.unwrap_or_else(|_| Err(c.too_slow(&fetch_what(desc), pace.past_deadline())))
+    }
+
+    async fn download_paced(
+        &self,
+        c: &Conn,
+        desc: &Descriptor,
+        dest: &Path,
+        progress: Progress<'_>,
+        pace: &mut Pace,
+    ) -> Result<(), TransportError> {
         let expected = digest_of(desc, &self.location())?;
         let io = |e| TransportError::io(format!("cannot write {}", dest.display()), e);
         let file = tokio::fs::File::create(dest).await.map_err(io)?;
@@ -63,7 +98,7 @@ impl RegistryTransport {
         let mut stalls = 0;
         loop {
             match self
-                .fetch_once(c, desc, &mut file, &mut hasher, have, progress)
+                .fetch_once(c, desc, &mut file, &mut hasher, have, progress, pace)
                 .await
             {
                 Ok(n) => {
@@ -83,6 +118,8 @@ impl RegistryTransport {
                     have = n;
                 }
             }
+            pace.check(Instant::now(), true)
+                .map_err(|s| c.too_slow(&fetch_what(desc), s))?;
             if stalls >= self.options.retry.max_attempts.max(1) {
                 return Err(TransportError::Registry {
                     location: self.location(),
@@ -101,19 +138,17 @@ impl RegistryTransport {
         file.flush().await.map_err(io)?;
         let actual = Digest::from_sha(hasher.finalize().into());
         if actual != expected {
-            return Err(TransportError::Mismatch {
-                location: self.location(),
-                what: format!("content of {expected}"),
-                expected: expected.to_string(),
-                actual: actual.to_string(),
-            });
+            return Err(c.wrong_content(&expected, &actual, String::new()));
         }
         Ok(())
     }
 
     /// Streams the blob into `file` from byte `have` on, hashing into
     /// `hasher`; returns the new count. A cut connection returns what was
-    /// written so far as `Err((have, error))`.
+    /// written so far as `Err((have, error))`. A whole answer (not a
+    /// range) that ends cleanly at another size than the blob's is the
+    /// wrong content, not a cut to resume.
+    #[allow(clippy::too_many_arguments)]
     async fn fetch_once(
         &self,
         c: &Conn,
@@ -122,9 +157,10 @@ impl RegistryTransport {
         hasher: &mut Sha256,
         mut have: u64,
         progress: Progress<'_>,
+        pace: &mut Pace,
     ) -> Result<u64, (u64, Option<TransportError>)> {
         let url = c.url("blobs", desc.digest().as_ref());
-        let what = format!("fetch blob {}", desc.digest());
+        let what = fetch_what(desc);
         let resp = c
             .send(RegistryOperation::Pull, &what, |h| {
                 let r = h.get(&url);
@@ -136,6 +172,7 @@ impl RegistryTransport {
             })
             .await
             .map_err(|e| (have, Some(e)))?;
+        pace.start_floor(Instant::now());
         let status = resp.status();
         if status == StatusCode::NOT_FOUND {
             return Err((
@@ -165,6 +202,13 @@ impl RegistryTransport {
         // may be reading it as it does), and the digest checked at the end
         // covers it as written.
         let mut skip = if have > 0 && !resumed { have } else { 0 };
+        // What this answer's body holds, when it is the whole blob: its
+        // length, and (when it does not start where the file does) its
+        // own digest, for the error if it is not the blob.
+        let whole = status == StatusCode::OK
+            && (resp.content_length().is_some() || chunked(resp.headers()));
+        let mut body_len = 0u64;
+        let mut body_hasher = (skip > 0).then(Sha256::new);
         if let Some(n) = resp.headers().get(CONTENT_LENGTH) {
             tracing::debug!(?n, have, "blob body");
         }
@@ -172,21 +216,28 @@ impl RegistryTransport {
             let context = format!("cannot write blob {}", desc.digest());
             (have, Some(TransportError::io(context, e)))
         };
+        let too_slow = |have, s| (have, Some(c.too_slow(&what, s)));
         let mut stream = resp.bytes_stream();
         loop {
             // When the body pauses, what came so far goes from the buffer
             // to the file, where a pull reading the blob as it arrives
-            // finds it (a slow registry does not hold back its first bytes).
-            let next = if file.buffer().is_empty() {
-                stream.next().await
+            // finds it (a slow registry does not hold back its first
+            // bytes); and the pace is looked at, bytes or none.
+            let wait = if file.buffer().is_empty() {
+                pace.tick()
             } else {
-                match tokio::time::timeout(IDLE_FLUSH, stream.next()).await {
-                    Ok(next) => next,
-                    Err(_) => {
+                IDLE_FLUSH.min(pace.tick())
+            };
+            let next = match tokio::time::timeout(wait, stream.next()).await {
+                Ok(next) => next,
+                Err(_) => {
+                    if !file.buffer().is_empty() {
                         file.flush().await.map_err(|e| cannot_write(have, e))?;
                         progress(have);
-                        continue;
                     }
+                    pace.check(Instant::now(), true)
+                        .map_err(|s| too_slow(have, s))?;
+                    continue;
                 }
             };
             let Some(chunk) = next else { break };
@@ -197,6 +248,13 @@ impl RegistryTransport {
                     return Err((have, None));
                 }
             };
+            pace.add(chunk.len() as u64, Instant::now());
+            pace.check(Instant::now(), true)
+                .map_err(|s| too_slow(have, s))?;
+            body_len += chunk.len() as u64;
+            if let Some(h) = body_hasher.as_mut() {
+                h.update(&chunk);
+            }
             if skip > 0 {
                 let n = chunk.len().min(usize::try_from(skip).unwrap_or(usize::MAX));
                 let _ = chunk.split_to(n);
@@ -222,6 +280,16 @@ impl RegistryTransport {
                 .map_err(|e| cannot_write(have, e))?;
             have += chunk.len() as u64;
             progress(have);
+        }
+        if whole && body_len != desc.size() {
+            // The registry's whole answer, complete, and not this blob.
+            let served = body_hasher.unwrap_or_else(|| hasher.clone()).finalize();
+            let expected = digest_of(desc, &self.location()).map_err(|e| (have, Some(e)))?;
+            let detail = format!(", {body_len} bytes where the manifest says {}", desc.size());
+            return Err((
+                have,
+                Some(c.wrong_content(&expected, &Digest::from_sha(served.into()), detail)),
+            ));
         }
         Ok(have)
     }

@@ -176,14 +176,18 @@ impl Failure {
 
 /// The words of a refusal, for [`Failure::Denied`]: the first
 /// `errors[].message` of a spec error body (or a token service's
-/// `details`), else nothing.
+/// `details`), else nothing; scrubbed of every secret jbuild holds.
 pub fn refusal_words(body: &[u8]) -> String {
     let v: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
     let msg = v["errors"][0]["message"]
         .as_str()
         .or_else(|| v["details"].as_str())
         .unwrap_or_default();
-    msg.chars().take(200).collect()
+    // Scrubbed before it is cut: a secret cut in half is no longer found.
+    crate::keychain::redact::scrub(msg)
+        .chars()
+        .take(200)
+        .collect()
 }
 
 #[cfg(test)]

@@ -2,15 +2,23 @@
 //! (bounded by [`MAX_DOCUMENT`], the media type taken from the document
 //! itself), and PUT as the exact bytes whose digest was computed.
 
+use std::time::Instant;
+
 use futures_util::StreamExt;
 use oci_spec::image::{Descriptor, MediaType};
 use reqwest::header::{ACCEPT, CONTENT_TYPE};
 use reqwest::StatusCode;
 
+use super::conn::Conn;
+use super::pace::Pace;
 use super::{body, RegistryOperation, RegistryTransport};
 use crate::digest::Digest;
 use crate::image::MAX_DOCUMENT;
 use crate::transport::{check_bytes, digest_of, ManifestRole, TransportError};
+
+/// The header in which a registry says the digest of the manifest it
+/// sends (the distribution spec's, from docker's).
+const DOCKER_CONTENT_DIGEST: &str = "docker-content-digest";
 
 /// What a manifest GET accepts: OCI and Docker manifests and indexes.
 const MANIFEST_ACCEPT: &str = "application/vnd.oci.image.manifest.v1+json, \
@@ -20,14 +28,32 @@ const MANIFEST_ACCEPT: &str = "application/vnd.oci.image.manifest.v1+json, \
 
 impl RegistryTransport {
     /// GETs a manifest or index by tag or digest; returns its bytes and
-    /// media type.
+    /// media type. Held to the transfer limits (`pace.rs`), as a blob is.
     pub(super) async fn get_manifest(
         &self,
         reference: &str,
     ) -> Result<(Vec<u8>, String), TransportError> {
         let c = self.conn().await?;
-        let url = c.url("manifests", reference);
         let what = format!("fetch manifest `{reference}`");
+        let mut pace = Pace::new(self.options.transfer, Instant::now());
+        let left = pace.time_left(Instant::now());
+        let run = self.get_manifest_paced(c, reference, &what, &mut pace);
+        let r = match left {
+            Some(d) => tokio::time::timeout(d, run).await,
+            None => Ok(run.await),
+        };
+        r.unwrap_or_else(|_| Err(c.too_slow(&what, pace.past_deadline())))
+    }
+
+    async fn get_manifest_paced(
+        &self,
+        c: &Conn,
+        reference: &str,
+        what: &str,
+        pace: &mut Pace,
+    ) -> Result<(Vec<u8>, String), TransportError> {
+        let what = what.to_string();
+        let url = c.url("manifests", reference);
         let resp = c
             .send(RegistryOperation::Pull, &what, |h| {
                 h.get(&url).header(ACCEPT, MANIFEST_ACCEPT)
@@ -43,6 +69,7 @@ impl RegistryTransport {
             }
             _ => return Err(c.status_error(&what, resp).await),
         }
+        pace.start_floor(Instant::now());
         let too_large = |size: u64| TransportError::TooLarge {
             location: self.location(),
             what: format!("manifest `{reference}`"),
@@ -57,18 +84,37 @@ impl RegistryTransport {
             .get(reqwest::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .map(|v| v.split(';').next().unwrap_or(v).trim().to_string());
+        let claimed = resp
+            .headers()
+            .get(DOCKER_CONTENT_DIGEST)
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).trim().to_string());
         let mut body = Vec::new();
         let mut stream = resp.bytes_stream();
-        while let Some(chunk) = stream.next().await {
+        loop {
+            let chunk = match tokio::time::timeout(pace.tick(), stream.next()).await {
+                Err(_) => {
+                    pace.check(Instant::now(), true)
+                        .map_err(|s| c.too_slow(&what, s))?;
+                    continue;
+                }
+                Ok(None) => break,
+                Ok(Some(chunk)) => chunk,
+            };
             let chunk = chunk.map_err(|e| TransportError::Registry {
                 location: self.location(),
                 message: c.network(&what, &e),
                 user: false,
             })?;
+            pace.add(chunk.len() as u64, Instant::now());
+            pace.check(Instant::now(), true)
+                .map_err(|s| c.too_slow(&what, s))?;
             body.extend_from_slice(&chunk);
             if body.len() as u64 > MAX_DOCUMENT {
                 return Err(too_large(body.len() as u64));
             }
+        }
+        if let Some(claimed) = claimed {
+            self.check_claimed_digest(c, reference, &claimed, &body)?;
         }
         // The document's own mediaType wins over the header (some
         // registries answer `application/json`).
@@ -88,6 +134,40 @@ impl RegistryTransport {
                 reason: "it says neither in its body nor in its Content-Type what it is".into(),
             })?;
         Ok((body, media_type))
+    }
+
+    /// The `Docker-Content-Digest` a registry sent with a manifest,
+    /// compared with the digest of the bytes it sent: a registry whose
+    /// header and content disagree is named. (The bytes' digest is what
+    /// jbuild uses either way; a header of another algorithm than sha256
+    /// cannot be compared and is let be.)
+    fn check_claimed_digest(
+        &self,
+        c: &Conn,
+        reference: &str,
+        claimed: &str,
+        body: &[u8],
+    ) -> Result<(), TransportError> {
+        let Some(hex) = claimed.strip_prefix("sha256:") else {
+            tracing::debug!(claimed, "a Docker-Content-Digest of another algorithm");
+            return Ok(());
+        };
+        let actual = Digest::of(body);
+        if hex.eq_ignore_ascii_case(actual.hex()) {
+            return Ok(());
+        }
+        let shown: String = claimed.chars().take(80).collect();
+        Err(TransportError::Registry {
+            location: self.location(),
+            message: format!(
+                "manifest `{reference}`: {} says in its Docker-Content-Digest header that it \
+                 sent {shown}, but the bytes it sent are {actual}: the registry is lying about \
+                 what it serves (or a proxy between changed the answer); pull by digest from a \
+                 registry you trust",
+                c.registry()
+            ),
+            user: true,
+        })
     }
 
     pub(super) fn cached_manifest(&self, d: &Digest) -> Option<Vec<u8>> {

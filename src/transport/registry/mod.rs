@@ -33,6 +33,7 @@ mod login;
 mod manifest;
 pub mod oauth;
 mod options;
+mod pace;
 mod pull;
 pub mod reference;
 pub mod retry;
@@ -61,8 +62,10 @@ pub use endpoint::{reach, Endpoint};
 pub use inspect::RemoteImage;
 pub use login::verify;
 pub use options::{
-    insecure_list, RegistryOperation, RegistryOptions, DEFAULT_CERTS_DIRS, INSECURE_ENV,
+    insecure_list, RegistryOperation, RegistryOptions, BLOB_DEADLINE_ENV, DEFAULT_CERTS_DIRS,
+    INSECURE_ENV, MIN_RATE_ENV, RATE_WINDOW_ENV,
 };
+pub use pace::{Slow, TransferLimits};
 pub use tags::MAX_PAGES;
 
 /// One repository of a registry.

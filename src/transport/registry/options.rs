@@ -7,6 +7,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use super::pace::TransferLimits;
 use super::retry::RetryPolicy;
 use crate::keychain::Keychain;
 
@@ -42,6 +43,8 @@ pub struct RegistryOptions {
     /// How long the registry may stay silent (connecting, in the TLS
     /// handshake, between reads) before a request times out.
     pub timeout: std::time::Duration,
+    /// The rate floor and deadline every blob and manifest is held to.
+    pub transfer: TransferLimits,
 }
 
 impl Default for RegistryOptions {
@@ -54,6 +57,7 @@ impl Default for RegistryOptions {
             keychain: None,
             retry: RetryPolicy::default(),
             timeout: crate::config::RegistrySettings::default().timeout(),
+            transfer: TransferLimits::default(),
         }
     }
 }
@@ -81,10 +85,27 @@ impl RegistryOptions {
                 insecure.push(r);
             }
         }
+        let mut r = s.registries.clone();
+        for (name, key) in [
+            (MIN_RATE_ENV, &mut r.min_rate),
+            (RATE_WINDOW_ENV, &mut r.rate_window_secs),
+            (BLOB_DEADLINE_ENV, &mut r.blob_deadline_secs),
+        ] {
+            let Some(v) = var(name).filter(|v| !v.trim().is_empty()) else {
+                continue;
+            };
+            match v.trim().replace('_', "").parse::<u64>() {
+                Ok(n) => *key = Some(n),
+                Err(_) => tracing::warn!(
+                    "{name}={v:?} is not a whole number; using the configuration file's value"
+                ),
+            }
+        }
         RegistryOptions {
             insecure,
             certs_dir: s.registries.certs_dir.clone(),
             timeout: s.registries.timeout(),
+            transfer: TransferLimits::from_settings(&r),
             ..RegistryOptions::default()
         }
     }
@@ -110,6 +131,13 @@ impl RegistryOptions {
 /// separated by commas or white space (`registry.lan:5000,10.0.0.7:5000`),
 /// for CI jobs that have no configuration file.
 pub const INSECURE_ENV: &str = "JBUILD_INSECURE_REGISTRIES";
+
+/// The environment variables that set `[registries] min_rate`,
+/// `rate_window_secs` and `blob_deadline_secs`, winning over the file:
+/// for CI jobs that have no configuration file.
+pub const MIN_RATE_ENV: &str = "JBUILD_REGISTRY_MIN_RATE";
+pub const RATE_WINDOW_ENV: &str = "JBUILD_REGISTRY_RATE_WINDOW_SECS";
+pub const BLOB_DEADLINE_ENV: &str = "JBUILD_REGISTRY_BLOB_DEADLINE_SECS";
 
 /// The registries an [`INSECURE_ENV`] value names, lowercased as
 /// references are.
@@ -144,5 +172,25 @@ mod tests {
             ..o
         };
         assert!(off.plain_http_allowed("c.lan:5000"));
+    }
+
+    #[test]
+    fn the_environment_wins_over_the_file_for_transfer_limits() {
+        let settings = crate::config::Settings::parse(
+            "[registries]\nmin_rate = 10\nrate_window_secs = 7\nblob_deadline_secs = 99\n",
+        )
+        .unwrap();
+        let o = RegistryOptions::from_settings_with(&settings, |_| None);
+        assert_eq!(o.transfer.min_rate, 10);
+        assert_eq!(o.transfer.window, std::time::Duration::from_secs(7));
+        let o = RegistryOptions::from_settings_with(&settings, |n| match n {
+            MIN_RATE_ENV => Some("2_048".into()),
+            RATE_WINDOW_ENV => Some("nonsense".into()),
+            BLOB_DEADLINE_ENV => Some("0".into()),
+            _ => None,
+        });
+        assert_eq!(o.transfer.min_rate, 2048);
+        assert_eq!(o.transfer.window, std::time::Duration::from_secs(7));
+        assert_eq!(o.transfer.deadline, None);
     }
 }

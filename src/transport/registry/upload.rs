@@ -3,8 +3,9 @@
 //! registry without an upload.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use oci_spec::image::Descriptor;
@@ -13,6 +14,7 @@ use reqwest::StatusCode;
 
 use super::blob::file_stream;
 use super::conn::Failed;
+use super::pace::Pace;
 use super::{RegistryOperation, RegistryTransport};
 use crate::transport::{digest_of, BlobMounts, BlobOrigin, Progress, TransportError};
 
@@ -34,11 +36,17 @@ impl RegistryTransport {
         // reports them.
         let sent = Arc::new(AtomicU64::new(0));
         let what = format!("upload blob {digest}");
+        // Set once the session is open and the PUT starts: the rate floor
+        // runs from then on (a blob whose bytes have all gone, waiting for
+        // the registry's answer, is held to the deadline alone).
+        let putting = Arc::new(AtomicBool::new(false));
+        let mut pace = Pace::new(self.options.transfer, Instant::now());
         // A session, then one monolithic PUT streamed from the file; a
         // failure starts over with a new session (a broken PUT may have
         // left part of the bytes in the old one).
         let upload = c.retry(RegistryOperation::Push, &what, |reauthed| {
             let (what, digest, bad, sent, expected) = (&what, &digest, &bad, &sent, &expected);
+            let putting = &putting;
             async move {
                 let start = c.url("blobs", "uploads/");
                 let resp = c
@@ -56,6 +64,7 @@ impl RegistryTransport {
                         user: false,
                     })
                 })?;
+                putting.store(true, Ordering::Relaxed);
                 let resp = c
                     .send_once(
                         RegistryOperation::Push,
@@ -88,11 +97,23 @@ impl RegistryTransport {
             }
         });
         tokio::pin!(upload);
-        let mut tick = tokio::time::interval(std::time::Duration::from_millis(200));
+        let mut tick = tokio::time::interval(pace.tick().min(Duration::from_millis(200)));
         let result = loop {
             tokio::select! {
                 r = &mut upload => break r,
-                _ = tick.tick() => progress(sent.load(Ordering::Relaxed)),
+                _ = tick.tick() => {
+                    let now = Instant::now();
+                    let moved = sent.load(Ordering::Relaxed);
+                    progress(moved);
+                    if putting.load(Ordering::Relaxed) {
+                        pace.start_floor(now);
+                    }
+                    pace.counted(moved, now);
+                    if let Err(slow) = pace.check(now, moved < size) {
+                        // Dropping the upload ends its request.
+                        break Err(c.too_slow(&what, slow));
+                    }
+                }
             }
         };
         if let Some(reason) = bad.lock().unwrap_or_else(|e| e.into_inner()).take() {

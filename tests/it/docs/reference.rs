@@ -490,6 +490,18 @@ fn docs_config_md_covers_every_key_the_parser_accepts() {
             jbuild::config::DEFAULT_REGISTRY_TIMEOUT_SECS.to_string(),
         ),
         (
+            "registries.min_rate",
+            jbuild::config::DEFAULT_MIN_RATE.to_string(),
+        ),
+        (
+            "registries.rate_window_secs",
+            jbuild::config::DEFAULT_RATE_WINDOW_SECS.to_string(),
+        ),
+        (
+            "registries.blob_deadline_secs",
+            jbuild::config::DEFAULT_BLOB_DEADLINE_SECS.to_string(),
+        ),
+        (
             "freebsd.mirror",
             format!("\"{}\"", jbuild::release::DEFAULT_MIRROR),
         ),

@@ -240,3 +240,53 @@ fn export_to_dev_stdout_on_a_pipe_streams_and_leaves_dev_stdout() {
         want.len()
     );
 }
+
+/// `create --conf` edits a file the user named: a symlinked jail.conf (an
+/// /etc kept in a repository, say) stays a link and the file it points to
+/// gets the entry; a rename over the path replaced the link with a
+/// regular file.
+#[test]
+fn create_conf_through_a_symlink_keeps_the_link() {
+    need!(Root);
+    let h = Home::new(RECIPE);
+    succeeded(&h.build(&["-q", "-t", "app:1"]));
+    let kept = h.path("kept");
+    fs::create_dir(&kept).unwrap();
+    fs::write(kept.join("jail.conf"), "other {\n  path = \"/x\";\n}\n").unwrap();
+    let link = h.path("jail.conf");
+    symlink(kept.join("jail.conf"), &link).unwrap();
+
+    let out = run_bounded(
+        h.jbuild()
+            .args(["create", "app:1", "j", "--path"])
+            .arg(h.path("jails/j"))
+            .arg("--conf")
+            .arg(&link),
+        LIMIT,
+    );
+    succeeded(&out);
+    assert_eq!(kind(&link), "symlink");
+    let conf = text(&fs::read(kept.join("jail.conf")).unwrap());
+    assert!(conf.contains("other {") && conf.contains("j {"), "{conf}");
+}
+
+/// `man --out DIR` writes each page as any named output is written: a page
+/// that is a symlink leading nowhere is refused (it would have made a file
+/// wherever the link points, outside DIR), and nothing appears there.
+#[test]
+fn man_pages_over_a_dangling_symlink_are_refused_and_nothing_is_made_outside() {
+    let h = Home::new(RECIPE);
+    let (dir, canary) = (h.path("man1"), h.path("canary"));
+    fs::create_dir_all(&dir).unwrap();
+    fs::create_dir_all(&canary).unwrap();
+    symlink(canary.join("planted"), dir.join("jbuild.1")).unwrap();
+
+    let out = run_bounded(h.jbuild().args(["man", "--out"]).arg(&dir), LIMIT);
+    fails_with(&out, &["cannot write man pages into", "jbuild.1"]);
+    assert_eq!(
+        fs::read_dir(&canary).unwrap().count(),
+        0,
+        "made outside DIR"
+    );
+    assert_eq!(kind(&dir.join("jbuild.1")), "symlink");
+}

@@ -157,7 +157,11 @@ mod overlay {
             Flavour::UserXattr => {
                 let e = committed.unwrap_err();
                 let said = e.to_string();
-                assert!(matches!(e, SnapshotError::Backend(_)), "{e:?}");
+                assert!(matches!(e, SnapshotError::Unsupported(_)), "{e:?}");
+                assert!(
+                    e.is_user_error(),
+                    "the environment's limit, the user's to answer"
+                );
                 for part in ["/etc/a", "/etc/b", "as root", "--backend dir"] {
                     assert!(said.contains(part), "{part}: {said}");
                 }

@@ -269,6 +269,37 @@ fn a_build_in_a_user_namespace_has_the_layers_of_dir_and_of_root_overlay() {
     assert!(info.contains("(in a user namespace: userxattr)"), "{info}");
 }
 
+/// Without an inode index (every user namespace) a step that writes
+/// through one name of a lower hard-linked file cannot commit the layer
+/// the other backends make: the build is refused as the environment's
+/// limit, exit 1 saying what to do, not as an internal fault (exit 2).
+#[test]
+fn a_hard_link_written_through_one_name_without_an_index_exits_1_saying_what_to_do() {
+    need!(Userns, Busybox);
+    let (dirs, ctx) = world(&[("README", "links")]);
+    let t = dirs.1.path();
+    fs::write(
+        ctx.join("Jailfile"),
+        "FROM --platform=linux/amd64 scratch\nCOPY busybox /bin/busybox\n\
+         RUN [\"/bin/busybox\", \"sh\", \"-c\", \"/bin/busybox mkdir /etc && echo a > /etc/a \
+         && /bin/busybox ln /etc/a /etc/b\"]\n\
+         RUN [\"/bin/busybox\", \"sh\", \"-c\", \"echo changed >> /etc/a\"]\n",
+    )
+    .unwrap();
+    let (store, home) = (nobodys(t, "userns"), nobodys(t, "home"));
+    let out = jb_unprivileged(&store, &home)
+        .args(["build", "-q", "-t", "links:1"])
+        .arg(&ctx)
+        .output()
+        .unwrap();
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("/etc/a") && said.contains("--backend dir"),
+        "{said}"
+    );
+}
+
 #[test]
 fn a_store_keeps_the_flavour_it_was_made_in() {
     need!(Userns, Busybox);
