@@ -1,7 +1,8 @@
 //! A FIFO where a layout or the store has a file: refused at once, never
 //! waited on. Before, `import` of a layout whose `index.json` or a blob
 //! was a FIFO hung for ever, and so did every store command — `check`, the
-//! tool meant to find damage, included — once a FIFO took a blob's place.
+//! tool meant to find damage, included — once a FIFO took a blob's place,
+//! and `images` once one took the place of a note of a layer's size.
 //! Nobody ever writes to these FIFOs: each run is given 30 s, and one that
 //! waits is killed and fails the test.
 
@@ -46,6 +47,21 @@ fn a_fifo_in_the_store_is_damage_that_check_reports() {
     succeeded(&h.build(&["-q", "-t", "app:1", "--iidfile", iid.to_str().unwrap()]));
     let manifest: Digest = fs::read_to_string(&iid).unwrap().trim().parse().unwrap();
     let store = h.path("root/store");
+
+    // jbuild's own notes of layer sizes (the first `images` makes them),
+    // each a FIFO: read by the next.
+    succeeded(&quick(&h, &["images"]));
+    let sizes = store.join(".jbuild/sizes");
+    let notes: Vec<_> = fs::read_dir(&sizes)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(!notes.is_empty(), "no size notes in {}", sizes.display());
+    for note in &notes {
+        mkfifo(note);
+    }
+    succeeded(&quick(&h, &["images"]));
+
     let blob = store.join("blobs/sha256").join(manifest.hex());
     mkfifo(&blob);
 
