@@ -280,6 +280,9 @@ pub fn create(unpacker: &Unpacker<'_>, opts: &CreateOptions) -> Result<Created, 
         }
     }
 
+    if let Some(note) = stop_signal_note(state.stop_signal.as_deref()) {
+        comments.push(note);
+    }
     let mut params = vec![param("path", &root), param("host.hostname", &opts.name)];
     let (start, notes) = start::start(&state, view.as_deref(), &opts.name, opts.bastille)?;
     params.extend(start);
@@ -454,4 +457,22 @@ fn copy_root(
         "cannot move the new root to {}",
         root.display()
     )))
+}
+
+/// What the entry says of an image's STOPSIGNAL other than SIGTERM.
+/// jail(8) has no parameter for the signal: `jail -r` runs `exec.stop`,
+/// then sends SIGTERM to what is left, waits `stop.timeout`, and kills the
+/// rest. No parameter says "send this signal to the image's process
+/// instead", so nothing is written in its place (an `exec.stop` that
+/// signals every process of the jail, followed by SIGTERM anyway, is not
+/// what a container runtime does); the comment says so, and how.
+fn stop_signal_note(signal: Option<&str>) -> Option<String> {
+    let signal = signal?;
+    let upper = signal.to_ascii_uppercase();
+    if matches!(upper.as_str(), "SIGTERM" | "TERM" | "15") {
+        return None;
+    }
+    Some(format!(
+        "the image asks to be stopped with {signal} (STOPSIGNAL); jail(8) stops a jail's processes with SIGTERM: to send {signal} first, set exec.stop (docs/create.md)"
+    ))
 }

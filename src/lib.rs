@@ -29,6 +29,7 @@ pub mod jailfile;
 pub mod keychain;
 pub mod layer;
 pub(crate) mod pipe;
+pub mod pkg;
 pub mod plan;
 pub mod release;
 pub mod report;

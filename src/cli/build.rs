@@ -18,8 +18,9 @@ use jbuild::store::ImageName;
 
 #[derive(Args, Debug)]
 pub struct BuildArgs {
-    /// The Jailfile (default: DIR/Jailfile); `-` reads it from standard
-    /// input (its INCLUDEs are then relative to DIR).
+    /// The recipe (default: DIR/Jailfile, else DIR/Containerfile, else
+    /// DIR/Dockerfile); `-` reads it from standard input (its INCLUDEs are
+    /// then relative to DIR).
     #[arg(short = 'f', long = "file", value_name = "FILE")]
     file: Option<PathBuf>,
     /// Name (and tag) for the image; may be given several times.
@@ -266,7 +267,8 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
     let jailfile = match &args.file {
         _ if stdin => args.context.join("<stdin>"),
         Some(f) => f.clone(),
-        None => args.context.join("Jailfile"),
+        None => jailfile::find_recipe(&args.context)
+            .unwrap_or_else(|| args.context.join(jailfile::RECIPE_NAMES[0])),
     };
     let bastille = match &args.file {
         _ if stdin => false,
@@ -297,10 +299,17 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
         None
     };
     if translated.is_none() && !stdin && !jailfile.is_file() {
-        return Err(Failure::user(anyhow!(
-            "no Jailfile at `{}`; give one with -f FILE",
-            jailfile.display()
-        )));
+        return Err(Failure::user(match &args.file {
+            Some(_) => anyhow!(
+                "no Jailfile at `{}`; give one with -f FILE",
+                jailfile.display()
+            ),
+            None => anyhow!(
+                "no recipe in `{}`: looked for {}; give one with -f FILE",
+                args.context.display(),
+                jailfile::RECIPE_NAMES.join(", ")
+            ),
+        }));
     }
     let tags = args
         .tags

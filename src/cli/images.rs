@@ -211,7 +211,14 @@ pub fn inspect(ctx: &Ctx, args: InspectArgs) -> CmdResult {
             ))),
         };
     }
-    let config = serde_json::to_value(&img.config).map_err(Failure::internal)?;
+    let mut config = serde_json::to_value(&img.config).map_err(Failure::internal)?;
+    if let Some(c) = config.as_object_mut() {
+        // Docker's fields the OCI config type has no place for.
+        let inner = c.entry("config").or_insert_with(|| json!({}));
+        if let Some(inner) = inner.as_object_mut() {
+            img.extras.write_into(inner);
+        }
+    }
     let jail = params::from_config_json(&config);
     if args.jail {
         if ctx.json {

@@ -416,11 +416,22 @@ pub fn main() -> i32 {
         Ok(()) => 0,
         Err(f) => {
             report(&f.error);
-            if let Some(place) = disk_full(&f.error, ctx.paths.root()) {
+            if let Some(full) = transfer::DestinationFull::find(&f.error) {
+                // The place the user named to write to is full: the store
+                // is not, and `prune` would free nothing there.
+                eprintln!(
+                    "  = the filesystem holding {} is full: free space there, or name a \
+                     place on another filesystem, and run the command again",
+                    full.place()
+                );
+                return EXIT_USER;
+            }
+            if disk_full(&f.error) {
                 // Not a fault of jbuild's: the user frees space and retries.
                 eprintln!(
-                    "  = no space left on the filesystem holding {place}: free space there \
-                     (`jbuild prune` removes what no image uses) and run the command again"
+                    "  = no space left on the filesystem holding {}: free space there \
+                     (`jbuild prune` removes what no image uses) and run the command again",
+                    ctx.paths.root().display()
                 );
                 return EXIT_USER;
             }
@@ -433,33 +444,22 @@ pub fn main() -> i32 {
     }
 }
 
-/// When `e` comes from a full disk (ENOSPC, or a quota: EDQUOT), where:
-/// an `oci:`/`oci-archive:` destination on the command line that the error
-/// names, else the state root (store, snapshots and scratch space).
-fn disk_full(e: &anyhow::Error, root: &std::path::Path) -> Option<String> {
-    let full = e.chain().any(|c| {
-        c.downcast_ref::<std::io::Error>()
-            .and_then(|io| io.raw_os_error())
-            .is_some_and(|n| n == libc::ENOSPC || n == libc::EDQUOT)
-            || c.to_string().contains("No space left on device")
-    });
-    if !full {
-        return None;
-    }
-    let text = format!("{e:#}");
-    for arg in std::env::args().skip(1) {
-        let Some(rest) = arg
-            .strip_prefix("oci:")
-            .or_else(|| arg.strip_prefix("oci-archive:"))
-        else {
-            continue;
-        };
-        let path = rest.split(':').next().unwrap_or(rest);
-        if !path.is_empty() && text.contains(path) {
-            return Some(path.to_string());
-        }
-    }
-    Some(root.display().to_string())
+/// Whether `e` comes from a full disk (ENOSPC, or a quota: EDQUOT), told
+/// by the error's kind or number, never by its text (which another
+/// program, a build step, may have printed for its own reasons). Unless a
+/// command said which place it was writing ([`transfer::DestinationFull`]),
+/// the full place is the state root: store, snapshots and scratch space.
+pub(crate) fn disk_full(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>().is_some_and(|io| {
+            matches!(
+                io.kind(),
+                std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+            ) || io
+                .raw_os_error()
+                .is_some_and(|n| n == libc::ENOSPC || n == libc::EDQUOT)
+        })
+    })
 }
 
 /// `error: <top>` then `  caused by: <each source>`, skipping a cause whose

@@ -304,7 +304,8 @@ pub fn copy(ctx: &Ctx, args: CopyArgs) -> CmdResult {
         dst.as_ref(),
         tag.as_deref(),
         &opts,
-    )?;
+    )
+    .map_err(|f| super::transfer::DestinationFull::mark(f, &args.destination))?;
     done(
         ctx,
         out.digest().as_ref(),

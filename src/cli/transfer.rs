@@ -33,6 +33,41 @@ pub struct ImportArgs {
     policy: super::access::PolicyArg,
 }
 
+/// A copy to a place the user named (`export`'s and `copy`'s destination)
+/// ran out of space there: the error says so and names the place, so the
+/// store, which only was read, is not blamed (nor `prune` suggested).
+#[derive(Debug)]
+pub(super) struct DestinationFull(String);
+
+impl std::fmt::Display for DestinationFull {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: no space left on its filesystem", self.0)
+    }
+}
+
+impl DestinationFull {
+    /// `f`, said to be `destination`'s full disk when it is one.
+    pub(super) fn mark(f: Failure, destination: &str) -> Failure {
+        if !super::disk_full(&f.error) {
+            return f;
+        }
+        Failure {
+            user: true,
+            error: f.error.context(DestinationFull(destination.to_string())),
+        }
+    }
+
+    /// The mark on `e`, if a command put one.
+    pub(super) fn find(e: &anyhow::Error) -> Option<&DestinationFull> {
+        e.downcast_ref::<DestinationFull>()
+    }
+
+    /// The destination, as the user wrote it.
+    pub(super) fn place(&self) -> &str {
+        &self.0
+    }
+}
+
 /// A transport failure is the user's when it is about what they named
 /// (a location, a reference, a missing image), jbuild's or the system's
 /// otherwise.
@@ -106,7 +141,8 @@ pub fn export(ctx: &Ctx, args: ExportArgs) -> CmdResult {
         dst.as_ref(),
         tag.as_deref(),
         reporter.as_ref(),
-    )?;
+    )
+    .map_err(|f| DestinationFull::mark(f, &args.destination))?;
     done(
         ctx,
         out.digest().as_ref(),

@@ -185,6 +185,7 @@ mod tests {
             Ok(BaseImage {
                 manifest: Digest::of(r.as_bytes()),
                 config,
+                extras: Default::default(),
             })
         }
         fn context_sources(&self, _: &[CopySource]) -> Result<Digest, InputError> {

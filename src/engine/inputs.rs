@@ -42,6 +42,11 @@ pub(super) struct Inputs<'a> {
     pub(super) pkgbases: RefCell<HashMap<String, crate::release::PkgBase>>,
     /// [`crate::engine::freebsd::FreeBsdEnv::pkg_repositories`] by ABI: asked once per build.
     pub(super) pkg_repos: RefCell<HashMap<Option<String>, String>>,
+    /// Images that could not be read when their ONBUILD triggers were
+    /// asked for, by `reference|platform`, with why: the planner's
+    /// question for the same image gets that error (at its FROM line),
+    /// not a second pull.
+    pub(super) failed: RefCell<HashMap<String, BuildError>>,
 }
 
 impl Inputs<'_> {
@@ -109,14 +114,48 @@ impl Inputs<'_> {
     }
 }
 
+/// The ONBUILD triggers of a FROM image, read as the planner will read
+/// the image (the same platform, so the image is looked up once). A
+/// failure is kept in [`Inputs::failed`] for the planner to report.
+pub(super) struct Triggers<'i, 'a> {
+    pub(super) inputs: &'i Inputs<'a>,
+    /// `--platform`: wins over FROM's, as in the planner.
+    pub(super) platform: Option<&'i Platform>,
+}
+
+impl crate::jailfile::Triggers for Triggers<'_, '_> {
+    fn onbuild(&self, image: &str, platform: Option<&str>) -> Vec<String> {
+        let platform = match (self.platform, platform.map(Platform::parse)) {
+            (Some(p), _) => p.clone(),
+            (None, Some(Ok(p))) => p,
+            // The planner reports a platform it cannot read.
+            (None, Some(Err(_))) => return Vec::new(),
+            (None, None) => Platform::default_for_host(),
+        };
+        match self.inputs.load(image, &platform) {
+            Ok(img) => img.extras.onbuild,
+            Err(e) => {
+                let key = format!("{image}|{platform}");
+                self.inputs.failed.borrow_mut().insert(key, e);
+                Vec::new()
+            }
+        }
+    }
+}
+
 impl PlanInputs for Inputs<'_> {
     fn image(&self, reference: &str, platform: &Platform) -> Result<BaseImage, InputError> {
+        let key = format!("{reference}|{platform}");
+        if let Some(e) = self.failed.borrow_mut().remove(&key) {
+            return Err(InputError::new(e.is_user_error(), e));
+        }
         let img = self
             .load(reference, platform)
             .map_err(|e| InputError::new(e.is_user_error(), e))?;
         Ok(BaseImage {
             manifest: img.manifest_digest,
             config: img.config,
+            extras: img.extras,
         })
     }
 

@@ -15,6 +15,7 @@ pub mod freebsd;
 mod inputs;
 pub mod mounts;
 pub mod native;
+mod platform_args;
 pub mod platforms;
 pub mod provenance;
 mod pull_policy;

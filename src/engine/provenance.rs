@@ -122,7 +122,7 @@ fn sha256(d: &Digest) -> BTreeMap<String, String> {
 /// build context (with its `.jailignore`), which only this asks for.
 pub fn predicate(out: &BuildOutput, opts: &BuildOptions) -> Result<Provenance, BuildError> {
     let facts = &out.facts;
-    let ignore = Ignore::load(&opts.context).map_err(BuildError::Context)?;
+    let ignore = Ignore::load_for(&opts.context, &opts.jailfile).map_err(BuildError::Context)?;
     let context = native::sources_digest(
         &opts.context,
         &[CopySource::Path(".".into())],

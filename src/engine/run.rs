@@ -68,23 +68,7 @@ fn build_or_check(
     check_only: bool,
 ) -> Result<Option<BuildOutput>, BuildError> {
     let jailfile_text = jailfile_text.to_string();
-    let parsed = jailfile::load_for_build(
-        &opts.jailfile,
-        &jailfile_text,
-        &opts.build_args,
-        &opts.context,
-    )?;
-    for name in &parsed.unused_build_args {
-        env.reporter.message(
-            Level::Warn,
-            &format!("build argument `{name}` was given but no ARG uses it"),
-        );
-    }
-    let ignore = Ignore::load(&opts.context).map_err(BuildError::Context)?;
-    if let Some(file) = ignore.as_ref().and_then(Ignore::file) {
-        env.reporter
-            .message(Level::Info, &format!("using the build context's {file}"));
-    }
+    let ignore = Ignore::load_for(&opts.context, &opts.jailfile).map_err(BuildError::Context)?;
     let inputs = Inputs {
         env,
         pin: RefCell::new(Some(StoreLock::shared(env.store)?)),
@@ -94,7 +78,40 @@ fn build_or_check(
         releases: Default::default(),
         pkgbases: Default::default(),
         pkg_repos: Default::default(),
+        failed: Default::default(),
     };
+    let triggers = super::inputs::Triggers {
+        inputs: &inputs,
+        platform: opts.platform.as_ref(),
+    };
+    let parsed = jailfile::load_for_build(
+        &opts.jailfile,
+        &jailfile_text,
+        &opts.build_args,
+        &jailfile::BuildInputs {
+            context: &opts.context,
+            triggers: &triggers,
+            platform_args: super::platform_args::predefined(opts.platform.as_ref()),
+        },
+    )?;
+    for name in &parsed.unused_build_args {
+        env.reporter.message(
+            Level::Warn,
+            &format!("build argument `{name}` was given but no ARG uses it"),
+        );
+    }
+    for warning in &parsed.warnings {
+        env.reporter.message(Level::Warn, warning);
+    }
+    if let Some(ignore) = &ignore {
+        let file = ignore.file().unwrap_or_default();
+        let said = if ignore.is_recipe_own() {
+            format!("using {file}, the recipe's own ignore file")
+        } else {
+            format!("using the build context's {file}")
+        };
+        env.reporter.message(Level::Info, &said);
+    }
     let nonce = opts
         .no_cache
         .then(|| format!("{}-{:?}", std::process::id(), std::time::SystemTime::now()));
@@ -508,8 +525,8 @@ impl Run<'_, '_> {
                 network,
                 mounts,
             } => {
-                let mounts = self.step_mounts(mounts)?;
-                let argv = plan::state::argv(command);
+                let mounts = self.step_mounts(mounts, &ctx.platform)?;
+                let argv = plan::state::argv_in(command, ctx.shell.as_deref());
                 self.run_process(argv, args, ctx, *network, mounts.mounts, root, info)
             }
             Op::Pkg { packages } => {
@@ -530,6 +547,8 @@ impl Run<'_, '_> {
                 dest,
                 chown,
                 chmod,
+                parents,
+                exclude,
             } => {
                 let owner = match chown {
                     Some(spec) => Some(exec::user::resolve_owner(root, spec)?),
@@ -538,8 +557,11 @@ impl Run<'_, '_> {
                 let copy_opts = CopyOptions {
                     chown: owner,
                     chmod: *chmod,
+                    parents: *parents,
+                    exclude: exclude.clone(),
                 };
-                let (src_root, ignore) = self.source_root(from.as_ref(), "COPY --from")?;
+                let (src_root, ignore) =
+                    self.source_root(from.as_ref(), "COPY --from", &ctx.platform)?;
                 native::copy(
                     &src_root,
                     sources,
@@ -581,6 +603,7 @@ impl Run<'_, '_> {
         &self,
         from: Option<&CopyFrom>,
         what: &str,
+        platform: &Platform,
     ) -> Result<(PathBuf, Option<&Ignore>), BuildError> {
         Ok(match from {
             None => (self.opts.context.clone(), self.ignore),
@@ -599,7 +622,7 @@ impl Run<'_, '_> {
                 }
             }
             Some(CopyFrom::Image(r)) => {
-                let img = self.inputs.load(r, &Platform::default_for_host())?;
+                let img = self.inputs.load(r, platform)?;
                 let layers = self.env.unpacker().unpack(&img)?;
                 match layers.last() {
                     Some(l) => (self.env.snapshotter.view(&l.snapshot)?, None),
@@ -614,7 +637,11 @@ impl Run<'_, '_> {
     }
 
     /// What a RUN's `--mount`s become for the executor (see [`mounts`]).
-    fn step_mounts(&self, wanted: &[RunMount]) -> Result<StepMounts, BuildError> {
+    fn step_mounts(
+        &self,
+        wanted: &[RunMount],
+        platform: &Platform,
+    ) -> Result<StepMounts, BuildError> {
         let mut out = StepMounts::default();
         for m in wanted {
             match &m.kind {
@@ -636,7 +663,7 @@ impl Run<'_, '_> {
                 }
                 MountKind::Bind { from, source, rw } => {
                     let (root, _) =
-                        self.source_root(from.as_ref(), "RUN --mount=type=bind,from=")?;
+                        self.source_root(from.as_ref(), "RUN --mount=type=bind,from=", platform)?;
                     let host = crate::fsutil::resolve_in_root(&root, Path::new(source), true)
                         .map_err(|e| BuildError::io(format!("bind mount source `{source}`"), e))?;
                     if !host.exists() {

@@ -38,7 +38,61 @@ pub struct ImageState {
     /// jail(8) parameters from `JAIL` lines, a later value replacing an
     /// earlier one of the same name.
     pub jail: Vec<(String, String)>,
+    /// `STOPSIGNAL`, as written.
+    pub stop_signal: Option<String>,
+    /// The fields of Docker's image config the OCI one lacks (`HEALTHCHECK`,
+    /// `ONBUILD`, `SHELL`).
+    pub docker: ConfigExtras,
     pub history: Vec<HistoryEntry>,
+}
+
+/// The fields of Docker's image config (`Healthcheck`, `OnBuild`,
+/// `Shell`) that the OCI image config has no place for: Docker, podman
+/// and buildah write and read them inside `config`, and OCI tools pass
+/// them along untouched. jbuild reads them from a base image and writes
+/// them as Docker does.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConfigExtras {
+    /// `Healthcheck` as Docker writes it: `Test`, and the durations in
+    /// nanoseconds.
+    pub healthcheck: Option<serde_json::Value>,
+    /// `OnBuild`: triggers, each an instruction as written.
+    pub onbuild: Vec<String>,
+    /// `Shell`: the shell form's interpreter.
+    pub shell: Option<Vec<String>>,
+}
+
+impl ConfigExtras {
+    /// The extras in a config document (its `config` object); anything
+    /// of the wrong shape is left out, as the OCI fields' readers do.
+    pub fn from_json(config: &serde_json::Value) -> ConfigExtras {
+        let c = config.get("config");
+        let get = |k: &str| c.and_then(|c| c.get(k));
+        let strings = |v: Option<&serde_json::Value>| -> Option<Vec<String>> {
+            v?.as_array()?
+                .iter()
+                .map(|s| s.as_str().map(str::to_string))
+                .collect()
+        };
+        ConfigExtras {
+            healthcheck: get("Healthcheck").filter(|v| v.is_object()).cloned(),
+            onbuild: strings(get("OnBuild")).unwrap_or_default(),
+            shell: strings(get("Shell")).filter(|s| !s.is_empty()),
+        }
+    }
+
+    /// Adds the extras to a config's `config` object, as Docker names them.
+    pub fn write_into(&self, cfg: &mut serde_json::Map<String, serde_json::Value>) {
+        if let Some(h) = &self.healthcheck {
+            cfg.insert("Healthcheck".into(), h.clone());
+        }
+        if !self.onbuild.is_empty() {
+            cfg.insert("OnBuild".into(), serde_json::json!(self.onbuild));
+        }
+        if let Some(s) = &self.shell {
+            cfg.insert("Shell".into(), serde_json::json!(s));
+        }
+    }
 }
 
 /// The label prefix under which `JAIL` parameters travel in the image
@@ -183,8 +237,18 @@ impl ImageState {
             exposed_ports: BTreeSet::new(),
             volumes: BTreeSet::new(),
             jail: Vec::new(),
+            stop_signal: None,
+            docker: ConfigExtras::default(),
             history: Vec::new(),
         }
+    }
+
+    /// The state an image's config describes (a base image), with the
+    /// fields only Docker's config has.
+    pub fn from_config_with(cfg: &ImageConfiguration, extras: &ConfigExtras) -> ImageState {
+        let mut s = ImageState::from_config(cfg);
+        s.docker = extras.clone();
+        s
     }
 
     /// The state an image's config describes (a base image).
@@ -215,6 +279,7 @@ impl ImageState {
             s.exposed_ports
                 .extend(c.exposed_ports().iter().flatten().cloned());
             s.volumes.extend(c.volumes().iter().flatten().cloned());
+            s.stop_signal = c.stop_signal().clone().filter(|v| !v.is_empty());
         }
         for h in cfg.history().iter().flatten() {
             s.history.push(HistoryEntry {

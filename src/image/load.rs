@@ -4,6 +4,7 @@
 
 use oci_spec::image::{Descriptor, ImageConfiguration, ImageIndex, ImageManifest};
 
+use super::config::ConfigExtras;
 use super::media::{self, MAX_DOCUMENT};
 use super::{platform, ImageError, Platform};
 use crate::digest::Digest;
@@ -15,6 +16,9 @@ pub struct LoadedImage {
     pub manifest_digest: Digest,
     pub manifest: ImageManifest,
     pub config: ImageConfiguration,
+    /// What the config holds that only Docker's has (`Healthcheck`,
+    /// `OnBuild`, `Shell`).
+    pub extras: ConfigExtras,
 }
 
 impl LoadedImage {
@@ -156,6 +160,7 @@ pub(super) fn from_config_bytes(
     };
     let mut value: serde_json::Value = serde_json::from_slice(config_bytes).map_err(invalid)?;
     go_key_case(&mut value);
+    let extras = ConfigExtras::from_json(&value);
     let config: ImageConfiguration = serde_json::from_value(value).map_err(invalid)?;
     if config.rootfs().diff_ids().len() != manifest.layers().len() {
         return Err(ImageError::Inconsistent {
@@ -168,6 +173,7 @@ pub(super) fn from_config_bytes(
         manifest_digest: digest,
         manifest,
         config,
+        extras,
     })
 }
 
@@ -198,6 +204,9 @@ fn go_key_case(config: &mut serde_json::Value) {
         "Labels",
         "StopSignal",
         "ArgsEscaped",
+        "Healthcheck",
+        "OnBuild",
+        "Shell",
     ];
     fn fold(v: &mut serde_json::Value, names: &[&str]) {
         let Some(map) = v.as_object_mut() else { return };

@@ -85,6 +85,10 @@ pub fn write(
             .collect();
         cfg.insert("Volumes".into(), Value::Object(vols));
     }
+    if let Some(sig) = &state.stop_signal {
+        cfg.insert("StopSignal".into(), json!(sig));
+    }
+    state.docker.write_into(&mut cfg);
     let mut labels: BTreeMap<String, String> = state.labels.clone();
     for (k, v) in &state.jail {
         labels.insert(format!("{JAIL_LABEL_PREFIX}{k}"), jail_label_value(k, v));

@@ -29,6 +29,11 @@ pub(crate) enum Keyword {
     Volume,
     Cmd,
     Entrypoint,
+    StopSignal,
+    Healthcheck,
+    Onbuild,
+    Shell,
+    Maintainer,
 }
 
 /// Every keyword with its canonical spelling and usage line.
@@ -50,7 +55,7 @@ pub(crate) const KEYWORDS: &[(Keyword, &str, &str)] = &[
     (
         Keyword::Copy,
         "COPY",
-        "COPY [--from=stage] [--chown=user[:group]] [--chmod=0644] source... dest",
+        "COPY [--from=stage] [--chown=user[:group]] [--chmod=0644] [--link] [--parents] [--exclude=pattern]... source... dest",
     ),
     (
         Keyword::Sysrc,
@@ -88,16 +93,24 @@ pub(crate) const KEYWORDS: &[(Keyword, &str, &str)] = &[
         "ENTRYPOINT",
         "ENTRYPOINT command (or ENTRYPOINT [\"executable\", \"arg\", ...])",
     ),
+    (Keyword::StopSignal, "STOPSIGNAL", "STOPSIGNAL signal (e.g. SIGINT or 2)"),
+    (
+        Keyword::Healthcheck,
+        "HEALTHCHECK",
+        "HEALTHCHECK [--interval=30s] [--timeout=30s] [--start-period=0s] [--start-interval=5s] [--retries=3] CMD command (or HEALTHCHECK NONE)",
+    ),
+    (Keyword::Onbuild, "ONBUILD", "ONBUILD instruction arguments"),
+    (
+        Keyword::Shell,
+        "SHELL",
+        "SHELL [\"executable\", \"parameters\", ...]",
+    ),
+    (Keyword::Maintainer, "MAINTAINER", "MAINTAINER name"),
 ];
 
 /// Dockerfile instructions jbuild deliberately lacks, and what to do instead.
 pub(crate) const UNSUPPORTED: &[(&str, &str)] = &[
     ("ADD", "use COPY; jbuild does not fetch URLs or unpack archives implicitly (RUN fetch/tar can, explicitly)"),
-    ("HEALTHCHECK", "jails have no health checks; let the service supervisor (daemon(8), rc.d) watch the service"),
-    ("ONBUILD", "put the instructions in the Jailfile that builds on this image; INCLUDE can share them"),
-    ("SHELL", "RUN always uses /bin/sh -c; for another shell use the exec form, e.g. RUN [\"/usr/local/bin/bash\", \"-c\", \"...\"]"),
-    ("STOPSIGNAL", "the jail manager stops jails; set a stop command with JAIL exec.stop=\"...\""),
-    ("MAINTAINER", "use LABEL maintainer=\"name <email>\""),
 ];
 
 impl Keyword {
@@ -130,7 +143,16 @@ impl Keyword {
     /// Whether jbuild substitutes variables in the arguments (RUN, CMD and
     /// ENTRYPOINT leave that to the shell).
     pub fn substitutes(self) -> bool {
-        !matches!(self, Keyword::Run | Keyword::Cmd | Keyword::Entrypoint)
+        !matches!(
+            self,
+            Keyword::Run
+                | Keyword::Cmd
+                | Keyword::Entrypoint
+                | Keyword::Healthcheck
+                | Keyword::Onbuild
+                | Keyword::Shell
+                | Keyword::Maintainer
+        )
     }
 }
 
@@ -172,6 +194,10 @@ pub(crate) struct CopySrc {
     pub from: Option<Text>,
     pub chown: Option<Text>,
     pub chmod: Option<Text>,
+    /// `--parents`: keep each source's parent directories.
+    pub parents: bool,
+    /// `--exclude=PATTERN`, each as written.
+    pub exclude: Vec<Text>,
     pub sources: Vec<SourceSrc>,
     pub dest: Text,
 }
@@ -221,4 +247,22 @@ pub(crate) enum Body {
     Volume(Vec<Text>),
     Cmd(CommandSrc),
     Entrypoint(CommandSrc),
+    StopSignal(Text),
+    /// `None` is `HEALTHCHECK NONE`.
+    Healthcheck(Option<HealthSrc>),
+    /// The trigger as written after `ONBUILD` (already checked to parse).
+    Onbuild(Text),
+    Shell(Vec<Text>),
+    Maintainer(Text),
+}
+
+/// `HEALTHCHECK [flags] CMD command`, the flags as written.
+#[derive(Debug, Clone)]
+pub(crate) struct HealthSrc {
+    pub interval: Option<Text>,
+    pub timeout: Option<Text>,
+    pub start_period: Option<Text>,
+    pub start_interval: Option<Text>,
+    pub retries: Option<Text>,
+    pub command: CommandSrc,
 }

@@ -84,6 +84,17 @@ impl Parser<'_> {
         allowed: &[&str],
         repeatable: &[&str],
     ) -> Result<(Vec<Flag>, Text)> {
+        self.flags_with(allowed, repeatable, &[])
+    }
+
+    /// Like [`Parser::flags_repeating`]; the flags in `boolean` may stand
+    /// alone (`COPY --link`, value `true`) or be given `=true`/`=false`.
+    pub(super) fn flags_with(
+        &self,
+        allowed: &[&str],
+        repeatable: &[&str],
+        boolean: &[&str],
+    ) -> Result<(Vec<Flag>, Text)> {
         let args = self.args;
         let mut flags: Vec<Flag> = Vec::new();
         let mut i = 0;
@@ -123,6 +134,17 @@ impl Parser<'_> {
                 .with_help(help));
             }
             let value = match value {
+                None if boolean.contains(&name.as_str()) => Text::synthetic("true", word.end),
+                Some(v) if boolean.contains(&name.as_str()) => match v.as_string().as_str() {
+                    "true" | "false" => v,
+                    other => {
+                        return Err(Error::new(
+                            v.span(),
+                            format!("`--{name}={other}`: expected true or false"),
+                        )
+                        .with_help(format!("write --{name} (or --{name}=false)")))
+                    }
+                },
                 Some(v) if !v.is_empty() => v,
                 _ => {
                     return Err(Error::new(word.span(), format!("`--{name}` needs a value"))

@@ -112,7 +112,7 @@ impl Lexer<'_> {
                 let len = current.text.trim_end().chars().count().max(skip);
                 let last = current.chars().take(len).skip(skip).last();
                 match last {
-                    Some((c, pos)) if c == escape => {
+                    Some((c, _)) if c == escape => {
                         if logical.len() + len - skip > MAX_INSTRUCTION {
                             return Err(too_long(Span::at(line.start())));
                         }
@@ -127,10 +127,9 @@ impl Lexer<'_> {
                                 current = next;
                                 *i += 1;
                             }
-                            None => {
-                                return Err(Error::at(pos, format!("the file ends after a line continuation `{escape}`"))
-                                    .with_help("remove the trailing escape character or add the rest of the instruction"));
-                            }
+                            // A continuation on the file's last line ends
+                            // the instruction there, as BuildKit reads it.
+                            None => break,
                         }
                     }
                     _ => {
@@ -267,9 +266,18 @@ mod tests {
     }
 
     #[test]
-    fn trailing_continuation_is_an_error() {
-        let e = lex(0, "FROM scratch\nRUN a \\\n# only a comment\n").unwrap_err();
-        assert_eq!((e.span.pos.line, e.span.pos.col), (2, 7));
+    fn a_continuation_on_the_last_line_ends_the_instruction() {
+        assert_eq!(
+            lexed("FROM scratch\nRUN a \\\n# only a comment\n"),
+            [
+                ("FROM".into(), "scratch".into()),
+                ("RUN".into(), "a".into())
+            ]
+        );
+        assert_eq!(
+            lexed("FROM scratch \\"),
+            [("FROM".into(), "scratch".into())]
+        );
     }
 
     #[test]

@@ -80,6 +80,20 @@ pub fn read_from(input: impl std::io::Read, shown: &Path) -> Result<String, Diag
     })
 }
 
+/// The recipe names a build context is searched for, in order, when no
+/// `-f` names one: jbuild's own, then podman's and buildah's, then
+/// docker's (as docker and podman look for theirs).
+pub const RECIPE_NAMES: [&str; 3] = ["Jailfile", "Containerfile", "Dockerfile"];
+
+/// The recipe in the context directory `dir`: the first of
+/// [`RECIPE_NAMES`] that is there, or `None`.
+pub fn find_recipe(dir: &Path) -> Option<std::path::PathBuf> {
+    RECIPE_NAMES
+        .iter()
+        .map(|n| dir.join(n))
+        .find(|p| p.symlink_metadata().is_ok())
+}
+
 /// The most one Jailfile or included file may hold. Recipes are text of a
 /// few KiB; this only stops `-f /dev/zero` or a mistyped path to a disk
 /// image from filling memory.
@@ -125,14 +139,34 @@ pub fn load_str(
     resolve::resolve(path, text, build_args, None)
 }
 
-/// Like [`load_str`], for a build: INCLUDE reads beneath the build
-/// `context` too (a Jailfile given with `-f` from elsewhere may include
-/// the context's files).
+/// What a build tells the resolver besides the recipe and `--build-arg`.
+pub struct BuildInputs<'a> {
+    /// INCLUDE reads beneath the build context too (a Jailfile given with
+    /// `-f` from elsewhere may include the context's files).
+    pub context: &'a Path,
+    /// The ONBUILD triggers of FROM images.
+    pub triggers: &'a dyn Triggers,
+    /// The automatic platform arguments (`TARGETARCH`, `BUILDOS`, ...):
+    /// global ARGs with these values, in a stage after `ARG NAME`.
+    pub platform_args: BTreeMap<String, String>,
+}
+
+/// Where the resolver finds the ONBUILD triggers of an image a FROM
+/// names: they run, as instructions of the new build, right after it.
+pub trait Triggers {
+    /// The image's triggers (its config's `OnBuild`), for the platform
+    /// the FROM asks for (`--platform`, after substitution) or the
+    /// build's. An image that cannot be read has none here: the planner
+    /// reads it again and reports why.
+    fn onbuild(&self, image: &str, platform: Option<&str>) -> Vec<String>;
+}
+
+/// Like [`load_str`], for a build (see [`BuildInputs`]).
 pub fn load_for_build(
     path: &Path,
     text: &str,
     build_args: &BTreeMap<String, String>,
-    context: &Path,
+    inputs: &BuildInputs<'_>,
 ) -> Result<Build, Diagnostic> {
-    resolve::resolve(path, text, build_args, Some(context))
+    resolve::resolve(path, text, build_args, Some(inputs))
 }

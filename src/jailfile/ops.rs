@@ -4,10 +4,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::ast::{Body, CommandSrc, CopySrc, Instruction, Keyword, SourceSrc};
+use super::ast::{Body, CommandSrc, CopySrc, HealthSrc, Instruction, Keyword, SourceSrc};
 use super::diagnostic::{Error, Result};
 use super::resolve::{Resolver, Scope};
-use super::resolved::{Command, CopyFrom, CopySource, Op, Step};
+use super::resolved::{Command, CopyFrom, CopySource, Healthcheck, Op, Step};
 use super::text::Text;
 use super::{forms, subst, validate};
 
@@ -318,6 +318,28 @@ impl Resolver<'_> {
             }
             Body::Cmd(c) => Op::Cmd(command_of(c)),
             Body::Entrypoint(c) => Op::Entrypoint(command_of(c)),
+            Body::StopSignal(t) => {
+                let v = self.nonempty(t, esc, "the STOPSIGNAL")?;
+                validate::signal(&v).map_err(|(m, h)| Error::new(t.span(), m).with_help(h))?;
+                Op::StopSignal(v)
+            }
+            Body::Healthcheck(None) => Op::Healthcheck(Healthcheck {
+                test: vec!["NONE".into()],
+                ..Healthcheck::default()
+            }),
+            Body::Healthcheck(Some(h)) => Op::Healthcheck(healthcheck(h)?),
+            Body::Onbuild(t) => Op::Onbuild(t.as_string()),
+            Body::Shell(items) => Op::Shell(items.iter().map(Text::as_string).collect()),
+            Body::Maintainer(t) => {
+                let loc = self.location(ins.span());
+                self.warnings.push(format!(
+                    "{loc}: MaintainerDeprecated: MAINTAINER is deprecated; write LABEL org.opencontainers.image.authors=\"...\" (jbuild records it as that label)"
+                ));
+                Op::Label(vec![(
+                    "org.opencontainers.image.authors".into(),
+                    t.as_string(),
+                )])
+            }
             Body::Arg(_) | Body::From { .. } | Body::Include(_) => {
                 return Err(Error::new(
                     ins.span(),
@@ -364,6 +386,10 @@ impl Resolver<'_> {
                 }
             });
         }
+        let mut exclude = Vec::new();
+        for t in &c.exclude {
+            exclude.push(self.nonempty(t, esc, "--exclude")?);
+        }
         let dest = self.nonempty(&c.dest, esc, "the COPY destination")?;
         if sources.len() > 1 && !dest.ends_with('/') {
             return Err(Error::new(c.dest.span(), format!("COPY has {} sources, so the destination `{dest}` must be a directory ending in `/`", sources.len()))
@@ -375,6 +401,8 @@ impl Resolver<'_> {
             dest,
             chown,
             chmod,
+            parents: c.parents,
+            exclude,
         })
     }
 
@@ -428,4 +456,47 @@ fn command_of(c: &CommandSrc) -> Command {
         CommandSrc::Shell(s) => Command::Shell(s.clone()),
         CommandSrc::Exec(v) => Command::Exec(v.clone()),
     }
+}
+
+/// A HEALTHCHECK's options checked as Docker checks them: durations of at
+/// least a millisecond (or zero, the default), retries a count.
+fn healthcheck(h: &HealthSrc) -> Result<Healthcheck> {
+    let duration = |t: &Option<Text>, name: &str| -> Result<Option<u64>> {
+        let Some(t) = t else { return Ok(None) };
+        let v = t.as_string();
+        let ns =
+            validate::duration(&v).map_err(|(m, hint)| Error::new(t.span(), m).with_help(hint))?;
+        if ns != 0 && ns < 1_000_000 {
+            return Err(
+                Error::new(t.span(), format!("--{name}={v} is less than a millisecond"))
+                    .with_help("give at least 1ms, or 0 for the default"),
+            );
+        }
+        Ok((ns != 0).then_some(ns))
+    };
+    let retries = match &h.retries {
+        None => None,
+        Some(t) => {
+            let v = t.as_string();
+            let n: u64 = v.parse().map_err(|_| {
+                Error::new(t.span(), format!("--retries={v} is not a count"))
+                    .with_help("give a whole number, e.g. --retries=3")
+            })?;
+            (n != 0).then_some(n)
+        }
+    };
+    let test = match &h.command {
+        CommandSrc::Shell(s) => vec!["CMD-SHELL".to_string(), s.clone()],
+        CommandSrc::Exec(v) => std::iter::once("CMD".to_string())
+            .chain(v.iter().cloned())
+            .collect(),
+    };
+    Ok(Healthcheck {
+        test,
+        interval: duration(&h.interval, "interval")?,
+        timeout: duration(&h.timeout, "timeout")?,
+        start_period: duration(&h.start_period, "start-period")?,
+        start_interval: duration(&h.start_interval, "start-interval")?,
+        retries,
+    })
 }

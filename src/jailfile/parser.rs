@@ -4,7 +4,7 @@
 //! contain variables) are checked by the resolver after substitution.
 
 use super::ast::{
-    Body, CommandSrc, CopySrc, Instruction, Keyword, SourceSrc, KEYWORDS, UNSUPPORTED,
+    Body, CommandSrc, CopySrc, HealthSrc, Instruction, Keyword, SourceSrc, KEYWORDS, UNSUPPORTED,
 };
 use super::diagnostic::{Error, Result};
 use super::forms::{is_identifier, Parser};
@@ -104,7 +104,119 @@ impl Parser<'_> {
             }),
             Keyword::Cmd => Body::Cmd(self.command(args)?),
             Keyword::Entrypoint => Body::Entrypoint(self.command(args)?),
+            Keyword::StopSignal => Body::StopSignal(self.one(args)?),
+            Keyword::Healthcheck => Body::Healthcheck(self.healthcheck()?),
+            Keyword::Onbuild => Body::Onbuild(self.onbuild()?),
+            Keyword::Shell => match self.json(args)? {
+                Some(items) if !items.is_empty() => Body::Shell(items),
+                _ => {
+                    return Err(Error::new(
+                        args.span(),
+                        "SHELL takes a JSON array: the shell and its options",
+                    )
+                    .with_help("e.g. SHELL [\"/bin/sh\", \"-c\"] or SHELL [\"/usr/local/bin/bash\", \"-eo\", \"pipefail\", \"-c\"]"))
+                }
+            },
+            Keyword::Maintainer if args.is_empty() => return Err(self.missing(args)),
+            Keyword::Maintainer => Body::Maintainer(args.clone()),
         })
+    }
+
+    /// `HEALTHCHECK [flags] CMD command` or `HEALTHCHECK NONE`.
+    fn healthcheck(&self) -> Result<Option<HealthSrc>> {
+        let names = [
+            "interval",
+            "timeout",
+            "start-period",
+            "start-interval",
+            "retries",
+        ];
+        let (flags, rest) = self.flags(&names)?;
+        let flag = |n: &str| flags.iter().find(|f| f.name == n).map(|f| f.value.clone());
+        let kw_len = rest
+            .chars
+            .iter()
+            .position(|(c, _)| c.is_whitespace())
+            .unwrap_or(rest.len());
+        let word = rest.slice(0, kw_len);
+        let command = rest.slice_from(kw_len).trim();
+        match word.as_string().to_ascii_uppercase().as_str() {
+            "NONE" => {
+                if let Some(f) = flags.first() {
+                    return Err(
+                        Error::new(f.value.span(), "HEALTHCHECK NONE takes no options").with_help(
+                            "HEALTHCHECK NONE turns off a health check the base image has",
+                        ),
+                    );
+                }
+                if !command.is_empty() {
+                    return Err(Error::new(
+                        command.span(),
+                        "HEALTHCHECK NONE takes no arguments",
+                    ));
+                }
+                Ok(None)
+            }
+            "CMD" => Ok(Some(HealthSrc {
+                interval: flag("interval"),
+                timeout: flag("timeout"),
+                start_period: flag("start-period"),
+                start_interval: flag("start-interval"),
+                retries: flag("retries"),
+                command: self.command(&command)?,
+            })),
+            _ => Err(Error::new(
+                if word.is_empty() {
+                    rest.span()
+                } else {
+                    word.span()
+                },
+                format!(
+                    "HEALTHCHECK expects CMD or NONE, found `{}`",
+                    word.as_string()
+                ),
+            )
+            .with_help(format!("usage: {}", self.kw.usage()))),
+        }
+    }
+
+    /// The trigger after `ONBUILD`, checked now as the instruction it
+    /// will be (it runs in the build that uses this image as FROM).
+    fn onbuild(&self) -> Result<Text> {
+        let args = self.args;
+        if args.is_empty() {
+            return Err(self.missing(args));
+        }
+        let kw_len = args
+            .chars
+            .iter()
+            .position(|(c, _)| c.is_whitespace())
+            .unwrap_or(args.len());
+        let keyword = args.slice(0, kw_len);
+        let trigger_args = args.slice_from(kw_len).trim();
+        let upper = keyword.as_string().to_ascii_uppercase();
+        let refused = match upper.as_str() {
+            "ONBUILD" => Some("ONBUILD cannot trigger another ONBUILD"),
+            "FROM" => Some("FROM cannot be an ONBUILD trigger"),
+            "MAINTAINER" => Some("MAINTAINER cannot be an ONBUILD trigger"),
+            "INCLUDE" => Some("INCLUDE cannot be an ONBUILD trigger: its path would be taken in another build's context"),
+            _ => None,
+        };
+        if let Some(msg) = refused {
+            return Err(Error::new(keyword.span(), msg)
+                .with_help("ONBUILD takes an instruction the later build runs right after its FROM, e.g. ONBUILD COPY . /app/"));
+        }
+        parse(RawInstr {
+            keyword,
+            args: if trigger_args.is_empty() {
+                Text::new(args.end)
+            } else {
+                trigger_args
+            },
+            heredocs: Vec::new(),
+            escape: self.escape,
+        })?;
+        Ok(args.clone())
     }
 
     fn from(&self) -> Result<Body> {
@@ -260,7 +372,11 @@ impl Parser<'_> {
     }
 
     fn copy(&self) -> Result<CopySrc> {
-        let (flags, rest) = self.flags(&["from", "chown", "chmod"])?;
+        let (flags, rest) = self.flags_with(
+            &["from", "chown", "chmod", "link", "parents", "exclude"],
+            &["exclude"],
+            &["link", "parents"],
+        )?;
         let flag = |n: &str| flags.iter().find(|f| f.name == n).map(|f| f.value.clone());
         let mut sources = Vec::new();
         let dest;
@@ -338,6 +454,12 @@ impl Parser<'_> {
             from: flag("from"),
             chown: flag("chown"),
             chmod: flag("chmod"),
+            parents: flag("parents").is_some_and(|v| v.as_string() == "true"),
+            exclude: flags
+                .iter()
+                .filter(|f| f.name == "exclude")
+                .map(|f| f.value.clone())
+                .collect(),
             sources,
             dest,
         })

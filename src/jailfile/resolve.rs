@@ -79,6 +79,9 @@ pub(super) struct Resolver<'a> {
     instructions: usize,
     /// Stands in for the scope before the first FROM.
     pub no_scope: Scope,
+    /// See [`Build::warnings`].
+    pub warnings: Vec<String>,
+    triggers: Option<&'a dyn super::Triggers>,
 }
 
 /// Reads, parses and resolves `text` (the contents of `path`); INCLUDE
@@ -87,8 +90,9 @@ pub(crate) fn resolve(
     path: &Path,
     text: &str,
     build_args: &BTreeMap<String, String>,
-    context: Option<&Path>,
+    inputs: Option<&super::BuildInputs<'_>>,
 ) -> Result<Build, Diagnostic> {
+    let context = inputs.map(|i| i.context);
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -107,7 +111,12 @@ pub(crate) fn resolve(
         seen_instruction: false,
         instructions: 0,
         no_scope: Scope::default(),
+        warnings: Vec::new(),
+        triggers: inputs.map(|i| i.triggers),
     };
+    for (name, value) in inputs.iter().flat_map(|i| &i.platform_args) {
+        r.globals.insert(name.clone(), Some(value.clone()));
+    }
     let root = r.sources.add(path.to_path_buf(), text.to_string());
     let result = r.file(root, None).and_then(|()| r.finish(root));
     result.map_err(|e| r.sources.diagnostic(e))
@@ -185,7 +194,8 @@ impl Resolver<'_> {
                                 )?
                                 .value,
                             ),
-                            None => None,
+                            // An automatic platform argument keeps its value.
+                            None => self.globals.get(&name).cloned().flatten(),
                         },
                     };
                     self.globals.insert(name, value);
@@ -292,6 +302,26 @@ impl Resolver<'_> {
             },
         };
         self.scopes.push(scope);
+        // An image's triggers, or an earlier stage's own ONBUILDs: BuildKit
+        // runs those as if that stage were built into an image first.
+        let (triggers, of) = match (&base, self.triggers) {
+            (Base::Image(reference), Some(t)) => {
+                (t.onbuild(reference, platform.as_deref()), image_ref.clone())
+            }
+            (Base::Stage(i), _) => {
+                let own = self.stages.get(*i).map(|s| {
+                    s.steps
+                        .iter()
+                        .filter_map(|step| match &step.op {
+                            super::resolved::Op::Onbuild(t) => Some(t.clone()),
+                            _ => None,
+                        })
+                        .collect()
+                });
+                (own.unwrap_or_default(), format!("stage {image_ref}"))
+            }
+            _ => (Vec::new(), String::new()),
+        };
         self.stages.push(Stage {
             index: self.stages.len(),
             name,
@@ -301,6 +331,53 @@ impl Resolver<'_> {
             from_text,
             steps: Vec::new(),
         });
+        for trigger in triggers {
+            self.trigger(&of, &trigger, ins.span())?;
+        }
+        Ok(())
+    }
+
+    /// One ONBUILD trigger of the FROM image (or stage) `image`, resolved
+    /// here as an instruction of this stage (Docker runs them right after
+    /// FROM).
+    /// Its text is the image's: a file of its own in messages, and held
+    /// to what ONBUILD accepts, whatever made the image.
+    fn trigger(&mut self, image: &str, trigger: &str, from: Span) -> Result<()> {
+        let shown = PathBuf::from(format!("ONBUILD of {image}"));
+        let id = self.sources.add(shown, trigger.to_string());
+        let text = self.sources.shared_text(id);
+        for (n, raw) in lexer::lexer(id, &text)?.enumerate() {
+            let raw = raw?;
+            if n > 0 {
+                // Docker reads a trigger as one line; another tool's image
+                // may hold anything.
+                return Err(Error::new(
+                    from,
+                    format!("`{image}` has an ONBUILD trigger of more than one instruction"),
+                )
+                .with_help("an ONBUILD trigger is one instruction; build FROM another image"));
+            }
+            let upper = raw.keyword_upper();
+            if matches!(
+                upper.as_str(),
+                "ONBUILD" | "FROM" | "MAINTAINER" | "INCLUDE"
+            ) {
+                return Err(Error::new(
+                    from,
+                    format!("`{image}` has an ONBUILD trigger jbuild refuses: `{upper}`"),
+                )
+                .with_help("ONBUILD triggers may not be ONBUILD, FROM, MAINTAINER or INCLUDE; build FROM another image"));
+            }
+            self.instructions += 1;
+            if self.instructions > MAX_INSTRUCTIONS {
+                return Err(Error::new(
+                    from,
+                    format!("the recipe and the ONBUILD triggers of `{image}` hold more than {MAX_INSTRUCTIONS} instructions, the most one build reads"),
+                ));
+            }
+            let ins = parser::parse(raw)?;
+            self.instruction(ins)?;
+        }
         Ok(())
     }
 
@@ -429,6 +506,7 @@ impl Resolver<'_> {
         Ok(Build {
             stages: std::mem::take(&mut self.stages),
             unused_build_args: unused,
+            warnings: std::mem::take(&mut self.warnings),
         })
     }
 }

@@ -28,6 +28,9 @@ pub struct Build {
     /// Build arguments given with `--build-arg` that no ARG declared
     /// (reported as a warning, as docker does).
     pub unused_build_args: Vec<String>,
+    /// Constructs that work but that the user should hear about (a
+    /// deprecated MAINTAINER), each naming its place.
+    pub warnings: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -120,6 +123,12 @@ pub enum Op {
         chown: Option<String>,
         /// `--chmod=0644` (octal).
         chmod: Option<u32>,
+        /// `--parents`: each source keeps its path (from the context's
+        /// root, or from a `/./` in it) under the destination.
+        parents: bool,
+        /// `--exclude=PATTERN`: sources left out, patterns as in an
+        /// ignore file.
+        exclude: Vec<String>,
     },
     /// `SYSRC [-f file] name=value` (file defaults to `/etc/rc.conf`).
     Sysrc {
@@ -154,6 +163,28 @@ pub enum Op {
     Entrypoint(Command),
     /// `JAIL name=value ...`: jail(8) parameters stored with the image.
     Jail(Vec<(String, String)>),
+    /// `STOPSIGNAL`: the signal, as written (`SIGINT`, `2`).
+    StopSignal(String),
+    /// `HEALTHCHECK`, as Docker's image config keeps it.
+    Healthcheck(Healthcheck),
+    /// `ONBUILD`: a trigger stored in the image for the build that uses
+    /// it as FROM.
+    Onbuild(String),
+    /// `SHELL [...]`: what later shell forms run with.
+    Shell(Vec<String>),
+}
+
+/// A health check as Docker's image config records it (`Healthcheck`):
+/// durations in nanoseconds, absent when not given.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Healthcheck {
+    /// `["NONE"]`, `["CMD", argv...]` or `["CMD-SHELL", command]`.
+    pub test: Vec<String>,
+    pub interval: Option<u64>,
+    pub timeout: Option<u64>,
+    pub start_period: Option<u64>,
+    pub start_interval: Option<u64>,
+    pub retries: Option<u64>,
 }
 
 /// `RUN --mount=type=...,target=...`: something the step sees while it

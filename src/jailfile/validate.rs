@@ -241,6 +241,76 @@ pub(crate) fn chmod(m: &str) -> Result<u32, Problem> {
     }
 }
 
+/// FreeBSD's signal names (without `SIG`), for STOPSIGNAL.
+const SIGNALS: &[&str] = &[
+    "HUP", "INT", "QUIT", "ILL", "TRAP", "ABRT", "IOT", "EMT", "FPE", "KILL", "BUS", "SEGV", "SYS",
+    "PIPE", "ALRM", "TERM", "URG", "STOP", "TSTP", "CONT", "CHLD", "TTIN", "TTOU", "IO", "XCPU",
+    "XFSZ", "VTALRM", "PROF", "WINCH", "INFO", "USR1", "USR2", "THR", "LIBRT",
+];
+
+/// A STOPSIGNAL: a signal name, with or without `SIG` and in any case
+/// (`SIGINT`, `int`), or a number from 1 to 128, as Docker takes it.
+pub(crate) fn signal(s: &str) -> Result<(), Problem> {
+    if let Ok(n) = s.parse::<u32>() {
+        if (1..=128).contains(&n) {
+            return Ok(());
+        }
+    }
+    let upper = s.to_ascii_uppercase();
+    let name = upper.strip_prefix("SIG").unwrap_or(&upper);
+    if SIGNALS.contains(&name) {
+        return Ok(());
+    }
+    Err((
+        format!("`{s}` is not a signal"),
+        "give a signal's name or number, e.g. STOPSIGNAL SIGINT or STOPSIGNAL 2".into(),
+    ))
+}
+
+/// A duration as Go writes one (`30s`, `1m30s`, `1.5h`, `500ms`, `0`), in
+/// nanoseconds: HEALTHCHECK's options, as Docker reads them.
+pub(crate) fn duration(s: &str) -> Result<u64, Problem> {
+    let bad = || {
+        (
+            format!("`{s}` is not a duration"),
+            "write a number and a unit (ns, us, ms, s, m, h), e.g. 30s or 1m30s".to_string(),
+        )
+    };
+    if s == "0" {
+        return Ok(0);
+    }
+    let mut rest = s;
+    let mut total: f64 = 0.0;
+    if rest.is_empty() {
+        return Err(bad());
+    }
+    while !rest.is_empty() {
+        let n = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(bad)?;
+        let value: f64 = rest[..n].parse().map_err(|_| bad())?;
+        rest = &rest[n..];
+        let u = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let unit: f64 = match &rest[..u] {
+            "ns" => 1.0,
+            "us" | "µs" => 1e3,
+            "ms" => 1e6,
+            "s" => 1e9,
+            "m" => 60e9,
+            "h" => 3600e9,
+            _ => return Err(bad()),
+        };
+        rest = &rest[u..];
+        total += value * unit;
+    }
+    if total > u64::MAX as f64 / 2.0 {
+        return Err(bad());
+    }
+    Ok(total.round() as u64)
+}
+
 /// Joins `path` to `cwd` (when relative) and normalises `.` and `..`.
 pub(crate) fn join_workdir(cwd: &str, path: &str) -> String {
     let full = if path.starts_with('/') {

@@ -186,6 +186,8 @@ pub fn encode_op(e: &mut KeyEncoder, op: &Op) {
             dest,
             chown,
             chmod,
+            parents,
+            exclude,
         } => {
             e.str("op", "copy");
             match from {
@@ -205,6 +207,14 @@ pub fn encode_op(e: &mut KeyEncoder, op: &Op) {
             e.str("dest", dest);
             e.opt("chown", chown.as_deref());
             e.opt("chmod", chmod.map(|m| format!("{m:o}")).as_deref());
+            // Only when given, so the keys of COPY steps without them stay
+            // what they were in version 2.
+            if *parents {
+                e.str("parents", "true");
+            }
+            if !exclude.is_empty() {
+                e.list("exclude", exclude.iter().map(String::as_str));
+            }
         }
         Op::Sysrc {
             file,
@@ -247,7 +257,11 @@ pub fn encode_op(e: &mut KeyEncoder, op: &Op) {
         | Op::Volume(_)
         | Op::Cmd(_)
         | Op::Entrypoint(_)
-        | Op::Jail(_) => {
+        | Op::Jail(_)
+        | Op::StopSignal(_)
+        | Op::Healthcheck(_)
+        | Op::Onbuild(_)
+        | Op::Shell(_) => {
             e.str("op", "metadata");
         }
     }

@@ -135,6 +135,8 @@ impl FreeBsdVersion {
 pub struct BaseImage {
     pub manifest: Digest,
     pub config: oci_spec::image::ImageConfiguration,
+    /// What the config holds that only Docker's has.
+    pub extras: crate::image::config::ConfigExtras,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -318,6 +320,12 @@ pub struct ExecContext {
     pub user: Option<String>,
     pub workdir: String,
     pub jail: Vec<(String, String)>,
+    /// `SHELL`: what a shell-form RUN runs with (`None`: `/bin/sh -c`).
+    pub shell: Option<Vec<String>>,
+    /// The platform an image named by `COPY --from` or a bind mount's
+    /// `from=` is read for: the build's (`--platform`), else the stage's
+    /// FROM `--platform`, else the default; never the host's by accident.
+    pub platform: Platform,
 }
 
 #[derive(Debug, Clone)]
@@ -329,7 +337,9 @@ pub enum StepKind {
     Layer {
         key: Digest,
         parent: Option<Digest>,
-        exec: ExecContext,
+        /// Boxed: most steps of a plan are layers, and the context is the
+        /// larger part of one.
+        exec: Box<ExecContext>,
     },
 }
 
@@ -469,6 +479,7 @@ pub fn plan(build: &Build, inputs: &dyn PlanInputs, opts: &PlanOptions) -> Resul
             (None, Some(p)) => Some(Platform::parse(p).map_err(|e| err(e.into()))?),
             (None, None) => None,
         };
+        let sources_platform = platform.clone().unwrap_or_else(Platform::default_for_host);
         let (base, base_state, base_identity) = match &stage.base {
             Base::Scratch => {
                 let p = platform.unwrap_or_else(Platform::default_for_host);
@@ -532,7 +543,10 @@ pub fn plan(build: &Build, inputs: &dyn PlanInputs, opts: &PlanOptions) -> Resul
                     .str("base", "image")
                     .str("manifest", &img.manifest.to_string())
                     .finish();
-                let state = ImageState::from_config(&img.config);
+                let mut state = ImageState::from_config_with(&img.config, &img.extras);
+                // Its ONBUILD triggers ran in this stage (the resolver
+                // put them after FROM); the new image does not keep them.
+                state.docker.onbuild.clear();
                 (
                     PlannedBase::Image {
                         reference: reference.clone(),
@@ -551,6 +565,8 @@ pub fn plan(build: &Build, inputs: &dyn PlanInputs, opts: &PlanOptions) -> Resul
                 if let Some(p) = platform {
                     state.platform = p;
                 }
+                // Its ONBUILD triggers ran in this stage (see the resolver).
+                state.docker.onbuild.clear();
                 (PlannedBase::Stage(*i), state, parent.top_identity.clone())
             }
         };
@@ -598,6 +614,8 @@ pub fn plan(build: &Build, inputs: &dyn PlanInputs, opts: &PlanOptions) -> Resul
                     user: state.user.clone(),
                     workdir: state.cwd().to_string(),
                     jail: state.jail.clone(),
+                    shell: state.docker.shell.clone(),
+                    platform: sources_platform.clone(),
                 };
                 let key = step_key(
                     &identity,
@@ -614,7 +632,11 @@ pub fn plan(build: &Build, inputs: &dyn PlanInputs, opts: &PlanOptions) -> Resul
                 })?;
                 identity = key.clone();
                 let parent = top_key.replace(key.clone());
-                StepKind::Layer { key, parent, exec }
+                StepKind::Layer {
+                    key,
+                    parent,
+                    exec: Box::new(exec),
+                }
             } else {
                 state::apply(&mut state, &step.op);
                 StepKind::Metadata
@@ -658,6 +680,7 @@ fn source_identity(
     from: &CopyFrom,
     done: &[PlannedStage],
     inputs: &dyn PlanInputs,
+    platform: &Platform,
 ) -> Result<Digest, PlanErrorKind> {
     Ok(match from {
         CopyFrom::Stage(i) => done
@@ -666,7 +689,7 @@ fn source_identity(
             .ok_or(PlanErrorKind::CopyFromNotBuilt(*i))?
             .top_identity
             .clone(),
-        CopyFrom::Image(r) => inputs.image(r, &Platform::default_for_host())?.manifest,
+        CopyFrom::Image(r) => inputs.image(r, platform)?.manifest,
     })
 }
 
@@ -698,12 +721,16 @@ fn step_key(
                 "jail",
                 exec.jail.iter().map(|(k, v)| (k.as_str(), v.as_str())),
             );
+            if let (Some(shell), Op::Run { .. }) = (&exec.shell, &step.op) {
+                // Only when set, so keys made before SHELL existed stay.
+                e.list("shell", shell.iter().map(String::as_str));
+            }
             if let Op::Run { mounts, .. } = &step.op {
                 for m in mounts {
                     if let MountKind::Bind { from, source, .. } = &m.kind {
                         let digest = match from {
                             None => inputs.bound_context(std::slice::from_ref(source))?,
-                            Some(f) => source_identity(f, done, inputs)?,
+                            Some(f) => source_identity(f, done, inputs, &exec.platform)?,
                         };
                         e.str("mount.sources", &digest.to_string());
                     }
@@ -726,7 +753,7 @@ fn step_key(
             e.str("workdir", &exec.workdir);
             let digest = match from {
                 None => inputs.context_sources(sources)?,
-                Some(f) => source_identity(f, done, inputs)?,
+                Some(f) => source_identity(f, done, inputs, &exec.platform)?,
             };
             e.str("sources", &digest.to_string());
         }

@@ -3,7 +3,7 @@
 //! and what the final image config records.
 
 pub use crate::image::config::{HistoryEntry, ImageState, JAIL_LABEL_PREFIX};
-use crate::jailfile::{Command, Op};
+use crate::jailfile::{Command, Healthcheck, Op};
 
 /// Applies a metadata instruction to `state`. Filesystem instructions
 /// leave the state as it is.
@@ -27,11 +27,11 @@ pub fn apply(state: &mut ImageState, op: &Op) {
         }
         Op::Volume(v) => state.volumes.extend(v.iter().cloned()),
         Op::Cmd(c) => {
-            state.cmd = Some(argv(c));
+            state.cmd = Some(argv_in(c, state.docker.shell.as_deref()));
             state.cmd_set_here = true;
         }
         Op::Entrypoint(c) => {
-            state.entrypoint = Some(argv(c));
+            state.entrypoint = Some(argv_in(c, state.docker.shell.as_deref()));
             if !state.cmd_set_here {
                 state.cmd = None;
             }
@@ -44,14 +44,43 @@ pub fn apply(state: &mut ImageState, op: &Op) {
                 }
             }
         }
+        Op::StopSignal(sig) => state.stop_signal = Some(sig.clone()),
+        Op::Healthcheck(h) => state.docker.healthcheck = Some(healthcheck_json(h)),
+        Op::Onbuild(trigger) => state.docker.onbuild.push(trigger.clone()),
+        Op::Shell(shell) => state.docker.shell = Some(shell.clone()),
         _ => {}
     }
 }
 
+/// A HEALTHCHECK as Docker's config writes it: durations in nanoseconds,
+/// those not given left out.
+fn healthcheck_json(h: &Healthcheck) -> serde_json::Value {
+    let mut v = serde_json::json!({ "Test": h.test });
+    let fields = [
+        ("Interval", h.interval),
+        ("Timeout", h.timeout),
+        ("StartPeriod", h.start_period),
+        ("StartInterval", h.start_interval),
+        ("Retries", h.retries),
+    ];
+    for (name, value) in fields {
+        if let Some(n) = value {
+            v[name] = serde_json::json!(n);
+        }
+    }
+    v
+}
+
 /// The argv a CMD or ENTRYPOINT records: shell form runs through `/bin/sh -c`.
 pub fn argv(c: &Command) -> Vec<String> {
-    match c {
-        Command::Shell(s) => vec!["/bin/sh".into(), "-c".into(), s.clone()],
-        Command::Exec(v) => v.clone(),
+    argv_in(c, None)
+}
+
+/// Like [`argv`], the shell form run by `shell` (`SHELL [...]`) when set.
+pub fn argv_in(c: &Command, shell: Option<&[String]>) -> Vec<String> {
+    match (c, shell) {
+        (Command::Shell(s), Some(sh)) => sh.iter().cloned().chain([s.clone()]).collect(),
+        (Command::Shell(s), None) => vec!["/bin/sh".into(), "-c".into(), s.clone()],
+        (Command::Exec(v), _) => v.clone(),
     }
 }

@@ -23,6 +23,7 @@ impl PlanInputs for Fake {
         Ok(BaseImage {
             manifest: Digest::of(reference.as_bytes()),
             config,
+            extras: Default::default(),
         })
     }
     fn context_sources(&self, _: &[CopySource]) -> Result<Digest, InputError> {
@@ -98,6 +99,7 @@ fn build(steps: Vec<Step>) -> Build {
     Build {
         stages: vec![stage(0, None, Base::Scratch, steps)],
         unused_build_args: vec![],
+        warnings: vec![],
     }
 }
 
@@ -108,6 +110,8 @@ fn copy() -> Op {
         dest: "/www/".into(),
         chown: None,
         chmod: None,
+        parents: false,
+        exclude: vec![],
     }
 }
 
@@ -161,6 +165,56 @@ fn a_label_does_not_invalidate_later_layers_but_env_invalidates_run_only() {
     );
     assert_eq!(k1[1], k2[1], "SYSRC does not see ENV");
     assert_ne!(k1[2], k2[2], "RUN runs with ENV");
+}
+
+#[test]
+fn shell_reaches_the_key_of_a_later_shell_form_run_only_and_no_key_without_it() {
+    let shell = |sh: &[&str]| {
+        step(
+            2,
+            "SHELL",
+            Op::Shell(sh.iter().map(|s| s.to_string()).collect()),
+        )
+    };
+    let exec = Op::Run {
+        command: Command::Exec(vec!["make".into()]),
+        network: false,
+        mounts: vec![],
+    };
+    let after = |sh: Option<&[&str]>| {
+        let mut steps = vec![
+            step(3, "SYSRC", sysrc()),
+            step(4, "RUN make", run("make")),
+            step(5, "RUN [make]", exec.clone()),
+        ];
+        if let Some(sh) = sh {
+            steps.insert(0, shell(sh));
+        }
+        let k = keys(&plan(&build(steps), &fake(), &Default::default()).unwrap());
+        k.into_iter().flatten().collect::<Vec<_>>()
+    };
+    let (none, bash, csh) = (
+        after(None),
+        after(Some(&["/bin/bash", "-c"])),
+        after(Some(&["/bin/csh", "-c"])),
+    );
+    assert_eq!(none[0], bash[0], "SYSRC does not run a shell");
+    assert_ne!(none[1], bash[1], "a shell-form RUN runs in the SHELL");
+    assert_ne!(bash[1], csh[1]);
+    // The exec form's key differs only through its parent's.
+    assert_ne!(none[2], bash[2]);
+    // A key made without SHELL is what it was before SHELL existed: the
+    // encoding has no shell field then.
+    let p = plan(
+        &build(vec![step(4, "RUN make", run("make"))]),
+        &fake(),
+        &Default::default(),
+    )
+    .unwrap();
+    let StepKind::Layer { exec, .. } = &p.stages[0].steps[0].kind else {
+        panic!("RUN is a layer")
+    };
+    assert_eq!(exec.shell, None);
 }
 
 #[test]
@@ -227,6 +281,8 @@ fn unused_stages_are_not_planned_and_copy_from_pulls_them_in() {
         dest: "/".into(),
         chown: None,
         chmod: None,
+        parents: false,
+        exclude: vec![],
     };
     let s2 = stage(
         2,
@@ -238,6 +294,7 @@ fn unused_stages_are_not_planned_and_copy_from_pulls_them_in() {
         &Build {
             stages: vec![s0, s1, s2],
             unused_build_args: vec![],
+            warnings: vec![],
         },
         &fake(),
         &Default::default(),
@@ -269,6 +326,7 @@ fn entrypoint_clears_inherited_cmd_and_history_is_recorded() {
         &Build {
             stages: vec![s],
             unused_build_args: vec![],
+            warnings: vec![],
         },
         &fake(),
         &Default::default(),
@@ -292,6 +350,7 @@ fn release_build(release: &str, steps: Vec<Step>) -> Build {
     Build {
         stages: vec![stage(0, None, Base::FreeBsdRelease(release.into()), steps)],
         unused_build_args: vec![],
+        warnings: vec![],
     }
 }
 
@@ -537,6 +596,7 @@ fn a_target_stage_is_planned_with_what_it_needs_and_named_by_name_or_index() {
     let b = Build {
         stages: vec![s0, s1, s2],
         unused_build_args: vec![],
+        warnings: vec![],
     };
     assert_eq!(target_stage(&b, "tools").unwrap(), 1);
     assert_eq!(target_stage(&b, "TOOLS").unwrap(), 1);

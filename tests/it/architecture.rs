@@ -31,7 +31,7 @@ const FLOORS: &[(&str, &[&str])] = &[
     ),
     (
         "images, recipes, credentials, jail.conf",
-        &["image", "jailfile", "keychain", "jailconf"],
+        &["image", "jailfile", "keychain", "jailconf", "pkg"],
     ),
     ("trees and processes", &["snapshot", "exec", "layer"]),
     ("changes and the store", &["diff", "store"]),

@@ -23,6 +23,7 @@ mod fuzz_replay;
 mod hostile;
 mod jailfile;
 mod layer;
+mod pkg;
 mod pull;
 mod registry;
 mod release;

@@ -15,6 +15,7 @@ pub mod hostile;
 pub mod jailconf_reader;
 pub mod layer;
 pub mod limits;
+pub mod pkgrepo;
 pub mod registry;
 pub mod tar;
 pub mod zfs_fuse;

@@ -35,7 +35,7 @@ use std::path::{Path, PathBuf};
 
 use filetime::FileTime;
 
-use super::sources::{list_sources, open_listed, Entry, Kind};
+use super::sources::{list_sources_as, open_listed, Entry, Kind, Listing};
 use super::{default_owner, ensure_dir, lexical, set_owner_mode, Ignore, NativeError};
 use crate::fsutil::resolve_in_root;
 use crate::jailfile::CopySource;
@@ -45,6 +45,11 @@ use crate::jailfile::CopySource;
 pub struct CopyOptions {
     pub chown: Option<(u32, u32)>,
     pub chmod: Option<u32>,
+    /// `--parents`: each source keeps its path below the destination.
+    pub parents: bool,
+    /// `--exclude` patterns (an ignore file's syntax), matched against
+    /// each entry's path below its source.
+    pub exclude: Vec<String>,
 }
 
 /// What a COPY wrote.
@@ -70,9 +75,16 @@ pub fn copy(
     ignore: Option<&Ignore>,
     opts: &CopyOptions,
 ) -> Result<CopyStats, NativeError> {
-    let listing = list_sources(src_root, sources, ignore)?;
+    let mut listing = list_sources_as(src_root, sources, ignore, opts.parents)?;
+    if !opts.exclude.is_empty() {
+        exclude(&mut listing, &opts.exclude)?;
+    }
     let dest_path = lexical(&Path::new("/").join(workdir).join(dest));
-    let says_dir = dest.is_empty() || dest == "." || dest.ends_with('/') || dest.ends_with("/.");
+    let says_dir = opts.parents
+        || dest.is_empty()
+        || dest == "."
+        || dest.ends_with('/')
+        || dest.ends_with("/.");
     let is_dir = says_dir
         || listing.matches != 1
         || listing.dir_match
@@ -91,7 +103,13 @@ pub fn copy(
     if is_dir {
         ensure_dir(dest_root, &dest_path)?;
         for (i, e) in listing.entries.iter().enumerate() {
-            w.put(i, e, &dest_path.join(&e.in_match))?;
+            let target = dest_path.join(&e.in_match);
+            if opts.parents {
+                // The directories a kept path runs through that are not
+                // sources themselves.
+                ensure_dir(dest_root, target.parent().unwrap_or(&dest_path))?;
+            }
+            w.put(i, e, &target)?;
         }
     } else {
         ensure_dir(dest_root, dest_path.parent().unwrap_or(Path::new("/")))?;
@@ -106,6 +124,39 @@ pub fn copy(
             .map_err(NativeError::io("set times of", host))?;
     }
     Ok(w.stats)
+}
+
+/// Leaves out what `--exclude` matches (the path below the entry's
+/// source, as an ignore file's pattern matches it: the path or one of its
+/// parents). A hard link whose first name is left out takes its place.
+fn exclude(listing: &mut Listing<'_>, patterns: &[String]) -> Result<(), NativeError> {
+    let ignore = Ignore::parse(&patterns.join("\n"), None)?;
+    let entries = std::mem::take(&mut listing.entries);
+    let mut moved: Vec<Option<usize>> = vec![None; entries.len()];
+    for (i, mut e) in entries.into_iter().enumerate() {
+        if ignore.excludes(&e.in_match) {
+            continue;
+        }
+        if let Kind::HardLink(first) = e.kind {
+            match moved.get(first).copied().flatten() {
+                Some(to) => e.kind = Kind::HardLink(to),
+                None => {
+                    e.kind = Kind::File;
+                    if let Some(slot) = moved.get_mut(first) {
+                        *slot = Some(listing.entries.len());
+                    }
+                }
+            }
+        }
+        if let Some(slot) = moved.get_mut(i) {
+            *slot = Some(listing.entries.len());
+        }
+        listing.entries.push(e);
+    }
+    if listing.entries.is_empty() {
+        listing.matches = 0;
+    }
+    Ok(())
 }
 
 struct Writer<'r> {

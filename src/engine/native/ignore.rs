@@ -1,10 +1,13 @@
 //! `.jailignore`: the files of the build context that COPY never sees, with
 //! `.dockerignore` semantics (moby's `patternmatcher`, as BuildKit uses it).
 //!
-//! Which file: `.jailignore`, else `.containerignore` (podman and buildah),
-//! else `.dockerignore` — the first that exists is the only one read, so a
-//! context brought from docker or podman is filtered as it was there, and
-//! the build says which file it used ([`Ignore::file`]).
+//! Which file: the recipe's own beside it (`Containerfile.dockerignore`,
+//! `NAME.jailignore`, as BuildKit reads `<Dockerfile>.dockerignore`:
+//! [`Ignore::load_for`]), else the context's `.jailignore`, else
+//! `.containerignore` (podman and buildah), else `.dockerignore` — the first
+//! that exists is the only one read, so a context brought from docker or
+//! podman is filtered as it was there, and the build says which file it
+//! used ([`Ignore::file`]).
 //!
 //! The file, line by line:
 //!
@@ -57,7 +60,9 @@ pub struct Ignore {
     patterns: Vec<Pattern>,
     has_exceptions: bool,
     /// The file the patterns came from (`None` for [`Ignore::parse`]d text).
-    file: Option<&'static str>,
+    file: Option<String>,
+    /// Whether that file is the recipe's own (`Containerfile.dockerignore`).
+    recipe_own: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -72,8 +77,37 @@ impl Ignore {
     /// Reads the context's ignore file, the first of [`FILE_NAMES`] that
     /// exists in `context_dir`; `None` if there is none.
     pub fn load(context_dir: &Path) -> Result<Option<Ignore>, NativeError> {
-        for name in FILE_NAMES {
-            let path = context_dir.join(name);
+        Ignore::first_of(
+            FILE_NAMES
+                .iter()
+                .map(|n| (context_dir.join(n), n.to_string())),
+        )
+    }
+
+    /// The ignore file for a build of the recipe `recipe`: the recipe's own
+    /// beside it (`<recipe>.jailignore`, `.containerignore` or
+    /// `.dockerignore`, as BuildKit reads `<Dockerfile>.dockerignore`),
+    /// which wins over the context's; else the context's ([`Ignore::load`]).
+    pub fn load_for(context_dir: &Path, recipe: &Path) -> Result<Option<Ignore>, NativeError> {
+        if let (Some(dir), Some(name)) = (recipe.parent(), recipe.file_name()) {
+            let name = name.to_string_lossy();
+            let own = FILE_NAMES.iter().map(|suffix| {
+                let file = format!("{name}{suffix}");
+                (dir.join(&file), file)
+            });
+            if let Some(mut ignore) = Ignore::first_of(own)? {
+                ignore.recipe_own = true;
+                return Ok(Some(ignore));
+            }
+        }
+        Ignore::load(context_dir)
+    }
+
+    /// The first of `candidates` (path, name shown) that exists, parsed.
+    fn first_of(
+        candidates: impl Iterator<Item = (std::path::PathBuf, String)>,
+    ) -> Result<Option<Ignore>, NativeError> {
+        for (path, name) in candidates {
             match fs::read(&path) {
                 Ok(bytes) => {
                     let mut ignore = Ignore::parse(&String::from_utf8_lossy(&bytes), Some(&path))?;
@@ -87,9 +121,14 @@ impl Ignore {
         Ok(None)
     }
 
-    /// The name of the file in the context these patterns were read from.
-    pub fn file(&self) -> Option<&'static str> {
-        self.file
+    /// The name of the file these patterns were read from.
+    pub fn file(&self) -> Option<&str> {
+        self.file.as_deref()
+    }
+
+    /// Whether [`Ignore::file`] is the recipe's own, beside it.
+    pub fn is_recipe_own(&self) -> bool {
+        self.recipe_own
     }
 
     /// Parses the text of an ignore file; `origin` names it in errors.
@@ -134,6 +173,7 @@ impl Ignore {
             patterns,
             has_exceptions,
             file: None,
+            recipe_own: false,
         })
     }
 

@@ -63,6 +63,9 @@ impl Entry<'_> {
 
 struct Lister<'i> {
     root: PathBuf,
+    /// `COPY --parents`: each match goes to its own path (after the
+    /// source's `/./`, if any) below the destination, not its name.
+    parents: bool,
     ignore: Option<&'i Ignore>,
     /// First listing index of each (device, inode) with several links.
     links: HashMap<(u64, u64), usize>,
@@ -79,6 +82,18 @@ pub(crate) fn list_sources<'a>(
     sources: &'a [CopySource],
     ignore: Option<&Ignore>,
 ) -> Result<Listing<'a>, NativeError> {
+    list_sources_as(src_root, sources, ignore, false)
+}
+
+/// Like [`list_sources`]; with `parents` (`COPY --parents`) each entry's
+/// [`Entry::in_match`] is its whole path from the source root (or from a
+/// `/./` in the source), as BuildKit keeps it.
+pub(crate) fn list_sources_as<'a>(
+    src_root: &Path,
+    sources: &'a [CopySource],
+    ignore: Option<&Ignore>,
+    parents: bool,
+) -> Result<Listing<'a>, NativeError> {
     let mut out = Listing {
         entries: Vec::new(),
         matches: 0,
@@ -86,6 +101,7 @@ pub(crate) fn list_sources<'a>(
     };
     let mut lister = Lister {
         root: src_root.to_path_buf(),
+        parents,
         ignore,
         links: HashMap::default(),
         prefetched: HashMap::default(),
@@ -115,8 +131,13 @@ pub(crate) fn list_sources<'a>(
 
 impl Lister<'_> {
     fn list_path(&mut self, source: &str, out: &mut Listing<'_>) -> Result<(), NativeError> {
+        // `--parents`: the components before the last `/./` are not kept.
+        let mut pivot = 0;
         let mut parts: Vec<&str> = Vec::new();
-        for part in source.split('/') {
+        for (i, part) in source.split('/').enumerate() {
+            if self.parents && part == "." && i > 0 {
+                pivot = parts.len();
+            }
             match part {
                 "" | "." => {}
                 ".." if parts.pop().is_some() => {}
@@ -145,7 +166,8 @@ impl Lister<'_> {
             if !logical.as_os_str().is_empty() && (hidden(&logical) || hidden(&phys)) {
                 return Err(not_found());
             }
-            return self.add_match(host, &phys, meta, out);
+            let kept = kept_path(&logical, pivot);
+            return self.add_match(host, &phys, &kept, meta, out);
         };
 
         let pattern = parts.join("/");
@@ -171,8 +193,9 @@ impl Lister<'_> {
         if found.is_empty() {
             return Err(not_found());
         }
-        for (host, phys, meta) in found {
-            self.add_match(host, &phys, meta, out)?;
+        for (host, phys, logical, meta) in found {
+            let kept = kept_path(&logical, pivot);
+            self.add_match(host, &phys, &kept, meta, out)?;
         }
         Ok(())
     }
@@ -191,7 +214,7 @@ impl Lister<'_> {
         logical: &Path,
         depth: usize,
         matcher: &globset::GlobMatcher,
-        found: &mut Vec<(PathBuf, PathBuf, fs::Metadata)>,
+        found: &mut Vec<(PathBuf, PathBuf, PathBuf, fs::Metadata)>,
     ) -> Result<(), NativeError> {
         for (name, meta) in sorted_dir(dir)? {
             let (host, phys, logical) = (dir.join(&name), phys.join(&name), logical.join(&name));
@@ -200,7 +223,7 @@ impl Lister<'_> {
                 continue;
             }
             if matcher.is_match(&logical) {
-                found.push((host, phys, meta));
+                found.push((host, phys, logical, meta));
             } else if meta.is_dir() && depth > 1 {
                 self.glob_walk(&host, &phys, &logical, depth - 1, matcher, found)?;
             }
@@ -208,19 +231,35 @@ impl Lister<'_> {
         Ok(())
     }
 
+    /// One match; `kept` is its path as `--parents` keeps it.
     fn add_match(
         &mut self,
         host: PathBuf,
         phys: &Path,
+        kept: &Path,
         meta: fs::Metadata,
         out: &mut Listing<'_>,
     ) -> Result<(), NativeError> {
         out.matches += 1;
         if meta.is_dir() {
             out.dir_match = true;
+            if self.parents && !kept.as_os_str().is_empty() {
+                // The directory itself is kept too, with its mode.
+                out.entries.push(Entry {
+                    in_match: kept.to_path_buf(),
+                    host: host.clone(),
+                    meta: Some(meta),
+                    kind: Kind::Dir,
+                });
+                return self.walk_tree(&host, phys, kept, out);
+            }
             return self.walk_tree(&host, phys, Path::new(""), out);
         }
-        let name = phys.file_name().map(PathBuf::from).unwrap_or_default();
+        let name = if self.parents {
+            kept.to_path_buf()
+        } else {
+            phys.file_name().map(PathBuf::from).unwrap_or_default()
+        };
         if !self.push(host, phys, name, meta, out)? {
             return Err(NativeError::UnsupportedFile {
                 path: phys.to_path_buf(),
@@ -323,6 +362,12 @@ impl Lister<'_> {
         });
         Ok(true)
     }
+}
+
+/// `logical` without its first `pivot` components: what `COPY --parents`
+/// keeps of a source's path.
+fn kept_path(logical: &Path, pivot: usize) -> PathBuf {
+    logical.components().skip(pivot).collect()
 }
 
 /// Reads the listings (names and metadata, sorted) of every directory under

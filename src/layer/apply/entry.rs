@@ -3,7 +3,6 @@
 //! (for whiteouts, hard links and a path named twice) and what is set at
 //! the end (directory metadata, file flags).
 
-use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
@@ -17,39 +16,27 @@ use super::super::header;
 use super::super::limits::{human, Limits, MAX_NAME};
 use super::super::reader::{Header, TarReader};
 use super::super::{fflags, EntryProblem, LayerError};
+use super::written::{Named, Written, ROOT};
 use super::ApplyOptions;
 use crate::diff::meta::make_dev;
 use crate::fsutil::flags::{self, st_flags, FileFlags};
 use crate::fsutil::resolve_in_root_with;
-
-/// What this layer did at a path, so that whiteouts spare it and a second
-/// entry for it is caught.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Named {
-    /// A directory created because an entry below it needed it.
-    Implicit,
-    /// An entry of the layer, a directory.
-    Dir,
-    /// An entry of the layer, anything else.
-    Other,
-}
 
 pub(super) struct Applier<'a> {
     root: &'a Path,
     opts: &'a ApplyOptions,
     limits: &'a Limits,
     file_flags: &'a dyn FileFlags,
-    /// Host paths this layer created or replaced: whiteouts and opaque
-    /// markers leave them alone.
-    written: HashMap<PathBuf, Named>,
-    /// Directories with something of `written` below them.
-    holds_written: HashSet<PathBuf>,
-    /// Symlinks this layer created: no later entry may lead through one.
-    symlinks: HashSet<PathBuf>,
-    /// Directories whose mode and mtime are set at the end.
-    dirs: Vec<(PathBuf, u32, FileTime)>,
-    /// File flags, set after everything else.
-    flags: Vec<(PathBuf, u32)>,
+    /// Paths this layer created or replaced (whiteouts and opaque markers
+    /// leave them alone), the directories holding one, and the symlinks it
+    /// created (no later entry may lead through one): one compact tree,
+    /// since it grows with every entry.
+    written: Written,
+    /// Directories (nodes of `written`) whose mode and mtime are set at
+    /// the end.
+    dirs: Vec<(u32, u32, FileTime)>,
+    /// File flags (of nodes of `written`), set after everything else.
+    flags: Vec<(u32, u32)>,
     pub(super) entries: u64,
     pub(super) bytes: u64,
     /// Bytes of all entry paths so far (see [`Limits::max_path_bytes`]).
@@ -78,9 +65,7 @@ impl<'a> Applier<'a> {
             opts,
             limits,
             file_flags,
-            written: HashMap::new(),
-            holds_written: HashSet::new(),
-            symlinks: HashSet::new(),
+            written: Written::new(),
             dirs: Vec::new(),
             flags: Vec::new(),
             entries: 0,
@@ -225,17 +210,17 @@ impl Applier<'_> {
         // Only a directory may come again where this layer wrote: no tar
         // writer names a path twice, and replacing a directory this layer
         // filled is how a symlink gets under its later entries.
-        match self.written.get(&host) {
+        match self.written.named(self.rel(&host)) {
             Some(Named::Dir | Named::Implicit) if is_dir => {}
             Some(Named::Implicit) => return Err(fail(EntryProblem::ReplacesOwn)),
             Some(Named::Dir | Named::Other) => return Err(fail(EntryProblem::Duplicate)),
             None => {}
         }
-        self.mark_written(host.clone());
+        let node = self.mark_written(&host)?;
         let named = if is_dir { Named::Dir } else { Named::Other };
-        self.written.insert(host.clone(), named);
+        self.written.set_named(node, named);
         match h.typeflag {
-            header::DIRECTORY => self.directory(h, &host),
+            header::DIRECTORY => self.directory(h, &host, node),
             header::REGULAR => {
                 self.file(tar, h, &host)?;
                 if let (false, Some(dir), Some(host_dir)) =
@@ -250,7 +235,7 @@ impl Applier<'_> {
                 self.replace(&host, false)?;
                 std::os::unix::fs::symlink(OsStr::from_bytes(&h.linkname), &host)
                     .map_err(LayerError::fs("create the symlink", &host))?;
-                self.symlinks.insert(host.clone());
+                self.written.set_symlink(node);
                 self.metadata(h, &host, None)
             }
             _ => self.node(h, &host),
@@ -270,7 +255,7 @@ impl Applier<'_> {
         }
         for dir in missing.into_iter().rev() {
             fs::create_dir(&dir).map_err(LayerError::fs("create the directory", &dir))?;
-            self.mark_written(dir);
+            self.mark_written(&dir)?;
         }
         Ok(host)
     }
@@ -298,7 +283,7 @@ impl Applier<'_> {
         }
     }
 
-    fn directory(&mut self, h: &Header, host: &Path) -> Result<(), LayerError> {
+    fn directory(&mut self, h: &Header, host: &Path, node: u32) -> Result<(), LayerError> {
         let existed = self.replace(host, true)?;
         if existed {
             // The directory's extended attributes become the layer's.
@@ -321,9 +306,8 @@ impl Applier<'_> {
                 .map_err(LayerError::fs("create the directory", host))?;
         }
         self.owner_and_xattrs(h, host, None)?;
-        self.dirs.push((host.to_path_buf(), h.mode, mtime_of(h)));
-        self.defer_flags(h, host);
-        Ok(())
+        self.dirs.push((node, h.mode, mtime_of(h)));
+        self.defer_flags(h, host)
     }
 
     fn file<R: Read>(
@@ -420,7 +404,8 @@ impl Applier<'_> {
         self.file_flags
             .set(target, old & !fflags::LOCKING)
             .map_err(unlock)?;
-        self.flags.push((target.to_path_buf(), old));
+        let node = self.written.node(self.rel(target))?;
+        self.flags.push((node, old));
         link_no_follow(target, host).map_err(LayerError::fs("create the hard link", host))
     }
 
@@ -469,8 +454,7 @@ impl Applier<'_> {
             None => filetime::set_symlink_file_times(host, t, t),
         }
         .map_err(LayerError::fs("set the times of", host))?;
-        self.defer_flags(h, host);
-        Ok(())
+        self.defer_flags(h, host)
     }
 
     /// Owner and extended attributes of `host` (through `file`, the open
@@ -501,11 +485,13 @@ impl Applier<'_> {
         Ok(())
     }
 
-    fn defer_flags(&mut self, h: &Header, host: &Path) {
+    fn defer_flags(&mut self, h: &Header, host: &Path) -> Result<(), LayerError> {
         let flags = h.fflags.as_deref().map_or(0, fflags::from_text);
         if flags != 0 {
-            self.flags.push((host.to_path_buf(), flags));
+            let node = self.written.node(self.rel(host))?;
+            self.flags.push((node, flags));
         }
+        Ok(())
     }
 
     fn whiteout(&mut self, h: &Header, rel: &Path, base: &[u8]) -> Result<(), LayerError> {
@@ -524,25 +510,28 @@ impl Applier<'_> {
             return Err(LayerError::entry(&h.path, EntryProblem::BadWhiteout));
         }
         let target = dir.join(OsStr::from_bytes(base));
-        if self.written.contains_key(&target) || fs::symlink_metadata(&target).is_err() {
+        let rel = self.rel(&target);
+        if self.written.named(rel).is_some() || fs::symlink_metadata(&target).is_err() {
             return Ok(());
         }
-        if self.holds_written.contains(&target) {
+        if self.written.holds(rel) {
             // Only the lower content goes; what this layer put inside stays.
             return self.clear_lower(&target);
         }
         remove_any(&target, self.file_flags).map_err(LayerError::fs("remove", &target))
     }
 
-    /// Notes that this layer wrote `path`, and so something below each
-    /// of its parents (an entry then records what it was).
-    fn mark_written(&mut self, path: PathBuf) {
-        for dir in path.ancestors().skip(1) {
-            if dir == self.root || !self.holds_written.insert(dir.to_path_buf()) {
-                break;
-            }
-        }
-        self.written.entry(path).or_insert(Named::Implicit);
+    /// Notes that this layer wrote the host path `path`, and so something
+    /// below each of its parents (an entry then records what it was).
+    fn mark_written(&mut self, path: &Path) -> Result<u32, LayerError> {
+        let rel = self.rel(path);
+        self.written.mark(rel)
+    }
+
+    /// `host` relative to the root (every host path the applier makes is
+    /// inside it: [`resolve_in_root_with`] returns no other).
+    fn rel<'p>(&self, host: &'p Path) -> &'p Path {
+        host.strip_prefix(self.root).unwrap_or(host)
     }
 
     /// The host path of `rel` ([`resolve_in_root_with`]), refusing a path
@@ -550,7 +539,7 @@ impl Applier<'_> {
     fn resolve(&self, rel: &Path, follow_last: bool, h: &Header) -> Result<PathBuf, LayerError> {
         let mut through = None;
         let result = resolve_in_root_with(self.root, rel, follow_last, &mut |link| {
-            if self.symlinks.contains(link) {
+            if self.written.is_symlink(self.rel(link)) {
                 through = Some(link.strip_prefix(self.root).unwrap_or(link).to_path_buf());
                 return Err(io::Error::other("through a symlink of this layer"));
             }
@@ -574,7 +563,8 @@ impl Applier<'_> {
             let path = entry
                 .map_err(LayerError::fs("read the directory", dir))?
                 .path();
-            let keep = self.written.contains_key(&path) || self.holds_written.contains(&path);
+            let rel = self.rel(&path);
+            let keep = self.written.named(rel).is_some() || self.written.holds(rel);
             if !keep {
                 remove_any(&path, self.file_flags).map_err(LayerError::fs("remove", &path))?;
             } else if fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
@@ -587,22 +577,24 @@ impl Applier<'_> {
     /// Directory modes and mtimes, then file flags. A directory replaced
     /// since its entry was applied is skipped (a later entry set its own).
     pub(super) fn finish(&mut self) -> Result<(), LayerError> {
-        for (path, mode, mtime) in &self.dirs {
+        for &(node, mode, mtime) in &self.dirs {
+            let path = self.host_of(node);
             // A later entry may have replaced the directory, or one of its
             // parents by a symlink: then `path` leads elsewhere, maybe out.
-            if !self.unaliased_dir(path) {
+            if !self.unaliased_dir(&path) {
                 continue;
             }
-            fs::set_permissions(path, fs::Permissions::from_mode(mode & 0o7777))
-                .map_err(LayerError::fs("set the mode of", path))?;
-            filetime::set_symlink_file_times(path, *mtime, *mtime)
-                .map_err(LayerError::fs("set the times of", path))?;
+            fs::set_permissions(&path, fs::Permissions::from_mode(mode & 0o7777))
+                .map_err(LayerError::fs("set the mode of", &path))?;
+            filetime::set_symlink_file_times(&path, mtime, mtime)
+                .map_err(LayerError::fs("set the times of", &path))?;
         }
-        for (path, flags) in &self.flags {
-            if self.unaliased(path) {
+        for &(node, flags) in &self.flags {
+            let path = self.host_of(node);
+            if self.unaliased(&path) {
                 self.file_flags
-                    .set(path, *flags)
-                    .map_err(LayerError::fs("set the file flags of", path))?;
+                    .set(&path, flags)
+                    .map_err(LayerError::fs("set the file flags of", &path))?;
             }
         }
         Ok(())
@@ -627,6 +619,14 @@ impl Applier<'_> {
             }
         }
         true
+    }
+
+    /// The host path of a node of `written`.
+    fn host_of(&self, node: u32) -> PathBuf {
+        match node {
+            ROOT => self.root.to_path_buf(),
+            _ => self.root.join(self.written.path(node)),
+        }
     }
 
     fn unaliased_dir(&self, path: &Path) -> bool {

@@ -52,6 +52,7 @@ use crate::pipe::{pipe, PipeReader, PipeWriter};
 use sha2::{Digest as _, Sha256};
 
 mod entry;
+mod written;
 
 use entry::Applier;
 

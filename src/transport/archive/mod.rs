@@ -87,6 +87,24 @@ impl ArchiveTransport {
         format!("oci-archive:{}", self.file.display())
     }
 
+    /// An error of the extracted copy, as the archive's.
+    fn relocate(&self, e: TransportError) -> TransportError {
+        let staged = self.reader.get().map(|s| s.layout.path());
+        relocate(e, &self.location(), staged)
+    }
+
+    /// An error writing the staging layout `layout`, naming the archive
+    /// being written instead (the user named it, and a full disk is its).
+    fn written(&self, e: TransportError, layout: &LayoutTransport) -> TransportError {
+        match e {
+            TransportError::Io { context, source } => TransportError::Io {
+                context: context.replace(&layout.describe(), &self.location()),
+                source,
+            },
+            other => other,
+        }
+    }
+
     fn stdio(&self) -> bool {
         self.file.as_os_str() == STDIO
     }
@@ -214,7 +232,7 @@ impl Transport for ArchiveTransport {
             .await?
             .resolve(reference)
             .await
-            .map_err(|e| relocate(e, &self.location()))
+            .map_err(|e| self.relocate(e))
     }
 
     async fn fetch_manifest(&self, desc: &Descriptor) -> Result<Vec<u8>, TransportError> {
@@ -222,7 +240,7 @@ impl Transport for ArchiveTransport {
             .await?
             .fetch_manifest(desc)
             .await
-            .map_err(|e| relocate(e, &self.location()))
+            .map_err(|e| self.relocate(e))
     }
 
     /// Whether the archive being written has the blob: the archive is
@@ -241,7 +259,7 @@ impl Transport for ArchiveTransport {
             .await?
             .fetch_blob(desc, dest, progress)
             .await
-            .map_err(|e| relocate(e, &self.location()))
+            .map_err(|e| self.relocate(e))
     }
 
     async fn push_blob(
@@ -250,7 +268,9 @@ impl Transport for ArchiveTransport {
         src: &Path,
         progress: Progress<'_>,
     ) -> Result<(), TransportError> {
-        self.writer().await?.push_blob(desc, src, progress).await
+        let layout = self.writer().await?;
+        let pushed = layout.push_blob(desc, src, progress).await;
+        pushed.map_err(|e| self.written(e, layout))
     }
 
     async fn push_manifest(
@@ -259,14 +279,20 @@ impl Transport for ArchiveTransport {
         desc: &Descriptor,
         role: ManifestRole<'_>,
     ) -> Result<(), TransportError> {
-        self.writer().await?.push_manifest(bytes, desc, role).await
+        let layout = self.writer().await?;
+        let pushed = layout.push_manifest(bytes, desc, role).await;
+        pushed.map_err(|e| self.written(e, layout))
     }
 
     async fn finish(&self) -> Result<(), TransportError> {
         let Some(staged) = self.writer.get() else {
             return Ok(());
         };
-        staged.layout.finish().await?;
+        staged
+            .layout
+            .finish()
+            .await
+            .map_err(|e| self.written(e, &staged.layout))?;
         let layout = staged.layout.path().to_path_buf();
         let Some(output) = staged.output.clone() else {
             return Ok(());
@@ -282,9 +308,32 @@ impl Transport for ArchiveTransport {
 }
 
 /// Errors from the extracted copy name the archive, not the temporary
-/// directory; a blob the archive lacks is the archive's fault.
-fn relocate(e: TransportError, location: &str) -> TransportError {
+/// directory (`staged`, where it was extracted): the user gave the
+/// archive and knows nothing of the directory, gone when jbuild exits. A
+/// blob the archive lacks, or a layout file it holds that is not one
+/// jbuild reads (an `oci-layout` of another version, an `index.json` that
+/// is not JSON), is the archive's fault.
+fn relocate(e: TransportError, location: &str, staged: Option<&Path>) -> TransportError {
+    // A file of the archive, named as it is inside it.
+    let inside = |path: &Path| match staged.and_then(|s| path.strip_prefix(s).ok()) {
+        Some(rel) if !rel.as_os_str().is_empty() => format!("its {}", rel.display()),
+        _ => "its image layout".to_string(),
+    };
     match e {
+        TransportError::Store(crate::store::StoreError::NotALayout { path, reason }) => {
+            TransportError::Invalid {
+                location: location.into(),
+                what: inside(&path),
+                reason,
+            }
+        }
+        TransportError::Store(crate::store::StoreError::Corrupt { path, reason }) => {
+            TransportError::Invalid {
+                location: location.into(),
+                what: inside(&path),
+                reason,
+            }
+        }
         TransportError::Store(crate::store::StoreError::BlobNotFound { digest, .. }) => {
             TransportError::Archive {
                 location: location.into(),

@@ -3,6 +3,7 @@
 //! instructions one by one.
 
 mod cache;
+mod dockerfile;
 mod e2e;
 mod epoch;
 mod flags;
@@ -10,4 +11,6 @@ mod foreign_os;
 mod ignore_files;
 mod mounts;
 mod native;
+mod platform_args;
+mod recipe_names;
 mod same_image;

@@ -470,3 +470,28 @@ comment */
         assert!(jailconf_reader::read(bad).is_err(), "{bad}");
     }
 }
+
+#[test]
+fn an_image_stop_signal_is_said_in_the_entry_jail8_having_no_parameter_for_it() {
+    let t = tempfile::tempdir().unwrap();
+    let state = t.path().join("state");
+    let ctx = context(t.path(), "STOPSIGNAL SIGINT\n");
+    ok(jbuild(&state).args(["build", "-t", "pg:1"]).arg(&ctx));
+    let conf = t.path().join("pg.conf");
+    ok(jbuild(&state)
+        .args(["create", "pg:1", "pg", "--path"])
+        .arg(t.path().join("pg"))
+        .arg("--conf")
+        .arg(&conf));
+    let text = fs::read_to_string(&conf).unwrap();
+    assert!(
+        text.contains("the image asks to be stopped with SIGINT (STOPSIGNAL)")
+            && text.contains("set exec.stop"),
+        "{text}"
+    );
+    // Nothing is written in its place.
+    assert!(
+        !text.contains("SIGINT;") && !text.contains("-INT"),
+        "{text}"
+    );
+}

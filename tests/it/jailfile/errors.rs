@@ -78,9 +78,17 @@ cases! {
     bad_network: "FROM scratch\nRUN --network=bridge true" => 2, 15, "unknown network mode `bridge`";
     empty_jailfile: "\n# nothing here\n\n" => 1, 1, "the Jailfile is empty";
     no_from: "ARG A=1\n" => 1, 1, "no FROM instruction";
-    backslash_at_end_of_file: "FROM scratch\nRUN make \\\n# trailing comment\n" => 2, 10, "the file ends after a line continuation `\\`";
     add_is_unsupported: "FROM scratch\nADD https://example.org/x.tgz /" => 2, 1, "`ADD` is not supported by jbuild";
-    healthcheck_is_unsupported: "FROM scratch\n  healthcheck CMD true" => 2, 3, "`HEALTHCHECK` is not supported by jbuild";
+    healthcheck_without_cmd: "FROM scratch\n  healthcheck true" => 2, 15, "HEALTHCHECK expects CMD or NONE, found `true`";
+    healthcheck_bad_duration: "FROM scratch\nHEALTHCHECK --interval=soon CMD true" => 2, 24, "`soon` is not a duration";
+    healthcheck_below_a_millisecond: "FROM scratch\nHEALTHCHECK --timeout=10us CMD true" => 2, 23, "--timeout=10us is less than a millisecond";
+    healthcheck_none_with_options: "FROM scratch\nHEALTHCHECK --retries=3 NONE" => 2, 23, "HEALTHCHECK NONE takes no options";
+    stopsignal_unknown: "FROM scratch\nSTOPSIGNAL SIGNOPE" => 2, 12, "`SIGNOPE` is not a signal";
+    shell_not_json: "FROM scratch\nSHELL /bin/bash -c" => 2, 7, "SHELL takes a JSON array: the shell and its options";
+    onbuild_onbuild: "FROM scratch\nONBUILD onbuild RUN true" => 2, 9, "ONBUILD cannot trigger another ONBUILD";
+    onbuild_from: "FROM scratch\nONBUILD FROM scratch" => 2, 9, "FROM cannot be an ONBUILD trigger";
+    onbuild_maintainer: "FROM scratch\nONBUILD MAINTAINER me" => 2, 9, "MAINTAINER cannot be an ONBUILD trigger";
+    onbuild_bad_trigger: "FROM scratch\nONBUILD COPY --link=maybe a /b" => 2, 21, "`--link=maybe`: expected true or false";
     bad_stage_name: "FROM scratch AS 2nd" => 1, 17, "invalid stage name `2nd`";
     invalid_json_in_copy: "FROM scratch\nCOPY [\"a\", b] /c" => 2, 12, "invalid JSON array: expected value";
     invalid_json_in_volume: "FROM scratch\nVOLUME [\"/a\" \"/b\"]" => 2, 14, "invalid JSON array: expected `,` or `]`";
@@ -131,7 +139,7 @@ fn renders_a_caret_under_the_offending_word() {
    |
  2 | COPY --form=builder a /b
    |      ^^^^^^^^^^^^^^
-   = help: did you mean `--from`? supported: --from, --chown, --chmod";
+   = help: did you mean `--from`? supported: --from, --chown, --chmod, --link, --parents, --exclude";
     assert_eq!(e.to_string(), want);
 }
 

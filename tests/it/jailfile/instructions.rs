@@ -204,6 +204,8 @@ fn copy_forms() {
             dest: "/usr/local/www/".into(),
             chown: Some("www:www".into()),
             chmod: Some(0o640),
+            parents: false,
+            exclude: vec![],
         }
     );
     assert_eq!(
@@ -526,4 +528,51 @@ fn run_mounts_in_buildkit_syntax() {
             ),
         ]
     );
+}
+
+#[test]
+fn the_instructions_docker_and_podman_accept() {
+    use jbuild::jailfile::Healthcheck;
+    let o = ops("ARG SIG=SIGQUIT\nSTOPSIGNAL $SIG\nSTOPSIGNAL 2\n\
+         HEALTHCHECK --interval=1m --retries=2 CMD curl -f http://localhost/ || exit 1\n\
+         HEALTHCHECK NONE\n\
+         SHELL [\"/bin/csh\", \"-c\"]\n\
+         ONBUILD RUN make $TARGET\n\
+         MAINTAINER Jane <jane@example.org>\n\
+         COPY --link --parents --exclude=*.o --exclude=$SIG src/./lib /dst/");
+    assert_eq!(
+        o,
+        [
+            Op::StopSignal("SIGQUIT".into()),
+            Op::StopSignal("2".into()),
+            Op::Healthcheck(Healthcheck {
+                test: strings(&["CMD-SHELL", "curl -f http://localhost/ || exit 1"]),
+                interval: Some(60_000_000_000),
+                retries: Some(2),
+                ..Healthcheck::default()
+            }),
+            Op::Healthcheck(Healthcheck {
+                test: strings(&["NONE"]),
+                ..Healthcheck::default()
+            }),
+            Op::Shell(strings(&["/bin/csh", "-c"])),
+            Op::Onbuild("RUN make $TARGET".into()),
+            Op::Label(pairs(&[(
+                "org.opencontainers.image.authors",
+                "Jane <jane@example.org>"
+            )])),
+            Op::Copy {
+                from: None,
+                sources: vec![CopySource::Path("src/./lib".into())],
+                dest: "/dst/".into(),
+                chown: None,
+                chmod: None,
+                parents: true,
+                exclude: strings(&["*.o", "SIGQUIT"]),
+            },
+        ]
+    );
+    let b = build("FROM scratch\nMAINTAINER me\n");
+    assert_eq!(b.warnings.len(), 1, "{:?}", b.warnings);
+    assert!(b.warnings[0].contains("Jailfile:2:1: MaintainerDeprecated"));
 }

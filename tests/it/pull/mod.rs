@@ -2,6 +2,7 @@
 //! hostile layers through `jbuild pull` from a registry, and layers
 //! applied while they download.
 
+mod big_layers;
 mod build_pin;
 mod hostile;
 mod shared_base;

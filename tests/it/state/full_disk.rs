@@ -2,7 +2,8 @@
 //! tmpfs, mounted by the test (as root) and unmounted by a guard. A build
 //! whose step writes more than fits, a pull of an image larger than the
 //! space, an export to a full destination: each fails with exit 1 and a
-//! message that says no space is left and where; the store stays sound
+//! message that says no space is left and where (an export's destination
+//! as the user named it, not the store); the store stays sound
 //! (earlier images intact, no half blob, no half-tagged image, `jbuild
 //! check` clean); with space freed the same command succeeds.
 
@@ -174,6 +175,25 @@ fn an_export_to_a_full_destination_fails_clearly() {
             LIMIT,
         );
         assert_full(&out, &disk.path, kind);
+        // The destination is what is full, said as the user named it: not
+        // the store (which was only read), nor `prune` (it frees nothing
+        // there), nor the staging directory beside it.
+        let err = String::from_utf8_lossy(&out.stderr);
+        let place = format!("{kind}:{}", dest.display());
+        assert!(
+            err.contains(&format!("the filesystem holding {place} is full")),
+            "{kind}: the destination is not said to be full:\n{err}"
+        );
+        assert!(!err.contains("prune"), "{kind}: prune suggested:\n{err}");
+        assert!(
+            !err.contains(&root.display().to_string()),
+            "{kind}: the store is blamed:\n{err}"
+        );
+        assert!(
+            !err.lines()
+                .any(|l| l.starts_with("error:") && l.contains(".jbuild-archive-")),
+            "{kind}: the staging directory is named:\n{err}"
+        );
         assert_sound(h, &root, kind);
     }
     disk.resize(128);

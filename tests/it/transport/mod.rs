@@ -2,6 +2,7 @@
 //! written by real peers (skopeo, umoci), `oci-archive:-` through a pipe,
 //! and hostile archives.
 
+mod archive_messages;
 mod archive_pipe;
 mod hostile_archive;
 mod peers;

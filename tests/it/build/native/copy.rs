@@ -186,6 +186,7 @@ fn chmod_and_chown() {
     let opts = CopyOptions {
         chown: None,
         chmod: Some(0o600),
+        ..CopyOptions::default()
     };
     copy(&s.ctx, &srcs(&["conf"]), "/c/", &s.root, "/", None, &opts).unwrap();
     assert_eq!(mode(&s.root.join("c/app.conf")), 0o600);
@@ -210,6 +211,7 @@ fn chmod_and_chown() {
     let opts = CopyOptions {
         chown: Some((1000, 2000)),
         chmod: None,
+        ..CopyOptions::default()
     };
     copy(
         &s.ctx,
@@ -290,6 +292,7 @@ fn inline_sources() {
     let opts = CopyOptions {
         chown: None,
         chmod: Some(0o755),
+        ..CopyOptions::default()
     };
     copy(
         &s.ctx,

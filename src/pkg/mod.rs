@@ -1,0 +1,33 @@
+//! FreeBSD packages without FreeBSD: the foundation of jbuild's own
+//! package installer (issue 31; `docs/packages.md`).
+//!
+//! What pkg(8) does before it installs anything, read from the same files
+//! and formats pkg reads, so that it runs on any host for any architecture:
+//!
+//! - [`ucl`]: the bounded subset of UCL pkg's files are written in;
+//! - [`abi`]: `FreeBSD:14:amd64` and OSVERSION from the image's userland
+//!   and the build's platform, never the host;
+//! - [`repo_conf`]: the image's repository configurations, later files
+//!   overriding earlier ones per key, `${ABI}` and the other variables;
+//! - [`catalogue`]: `meta.conf` and the catalogue in each generation pkg
+//!   serves (`data.pkg`, `packagesite.pkg`/`.txz`/`.tzst`), bounded;
+//! - [`checksum`]: pkg's checksum forms (SHA-256 hex, its base32, BLAKE2b);
+//! - [`sign`]: the catalogue's signatures (`pubkey`, `fingerprints`, RSA),
+//!   checked before it is parsed; [`repository`]: one repository read
+//!   whole in pkg's order (`file://` so far);
+//! - [`resolve`]: the requested packages' dependency closure across
+//!   repositories by priority, in install order; [`version`]: versions
+//!   compared as `pkg_version_cmp` does.
+//!
+//! Nothing in the build calls this module yet: `PKG` still runs pkg(8) in
+//! the build jail. The engine will call it once it is restructured.
+
+pub mod abi;
+pub mod catalogue;
+pub mod checksum;
+pub mod repo_conf;
+pub mod repository;
+pub mod resolve;
+pub mod sign;
+pub mod ucl;
+pub mod version;

@@ -1,0 +1,422 @@
+//! FreeBSD package repositories written by the tests themselves, from
+//! pkg-repository(5) and pkg's sources (`../shared/notes/pkg-anyhost.md`),
+//! sharing no code with `src/pkg`: what jbuild reads must come from a
+//! writer that did not learn the format from jbuild.
+//!
+//! A repository directory holds `meta.conf`, one catalogue archive (tar,
+//! compressed by the `zstd` or `xz` program) and `All/<name>-<version>.pkg`
+//! files. Signatures are made by the `openssl` program over the SHA-256 hex
+//! of the catalogue member, as `pkg repo` does (`openssl dgst -sha256
+//! -sign`); BLAKE2b sums by the `b2sum` program.
+
+pub mod elf;
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+use super::tar::ustar;
+
+/// One package of a test repository.
+#[derive(Clone, Debug)]
+pub struct TestPkg {
+    pub name: String,
+    pub version: String,
+    pub origin: String,
+    /// Dependencies by name.
+    pub deps: Vec<String>,
+    pub conflicts: Vec<String>,
+}
+
+/// `name-version` with origin `test/<name>`, depending on `deps`.
+pub fn pkg(name: &str, version: &str, deps: &[&str]) -> TestPkg {
+    TestPkg {
+        name: name.into(),
+        version: version.into(),
+        origin: format!("test/{name}"),
+        deps: deps.iter().map(|d| d.to_string()).collect(),
+        conflicts: Vec::new(),
+    }
+}
+
+/// Which catalogue a repository serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// pkg 2.x: `data.pkg` (zstd) holding `data`.
+    DataPkg,
+    /// `packagesite.pkg` (zstd).
+    PackagesitePkg,
+    /// `packagesite.tzst`, meta.conf `packing_format = "tzst"`.
+    PackagesiteTzst,
+    /// `packagesite.txz` (xz), meta.conf `packing_format = "txz"`.
+    PackagesiteTxz,
+}
+
+/// How the catalogue is signed.
+#[derive(Clone, Debug)]
+pub enum Signing {
+    None,
+    /// A `signature` member by this key.
+    Pubkey(Key),
+    /// `<name>.sig` and `<name>.pub` members, one pair per key.
+    Fingerprints(Vec<(String, Key)>),
+}
+
+/// An RSA key pair made by `openssl genrsa`, in files.
+#[derive(Clone, Debug)]
+pub struct Key {
+    pub private: PathBuf,
+    pub public: PathBuf,
+}
+
+impl Key {
+    pub fn new(dir: &Path, name: &str) -> Key {
+        let private = dir.join(format!("{name}.key"));
+        let public = dir.join(format!("{name}.pub"));
+        run(Command::new("openssl")
+            .args(["genrsa", "-out"])
+            .arg(&private)
+            .arg("2048"));
+        run(Command::new("openssl")
+            .args(["rsa", "-pubout", "-in"])
+            .arg(&private)
+            .arg("-out")
+            .arg(&public));
+        Key { private, public }
+    }
+
+    /// The signature pkg expects: PKCS#1 v1.5 with SHA-256 over `hex`.
+    pub fn sign(&self, hex: &str) -> Vec<u8> {
+        let mut args = vec![
+            "dgst".into(),
+            "-sha256".into(),
+            "-binary".into(),
+            "-sign".into(),
+        ];
+        args.push(self.private.display().to_string());
+        openssl(&args, hex.as_bytes())
+    }
+
+    /// The form pkg built on OpenSSL before 3 wrote: PKCS#1 v1.5 over a
+    /// DigestInfo naming SHA-1 whose octet string is the 64 hex bytes,
+    /// made with `openssl rsautl -sign` over that DER written by hand.
+    pub fn sign_legacy(&self, hex: &str) -> Vec<u8> {
+        let mut der = vec![
+            0x30, 0x51, 0x30, 0x09, 0x06, 0x05, 0x2b, 0x0e, 0x03, 0x02, 0x1a, 0x05, 0x00, 0x04,
+            0x40,
+        ];
+        der.extend_from_slice(hex.as_bytes());
+        let mut args = vec![
+            "rsautl".into(),
+            "-sign".into(),
+            "-pkcs".into(),
+            "-inkey".into(),
+        ];
+        args.push(self.private.display().to_string());
+        openssl(&args, &der)
+    }
+
+    /// The fingerprint pkg trusts: SHA-256 of the `.pub` file's bytes.
+    pub fn fingerprint(&self) -> String {
+        hex(&Sha256::digest(fs::read(&self.public).unwrap()))
+    }
+
+    /// Writes a pkg fingerprint file for this key into `dir`.
+    pub fn trust_in(&self, dir: &Path, file: &str) {
+        fs::create_dir_all(dir).unwrap();
+        fs::write(
+            dir.join(file),
+            format!(
+                "function: \"sha256\"\nfingerprint: \"{}\"\n",
+                self.fingerprint()
+            ),
+        )
+        .unwrap();
+    }
+}
+
+/// What `openssl ARGS` prints for `input` (its stderr kept from the
+/// test's output: rsautl warns that it is deprecated).
+fn openssl(args: &[String], input: &[u8]) -> Vec<u8> {
+    let mut child = Command::new("openssl")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("openssl runs");
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+fn run(cmd: &mut Command) {
+    let out = cmd.output().expect("the program runs");
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The checksum form a repository writes for its packages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SumStyle {
+    /// pkg up to 2.7: 64 hex digits.
+    Sha256Hex,
+    /// pkg 2.8: `2$` and BLAKE2b-512 in pkg's base32.
+    Blake2b,
+}
+
+/// pkg's base32, as `pkg_checksum_encode_base32` walks the bytes: five at
+/// a time, carrying what is left of each to the next.
+pub fn pkg_base32(input: &[u8]) -> String {
+    const B32: &[u8] = b"ybndrfg8ejkmcpqxot1uwisza345h769";
+    let mut out = String::new();
+    let mut remain: i32 = -1;
+    for (i, &b) in input.iter().enumerate() {
+        let b = b as i32;
+        match i % 5 {
+            0 => {
+                out.push(B32[(b & 0x1f) as usize] as char);
+                remain = b >> 5;
+            }
+            1 => {
+                let x = remain | b << 3;
+                out.push(B32[(x & 0x1f) as usize] as char);
+                out.push(B32[(x >> 5 & 0x1f) as usize] as char);
+                remain = x >> 10;
+            }
+            2 => {
+                let x = remain | b << 1;
+                out.push(B32[(x & 0x1f) as usize] as char);
+                remain = x >> 5;
+            }
+            3 => {
+                let x = remain | b << 4;
+                out.push(B32[(x & 0x1f) as usize] as char);
+                out.push(B32[(x >> 5 & 0x1f) as usize] as char);
+                remain = x >> 10 & 0x3;
+            }
+            _ => {
+                let x = remain | b << 2;
+                out.push(B32[(x & 0x1f) as usize] as char);
+                out.push(B32[(x >> 5 & 0x1f) as usize] as char);
+                remain = -1;
+            }
+        }
+    }
+    if remain >= 0 {
+        out.push(B32[remain as usize] as char);
+    }
+    out
+}
+
+/// The `sum` of a file in `style`.
+pub fn sum_of(path: &Path, style: SumStyle) -> String {
+    match style {
+        SumStyle::Sha256Hex => hex(&Sha256::digest(fs::read(path).unwrap())),
+        SumStyle::Blake2b => {
+            let out = Command::new("b2sum")
+                .arg(path)
+                .output()
+                .expect("b2sum runs");
+            assert!(out.status.success());
+            let text = String::from_utf8(out.stdout).unwrap();
+            let h = text.split_whitespace().next().unwrap();
+            let bytes: Vec<u8> = (0..h.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&h[i..i + 2], 16).unwrap())
+                .collect();
+            format!("2${}", pkg_base32(&bytes))
+        }
+    }
+}
+
+/// A repository to write.
+pub struct RepoSpec {
+    pub layout: Layout,
+    pub signing: Signing,
+    pub sums: SumStyle,
+    pub packages: Vec<TestPkg>,
+    /// Sign the catalogue, then change one byte of it: a tampered mirror.
+    pub tamper: bool,
+    /// `$PKGSIGN:<type>$` written before each signature.
+    pub sig_type: Option<String>,
+    /// Extra `<n>.sig` members (for the entry limit).
+    pub extra_sigs: usize,
+    /// Signatures in the pre-OpenSSL-3 form ([`Key::sign_legacy`]).
+    pub legacy: bool,
+}
+
+impl RepoSpec {
+    pub fn new(layout: Layout, packages: Vec<TestPkg>) -> RepoSpec {
+        RepoSpec {
+            layout,
+            signing: Signing::None,
+            sums: SumStyle::Sha256Hex,
+            packages,
+            tamper: false,
+            sig_type: None,
+            extra_sigs: 0,
+            legacy: false,
+        }
+    }
+
+    /// Writes the repository into `dir` (made if missing).
+    pub fn write(&self, dir: &Path) {
+        fs::create_dir_all(dir.join("All")).unwrap();
+        let mut manifests = Vec::new();
+        for p in &self.packages {
+            let deps: BTreeMap<_, _> = p
+                .deps
+                .iter()
+                .map(|d| {
+                    let v = self
+                        .packages
+                        .iter()
+                        .find(|q| &q.name == d)
+                        .map_or("0".to_string(), |q| q.version.clone());
+                    (
+                        d.clone(),
+                        json!({"origin": format!("test/{d}"), "version": v}),
+                    )
+                })
+                .collect();
+            let compact = json!({
+                "name": p.name, "origin": p.origin, "version": p.version,
+                "comment": format!("{} for tests", p.name), "maintainer": "tests@example.invalid",
+                "www": "https://example.invalid", "abi": "FreeBSD:14:amd64",
+                "arch": "freebsd:14:x86:64", "prefix": "/usr/local", "flatsize": 3,
+                "licenselogic": "single", "licenses": ["BSD2CLAUSE"], "desc": "a test package",
+                "deps": deps, "categories": ["test"], "conflicts": p.conflicts,
+                "annotations": {"FreeBSD_version": "1403000"},
+            });
+            let file = format!("All/{}-{}.pkg", p.name, p.version);
+            let tar = ustar(&[
+                ("+COMPACT_MANIFEST", 0o644, compact.to_string().as_bytes()),
+                ("/usr/local/share/test/file", 0o644, b"hi\n"),
+            ]);
+            fs::write(dir.join(&file), compress(&tar, "zstd")).unwrap();
+            let mut m = compact;
+            let size = fs::metadata(dir.join(&file)).unwrap().len();
+            m["sum"] = Value::String(sum_of(&dir.join(&file), self.sums));
+            m["pkgsize"] = json!(size);
+            m["path"] = Value::String(file.clone());
+            m["repopath"] = Value::String(file);
+            manifests.push(m);
+        }
+        let (member, text) = match self.layout {
+            Layout::DataPkg => (
+                "data",
+                serde_json::to_string(&json!({
+                    "groups": [], "expired_packages": [], "packages": manifests,
+                }))
+                .unwrap(),
+            ),
+            _ => (
+                "packagesite.yaml",
+                manifests
+                    .iter()
+                    .map(|m| m.to_string() + "\n")
+                    .collect::<String>(),
+            ),
+        };
+        let (archive, format, program) = match self.layout {
+            Layout::DataPkg => ("data.pkg", "tzst", "zstd"),
+            Layout::PackagesitePkg => ("packagesite.pkg", "tzst", "zstd"),
+            Layout::PackagesiteTzst => ("packagesite.tzst", "tzst", "zstd"),
+            Layout::PackagesiteTxz => ("packagesite.txz", "txz", "xz"),
+        };
+        fs::write(
+            dir.join("meta.conf"),
+            format!(
+                "version = 2;\npacking_format = \"{format}\";\nmanifests = \"packagesite.yaml\";\n\
+                 data = \"data\";\nfilesite = \"files\";\nmanifests_archive = \"packagesite\";\n\
+                 filesite_archive = \"files\";\ndata_archive = \"data\";\n"
+            ),
+        )
+        .unwrap();
+        let digest = hex(&Sha256::digest(text.as_bytes()));
+        let head = |sig: Vec<u8>| match &self.sig_type {
+            Some(t) => [format!("$PKGSIGN:{t}$").into_bytes(), sig].concat(),
+            None => sig,
+        };
+        let sign = |k: &Key| {
+            if self.legacy {
+                k.sign_legacy(&digest)
+            } else {
+                k.sign(&digest)
+            }
+        };
+        let mut members: Vec<(String, Vec<u8>)> = Vec::new();
+        match &self.signing {
+            Signing::None => {}
+            Signing::Pubkey(k) => members.push(("signature".into(), head(sign(k)))),
+            Signing::Fingerprints(keys) => {
+                for (name, k) in keys {
+                    members.push((format!("{name}.sig"), head(sign(k))));
+                    members.push((format!("{name}.pub"), fs::read(&k.public).unwrap()));
+                }
+            }
+        }
+        for i in 0..self.extra_sigs {
+            members.push((format!("extra{i}.sig"), vec![0; 256]));
+        }
+        let mut text = text.into_bytes();
+        if self.tamper {
+            // One package's version changes after signing.
+            let at = text
+                .windows(11)
+                .position(|w| w == b"\"version\":\"")
+                .unwrap()
+                + 11;
+            text[at] = if text[at] == b'9' { b'8' } else { b'9' };
+        }
+        members.push((member.into(), text));
+        let files: Vec<(&str, u32, &[u8])> = members
+            .iter()
+            .map(|(n, b)| (n.as_str(), 0o644, b.as_slice()))
+            .collect();
+        fs::write(dir.join(archive), compress(&ustar(&files), program)).unwrap();
+    }
+}
+
+/// `data` compressed by the `zstd` or `xz` program.
+pub fn compress(data: &[u8], program: &str) -> Vec<u8> {
+    let mut child = Command::new(program)
+        .arg("-c")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("the compressor runs");
+    let mut stdin = child.stdin.take().unwrap();
+    let data = data.to_vec();
+    let feeder = std::thread::spawn(move || stdin.write_all(&data).unwrap());
+    let out = child.wait_with_output().unwrap();
+    feeder.join().unwrap();
+    assert!(out.status.success());
+    out.stdout
+}
+
+/// A repository configuration file for the repository at `dir`.
+pub fn conf(name: &str, dir: &Path, extra: &str) -> String {
+    format!(
+        "{name}: {{\n  url: \"file://{}\",\n  {extra}\n}}\n",
+        dir.display()
+    )
+}
