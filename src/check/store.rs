@@ -26,8 +26,10 @@ use oci_spec::image::ImageIndex;
 
 use super::{Adding, CheckError, Facts, Finding, Fix, Report};
 use crate::digest::{Digest, HashingReader};
+use crate::fsutil::input::{InputError, Within};
 use crate::image::gc::unreferenced_blobs;
-use crate::store::Store;
+use crate::image::MAX_DOCUMENT;
+use crate::store::{Store, MAX_INDEX};
 
 /// Checks the store at `dir`, adding findings to `report`; `adding` tells
 /// whether blobs no image uses may be a running process's.
@@ -176,10 +178,9 @@ fn check_layout_file(dir: &Path, report: &mut Report) {
     let path = dir.join("oci-layout");
     let location = path.display().to_string();
     let fix = Fix::WriteLayoutFile(path.clone());
-    let problem = match fs::read(&path) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            "the store's oci-layout file is missing".to_string()
-        }
+    let read = Within::new(dir).read(Path::new("oci-layout"), MAX_DOCUMENT);
+    let problem = match read {
+        Err(InputError::Missing) => "the store's oci-layout file is missing".to_string(),
         Err(e) => format!("the store's oci-layout file cannot be read: {e}"),
         Ok(bytes) => match serde_json::from_slice::<serde_json::Value>(&bytes) {
             Ok(v) => match v.get("imageLayoutVersion").and_then(|v| v.as_str()) {
@@ -216,12 +217,13 @@ fn read_index(dir: &Path, report: &mut Report) -> Option<ImageIndex> {
     let location = path.display().to_string();
     let action = "restore index.json from a backup; blobs are not affected, but until then jbuild \
                   cannot tell which images the store holds (`jbuild check --repair` does not touch it)";
-    let bytes = match fs::read(&path) {
+    // Bounded, and never waited on: a FIFO there is damage to report.
+    let bytes = match Within::new(dir).read(Path::new("index.json"), MAX_INDEX) {
         Ok(b) => b,
         Err(e) => {
-            let what = match e.kind() {
-                io::ErrorKind::NotFound => "the store's index.json is missing".to_string(),
-                _ => format!("the store's index.json cannot be read: {e}"),
+            let what = match e {
+                InputError::Missing => "the store's index.json is missing".to_string(),
+                e => format!("the store's index.json cannot be read: {e}"),
             };
             report.push(Finding::damaged("index", what, location).action(action));
             return None;
@@ -256,13 +258,24 @@ fn scan_blobs(store: &Store, facts: &mut Facts, report: &mut Report) -> Result<(
             entry.map_err(|e| CheckError::io(format!("cannot read {}", dir.display()), e))?;
         let path = entry.path();
         let name = entry.file_name().to_string_lossy().into_owned();
-        let is_file = entry.file_type().is_ok_and(|t| t.is_file());
+        let kind = entry.file_type().ok();
+        let is_file = kind.is_some_and(|t| t.is_file());
         let digest = format!("sha256:{name}").parse::<Digest>().ok();
+        let named_like_one = digest.is_some();
         let Some(digest) = digest.filter(|_| is_file) else {
+            // What it is, when its name is a blob's: a FIFO or a symlink
+            // in a blob's place is never opened (it would hang, or lead
+            // out of the store).
+            let what = match kind {
+                Some(t) if named_like_one && !t.is_file() => {
+                    format!("is {}, not a blob", node_kind(&t))
+                }
+                _ => "is not a blob".to_string(),
+            };
             report.push(
                 Finding::damaged(
                     "not-a-blob",
-                    format!("`{name}` in the store's blob directory is not a blob (only files named by their sha256 digest belong there)"),
+                    format!("`{name}` in the store's blob directory {what} (only files named by their sha256 digest belong there)"),
                     path.display().to_string(),
                 )
                 .action("move it out of the store: OCI tools may refuse the layout because of it"),
@@ -314,4 +327,18 @@ fn scan_blobs(store: &Store, facts: &mut Facts, report: &mut Report) -> Result<(
         facts.blobs.insert(digest, size);
     }
     Ok(())
+}
+
+/// What a node of the blob directory is, for a finding.
+fn node_kind(t: &fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    match () {
+        _ if t.is_symlink() => "a symlink",
+        _ if t.is_dir() => "a directory",
+        _ if t.is_fifo() => "a FIFO",
+        _ if t.is_char_device() => "a character device",
+        _ if t.is_block_device() => "a block device",
+        _ if t.is_socket() => "a socket",
+        _ => "something else",
+    }
 }

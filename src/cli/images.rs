@@ -309,7 +309,11 @@ pub fn tag(ctx: &Ctx, args: TagArgs) -> CmdResult {
         .parse()
         .map_err(|e| Failure::user(anyhow!("{}: {e}", args.target)))?;
     let desc = Ctx::resolve_image(&store, &args.source)?;
-    store.tag(&target, &desc).map_err(Failure::internal)?;
+    // The type decides: a full index is the user's to fix (`rmi`).
+    store.tag(&target, &desc).map_err(|e| Failure {
+        user: e.is_user_error(),
+        error: e.into(),
+    })?;
     Ok(())
 }
 

@@ -29,6 +29,7 @@ use nix::fcntl::Flock;
 
 use super::error::BuildError;
 use crate::exec::{BindMount, Mount, SecretData, SecretFile, TmpfsMount};
+use crate::fsutil::input::{read_given, InputError};
 use crate::jailfile::{MountKind, Op, RunMount, Sharing};
 use crate::keychain::redact;
 use crate::plan::{Plan, StepKind};
@@ -46,11 +47,29 @@ pub enum SecretError {
         #[source]
         source: std::io::Error,
     },
+    /// Not a regular file or a pipe, or larger than [`MAX_SECRET`].
+    #[error(
+        "--secret id={id}: {}: {source}; give a regular file or a pipe of at most {} KiB",
+        path.display(),
+        MAX_SECRET >> 10
+    )]
+    Refused {
+        id: String,
+        path: PathBuf,
+        #[source]
+        source: InputError,
+    },
     #[error("--secret id={id}: the environment variable {var} is not set")]
     Env { id: String, var: String },
     #[error("--secret id={0} is given twice")]
     Twice(String),
 }
+
+/// The largest secret read from a file: what a secret holds (a token, a
+/// key, a credentials file) is far smaller, and each is held in memory and
+/// remembered for scrubbing in several forms. `/dev/zero` or a mistaken
+/// image file is refused here instead of filling the memory.
+pub const MAX_SECRET: u64 = 1 << 20;
 
 /// The secrets `--secret` flags give: `id=ID,src=FILE` (also `source=`)
 /// or `id=ID,env=VAR`, as docker buildx spells them. Each value is
@@ -83,11 +102,11 @@ pub fn read_secrets(raw: &[String]) -> Result<BTreeMap<String, SecretData>, Secr
             ));
         };
         let data = match (src, env) {
-            (Some(path), None) => fs::read(&path).map_err(|source| SecretError::Read {
-                id: id.clone(),
-                path,
-                source,
-            })?,
+            (Some(path), None) => match read_given(&path, MAX_SECRET) {
+                Ok(bytes) => bytes,
+                Err(InputError::Io(source)) => return Err(SecretError::Read { id, path, source }),
+                Err(source) => return Err(SecretError::Refused { id, path, source }),
+            },
             (None, Some(var)) => match std::env::var_os(&var) {
                 Some(v) => v.into_encoded_bytes(),
                 None => return Err(SecretError::Env { id, var }),

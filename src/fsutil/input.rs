@@ -12,6 +12,10 @@
 //! The last component is opened without following, so it cannot be turned
 //! into a symlink between the check and the open.
 
+mod within;
+
+pub use within::Within;
+
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read};
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
@@ -31,8 +35,18 @@ pub enum InputError {
     },
     #[error("it is {what}, not a regular file")]
     NotRegular { what: &'static str },
+    /// A component on the way to it is not a real directory (a symlink,
+    /// above all), where nothing is followed ([`Within`]).
+    #[error(
+        "`{}` on the way is {what}, not a directory; jbuild follows no symlink there",
+        part.display()
+    )]
+    Through { part: PathBuf, what: &'static str },
     #[error("it is {size} bytes, more than the {max} allowed")]
     TooLarge { size: u64, max: u64 },
+    /// A pipe ([`read_given`]) whose writer sent nothing, or that has none.
+    #[error("it is a pipe that brought nothing (a FIFO nobody writes to?)")]
+    EmptyPipe,
     #[error("{0}")]
     Io(#[source] io::Error),
 }
@@ -116,15 +130,7 @@ impl Beneath {
         let meta = file.metadata().map_err(InputError::Io)?;
         let t = meta.file_type();
         if !t.is_file() {
-            let what = match () {
-                _ if t.is_dir() => "a directory",
-                _ if t.is_fifo() => "a FIFO",
-                _ if t.is_char_device() => "a character device",
-                _ if t.is_block_device() => "a block device",
-                _ if t.is_socket() => "a socket",
-                _ => "not a file",
-            };
-            return Err(InputError::NotRegular { what });
+            return Err(InputError::NotRegular { what: what(&t) });
         }
         if meta.len() > max {
             return Err(InputError::TooLarge {
@@ -165,6 +171,66 @@ pub fn read_text(file: File, max: u64) -> Result<String, InputError> {
     }
     String::from_utf8(bytes)
         .map_err(|_| InputError::Io(io::Error::new(io::ErrorKind::InvalidData, "not UTF-8 text")))
+}
+
+/// Reads a file the user named on the command line (`--secret
+/// src=FILE`), at most `max` bytes: the path is followed as given (it is
+/// the user's), and it must be a regular file or a pipe — `<(command)` and
+/// `/dev/stdin` on a pipe are pipes. A device (`/dev/zero`, a terminal), a
+/// directory or a socket is refused before anything is read. A FIFO is
+/// opened without waiting for a writer and read to its end; one that
+/// nobody writes to gives nothing, which is refused too, as a pipe that
+/// brought nothing.
+pub fn read_given(path: &Path, max: u64) -> Result<Vec<u8>, InputError> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(InputError::Io)?;
+    let meta = file.metadata().map_err(InputError::Io)?;
+    let t = meta.file_type();
+    if !(t.is_file() || t.is_fifo()) {
+        return Err(InputError::NotRegular { what: what(&t) });
+    }
+    if t.is_file() && meta.len() > max {
+        return Err(InputError::TooLarge {
+            size: meta.len(),
+            max,
+        });
+    }
+    // A pipe is read as one: each read waits for what its writer sends.
+    nix::fcntl::fcntl(
+        &file,
+        nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::empty()),
+    )
+    .map_err(|e| InputError::Io(e.into()))?;
+    let mut bytes = Vec::new();
+    file.take(max.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(InputError::Io)?;
+    if bytes.len() as u64 > max {
+        return Err(InputError::TooLarge {
+            size: bytes.len() as u64,
+            max,
+        });
+    }
+    if t.is_fifo() && bytes.is_empty() {
+        return Err(InputError::EmptyPipe);
+    }
+    Ok(bytes)
+}
+
+/// What a node that is not a regular file is, for a message.
+fn what(t: &std::fs::FileType) -> &'static str {
+    match () {
+        _ if t.is_dir() => "a directory",
+        _ if t.is_fifo() => "a FIFO",
+        _ if t.is_char_device() => "a character device",
+        _ if t.is_block_device() => "a block device",
+        _ if t.is_socket() => "a socket",
+        _ if t.is_symlink() => "a symlink",
+        _ => "not a file",
+    }
 }
 
 /// `path` made absolute (against the working directory) with `.` and `..`

@@ -96,7 +96,10 @@ pub(super) fn open(
         )),
         InputError::TooLarge { .. } => cannot(super::why(&std::io::ErrorKind::FileTooLarge.into())),
         InputError::Io(e) => cannot(super::why(&e)),
-        e @ (InputError::Outside { .. } | InputError::NotRegular { .. }) => {
+        e @ (InputError::Outside { .. }
+        | InputError::NotRegular { .. }
+        | InputError::Through { .. }
+        | InputError::EmptyPipe) => {
             cannot(e.to_string()).with_help(
                 "INCLUDE reads regular files beneath the build context or the Jailfile's directory: copy the file there",
             )

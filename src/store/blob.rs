@@ -1,13 +1,14 @@
 //! Blobs: written to a temporary file, checked, then renamed into place.
 
-use std::fs::{self, File};
+use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
 use std::path::PathBuf;
 
 use tempfile::NamedTempFile;
 
-use super::{Store, StoreError};
+use super::{blob_rel, Store, StoreError, BLOBS};
 use crate::digest::{Digest, HashingReader, HashingWriter};
+use crate::fsutil::input::InputError;
 
 /// A blob being written. Bytes are hashed as they pass; [`commit`] makes the
 /// blob visible under its digest, and dropping the writer without committing
@@ -15,7 +16,7 @@ use crate::digest::{Digest, HashingReader, HashingWriter};
 ///
 /// [`commit`]: BlobWriter::commit
 pub struct BlobWriter {
-    blobs_dir: PathBuf,
+    store: Store,
     /// Whether the blob is fsynced before its rename ([`Store::syncs`]).
     sync: bool,
     inner: HashingWriter<BufWriter<NamedTempFile>>,
@@ -53,16 +54,13 @@ impl BlobWriter {
                 });
             }
         }
-        let target = self.blobs_dir.join(digest.hex());
-        if target.is_file() {
+        if self.store.has_blob(&digest) {
             return Ok((digest, size));
         }
         if self.sync {
             sync_file(tmp.as_file(), tmp.path())?;
         }
-        fs::create_dir_all(&self.blobs_dir).map_err(|e| {
-            StoreError::io(format!("cannot create {}", self.blobs_dir.display()), e)
-        })?;
+        let target = self.store.blobs_dir()?.join(digest.hex());
         tmp.persist(&target).map_err(|e| {
             StoreError::io(
                 format!("cannot move a blob into {}", target.display()),
@@ -82,16 +80,29 @@ fn sync_file(file: &File, path: &std::path::Path) -> Result<(), StoreError> {
 }
 
 impl Store {
-    /// Whether the store has the blob `d`.
+    /// Whether the store has the blob `d`: a regular file at its place,
+    /// reached through real directories (a symlink there is no blob).
     pub fn has_blob(&self, d: &Digest) -> bool {
-        self.blob_path(d).is_file()
+        self.blob_len(d).is_some()
+    }
+
+    /// The size of blob `d`, if [`Store::has_blob`].
+    pub fn blob_len(&self, d: &Digest) -> Option<u64> {
+        self.within().regular_len(&blob_rel(d))
+    }
+
+    /// `blobs/sha256/`, made if missing, to move a blob into: a real
+    /// directory, never a symlink, which a rename would write through
+    /// ([`crate::fsutil::places`]).
+    pub(super) fn blobs_dir(&self) -> Result<PathBuf, StoreError> {
+        Ok(crate::fsutil::places::own_dir(&self.root, BLOBS)?)
     }
 
     /// Whether blob `d` is there and its bytes still hash to its name (read
     /// through once, one buffer at a time). `jbuild check` reports the same
     /// for every blob; this is for one blob a command has doubts about.
     pub fn blob_is_sound(&self, d: &Digest) -> bool {
-        let Ok(file) = File::open(self.blob_path(d)) else {
+        let Ok(file) = self.open_blob(d) else {
             return false;
         };
         let mut reader = HashingReader::new(io::BufReader::with_capacity(1 << 20, file));
@@ -111,7 +122,7 @@ impl Store {
                 )
             })?;
         Ok(BlobWriter {
-            blobs_dir: self.root.join("blobs/sha256"),
+            store: self.clone(),
             sync: self.syncs(),
             inner: HashingWriter::new(BufWriter::with_capacity(256 * 1024, tmp)),
         })
@@ -138,16 +149,13 @@ impl Store {
     /// as in [`BlobWriter::commit`]). The caller has checked its content
     /// against `digest` while writing it; an existing blob is kept.
     pub fn adopt_blob(&self, file: NamedTempFile, digest: &Digest) -> Result<(), StoreError> {
-        let blobs_dir = self.root.join("blobs/sha256");
-        let target = blobs_dir.join(digest.hex());
-        if target.is_file() {
+        if self.has_blob(digest) {
             return Ok(());
         }
         if self.syncs() {
             sync_file(file.as_file(), file.path())?;
         }
-        fs::create_dir_all(&blobs_dir)
-            .map_err(|e| StoreError::io(format!("cannot create {}", blobs_dir.display()), e))?;
+        let target = self.blobs_dir()?.join(digest.hex());
         file.persist(&target).map_err(|e| {
             StoreError::io(
                 format!("cannot move a blob into {}", target.display()),
@@ -168,19 +176,8 @@ impl Store {
     /// Reads a whole blob that is at most `max` bytes (a manifest, a
     /// config), checking it against its digest.
     pub fn read_blob(&self, d: &Digest, max: u64) -> Result<Vec<u8>, StoreError> {
-        let file = self.open_blob(d)?;
+        let (file, size) = self.open_blob_within(d, max)?;
         let path = self.blob_path(d);
-        let size = file
-            .metadata()
-            .map_err(|e| StoreError::io(format!("cannot read {}", path.display()), e))?
-            .len();
-        if size > max {
-            return Err(StoreError::TooLarge {
-                digest: d.clone(),
-                size,
-                max,
-            });
-        }
         let mut reader = HashingReader::new(file.take(max + 1));
         let mut bytes = Vec::with_capacity(size as usize);
         reader
@@ -203,16 +200,30 @@ impl Store {
         Ok(bytes)
     }
 
-    /// Opens a blob for streaming. The caller checks the digest if the bytes
-    /// leave the store (the transports do).
+    /// Opens a blob for streaming: a regular file reached through real
+    /// directories, never through a symlink, a FIFO or a device (refused
+    /// at once). The caller checks the digest if the bytes leave the
+    /// store (the transports do).
     pub fn open_blob(&self, d: &Digest) -> Result<File, StoreError> {
-        let path = self.blob_path(d);
-        File::open(&path).map_err(|e| match e.kind() {
-            io::ErrorKind::NotFound => StoreError::BlobNotFound {
+        self.open_blob_within(d, u64::MAX).map(|(f, _)| f)
+    }
+
+    /// [`Store::open_blob`] of a blob of at most `max` bytes, with its size.
+    fn open_blob_within(&self, d: &Digest, max: u64) -> Result<(File, u64), StoreError> {
+        self.within().open(&blob_rel(d), max).map_err(|e| match e {
+            InputError::Missing => StoreError::BlobNotFound {
                 digest: d.clone(),
-                path,
+                path: self.blob_path(d),
             },
-            _ => StoreError::io(format!("cannot open {}", path.display()), e),
+            InputError::TooLarge { size, max } => StoreError::TooLarge {
+                digest: d.clone(),
+                size,
+                max,
+            },
+            InputError::Io(e) => {
+                StoreError::io(format!("cannot open {}", self.blob_path(d).display()), e)
+            }
+            e => self.refused(blob_rel(d), e),
         })
     }
 }
@@ -220,6 +231,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     fn tmp_files(s: &Store) -> usize {
         fs::read_dir(s.path().join(".jbuild/tmp")).map_or(0, |d| d.count())

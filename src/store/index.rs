@@ -1,14 +1,14 @@
 //! `index.json`: which images the store holds, and under which names.
 
 use std::collections::BTreeSet;
-use std::fs;
+use std::io::Read;
 
 use oci_spec::image::{Descriptor, ImageIndex};
 
-use super::json::canonical_json;
+use super::index_file::Written;
 use super::name::ImageName;
-use super::{descriptor_digest, Store, StoreError, REF_NAME};
-use crate::fsutil::{sync_dir, write_atomic, write_renamed};
+use super::{descriptor_digest, Store, StoreError, MAX_INDEX, REF_NAME};
+use crate::fsutil::{record_sync, sync_dir};
 
 /// Shortest digest prefix [`Store::resolve`] accepts.
 const MIN_PREFIX: usize = 6;
@@ -54,20 +54,25 @@ impl std::fmt::Display for RefName {
 }
 
 impl Store {
-    /// Reads and parses `index.json`. A file that does not parse is reported
-    /// as corrupt; nothing here ever replaces it.
+    /// Reads and parses `index.json`, at most [`MAX_INDEX`] bytes of a
+    /// regular file (a symlink, a FIFO or a device there is refused at
+    /// once). A file that does not parse is reported as corrupt; nothing
+    /// here ever replaces it.
     pub fn read_index(&self) -> Result<ImageIndex, StoreError> {
-        let path = self.index_path();
-        let bytes = fs::read(&path).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => StoreError::NotALayout {
-                path: self.root.clone(),
-                reason: "it has no index.json".into(),
+        let (file, _) = self.open_index()?;
+        // Parsed as it is read, never held whole beside what it parses
+        // to; bounded again in case it grows meanwhile (the cut shows as
+        // an early end).
+        let reader = std::io::BufReader::with_capacity(64 << 10, file.take(MAX_INDEX + 1));
+        serde_json::from_reader(reader).map_err(|e| match e.io_error_kind() {
+            Some(kind) => StoreError::io(
+                format!("cannot read {}", self.index_path().display()),
+                kind.into(),
+            ),
+            None => StoreError::Corrupt {
+                path: self.index_path(),
+                reason: e.to_string(),
             },
-            _ => StoreError::io(format!("cannot read {}", path.display()), e),
-        })?;
-        serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt {
-            path,
-            reason: e.to_string(),
         })
     }
 
@@ -79,34 +84,39 @@ impl Store {
         f: impl FnOnce(&mut Vec<Descriptor>) -> Result<R, StoreError>,
     ) -> Result<R, StoreError> {
         let _lock = self.lock_file("index.lock", true)?;
-        let mut index = self.read_index()?;
-        let mut manifests = index.manifests().clone();
-        let result = f(&mut manifests)?;
-        manifests.sort_by_cached_key(|d| {
+        let mut index = self.read_index_file()?;
+        let result = f(&mut index.manifests)?;
+        index.manifests.sort_by_cached_key(|d| {
             (
                 ref_name(d).is_none(),
                 ref_name(d).map(str::to_owned),
                 d.digest().to_string(),
             )
         });
-        if manifests == *index.manifests() {
-            // Nothing changed (a rebuild re-tagging the same image): no write, no fsync.
-            return Ok(result);
-        }
-        index.set_manifests(manifests);
         let path = self.index_path();
-        let written = if self.syncs() {
+        // Nothing changed (a rebuild re-tagging the same image): no write,
+        // no fsync. Past MAX_INDEX: never written, as every reader would
+        // refuse it, `rmi` included.
+        let Written::New(tmp) = index.write(&self.root, &path)? else {
+            return Ok(result);
+        };
+        drop(index);
+        let cannot =
+            |e: std::io::Error| StoreError::io(format!("cannot write {}", path.display()), e);
+        if self.syncs() {
             // The blobs renamed into place since the last change (blob
             // commits leave this to here) become durable before anything
             // names them.
             let blobs = self.root.join("blobs/sha256");
             sync_dir(&blobs)
                 .map_err(|e| StoreError::io(format!("cannot sync {}", blobs.display()), e))?;
-            write_atomic(&path, &canonical_json(&index))
-        } else {
-            write_renamed(&path, &canonical_json(&index))
-        };
-        written.map_err(|e| StoreError::io(format!("cannot write {}", path.display()), e))?;
+            tmp.as_file().sync_all().map_err(cannot)?;
+            record_sync(tmp.path());
+        }
+        tmp.persist(&path).map_err(|e| cannot(e.error))?;
+        if self.syncs() {
+            sync_dir(&self.root).map_err(cannot)?;
+        }
         Ok(result)
     }
 
@@ -208,7 +218,8 @@ impl Store {
     /// prefix (or a name spelled so that two stored names match it) that
     /// fits more than one image is [`StoreError::Ambiguous`], listing them.
     pub fn lookup(&self, name_or_digest: &str) -> Result<Option<Found>, StoreError> {
-        let manifests = self.read_index()?.manifests().clone();
+        let index = self.read_index()?;
+        let manifests = index.manifests();
         let s = name_or_digest;
         let by_name = |d: &Descriptor| Found {
             descriptor: d.clone(),
@@ -282,7 +293,7 @@ impl Store {
                 candidates: matching
                     .iter()
                     .map(|h| {
-                        let names = names_of(&manifests, h);
+                        let names = names_of(manifests, h);
                         if names.is_empty() {
                             format!("sha256:{h}")
                         } else {
@@ -296,11 +307,12 @@ impl Store {
 
     /// Every ref name of the image `digest` names, sorted.
     pub fn names_of(&self, digest: &oci_spec::image::Digest) -> Result<Vec<String>, StoreError> {
-        let manifests = self.read_index()?.manifests().clone();
+        let index = self.read_index()?;
+        let manifests = index.manifests();
         Ok(digest
             .to_string()
             .strip_prefix("sha256:")
-            .map(|h| names_of(&manifests, h))
+            .map(|h| names_of(manifests, h))
             .unwrap_or_default())
     }
 
@@ -460,7 +472,7 @@ mod tests {
                 RefName::Image(ImageName::parse("localhost:5000/jails/base:14.1").unwrap()),
             ]
         );
-        let idx = fs::read_to_string(t.path().join("index.json")).unwrap();
+        let idx = std::fs::read_to_string(t.path().join("index.json")).unwrap();
         assert!(
             idx.contains(r#""org.opencontainers.image.ref.name":"jails/base:latest""#),
             "{idx}"

@@ -6,11 +6,16 @@ use std::path::Path;
 use oci_spec::image::{ImageIndexBuilder, MediaType};
 
 use super::json::canonical_json;
+use super::INDEX;
 use super::{Durability, Store, StoreError};
+use crate::fsutil::input::InputError;
 use crate::fsutil::{sync_dir, write_renamed, write_replacing};
 
 pub(super) const LAYOUT_FILE: &str = "oci-layout";
 const LAYOUT_JSON: &[u8] = br#"{"imageLayoutVersion":"1.0.0"}"#;
+/// The most of `oci-layout` read: 4 MiB, as every document
+/// (`image::MAX_DOCUMENT`, a floor above the store).
+const MAX_LAYOUT_FILE: u64 = 4 << 20;
 
 /// What a directory may hold when an earlier `Store::open` was interrupted
 /// while creating the layout: `oci-layout` is written last, so these
@@ -94,7 +99,10 @@ impl Store {
             Err(_) => true,
         };
         !self.index_path().exists()
-            && fs::read(self.root.join(LAYOUT_FILE)).is_ok_and(|b| b == LAYOUT_JSON)
+            && self
+                .within()
+                .read(Path::new(LAYOUT_FILE), LAYOUT_JSON.len() as u64)
+                .is_ok_and(|b| b == LAYOUT_JSON)
             && no_blobs()
     }
 
@@ -133,9 +141,7 @@ impl Store {
     /// [`Durability::Deferred`] store syncs nothing here: its layout is
     /// synced whole later ([`super::NewLayout::publish`]).
     pub(super) fn create_layout(&self) -> Result<(), StoreError> {
-        let blobs = self.root.join("blobs/sha256");
-        fs::create_dir_all(&blobs)
-            .map_err(|e| StoreError::io(format!("cannot create {}", blobs.display()), e))?;
+        self.blobs_dir()?;
         let index = ImageIndexBuilder::default()
             .schema_version(2u32)
             .media_type(MediaType::ImageIndex)
@@ -143,17 +149,13 @@ impl Store {
             .build()
             .expect("an empty index is valid");
         for (name, bytes) in [
-            ("index.json", canonical_json(&index)),
+            (INDEX, canonical_json(&index)),
             (LAYOUT_FILE, LAYOUT_JSON.to_vec()),
         ] {
             let path = self.root.join(name);
             // A process creating the same layout at the same time may have
             // written it, and tagged an image in it: never reset a valid one.
-            if name == "index.json"
-                && fs::read(&path).is_ok_and(|b| {
-                    serde_json::from_slice::<oci_spec::image::ImageIndex>(&b).is_ok()
-                })
-            {
+            if name == INDEX && self.read_index().is_ok() {
                 continue;
             }
             let written = if self.syncs() {
@@ -165,13 +167,13 @@ impl Store {
                 // Once another process has finished the same layout, a
                 // `jbuild check --repair` may take our temporary file: what
                 // we meant to write is then there already.
-                let there = fs::read(&path).is_ok_and(|b| {
-                    if name == LAYOUT_FILE {
-                        b == bytes
-                    } else {
-                        serde_json::from_slice::<oci_spec::image::ImageIndex>(&b).is_ok()
-                    }
-                });
+                let there = if name == LAYOUT_FILE {
+                    self.within()
+                        .read(Path::new(name), bytes.len() as u64)
+                        .is_ok_and(|b| b == bytes)
+                } else {
+                    self.read_index().is_ok()
+                };
                 if !there {
                     return Err(StoreError::io(
                         format!("cannot write {}", path.display()),
@@ -204,12 +206,15 @@ impl Store {
             }
         }
         let path = self.root.join(LAYOUT_FILE);
-        let bytes = match fs::read(&path) {
+        let bytes = match self.within().read(Path::new(LAYOUT_FILE), MAX_LAYOUT_FILE) {
             Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(InputError::Missing) => {
                 return Err(self.not_a_layout("it has no oci-layout file"));
             }
-            Err(e) => return Err(StoreError::io(format!("cannot read {}", path.display()), e)),
+            Err(InputError::Io(e)) => {
+                return Err(StoreError::io(format!("cannot read {}", path.display()), e))
+            }
+            Err(e) => return Err(self.refused(LAYOUT_FILE, e)),
         };
         #[derive(serde::Deserialize)]
         struct Layout {

@@ -78,11 +78,15 @@ impl StoreLock {
 }
 
 fn open_lock_file(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    // A symlink planted in its place would have the lock created (and
+    // held) wherever it points.
     OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open(path)
 }
 

@@ -46,6 +46,7 @@ mod blob;
 mod cleanup;
 mod fresh;
 mod index;
+mod index_file;
 mod json;
 mod layout;
 pub mod lock;
@@ -65,6 +66,20 @@ pub use lock::StoreLock;
 pub use name::{ImageName, NameError};
 
 use crate::digest::{Digest, DigestError};
+use crate::fsutil::input::{InputError, Within};
+
+/// The largest `index.json` read, of any layout: jbuild's store or an
+/// `oci:DIR`. An entry (a tagged manifest with its platform) is about
+/// 330 bytes, so 16 MiB holds some 50,000 of them; the index is read and
+/// rewritten whole at every tag, and parsing costs about twice its size
+/// again, so this bound is what keeps a `tag` on the largest index
+/// accepted within 64 MiB more than jbuild's own (docs/security.md,
+/// "Inputs jbuild reads"). Anything larger is refused before a byte of it
+/// is read.
+pub const MAX_INDEX: u64 = 16 << 20;
+
+/// The index's name in a layout.
+const INDEX: &str = "index.json";
 use crate::fsutil::places::{existing_own_dir, own_dir, PlaceError};
 
 /// The annotation that names a descriptor in `index.json`.
@@ -103,6 +118,23 @@ pub enum StoreError {
         actual: Digest,
         size: u64,
     },
+    /// A file of the layout that is not read: a symlink, a FIFO, a device,
+    /// one under a component that is not a real directory, or one larger
+    /// than its bound. Never says a byte of what it leads to.
+    #[error("{}: {source}", path.display())]
+    Refused {
+        path: PathBuf,
+        #[source]
+        source: InputError,
+    },
+    /// A change that would make `index.json` larger than every reader
+    /// reads ([`MAX_INDEX`]).
+    #[error(
+        "{} would be {size} bytes with this change, more than the {} MiB an index may \
+         have; remove names first (`jbuild rmi`)",
+        path.display(), max >> 20
+    )]
+    IndexFull { path: PathBuf, size: u64, max: u64 },
     #[error("blob {digest} is {size} bytes, more than the {max} allowed here")]
     TooLarge { digest: Digest, size: u64, max: u64 },
     #[error(transparent)]
@@ -141,6 +173,7 @@ impl StoreError {
         matches!(
             self,
             StoreError::NotFound(_)
+                | StoreError::IndexFull { .. }
                 | StoreError::Ambiguous { .. }
                 | StoreError::Name(_)
                 | StoreError::BadRefName(_)
@@ -168,7 +201,21 @@ impl Store {
 
     /// Where the blob `d` is (or would be).
     pub fn blob_path(&self, d: &Digest) -> PathBuf {
-        self.root.join("blobs/sha256").join(d.hex())
+        self.root.join(blob_rel(d))
+    }
+
+    /// The layout's files, read without following a symlink inside it
+    /// ([`Within`]); the directories it writes into, checked the same way.
+    fn within(&self) -> Within {
+        Within::new(&self.root)
+    }
+
+    /// `rel` (a path in the layout) refused for `e`.
+    fn refused(&self, rel: impl AsRef<Path>, e: InputError) -> StoreError {
+        StoreError::Refused {
+            path: self.root.join(rel),
+            source: e,
+        }
     }
 
     fn index_path(&self) -> PathBuf {
@@ -201,6 +248,14 @@ impl Store {
             .map_err(|e| StoreError::io(format!("cannot lock {}", path.display()), e))
     }
 }
+
+/// Where blob `d` is in a layout.
+fn blob_rel(d: &Digest) -> PathBuf {
+    Path::new(BLOBS).join(d.hex())
+}
+
+/// The directory of a layout's blobs.
+const BLOBS: &str = "blobs/sha256";
 
 /// The digest of a descriptor as jbuild's [`Digest`]. Only sha256 is
 /// accepted; every path in the store is derived from the result, which is

@@ -4,20 +4,23 @@
 //! blob ([`Store::remove_blob`]). Counting the size is the caller's
 //! business (the store does not decompress).
 
-use std::fs;
+use std::path::Path;
 
 use super::{Store, StoreError};
 use crate::digest::Digest;
 use crate::fsutil::write_atomic;
 
+/// The longest note read: a decimal `u64` and a newline fit in 21 bytes.
+const MAX_NOTE: u64 = 64;
+
 impl Store {
     /// The uncompressed size noted for the blob `d`, if any.
+    /// Read beneath the store like any of its files ([`Store::within`]):
+    /// never through a symlink, never waiting on a FIFO, a few bytes at most.
     pub fn unpacked_size(&self, d: &Digest) -> Option<u64> {
-        fs::read_to_string(self.existing_private_dir("sizes")?.join(d.hex()))
-            .ok()?
-            .trim()
-            .parse()
-            .ok()
+        let note = Path::new(".jbuild/sizes").join(d.hex());
+        let bytes = self.within().read(&note, MAX_NOTE).ok()?;
+        std::str::from_utf8(&bytes).ok()?.trim().parse().ok()
     }
 
     /// Notes that the blob `d` is `size` bytes once uncompressed.

@@ -8,6 +8,7 @@
 
 use std::fs::File;
 use std::io::{self, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -18,6 +19,7 @@ use super::{
     blocking, check_bytes, check_size, copy_checked, digest_of, BlobOrigin, LocalBlobs,
     ManifestRole, OriginNotes, Progress, Transport, TransportError,
 };
+use crate::fsutil::input::Within;
 use crate::image::MAX_DOCUMENT;
 use crate::store::{NewLayout, Store, StoreError, StoreLock};
 
@@ -107,25 +109,41 @@ impl LayoutTransport {
         f: impl FnOnce(&Inner) -> Result<T, TransportError> + Send + 'static,
     ) -> Result<T, TransportError> {
         let inner = self.0.clone();
-        blocking(move || f(&inner)).await
+        blocking(move || f(&inner).map_err(|e| inner.foreign(e))).await
     }
 }
 
 /// Repositories remembered per blob, at most.
 const MAX_ORIGINS: usize = 8;
 
-/// Where the note of `digest`'s origins is, if `.jbuild/origins` is a
-/// real directory of the layout's (made when `make`): never through a
-/// symlink ([`crate::fsutil::places`]).
-fn origins_path(layout: &Path, digest: &crate::digest::Digest, make: bool) -> Option<PathBuf> {
-    use crate::fsutil::places::{existing_own_dir, own_dir};
-    let dir = if make {
-        own_dir(layout, ".jbuild/origins").ok()
-    } else {
-        existing_own_dir(layout, ".jbuild/origins").ok().flatten()
-    };
-    Some(dir?.join(digest.hex()))
+/// Where the note of `digest`'s origins is to be written: in
+/// `.jbuild/origins`, a real directory of the layout's (made when
+/// missing), never through a symlink ([`crate::fsutil::places`]).
+fn origins_path(layout: &Path, digest: &crate::digest::Digest) -> Option<PathBuf> {
+    let dir = crate::fsutil::places::own_dir(layout, ORIGINS).ok()?;
+    Some(dir.join(digest.hex()))
 }
+
+/// Where the notes on `digest` are, in a layout.
+fn origins_rel(digest: &crate::digest::Digest) -> PathBuf {
+    Path::new(ORIGINS).join(digest.hex())
+}
+
+const ORIGINS: &str = ".jbuild/origins";
+
+/// The notes on `digest` in the layout at `dir`; none when they cannot be
+/// read (a symlink, a FIFO, more than a few lines: never followed, waited
+/// on or read whole).
+fn read_origins(dir: &Path, digest: &crate::digest::Digest) -> Vec<BlobOrigin> {
+    let bytes = Within::new(dir)
+        .read(&origins_rel(digest), MAX_ORIGINS_FILE)
+        .unwrap_or_default();
+    parse_origins(&String::from_utf8_lossy(&bytes))
+}
+
+/// The most a file of notes is read: [`MAX_ORIGINS`] lines of a registry
+/// and a repository each, with room to spare.
+const MAX_ORIGINS_FILE: u64 = 64 << 10;
 
 fn parse_origins(text: &str) -> Vec<BlobOrigin> {
     text.lines()
@@ -149,6 +167,26 @@ enum Record {
 impl Inner {
     fn location(&self) -> String {
         format!("oci:{}", self.dir.display())
+    }
+
+    /// A file of an `oci:DIR` that is not read or written through (a
+    /// symlink, a FIFO, one too large) is that layout's fault, which the
+    /// user named: refused as invalid input. In jbuild's own store the
+    /// same is damage, and stays a store error.
+    fn foreign(&self, e: TransportError) -> TransportError {
+        match e {
+            TransportError::Store(StoreError::Refused { path, source }) if !self.remember => {
+                TransportError::Invalid {
+                    location: self.location(),
+                    what: format!(
+                        "`{}`",
+                        path.strip_prefix(&self.dir).unwrap_or(&path).display()
+                    ),
+                    reason: source.to_string(),
+                }
+            }
+            e => e,
+        }
     }
 
     fn store(&self, create: bool) -> Result<Store, TransportError> {
@@ -232,10 +270,10 @@ impl Inner {
     }
 
     fn has_blob(&self, desc: &Descriptor) -> Result<bool, TransportError> {
-        let path = self
+        let len = self
             .store(true)?
-            .blob_path(&digest_of(desc, &self.location())?);
-        Ok(std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() == desc.size()))
+            .blob_len(&digest_of(desc, &self.location())?);
+        Ok(len == Some(desc.size()))
     }
 
     fn fetch_blob(&self, desc: &Descriptor, dest: &Path) -> Result<(), TransportError> {
@@ -255,7 +293,19 @@ impl Inner {
         if self.has_blob(desc)? {
             return Ok(());
         }
-        let file = File::open(src)
+        // What a source's `blob_file` checked a moment ago: not followed
+        // if it has become a symlink since, nor waited on as a FIFO.
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open(src)
+            .and_then(|f| match f.metadata()?.is_file() {
+                true => Ok(f),
+                false => Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "not a regular file",
+                )),
+            })
             .map_err(|e| TransportError::io(format!("cannot open {}", src.display()), e))?;
         let mut writer = store.blob_writer()?;
         // The blob writer hashes; here only the size is checked on the way.
@@ -392,12 +442,13 @@ impl Transport for LayoutTransport {
 /// layout's own temporary directory, so adopting one is a rename.
 #[async_trait]
 impl LocalBlobs for LayoutTransport {
+    /// Only a regular file of the right size, reached without a symlink
+    /// in the layout; anything else is left to `fetch_blob`, which says
+    /// why it is refused.
     fn blob_file(&self, desc: &Descriptor) -> Option<PathBuf> {
         let store = self.0.store(false).ok()?;
-        let path = store.blob_path(&digest_of(desc, &self.0.location()).ok()?);
-        std::fs::metadata(&path)
-            .is_ok_and(|m| m.is_file() && m.len() == desc.size())
-            .then_some(path)
+        let digest = digest_of(desc, &self.0.location()).ok()?;
+        (store.blob_len(&digest) == Some(desc.size())).then(|| store.blob_path(&digest))
     }
 
     fn staging_file(&self) -> Result<tempfile::NamedTempFile, TransportError> {
@@ -432,10 +483,7 @@ impl OriginNotes for LayoutTransport {
         let Ok(digest) = digest_of(desc, &self.0.location()) else {
             return Vec::new();
         };
-        let text = origins_path(&self.0.dir, &digest, false)
-            .and_then(|p| std::fs::read_to_string(p).ok())
-            .unwrap_or_default();
-        parse_origins(&text)
+        read_origins(&self.0.dir, &digest)
     }
 
     /// Kept in `.jbuild/origins/<hex>`, one `registry repository` per
@@ -448,14 +496,14 @@ impl OriginNotes for LayoutTransport {
         let Ok(digest) = digest_of(desc, &self.0.location()) else {
             return;
         };
-        let Some(path) = origins_path(&self.0.dir, &digest, true) else {
+        let Some(path) = origins_path(&self.0.dir, &digest) else {
             tracing::debug!(
                 "cannot note where {digest} came from: .jbuild/origins is not a directory"
             );
             return;
         };
         let mut all = origins.to_vec();
-        for o in parse_origins(&std::fs::read_to_string(&path).unwrap_or_default()) {
+        for o in read_origins(&self.0.dir, &digest) {
             if !all.contains(&o) {
                 all.push(o);
             }

@@ -3,12 +3,18 @@
 //! not regular files (`outputs`), recipes whose expansion or config has no
 //! bound (`budgets`), INCLUDEs that reach outside the context (`include`),
 //! registries that drip, lie about digests, serve other content or echo
-//! the token they were sent (`registry`).
+//! the token they were sent (`registry`), OCI layouts that lead outside or
+//! never end (`layouts`, `fifos`), secrets and a store index without a
+//! bound (`secrets`, `store_index`).
 
 mod budgets;
+mod fifos;
 mod include;
+mod layouts;
 mod outputs;
 mod registry;
+mod secrets;
+mod store_index;
 
 use crate::support::registry as registry_support;
 
