@@ -159,16 +159,7 @@ impl Beneath {
 /// (a file under `/proc` says 0): more is [`InputError::TooLarge`], other
 /// bytes than UTF-8 an error of kind `InvalidData`, neither showing any.
 pub fn read_text(file: File, max: u64) -> Result<String, InputError> {
-    let mut bytes = Vec::new();
-    file.take(max + 1)
-        .read_to_end(&mut bytes)
-        .map_err(InputError::Io)?;
-    if bytes.len() as u64 > max {
-        return Err(InputError::TooLarge {
-            size: bytes.len() as u64,
-            max,
-        });
-    }
+    let bytes = read_at_most(file, max, 0)?;
     String::from_utf8(bytes)
         .map_err(|_| InputError::Io(io::Error::new(io::ErrorKind::InvalidData, "not UTF-8 text")))
 }
@@ -204,8 +195,20 @@ pub fn read_given(path: &Path, max: u64) -> Result<Vec<u8>, InputError> {
         nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::empty()),
     )
     .map_err(|e| InputError::Io(e.into()))?;
-    let mut bytes = Vec::new();
-    file.take(max.saturating_add(1))
+    let bytes = read_at_most(file, max, 0)?;
+    if t.is_fifo() && bytes.is_empty() {
+        return Err(InputError::EmptyPipe);
+    }
+    Ok(bytes)
+}
+
+/// Reads `from` to its end, at most `max` bytes: one byte more is asked
+/// for, so an input larger than it said (a file that grew, a pipe) is
+/// refused rather than cut. `reserve` is what to allocate first (the size
+/// a file said, already checked against `max`).
+fn read_at_most(from: impl Read, max: u64, reserve: u64) -> Result<Vec<u8>, InputError> {
+    let mut bytes = Vec::with_capacity(reserve.min(max) as usize);
+    from.take(max.saturating_add(1))
         .read_to_end(&mut bytes)
         .map_err(InputError::Io)?;
     if bytes.len() as u64 > max {
@@ -213,9 +216,6 @@ pub fn read_given(path: &Path, max: u64) -> Result<Vec<u8>, InputError> {
             size: bytes.len() as u64,
             max,
         });
-    }
-    if t.is_fifo() && bytes.is_empty() {
-        return Err(InputError::EmptyPipe);
     }
     Ok(bytes)
 }

@@ -17,7 +17,7 @@
 //! is read, and the read is bounded again in case it grows.
 
 use std::fs::File;
-use std::io::{self, Read};
+use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Component, Path, PathBuf};
 
@@ -91,17 +91,7 @@ impl Within {
     /// bytes whatever its size said.
     pub fn read(&self, rel: &Path, max: u64) -> Result<Vec<u8>, InputError> {
         let (file, size) = self.open(rel, max)?;
-        let mut bytes = Vec::with_capacity(size as usize);
-        file.take(max.saturating_add(1))
-            .read_to_end(&mut bytes)
-            .map_err(InputError::Io)?;
-        if bytes.len() as u64 > max {
-            return Err(InputError::TooLarge {
-                size: bytes.len() as u64,
-                max,
-            });
-        }
-        Ok(bytes)
+        super::read_at_most(file, max, size)
     }
 
     /// The size of `rel` if it is a regular file reached through real
