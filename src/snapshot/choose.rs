@@ -137,6 +137,19 @@ fn zfs(sn: ZfsSnapshotter) -> Chosen {
     }
 }
 
+/// The backend asked for and who asked: `--backend`, else the
+/// configuration's `backend =`, else `auto` (said by nobody).
+fn requested_by<'a>(requested: Option<&'a str>, settings: &'a Settings) -> (&'a str, String) {
+    match (requested, &settings.backend) {
+        (Some(b), _) => (b, "--backend (or $JBUILD_BACKEND)".to_string()),
+        (None, Some(b)) => (
+            b.as_str(),
+            format!("backend = in {}", config_file(settings)),
+        ),
+        (None, None) => ("auto", String::new()),
+    }
+}
+
 /// The snapshots `jbuild check` looks at, opened so that nothing is
 /// written ([`DirSnapshotter::inspect`], [`OverlaySnapshotter::inspect`]):
 /// the backend `requested` and the configuration call for; for `auto`
@@ -147,14 +160,7 @@ pub fn inspect(
     settings: &Settings,
     paths: &Paths,
 ) -> Result<Chosen, ChooseError> {
-    let (requested, by) = match (requested, &settings.backend) {
-        (Some(b), _) => (b, "--backend (or $JBUILD_BACKEND)".to_string()),
-        (None, Some(b)) => (
-            b.as_str(),
-            format!("backend = in {}", config_file(settings)),
-        ),
-        (None, None) => ("auto", String::new()),
-    };
+    let (requested, by) = requested_by(requested, settings);
     let dir = || Chosen {
         reason: "dir".into(),
         location: paths.dir_snapshots().display().to_string(),
@@ -202,14 +208,7 @@ pub fn choose(
     for place in ["snapshots", "snapshots/dir", "snapshots/overlay"] {
         existing_own_dir(paths.root(), place)?;
     }
-    let (requested, by) = match (requested, &settings.backend) {
-        (Some(b), _) => (b, "--backend (or $JBUILD_BACKEND)".to_string()),
-        (None, Some(b)) => (
-            b.as_str(),
-            format!("backend = in {}", config_file(settings)),
-        ),
-        (None, None) => ("auto", String::new()),
-    };
+    let (requested, by) = requested_by(requested, settings);
     match requested {
         "dir" => dir(paths, format!("dir: asked for by {by}")),
         "overlay" => overlay(paths, format!("overlay: asked for by {by}"))
