@@ -54,13 +54,17 @@ pub enum ImageError {
     /// image accepts ([`super::MAX_DOCUMENT`]): stored, it would make the
     /// image unreadable and the store "damaged".
     #[error(
-        "the image {what} this build makes is {size} bytes, more than the {max} bytes ({} MiB) \
+        "the image {what} this build makes is {}{size} bytes, more than the {max} bytes ({} MiB) \
          every reader of an image accepts, so nothing was stored or tagged: {detail}",
+        if *at_least { "at least " } else { "" },
         max >> 20
     )]
     TooLarge {
         what: &'static str,
         size: u64,
+        /// `size` is a floor counted before the document was made (its
+        /// strings alone), not the document's length.
+        at_least: bool,
         max: u64,
         /// What makes it large, for the user to act on.
         detail: String,
