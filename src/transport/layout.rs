@@ -185,6 +185,26 @@ impl Inner {
                     reason: source.to_string(),
                 }
             }
+            // Not a layout jbuild reads (another layout version, no
+            // oci-layout), or a document of it that does not parse: what
+            // the user named is not what jbuild reads.
+            TransportError::Store(StoreError::NotALayout { reason, .. }) if !self.remember => {
+                TransportError::Invalid {
+                    location: self.location(),
+                    what: "the directory".into(),
+                    reason: format!("it is not an OCI image layout: {reason}"),
+                }
+            }
+            TransportError::Store(StoreError::Corrupt { path, reason }) if !self.remember => {
+                TransportError::Invalid {
+                    location: self.location(),
+                    what: format!(
+                        "`{}`",
+                        path.strip_prefix(&self.dir).unwrap_or(&path).display()
+                    ),
+                    reason,
+                }
+            }
             e => e,
         }
     }

@@ -1,7 +1,7 @@
 //! What `jbuild import oci-archive:FILE` says of a layout file it does not
 //! read: the archive the user gave is named, never the temporary
 //! directory it was extracted to (gone once jbuild exits), and it is the
-//! archive's fault (exit 1).
+//! archive's fault (exit 1). A layout directory (`oci:DIR`) likewise.
 
 use crate::support::hostile::Tar;
 use crate::support::registry::{jbuild, run_bounded, LIMIT};
@@ -50,4 +50,37 @@ fn an_unreadable_oci_layout_file_names_the_archive() {
         !err.contains("jbuild-archive-"),
         "a staging directory is named:\n{err}"
     );
+}
+
+/// The same of a layout directory (`import oci:DIR`): another layout
+/// version, or an `index.json` that is not JSON, is what the user named,
+/// not damage of jbuild's (exit 1, not 2), and the location is named.
+#[test]
+fn a_layout_directory_jbuild_does_not_read_is_the_users_input() {
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path().join("layout");
+    fs::create_dir_all(dir.join("blobs/sha256")).unwrap();
+    let location = format!("oci:{}", dir.display());
+    for (oci_layout, index, says) in [
+        (
+            &br#"{"imageLayoutVersion":"2.0.0"}"#[..],
+            &br#"{"schemaVersion":2,"manifests":[]}"#[..],
+            "layout version 2.0.0 is not supported",
+        ),
+        (
+            br#"{"imageLayoutVersion":"1.0.0"}"#,
+            b"{not json",
+            "`index.json` is not valid",
+        ),
+    ] {
+        fs::write(dir.join("oci-layout"), oci_layout).unwrap();
+        fs::write(dir.join("index.json"), index).unwrap();
+        let out = run_bounded(
+            jbuild(home.path()).args(["import", &location, "x:1"]),
+            LIMIT,
+        );
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains(&location) && err.contains(says), "{err}");
+    }
 }
