@@ -28,12 +28,25 @@ pub struct Bearer {
     pub service: Option<String>,
 }
 
+/// Why a registry's challenges cannot be answered. Each holds the
+/// challenges as the registry sent them (they name no credential: a
+/// challenge is what the registry asks for, not what jbuild answers).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ChallengeError {
+    #[error("unreadable WWW-Authenticate header `{header}` ({reason})")]
+    Unreadable { header: String, reason: String },
+    #[error("a Bearer challenge without a realm: `{header}`")]
+    NoRealm { header: String },
+    #[error("the registry asks for an authentication scheme jbuild does not speak: `{header}`")]
+    UnknownScheme { header: String },
+}
+
 /// Reads every `WWW-Authenticate` header in `headers` and chooses:
 /// Bearer if any challenge offers it, else Basic; `Ok(None)` when there is
 /// no challenge at all. `Err` says why the challenges cannot be answered
 /// (unreadable, a Bearer without a realm, only schemes jbuild does not
 /// speak).
-pub fn choose(headers: &HeaderMap) -> Result<Option<Challenge>, String> {
+pub fn choose(headers: &HeaderMap) -> Result<Option<Challenge>, ChallengeError> {
     let values: Vec<&str> = headers
         .get_all(WWW_AUTHENTICATE)
         .iter()
@@ -45,14 +58,16 @@ pub fn choose(headers: &HeaderMap) -> Result<Option<Challenge>, String> {
 }
 
 /// [`choose`] over header values as text.
-pub fn choose_from(values: &[&str]) -> Result<Option<Challenge>, String> {
+pub fn choose_from(values: &[&str]) -> Result<Option<Challenge>, ChallengeError> {
     if values.is_empty() {
         return Ok(None);
     }
     // Several headers are one list (RFC 9110, 5.3): read them together.
     let all = values.join(", ");
-    let parsed = http_auth::parse_challenges(&all)
-        .map_err(|e| format!("unreadable WWW-Authenticate header `{all}` ({e})"))?;
+    let parsed = http_auth::parse_challenges(&all).map_err(|e| ChallengeError::Unreadable {
+        header: all.clone(),
+        reason: e.to_string(),
+    })?;
     let param = |c: &http_auth::ChallengeRef<'_>, name: &str| {
         c.params
             .iter()
@@ -63,9 +78,12 @@ pub fn choose_from(values: &[&str]) -> Result<Option<Challenge>, String> {
         .iter()
         .find(|c| c.scheme.eq_ignore_ascii_case("bearer"))
     {
-        let realm = param(c, "realm")
-            .filter(|r| !r.is_empty())
-            .ok_or_else(|| format!("a Bearer challenge without a realm: `{all}`"))?;
+        let realm =
+            param(c, "realm")
+                .filter(|r| !r.is_empty())
+                .ok_or_else(|| ChallengeError::NoRealm {
+                    header: all.clone(),
+                })?;
         return Ok(Some(Challenge::Bearer(Bearer {
             realm,
             service: param(c, "service"),
@@ -77,9 +95,7 @@ pub fn choose_from(values: &[&str]) -> Result<Option<Challenge>, String> {
     {
         return Ok(Some(Challenge::Basic));
     }
-    Err(format!(
-        "the registry asks for an authentication scheme jbuild does not speak: `{all}`"
-    ))
+    Err(ChallengeError::UnknownScheme { header: all })
 }
 
 #[cfg(test)]
@@ -119,11 +135,14 @@ mod tests {
     fn challenges_that_cannot_be_answered_say_why() {
         assert_eq!(choose_from(&[]).unwrap(), None);
         let e = choose_from(&[r#"Bearer service="no realm""#]).unwrap_err();
-        assert!(e.contains("without a realm"), "{e}");
+        assert!(matches!(e, ChallengeError::NoRealm { .. }), "{e:?}");
+        assert!(e.to_string().contains("without a realm"), "{e}");
         let e = choose_from(&[r#"Digest realm="r", nonce="n""#]).unwrap_err();
-        assert!(e.contains("does not speak"), "{e}");
+        assert!(matches!(e, ChallengeError::UnknownScheme { .. }), "{e:?}");
+        assert!(e.to_string().contains("does not speak"), "{e}");
         let e = choose_from(&[r#"Bearer realm="unterminated"#]).unwrap_err();
-        assert!(e.contains("unreadable"), "{e}");
+        assert!(matches!(e, ChallengeError::Unreadable { .. }), "{e:?}");
+        assert!(e.to_string().contains("unreadable"), "{e}");
     }
 
     #[test]

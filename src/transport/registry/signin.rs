@@ -82,9 +82,9 @@ pub async fn sign_in(
         return Err(Failure::Busy { url, status });
     }
     let challenge = if status == reqwest::StatusCode::UNAUTHORIZED {
-        challenge::choose(resp.headers()).map_err(|detail| Failure::Protocol {
+        challenge::choose(resp.headers()).map_err(|e| Failure::Protocol {
             url: url.clone(),
-            detail,
+            detail: e.to_string(),
         })?
     } else {
         None
