@@ -45,10 +45,22 @@ pub fn run(ctx: &Ctx, args: SbomArgs) -> CmdResult {
         FormatArg::Cyclonedx => Format::CycloneDx,
     };
     let store = ctx.store()?;
-    let doc = sbom::document(&store, &args.image, &platform, format).map_err(|e| Failure {
+    let failure = |e: sbom::SbomError| Failure {
         user: e.is_user_error(),
         error: e.into(),
-    })?;
+    };
+    let inv =
+        sbom::inventory(&store, &args.image, &platform, &Default::default()).map_err(failure)?;
+    if !inv.has_database && !ctx.quiet {
+        // The document is still right (the image, no packages), but an
+        // empty list should not pass for "nothing installed" unseen.
+        eprintln!(
+            "note: {} has no pkg database (/var/db/pkg/local.sqlite): the SBOM lists the image \
+             and no packages",
+            args.image
+        );
+    }
+    let doc = sbom::render(&inv, format).map_err(failure)?;
     match &args.output {
         Some(path) => jbuild::fsutil::output::write_output(path, &doc).map_err(|e| Failure {
             user: e.is_user_error(),

@@ -667,15 +667,33 @@ fn limits_on_rows_and_bytes_refuse_a_database_past_them() {
 }
 
 #[test]
-fn an_image_without_a_pkg_database_has_only_itself_and_an_unknown_image_is_the_user_s() {
+fn an_image_without_a_pkg_database_has_only_itself_says_so_and_an_unknown_image_is_the_user_s() {
     let w = World::new();
     w.build(
         "bare:1",
         "FROM --platform=linux/amd64 scratch\nCOPY freebsd-version /etc/not-here\n",
     );
-    let doc = w.sbom(&["bare:1"]);
+    let out = run(w.jbuild().args(["sbom", "bare:1"]));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["packages"].as_array().unwrap().len(), 1, "{doc:#}");
     assert_eq!(doc["packages"][0]["primaryPackagePurpose"], "CONTAINER");
+    // Said on standard error, so the document on standard output stays one.
+    assert!(
+        text(&out.stderr).contains("bare:1 has no pkg database"),
+        "{}",
+        text(&out.stderr)
+    );
+    let quiet = run(w.jbuild().args(["-q", "sbom", "bare:1"]));
+    assert!(quiet.stderr.is_empty(), "{}", text(&quiet.stderr));
+    // An image with one says nothing of it.
+    w.image_with("web:1", &base_packages());
+    let out = run(w.jbuild().args(["sbom", "web:1"]));
+    assert!(
+        !text(&out.stderr).contains("no pkg database"),
+        "{}",
+        text(&out.stderr)
+    );
 
     let out = w.sbom_fails(&["nosuch:1"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
