@@ -121,10 +121,16 @@ pub(super) struct Triggers<'i, 'a> {
     pub(super) inputs: &'i Inputs<'a>,
     /// `--platform`: wins over FROM's, as in the planner.
     pub(super) platform: Option<&'i Platform>,
+    /// The images whose triggers are looked for (those of the stages the
+    /// target needs); `None`: every image.
+    pub(super) only: Option<std::collections::BTreeSet<String>>,
 }
 
 impl crate::jailfile::Triggers for Triggers<'_, '_> {
     fn onbuild(&self, image: &str, platform: Option<&str>) -> Vec<String> {
+        if self.only.as_ref().is_some_and(|only| !only.contains(image)) {
+            return Vec::new();
+        }
         let platform = match (self.platform, platform.map(Platform::parse)) {
             (Some(p), _) => p.clone(),
             (None, Some(Ok(p))) => p,

@@ -4,7 +4,7 @@
 //! layers and write its config and manifest.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -61,6 +61,47 @@ pub(super) fn check_text(
     build_or_check(env, opts, jailfile_text, true).map(drop)
 }
 
+/// The FROM images of the stages the target needs, found by reading the
+/// recipe once without any image's ONBUILD triggers: only these are
+/// fetched to look for triggers, so a stage the build skips costs no pull
+/// (BuildKit does not touch such a stage either). `None` (every image)
+/// when that reading fails: the reading with triggers reports the error.
+/// A stage that only a trigger's `COPY --from` makes needed has its image
+/// read without triggers.
+fn needed_images(opts: &BuildOptions, jailfile_text: &str) -> Option<BTreeSet<String>> {
+    struct None_;
+    impl jailfile::Triggers for None_ {
+        fn onbuild(&self, _: &str, _: Option<&str>) -> Vec<String> {
+            Vec::new()
+        }
+    }
+    let bare = jailfile::load_for_build(
+        &opts.jailfile,
+        jailfile_text,
+        &opts.build_args,
+        &jailfile::BuildInputs {
+            context: &opts.context,
+            triggers: &None_,
+            platform_args: super::platform_args::predefined(opts.platform.as_ref()),
+        },
+    )
+    .ok()?;
+    let last = bare.stages.len().checked_sub(1)?;
+    let target = match &opts.target {
+        Some(t) => plan::target_stage(&bare, t).ok()?,
+        None => last,
+    };
+    Some(
+        plan::needed_stages(&bare, target)
+            .into_iter()
+            .filter_map(|i| match &bare.stages[i].base {
+                jailfile::Base::Image(reference) => Some(reference.clone()),
+                _ => None,
+            })
+            .collect(),
+    )
+}
+
 fn build_or_check(
     env: &BuildEnv<'_>,
     opts: &BuildOptions,
@@ -83,6 +124,7 @@ fn build_or_check(
     let triggers = super::inputs::Triggers {
         inputs: &inputs,
         platform: opts.platform.as_ref(),
+        only: needed_images(opts, &jailfile_text),
     };
     let parsed = jailfile::load_for_build(
         &opts.jailfile,

@@ -421,7 +421,7 @@ impl Plan {
 }
 
 /// The stages `target` needs (itself included), directly or through others.
-fn needed_stages(build: &Build, target: usize) -> BTreeSet<usize> {
+pub fn needed_stages(build: &Build, target: usize) -> BTreeSet<usize> {
     let mut needed = BTreeSet::new();
     let mut todo = vec![target];
     while let Some(i) = todo.pop() {

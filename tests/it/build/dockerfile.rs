@@ -414,3 +414,51 @@ fn another_tools_image_with_triggers_onbuild_refuses_is_refused_at_from() {
         assert!(err.contains(says), "case {i}: {err}");
     }
 }
+
+/// A stage the target does not need is not built, and its FROM image is
+/// not fetched to look for ONBUILD triggers either (BuildKit skips such a
+/// stage whole): a registry on 127.0.0.1 that only counts connections
+/// gets none, with and without `--target`.
+#[test]
+fn a_stage_the_target_does_not_need_is_not_fetched_for_its_triggers() {
+    use std::net::TcpListener;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = Arc::new(AtomicUsize::new(0));
+    let counted = seen.clone();
+    // Accepts and drops every connection (jbuild's retries end quickly),
+    // until the test ends and the thread with it.
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            counted.fetch_add(1, Ordering::SeqCst);
+            drop(conn);
+        }
+    });
+    let t = tempfile::tempdir().unwrap();
+    let ctx = context(
+        &t.path().join("ctx"),
+        &format!(
+            "FROM 127.0.0.1:{port}/unused:1 AS unused\nRUN true\n\
+             FROM scratch AS app\nCOPY x /x\n\
+             FROM 127.0.0.1:{port}/other:1 AS after\nRUN true\n"
+        ),
+        &[("x", "x\n")],
+    );
+    let root = t.path().join("root");
+    build(&root, "app:1", &ctx, &["--target", "app"]);
+    assert_eq!(seen.load(Ordering::SeqCst), 0, "a connection was made");
+
+    // Without --target the last stage is built: its image is fetched (and
+    // the registry that drops connections fails the build), the first
+    // stage's still not.
+    let out = run(jbuild(&root).args(["build", "-t", "after:1"]).arg(&ctx));
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("other:1") && !err.contains("unused:1"),
+        "{err}"
+    );
+}
