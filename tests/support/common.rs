@@ -103,6 +103,22 @@ pub fn copy_tree(src: &Path, dst: &Path) {
     }
 }
 
+/// The stored `image` exported by `jbuild` on `root` to the OCI layout
+/// `work/oci-NAME` (tag `x`) and unpacked by umoci (rootless) into
+/// `work/rootfs-NAME`: the layout and the root.
+pub fn export_unpacked(root: &Path, image: &str, work: &Path) -> (PathBuf, PathBuf) {
+    super::lane::require(super::lane::Lane::Umoci);
+    let name = image.replace([':', '/'], "-");
+    let layout = work.join(format!("oci-{name}"));
+    ok(jbuild(root)
+        .arg("export")
+        .arg(image)
+        .arg(format!("oci:{}:x", layout.display())));
+    let rootfs = work.join(format!("rootfs-{name}"));
+    umoci_unpack(&format!("{}:x", layout.display()), &rootfs, true);
+    (layout, rootfs)
+}
+
 /// Unpacks `image` (`LAYOUT:TAG`) with umoci into `dest`, as a real peer
 /// reads jbuild's output; `rootless` keeps ownership out of the picture.
 pub fn umoci_unpack(image: &str, dest: &Path, rootless: bool) {

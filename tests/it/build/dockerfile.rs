@@ -38,15 +38,7 @@ fn build(root: &Path, tag: &str, ctx: &Path, extra: &[&str]) -> String {
 /// `image` exported to an OCI layout and unpacked by umoci: its config
 /// (as the layout holds it) and its root.
 fn exported(root: &Path, image: &str, work: &Path) -> (Value, PathBuf) {
-    lane::require(lane::Lane::Umoci);
-    let name = image.replace([':', '/'], "-");
-    let layout = work.join(format!("oci-{name}"));
-    ok(jbuild(root)
-        .arg("export")
-        .arg(image)
-        .arg(format!("oci:{}:x", layout.display())));
-    let rootfs = work.join(format!("rootfs-{name}"));
-    umoci_unpack(&format!("{}:x", layout.display()), &rootfs, true);
+    let (layout, rootfs) = export_unpacked(root, image, work);
     let blob = |digest: &str| -> Value {
         let hex = digest.strip_prefix("sha256:").unwrap();
         serde_json::from_slice(&fs::read(layout.join("blobs/sha256").join(hex)).unwrap()).unwrap()

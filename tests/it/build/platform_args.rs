@@ -23,15 +23,7 @@ fn write(dir: &Path, files: &[(&str, &str)]) -> PathBuf {
 
 /// The image `image` exported and unpacked by umoci; its config and root.
 fn unpacked(root: &Path, image: &str, work: &Path) -> (Value, PathBuf) {
-    lane::require(lane::Lane::Umoci);
-    let name = image.replace([':', '/'], "-");
-    let layout = work.join(format!("oci-{name}"));
-    ok(jbuild(root)
-        .arg("export")
-        .arg(image)
-        .arg(format!("oci:{}:x", layout.display())));
-    let rootfs = work.join(format!("rootfs-{name}"));
-    umoci_unpack(&format!("{}:x", layout.display()), &rootfs, true);
+    let (_, rootfs) = export_unpacked(root, image, work);
     let config: Value = serde_json::from_str(&ok(jbuild(root).args(["inspect", image]))).unwrap();
     (config["config"].clone(), rootfs)
 }
