@@ -256,7 +256,7 @@ impl Ctx {
         self.check_places(&["store"])?;
         // Mounts a killed process left (a pull's or a build's step on the
         // overlay backend) are taken down by the next command.
-        jbuild::snapshot::overlay::unmount_dead(&self.paths.overlay_snapshots());
+        jbuild::snapshot::choose::unmount_dead(&self.paths);
         Store::open(&self.paths.store()).map_err(|e| match e {
             jbuild::store::StoreError::Corrupt { .. } => Failure::internal(
                 anyhow::Error::new(e)

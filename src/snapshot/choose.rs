@@ -137,6 +137,15 @@ fn zfs(sn: ZfsSnapshotter) -> Chosen {
     }
 }
 
+/// Takes down the mounts processes now gone left in the snapshot
+/// directories of `paths` (a killed pull's or build's step), whichever
+/// backend made them: what every command that opens the store runs first,
+/// without choosing or opening a backend. Only overlay mounts steps today;
+/// `dir` mounts nothing and a ZFS dataset's clones outlive any process.
+pub fn unmount_dead(paths: &Paths) {
+    super::overlay::unmount_dead(&paths.overlay_snapshots());
+}
+
 /// The backend asked for and who asked: `--backend`, else the
 /// configuration's `backend =`, else `auto` (said by nobody).
 fn requested_by<'a>(requested: Option<&'a str>, settings: &'a Settings) -> (&'a str, String) {
