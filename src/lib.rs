@@ -16,6 +16,7 @@
 
 pub mod bastille;
 pub mod check;
+pub mod compare;
 pub mod config;
 pub mod create;
 pub mod diff;

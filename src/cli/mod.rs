@@ -29,6 +29,7 @@ mod bastille;
 mod build;
 mod check;
 mod create;
+mod diff;
 mod docs;
 mod images;
 mod login;
@@ -70,11 +71,12 @@ pub const EXIT_CODES: [(i32, &str); 3] = [
         "The user's to fix: a mistake in the recipe, the command line (an unknown flag, a missing \
          argument, a bad value) or the input, or in the environment (a registry that cannot be \
          reached, failing TLS, refused credentials, a full disk); for check: damage found; for \
-         verify: the rebuild differs.",
+         verify: the rebuild differs; for diff: the images differ.",
     ),
     (
         EXIT_INTERNAL,
-        "An internal fault: a bug to report, or output that could not be written.",
+        "An internal fault: a bug to report, or output that could not be written; for diff: any \
+         trouble, as diff(1) (an image not found, a damaged layer).",
     ),
 ];
 
@@ -145,6 +147,8 @@ enum Cmd {
     /// Print an image's software bill of materials (SPDX or CycloneDX) from
     /// its pkg database.
     Sbom(sbom::SbomArgs),
+    /// Show what changed between two images: files, then packages.
+    Diff(diff::DiffArgs),
     /// Give an image another name.
     Tag(images::TagArgs),
     /// Remove image names (`prune` then frees what no name needs).
@@ -383,6 +387,18 @@ pub fn main() -> i32 {
         Cmd::Inspect(a) => images::inspect(&ctx, a),
         Cmd::History(a) => images::history(&ctx, a),
         Cmd::Sbom(a) => sbom::run(&ctx, a),
+        Cmd::Diff(a) => {
+            // As diff(1): 0 the same, 1 different, 2 trouble.
+            return match diff::run(&ctx, a) {
+                Ok(()) | Err(_) if jbuild::report::stdout::failure().is_some() => EXIT_INTERNAL,
+                Ok(()) => 0,
+                Err(f) if f.error.is::<diff::Differ>() => EXIT_USER,
+                Err(f) => {
+                    report(&f.error);
+                    EXIT_INTERNAL
+                }
+            };
+        }
         Cmd::Tag(a) => images::tag(&ctx, a),
         Cmd::Rmi(a) => images::rmi(&ctx, a),
         Cmd::Prune(a) => images::prune(&ctx, a),

@@ -136,7 +136,7 @@ fn scan_layer<R: Read>(
 
 /// A tar path as a root-relative path: no leading `./` or `/`, no
 /// trailing `/`; `None` for the root itself.
-fn normalize(raw: &[u8]) -> Option<String> {
+pub fn normalize(raw: &[u8]) -> Option<String> {
     let text = String::from_utf8_lossy(raw);
     let parts: Vec<&str> = text
         .split('/')

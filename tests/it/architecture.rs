@@ -21,7 +21,10 @@ use syn::visit::Visit;
 /// modules of one floor do not use each other.
 const FLOORS: &[(&str, &[&str])] = &[
     ("the command line", &["cli"]),
-    ("what a command does", &["engine", "check", "create"]),
+    (
+        "what a command does",
+        &["engine", "check", "create", "compare"],
+    ),
     // Signing reaches registries (transport) and the store; builds
     // (engine) and the command line sign and verify through it.
     ("signatures and attestations", &["trust"]),

@@ -21,6 +21,7 @@ mod docs;
 mod exec;
 mod fuzz_replay;
 mod hostile;
+mod image_diff;
 mod jailfile;
 mod layer;
 mod pkg;

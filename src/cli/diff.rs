@@ -1,0 +1,84 @@
+//! `jbuild diff A B`: what changed between two stored images.
+
+use anyhow::anyhow;
+use clap::{Args, ValueEnum};
+
+use super::{CmdResult, Ctx, Failure};
+use jbuild::compare::{self, Options};
+use jbuild::image::Platform;
+
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Files added (A), removed (D) and changed (C, with what changed: type, \
+mode, owner, size, content, link target, device, flags) from image A to image B, read from \
+their layers without unpacking either; then, when both have a pkg database, packages added \
+(+), removed (-), upgraded (↑), downgraded (↓) or from another origin (~). Modification \
+times and extended attributes are not compared.\n\n\
+Exit status, as diff(1): 0 the images are the same, 1 they differ, 2 trouble (an image not \
+found, a damaged layer...).\n\n\
+Examples:\n  jbuild diff base:14.1-p4 base:14.1-p5\n  \
+jbuild diff --packages base:old base:new\n  jbuild diff --format json web:1 web:2 | jq .packages"
+)]
+pub struct DiffArgs {
+    /// The image compared from: a name, digest or digest prefix in the store.
+    a: String,
+    /// The image compared to.
+    b: String,
+    /// Only the packages (both images must have a pkg database).
+    #[arg(long)]
+    packages: bool,
+    /// `table` (one line a change) or `json` (also the global --json).
+    #[arg(long, value_enum, default_value_t = FormatArg::Table)]
+    format: FormatArg,
+    /// Platform to pick from multi-platform images.
+    #[arg(long, value_name = "OS/ARCH")]
+    platform: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum FormatArg {
+    Table,
+    Json,
+}
+
+/// The images differ: exit 1 after the differences were printed, with no
+/// error message (they are the answer, not a failure).
+#[derive(Debug, thiserror::Error)]
+#[error("the images differ")]
+pub struct Differ;
+
+pub fn run(ctx: &Ctx, args: DiffArgs) -> CmdResult {
+    let platform = match &args.platform {
+        Some(p) => Platform::parse(p).map_err(|e| Failure::user(anyhow!("--platform: {e}")))?,
+        None => Platform::default_for_host(),
+    };
+    let store = ctx.store()?;
+    let options = Options {
+        packages_only: args.packages,
+    };
+    let cmp =
+        compare::images(&store, &args.a, &args.b, &platform, options).map_err(|e| Failure {
+            user: e.is_user_error(),
+            error: e.into(),
+        })?;
+    if ctx.json || args.format == FormatArg::Json {
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(&cmp).map_err(Failure::internal)?
+        );
+    } else {
+        out!("{}", cmp.table());
+        if !ctx.quiet {
+            for image in &cmp.without_database {
+                eprintln!(
+                    "note: {image} has no pkg database (/var/db/pkg/local.sqlite): packages \
+                     are not compared"
+                );
+            }
+        }
+    }
+    if cmp.differs() {
+        return Err(Failure::user(Differ));
+    }
+    Ok(())
+}
