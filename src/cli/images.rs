@@ -434,6 +434,7 @@ pub fn info(ctx: &Ctx) -> CmdResult {
         "config": ctx.settings.source.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "none (defaults)".into()),
         "config_searched": config_searched(ctx),
         "executor": executor,
+        "mode": jbuild::exec::rootless::mode().describe(),
         "platform": Platform::default_for_host().to_string(),
         "freebsd_mirror": jbuild::release::ReleaseSource::new(&ctx.paths, &ctx.settings.freebsd).mirror,
         "pkg_cache": ctx.paths.pkg_cache(),

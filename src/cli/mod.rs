@@ -360,6 +360,31 @@ pub fn main() -> i32 {
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
         .without_time()
         .init();
+    // A user without root but with subordinate ids builds in a user
+    // namespace of jbuild's own: jbuild runs again there and this one
+    // waits (exec::rootless). Not for what needs no store (completions,
+    // man pages, credentials) nor for `info`, which tells the mode.
+    #[cfg(target_os = "linux")]
+    if !matches!(
+        cli.command,
+        Cmd::Completion(_) | Cmd::Man(_) | Cmd::Login(_) | Cmd::Logout(_) | Cmd::Info
+    ) {
+        use jbuild::exec::rootless;
+        if let rootless::Mode::Rootless(mapping) = rootless::mode() {
+            let state = cli
+                .root
+                .clone()
+                .map(Paths::at)
+                .unwrap_or_else(Paths::from_env);
+            return match rootless::enter(&mapping, state.root()) {
+                Ok(code) => code,
+                Err(e) => {
+                    report(&anyhow::Error::new(e));
+                    EXIT_USER
+                }
+            };
+        }
+    }
     let settings = match Settings::load() {
         Ok(s) => s,
         // Completions and man pages need no configuration: a broken file

@@ -21,6 +21,11 @@ pub const VARIABLES: &[EnvVar] = &[
                   (`~/.local/share/jbuild`).",
     },
     EnvVar {
+        name: "JBUILD_ROOTLESS_NAMESPACE",
+        meaning: "Set by jbuild itself in the user namespace it enters when a user without root \
+                  has subordinate ids (rootless builds, docs/security.md); not for users to set.",
+    },
+    EnvVar {
         name: "JBUILD_BACKEND",
         meaning:
             "The snapshot backend, `auto`, `zfs`, `overlay` or `dir` (as `--backend`); wins over \

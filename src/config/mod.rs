@@ -39,7 +39,7 @@ impl Paths {
         if let Some(root) = std::env::var_os("JBUILD_ROOT").filter(|v| !v.is_empty()) {
             return Paths::at(PathBuf::from(root));
         }
-        if nix::unistd::geteuid().is_root() {
+        if real_root() {
             return Paths::at(PathBuf::from("/var/db/jbuild"));
         }
         let data = std::env::var_os("XDG_DATA_HOME")
@@ -101,6 +101,17 @@ impl Paths {
 /// file times in layers: `$SOURCE_DATE_EPOCH` when set (the reproducible
 /// builds convention), else 0, so that the same recipe and inputs give the
 /// same bytes on any day.
+/// Set in the environment of the jbuild that runs in the user namespace
+/// jbuild made for a non-root user (`exec::rootless`).
+pub const ROOTLESS_ENV: &str = "JBUILD_ROOTLESS_NAMESPACE";
+
+/// Whether jbuild runs as the real root: root, and not the root of the
+/// user namespace jbuild made for a user (whose state, configuration and
+/// policies stay the user's).
+pub fn real_root() -> bool {
+    nix::unistd::geteuid().is_root() && std::env::var_os(ROOTLESS_ENV).is_none()
+}
+
 pub fn source_date_epoch() -> Result<u64, String> {
     match std::env::var("SOURCE_DATE_EPOCH") {
         Ok(v) if !v.trim().is_empty() => v

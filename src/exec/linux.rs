@@ -70,13 +70,7 @@ impl Executor for LinuxExecutor {
         spec: &RunSpec,
         out: &mut dyn OutputSink,
     ) -> Result<Outcome, ExecError> {
-        let Some(ready) = prepare::preflight(
-            root,
-            spec,
-            out,
-            &format!("build steps need root on Linux (run `jbuild` with sudo); {NEED_ROOT}"),
-        )?
-        else {
+        let Some(ready) = prepare::preflight(root, spec, out, &need_root())? else {
             return Ok(Outcome::Exited(127));
         };
         let (root, argv0) = (&ready.root, &spec.argv[0]);
@@ -121,6 +115,17 @@ impl Executor for LinuxExecutor {
 }
 
 const NEED_ROOT: &str = "namespaces, mounts and chroot are privileged";
+
+/// Why a step cannot run here, and what to do: run as root, or give the
+/// user subordinate ids so that jbuild builds rootless.
+fn need_root() -> String {
+    match super::rootless::mode() {
+        super::rootless::Mode::Unprivileged(why) => {
+            format!("build steps need root or a user namespace on Linux: {why}; {NEED_ROOT}")
+        }
+        _ => format!("build steps need root on Linux (run `jbuild` with sudo); {NEED_ROOT}"),
+    }
+}
 
 fn cstr(p: &Path) -> Result<CString, ExecError> {
     CString::new(p.as_os_str().as_bytes())

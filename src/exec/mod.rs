@@ -38,6 +38,8 @@ pub mod output;
 #[cfg(unix)]
 mod prepare;
 #[cfg(unix)]
+pub mod rootless;
+#[cfg(unix)]
 pub mod signals;
 #[cfg(unix)]
 pub mod user;

@@ -460,7 +460,7 @@ fn user_policy(
 fn is_root() -> bool {
     #[cfg(unix)]
     {
-        nix::unistd::geteuid().is_root()
+        crate::config::real_root()
     }
     #[cfg(not(unix))]
     {

@@ -234,3 +234,14 @@ fn walk(
         }
     }
 }
+
+/// A finished command for a failure message: its status, then standard
+/// output and standard error.
+pub fn output_text(o: &Output) -> String {
+    format!(
+        "{}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}

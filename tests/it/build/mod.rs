@@ -13,4 +13,5 @@ mod mounts;
 mod native;
 mod platform_args;
 mod recipe_names;
+mod rootless;
 mod same_image;

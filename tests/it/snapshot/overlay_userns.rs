@@ -58,12 +58,7 @@ fn nobodys(t: &Path, name: &str) -> PathBuf {
 }
 
 fn text(o: &Output) -> String {
-    format!(
-        "{}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
+    common::output_text(o)
 }
 
 /// The test binary's tests matching `filters`, as `--list` names them.
