@@ -132,3 +132,16 @@ fn var_db_pkg_must_not_lead_out_of_the_root() {
     assert!(matches!(e, DbError::Unsafe { .. }), "{e}");
     assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
 }
+
+#[test]
+fn a_database_larger_than_the_bound_is_not_opened() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("var/db/pkg");
+    std::fs::create_dir_all(&dir).unwrap();
+    // Sparse: the size is what is checked, before SQLite reads a byte.
+    let f = std::fs::File::create(dir.join("local.sqlite")).unwrap();
+    f.set_len(MAX_DB_BYTES + 1).unwrap();
+    let e = LocalDb::open_or_create(root.path(), 0).err().unwrap();
+    assert!(matches!(e, DbError::Hostile { .. }), "{e}");
+    assert!(e.to_string().contains("1073741825 bytes"), "{e}");
+}
