@@ -145,3 +145,23 @@ fn a_database_larger_than_the_bound_is_not_opened() {
     assert!(matches!(e, DbError::Hostile { .. }), "{e}");
     assert!(e.to_string().contains("1073741825 bytes"), "{e}");
 }
+
+#[test]
+fn a_package_recorded_again_replaces_its_rows() {
+    let root = tempfile::tempdir().unwrap();
+    let mut db = LocalDb::open_or_create(root.path(), 0).unwrap();
+    db.record(&manifest("a", &[], &["/usr/local/old"]), &Record::default())
+        .unwrap();
+    db.record(&manifest("a", &[], &["/usr/local/new"]), &Record::default())
+        .unwrap();
+    let files: Vec<String> = db
+        .conn
+        .prepare("SELECT path FROM files ORDER BY path")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(files, ["/usr/local/new"]);
+    assert_eq!(db.installed().unwrap().len(), 1);
+}

@@ -154,8 +154,8 @@ impl FullPkg {
     }
 }
 
-/// The members of a `.pkg` written here, read back with the `zstd` and
-/// `tar` programs: `(name, content)` of `+MANIFEST`.
+/// The `+MANIFEST` of a `.pkg`, read back with the `zstd` and `tar`
+/// programs (not with jbuild's readers).
 pub fn read_manifest(pkg: &Path) -> String {
     let out = std::process::Command::new("sh")
         .arg("-c")
