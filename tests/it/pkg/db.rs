@@ -236,6 +236,14 @@ fn pkg_info_and_pkg_check_read_what_was_recorded() {
     );
     assert_eq!(sqlite3(&db, None, "PRAGMA integrity_check"), "ok\n");
     assert_eq!(sqlite3(&db, None, "PRAGMA foreign_key_check"), "");
+
+    // jbuild sbom's reader of an image's database reads it too.
+    let read = jbuild::sbom::pkgdb::read(&db, &Default::default()).unwrap();
+    let names: Vec<_> = read
+        .iter()
+        .map(|p| (p.name.as_str(), p.licenses.len(), p.deps.len()))
+        .collect();
+    assert_eq!(names, [("app", 2, 1), ("lib", 2, 0)]);
 }
 
 #[test]
