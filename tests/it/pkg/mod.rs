@@ -5,5 +5,6 @@
 
 mod catalogue;
 mod conf;
+mod db;
 mod resolve;
 mod sign;

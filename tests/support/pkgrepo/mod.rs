@@ -10,6 +10,7 @@
 //! -sign`); BLAKE2b sums by the `b2sum` program.
 
 pub mod elf;
+pub mod full;
 
 use std::collections::BTreeMap;
 use std::fs;
