@@ -25,6 +25,7 @@
 pub mod abi;
 pub mod catalogue;
 pub mod checksum;
+pub mod lua;
 pub mod repo_conf;
 pub mod repository;
 pub mod resolve;

@@ -5,5 +5,6 @@
 
 mod catalogue;
 mod conf;
+mod lua;
 mod resolve;
 mod sign;
