@@ -8,3 +8,4 @@ mod conf;
 mod lua;
 mod resolve;
 mod sign;
+mod sign_ecc;
