@@ -12,12 +12,14 @@
 //! - [`catalogue`]: `meta.conf` and the catalogue in each generation pkg
 //!   serves (`data.pkg`, `packagesite.pkg`/`.txz`/`.tzst`), bounded;
 //! - [`checksum`]: pkg's checksum forms (SHA-256 hex, its base32, BLAKE2b);
-//! - [`sign`]: the catalogue's signatures (`pubkey`, `fingerprints`, RSA),
-//!   checked before it is parsed; [`repository`]: one repository read
-//!   whole in pkg's order (`file://` so far);
+//! - [`sign`]: the catalogue's signatures (`pubkey`, `fingerprints`, RSA
+//!   and ECDSA), checked before it is parsed; [`repository`]: one
+//!   repository read whole in pkg's order (`file://` so far);
 //! - [`resolve`]: the requested packages' dependency closure across
 //!   repositories by priority, in install order; [`version`]: versions
-//!   compared as `pkg_version_cmp` does.
+//!   compared as `pkg_version_cmp` does;
+//! - [`lua`]: a package's Lua scripts with pkg's API, confined to the
+//!   image's root and bounded, for the installer to run in pkg's order.
 //!
 //! Nothing in the build calls this module yet: `PKG` still runs pkg(8) in
 //! the build jail. The engine will call it once it is restructured.

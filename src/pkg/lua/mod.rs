@@ -80,9 +80,9 @@ pub struct Limits {
 }
 
 impl Default for Limits {
-    /// Far above what pkg's keyword scripts need (an `@sample` runs a few
-    /// hundred instructions in under 64 KiB): 200 million instructions,
-    /// 64 MiB, 60 s.
+    /// Far above what pkg's keyword scripts need (an `@sample` runs within
+    /// 10 000 instructions and 1 MiB): 200 million instructions, 64 MiB,
+    /// 60 s.
     fn default() -> Limits {
         Limits {
             instructions: 200_000_000,
@@ -411,7 +411,15 @@ fn reason(e: &mlua::Error) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::tokenize;
+    use super::{tokenize, Limits};
+
+    #[test]
+    fn the_default_limits_are_the_documented_ones() {
+        let l = Limits::default();
+        assert_eq!(l.instructions, 200_000_000);
+        assert_eq!(l.memory, 64 << 20);
+        assert_eq!(l.time, std::time::Duration::from_secs(60));
+    }
 
     #[test]
     fn args_lines_split_at_blanks_and_keep_quoted_words() {

@@ -74,7 +74,13 @@ fn sample_copies_the_sample_when_the_file_is_absent_and_keeps_a_present_one() {
     let target = root.join("usr/local/etc/foo.conf");
     let script = sample_post_install("etc/foo.conf.sample");
 
-    let msgs = run(&root, &script, &env("post-install"), small()).unwrap();
+    // Within the bounds docs/packages.md gives an @sample.
+    let tight = Limits {
+        instructions: 10_000,
+        memory: 1 << 20,
+        time: Duration::from_secs(20),
+    };
+    let msgs = run(&root, &script, &env("post-install"), tight).unwrap();
     assert!(msgs.is_empty(), "{msgs:?}");
     assert_eq!(fs::read_to_string(&target).unwrap(), "listen 80\n");
     let (m, s) = (
