@@ -129,14 +129,7 @@ impl Key {
         }
         let tmp = tempfile::NamedTempFile::new().unwrap();
         fs::write(tmp.path(), data).unwrap();
-        let out = Command::new("b2sum").arg(tmp.path()).output().unwrap();
-        assert!(out.status.success());
-        let text = String::from_utf8(out.stdout).unwrap();
-        let h = text.split_whitespace().next().unwrap();
-        let raw: Vec<u8> = (0..h.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&h[i..i + 2], 16).unwrap())
-            .collect();
+        let raw = b2sum(tmp.path());
         let args = [
             "dgst".to_string(),
             "-sha256".into(),
@@ -283,24 +276,26 @@ pub fn pkg_base32(input: &[u8]) -> String {
     out
 }
 
+/// The BLAKE2b-512 of a file, raw, as the `b2sum` program computes it.
+fn b2sum(path: &Path) -> Vec<u8> {
+    let out = Command::new("b2sum")
+        .arg(path)
+        .output()
+        .expect("b2sum runs");
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let h = text.split_whitespace().next().unwrap();
+    (0..h.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&h[i..i + 2], 16).unwrap())
+        .collect()
+}
+
 /// The `sum` of a file in `style`.
 pub fn sum_of(path: &Path, style: SumStyle) -> String {
     match style {
         SumStyle::Sha256Hex => hex(&Sha256::digest(fs::read(path).unwrap())),
-        SumStyle::Blake2b => {
-            let out = Command::new("b2sum")
-                .arg(path)
-                .output()
-                .expect("b2sum runs");
-            assert!(out.status.success());
-            let text = String::from_utf8(out.stdout).unwrap();
-            let h = text.split_whitespace().next().unwrap();
-            let bytes: Vec<u8> = (0..h.len())
-                .step_by(2)
-                .map(|i| u8::from_str_radix(&h[i..i + 2], 16).unwrap())
-                .collect();
-            format!("2${}", pkg_base32(&bytes))
-        }
+        SumStyle::Blake2b => format!("2${}", pkg_base32(&b2sum(path))),
     }
 }
 
