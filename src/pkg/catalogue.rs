@@ -19,6 +19,7 @@ use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Seek, Write};
 use std::path::Path;
 
+use blake2::Blake2b512;
 use serde::Deserialize;
 use sha2::{Digest as _, Sha256};
 
@@ -189,6 +190,9 @@ pub struct Extracted {
     pub size: u64,
     /// Lowercase hex SHA-256 of the member.
     pub sha256_hex: String,
+    /// Its BLAKE2b-512, raw (what pkg's ECC signer signs in `pubkey`
+    /// mode).
+    pub blake2b: Vec<u8>,
     /// The `signature` member (`signature_type: pubkey`).
     pub signature: Option<Vec<u8>>,
     /// `<name>.sig` and `<name>.pub` members by name
@@ -237,6 +241,7 @@ pub fn extract(
         file: tempfile::tempfile_in(work).map_err(io_err)?,
         size: 0,
         sha256_hex: String::new(),
+        blake2b: Vec::new(),
         signature: None,
         signers: BTreeMap::new(),
     };
@@ -273,10 +278,12 @@ pub fn extract(
             let mut hasher = HashTee {
                 file: &mut out.file,
                 sha: Sha256::new(),
+                blake2b: Blake2b512::new(),
             };
             let copied = io::copy(&mut tar.content(), &mut hasher)
                 .map_err(|e| tar_err(tar.truncated(e, member.as_bytes())))?;
             out.sha256_hex = hex::encode(hasher.sha.finalize());
+            out.blake2b = hasher.blake2b.finalize().to_vec();
             out.size = copied;
             continue;
         }
@@ -362,12 +369,14 @@ impl<R: Read> Read for Bounded<R> {
 struct HashTee<'a> {
     file: &'a mut File,
     sha: Sha256,
+    blake2b: Blake2b512,
 }
 
 impl Write for HashTee<'_> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         let n = self.file.write(buf)?;
         self.sha.update(&buf[..n]);
+        self.blake2b.update(&buf[..n]);
         Ok(n)
     }
     fn flush(&mut self) -> io::Result<()> {

@@ -16,12 +16,14 @@
 //! - [`db`]: the image's `/var/db/pkg/local.sqlite` in pkg's schema, a
 //!   package recorded per transaction as `pkgdb_register_pkg` does;
 //! - [`checksum`]: pkg's checksum forms (SHA-256 hex, its base32, BLAKE2b);
-//! - [`sign`]: the catalogue's signatures (`pubkey`, `fingerprints`, RSA),
-//!   checked before it is parsed; [`repository`]: one repository read
-//!   whole in pkg's order (`file://` so far);
+//! - [`sign`]: the catalogue's signatures (`pubkey`, `fingerprints`, RSA
+//!   and ECDSA), checked before it is parsed; [`repository`]: one
+//!   repository read whole in pkg's order (`file://` so far);
 //! - [`resolve`]: the requested packages' dependency closure across
 //!   repositories by priority, in install order; [`version`]: versions
-//!   compared as `pkg_version_cmp` does.
+//!   compared as `pkg_version_cmp` does;
+//! - [`lua`]: a package's Lua scripts with pkg's API, confined to the
+//!   image's root and bounded, for the installer to run in pkg's order.
 //!
 //! Nothing in the build calls this module yet: `PKG` still runs pkg(8) in
 //! the build jail. The engine will call it once it is restructured.
@@ -31,6 +33,7 @@ pub mod catalogue;
 pub mod checksum;
 pub mod db;
 pub mod manifest;
+pub mod lua;
 pub mod repo_conf;
 pub mod repository;
 pub mod resolve;

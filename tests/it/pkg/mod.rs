@@ -6,5 +6,7 @@
 mod catalogue;
 mod conf;
 mod db;
+mod lua;
 mod resolve;
 mod sign;
+mod sign_ecc;

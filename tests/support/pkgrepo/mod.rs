@@ -68,14 +68,37 @@ pub enum Signing {
     Fingerprints(Vec<(String, Key)>),
 }
 
-/// An RSA key pair made by `openssl genrsa`, in files.
+/// A key pair made by the `openssl` program, in files: RSA (`openssl
+/// genrsa`, public key in PEM), or ECDSA on a named curve (`openssl
+/// ecparam -genkey`, public key in DER as pkg's ECC signer writes it).
 #[derive(Clone, Debug)]
 pub struct Key {
     pub private: PathBuf,
     pub public: PathBuf,
+    /// The curve of an ECDSA key; `None` for RSA.
+    pub curve: Option<String>,
 }
 
 impl Key {
+    /// An ECDSA key on `curve` (`secp256k1`, `secp384r1`, …).
+    pub fn ecdsa(dir: &Path, name: &str, curve: &str) -> Key {
+        let private = dir.join(format!("{name}.key"));
+        let public = dir.join(format!("{name}.pub"));
+        run(Command::new("openssl")
+            .args(["ecparam", "-name", curve, "-genkey", "-noout", "-out"])
+            .arg(&private));
+        run(Command::new("openssl")
+            .args(["ec", "-pubout", "-outform", "DER", "-in"])
+            .arg(&private)
+            .arg("-out")
+            .arg(&public));
+        Key {
+            private,
+            public,
+            curve: Some(curve.into()),
+        }
+    }
+
     pub fn new(dir: &Path, name: &str) -> Key {
         let private = dir.join(format!("{name}.key"));
         let public = dir.join(format!("{name}.pub"));
@@ -88,10 +111,37 @@ impl Key {
             .arg(&private)
             .arg("-out")
             .arg(&public));
-        Key { private, public }
+        Key {
+            private,
+            public,
+            curve: None,
+        }
     }
 
-    /// The signature pkg expects: PKCS#1 v1.5 with SHA-256 over `hex`.
+    /// What pkg's signer would write for a catalogue member `data` in
+    /// `pubkey` mode (`fingerprints` false) or `fingerprints` mode: RSA
+    /// signs the member's SHA-256 hex either way; ECDSA signs that hex
+    /// for fingerprints, and the member's raw BLAKE2b-512 (`b2sum`) for a
+    /// pubkey. Both with SHA-256, DER out (`openssl dgst -sha256 -sign`).
+    pub fn sign_member(&self, data: &[u8], fingerprints: bool) -> Vec<u8> {
+        let hex_sum = hex(&Sha256::digest(data));
+        if self.curve.is_none() || fingerprints {
+            return self.sign(&hex_sum);
+        }
+        let tmp = tempfile::NamedTempFile::new().unwrap();
+        fs::write(tmp.path(), data).unwrap();
+        let raw = b2sum(tmp.path());
+        let args = [
+            "dgst".to_string(),
+            "-sha256".into(),
+            "-sign".into(),
+            self.private.display().to_string(),
+        ];
+        openssl(&args, &raw)
+    }
+
+    /// The signature pkg expects: PKCS#1 v1.5 with SHA-256 over `hex`
+    /// (ECDSA with SHA-256 for an ECDSA key).
     pub fn sign(&self, hex: &str) -> Vec<u8> {
         let mut args = vec![
             "dgst".into(),
@@ -227,24 +277,26 @@ pub fn pkg_base32(input: &[u8]) -> String {
     out
 }
 
+/// The BLAKE2b-512 of a file, raw, as the `b2sum` program computes it.
+fn b2sum(path: &Path) -> Vec<u8> {
+    let out = Command::new("b2sum")
+        .arg(path)
+        .output()
+        .expect("b2sum runs");
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let h = text.split_whitespace().next().unwrap();
+    (0..h.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&h[i..i + 2], 16).unwrap())
+        .collect()
+}
+
 /// The `sum` of a file in `style`.
 pub fn sum_of(path: &Path, style: SumStyle) -> String {
     match style {
         SumStyle::Sha256Hex => hex(&Sha256::digest(fs::read(path).unwrap())),
-        SumStyle::Blake2b => {
-            let out = Command::new("b2sum")
-                .arg(path)
-                .output()
-                .expect("b2sum runs");
-            assert!(out.status.success());
-            let text = String::from_utf8(out.stdout).unwrap();
-            let h = text.split_whitespace().next().unwrap();
-            let bytes: Vec<u8> = (0..h.len())
-                .step_by(2)
-                .map(|i| u8::from_str_radix(&h[i..i + 2], 16).unwrap())
-                .collect();
-            format!("2${}", pkg_base32(&bytes))
-        }
+        SumStyle::Blake2b => format!("2${}", pkg_base32(&b2sum(path))),
     }
 }
 
@@ -262,6 +314,12 @@ pub struct RepoSpec {
     pub extra_sigs: usize,
     /// Signatures in the pre-OpenSSL-3 form ([`Key::sign_legacy`]).
     pub legacy: bool,
+    /// `$PKGSIGN:<type>$` also before each `.pub`, as pkg's signing
+    /// command writes it.
+    pub pub_head: bool,
+    /// An ECDSA `signature` member made over the SHA-256 hex (what the
+    /// fingerprints mode signs) instead of the BLAKE2b-512: a mistake.
+    pub ecdsa_over_hex: bool,
 }
 
 impl RepoSpec {
@@ -275,6 +333,8 @@ impl RepoSpec {
             sig_type: None,
             extra_sigs: 0,
             legacy: false,
+            pub_head: false,
+            ecdsa_over_hex: false,
         }
     }
 
@@ -353,25 +413,42 @@ impl RepoSpec {
         )
         .unwrap();
         let digest = hex(&Sha256::digest(text.as_bytes()));
-        let head = |sig: Vec<u8>| match &self.sig_type {
-            Some(t) => [format!("$PKGSIGN:{t}$").into_bytes(), sig].concat(),
-            None => sig,
+        // pkg heads every signature but RSA's with its type.
+        let head = |k: &Key, bytes: Vec<u8>| {
+            let kind = match (&self.sig_type, &k.curve) {
+                (Some(t), _) => Some(t.clone()),
+                (None, Some(_)) => Some("ecdsa".to_string()),
+                (None, None) => None,
+            };
+            match kind {
+                Some(t) => [format!("$PKGSIGN:{t}$").into_bytes(), bytes].concat(),
+                None => bytes,
+            }
         };
-        let sign = |k: &Key| {
+        let sign = |k: &Key, fingerprints: bool| {
             if self.legacy {
                 k.sign_legacy(&digest)
             } else {
-                k.sign(&digest)
+                k.sign_member(text.as_bytes(), fingerprints)
             }
         };
         let mut members: Vec<(String, Vec<u8>)> = Vec::new();
         match &self.signing {
             Signing::None => {}
-            Signing::Pubkey(k) => members.push(("signature".into(), head(sign(k)))),
+            Signing::Pubkey(k) => {
+                let sig = sign(k, self.ecdsa_over_hex);
+                members.push(("signature".into(), head(k, sig)))
+            }
             Signing::Fingerprints(keys) => {
                 for (name, k) in keys {
-                    members.push((format!("{name}.sig"), head(sign(k))));
-                    members.push((format!("{name}.pub"), fs::read(&k.public).unwrap()));
+                    members.push((format!("{name}.sig"), head(k, sign(k, true))));
+                    let public = fs::read(&k.public).unwrap();
+                    let public = if self.pub_head {
+                        head(k, public)
+                    } else {
+                        public
+                    };
+                    members.push((format!("{name}.pub"), public));
                 }
             }
         }

@@ -16,8 +16,13 @@
 //!   the catalogue; every signer found in `<dir>/trusted` must verify, and
 //!   at least one must be there.
 //!
-//! A `.sig` may start with `$PKGSIGN:<type>$`; `rsa` (or none) is read,
-//! the ECC forms pkg 1.21 added are refused by name for now.
+//! A `.sig` (and, from pkg's signing command, its `.pub`) may start with
+//! `$PKGSIGN:<type>$`: `rsa` (or none) is RSA as above; `ecdsa`, which
+//! pkg 1.21 added, is read by [`ecc`]; `ecc`/`eddsa` are refused by name.
+//! The fingerprint is the SHA-256 of the `.pub` without that head (pkg
+//! before it stripped the head hashed it whole: either matches).
+
+pub mod ecc;
 
 use std::fs;
 use std::io::{self, Read};
@@ -43,13 +48,21 @@ pub enum Trust {
     None,
     Pubkey {
         path: PathBuf,
-        key: RsaPublicKey,
+        key: PublicKey,
     },
     Fingerprints {
         dir: PathBuf,
         trusted: Vec<Fingerprint>,
         revoked: Vec<Fingerprint>,
     },
+}
+
+/// The key of `signature_type: pubkey`: RSA in PEM, or an ECDSA key
+/// ([`ecc`]); which one a signature needs its head says.
+#[derive(Debug, Clone)]
+pub enum PublicKey {
+    Rsa(RsaPublicKey),
+    Ecdsa(ecc::EcKey),
 }
 
 /// One fingerprint file: `function: "sha256"; fingerprint: "<hex>"`.
@@ -82,15 +95,13 @@ pub enum SignError {
     },
     #[error("repository `{repo}`: the signature by `{signer}` does not match the catalogue: it was changed after signing, or signed with another key")]
     BadSignature { repo: String, signer: String },
-    #[error("repository `{repo}`: `{signer}` signs with `{kind}`, which jbuild does not verify yet (RSA only)")]
+    #[error("repository `{repo}`: `{signer}` signs with `{kind}`, which jbuild does not verify (it verifies `rsa` and `ecdsa`)")]
     Unsupported {
         repo: String,
         signer: String,
         kind: String,
     },
-    #[error(
-        "repository `{repo}`: the key of `{signer}` is not an RSA public key in PEM: {reason}"
-    )]
+    #[error("repository `{repo}`: the key of `{signer}` cannot be used: {reason}")]
     BadKey {
         repo: String,
         signer: String,
@@ -152,7 +163,7 @@ impl Trust {
                         key: "pubkey",
                     })?;
                 let pem = read_small(&place(shown)?, Path::new(shown))?;
-                let key = public_key(&pem).map_err(|reason| SignError::BadKey {
+                let key = any_key(&pem).map_err(|reason| SignError::BadKey {
                     repo: repo.name.clone(),
                     signer: shown.to_string(),
                     reason,
@@ -198,8 +209,33 @@ impl Trust {
                     mode: "pubkey",
                 })?;
                 let signer = path.display().to_string();
-                let sig = rsa_signature(sig, key, repo, &signer)?;
-                if verify_sha256(key, hex, sig) || verify_legacy(key, hex, sig) {
+                let (kind, sig) = split_head(sig);
+                let good = match (kind.as_str(), key) {
+                    ("rsa", PublicKey::Rsa(key)) => {
+                        let sig = rsa_signature(sig, key);
+                        verify_sha256(key, hex, sig) || verify_legacy(key, hex, sig)
+                    }
+                    // pkg's ECC signer signs the member's raw BLAKE2b-512 here.
+                    ("ecdsa", PublicKey::Ecdsa(key)) => ecc::verify(key, &ex.blake2b, sig),
+                    ("rsa" | "ecdsa", key) => {
+                        return Err(SignError::BadKey {
+                            repo: repo.into(),
+                            signer,
+                            reason: format!(
+                                "the catalogue is signed with `{kind}`, and the key is {}",
+                                key_kind(key)
+                            ),
+                        })
+                    }
+                    _ => {
+                        return Err(SignError::Unsupported {
+                            repo: repo.into(),
+                            signer,
+                            kind,
+                        })
+                    }
+                };
+                if good {
                     Ok(())
                 } else {
                     Err(SignError::BadSignature {
@@ -222,7 +258,7 @@ impl Trust {
                 }
                 let (mut good, mut seen) = (0, Vec::new());
                 for (name, s) in signed {
-                    let public = s
+                    let whole = s
                         .public
                         .as_deref()
                         .or_else(|| meta.certs.get(name).map(Vec::as_slice))
@@ -230,8 +266,19 @@ impl Trust {
                             repo: repo.into(),
                             signer: name.clone(),
                         })?;
+                    let (sig_kind, sig) = split_head(s.sig.as_deref().unwrap_or_default());
+                    let (pub_kind, public) = split_head(whole);
+                    // The `.sig`'s head says the signer; a `.pub` with a head
+                    // and a bare `.sig` is the same signer.
+                    let kind = if sig.len() < s.sig.as_deref().unwrap_or_default().len() {
+                        sig_kind
+                    } else {
+                        pub_kind
+                    };
                     let fp = hex::encode(Sha256::digest(public));
-                    if let Some(r) = revoked.iter().find(|f| f.sha256 == fp) {
+                    let fp_whole = hex::encode(Sha256::digest(whole));
+                    let matches = |f: &&Fingerprint| f.sha256 == fp || f.sha256 == fp_whole;
+                    if let Some(r) = revoked.iter().find(matches) {
                         return Err(SignError::Revoked {
                             repo: repo.into(),
                             signer: name.clone(),
@@ -239,18 +286,30 @@ impl Trust {
                             file: r.file.clone(),
                         });
                     }
-                    if !trusted.iter().any(|f| f.sha256 == fp) {
+                    if !trusted.iter().any(|f| matches(&f)) {
                         seen.push(format!("{name} {fp}"));
                         continue;
                     }
-                    let key = public_key(public).map_err(|reason| SignError::BadKey {
+                    let bad_key = |reason| SignError::BadKey {
                         repo: repo.into(),
                         signer: name.clone(),
                         reason,
-                    })?;
-                    let sig =
-                        rsa_signature(s.sig.as_deref().unwrap_or_default(), &key, repo, name)?;
-                    if !verify_sha256(&key, hex, sig) {
+                    };
+                    let valid = match kind.as_str() {
+                        "rsa" => {
+                            let key = public_key(public).map_err(bad_key)?;
+                            verify_sha256(&key, hex, rsa_signature(sig, &key))
+                        }
+                        "ecdsa" => ecc::verify(&ecc::parse(public).map_err(bad_key)?, hex, sig),
+                        _ => {
+                            return Err(SignError::Unsupported {
+                                repo: repo.into(),
+                                signer: name.clone(),
+                                kind,
+                            })
+                        }
+                    };
+                    if !valid {
                         return Err(SignError::BadSignature {
                             repo: repo.into(),
                             signer: name.clone(),
@@ -271,35 +330,43 @@ impl Trust {
     }
 }
 
-/// The RSA signature bytes of a `.sig`/`signature` member: a
-/// `$PKGSIGN:rsa$` head taken off, and the NUL older pkg appended.
-fn rsa_signature<'a>(
-    sig: &'a [u8],
-    key: &RsaPublicKey,
-    repo: &str,
-    signer: &str,
-) -> Result<&'a [u8], SignError> {
-    let mut sig = sig;
-    if let Some(rest) = sig.strip_prefix(b"$PKGSIGN:") {
-        let end = rest
-            .iter()
-            .position(|&b| b == b'$')
-            .unwrap_or(rest.len().min(16));
-        let kind = String::from_utf8_lossy(&rest[..end]).into_owned();
-        if kind != "rsa" {
-            return Err(SignError::Unsupported {
-                repo: repo.into(),
-                signer: signer.into(),
-                kind,
-            });
+/// A member's `$PKGSIGN:<type>$` head and what follows it; `rsa` when
+/// there is none (pkg's `parse_sigtype`).
+fn split_head(bytes: &[u8]) -> (String, &[u8]) {
+    if let Some(rest) = bytes.strip_prefix(b"$PKGSIGN:") {
+        if let Some(end) = rest.iter().take(32).position(|&b| b == b'$') {
+            let kind = String::from_utf8_lossy(&rest[..end]).into_owned();
+            return (kind, &rest[end + 1..]);
         }
-        sig = &rest[(end + 1).min(rest.len())..];
     }
+    ("rsa".into(), bytes)
+}
+
+/// The RSA signature bytes: the NUL older pkg appended taken off.
+fn rsa_signature<'a>(sig: &'a [u8], key: &RsaPublicKey) -> &'a [u8] {
     use rsa::traits::PublicKeyParts;
     if sig.len() == key.size() + 1 && sig.last() == Some(&0) {
-        sig = &sig[..sig.len() - 1];
+        &sig[..sig.len() - 1]
+    } else {
+        sig
     }
-    Ok(sig)
+}
+
+/// The `pubkey` file: RSA in PEM, else an ECDSA key in DER or PEM.
+fn any_key(bytes: &[u8]) -> Result<PublicKey, String> {
+    match public_key(bytes) {
+        Ok(k) => Ok(PublicKey::Rsa(k)),
+        Err(rsa) => ecc::parse(bytes)
+            .map(PublicKey::Ecdsa)
+            .map_err(|ec| format!("not an RSA key ({rsa}), and {ec}")),
+    }
+}
+
+fn key_kind(key: &PublicKey) -> String {
+    match key {
+        PublicKey::Rsa(_) => "an RSA key".into(),
+        PublicKey::Ecdsa(k) => format!("an ECDSA key on {}", k.curve()),
+    }
 }
 
 fn verify_sha256(key: &RsaPublicKey, hex: &[u8], sig: &[u8]) -> bool {
