@@ -247,7 +247,10 @@ fn freebsd_env(ctx: &Ctx, args: &BuildArgs) -> Result<FreeBsdEnv, Failure> {
     })
 }
 
-pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
+/// The recipe `args` name: its path (`<stdin>` in DIR for `-f -`), its
+/// translation when it is a Bastille template, and whether it is read
+/// from standard input.
+fn recipe(ctx: &Ctx, args: &BuildArgs) -> Result<(PathBuf, Option<Converted>, bool), Failure> {
     if !args.context.is_dir() {
         return Err(Failure::user(anyhow!(
             "build context `{}` is not a directory",
@@ -298,6 +301,22 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
             ),
         }));
     }
+    Ok((jailfile, translated, stdin))
+}
+
+/// What the build makes and where it goes: the -t names, the platforms
+/// (one, or several into the --manifest list), the --push destinations;
+/// refused when they do not fit together or with --provenance, --sbom and
+/// --sign-with.
+struct Targets {
+    tags: Vec<ImageName>,
+    platforms: Vec<Platform>,
+    platform: Option<Platform>,
+    list: Option<ImageName>,
+    destinations: Vec<Location>,
+}
+
+fn targets(args: &BuildArgs) -> Result<Targets, Failure> {
     let tags = args
         .tags
         .iter()
@@ -306,12 +325,6 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
                 .map_err(|e| Failure::user(anyhow!("-t {t}: {e}")))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let pull: PullPolicy = match &args.pull {
-        Some(p) => p
-            .parse()
-            .map_err(|e| Failure::user(anyhow!("--pull: {e}")))?,
-        None => PullPolicy::Missing,
-    };
     let platforms = args
         .platform
         .iter()
@@ -338,19 +351,20 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
             "--push pushes the image's -t names (or the --manifest list), and none was given: add -t REGISTRY/REPOSITORY:TAG"
         )));
     }
-    // --push: the list, else every -t name, each a registry reference.
-    let destinations = match (&list, args.push) {
-        (_, false) => Vec::new(),
-        (Some(list), true) => vec![list],
-        (None, true) => tags.iter().collect(),
+    // --push: the list, else every -t name; each name must be a registry
+    // reference either way.
+    let mut destinations = Vec::new();
+    if args.push {
+        for t in tags.iter().chain(&list) {
+            let to = Location::Named(t.to_string())
+                .registry_named()
+                .map_err(transport_failure)?;
+            destinations.push(to);
+        }
+        if list.is_some() {
+            destinations = destinations.split_off(tags.len());
+        }
     }
-    .into_iter()
-    .map(|t| {
-        Location::Named(t.to_string())
-            .registry_named()
-            .map_err(transport_failure)
-    })
-    .collect::<Result<Vec<_>, _>>()?;
     if args.sign_with.is_some() && !args.provenance && !args.sbom {
         return Err(Failure::user(anyhow!(
             "--sign-with signs what --provenance and --sbom attest, and neither was given; to sign the image itself use `jbuild sign --key KEY IMAGE`"
@@ -369,6 +383,30 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
             )));
         }
     }
+    Ok(Targets {
+        tags,
+        platforms,
+        platform,
+        list,
+        destinations,
+    })
+}
+
+pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
+    let (jailfile, translated, stdin) = recipe(ctx, &args)?;
+    let Targets {
+        tags,
+        platforms,
+        platform,
+        list,
+        destinations,
+    } = targets(&args)?;
+    let pull: PullPolicy = match &args.pull {
+        Some(p) => p
+            .parse()
+            .map_err(|e| Failure::user(anyhow!("--pull: {e}")))?,
+        None => PullPolicy::Missing,
+    };
     // Asked before the build, so a wrong password costs no build.
     let key = args.sign_with.as_deref().map(signing_key).transpose()?;
     let compression: Compression = args
