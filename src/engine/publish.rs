@@ -47,8 +47,9 @@ pub struct Pushed {
 pub enum PushError {
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// Boxed: a transport error is large, and most pushes succeed.
     #[error(transparent)]
-    Transport(#[from] TransportError),
+    Transport(Box<TransportError>),
     /// The destination answered with a digest jbuild cannot read.
     #[error(transparent)]
     Digest(#[from] crate::digest::DigestError),
@@ -66,6 +67,12 @@ pub enum PushError {
         /// `has no name`, or `has N names (a, b)`.
         had: String,
     },
+}
+
+impl From<TransportError> for PushError {
+    fn from(e: TransportError) -> PushError {
+        PushError::Transport(Box::new(e))
+    }
 }
 
 impl PushError {

@@ -24,12 +24,12 @@ use oci_spec::image::{
 
 /// The transport and reference a location written as a user writes it
 /// names, parsed as every command parses one.
-fn parse_location(s: &str) -> Result<(Box<dyn Transport>, Option<String>), TransportError> {
-    let location: Location = s.parse()?;
-    Ok((
-        location.open(&OpenOptions::default())?,
-        location.reference(),
-    ))
+fn parse_location(s: &str) -> Result<(Box<dyn Transport>, Option<String>), String> {
+    let location: Location = s.parse().map_err(|e: TransportError| e.to_string())?;
+    let transport = location
+        .open(&OpenOptions::default())
+        .map_err(|e| e.to_string())?;
+    Ok((transport, location.reference()))
 }
 
 /// A one-layer FreeBSD image, built by hand in `store` and tagged `tag`.
