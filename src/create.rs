@@ -39,6 +39,7 @@ use crate::image::unpack::{UnpackError, Unpacker};
 use crate::image::{ImageSource, ImageState, Platform, PullError};
 use crate::jailconf::{self, Param};
 use crate::snapshot::{SnapshotError, Snapshotter};
+use crate::transport::Location;
 
 pub mod places;
 pub mod start;
@@ -171,12 +172,16 @@ pub fn pull_missing(
     source: &dyn ImageSource,
     image: &str,
 ) -> Result<String, CreateError> {
-    let Some(name) = image.strip_prefix("docker://").and_then(|r| source.name(r)) else {
+    let Ok(Location::Registry(reference)) = image.parse::<Location>() else {
+        return Ok(image.to_string());
+    };
+    let reference = reference.to_string();
+    let Some(name) = source.name(&reference) else {
         return Ok(image.to_string());
     };
     let stored = unpacker.store.resolve(&name).map_err(UnpackError::from)?;
     if stored.is_none() {
-        crate::image::pull(unpacker, source, image, &Platform::default_for_host())?;
+        crate::image::pull(unpacker, source, &reference, &Platform::default_for_host())?;
     }
     Ok(name)
 }

@@ -7,7 +7,15 @@ use anyhow::anyhow;
 use clap::Args;
 use serde_json::json;
 
+use super::common::access::{PolicyArg, RegistryArgs};
+use super::common::keys::signing_key;
+use super::common::template::{translate, TemplateArgs};
+use super::common::{parse_build_args, transport_failure};
 use super::{CmdResult, Ctx, Failure};
+use jbuild::bastille::Converted;
+use jbuild::engine::attest::Attest;
+use jbuild::engine::publish::{PushOptions, Pushed};
+use jbuild::engine::request::{self, BuildRequest, BuildSummary, RequestError};
 use jbuild::engine::{self, BuildEnv, BuildOptions, FreeBsdEnv, PullPolicy};
 use jbuild::image::Platform;
 use jbuild::jailfile;
@@ -15,6 +23,7 @@ use jbuild::layer::Compression;
 use jbuild::release::ReleaseSource;
 use jbuild::report::JsonReporter;
 use jbuild::store::ImageName;
+use jbuild::transport::{Location, RegistryOptions};
 
 #[derive(Args, Debug)]
 pub struct BuildArgs {
@@ -149,12 +158,12 @@ pub struct BuildArgs {
     #[arg(value_name = "DIR")]
     context: PathBuf,
     #[command(flatten)]
-    template: super::bastille::TemplateArgs,
+    template: TemplateArgs,
     /// How FROM, --cache-from, --cache-to and --push reach registries.
     #[command(flatten)]
-    registry: super::access::RegistryArgs,
+    registry: RegistryArgs,
     #[command(flatten)]
-    policy: super::access::PolicyArg,
+    policy: PolicyArg,
 }
 
 /// A failed step of a Bastille template, named at its Bastillefile line;
@@ -177,28 +186,11 @@ fn build_args(args: &BuildArgs) -> Result<BTreeMap<String, String>, Failure> {
     Ok(out)
 }
 
-pub(super) fn parse_build_args(raw: &[String]) -> Result<BTreeMap<String, String>, Failure> {
-    let mut out = BTreeMap::new();
-    for a in raw {
-        let (k, v) = match a.split_once('=') {
-            Some((k, v)) => (k.to_string(), v.to_string()),
-            None => match std::env::var(a) {
-                Ok(v) => (a.clone(), v),
-                Err(_) => continue, // docker: `--build-arg K` with K unset is ignored
-            },
-        };
-        if k.is_empty() {
-            return Err(Failure::user(anyhow!(
-                "--build-arg `{a}`: the name is empty; use --build-arg NAME=VALUE"
-            )));
-        }
-        out.insert(k, v);
-    }
-    Ok(out)
-}
-
 /// `--cache-from` / `--cache-to`: repositories without a tag or digest.
-fn registry_cache(ctx: &Ctx, args: &BuildArgs) -> Result<Option<engine::RegistryCache>, Failure> {
+fn registry_cache(
+    args: &BuildArgs,
+    registry: &RegistryOptions,
+) -> Result<Option<engine::RegistryCache>, Failure> {
     if args.cache_from.is_empty() && args.cache_to.is_none() {
         return Ok(None);
     }
@@ -216,7 +208,7 @@ fn registry_cache(ctx: &Ctx, args: &BuildArgs) -> Result<Option<engine::Registry
             .as_ref()
             .map(|s| repo("--cache-to", s))
             .transpose()?,
-        options: args.registry.options(ctx)?,
+        options: registry.clone(),
     }))
 }
 
@@ -255,7 +247,10 @@ fn freebsd_env(ctx: &Ctx, args: &BuildArgs) -> Result<FreeBsdEnv, Failure> {
     })
 }
 
-pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
+/// The recipe `args` name: its path (`<stdin>` in DIR for `-f -`), its
+/// translation when it is a Bastille template, and whether it is read
+/// from standard input.
+fn recipe(ctx: &Ctx, args: &BuildArgs) -> Result<(PathBuf, Option<Converted>, bool), Failure> {
     if !args.context.is_dir() {
         return Err(Failure::user(anyhow!(
             "build context `{}` is not a directory",
@@ -284,12 +279,7 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
             )));
         }
         let from = args.file.clone().unwrap_or_else(|| args.context.clone());
-        Some(super::bastille::translate(
-            ctx,
-            &from,
-            &args.template,
-            true,
-        )?)
+        Some(translate(ctx, &from, &args.template, true)?)
     } else if args.template.any() {
         return Err(Failure::user(anyhow!(
             "--from, --arg, --arg-file and --templates are for Bastille templates, and `{}` is not one; for a Jailfile use --build-arg",
@@ -311,6 +301,22 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
             ),
         }));
     }
+    Ok((jailfile, translated, stdin))
+}
+
+/// What the build makes and where it goes: the -t names, the platforms
+/// (one, or several into the --manifest list), the --push destinations;
+/// refused when they do not fit together or with --provenance, --sbom and
+/// --sign-with.
+struct Targets {
+    tags: Vec<ImageName>,
+    platforms: Vec<Platform>,
+    platform: Option<Platform>,
+    list: Option<ImageName>,
+    destinations: Vec<Location>,
+}
+
+fn targets(args: &BuildArgs) -> Result<Targets, Failure> {
     let tags = args
         .tags
         .iter()
@@ -319,12 +325,6 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
                 .map_err(|e| Failure::user(anyhow!("-t {t}: {e}")))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let pull: PullPolicy = match &args.pull {
-        Some(p) => p
-            .parse()
-            .map_err(|e| Failure::user(anyhow!("--pull: {e}")))?,
-        None => PullPolicy::Missing,
-    };
     let platforms = args
         .platform
         .iter()
@@ -351,9 +351,18 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
             "--push pushes the image's -t names (or the --manifest list), and none was given: add -t REGISTRY/REPOSITORY:TAG"
         )));
     }
+    // --push: the list, else every -t name; each name must be a registry
+    // reference either way.
+    let mut destinations = Vec::new();
     if args.push {
         for t in tags.iter().chain(&list) {
-            super::registry::registry_ref(&t.to_string())?;
+            let to = Location::Named(t.to_string())
+                .registry_named()
+                .map_err(transport_failure)?;
+            destinations.push(to);
+        }
+        if list.is_some() {
+            destinations = destinations.split_off(tags.len());
         }
     }
     if args.sign_with.is_some() && !args.provenance && !args.sbom {
@@ -374,12 +383,32 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
             )));
         }
     }
+    Ok(Targets {
+        tags,
+        platforms,
+        platform,
+        list,
+        destinations,
+    })
+}
+
+pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
+    let (jailfile, translated, stdin) = recipe(ctx, &args)?;
+    let Targets {
+        tags,
+        platforms,
+        platform,
+        list,
+        destinations,
+    } = targets(&args)?;
+    let pull: PullPolicy = match &args.pull {
+        Some(p) => p
+            .parse()
+            .map_err(|e| Failure::user(anyhow!("--pull: {e}")))?,
+        None => PullPolicy::Missing,
+    };
     // Asked before the build, so a wrong password costs no build.
-    let key = args
-        .sign_with
-        .as_deref()
-        .map(super::trust::signing_key)
-        .transpose()?;
+    let key = args.sign_with.as_deref().map(signing_key).transpose()?;
     let compression: Compression = args
         .compression
         .parse()
@@ -413,14 +442,22 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
     } else {
         None
     };
-    let cache = registry_cache(ctx, &args)?;
+    if let (Some(list), Some(_)) = (&list, &args.provenance_file) {
+        return Err(Failure::user(anyhow!(
+            "--provenance-file is for one image, and --manifest {list} builds a list: build each platform on its own to get its provenance"
+        )));
+    }
+    // Resolved once: FROM, the registry cache and the pushes reach
+    // registries the same way.
+    let registry = args.registry.options(ctx)?;
+    let cache = registry_cache(&args, &registry)?;
     let store = ctx.store()?;
     let snapshotter = ctx.snapshotter()?;
     let reporter = ctx.reporter();
     let puller = args.policy.guard(
         ctx,
         jbuild::transport::RegistryPuller {
-            options: args.registry.options(ctx)?,
+            options: registry.clone(),
             jobs: 4,
         },
     );
@@ -433,145 +470,128 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
     if let Some(cache) = cache {
         env = env.with_registry_cache(cache);
     }
-    let failure = |e: engine::BuildError| {
-        let user = e.is_user_error();
-        // A failed step of a template: name the Bastillefile line first.
-        let at = match (&translated, &e) {
-            (Some(t), engine::BuildError::Located { location, .. })
-                if location.file.as_path() == t.path.as_path() =>
-            {
-                t.origin(location.line)
-            }
-            _ => None,
-        };
-        Failure {
-            user,
-            error: match at {
-                Some(at) => AtTemplateLine { at, source: e }.into(),
-                None => e.into(),
-            },
-        }
+    let text = match (&translated, piped) {
+        (Some(t), _) => Some(t.jailfile.clone()),
+        (None, piped) => piped,
     };
-    let text = match (&translated, &piped) {
-        (Some(t), _) => Some(t.jailfile.as_str()),
-        (None, Some(text)) => Some(text.as_str()),
-        (None, None) => None,
-    };
-    if let (Some(list), Some(_)) = (&list, &args.provenance_file) {
-        return Err(Failure::user(anyhow!(
-            "--provenance-file is for one image, and --manifest {list} builds a list: build each platform on its own to get its provenance"
-        )));
-    }
-    if let Some(list) = &list {
-        let out = engine::build_platforms(&env, &opts, text, &platforms, list).map_err(failure)?;
-        drop(reporter);
-        listed(ctx, list, &out);
-        if args.push {
-            let store = ctx.store()?;
-            let name = list.to_string();
-            let p = super::manifest::push_list(
-                ctx,
-                &store,
-                list,
-                &name,
-                4,
-                &args.registry.options(ctx)?,
-            )?;
-            if !ctx.json && !ctx.quiet {
-                eprintln!("pushed {} to {}", p.digest, p.place);
-            }
-        }
-        return Ok(());
-    }
-    let out = match text {
-        Some(text) => engine::build_text(&env, &opts, text),
-        None => engine::build(&env, &opts),
-    }
-    .map_err(failure)?;
-    drop(reporter);
-    if let Some(file) = &args.iidfile {
-        super::registry::write_digest_file("--iidfile", file, &out.manifest_digest.to_string())?;
-    }
-    if let Some(file) = &args.provenance_file {
-        let predicate = engine::provenance::predicate(&out, &opts).map_err(failure)?;
-        let text = String::from_utf8(predicate.to_json()).map_err(Failure::internal)?;
-        super::registry::write_digest_file("--provenance-file", file, &text)?;
-    }
-    let mut attested = Vec::new();
-    if attesting {
-        let what = engine::attest::Attest {
+    let request = BuildRequest {
+        options: opts,
+        text,
+        platforms,
+        list,
+        attest: Attest {
             key: key.as_ref(),
             provenance: args.provenance,
             sbom: args.sbom,
-        };
-        let store = ctx.store()?;
-        attested =
-            engine::attest::attest_build(&store, &out, &opts, &what).map_err(|e| Failure {
-                user: e.is_user_error(),
-                error: e.into(),
-            })?;
-    }
-    let mut pushed = Vec::new();
-    if args.push {
-        let store = ctx.store()?;
-        let digest = out.manifest_digest.to_string();
-        for t in &opts.tags {
-            let name = t.to_string();
-            let p = super::registry::push_to(
-                ctx,
-                &store,
-                &digest,
-                &name,
-                &name,
-                4,
-                &args.registry.options(ctx)?,
-            )?;
-            if !ctx.json && !ctx.quiet {
-                eprintln!("pushed {} to {}", p.digest, p.place);
+        },
+        iidfile: args.iidfile.clone(),
+        provenance_file: args.provenance_file.clone(),
+        destinations,
+        push: PushOptions { jobs: 4, registry },
+    };
+    let summary = request::run(&env, &request).map_err(|e| failure(&translated, e))?;
+    drop(env);
+    drop(reporter);
+    match summary {
+        BuildSummary::List { output, pushed } => {
+            let list = request.list.as_ref().expect("a list was built");
+            listed(ctx, list, &output);
+            for p in &pushed {
+                if !ctx.json && !ctx.quiet {
+                    eprintln!("pushed {} to {}", p.digest, p.place);
+                }
             }
-            pushed.push(json!({"name": p.place, "digest": p.digest}));
+        }
+        BuildSummary::Image {
+            output,
+            attested,
+            pushed,
+        } => built(ctx, &request, &output, &attested, &pushed),
+    }
+    Ok(())
+}
+
+/// A failed build: whose it is, and for a failed step of a Bastille
+/// template, the Bastillefile line first.
+fn failure(translated: &Option<Converted>, e: RequestError) -> Failure {
+    let user = e.is_user_error();
+    let at = match (translated, &e) {
+        (Some(t), RequestError::Build(engine::BuildError::Located { location, .. }))
+            if location.file.as_path() == t.path.as_path() =>
+        {
+            t.origin(location.line)
+        }
+        _ => None,
+    };
+    Failure {
+        user,
+        error: match (at, e) {
+            (Some(at), RequestError::Build(source)) => AtTemplateLine { at, source }.into(),
+            (_, e) => e.into(),
+        },
+    }
+}
+
+/// What a build of one image prints: the pushes, the attestations, the
+/// image.
+fn built(
+    ctx: &Ctx,
+    request: &BuildRequest<'_>,
+    out: &engine::BuildOutput,
+    attested: &[jbuild::trust::Signed],
+    pushed: &[Pushed],
+) {
+    if !ctx.json && !ctx.quiet {
+        for p in pushed {
+            eprintln!("pushed {} to {}", p.digest, p.place);
         }
     }
+    let tags: Vec<String> = request.options.tags.iter().map(|t| t.to_string()).collect();
     if ctx.json {
+        let pushed: Vec<_> = pushed
+            .iter()
+            .map(|p| json!({"name": p.place, "digest": p.digest}))
+            .collect();
         JsonReporter::stdout().emit(json!({
             "event": "result",
             "manifest": out.manifest_digest.to_string(),
             "config": out.config_digest.to_string(),
-            "tags": opts.tags.iter().map(|t| t.to_string()).collect::<Vec<_>>(),
+            "tags": tags,
             "steps_run": out.steps_run,
             "steps_cached": out.steps_cached,
             "pushed": pushed,
             "steps_fetched": out.steps_fetched,
             "attested": attested,
         }));
-    } else {
-        if !ctx.quiet && !attested.is_empty() {
-            let last = &attested[attested.len() - 1];
+        return;
+    }
+    if !ctx.quiet {
+        if let Some(last) = attested.last() {
             eprintln!(
                 "attested {} ({}{}): {} holds {} attestation(s)",
                 last.image,
                 last.digest,
-                if key.is_some() { "" } else { ", unsigned" },
+                if request.attest.key.is_some() {
+                    ""
+                } else {
+                    ", unsigned"
+                },
                 last.tag,
                 last.layers
             );
         }
-        if !ctx.quiet {
-            let names: Vec<String> = opts.tags.iter().map(|t| t.to_string()).collect();
-            eprintln!(
-                "built {}{} ({})",
-                out.manifest_digest,
-                if names.is_empty() {
-                    String::new()
-                } else {
-                    format!(" as {}", names.join(", "))
-                },
-                counts(&out)
-            );
-        }
-        outln!("{}", out.manifest_digest);
+        eprintln!(
+            "built {}{} ({})",
+            out.manifest_digest,
+            if tags.is_empty() {
+                String::new()
+            } else {
+                format!(" as {}", tags.join(", "))
+            },
+            counts(out)
+        );
     }
-    Ok(())
+    outln!("{}", out.manifest_digest);
 }
 
 /// "N steps run, M cached[, K fetched from the registry cache]".

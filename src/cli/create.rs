@@ -56,9 +56,9 @@ pub struct CreateArgs {
     dataset: Option<String>,
     /// How a `docker://` image is pulled.
     #[command(flatten)]
-    registry: super::access::RegistryArgs,
+    registry: super::common::access::RegistryArgs,
     #[command(flatten)]
-    policy: super::access::PolicyArg,
+    policy: super::common::access::PolicyArg,
 }
 
 pub fn run(ctx: &Ctx, a: CreateArgs) -> CmdResult {

@@ -12,6 +12,7 @@ use jbuild::image::remove::{self, Removed};
 use jbuild::image::{self, gc, list, Platform, JAILFILE_LABEL};
 use jbuild::report::plain::bytes;
 use jbuild::store::{ImageName, Store};
+use jbuild::transport::{self, Location, RegistryOptions, RegistryRef, RegistryTransport};
 
 #[derive(Args, Debug)]
 #[command(
@@ -59,7 +60,7 @@ pub struct InspectArgs {
     #[arg(long)]
     raw: bool,
     #[command(flatten)]
-    registry: super::access::RegistryArgs,
+    registry: super::common::access::RegistryArgs,
 }
 
 #[derive(Args, Debug)]
@@ -175,7 +176,11 @@ pub fn images(ctx: &Ctx, args: ImagesArgs) -> CmdResult {
 }
 
 pub fn inspect(ctx: &Ctx, args: InspectArgs) -> CmdResult {
-    if let Some(reference) = args.image.strip_prefix("docker://") {
+    let location = args
+        .image
+        .parse::<Location>()
+        .map_err(super::common::transport_failure)?;
+    if let Some(reference) = location.registry_ref() {
         if args.jail {
             return Err(Failure::user(anyhow!(
                 "--jail is for images in the store; `jbuild inspect docker://REF` shows them as jailParameters"
@@ -183,7 +188,7 @@ pub fn inspect(ctx: &Ctx, args: InspectArgs) -> CmdResult {
         }
         // In the registry, without storing anything.
         let options = args.registry.options(ctx)?;
-        return super::remote::inspect(reference, &args.platform, args.raw, options);
+        return remote_inspect(reference, &args.platform, args.raw, options);
     }
     if args.raw {
         return Err(Failure::user(anyhow!(
@@ -496,4 +501,60 @@ fn config_searched(ctx: &Ctx) -> Vec<serde_json::Value> {
             json!({"path": path, "state": state})
         })
         .collect()
+}
+
+/// `jbuild inspect docker://REF`: the manifest (or index) and the image
+/// configuration, and an index's platforms, as pretty JSON; `--raw`: the
+/// manifest's bytes.
+fn remote_inspect(
+    r: RegistryRef,
+    platform: &Option<String>,
+    raw: bool,
+    options: RegistryOptions,
+) -> CmdResult {
+    let want = platform
+        .as_deref()
+        .map(|p| Platform::parse(p).map_err(|e| Failure::user(anyhow!("--platform: {e}"))))
+        .transpose()?;
+    let name = r.name();
+    let shown = format!("{name}{}", reference_suffix(&r));
+    let t = RegistryTransport::new(r, options);
+    let image =
+        transport::block_on(t.inspect(want.as_ref())).map_err(super::common::transport_failure)?;
+    if raw {
+        out!("{}", String::from_utf8_lossy(&image.raw));
+        return Ok(());
+    }
+    let platforms: Vec<_> = image
+        .platforms
+        .iter()
+        .map(|(digest, p)| json!({"digest": digest, "platform": p.as_ref().map(|p| p.to_string())}))
+        .collect();
+    let out = json!({
+        "name": shown,
+        "digest": image.descriptor.digest().to_string(),
+        "mediaType": image.descriptor.media_type().to_string(),
+        "platforms": platforms,
+        "manifestDigest": image.manifest.as_ref().map(|(d, _)| d.digest().to_string()),
+        "manifest": image.manifest.as_ref().map(|(_, m)| m),
+        "config": image.config,
+        "jailParameters": image
+            .config
+            .as_ref()
+            .map(|c| params::to_json(&params::from_config_json(c))),
+    });
+    outln!(
+        "{}",
+        serde_json::to_string_pretty(&out).map_err(Failure::internal)?
+    );
+    Ok(())
+}
+
+/// `:tag` or `@digest`, as the reference has it.
+fn reference_suffix(r: &RegistryRef) -> String {
+    match (&r.tag, &r.digest) {
+        (_, Some(d)) => format!("@{d}"),
+        (Some(t), None) => format!(":{t}"),
+        (None, None) => String::new(),
+    }
 }

@@ -11,8 +11,9 @@ use jbuild::keychain::{canonical_registry, Credential, Secret};
 use jbuild::transport::registry::{reach, verify};
 use jbuild::transport::{self, TransportError};
 
-use super::access::{AuthfileArg, RegistryArgs};
-use super::{prompt, CmdResult, Ctx, Failure};
+use super::common::access::{AuthfileArg, RegistryArgs};
+use super::common::prompt;
+use super::{CmdResult, Ctx, Failure};
 
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:\n  \

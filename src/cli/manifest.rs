@@ -5,12 +5,14 @@
 use anyhow::anyhow;
 use clap::{Args, Subcommand};
 
-use super::registry::JobsArg;
-use super::transfer::done;
+use super::common::access::{JobsArg, RegistryArgs};
+use super::common::{done, stdout_free};
 use super::{CmdResult, Ctx, Failure};
+use jbuild::engine::publish::{self, PushOptions};
 use jbuild::image::index::{self, AddOptions, IndexError};
 use jbuild::image::Platform;
 use jbuild::store::ImageName;
+use jbuild::transport::Location;
 
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:\n  \
@@ -79,11 +81,11 @@ struct PushArgs {
     /// Where to: a registry reference (`host[:port]/repo[:tag]`, also
     /// `docker://…`), `oci:DIR[:TAG]` or `oci-archive:FILE[:TAG]`. Without
     /// it, the list's name is the registry reference.
-    destination: Option<String>,
+    destination: Option<Location>,
     #[command(flatten)]
     jobs: JobsArg,
     #[command(flatten)]
-    registry: super::access::RegistryArgs,
+    registry: RegistryArgs,
 }
 
 fn failure(e: IndexError) -> Failure {
@@ -108,29 +110,6 @@ fn changed(ctx: &Ctx, name: &ImageName, d: &oci_spec::image::Descriptor) {
     } else {
         outln!("{}", d.digest());
     }
-}
-
-/// Pushes the list `name` to `dest` (`jbuild manifest push`, `jbuild build
-/// --manifest --push`), after checking it in the store: no request is made
-/// for a list with a missing child or two children of one platform.
-pub(super) fn push_list(
-    ctx: &Ctx,
-    store: &jbuild::store::Store,
-    name: &ImageName,
-    dest: &str,
-    jobs: usize,
-    options: &jbuild::transport::RegistryOptions,
-) -> Result<super::registry::Pushed, Failure> {
-    let desc = index::check(store, name).map_err(failure)?;
-    super::registry::push_to(
-        ctx,
-        store,
-        desc.digest().as_ref(),
-        dest,
-        &name.to_string(),
-        jobs,
-        options,
-    )
 }
 
 pub fn run(ctx: &Ctx, args: ManifestArgs) -> CmdResult {
@@ -184,10 +163,27 @@ pub fn run(ctx: &Ctx, args: ManifestArgs) -> CmdResult {
         }
         ManifestCmd::Push(a) => {
             let name = list_name(&a.name)?;
-            let dest = a.destination.clone().unwrap_or_else(|| a.name.clone());
-            let options = a.registry.options(ctx)?;
-            let p = push_list(ctx, &store, &name, &dest, a.jobs.jobs.into(), &options)?;
-            done(ctx, &p.digest, &p.place, p.tag.as_deref());
+            let dest = a
+                .destination
+                .clone()
+                .unwrap_or_else(|| Location::Named(a.name.clone()));
+            let options = PushOptions {
+                jobs: a.jobs.jobs.into(),
+                registry: a.registry.options(ctx)?,
+            };
+            // Checked in the store first: no request is made for a list
+            // with a missing child or two children of one platform.
+            index::check(&store, &name).map_err(failure)?;
+            stdout_free(ctx, &dest)?;
+            let reporter = ctx.reporter();
+            let p = publish::push(&store, &a.name, &dest, &options, reporter.as_ref()).map_err(
+                |e| Failure {
+                    user: e.is_user_error(),
+                    error: e.into(),
+                },
+            )?;
+            drop(reporter);
+            done(ctx, &p.digest, &p.place, p.tag.as_deref(), Some(&dest));
         }
     }
     Ok(())

@@ -24,17 +24,16 @@ macro_rules! out {
     };
 }
 
-mod access;
 mod bastille;
 mod build;
 mod check;
+mod common;
 mod create;
 mod diff;
 mod docs;
 mod images;
 mod login;
 mod manifest;
-mod prompt;
 mod registry;
 mod remote;
 mod sbom;
@@ -457,7 +456,7 @@ pub fn main() -> i32 {
         Ok(()) => 0,
         Err(f) => {
             report(&f.error);
-            if let Some(full) = transfer::DestinationFull::find(&f.error) {
+            if let Some(full) = common::DestinationFull::find(&f.error) {
                 // The place the user named to write to is full: the store
                 // is not, and `prune` would free nothing there.
                 eprintln!(
@@ -488,7 +487,7 @@ pub fn main() -> i32 {
 /// Whether `e` comes from a full disk (ENOSPC, or a quota: EDQUOT), told
 /// by the error's kind or number, never by its text (which another
 /// program, a build step, may have printed for its own reasons). Unless a
-/// command said which place it was writing ([`transfer::DestinationFull`]),
+/// command said which place it was writing ([`common::DestinationFull`]),
 /// the full place is the state root: store, snapshots and scratch space.
 pub(crate) fn disk_full(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {

@@ -1,17 +1,14 @@
-//! Looking into a registry without pulling: `jbuild inspect docker://REF`
-//! and `jbuild tags REPO`.
+//! Looking into a registry without pulling: `jbuild tags REPO` (and
+//! `jbuild inspect docker://REF`, in `images.rs` with `inspect`).
 
 use anyhow::anyhow;
 use clap::Args;
-use jbuild::create::params;
 use serde_json::json;
 
-use super::access::RegistryArgs;
-use super::registry::registry_ref;
-use super::transfer::failure;
+use super::common::access::RegistryArgs;
+use super::common::transport_failure;
 use super::{CmdResult, Ctx, Failure};
-use jbuild::image::Platform;
-use jbuild::transport::{self, RegistryOptions, RegistryTransport};
+use jbuild::transport::{self, Location, RegistryTransport};
 
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:\n  \
@@ -20,7 +17,7 @@ use jbuild::transport::{self, RegistryOptions, RegistryTransport};
 pub struct TagsArgs {
     /// The repository: `host[:port]/name` (also `docker://…`); `alpine`
     /// is `docker.io/library/alpine`.
-    repository: String,
+    repository: Location,
     /// Tags asked for per request (`?n=`); the registry's pages are
     /// followed to the end either way.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
@@ -32,26 +29,26 @@ pub struct TagsArgs {
 /// `jbuild tags`: every tag of a repository, one per line (`--json`: one
 /// object).
 pub fn tags(ctx: &Ctx, a: TagsArgs) -> CmdResult {
-    let raw = a
+    let location = a
         .repository
-        .strip_prefix("docker://")
-        .unwrap_or(&a.repository);
-    let r = registry_ref(raw)?;
-    if r.digest.is_some()
-        || raw
-            .rsplit('/')
-            .next()
-            .is_some_and(|last| last.contains(':'))
-    {
+        .clone()
+        .registry_named()
+        .map_err(transport_failure)?;
+    let (Location::Registry(name), Some(r)) = (&location, location.registry_ref()) else {
         return Err(Failure::user(anyhow!(
-            "`{raw}` names an image, not a repository: leave out the tag or digest \
+            "{location} is not a registry repository: name one as host[:port]/name"
+        )));
+    };
+    if name.has_tag() || name.digest().is_some() {
+        return Err(Failure::user(anyhow!(
+            "`{name}` names an image, not a repository: leave out the tag or digest \
              (jbuild tags {})",
             r.name()
         )));
     }
     let name = r.name();
     let t = RegistryTransport::new(r, a.registry.options(ctx)?);
-    let tags = transport::block_on(t.list_tags(a.page_size)).map_err(failure)?;
+    let tags = transport::block_on(t.list_tags(a.page_size)).map_err(transport_failure)?;
     if ctx.json {
         outln!("{}", json!({"repository": name, "tags": tags}));
     } else {
@@ -60,60 +57,4 @@ pub fn tags(ctx: &Ctx, a: TagsArgs) -> CmdResult {
         }
     }
     Ok(())
-}
-
-/// `jbuild inspect docker://REF`: the manifest (or index) and the image
-/// configuration, and an index's platforms, as pretty JSON; `--raw`: the
-/// manifest's bytes.
-pub(super) fn inspect(
-    reference: &str,
-    platform: &Option<String>,
-    raw: bool,
-    options: RegistryOptions,
-) -> CmdResult {
-    let r = registry_ref(reference)?;
-    let want = platform
-        .as_deref()
-        .map(|p| Platform::parse(p).map_err(|e| Failure::user(anyhow!("--platform: {e}"))))
-        .transpose()?;
-    let name = r.name();
-    let shown = format!("{name}{}", reference_suffix(&r));
-    let t = RegistryTransport::new(r, options);
-    let image = transport::block_on(t.inspect(want.as_ref())).map_err(failure)?;
-    if raw {
-        out!("{}", String::from_utf8_lossy(&image.raw));
-        return Ok(());
-    }
-    let platforms: Vec<_> = image
-        .platforms
-        .iter()
-        .map(|(digest, p)| json!({"digest": digest, "platform": p.as_ref().map(|p| p.to_string())}))
-        .collect();
-    let out = json!({
-        "name": shown,
-        "digest": image.descriptor.digest().to_string(),
-        "mediaType": image.descriptor.media_type().to_string(),
-        "platforms": platforms,
-        "manifestDigest": image.manifest.as_ref().map(|(d, _)| d.digest().to_string()),
-        "manifest": image.manifest.as_ref().map(|(_, m)| m),
-        "config": image.config,
-        "jailParameters": image
-            .config
-            .as_ref()
-            .map(|c| params::to_json(&params::from_config_json(c))),
-    });
-    outln!(
-        "{}",
-        serde_json::to_string_pretty(&out).map_err(Failure::internal)?
-    );
-    Ok(())
-}
-
-/// `:tag` or `@digest`, as the reference has it.
-fn reference_suffix(r: &jbuild::transport::RegistryRef) -> String {
-    match (&r.tag, &r.digest) {
-        (_, Some(d)) => format!("@{d}"),
-        (Some(t), None) => format!(":{t}"),
-        (None, None) => String::new(),
-    }
 }

@@ -8,15 +8,10 @@ use anyhow::anyhow;
 use clap::Args;
 use serde_json::json;
 
-use super::access::RegistryArgs;
-use super::registry::registry_ref;
-use super::{prompt, CmdResult, Ctx, Failure};
-use jbuild::keychain::Secret;
-use jbuild::store::Store;
-use jbuild::trust::{self, Place, RegistryPlace, StorePlace, TrustError};
-
-/// cosign's own variable for the private key's password.
-const PASSWORD_VAR: &str = "COSIGN_PASSWORD";
+use super::common::access::{place, trust_failure, RegistryArgs};
+use super::common::keys::{password, signing_key, PASSWORD_VAR};
+use super::{CmdResult, Ctx, Failure};
+use jbuild::trust;
 
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:\n  \
@@ -80,52 +75,6 @@ pub struct VerifyAttestationArgs {
     target: Verifying,
 }
 
-pub(super) fn trust_failure(e: TrustError) -> Failure {
-    Failure {
-        user: e.is_user_error(),
-        error: e.into(),
-    }
-}
-
-/// The place an image argument names: a registry for `docker://`, else
-/// the store.
-pub(super) fn place<'a>(
-    ctx: &Ctx,
-    store: &'a mut Option<Store>,
-    image: &str,
-    registry: &RegistryArgs,
-) -> Result<Box<dyn Place + 'a>, Failure> {
-    if let Some(r) = image.strip_prefix("docker://") {
-        return Ok(Box::new(RegistryPlace::new(
-            registry_ref(r)?,
-            registry.options(ctx)?,
-        )));
-    }
-    let store = store.insert(ctx.store()?);
-    Ok(Box::new(
-        StorePlace::find(store, image).map_err(trust_failure)?,
-    ))
-}
-
-/// The password from $COSIGN_PASSWORD, else asked on a terminal (twice
-/// when `confirm`); `None` when neither can be had.
-fn password(confirm: bool) -> Result<Option<Secret>, Failure> {
-    if let Ok(p) = std::env::var(PASSWORD_VAR) {
-        return Ok(Some(Secret::new(p)));
-    }
-    if !prompt::interactive() {
-        return Ok(None);
-    }
-    let ask = |q: &str| {
-        prompt::secret(q).map_err(|e| Failure::user(anyhow!("cannot read the password: {e}")))
-    };
-    let first = ask("Enter password for private key: ")?;
-    if confirm && ask("Enter password for private key again: ")? != first {
-        return Err(Failure::user(anyhow!("the passwords do not match")));
-    }
-    Ok(Some(Secret::new(first)))
-}
-
 pub fn generate_key_pair(ctx: &Ctx, a: GenerateKeyPairArgs) -> CmdResult {
     let Some(pw) = password(true)? else {
         return Err(Failure::user(anyhow!(
@@ -144,23 +93,6 @@ pub fn generate_key_pair(ctx: &Ctx, a: GenerateKeyPairArgs) -> CmdResult {
         outln!("Public key written to {}", files.public.display());
     }
     Ok(())
-}
-
-/// The private key in `path`, its password from $COSIGN_PASSWORD or asked
-/// on a terminal (`sign --key`, `build --sign-with`).
-pub(super) fn signing_key(path: &std::path::Path) -> Result<trust::SigningKey, Failure> {
-    let mut failed = None;
-    let key = trust::read_signing_key(path, &mut || match password(false) {
-        Ok(p) => p,
-        Err(f) => {
-            failed = Some(f);
-            None
-        }
-    });
-    if let Some(f) = failed {
-        return Err(f);
-    }
-    key.map_err(trust_failure)
 }
 
 pub fn sign(ctx: &Ctx, a: SignArgs) -> CmdResult {

@@ -46,7 +46,7 @@ pub struct VerifyArgs {
     key: Option<PathBuf>,
     /// How `docker://REF` and FROM images the store lacks reach registries.
     #[command(flatten)]
-    registry: super::access::RegistryArgs,
+    registry: super::common::access::RegistryArgs,
 }
 
 fn read_provenance(file: &PathBuf) -> Result<Provenance, Failure> {
@@ -114,7 +114,7 @@ pub fn run(ctx: &Ctx, args: VerifyArgs) -> CmdResult {
     let opts = VerifyOptions {
         image: args.image.clone(),
         context: args.context.clone(),
-        build_args: super::build::parse_build_args(&args.build_args)?,
+        build_args: super::common::parse_build_args(&args.build_args)?,
         target: args.target.clone(),
         provenance,
         secrets: engine::read_secrets(&args.secrets).map_err(Failure::user)?,
@@ -137,7 +137,7 @@ pub fn run(ctx: &Ctx, args: VerifyArgs) -> CmdResult {
 
 /// The provenance attached to the image, verified with --key when given.
 fn attached(ctx: &Ctx, args: &VerifyArgs) -> Result<Option<Provenance>, Failure> {
-    use super::trust::{place, trust_failure};
+    use super::common::access::{place, trust_failure};
     let key = args
         .key
         .as_deref()

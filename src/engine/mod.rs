@@ -18,7 +18,9 @@ pub mod native;
 mod platform_args;
 pub mod platforms;
 pub mod provenance;
+pub mod publish;
 mod pull_policy;
+pub mod request;
 mod run;
 pub mod verify;
 

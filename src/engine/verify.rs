@@ -38,8 +38,8 @@ use crate::layer::compare::{first_difference, FileDifference};
 use crate::layer::{Compression, LayerError};
 use crate::report::Reporter;
 use crate::snapshot::Snapshotter;
-use crate::store::{descriptor_digest, Store, StoreError};
-use crate::transport::{self, LayoutTransport};
+use crate::store::{descriptor_digest, ImageName, Store, StoreError};
+use crate::transport::{self, LayoutTransport, Location};
 
 /// The manifest annotations every jbuild image gets from its build (not
 /// from `--annotation`): the rebuild makes them again.
@@ -189,16 +189,24 @@ pub fn verify(env: &VerifyEnv<'_>, opts: &VerifyOptions) -> Result<Verdict, Veri
     let host = Platform::default_for_host();
     let scratch = Store::open(&opts.scratch.join("store")).map_err(VerifyError::ScratchStore)?;
     // An image from a registry lands in the scratch store, never the user's.
-    let (img, expected_store) = match (opts.image.strip_prefix("docker://"), env.registry) {
-        (Some(_), Some(registry)) => {
+    let location = opts.image.parse::<Location>();
+    let fetch_failed = |source| VerifyError::Fetch {
+        image: opts.image.clone(),
+        source,
+    };
+    let (img, expected_store) = match (location, env.registry) {
+        (Err(e), Some(_)) => {
+            return Err(fetch_failed(FetchError {
+                user: true,
+                source: Box::new(e),
+            }))
+        }
+        (Ok(Location::Registry(name)), Some(registry)) => {
             // Only copied, not unpacked: nobody reads what arrives.
             let arrivals = Arrivals::default();
             let fetched = registry
-                .fetch(&scratch, &opts.image, &host, env.reporter, &arrivals)
-                .map_err(|source| VerifyError::Fetch {
-                    image: opts.image.clone(),
-                    source,
-                })?;
+                .fetch(&scratch, &name, &host, env.reporter, &arrivals)
+                .map_err(fetch_failed)?;
             let img = image::load_descriptor(&scratch, &fetched, &host, &opts.image)?;
             (img, &scratch)
         }
@@ -207,7 +215,14 @@ pub fn verify(env: &VerifyEnv<'_>, opts: &VerifyOptions) -> Result<Verdict, Veri
     let recipe = Recipe::of(&img, opts)?;
     let source = PinnedStore {
         store: env.store.clone(),
-        pins: recipe.pins.clone(),
+        pins: recipe
+            .pins
+            .iter()
+            .filter_map(|(typed, d)| {
+                let name = ImageName::parse(typed).ok()?;
+                Some((name, (typed.clone(), d.clone())))
+            })
+            .collect(),
         registry: env.registry,
     };
     let build_env = BuildEnv::new(&scratch, env.scratch_snapshots, env.reporter)
@@ -492,7 +507,9 @@ fn dot(rest: &str) -> String {
 /// elsewhere is refused, naming the digest to pull.
 struct PinnedStore<'a> {
     store: Store,
-    pins: BTreeMap<String, Digest>,
+    /// The digest each FROM image was built from, by its parsed name, with
+    /// the name as the recipe wrote it (for messages).
+    pins: BTreeMap<ImageName, (String, Digest)>,
     registry: Option<&'a dyn ImageSource>,
 }
 
@@ -512,12 +529,13 @@ impl ImageSource for PinnedStore<'_> {
     fn fetch(
         &self,
         store: &Store,
-        reference: &str,
+        reference: &ImageName,
         platform: &Platform,
         reporter: &dyn Reporter,
         arrivals: &Arrivals,
     ) -> Result<Descriptor, FetchError> {
-        let wanted = self.pins.get(reference);
+        let pinned = self.pins.get(reference);
+        let wanted = pinned.map(|(_, d)| d);
         // The pinned manifest itself, when the store names it; else by name.
         let from = match wanted {
             Some(d) if matches!(self.store.resolve(&d.to_string()), Ok(Some(_))) => d.to_string(),
@@ -536,13 +554,13 @@ impl ImageSource for PinnedStore<'_> {
                 )?
             }
         };
-        if let Some(wanted) = wanted {
+        if let Some((typed, wanted)) = pinned {
             let found = desc.digest().to_string();
             if found != wanted.to_string() {
                 return Err(FetchError {
                     user: true,
                     source: Box::new(MovedBase {
-                        reference: reference.to_string(),
+                        reference: typed.clone(),
                         found,
                         wanted: wanted.clone(),
                     }),

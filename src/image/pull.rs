@@ -73,7 +73,7 @@ use super::{load_descriptor, ImageError, LoadedImage, Platform};
 use crate::digest::Digest;
 use crate::report::Reporter;
 use crate::snapshot::{SnapshotError, Snapshotter};
-use crate::store::{descriptor_digest, Store, StoreError, StoreLock};
+use crate::store::{descriptor_digest, ImageName, Store, StoreError, StoreLock};
 
 /// Where images come from (a registry, for jbuild): copies an image into
 /// the store, untagged, for [`pull`] to unpack and name.
@@ -85,14 +85,15 @@ pub trait ImageSource: Send + Sync {
 
     /// Copies the image `reference` names (the manifest for `platform`,
     /// when it is an index) into `store` without naming it; returns the
-    /// descriptor of what was stored. Tells `arrivals` what has arrived as
+    /// descriptor of what was stored. The reference comes parsed (once, by
+    /// [`pull`]), so a source that wraps another passes it on as it is. Tells `arrivals` what has arrived as
     /// it goes, so the pull unpacks layers while they download; a source
     /// that tells nothing still works (its image is unpacked from the store
     /// once this returns).
     fn fetch(
         &self,
         store: &Store,
-        reference: &str,
+        reference: &ImageName,
         platform: &Platform,
         reporter: &dyn Reporter,
         arrivals: &Arrivals,
@@ -195,6 +196,8 @@ pub fn pull(
     let name = source
         .name(reference)
         .ok_or_else(|| PullError::NotFetchable(reference.to_string()))?;
+    let parsed =
+        ImageName::parse(reference).map_err(|_| PullError::NotFetchable(reference.to_string()))?;
     let store = unpacker.store;
     let reporter = unpacker.reporter;
     // The pin (see the module docs): taken before anything is unpacked,
@@ -208,7 +211,7 @@ pub fn pull(
         let fetch = s.spawn(|| {
             // However the fetch returns, the unpacking stops waiting.
             let _end = EndOnDrop(&arrivals);
-            source.fetch(store, reference, platform, reporter, &arrivals)
+            source.fetch(store, &parsed, platform, reporter, &arrivals)
         });
         let unpacked = unpack_arriving(unpacker, &arrivals, reference);
         if unpacked.is_err() {

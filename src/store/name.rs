@@ -79,9 +79,10 @@ pub fn has_userinfo(s: &str) -> bool {
 }
 
 /// The user name and password of a reference written
-/// `[docker://]user:password@host/...`, so they can be kept out of output.
+/// `[docker://]user:password@host/...` (or behind any other `scheme://`),
+/// so they can be kept out of output.
 pub fn userinfo(s: &str) -> Option<(&str, &str)> {
-    let s = s.strip_prefix("docker://").unwrap_or(s);
+    let s = s.split_once("://").map_or(s, |(_, rest)| rest);
     if !has_userinfo(s) {
         return None;
     }
@@ -240,6 +241,18 @@ impl ImageName {
             self.docker_repository(),
             self.tag()
         )
+    }
+}
+
+impl ImageName {
+    /// The same repository pinned by `digest` alone (no tag): what a
+    /// pull policy that checked a tag's signatures fetches.
+    pub fn pinned(&self, digest: Digest) -> ImageName {
+        ImageName {
+            tag: None,
+            digest: Some(digest),
+            ..self.clone()
+        }
     }
 }
 

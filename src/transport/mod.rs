@@ -39,18 +39,20 @@ mod ability;
 mod archive;
 mod copy;
 mod layout;
+mod location;
 pub mod registry;
 
 use std::io::{self, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use async_trait::async_trait;
 use oci_spec::image::Descriptor;
 
 pub use ability::{BlobMounts, BlobOrigin, LocalBlobs, OriginNotes};
-pub use archive::{is_stdout as writes_stdout, ArchiveError, ArchiveTransport};
+pub use archive::{ArchiveError, ArchiveTransport};
 pub use copy::{copy_image, copy_image_telling, copy_image_with, CopyEvent, CopyOptions};
 pub use layout::LayoutTransport;
+pub use location::{Location, OpenOptions};
 pub use registry::{RegistryOptions, RegistryPuller, RegistryRef, RegistryTransport};
 
 use crate::digest::{Digest, HashingWriter};
@@ -146,6 +148,16 @@ pub trait Transport: Send + Sync {
 pub enum TransportError {
     #[error("`{0}` is not a location jbuild knows: use oci:DIR[:REF], oci-archive:FILE[:REF] or docker://NAME")]
     InvalidLocation(String),
+    /// A name written without a transport where a registry reference is
+    /// wanted, that is not one.
+    #[error(
+        "`{input}` is not a registry reference: {problem} \
+         (write host[:port]/repository[:tag], oci:DIR or oci-archive:FILE)"
+    )]
+    NotRegistryReference {
+        input: String,
+        problem: crate::store::NameError,
+    },
     #[error("{location}: no image `{reference}`")]
     NotFound { location: String, reference: String },
     #[error("{location}: {what} does not match its descriptor: expected {expected}, got {actual}")]
@@ -338,6 +350,7 @@ impl TransportError {
     pub fn is_user_error(&self) -> bool {
         match self {
             TransportError::InvalidLocation(_)
+            | TransportError::NotRegistryReference { .. }
             | TransportError::NotFound { .. }
             | TransportError::Mismatch { .. }
             | TransportError::TooLarge { .. }
@@ -403,73 +416,6 @@ fn denied(registry: &str, status: u16, user: Option<&str>, detail: &str) -> Stri
              `jbuild login {registry}`, or check that the repository exists and is public"
         ),
     }
-}
-
-/// Turns a user's `oci:DIR[:REF]`, `oci-archive:FILE[:REF]` or
-/// `docker://NAME[:TAG|@DIGEST]` into a transport and the reference (a tag to write, or what to read).
-///
-/// As in skopeo, the path ends at the first `:` after the transport name
-/// and everything after it is the reference, which may itself contain `:`
-/// and `/` (`oci:/srv/images:localhost:5000/base:14.1`); so the path cannot
-/// contain a `:`.
-pub fn parse_location(s: &str) -> Result<(Box<dyn Transport>, Option<String>), TransportError> {
-    parse_location_with(s, &RegistryOptions::default())
-}
-
-/// [`parse_location`], with `docker://NAME` reaching registries as
-/// `registry` says (plain HTTP, CA certificates, credentials). The
-/// reference returned for a registry is the tag or digest in NAME.
-pub fn parse_location_with(
-    s: &str,
-    registry: &RegistryOptions,
-) -> Result<(Box<dyn Transport>, Option<String>), TransportError> {
-    parse_location_limited(s, registry, &crate::layer::Limits::default())
-}
-
-/// [`parse_location_with`], an `oci-archive:` read within `limits` (those
-/// of the configuration file's `[layers]` section, as for a layer).
-pub fn parse_location_limited(
-    s: &str,
-    registry: &RegistryOptions,
-    limits: &crate::layer::Limits,
-) -> Result<(Box<dyn Transport>, Option<String>), TransportError> {
-    if let Some(name) = s.strip_prefix("docker://") {
-        let r = RegistryRef::parse(name).map_err(|e| TransportError::Invalid {
-            location: s.to_string(),
-            what: "the reference".into(),
-            reason: e.to_string(),
-        })?;
-        let reference = r.reference();
-        return Ok((
-            Box::new(RegistryTransport::new(r, registry.clone())),
-            Some(reference),
-        ));
-    }
-    let (kind, rest) = s
-        .split_once(':')
-        .ok_or_else(|| TransportError::InvalidLocation(s.to_string()))?;
-    let (path, reference) = match rest.split_once(':') {
-        Some((p, r)) => (p, Some(r.to_string())),
-        None => (rest, None),
-    };
-    if path.is_empty() {
-        return Err(TransportError::InvalidLocation(s.to_string()));
-    }
-    if let Some(r) = &reference {
-        if !crate::store::valid_ref_name(r) {
-            return Err(TransportError::Invalid {
-                location: s.to_string(),
-                what: format!("reference `{r}`"),
-                reason: "use letters and digits joined by one of - . _ : @ + or by --, and / between parts".into(),
-            });
-        }
-    }
-    let transport: Box<dyn Transport> = match kind {
-        "oci" => Box::new(LayoutTransport::new(PathBuf::from(path))),
-        "oci-archive" => Box::new(ArchiveTransport::new(PathBuf::from(path)).with_limits(*limits)),
-        _ => return Err(TransportError::InvalidLocation(s.to_string())),
-    };
-    Ok((transport, reference))
 }
 
 /// Runs `future` to completion: the one place jbuild starts its async
@@ -578,33 +524,6 @@ fn check_size(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parses_locations() {
-        let (t, r) = parse_location("oci:/srv/images:localhost:5000/jails/base:14.1").unwrap();
-        assert_eq!(t.describe(), "oci:/srv/images");
-        assert_eq!(r.as_deref(), Some("localhost:5000/jails/base:14.1"));
-        let (t, r) = parse_location("oci-archive:out.tar").unwrap();
-        assert_eq!((t.describe().as_str(), r), ("oci-archive:out.tar", None));
-        let (t, r) = parse_location("docker://ghcr.io/a/b:1").unwrap();
-        assert_eq!(t.describe(), "docker://ghcr.io/a/b");
-        assert_eq!(r.as_deref(), Some("1"));
-        let (t, r) = parse_location("docker://alpine").unwrap();
-        assert_eq!(t.describe(), "docker://docker.io/library/alpine");
-        assert_eq!(r.as_deref(), Some("latest"));
-        assert!(parse_location("docker://Bad/Name").is_err());
-        for bad in [
-            "",
-            "oci",
-            "oci:",
-            "tar:x",
-            "dir:/x",
-            "oci:/x:bad ref",
-            "oci:/x:",
-        ] {
-            assert!(parse_location(bad).is_err(), "{bad}");
-        }
-    }
 
     #[test]
     fn copy_checked_refuses_wrong_size_and_content() {

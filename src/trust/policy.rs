@@ -37,8 +37,8 @@ use crate::digest::Digest;
 use crate::image::pull::{Arrivals, FetchError, ImageSource};
 use crate::image::Platform;
 use crate::report::Reporter;
-use crate::store::Store;
-use crate::transport::{RegistryPuller, RegistryRef};
+use crate::store::{ImageName, Store};
+use crate::transport::{Location, RegistryPuller, RegistryRef};
 
 mod rules;
 
@@ -380,23 +380,22 @@ impl Policy {
     /// hold there: jbuild checks signatures in registries only.
     pub fn check_location(
         &self,
-        location: &str,
+        location: &Location,
         options: &crate::transport::RegistryOptions,
     ) -> Result<Option<Digest>, PolicyError> {
-        if let Some(name) = location.strip_prefix("docker://") {
-            // A reference that does not parse is the transport's to refuse.
-            return match RegistryRef::parse(name) {
-                Ok(image) => self.check(&image, options),
-                Err(_) => Ok(None),
-            };
-        }
-        let Some((kind, rest)) = location.split_once(':') else {
-            return Ok(None);
+        let (kind, path, reference) = match location {
+            // A reference too long once normalised is the transport's to refuse.
+            Location::Registry(_) => {
+                return match location.registry_ref() {
+                    Some(image) => self.check(&image, options),
+                    None => Ok(None),
+                }
+            }
+            Location::Layout { dir, reference } => ("oci", dir, reference),
+            Location::Archive { file, reference } => ("oci-archive", file, reference),
+            Location::Named(_) => return Ok(None),
         };
-        let (path, reference) = match rest.split_once(':') {
-            Some((p, r)) => (p, Some(r)),
-            None => (rest, None),
-        };
+        let reference = reference.as_deref();
         let path = Path::new(path);
         let path = std::fs::canonicalize(path)
             .or_else(|_| std::path::absolute(path))
@@ -589,7 +588,7 @@ impl ImageSource for Guarded {
     fn fetch(
         &self,
         store: &Store,
-        reference: &str,
+        reference: &ImageName,
         platform: &Platform,
         reporter: &dyn Reporter,
         arrivals: &Arrivals,
@@ -604,7 +603,7 @@ impl ImageSource for Guarded {
                 .puller
                 .fetch(store, reference, platform, reporter, arrivals);
         };
-        let image = RegistryRef::parse(reference).map_err(|e| FetchError {
+        let image = RegistryRef::from_name(reference).map_err(|e| FetchError {
             user: true,
             source: Box::new(e),
         })?;
@@ -613,7 +612,7 @@ impl ImageSource for Guarded {
             .map_err(refused)?
         {
             Some(digest) => {
-                let at = format!("{}@{digest}", image.name());
+                let at = reference.pinned(digest);
                 self.puller.fetch(store, &at, platform, reporter, arrivals)
             }
             None => self

@@ -9,7 +9,11 @@
 //! is `src/image/mod.rs`). Files are read with syn: comments, strings,
 //! macro bodies and `#[cfg(test)]` modules do not count.
 //! The binary (`src/main.rs`, `src/cli/`) is its own crate above the rest:
-//! its `crate::` is `src/cli/`.
+//! its `crate::` (and `crate::cli::`) is `src/cli/`.
+//!
+//! Inside the binary, each command file (`src/cli/*.rs` but `mod.rs`)
+//! stands alone, as uv's commands do: what two commands share lives in
+//! `cli/mod.rs`, `cli/common/` or the library, never in one of them.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -197,6 +201,11 @@ fn imports() -> BTreeMap<String, BTreeSet<String>> {
                 Some("crate") => {
                     i = 1;
                     if binary {
+                        // `crate::cli::x` and `crate::x` (main.rs's own
+                        // items aside) both lead into `src/cli/`.
+                        if p.get(1).is_some_and(|s| s == "cli") {
+                            i = 2;
+                        }
                         full.push("cli".into());
                     }
                 }
@@ -345,6 +354,38 @@ fn no_file_imports_itself_through_others() {
     );
 }
 
+/// Whether `file` is a CLI command file: directly in `src/cli/`, not its
+/// `mod.rs`.
+fn is_command_file(file: &str) -> bool {
+    file.strip_prefix("cli/")
+        .is_some_and(|rest| !rest.contains('/') && rest != "mod.rs")
+}
+
+/// The imports of `graph` that reach a command file from any file of the
+/// binary but `cli/mod.rs` (which dispatches to them), as `a uses b`.
+fn command_imports(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
+    graph
+        .iter()
+        .filter(|(from, _)| in_binary(from) && from.as_str() != "cli/mod.rs")
+        .flat_map(|(from, to)| {
+            to.iter()
+                .filter(|t| is_command_file(t))
+                .map(move |t| format!("{from} uses {t}"))
+        })
+        .collect()
+}
+
+#[test]
+fn command_files_do_not_import_each_other() {
+    let found = command_imports(&imports());
+    assert!(
+        found.is_empty(),
+        "CLI command files that import another command file (move what they share into \
+         src/cli/mod.rs, src/cli/common/ or the library):\n  {}",
+        found.join("\n  ")
+    );
+}
+
 #[test]
 fn dependencies_run_down_the_floors() {
     let floor: BTreeMap<&str, usize> = FLOORS
@@ -433,4 +474,34 @@ fn the_checker_reads_imports_as_rust_does() {
         .map(|(f, t)| (f.to_string(), BTreeSet::from([t.to_string()])))
         .collect();
     assert_eq!(cycles(&two), [["x.rs", "y.rs", "x.rs"]]);
+
+    // A command file reaching another, by either path, is found; reaching
+    // `cli/mod.rs`, `cli/common/` or the library is not.
+    let cli = "use super::registry::push_to;\n\
+               use super::common::done;\n\
+               use super::{Ctx, Failure};\n\
+               fn f() { crate::cli::transfer::copy(); jbuild::store::Store::open(); }\n";
+    let found: BTreeSet<String> = paths(cli).into_iter().map(|p| p.join("::")).collect();
+    assert!(
+        found.contains("super::registry::push_to") && found.contains("crate::cli::transfer::copy")
+    );
+    let graph: BTreeMap<String, BTreeSet<String>> = [
+        (
+            "cli/build.rs",
+            &["cli/registry.rs", "cli/mod.rs", "cli/common/mod.rs"][..],
+        ),
+        ("cli/common/access.rs", &["cli/trust.rs"]),
+        ("cli/mod.rs", &["cli/build.rs"]),
+        ("cli/images.rs", &["cli/common/access.rs", "image/mod.rs"]),
+    ]
+    .into_iter()
+    .map(|(f, to)| (f.to_string(), to.iter().map(|t| t.to_string()).collect()))
+    .collect();
+    assert_eq!(
+        command_imports(&graph),
+        [
+            "cli/build.rs uses cli/registry.rs",
+            "cli/common/access.rs uses cli/trust.rs"
+        ]
+    );
 }

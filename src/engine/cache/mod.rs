@@ -51,7 +51,7 @@ use crate::report::{error_chain, Level, StepInfo};
 use crate::snapshot::{label, Kind, Labels, Snapshotter};
 use crate::store::Store;
 use crate::transport::{
-    RegistryOptions, RegistryRef, RegistryTransport, Transport, TransportError,
+    Location, RegistryOptions, RegistryRef, RegistryTransport, Transport, TransportError,
 };
 use entry::{EntryConfig, LayerBlob, FORMAT};
 use service::{Answer, Note, Repo};
@@ -82,7 +82,10 @@ pub enum RepositoryError {
 /// A cache repository as the user names it: `[docker://]HOST/PATH`, with
 /// no tag or digest.
 pub fn parse_repository(s: &str) -> Result<RegistryRef, RepositoryError> {
-    let name = crate::store::ImageName::parse(s.strip_prefix("docker://").unwrap_or(s))?;
+    let name = match s.parse::<Location>() {
+        Ok(Location::Registry(name)) => name,
+        _ => crate::store::ImageName::parse(s)?,
+    };
     if name.has_tag() || name.digest().is_some() {
         return Err(RepositoryError::Tagged);
     }

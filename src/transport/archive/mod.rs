@@ -39,16 +39,6 @@ pub use read::ArchiveError;
 /// The path that means standard input or output.
 pub const STDIO: &str = "-";
 
-/// Whether `location` (as a user wrote it) writes an archive to standard
-/// output, which then holds nothing else: `oci-archive:-`, or a path that
-/// is standard output itself (`oci-archive:/dev/stdout`).
-pub fn is_stdout(location: &str) -> bool {
-    location.strip_prefix("oci-archive:").is_some_and(|rest| {
-        let file = rest.split_once(':').map_or(rest, |(file, _)| file);
-        crate::fsutil::output::is_standard_output(Path::new(file))
-    })
-}
-
 /// An OCI archive file as a transport.
 pub struct ArchiveTransport {
     file: PathBuf,

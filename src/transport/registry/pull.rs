@@ -8,9 +8,10 @@ use super::{RegistryOptions, RegistryRef, RegistryTransport};
 use crate::image::pull::{Arrivals, FetchError, ImageSource};
 use crate::image::Platform;
 use crate::report::Reporter;
+use crate::store::ImageName;
 use crate::store::Store;
 use crate::transport::{
-    block_on, copy_image_telling, CopyEvent, CopyOptions, LayoutTransport, Transport,
+    block_on, copy_image_telling, CopyEvent, CopyOptions, LayoutTransport, Location, Transport,
 };
 
 /// Pulls images from registries into the store.
@@ -19,27 +20,24 @@ pub struct RegistryPuller {
     pub jobs: usize,
 }
 
-/// A registry reference, written bare or as `docker://…`.
-fn parse(reference: &str) -> Result<RegistryRef, crate::store::NameError> {
-    RegistryRef::parse(reference.strip_prefix("docker://").unwrap_or(reference))
-}
-
 impl ImageSource for RegistryPuller {
     fn name(&self, reference: &str) -> Option<String> {
-        // Named by its full reference, as docker names it: a second build
-        // finds it there.
-        parse(reference).ok().map(|r| r.to_string())
+        // A registry reference, written bare or as `docker://…`, named by
+        // its full reference, as docker names it: a second build finds it
+        // there.
+        let location = reference.parse::<Location>().ok()?.registry_named().ok()?;
+        location.registry_ref().map(|r| r.to_string())
     }
 
     fn fetch(
         &self,
         store: &Store,
-        reference: &str,
+        reference: &ImageName,
         platform: &Platform,
         reporter: &dyn Reporter,
         arrivals: &Arrivals,
     ) -> Result<Descriptor, FetchError> {
-        let r = parse(reference).map_err(|e| FetchError {
+        let r = RegistryRef::from_name(reference).map_err(|e| FetchError {
             user: true,
             source: Box::new(e),
         })?;

@@ -30,8 +30,7 @@ pub struct RegistryRef {
 impl RegistryRef {
     /// Parses `[docker://]NAME[:TAG][@DIGEST]` and normalises it.
     pub fn parse(s: &str) -> Result<RegistryRef, NameError> {
-        let s = s.strip_prefix("docker://").unwrap_or(s);
-        RegistryRef::from_name(&ImageName::parse(s)?)
+        RegistryRef::from_name(&ImageName::parse(docker_name(s).unwrap_or(s))?)
     }
 
     /// The normalised reference of a parsed image name.
@@ -104,6 +103,13 @@ impl fmt::Display for RegistryRef {
         }
         Ok(())
     }
+}
+
+/// The NAME of `docker://NAME`, skopeo's spelling of a registry location:
+/// the one place that spelling is read ([`crate::transport::Location`]
+/// parses with it).
+pub fn docker_name(s: &str) -> Option<&str> {
+    s.strip_prefix("docker://")
 }
 
 /// Where HTTP requests for `registry` go: Docker Hub's API host is not

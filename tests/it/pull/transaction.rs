@@ -41,11 +41,13 @@ impl ImageSource for LayoutSource {
     fn fetch(
         &self,
         store: &Store,
-        reference: &str,
+        reference: &ImageName,
         platform: &Platform,
         _reporter: &dyn Reporter,
         arrivals: &Arrivals,
     ) -> Result<Descriptor, FetchError> {
+        // The layout's references are bare names, no tag.
+        let reference = &reference.name();
         let src = LayoutTransport::new(self.dir.clone());
         let dst = LayoutTransport::from_store(store.clone());
         let options = CopyOptions {
@@ -413,11 +415,12 @@ impl ImageSource for Between<'_> {
     fn fetch(
         &self,
         store: &Store,
-        reference: &str,
+        reference: &ImageName,
         _platform: &Platform,
         _reporter: &dyn Reporter,
         arrivals: &Arrivals,
     ) -> Result<Descriptor, FetchError> {
+        let reference = &reference.name();
         let layout = Store::open_existing(&self.dir).unwrap();
         let desc = layout.resolve(reference).unwrap().unwrap();
         let digest: Digest = desc.digest().to_string().parse().unwrap();

@@ -13,6 +13,7 @@ mod limits;
 mod login;
 mod manifest;
 mod proxy_faults;
+mod publish;
 mod push;
 mod secrets;
 mod small;

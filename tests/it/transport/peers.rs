@@ -14,13 +14,23 @@ use flate2::write::GzEncoder;
 use jbuild::digest::Digest;
 use jbuild::store::{canonical_json, descriptor_digest, oci_digest, ImageName, RefName, Store};
 use jbuild::transport::{
-    copy_image, parse_location, ArchiveTransport, CopyEvent, LayoutTransport, Transport,
+    copy_image, ArchiveTransport, CopyEvent, LayoutTransport, Location, OpenOptions, Transport,
     TransportError,
 };
 use oci_spec::image::{
     Arch, ConfigBuilder, Descriptor, ImageConfigurationBuilder, ImageIndexBuilder,
     ImageManifestBuilder, MediaType, Os, PlatformBuilder, RootFsBuilder,
 };
+
+/// The transport and reference a location written as a user writes it
+/// names, parsed as every command parses one.
+fn parse_location(s: &str) -> Result<(Box<dyn Transport>, Option<String>), String> {
+    let location: Location = s.parse().map_err(|e: TransportError| e.to_string())?;
+    let transport = location
+        .open(&OpenOptions::default())
+        .map_err(|e| e.to_string())?;
+    Ok((transport, location.reference()))
+}
 
 /// A one-layer FreeBSD image, built by hand in `store` and tagged `tag`.
 fn build_image(store: &Store, tag: &str, motd: &str) -> Descriptor {

@@ -1,7 +1,9 @@
 //! The flags every command that reaches a registry takes, as podman and
 //! skopeo spell them: `--tls-verify=false`, `--cert-dir DIR` and
 //! `--authfile FILE`, turned into the library's `RegistryOptions` over the
-//! configuration file's `[registries]` and `$JBUILD_INSECURE_REGISTRIES`.
+//! configuration file's `[registries]` and `$JBUILD_INSECURE_REGISTRIES`;
+//! `--signature-policy`, `--jobs`; and the place an image argument names
+//! for the commands that sign and verify.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -13,7 +15,10 @@ use jbuild::keychain::DefaultKeychain;
 use jbuild::transport::RegistryOptions;
 use jbuild::trust::policy::{Guarded, Policy, PolicyError};
 
-use super::{Ctx, Failure};
+use crate::cli::{Ctx, Failure};
+use jbuild::store::Store;
+use jbuild::transport::Location;
+use jbuild::trust::{Place, RegistryPlace, StorePlace, TrustError};
 
 /// `--authfile`: for login and logout, and through [`RegistryArgs`] for
 /// every command that reaches a registry.
@@ -94,7 +99,7 @@ impl PolicyArg {
     pub fn check_location(
         &self,
         ctx: &Ctx,
-        location: &str,
+        location: &Location,
         options: &RegistryOptions,
     ) -> Result<Option<jbuild::digest::Digest>, Failure> {
         let failure = |e: PolicyError| Failure {
@@ -111,4 +116,39 @@ impl PolicyArg {
     pub fn guard(&self, ctx: &Ctx, puller: jbuild::transport::RegistryPuller) -> Guarded {
         Guarded::new(puller, self.signature_policy.as_deref(), &ctx.settings)
     }
+}
+
+#[derive(Args, Debug)]
+pub struct JobsArg {
+    /// Blobs moved at the same time.
+    #[arg(long, short = 'j', value_name = "N", default_value_t = 4,
+          value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub jobs: u16,
+}
+
+pub fn trust_failure(e: TrustError) -> Failure {
+    Failure {
+        user: e.is_user_error(),
+        error: e.into(),
+    }
+}
+
+/// The place an image argument names: a registry for `docker://`, else
+/// the store.
+pub fn place<'a>(
+    ctx: &Ctx,
+    store: &'a mut Option<Store>,
+    image: &str,
+    registry: &RegistryArgs,
+) -> Result<Box<dyn Place + 'a>, Failure> {
+    let location = image
+        .parse::<Location>()
+        .map_err(super::transport_failure)?;
+    if let Some(r) = location.registry_ref() {
+        return Ok(Box::new(RegistryPlace::new(r, registry.options(ctx)?)));
+    }
+    let store = store.insert(ctx.store()?);
+    Ok(Box::new(
+        StorePlace::find(store, image).map_err(trust_failure)?,
+    ))
 }
