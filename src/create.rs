@@ -28,6 +28,7 @@ mod clone;
 
 pub use clone::RootFrom;
 
+use crate::blame::Blame;
 use std::path::{Path, PathBuf};
 
 pub mod bundle;
@@ -121,8 +122,8 @@ pub enum CreateError {
     },
 }
 
-impl CreateError {
-    pub fn is_user_error(&self) -> bool {
+impl Blame for CreateError {
+    fn is_user_error(&self) -> bool {
         match self {
             CreateError::User(_) => true,
             CreateError::Params(e) => e.is_user_error(),

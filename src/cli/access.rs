@@ -11,7 +11,7 @@ use clap::{ArgAction, Args};
 
 use jbuild::keychain::DefaultKeychain;
 use jbuild::transport::RegistryOptions;
-use jbuild::trust::policy::{Guarded, Policy, PolicyError};
+use jbuild::trust::policy::{Guarded, Policy};
 
 use super::{Ctx, Failure};
 
@@ -97,12 +97,12 @@ impl PolicyArg {
         location: &str,
         options: &RegistryOptions,
     ) -> Result<Option<jbuild::digest::Digest>, Failure> {
-        let failure = |e: PolicyError| Failure {
-            user: e.is_user_error(),
-            error: e.into(),
-        };
-        match Policy::find(self.signature_policy.as_deref(), &ctx.settings).map_err(failure)? {
-            Some(policy) => policy.check_location(location, options).map_err(failure),
+        match Policy::find(self.signature_policy.as_deref(), &ctx.settings)
+            .map_err(Failure::from)?
+        {
+            Some(policy) => policy
+                .check_location(location, options)
+                .map_err(Failure::from),
             None => Ok(None),
         }
     }

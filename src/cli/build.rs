@@ -1,5 +1,6 @@
 //! `jbuild build`.
 
+use jbuild::blame::Blame;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -506,10 +507,7 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
         };
         let store = ctx.store()?;
         attested =
-            engine::attest::attest_build(&store, &out, &opts, &what).map_err(|e| Failure {
-                user: e.is_user_error(),
-                error: e.into(),
-            })?;
+            engine::attest::attest_build(&store, &out, &opts, &what).map_err(Failure::from)?;
     }
     let mut pushed = Vec::new();
     if args.push {

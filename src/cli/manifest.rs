@@ -8,7 +8,7 @@ use clap::{Args, Subcommand};
 use super::registry::JobsArg;
 use super::transfer::done;
 use super::{CmdResult, Ctx, Failure};
-use jbuild::image::index::{self, AddOptions, IndexError};
+use jbuild::image::index::{self, AddOptions};
 use jbuild::image::Platform;
 use jbuild::store::ImageName;
 
@@ -86,13 +86,6 @@ struct PushArgs {
     registry: super::access::RegistryArgs,
 }
 
-fn failure(e: IndexError) -> Failure {
-    Failure {
-        user: e.is_user_error(),
-        error: e.into(),
-    }
-}
-
 fn list_name(s: &str) -> Result<ImageName, Failure> {
     s.parse()
         .map_err(|e| Failure::user(anyhow!("manifest list name `{s}`: {e}")))
@@ -121,7 +114,7 @@ pub(super) fn push_list(
     jobs: usize,
     options: &jbuild::transport::RegistryOptions,
 ) -> Result<super::registry::Pushed, Failure> {
-    let desc = index::check(store, name).map_err(failure)?;
+    let desc = index::check(store, name).map_err(Failure::from)?;
     super::registry::push_to(
         ctx,
         store,
@@ -138,7 +131,7 @@ pub fn run(ctx: &Ctx, args: ManifestArgs) -> CmdResult {
     match args.command {
         ManifestCmd::Create(a) => {
             let name = list_name(&a.name)?;
-            let d = index::create(&store, &name, &a.images).map_err(failure)?;
+            let d = index::create(&store, &name, &a.images).map_err(Failure::from)?;
             changed(ctx, &name, &d);
         }
         ManifestCmd::Add(a) => {
@@ -154,16 +147,16 @@ pub fn run(ctx: &Ctx, args: ManifestArgs) -> CmdResult {
                 annotations: super::parse_pairs("--annotation", &a.annotations)?,
                 replace_platform: false,
             };
-            let d = index::add(&store, &name, &a.image, &opts, false).map_err(failure)?;
+            let d = index::add(&store, &name, &a.image, &opts, false).map_err(Failure::from)?;
             changed(ctx, &name, &d);
         }
         ManifestCmd::Remove(a) => {
             let name = list_name(&a.name)?;
-            let d = index::remove(&store, &name, &a.entry).map_err(failure)?;
+            let d = index::remove(&store, &name, &a.entry).map_err(Failure::from)?;
             changed(ctx, &name, &d);
         }
         ManifestCmd::Inspect(a) => {
-            let bytes = index::raw(&store, &list_name(&a.name)?).map_err(failure)?;
+            let bytes = index::raw(&store, &list_name(&a.name)?).map_err(Failure::from)?;
             let v: serde_json::Value = serde_json::from_slice(&bytes).map_err(Failure::internal)?;
             outln!(
                 "{}",
@@ -172,7 +165,7 @@ pub fn run(ctx: &Ctx, args: ManifestArgs) -> CmdResult {
         }
         ManifestCmd::Rm(a) => {
             let name = list_name(&a.name)?;
-            let d = index::delete(&store, &name).map_err(failure)?;
+            let d = index::delete(&store, &name).map_err(Failure::from)?;
             if ctx.json {
                 outln!(
                     "{}",

@@ -41,6 +41,7 @@ mod transfer;
 mod trust;
 mod verify;
 
+use jbuild::blame::Blame;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
@@ -216,6 +217,35 @@ impl Failure {
     }
 }
 
+/// The one way a library error becomes a failure: its type says whose
+/// mistake it is ([`Blame`]), so `?` on any of them is enough.
+impl<E> From<E> for Failure
+where
+    E: Blame + std::error::Error + Send + Sync + 'static,
+{
+    fn from(error: E) -> Self {
+        Failure {
+            user: error.is_user_error(),
+            error: error.into(),
+        }
+    }
+}
+
+impl Failure {
+    /// A library error with what the command was doing put first; still
+    /// blamed by the error's type.
+    pub fn context<E, C>(error: E, context: C) -> Self
+    where
+        E: Blame + std::error::Error + Send + Sync + 'static,
+        C: std::fmt::Display + Send + Sync + 'static,
+    {
+        Failure {
+            user: error.is_user_error(),
+            error: anyhow::Error::new(error).context(context),
+        }
+    }
+}
+
 pub type CmdResult = Result<(), Failure>;
 
 /// What every command gets: the parsed global flags and the state paths.
@@ -277,10 +307,7 @@ impl Ctx {
         store
             .find(reference)
             .map(|found| found.descriptor)
-            .map_err(|e| Failure {
-                user: e.is_user_error(),
-                error: e.into(),
-            })
+            .map_err(Failure::from)
     }
 
     /// How image layers are unpacked: the configuration file's `[layers]`,
@@ -304,18 +331,12 @@ impl Ctx {
     pub fn inspector(&self) -> Result<Box<dyn Snapshotter>, Failure> {
         jbuild::snapshot::choose::inspect(self.backend.as_deref(), &self.settings, &self.paths)
             .map(|c| c.snapshotter)
-            .map_err(|e| Failure {
-                user: e.is_user_error(),
-                error: e.into(),
-            })
+            .map_err(Failure::from)
     }
 
     /// The snapshot backend chosen, and why (for `jbuild info`).
     pub fn backend(&self) -> Result<Chosen, Failure> {
-        choose(self.backend.as_deref(), &self.settings, &self.paths).map_err(|e| Failure {
-            user: e.is_user_error(),
-            error: e.into(),
-        })
+        choose(self.backend.as_deref(), &self.settings, &self.paths).map_err(Failure::from)
     }
 
     /// The reporter the flags and the terminal call for.

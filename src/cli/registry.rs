@@ -5,7 +5,7 @@ use anyhow::anyhow;
 use clap::Args;
 
 use super::access::RegistryArgs;
-use super::transfer::{copy_with, done, failure, stdout_free};
+use super::transfer::{copy_with, done, stdout_free};
 use super::{CmdResult, Ctx, Failure};
 use jbuild::image::{self, Platform, Unpacker};
 use jbuild::transport::{
@@ -128,7 +128,7 @@ fn destination(
     options: &RegistryOptions,
 ) -> Result<(Box<dyn Transport>, Option<String>), Failure> {
     if is_location(s) {
-        let (t, tag) = transport::parse_location_with(s, options).map_err(failure)?;
+        let (t, tag) = transport::parse_location_with(s, options).map_err(Failure::from)?;
         // A registry reference pinned by digest alone has no tag to write.
         let tag = tag.filter(|t| !t.starts_with("sha256:"));
         return Ok((t, tag));
@@ -182,10 +182,7 @@ pub(super) fn push_to(
     if !(dest.starts_with("oci:") || dest.starts_with("oci-archive:")) {
         // Signatures and attestations kept beside the image go with it.
         let digest = jbuild::store::descriptor_digest(&out).map_err(Failure::internal)?;
-        jbuild::trust::carry(store, &digest, dst.as_ref()).map_err(|e| Failure {
-            user: e.is_user_error(),
-            error: e.into(),
-        })?;
+        jbuild::trust::carry(store, &digest, dst.as_ref()).map_err(Failure::from)?;
     }
     Ok(Pushed {
         digest: out.digest().to_string(),
@@ -203,10 +200,8 @@ pub(super) fn write_digest_file(
     file: &std::path::Path,
     digest: &str,
 ) -> Result<(), Failure> {
-    jbuild::fsutil::output::write_output(file, digest.as_bytes()).map_err(|e| Failure {
-        user: e.is_user_error(),
-        error: anyhow::Error::new(e).context(format!("{flag} {}: nothing written", file.display())),
-    })
+    jbuild::fsutil::output::write_output(file, digest.as_bytes())
+        .map_err(|e| Failure::context(e, format!("{flag} {}: nothing written", file.display())))
 }
 
 pub fn push(ctx: &Ctx, args: PushArgs) -> CmdResult {
@@ -255,10 +250,7 @@ pub fn pull(ctx: &Ctx, args: PullArgs) -> CmdResult {
         ctx.layer_policy(args.allow_setuid, args.allow_devices),
     );
     // Named only once its layers are unpacked: a refused image gets no name.
-    let pulled = image::pull(&unpacker, &source, reference, &want).map_err(|e| Failure {
-        user: e.is_user_error(),
-        error: e.into(),
-    })?;
+    let pulled = image::pull(&unpacker, &source, reference, &want).map_err(Failure::from)?;
     drop(reporter);
     done(ctx, pulled.descriptor.digest().as_ref(), &pulled.name, None);
     Ok(())
@@ -272,14 +264,11 @@ pub fn copy(ctx: &Ctx, args: CopyArgs) -> CmdResult {
     };
     let (src, reference): (Box<dyn Transport>, String) = if is_location(&args.source) {
         let (t, r) = transport::parse_location_limited(&args.source, &options, &ctx.layer_limits())
-            .map_err(failure)?;
+            .map_err(Failure::from)?;
         (t, r.unwrap_or_default())
     } else {
         let store = ctx.store()?;
-        let found = store.resolve(&args.source).map_err(|e| Failure {
-            user: e.is_user_error(),
-            error: e.into(),
-        })?;
+        let found = store.resolve(&args.source).map_err(Failure::from)?;
         match found {
             Some(desc) => (
                 Box::new(LayoutTransport::from_store(store)),

@@ -8,7 +8,6 @@ use serde_json::json;
 
 use super::access::RegistryArgs;
 use super::registry::registry_ref;
-use super::transfer::failure;
 use super::{CmdResult, Ctx, Failure};
 use jbuild::image::Platform;
 use jbuild::transport::{self, RegistryOptions, RegistryTransport};
@@ -51,7 +50,7 @@ pub fn tags(ctx: &Ctx, a: TagsArgs) -> CmdResult {
     }
     let name = r.name();
     let t = RegistryTransport::new(r, a.registry.options(ctx)?);
-    let tags = transport::block_on(t.list_tags(a.page_size)).map_err(failure)?;
+    let tags = transport::block_on(t.list_tags(a.page_size)).map_err(Failure::from)?;
     if ctx.json {
         outln!("{}", json!({"repository": name, "tags": tags}));
     } else {
@@ -79,7 +78,7 @@ pub(super) fn inspect(
     let name = r.name();
     let shown = format!("{name}{}", reference_suffix(&r));
     let t = RegistryTransport::new(r, options);
-    let image = transport::block_on(t.inspect(want.as_ref())).map_err(failure)?;
+    let image = transport::block_on(t.inspect(want.as_ref())).map_err(Failure::from)?;
     if raw {
         out!("{}", String::from_utf8_lossy(&image.raw));
         return Ok(());

@@ -68,16 +68,6 @@ impl DestinationFull {
     }
 }
 
-/// A transport failure is the user's when it is about what they named
-/// (a location, a reference, a missing image), jbuild's or the system's
-/// otherwise.
-pub(super) fn failure(e: TransportError) -> Failure {
-    Failure {
-        user: e.is_user_error(),
-        error: e.into(),
-    }
-}
-
 fn progress(reporter: &dyn Reporter) -> impl Fn(CopyEvent) + Send + Sync + '_ {
     move |ev| transport::registry::report(reporter, ev)
 }
@@ -107,7 +97,7 @@ fn copy_reporting(
         dst.finish().await?;
         Ok::<_, TransportError>(d)
     })
-    .map_err(failure)
+    .map_err(Failure::from)
 }
 
 /// [`copy`] with options, reporting as the flags say.
@@ -127,7 +117,7 @@ pub fn export(ctx: &Ctx, args: ExportArgs) -> CmdResult {
     let store = ctx.store()?;
     let desc = Ctx::resolve_image(&store, &args.image)?;
     stdout_free(ctx, &args.destination)?;
-    let (dst, tag) = transport::parse_location(&args.destination).map_err(failure)?;
+    let (dst, tag) = transport::parse_location(&args.destination).map_err(Failure::from)?;
     let tag = match tag {
         Some(t) => Some(t),
         None => Some(layout_tag(&store, &args.image, &args.destination)?),
@@ -156,7 +146,7 @@ pub fn import(ctx: &Ctx, args: ImportArgs) -> CmdResult {
     let options = Default::default();
     let (src, reference) =
         transport::parse_location_limited(&args.source, &options, &ctx.layer_limits())
-            .map_err(failure)?;
+            .map_err(Failure::from)?;
     // The pull policy's judgement comes before anything is copied; a
     // registry image is then copied by the digest it judged.
     let pinned = args.policy.check_location(ctx, &args.source, &options)?;
@@ -195,17 +185,13 @@ pub(super) fn layout_tag(
     typed: &str,
     destination: &str,
 ) -> Result<String, Failure> {
-    let store_failure = |e: jbuild::store::StoreError| Failure {
-        user: e.is_user_error(),
-        error: e.into(),
-    };
-    let found = store.find(typed).map_err(store_failure)?;
+    let found = store.find(typed).map_err(Failure::from)?;
     let name = match found.name {
         Some(n) => n,
         None => {
             let mut names = store
                 .names_of(found.descriptor.digest())
-                .map_err(store_failure)?;
+                .map_err(Failure::from)?;
             if names.len() != 1 {
                 let had = if names.is_empty() {
                     "has no name".to_string()

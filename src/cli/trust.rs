@@ -13,7 +13,7 @@ use super::registry::registry_ref;
 use super::{prompt, CmdResult, Ctx, Failure};
 use jbuild::keychain::Secret;
 use jbuild::store::Store;
-use jbuild::trust::{self, Place, RegistryPlace, StorePlace, TrustError};
+use jbuild::trust::{self, Place, RegistryPlace, StorePlace};
 
 /// cosign's own variable for the private key's password.
 const PASSWORD_VAR: &str = "COSIGN_PASSWORD";
@@ -80,13 +80,6 @@ pub struct VerifyAttestationArgs {
     target: Verifying,
 }
 
-pub(super) fn trust_failure(e: TrustError) -> Failure {
-    Failure {
-        user: e.is_user_error(),
-        error: e.into(),
-    }
-}
-
 /// The place an image argument names: a registry for `docker://`, else
 /// the store.
 pub(super) fn place<'a>(
@@ -103,7 +96,7 @@ pub(super) fn place<'a>(
     }
     let store = store.insert(ctx.store()?);
     Ok(Box::new(
-        StorePlace::find(store, image).map_err(trust_failure)?,
+        StorePlace::find(store, image).map_err(Failure::from)?,
     ))
 }
 
@@ -133,7 +126,7 @@ pub fn generate_key_pair(ctx: &Ctx, a: GenerateKeyPairArgs) -> CmdResult {
              terminal to be asked"
         )));
     };
-    let files = trust::generate_key_pair(&a.output_key_prefix, &pw).map_err(trust_failure)?;
+    let files = trust::generate_key_pair(&a.output_key_prefix, &pw).map_err(Failure::from)?;
     if ctx.json {
         outln!(
             "{}",
@@ -160,14 +153,14 @@ pub(super) fn signing_key(path: &std::path::Path) -> Result<trust::SigningKey, F
     if let Some(f) = failed {
         return Err(f);
     }
-    key.map_err(trust_failure)
+    key.map_err(Failure::from)
 }
 
 pub fn sign(ctx: &Ctx, a: SignArgs) -> CmdResult {
     let key = signing_key(&a.key)?;
     let mut store = None;
     let place = place(ctx, &mut store, &a.image, &a.registry)?;
-    let signed = trust::sign(place.as_ref(), &key).map_err(trust_failure)?;
+    let signed = trust::sign(place.as_ref(), &key).map_err(Failure::from)?;
     if ctx.json {
         outln!(
             "{}",
@@ -187,10 +180,10 @@ pub fn sign(ctx: &Ctx, a: SignArgs) -> CmdResult {
 
 pub fn verify_signature(ctx: &Ctx, a: VerifySignatureArgs) -> CmdResult {
     let a = a.target;
-    let key = trust::read_public_key(&a.key).map_err(trust_failure)?;
+    let key = trust::read_public_key(&a.key).map_err(Failure::from)?;
     let mut store = None;
     let place = place(ctx, &mut store, &a.image, &a.registry)?;
-    let good = trust::verify_signatures(place.as_ref(), &key).map_err(trust_failure)?;
+    let good = trust::verify_signatures(place.as_ref(), &key).map_err(Failure::from)?;
     if ctx.json {
         outln!(
             "{}",
@@ -212,11 +205,11 @@ pub fn verify_signature(ctx: &Ctx, a: VerifySignatureArgs) -> CmdResult {
 
 pub fn verify_attestation(ctx: &Ctx, a: VerifyAttestationArgs) -> CmdResult {
     let t = &a.target;
-    let key = trust::read_public_key(&t.key).map_err(trust_failure)?;
+    let key = trust::read_public_key(&t.key).map_err(Failure::from)?;
     let mut store = None;
     let place = place(ctx, &mut store, &t.image, &t.registry)?;
     let wanted = a.predicate_type.as_deref().map(trust::dsse::predicate_type);
-    let good = trust::verify_attestations(place.as_ref(), &key, wanted).map_err(trust_failure)?;
+    let good = trust::verify_attestations(place.as_ref(), &key, wanted).map_err(Failure::from)?;
     if ctx.json {
         outln!(
             "{}",

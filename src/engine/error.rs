@@ -1,6 +1,7 @@
 //! What can go wrong in a build, sorted into the user's mistakes (exit 1)
 //! and jbuild's or the system's faults (exit 2).
 
+use crate::blame::Blame;
 use std::fmt;
 
 use super::native::NativeError;
@@ -158,11 +159,13 @@ impl BuildError {
             e => e,
         }
     }
+}
 
+impl Blame for BuildError {
     /// Whether the user can fix this by changing the recipe, the context
     /// or the command line (exit code 1) rather than it being a fault of
     /// jbuild or the system (exit code 2).
-    pub fn is_user_error(&self) -> bool {
+    fn is_user_error(&self) -> bool {
         match self {
             BuildError::Jailfile(_)
             | BuildError::Target(_)

@@ -19,6 +19,7 @@
 //! else FreeBSD's default, `https://pkg.FreeBSD.org/${ABI}/quarterly`.
 //! `pkg+https://` (SRV mirror selection) is asked as `https://`.
 
+use crate::blame::Blame;
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -69,11 +70,11 @@ pub enum PkgRepoError {
     NoCatalogue { base: String },
 }
 
-impl PkgRepoError {
+impl Blame for PkgRepoError {
     /// The repository directory and the repositories are the user's
     /// configuration, theirs to fix (exit code 1); an HTTP client that
     /// cannot be made is jbuild's fault.
-    pub fn is_user_error(&self) -> bool {
+    fn is_user_error(&self) -> bool {
         match self {
             PkgRepoError::Ask { source } => source.is_user_error(),
             PkgRepoError::Client(_) => false,

@@ -8,6 +8,7 @@
 //! the one the config names. A layer that fails leaves nothing: its active
 //! snapshot is removed.
 
+use crate::blame::Blame;
 use std::collections::HashMap;
 use std::io::{self, Read};
 
@@ -71,11 +72,11 @@ pub enum UnpackError {
     Store(#[from] StoreError),
 }
 
-impl UnpackError {
+impl Blame for UnpackError {
     /// Whether the image is at fault (a refused layer, a malformed image)
     /// or the user's request (a name, a platform): exit 1; else the store's
     /// or the system's fault: exit 2.
-    pub fn is_user_error(&self) -> bool {
+    fn is_user_error(&self) -> bool {
         match self {
             UnpackError::LayerRefused { source, .. } => source.is_bad_input(),
             UnpackError::Image(e) => e.is_user_error(),

@@ -5,6 +5,7 @@
 //! variables expanded). `--build-arg` given on the command line wins over a
 //! file's value for the same name.
 
+use crate::blame::Blame;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -32,10 +33,10 @@ pub enum ArgFileError {
     },
 }
 
-impl ArgFileError {
+impl Blame for ArgFileError {
     /// Always the user's to fix (exit code 1): a path they gave, a line
     /// they wrote.
-    pub fn is_user_error(&self) -> bool {
+    fn is_user_error(&self) -> bool {
         true
     }
 }

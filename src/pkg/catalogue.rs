@@ -14,6 +14,7 @@
 //! the decompressed stream, each member and the entries are counted, and a
 //! catalogue holds at most [`MAX_PACKAGES`] packages.
 
+use crate::blame::Blame;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Seek, Write};
@@ -108,10 +109,10 @@ pub enum CatalogueError {
     },
 }
 
-impl CatalogueError {
+impl Blame for CatalogueError {
     /// A catalogue that does not read is the repository's, which the user
     /// chose; a local read or write that fails is the machine's.
-    pub fn is_user_error(&self) -> bool {
+    fn is_user_error(&self) -> bool {
         !matches!(self, CatalogueError::Io { .. })
     }
 }

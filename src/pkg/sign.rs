@@ -19,6 +19,7 @@
 //! A `.sig` may start with `$PKGSIGN:<type>$`; `rsa` (or none) is read,
 //! the ECC forms pkg 1.21 added are refused by name for now.
 
+use crate::blame::Blame;
 use std::fs;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
@@ -114,10 +115,10 @@ pub enum SignError {
     },
 }
 
-impl SignError {
+impl Blame for SignError {
     /// Every refusal is the repository's or its configuration's (exit 1,
     /// nothing stored); only a failing read is the machine's.
-    pub fn is_user_error(&self) -> bool {
+    fn is_user_error(&self) -> bool {
         !matches!(self, SignError::Read { .. })
     }
 }

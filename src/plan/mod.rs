@@ -26,6 +26,7 @@
 pub mod key;
 pub mod state;
 
+use crate::blame::Blame;
 use std::collections::BTreeSet;
 use std::error::Error;
 use std::fmt;
@@ -226,13 +227,15 @@ impl InputError {
         InputError::new(false, error)
     }
 
-    pub fn is_user_error(&self) -> bool {
-        self.user
-    }
-
     /// The error the input gave.
     pub fn get_ref(&self) -> &(dyn Error + Send + Sync + 'static) {
         &*self.error
+    }
+}
+
+impl Blame for InputError {
+    fn is_user_error(&self) -> bool {
+        self.user
     }
 }
 
@@ -283,10 +286,10 @@ pub enum PlanErrorKind {
     Input(#[from] InputError),
 }
 
-impl PlanError {
+impl Blame for PlanError {
     /// Whether the user can fix this (exit code 1): always, but for an
     /// input that failed by a fault of jbuild or the system.
-    pub fn is_user_error(&self) -> bool {
+    fn is_user_error(&self) -> bool {
         match &self.kind {
             PlanErrorKind::Input(e) => e.is_user_error(),
             PlanErrorKind::NoFrom

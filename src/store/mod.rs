@@ -53,6 +53,7 @@ pub mod lock;
 pub mod name;
 mod sizes;
 
+use crate::blame::Blame;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -166,10 +167,19 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    pub(crate) fn io(context: impl Into<String>, source: io::Error) -> StoreError {
+        StoreError::Io {
+            context: context.into(),
+            source,
+        }
+    }
+}
+
+impl Blame for StoreError {
     /// Whether the user can fix it: a name that finds nothing, or more than
     /// one image, or is not a valid name. Anything else is damage or the
     /// system's.
-    pub fn is_user_error(&self) -> bool {
+    fn is_user_error(&self) -> bool {
         matches!(
             self,
             StoreError::NotFound(_)
@@ -178,13 +188,6 @@ impl StoreError {
                 | StoreError::Name(_)
                 | StoreError::BadRefName(_)
         ) || matches!(self, StoreError::Place(p) if p.is_stray())
-    }
-
-    pub(crate) fn io(context: impl Into<String>, source: io::Error) -> StoreError {
-        StoreError::Io {
-            context: context.into(),
-            source,
-        }
     }
 }
 

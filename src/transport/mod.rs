@@ -41,6 +41,7 @@ mod copy;
 mod layout;
 pub mod registry;
 
+use crate::blame::Blame;
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
@@ -331,11 +332,11 @@ impl TransportError {
     }
 }
 
-impl TransportError {
+impl Blame for TransportError {
     /// Whether the user can fix this (a location or reference they typed,
     /// an image that is not there, input that is damaged or refused) rather
     /// than it being a fault of jbuild or the system.
-    pub fn is_user_error(&self) -> bool {
+    fn is_user_error(&self) -> bool {
         match self {
             TransportError::InvalidLocation(_)
             | TransportError::NotFound { .. }

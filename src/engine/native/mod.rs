@@ -42,6 +42,7 @@ pub use render::{render, RenderStats};
 pub use service::{service, service_rcvar};
 pub use sysrc::{sysrc, SysrcChange};
 
+use crate::blame::Blame;
 use std::fs;
 use std::io::{self, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -115,12 +116,26 @@ fn origin_suffix(origin: &Option<PathBuf>) -> String {
 }
 
 impl NativeError {
+    pub(crate) fn io(
+        action: &'static str,
+        path: impl Into<PathBuf>,
+    ) -> impl FnOnce(io::Error) -> NativeError {
+        let path = path.into();
+        move |source| NativeError::Io {
+            action,
+            path,
+            source,
+        }
+    }
+}
+
+impl Blame for NativeError {
     /// Whether the recipe, the build context or the root it edits is at
     /// fault (exit code 1): every refusal, and a file operation that failed
     /// on a path (missing, in the way, a loop, not readable). Other
     /// filesystem errors (a failing disk, a read-only filesystem) are the
     /// system's.
-    pub fn is_user_error(&self) -> bool {
+    fn is_user_error(&self) -> bool {
         match self {
             NativeError::Io { source, .. } => crate::fsutil::path_at_fault(source),
             NativeError::InvalidName { .. }
@@ -134,18 +149,6 @@ impl NativeError {
             | NativeError::UnsupportedFile { .. }
             | NativeError::InvalidInlineName { .. }
             | NativeError::Conflict { .. } => true,
-        }
-    }
-
-    pub(crate) fn io(
-        action: &'static str,
-        path: impl Into<PathBuf>,
-    ) -> impl FnOnce(io::Error) -> NativeError {
-        let path = path.into();
-        move |source| NativeError::Io {
-            action,
-            path,
-            source,
         }
     }
 }
