@@ -205,13 +205,15 @@ pub enum TransportError {
     /// then), or the registry lost it since. [`copy::copy_image_with`]
     /// uploads what is missing and pushes the manifest again.
     #[error(
-        "{location}: cannot {what}: the registry does not have every blob it names ({detail}); \
-         push again"
+        "{location}: cannot {what}: the registry does not have every blob it names ({}); \
+         push again",
+        errors.words()
     )]
     BlobUnknown {
         location: String,
         what: String,
-        detail: String,
+        /// What the registry said, its codes kept.
+        errors: registry::ErrorBody,
     },
     /// No connection to a registry: refused, a host name that does not
     /// resolve, nothing answering in time. `url` is what was tried.
