@@ -102,7 +102,7 @@ pub enum CreateError {
     /// A `docker://` image could not be pulled (or its pull policy refused it).
     #[error(transparent)]
     Pull(#[from] PullError),
-    #[error("snapshot: {0}")]
+    #[error(transparent)]
     Snapshot(#[from] SnapshotError),
     /// The image's jail parameters: invalid, or not agreed to.
     #[error(transparent)]
@@ -114,7 +114,7 @@ pub enum CreateError {
     /// not write to, or cannot be written.
     #[error(transparent)]
     Output(#[from] OutputError),
-    #[error("{context}: {source}")]
+    #[error("{context}")]
     Io {
         context: String,
         #[source]

@@ -438,10 +438,10 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
         let user = e.is_user_error();
         // A failed step of a template: name the Bastillefile line first.
         let at = match (&translated, &e) {
-            (Some(t), engine::BuildError::Located { location, .. })
-                if location.file.as_path() == t.path.as_path() =>
+            (Some(t), engine::BuildError::Located(at))
+                if at.location.file.as_path() == t.path.as_path() =>
             {
-                t.origin(location.line)
+                t.origin(at.location.line)
             }
             _ => None,
         };

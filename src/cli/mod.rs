@@ -483,21 +483,17 @@ pub(crate) fn disk_full(e: &anyhow::Error) -> bool {
     })
 }
 
-/// `error: <top>` then `  caused by: <each source>`, skipping a cause whose
-/// text the previous line already contains (transparent wrappers).
+/// `error: <top>` then `  caused by: <each source>`. No error prints its
+/// own source (a wrapper that shows its inner error is transparent), so
+/// every cause is printed as it is; `tests/it/cli/chains.rs` fails on a
+/// line that repeats one before it.
 ///
 /// Every line is scrubbed of the secrets jbuild read (a registry may
 /// repeat the credentials it was sent in its error).
 fn report(e: &anyhow::Error) {
-    let mut shown = e.to_string();
-    eprintln!("error: {}", redact::scrub(&shown));
+    eprintln!("error: {}", redact::scrub(&e.to_string()));
     for cause in e.chain().skip(1) {
-        let text = cause.to_string();
-        if shown.contains(&text) {
-            continue;
-        }
-        eprintln!("  caused by: {}", redact::scrub(&text));
-        shown = text;
+        eprintln!("  caused by: {}", redact::scrub(&cause.to_string()));
     }
 }
 

@@ -18,7 +18,7 @@ use crate::store::StoreError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
-    #[error("{0}")]
+    #[error(transparent)]
     Jailfile(#[from] Diagnostic),
     #[error(transparent)]
     Plan(#[from] PlanError),
@@ -32,7 +32,7 @@ pub enum BuildError {
     )]
     NotPulled(String),
     /// The build context's `.jailignore` cannot be read or used.
-    #[error("build context: {0}")]
+    #[error("build context")]
     Context(#[source] NativeError),
     /// A native instruction (COPY, SYSRC, SERVICE, LINE_IN_FILE, RENDER)
     /// that failed.
@@ -70,14 +70,9 @@ pub enum BuildError {
     #[error("the command ended with {0}")]
     StepFailed(Outcome),
     /// The step (or stage) this error happened in.
-    #[error("{location}: {}{source}", step.as_deref().map(|s| format!("`{s}`: ")).unwrap_or_default())]
-    Located {
-        location: Location,
-        step: Option<String>,
-        #[source]
-        source: Box<BuildError>,
-    },
-    #[error("snapshot: {0}")]
+    #[error(transparent)]
+    Located(Box<Located>),
+    #[error(transparent)]
     Snapshot(#[from] SnapshotError),
     /// A FROM or `COPY --from` image that cannot be read.
     #[error(transparent)]
@@ -91,9 +86,9 @@ pub enum BuildError {
     /// A layer of the new image that could not be exported.
     #[error(transparent)]
     Export(#[from] ExportError),
-    #[error("image store: {0}")]
+    #[error(transparent)]
     Store(#[from] StoreError),
-    #[error("{context}: {source}")]
+    #[error("{context}")]
     Io {
         context: String,
         #[source]
@@ -131,30 +126,21 @@ impl BuildError {
     /// its innermost location).
     pub fn located(self, location: &Location) -> BuildError {
         match self {
-            e @ BuildError::Located { .. }
-            | e @ BuildError::Jailfile(_)
-            | e @ BuildError::Plan(_) => e,
-            e => BuildError::Located {
+            e @ BuildError::Located(_) | e @ BuildError::Jailfile(_) | e @ BuildError::Plan(_) => e,
+            e => BuildError::Located(Box::new(Located {
                 location: location.clone(),
                 step: None,
-                source: Box::new(e),
-            },
+                error: e,
+            })),
         }
     }
 
     pub fn with_step(self, text: &str) -> BuildError {
         match self {
-            BuildError::Located {
-                location,
-                step: None,
-                source,
-            } => {
+            BuildError::Located(mut at) if at.step.is_none() => {
                 let short: String = text.lines().next().unwrap_or("").chars().take(80).collect();
-                BuildError::Located {
-                    location,
-                    step: Some(short),
-                    source,
-                }
+                at.step = Some(short);
+                BuildError::Located(at)
             }
             e => e,
         }
@@ -180,7 +166,7 @@ impl Blame for BuildError {
             BuildError::Context(e) | BuildError::Native(e) => e.is_user_error(),
             BuildError::Exec(e) => e.is_user_error(),
             BuildError::Release(e) => e.is_user_error(),
-            BuildError::Located { source, .. } => source.is_user_error(),
+            BuildError::Located(at) => at.error.is_user_error(),
             BuildError::Image(e) => e.is_user_error(),
             BuildError::Unpack(e) => e.is_user_error(),
             BuildError::Pull(e) => e.is_user_error(),
@@ -188,6 +174,32 @@ impl Blame for BuildError {
             BuildError::Snapshot(e) => e.is_user_error(),
             BuildError::Export(_) | BuildError::Io { .. } => false,
         }
+    }
+}
+
+/// A build error at the Jailfile line (and step) it happened in, shown on
+/// one line as `Jailfile:3:1: `RUN x`: what went wrong`. A wrapper that
+/// prints its error: the error's own causes follow it, not the error again.
+#[derive(Debug)]
+pub struct Located {
+    pub location: Location,
+    pub step: Option<String>,
+    pub error: BuildError,
+}
+
+impl std::fmt::Display for Located {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: ", self.location)?;
+        if let Some(step) = &self.step {
+            write!(f, "`{step}`: ")?;
+        }
+        self.error.fmt(f)
+    }
+}
+
+impl std::error::Error for Located {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.error.source()
     }
 }
 

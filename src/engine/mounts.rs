@@ -40,7 +40,7 @@ use crate::plan::{Plan, StepKind};
 pub enum SecretError {
     #[error("--secret `{given}`: {why}")]
     Syntax { given: String, why: String },
-    #[error("--secret id={id}: cannot read {}: {source}", path.display())]
+    #[error("--secret id={id}: cannot read {}", path.display())]
     Read {
         id: String,
         path: PathBuf,
@@ -49,7 +49,7 @@ pub enum SecretError {
     },
     /// Not a regular file or a pipe, or larger than [`MAX_SECRET`].
     #[error(
-        "--secret id={id}: {}: {source}; give a regular file or a pipe of at most {} KiB",
+        "--secret id={id}: {}: give a regular file or a pipe of at most {} KiB",
         path.display(),
         MAX_SECRET >> 10
     )]

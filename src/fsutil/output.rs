@@ -40,7 +40,7 @@ pub enum OutputError {
         what: String,
         help: &'static str,
     },
-    #[error("cannot write {}: {source}", path.display())]
+    #[error("cannot write {}", path.display())]
     Io {
         path: PathBuf,
         #[source]

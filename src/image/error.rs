@@ -20,7 +20,7 @@ pub enum ImageError {
         media_type: String,
     },
     /// An index without the platform asked for.
-    #[error("image `{reference}`: {source}")]
+    #[error("image `{reference}`")]
     Platform {
         reference: String,
         #[source]
@@ -28,7 +28,7 @@ pub enum ImageError {
     },
     /// A document of the image (`what`: index, manifest, config) that does
     /// not parse.
-    #[error("{what} {digest} is not valid: {source}")]
+    #[error("{what} {digest} is not valid")]
     Invalid {
         what: &'static str,
         digest: Digest,
@@ -45,7 +45,7 @@ pub enum ImageError {
         diff_ids: usize,
     },
     /// A digest in a manifest or config that jbuild cannot use.
-    #[error("image {image}: {source}")]
+    #[error("image {image}")]
     Digest {
         image: String,
         #[source]

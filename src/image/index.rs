@@ -61,7 +61,7 @@ pub enum IndexError {
     },
     #[error("manifest list `{name}`: entry {child} says no platform; add it again with --platform OS/ARCH")]
     NoPlatform { name: String, child: String },
-    #[error("manifest list `{name}`: {source}")]
+    #[error("manifest list `{name}`")]
     Image {
         name: String,
         #[source]

@@ -156,7 +156,7 @@ pub enum PullError {
     },
     #[error(transparent)]
     Store(#[from] StoreError),
-    #[error("snapshot: {0}")]
+    #[error(transparent)]
     Snapshot(#[from] SnapshotError),
 }
 

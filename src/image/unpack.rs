@@ -54,7 +54,7 @@ impl LayerPolicy {
 pub enum UnpackError {
     /// A layer of the image was refused: the `index`th (from 1) of
     /// `count`, blob `digest`. Its bytes, or what they unpack to.
-    #[error("layer {digest} ({index} of {count}) is refused: {source}{}", source.hint().map(|h| format!("\n  {h}")).unwrap_or_default())]
+    #[error("layer {digest} ({index} of {count}) is refused{}", source.hint().map(|h| format!("\n  {h}")).unwrap_or_default())]
     LayerRefused {
         digest: Digest,
         index: usize,
@@ -66,9 +66,9 @@ pub enum UnpackError {
     /// malformed, or disagrees with its manifest.
     #[error(transparent)]
     Image(#[from] ImageError),
-    #[error("snapshot: {0}")]
+    #[error(transparent)]
     Snapshot(#[from] SnapshotError),
-    #[error("image store: {0}")]
+    #[error(transparent)]
     Store(#[from] StoreError),
 }
 

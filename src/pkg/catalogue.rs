@@ -74,7 +74,7 @@ impl Default for Meta {
 
 #[derive(Debug, thiserror::Error)]
 pub enum CatalogueError {
-    #[error("{what}: meta.conf: {source}")]
+    #[error("{what}: meta.conf")]
     Meta {
         what: String,
         #[source]
@@ -88,7 +88,7 @@ pub enum CatalogueError {
     Malformed { what: String, reason: String },
     #[error("{what}: the archive has no `{member}`")]
     NoMember { what: String, member: String },
-    #[error("{what}: package {index}: {source}")]
+    #[error("{what}: package {index}")]
     Package {
         what: String,
         index: usize,

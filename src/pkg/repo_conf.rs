@@ -74,7 +74,7 @@ pub struct RepoConfig {
 
 #[derive(Debug, thiserror::Error)]
 pub enum RepoConfError {
-    #[error("{}: {source}", path.display())]
+    #[error("{}", path.display())]
     Ucl {
         path: PathBuf,
         #[source]

@@ -248,8 +248,9 @@ impl fmt::Debug for InputError {
     }
 }
 
-/// Shows the input's error as it is; its cause is that error, so the
-/// chain keeps every type in it.
+/// Shows the input's error as it is, a transparent wrapper: the input
+/// error's own causes follow it (not the error again, which would print
+/// its line twice).
 impl fmt::Display for InputError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.error.fmt(f)
@@ -258,17 +259,28 @@ impl fmt::Display for InputError {
 
 impl Error for InputError {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
-        Some(&*self.error)
+        self.error.source()
     }
 }
 
-/// A plan that cannot be made, at the Jailfile line it is about.
-#[derive(Debug, thiserror::Error)]
-#[error("{location}: {kind}")]
+/// A plan that cannot be made, at the Jailfile line it is about, shown on
+/// one line (`Jailfile:2:1: what`); the kind's own causes follow it.
+#[derive(Debug)]
 pub struct PlanError {
     pub location: Location,
-    #[source]
     pub kind: PlanErrorKind,
+}
+
+impl fmt::Display for PlanError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.location, self.kind)
+    }
+}
+
+impl Error for PlanError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        self.kind.source()
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

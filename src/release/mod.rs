@@ -73,7 +73,7 @@ pub enum ReleaseError {
     },
     #[error("{0}")]
     Invalid(String),
-    #[error("{}: {source}", path.display())]
+    #[error("{}", path.display())]
     Io {
         path: PathBuf,
         #[source]
@@ -86,7 +86,7 @@ pub enum ReleaseError {
     NoPkg { release: String, host: &'static str },
     #[error("`{command}` failed ({how})")]
     Pkg { command: String, how: String },
-    #[error("cannot run {} as pkg(8): {source} (check [freebsd] pkg)", program.display())]
+    #[error("cannot run {} as pkg(8) (check [freebsd] pkg)", program.display())]
     PkgSpawn {
         program: PathBuf,
         #[source]

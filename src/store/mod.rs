@@ -122,7 +122,7 @@ pub enum StoreError {
     /// A file of the layout that is not read: a symlink, a FIFO, a device,
     /// one under a component that is not a real directory, or one larger
     /// than its bound. Never says a byte of what it leads to.
-    #[error("{}: {source}", path.display())]
+    #[error("{}", path.display())]
     Refused {
         path: PathBuf,
         #[source]
@@ -152,7 +152,7 @@ pub enum StoreError {
         reference: String,
         candidates: Vec<String>,
     },
-    #[error("descriptor has an unusable digest: {0}")]
+    #[error("descriptor has an unusable digest")]
     Digest(#[from] DigestError),
     /// One of the store's own directories is a symlink or a file
     /// ([`crate::fsutil::places`]): nothing is done through it.

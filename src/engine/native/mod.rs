@@ -55,7 +55,7 @@ use crate::fsutil::resolve_in_root;
 /// location.
 #[derive(Debug, thiserror::Error)]
 pub enum NativeError {
-    #[error("cannot {action} `{path}`: {source}")]
+    #[error("cannot {action} `{path}`")]
     Io {
         action: &'static str,
         path: PathBuf,
