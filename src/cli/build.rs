@@ -158,14 +158,24 @@ pub struct BuildArgs {
     policy: super::access::PolicyArg,
 }
 
-/// A failed step of a Bastille template, named at its Bastillefile line;
-/// the build error stays the cause, so its chain reaches the report.
-#[derive(Debug, thiserror::Error)]
-#[error("{at}: {source}")]
+/// A failed step of a Bastille template, named at its Bastillefile line
+/// on the build error's own line; the build error's causes follow it.
+#[derive(Debug)]
 struct AtTemplateLine {
     at: String,
-    #[source]
     source: engine::BuildError,
+}
+
+impl std::fmt::Display for AtTemplateLine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.at, self.source)
+    }
+}
+
+impl std::error::Error for AtTemplateLine {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.source()
+    }
 }
 
 /// The build arguments: the files' (in order), then --build-arg's over them.
