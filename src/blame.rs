@@ -22,3 +22,50 @@ impl<T: Blame + ?Sized> Blame for Box<T> {
         (**self).is_user_error()
     }
 }
+
+/// An error with where it happened (or what was being done) put before it
+/// on its own line, `what: error`, and after it, optionally, what to do.
+/// A wrapper that prints its error: its causes are the error's own causes
+/// (the error itself would print its line twice). An `At<io::Error>` is
+/// looked for by type where an I/O error's kind decides (a full disk).
+#[derive(Debug)]
+pub struct At<E> {
+    pub at: String,
+    pub error: E,
+    /// Said after the error (`; give a regular file …`), or empty.
+    pub then: String,
+}
+
+impl<E> At<E> {
+    pub fn new(at: impl Into<String>, error: E) -> At<E> {
+        At {
+            at: at.into(),
+            error,
+            then: String::new(),
+        }
+    }
+
+    /// With `then` said after the error.
+    pub fn then(mut self, then: impl Into<String>) -> At<E> {
+        self.then = then.into();
+        self
+    }
+}
+
+impl<E: std::fmt::Display> std::fmt::Display for At<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}{}", self.at, self.error, self.then)
+    }
+}
+
+impl<E: std::error::Error> std::error::Error for At<E> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.error.source()
+    }
+}
+
+impl<E: Blame> Blame for At<E> {
+    fn is_user_error(&self) -> bool {
+        self.error.is_user_error()
+    }
+}

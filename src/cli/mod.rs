@@ -472,7 +472,11 @@ pub fn main() -> i32 {
 /// the full place is the state root: store, snapshots and scratch space.
 pub(crate) fn disk_full(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
-        c.downcast_ref::<std::io::Error>().is_some_and(|io| {
+        let io = c.downcast_ref::<std::io::Error>().or_else(|| {
+            c.downcast_ref::<jbuild::blame::At<std::io::Error>>()
+                .map(|at| &at.error)
+        });
+        io.is_some_and(|io| {
             matches!(
                 io.kind(),
                 std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded

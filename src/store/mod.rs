@@ -121,13 +121,10 @@ pub enum StoreError {
     },
     /// A file of the layout that is not read: a symlink, a FIFO, a device,
     /// one under a component that is not a real directory, or one larger
-    /// than its bound. Never says a byte of what it leads to.
-    #[error("{}", path.display())]
-    Refused {
-        path: PathBuf,
-        #[source]
-        source: InputError,
-    },
+    /// than its bound. Never says a byte of what it leads to. `why` is the
+    /// reason, said on the line.
+    #[error("{}: {why}", path.display())]
+    Refused { path: PathBuf, why: InputError },
     /// A change that would make `index.json` larger than every reader
     /// reads ([`MAX_INDEX`]).
     #[error(
@@ -217,7 +214,7 @@ impl Store {
     fn refused(&self, rel: impl AsRef<Path>, e: InputError) -> StoreError {
         StoreError::Refused {
             path: self.root.join(rel),
-            source: e,
+            why: e,
         }
     }
 

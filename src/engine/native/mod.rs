@@ -55,13 +55,10 @@ use crate::fsutil::resolve_in_root;
 /// location.
 #[derive(Debug, thiserror::Error)]
 pub enum NativeError {
-    #[error("cannot {action} `{path}`")]
-    Io {
-        action: &'static str,
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
+    /// `cannot {action} `{path}`: {the I/O error}`, on one line (the I/O
+    /// error kept by type, [`crate::blame::At`]).
+    #[error(transparent)]
+    Io(crate::blame::At<io::Error>),
     #[error("`{name}` is not a valid {what} name: use letters, digits and `_`, not starting with a digit")]
     InvalidName { name: String, what: &'static str },
     #[error(
@@ -121,10 +118,11 @@ impl NativeError {
         path: impl Into<PathBuf>,
     ) -> impl FnOnce(io::Error) -> NativeError {
         let path = path.into();
-        move |source| NativeError::Io {
-            action,
-            path,
-            source,
+        move |source| {
+            NativeError::Io(crate::blame::At::new(
+                format!("cannot {action} `{}`", path.display()),
+                source,
+            ))
         }
     }
 }
@@ -137,7 +135,7 @@ impl Blame for NativeError {
     /// system's.
     fn is_user_error(&self) -> bool {
         match self {
-            NativeError::Io { source, .. } => crate::fsutil::path_at_fault(source),
+            NativeError::Io(at) => crate::fsutil::path_at_fault(&at.error),
             NativeError::InvalidName { .. }
             | NativeError::InvalidService { .. }
             | NativeError::InvalidValue { .. }
