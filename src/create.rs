@@ -28,6 +28,7 @@ mod clone;
 
 pub use clone::RootFrom;
 
+use crate::blame::Blame;
 use std::path::{Path, PathBuf};
 
 pub mod bundle;
@@ -102,7 +103,7 @@ pub enum CreateError {
     /// A `docker://` image could not be pulled (or its pull policy refused it).
     #[error(transparent)]
     Pull(#[from] PullError),
-    #[error("snapshot: {0}")]
+    #[error(transparent)]
     Snapshot(#[from] SnapshotError),
     /// The image's jail parameters: invalid, or not agreed to.
     #[error(transparent)]
@@ -114,7 +115,7 @@ pub enum CreateError {
     /// not write to, or cannot be written.
     #[error(transparent)]
     Output(#[from] OutputError),
-    #[error("{context}: {source}")]
+    #[error("{context}")]
     Io {
         context: String,
         #[source]
@@ -122,8 +123,8 @@ pub enum CreateError {
     },
 }
 
-impl CreateError {
-    pub fn is_user_error(&self) -> bool {
+impl Blame for CreateError {
+    fn is_user_error(&self) -> bool {
         match self {
             CreateError::User(_) => true,
             CreateError::Params(e) => e.is_user_error(),

@@ -15,6 +15,7 @@
 //! - [`report`] is how any of it talks to the user.
 
 pub mod bastille;
+pub mod blame;
 pub mod check;
 pub mod compare;
 pub mod config;

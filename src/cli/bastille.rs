@@ -25,10 +25,7 @@ pub fn convert(ctx: &Ctx, a: ConvertArgs) -> CmdResult {
     let converted = translate(ctx, &a.path, &a.template, false)?;
     match &a.output {
         Some(out) => jbuild::fsutil::output::write_output(out, converted.jailfile.as_bytes())
-            .map_err(|e| Failure {
-                user: e.is_user_error(),
-                error: anyhow::Error::new(e).context("--output: nothing written"),
-            })?,
+            .map_err(|e| Failure::context(e, "--output: nothing written"))?,
         None => out!("{}", converted.jailfile),
     }
     if !ctx.quiet && !ctx.json {

@@ -1,5 +1,6 @@
 //! `jbuild build`.
 
+use jbuild::blame::Blame;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -9,8 +10,8 @@ use serde_json::json;
 
 use super::common::access::{PolicyArg, RegistryArgs};
 use super::common::keys::signing_key;
+use super::common::parse_build_args;
 use super::common::template::{translate, TemplateArgs};
-use super::common::{parse_build_args, transport_failure};
 use super::{CmdResult, Ctx, Failure};
 use jbuild::bastille::Converted;
 use jbuild::engine::attest::Attest;
@@ -166,14 +167,24 @@ pub struct BuildArgs {
     policy: PolicyArg,
 }
 
-/// A failed step of a Bastille template, named at its Bastillefile line;
-/// the build error stays the cause, so its chain reaches the report.
-#[derive(Debug, thiserror::Error)]
-#[error("{at}: {source}")]
+/// A failed step of a Bastille template, named at its Bastillefile line
+/// on the build error's own line; the build error's causes follow it.
+#[derive(Debug)]
 struct AtTemplateLine {
     at: String,
-    #[source]
     source: engine::BuildError,
+}
+
+impl std::fmt::Display for AtTemplateLine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.at, self.source)
+    }
+}
+
+impl std::error::Error for AtTemplateLine {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.source()
+    }
 }
 
 /// The build arguments: the files' (in order), then --build-arg's over them.
@@ -358,7 +369,7 @@ fn targets(args: &BuildArgs) -> Result<Targets, Failure> {
         for t in tags.iter().chain(&list) {
             let to = Location::Named(t.to_string())
                 .registry_named()
-                .map_err(transport_failure)?;
+                .map_err(Failure::from)?;
             destinations.push(to);
         }
         if list.is_some() {
@@ -516,10 +527,10 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
 fn failure(translated: &Option<Converted>, e: RequestError) -> Failure {
     let user = e.is_user_error();
     let at = match (translated, &e) {
-        (Some(t), RequestError::Build(engine::BuildError::Located { location, .. }))
-            if location.file.as_path() == t.path.as_path() =>
+        (Some(t), RequestError::Build(engine::BuildError::Located(at)))
+            if at.location.file.as_path() == t.path.as_path() =>
         {
-            t.origin(location.line)
+            t.origin(at.location.line)
         }
         _ => None,
     };

@@ -2,7 +2,6 @@
 
 use std::path::PathBuf;
 
-use anyhow::anyhow;
 use clap::Args;
 use serde_json::json;
 
@@ -86,10 +85,7 @@ pub fn run(ctx: &Ctx, a: CreateArgs) -> CmdResult {
     let mut opts = CreateOptions::new(&image, &name, a.path, a.conf, prefix);
     opts.allowed_jail_params = allowed_jail_params(ctx, &a.allow_jail_params);
     opts.dataset = a.dataset;
-    let made = create::create(&unpacker, &opts).map_err(|e| Failure {
-        user: e.is_user_error(),
-        error: anyhow!(e),
-    })?;
+    let made = create::create(&unpacker, &opts).map_err(Failure::from)?;
     if ctx.json {
         JsonReporter::stdout().emit(json!({
             "event": "result",
@@ -133,10 +129,7 @@ fn pulled(ctx: &Ctx, a: &CreateArgs, unpacker: &Unpacker<'_>) -> Result<String, 
             jobs: 4,
         },
     );
-    create::pull_missing(unpacker, &source, &a.image).map_err(|e| Failure {
-        user: e.is_user_error(),
-        error: anyhow!(e),
-    })
+    create::pull_missing(unpacker, &source, &a.image).map_err(Failure::from)
 }
 
 /// `--allow-jail-param` over the configuration's list.
@@ -163,10 +156,7 @@ fn bundle(ctx: &Ctx, a: &CreateArgs, dir: &std::path::Path) -> CmdResult {
         name: a.name.clone(),
         allowed_jail_params: allowed_jail_params(ctx, &a.allow_jail_params),
     };
-    let made = create::bundle::bundle(&unpacker, &opts).map_err(|e| Failure {
-        user: e.is_user_error(),
-        error: anyhow!(e),
-    })?;
+    let made = create::bundle::bundle(&unpacker, &opts).map_err(Failure::from)?;
     if ctx.json {
         JsonReporter::stdout().emit(json!({
             "event": "result",

@@ -57,10 +57,7 @@ pub fn run(ctx: &Ctx, args: DiffArgs) -> CmdResult {
         packages_only: args.packages,
     };
     let cmp =
-        compare::images(&store, &args.a, &args.b, &platform, options).map_err(|e| Failure {
-            user: e.is_user_error(),
-            error: e.into(),
-        })?;
+        compare::images(&store, &args.a, &args.b, &platform, options).map_err(Failure::from)?;
     if ctx.json || args.format == FormatArg::Json {
         outln!(
             "{}",

@@ -3,6 +3,7 @@
 
 use anyhow::anyhow;
 use clap::Args;
+use jbuild::blame::Blame;
 use serde_json::json;
 
 use super::{CmdResult, Ctx, Failure};
@@ -118,18 +119,14 @@ fn load(store: &Store, reference: &str, p: &Platform) -> Result<image::LoadedIma
 
 pub fn images(ctx: &Ctx, args: ImagesArgs) -> CmdResult {
     let store = ctx.store()?;
-    let user = |e: list::ListError| Failure {
-        user: e.is_user_error(),
-        error: e.into(),
-    };
     let format = args
         .format
         .as_deref()
         .map(Format::parse)
         .transpose()
         .map_err(Failure::user)?;
-    let filters = list::Filters::parse(&store, &args.filter).map_err(user)?;
-    let rows = list::list(&store, &filters).map_err(user)?;
+    let filters = list::Filters::parse(&store, &args.filter).map_err(Failure::from)?;
+    let rows = list::list(&store, &filters).map_err(Failure::from)?;
     let now = std::time::SystemTime::now();
     if ctx.json && format.is_none() {
         let v: Vec<_> = rows
@@ -176,10 +173,7 @@ pub fn images(ctx: &Ctx, args: ImagesArgs) -> CmdResult {
 }
 
 pub fn inspect(ctx: &Ctx, args: InspectArgs) -> CmdResult {
-    let location = args
-        .image
-        .parse::<Location>()
-        .map_err(super::common::transport_failure)?;
+    let location = args.image.parse::<Location>().map_err(Failure::from)?;
     if let Some(reference) = location.registry_ref() {
         if args.jail {
             return Err(Failure::user(anyhow!(
@@ -315,10 +309,7 @@ pub fn tag(ctx: &Ctx, args: TagArgs) -> CmdResult {
         .map_err(|e| Failure::user(anyhow!("{}: {e}", args.target)))?;
     let desc = Ctx::resolve_image(&store, &args.source)?;
     // The type decides: a full index is the user's to fix (`rmi`).
-    store.tag(&target, &desc).map_err(|e| Failure {
-        user: e.is_user_error(),
-        error: e.into(),
-    })?;
+    store.tag(&target, &desc).map_err(Failure::from)?;
     Ok(())
 }
 
@@ -519,8 +510,7 @@ fn remote_inspect(
     let name = r.name();
     let shown = format!("{name}{}", reference_suffix(&r));
     let t = RegistryTransport::new(r, options);
-    let image =
-        transport::block_on(t.inspect(want.as_ref())).map_err(super::common::transport_failure)?;
+    let image = transport::block_on(t.inspect(want.as_ref())).map_err(Failure::from)?;
     if raw {
         out!("{}", String::from_utf8_lossy(&image.raw));
         return Ok(());

@@ -119,14 +119,7 @@ pub fn login(ctx: &Ctx, a: LoginArgs) -> CmdResult {
     };
     let keychain = a.access.auth.keychain()?;
 
-    let cannot = |e: anyhow::Error, user: bool| {
-        let e = e.context(format!("cannot log in to {registry}"));
-        if user {
-            Failure::user(e)
-        } else {
-            Failure::internal(e)
-        }
-    };
+    let cannot = |e: TransportError| Failure::context(e, format!("cannot log in to {registry}"));
     let options = a.access.options(ctx)?;
     // One runtime for both: the HTTP client `reach` builds keeps its
     // connections on the runtime it was first used in.
@@ -134,14 +127,8 @@ pub fn login(ctx: &Ctx, a: LoginArgs) -> CmdResult {
         let ep = reach(&registry, &options).await?;
         Ok::<_, TransportError>(verify(&ep.http, &registry, &ep.base, &cred).await)
     })
-    .map_err(|e| {
-        let user = e.is_user_error();
-        cannot(e.into(), user)
-    })?;
-    verified.map_err(|e| {
-        let user = e.is_user_error();
-        cannot(e.into(), user)
-    })?;
+    .map_err(cannot)?;
+    verified.map_err(cannot)?;
     keychain.store(&registry, &cred).map_err(|e| {
         Failure::user(
             anyhow::Error::new(e)

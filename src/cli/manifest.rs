@@ -9,7 +9,7 @@ use super::common::access::{JobsArg, RegistryArgs};
 use super::common::{done, stdout_free};
 use super::{CmdResult, Ctx, Failure};
 use jbuild::engine::publish::{self, PushOptions};
-use jbuild::image::index::{self, AddOptions, IndexError};
+use jbuild::image::index::{self, AddOptions};
 use jbuild::image::Platform;
 use jbuild::store::ImageName;
 use jbuild::transport::Location;
@@ -88,13 +88,6 @@ struct PushArgs {
     registry: RegistryArgs,
 }
 
-fn failure(e: IndexError) -> Failure {
-    Failure {
-        user: e.is_user_error(),
-        error: e.into(),
-    }
-}
-
 fn list_name(s: &str) -> Result<ImageName, Failure> {
     s.parse()
         .map_err(|e| Failure::user(anyhow!("manifest list name `{s}`: {e}")))
@@ -117,7 +110,7 @@ pub fn run(ctx: &Ctx, args: ManifestArgs) -> CmdResult {
     match args.command {
         ManifestCmd::Create(a) => {
             let name = list_name(&a.name)?;
-            let d = index::create(&store, &name, &a.images).map_err(failure)?;
+            let d = index::create(&store, &name, &a.images).map_err(Failure::from)?;
             changed(ctx, &name, &d);
         }
         ManifestCmd::Add(a) => {
@@ -133,16 +126,16 @@ pub fn run(ctx: &Ctx, args: ManifestArgs) -> CmdResult {
                 annotations: super::parse_pairs("--annotation", &a.annotations)?,
                 replace_platform: false,
             };
-            let d = index::add(&store, &name, &a.image, &opts, false).map_err(failure)?;
+            let d = index::add(&store, &name, &a.image, &opts, false).map_err(Failure::from)?;
             changed(ctx, &name, &d);
         }
         ManifestCmd::Remove(a) => {
             let name = list_name(&a.name)?;
-            let d = index::remove(&store, &name, &a.entry).map_err(failure)?;
+            let d = index::remove(&store, &name, &a.entry).map_err(Failure::from)?;
             changed(ctx, &name, &d);
         }
         ManifestCmd::Inspect(a) => {
-            let bytes = index::raw(&store, &list_name(&a.name)?).map_err(failure)?;
+            let bytes = index::raw(&store, &list_name(&a.name)?).map_err(Failure::from)?;
             let v: serde_json::Value = serde_json::from_slice(&bytes).map_err(Failure::internal)?;
             outln!(
                 "{}",
@@ -151,7 +144,7 @@ pub fn run(ctx: &Ctx, args: ManifestArgs) -> CmdResult {
         }
         ManifestCmd::Rm(a) => {
             let name = list_name(&a.name)?;
-            let d = index::delete(&store, &name).map_err(failure)?;
+            let d = index::delete(&store, &name).map_err(Failure::from)?;
             if ctx.json {
                 outln!(
                     "{}",
@@ -173,15 +166,11 @@ pub fn run(ctx: &Ctx, args: ManifestArgs) -> CmdResult {
             };
             // Checked in the store first: no request is made for a list
             // with a missing child or two children of one platform.
-            index::check(&store, &name).map_err(failure)?;
+            index::check(&store, &name).map_err(Failure::from)?;
             stdout_free(ctx, &dest)?;
             let reporter = ctx.reporter();
-            let p = publish::push(&store, &a.name, &dest, &options, reporter.as_ref()).map_err(
-                |e| Failure {
-                    user: e.is_user_error(),
-                    error: e.into(),
-                },
-            )?;
+            let p = publish::push(&store, &a.name, &dest, &options, reporter.as_ref())
+                .map_err(Failure::from)?;
             drop(reporter);
             done(ctx, &p.digest, &p.place, p.tag.as_deref(), Some(&dest));
         }

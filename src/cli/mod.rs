@@ -41,6 +41,7 @@ mod transfer;
 mod trust;
 mod verify;
 
+use jbuild::blame::Blame;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
@@ -219,6 +220,35 @@ impl Failure {
     }
 }
 
+/// The one way a library error becomes a failure: its type says whose
+/// mistake it is ([`Blame`]), so `?` on any of them is enough.
+impl<E> From<E> for Failure
+where
+    E: Blame + std::error::Error + Send + Sync + 'static,
+{
+    fn from(error: E) -> Self {
+        Failure {
+            user: error.is_user_error(),
+            error: error.into(),
+        }
+    }
+}
+
+impl Failure {
+    /// A library error with what the command was doing put first; still
+    /// blamed by the error's type.
+    pub fn context<E, C>(error: E, context: C) -> Self
+    where
+        E: Blame + std::error::Error + Send + Sync + 'static,
+        C: std::fmt::Display + Send + Sync + 'static,
+    {
+        Failure {
+            user: error.is_user_error(),
+            error: anyhow::Error::new(error).context(context),
+        }
+    }
+}
+
 pub type CmdResult = Result<(), Failure>;
 
 /// What every command gets: the parsed global flags and the state paths.
@@ -280,10 +310,7 @@ impl Ctx {
         store
             .find(reference)
             .map(|found| found.descriptor)
-            .map_err(|e| Failure {
-                user: e.is_user_error(),
-                error: e.into(),
-            })
+            .map_err(Failure::from)
     }
 
     /// How image layers are unpacked: the configuration file's `[layers]`,
@@ -307,18 +334,12 @@ impl Ctx {
     pub fn inspector(&self) -> Result<Box<dyn Snapshotter>, Failure> {
         jbuild::snapshot::choose::inspect(self.backend.as_deref(), &self.settings, &self.paths)
             .map(|c| c.snapshotter)
-            .map_err(|e| Failure {
-                user: e.is_user_error(),
-                error: e.into(),
-            })
+            .map_err(Failure::from)
     }
 
     /// The snapshot backend chosen, and why (for `jbuild info`).
     pub fn backend(&self) -> Result<Chosen, Failure> {
-        choose(self.backend.as_deref(), &self.settings, &self.paths).map_err(|e| Failure {
-            user: e.is_user_error(),
-            error: e.into(),
-        })
+        choose(self.backend.as_deref(), &self.settings, &self.paths).map_err(Failure::from)
     }
 
     /// The reporter the flags and the terminal call for.
@@ -491,7 +512,11 @@ pub fn main() -> i32 {
 /// the full place is the state root: store, snapshots and scratch space.
 pub(crate) fn disk_full(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
-        c.downcast_ref::<std::io::Error>().is_some_and(|io| {
+        let io = c.downcast_ref::<std::io::Error>().or_else(|| {
+            c.downcast_ref::<jbuild::blame::At<std::io::Error>>()
+                .map(|at| &at.error)
+        });
+        io.is_some_and(|io| {
             matches!(
                 io.kind(),
                 std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
@@ -502,21 +527,17 @@ pub(crate) fn disk_full(e: &anyhow::Error) -> bool {
     })
 }
 
-/// `error: <top>` then `  caused by: <each source>`, skipping a cause whose
-/// text the previous line already contains (transparent wrappers).
+/// `error: <top>` then `  caused by: <each source>`. No error prints its
+/// own source (a wrapper that shows its inner error is transparent), so
+/// every cause is printed as it is; `tests/it/cli/chains.rs` fails on a
+/// line that repeats one before it.
 ///
 /// Every line is scrubbed of the secrets jbuild read (a registry may
 /// repeat the credentials it was sent in its error).
 fn report(e: &anyhow::Error) {
-    let mut shown = e.to_string();
-    eprintln!("error: {}", redact::scrub(&shown));
+    eprintln!("error: {}", redact::scrub(&e.to_string()));
     for cause in e.chain().skip(1) {
-        let text = cause.to_string();
-        if shown.contains(&text) {
-            continue;
-        }
-        eprintln!("  caused by: {}", redact::scrub(&text));
-        shown = text;
+        eprintln!("  caused by: {}", redact::scrub(&cause.to_string()));
     }
 }
 

@@ -5,7 +5,7 @@ use anyhow::anyhow;
 use clap::Args;
 
 use super::common::access::{JobsArg, PolicyArg, RegistryArgs};
-use super::common::{done, stdout_free, transport_failure, write_file, DestinationFull};
+use super::common::{done, stdout_free, write_file, DestinationFull};
 use super::{CmdResult, Ctx, Failure};
 use jbuild::engine::publish::{self, PushOptions};
 use jbuild::image::{self, Platform, Unpacker};
@@ -113,13 +113,8 @@ pub fn push(ctx: &Ctx, args: PushArgs) -> CmdResult {
         registry: args.registry.options(ctx)?,
     };
     let reporter = ctx.reporter();
-    let p =
-        publish::push(&store, &args.image, &dest, &options, reporter.as_ref()).map_err(|e| {
-            Failure {
-                user: e.is_user_error(),
-                error: e.into(),
-            }
-        })?;
+    let p = publish::push(&store, &args.image, &dest, &options, reporter.as_ref())
+        .map_err(Failure::from)?;
     drop(reporter);
     if let Some(file) = &args.digestfile {
         write_file("--digestfile", file, &p.digest)?;
@@ -133,7 +128,7 @@ pub fn pull(ctx: &Ctx, args: PullArgs) -> CmdResult {
         .reference
         .clone()
         .registry_named()
-        .map_err(transport_failure)?;
+        .map_err(Failure::from)?;
     let Some(reference) = location.registry_ref().map(|r| r.to_string()) else {
         return Err(Failure::user(anyhow!(
             "{location}: jbuild pulls from registries; to read an OCI layout or archive into the \
@@ -158,10 +153,7 @@ pub fn pull(ctx: &Ctx, args: PullArgs) -> CmdResult {
         ctx.layer_policy(args.allow_setuid, args.allow_devices),
     );
     // Named only once its layers are unpacked: a refused image gets no name.
-    let pulled = image::pull(&unpacker, &source, &reference, &want).map_err(|e| Failure {
-        user: e.is_user_error(),
-        error: e.into(),
-    })?;
+    let pulled = image::pull(&unpacker, &source, &reference, &want).map_err(Failure::from)?;
     drop(reporter);
     done(
         ctx,
@@ -185,10 +177,7 @@ pub fn copy(ctx: &Ctx, args: CopyArgs) -> CmdResult {
     let (src, reference): (Box<dyn Transport>, String) = match &args.source {
         Location::Named(name) => {
             let store = ctx.store()?;
-            let found = store.resolve(name).map_err(|e| Failure {
-                user: e.is_user_error(),
-                error: e.into(),
-            })?;
+            let found = store.resolve(name).map_err(Failure::from)?;
             match found {
                 Some(desc) => (
                     Box::new(LayoutTransport::from_store(store)),
@@ -199,14 +188,14 @@ pub fn copy(ctx: &Ctx, args: CopyArgs) -> CmdResult {
                         .source
                         .clone()
                         .registry_named()
-                        .map_err(transport_failure)?;
-                    let t = at.open(&open).map_err(transport_failure)?;
+                        .map_err(Failure::from)?;
+                    let t = at.open(&open).map_err(Failure::from)?;
                     (t, at.reference().unwrap_or_default())
                 }
             }
         }
         at => {
-            let t = at.open(&open).map_err(transport_failure)?;
+            let t = at.open(&open).map_err(Failure::from)?;
             (t, at.reference().unwrap_or_default())
         }
     };
@@ -215,8 +204,8 @@ pub fn copy(ctx: &Ctx, args: CopyArgs) -> CmdResult {
         .destination
         .clone()
         .registry_named()
-        .map_err(transport_failure)?;
-    let dst = to.open(&open).map_err(transport_failure)?;
+        .map_err(Failure::from)?;
+    let dst = to.open(&open).map_err(Failure::from)?;
     let tag = to.tag();
     let reporter = ctx.reporter();
     let out = publish::send(
@@ -227,7 +216,7 @@ pub fn copy(ctx: &Ctx, args: CopyArgs) -> CmdResult {
         &opts,
         reporter.as_ref(),
     )
-    .map_err(transport_failure)
+    .map_err(Failure::from)
     .map_err(|f| DestinationFull::mark(f, &args.destination))?;
     drop(reporter);
     done(

@@ -6,7 +6,6 @@ use clap::Args;
 use serde_json::json;
 
 use super::common::access::RegistryArgs;
-use super::common::transport_failure;
 use super::{CmdResult, Ctx, Failure};
 use jbuild::transport::{self, Location, RegistryTransport};
 
@@ -33,7 +32,7 @@ pub fn tags(ctx: &Ctx, a: TagsArgs) -> CmdResult {
         .repository
         .clone()
         .registry_named()
-        .map_err(transport_failure)?;
+        .map_err(Failure::from)?;
     let (Location::Registry(name), Some(r)) = (&location, location.registry_ref()) else {
         return Err(Failure::user(anyhow!(
             "{location} is not a registry repository: name one as host[:port]/name"
@@ -48,7 +47,7 @@ pub fn tags(ctx: &Ctx, a: TagsArgs) -> CmdResult {
     }
     let name = r.name();
     let t = RegistryTransport::new(r, a.registry.options(ctx)?);
-    let tags = transport::block_on(t.list_tags(a.page_size)).map_err(transport_failure)?;
+    let tags = transport::block_on(t.list_tags(a.page_size)).map_err(Failure::from)?;
     if ctx.json {
         outln!("{}", json!({"repository": name, "tags": tags}));
     } else {

@@ -45,12 +45,8 @@ pub fn run(ctx: &Ctx, args: SbomArgs) -> CmdResult {
         FormatArg::Cyclonedx => Format::CycloneDx,
     };
     let store = ctx.store()?;
-    let failure = |e: sbom::SbomError| Failure {
-        user: e.is_user_error(),
-        error: e.into(),
-    };
-    let inv =
-        sbom::inventory(&store, &args.image, &platform, &Default::default()).map_err(failure)?;
+    let inv = sbom::inventory(&store, &args.image, &platform, &Default::default())
+        .map_err(Failure::from)?;
     if !inv.has_database && !ctx.quiet {
         // The document is still right (the image, no packages), but an
         // empty list should not pass for "nothing installed" unseen.
@@ -60,12 +56,10 @@ pub fn run(ctx: &Ctx, args: SbomArgs) -> CmdResult {
             args.image
         );
     }
-    let doc = sbom::render(&inv, format).map_err(failure)?;
+    let doc = sbom::render(&inv, format).map_err(Failure::from)?;
     match &args.output {
-        Some(path) => jbuild::fsutil::output::write_output(path, &doc).map_err(|e| Failure {
-            user: e.is_user_error(),
-            error: anyhow::Error::new(e).context("--output: nothing written"),
-        })?,
+        Some(path) => jbuild::fsutil::output::write_output(path, &doc)
+            .map_err(|e| Failure::context(e, "--output: nothing written"))?,
         None => out!("{}", String::from_utf8_lossy(&doc)),
     }
     Ok(())

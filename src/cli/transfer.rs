@@ -5,7 +5,7 @@ use anyhow::anyhow;
 use clap::Args;
 
 use super::common::access::PolicyArg;
-use super::common::{done, stdout_free, transport_failure, DestinationFull};
+use super::common::{done, stdout_free, DestinationFull};
 use super::{CmdResult, Ctx, Failure};
 use jbuild::engine::publish::{self, PushOptions};
 use jbuild::store::ImageName;
@@ -39,17 +39,14 @@ pub fn export(ctx: &Ctx, args: ExportArgs) -> CmdResult {
     // there is the first thing to say.
     Ctx::resolve_image(&store, &args.image)?;
     stdout_free(ctx, &to)?;
-    let to = to.explicit().map_err(transport_failure)?;
+    let to = to.explicit().map_err(Failure::from)?;
     let options = PushOptions {
         jobs: CopyOptions::default().jobs,
         registry: Default::default(),
     };
     let reporter = ctx.reporter();
     let p = publish::push(&store, &args.image, &to, &options, reporter.as_ref())
-        .map_err(|e| Failure {
-            user: e.is_user_error(),
-            error: e.into(),
-        })
+        .map_err(Failure::from)
         .map_err(|f| DestinationFull::mark(f, &to))?;
     drop(reporter);
     done(ctx, &p.digest, &to.to_string(), p.tag.as_deref(), Some(&to));
@@ -57,12 +54,12 @@ pub fn export(ctx: &Ctx, args: ExportArgs) -> CmdResult {
 }
 
 pub fn import(ctx: &Ctx, args: ImportArgs) -> CmdResult {
-    let source = args.source.clone().explicit().map_err(transport_failure)?;
+    let source = args.source.clone().explicit().map_err(Failure::from)?;
     let open = OpenOptions {
         limits: ctx.layer_limits(),
         ..OpenOptions::default()
     };
-    let src = source.open(&open).map_err(transport_failure)?;
+    let src = source.open(&open).map_err(Failure::from)?;
     let reference = source.reference();
     // The pull policy's judgement comes before anything is copied; a
     // registry image is then copied by the digest it judged.
@@ -85,7 +82,7 @@ pub fn import(ctx: &Ctx, args: ImportArgs) -> CmdResult {
         &CopyOptions::default(),
         reporter.as_ref(),
     )
-    .map_err(transport_failure)?;
+    .map_err(Failure::from)?;
     drop(reporter);
     done(
         ctx,

@@ -8,7 +8,7 @@ use anyhow::anyhow;
 use clap::Args;
 use serde_json::json;
 
-use super::common::access::{place, trust_failure, RegistryArgs};
+use super::common::access::{place, RegistryArgs};
 use super::common::keys::{password, signing_key, PASSWORD_VAR};
 use super::{CmdResult, Ctx, Failure};
 use jbuild::trust;
@@ -82,7 +82,7 @@ pub fn generate_key_pair(ctx: &Ctx, a: GenerateKeyPairArgs) -> CmdResult {
              terminal to be asked"
         )));
     };
-    let files = trust::generate_key_pair(&a.output_key_prefix, &pw).map_err(trust_failure)?;
+    let files = trust::generate_key_pair(&a.output_key_prefix, &pw).map_err(Failure::from)?;
     if ctx.json {
         outln!(
             "{}",
@@ -99,7 +99,7 @@ pub fn sign(ctx: &Ctx, a: SignArgs) -> CmdResult {
     let key = signing_key(&a.key)?;
     let mut store = None;
     let place = place(ctx, &mut store, &a.image, &a.registry)?;
-    let signed = trust::sign(place.as_ref(), &key).map_err(trust_failure)?;
+    let signed = trust::sign(place.as_ref(), &key).map_err(Failure::from)?;
     if ctx.json {
         outln!(
             "{}",
@@ -119,10 +119,10 @@ pub fn sign(ctx: &Ctx, a: SignArgs) -> CmdResult {
 
 pub fn verify_signature(ctx: &Ctx, a: VerifySignatureArgs) -> CmdResult {
     let a = a.target;
-    let key = trust::read_public_key(&a.key).map_err(trust_failure)?;
+    let key = trust::read_public_key(&a.key).map_err(Failure::from)?;
     let mut store = None;
     let place = place(ctx, &mut store, &a.image, &a.registry)?;
-    let good = trust::verify_signatures(place.as_ref(), &key).map_err(trust_failure)?;
+    let good = trust::verify_signatures(place.as_ref(), &key).map_err(Failure::from)?;
     if ctx.json {
         outln!(
             "{}",
@@ -144,11 +144,11 @@ pub fn verify_signature(ctx: &Ctx, a: VerifySignatureArgs) -> CmdResult {
 
 pub fn verify_attestation(ctx: &Ctx, a: VerifyAttestationArgs) -> CmdResult {
     let t = &a.target;
-    let key = trust::read_public_key(&t.key).map_err(trust_failure)?;
+    let key = trust::read_public_key(&t.key).map_err(Failure::from)?;
     let mut store = None;
     let place = place(ctx, &mut store, &t.image, &t.registry)?;
     let wanted = a.predicate_type.as_deref().map(trust::dsse::predicate_type);
-    let good = trust::verify_attestations(place.as_ref(), &key, wanted).map_err(trust_failure)?;
+    let good = trust::verify_attestations(place.as_ref(), &key, wanted).map_err(Failure::from)?;
     if ctx.json {
         outln!(
             "{}",

@@ -120,10 +120,7 @@ pub fn run(ctx: &Ctx, args: VerifyArgs) -> CmdResult {
         secrets: engine::read_secrets(&args.secrets).map_err(Failure::user)?,
         scratch: scratch.path().to_path_buf(),
     };
-    let verdict = verify::verify(&env, &opts).map_err(|e| Failure {
-        user: e.is_user_error(),
-        error: e.into(),
-    })?;
+    let verdict = verify::verify(&env, &opts).map_err(Failure::from)?;
     drop(reporter);
     print(ctx, &args.image, &verdict);
     if verdict.is_same() {
@@ -137,13 +134,13 @@ pub fn run(ctx: &Ctx, args: VerifyArgs) -> CmdResult {
 
 /// The provenance attached to the image, verified with --key when given.
 fn attached(ctx: &Ctx, args: &VerifyArgs) -> Result<Option<Provenance>, Failure> {
-    use super::common::access::{place, trust_failure};
+    use super::common::access::place;
     let key = args
         .key
         .as_deref()
         .map(jbuild::trust::read_public_key)
         .transpose()
-        .map_err(trust_failure)?;
+        .map_err(Failure::from)?;
     let mut store = None;
     let place = match place(ctx, &mut store, &args.image, &args.registry) {
         Ok(p) => p,
@@ -152,10 +149,7 @@ fn attached(ctx: &Ctx, args: &VerifyArgs) -> Result<Option<Provenance>, Failure>
         Err(_) if key.is_none() => return Ok(None),
         Err(f) => return Err(f),
     };
-    engine::attest::attached_provenance(place.as_ref(), key.as_ref()).map_err(|e| Failure {
-        user: e.is_user_error(),
-        error: e.into(),
-    })
+    engine::attest::attached_provenance(place.as_ref(), key.as_ref()).map_err(Failure::from)
 }
 
 fn print(ctx: &Ctx, image: &str, v: &Verdict) {

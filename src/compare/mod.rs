@@ -64,10 +64,10 @@ pub enum CompareError {
     NoPackages { image: String },
 }
 
-impl CompareError {
+impl crate::blame::Blame for CompareError {
     /// A name that matches nothing, and an image whose content is not
     /// what it claims, are the user's; a damaged store is not.
-    pub fn is_user_error(&self) -> bool {
+    fn is_user_error(&self) -> bool {
         match self {
             CompareError::Find(e) => e.is_user_error(),
             CompareError::Image(e) => !e.is_malformed() && e.is_user_error(),

@@ -157,6 +157,7 @@ fn absolute(path: &Path) -> Result<std::path::PathBuf, CreateError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::blame::Blame;
 
     fn root() -> &'static Path {
         Path::new("/usr/local/jails/web")

@@ -159,6 +159,7 @@ fn make_dir(path: &Path, as_root: bool) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::blame::Blame;
     use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
 
     fn volumes(v: &[&str]) -> Vec<String> {

@@ -26,6 +26,7 @@
 //!   control characters, a permission whose value is not a boolean. The
 //!   image is refused: jail.conf(5) is not written from it.
 
+use crate::blame::Blame;
 use crate::exec::jail_params::needs_opt_in;
 use crate::image::{jail_labels, permission_value, JailLabel};
 
@@ -222,9 +223,9 @@ fn agree(params: &[(String, String, String)]) -> String {
         .join(" ")
 }
 
-impl ParamsError {
+impl Blame for ParamsError {
     /// Always the user's: the image they chose, or their consent.
-    pub fn is_user_error(&self) -> bool {
+    fn is_user_error(&self) -> bool {
         true
     }
 }

@@ -18,6 +18,7 @@
 use super::env::{BuildOptions, BuildOutput};
 use super::error::BuildError;
 use super::provenance::{self, Provenance};
+use crate::blame::Blame;
 use crate::image::Platform;
 use crate::sbom::{self, SbomError};
 use crate::store::Store;
@@ -50,8 +51,8 @@ pub enum AttestError {
     },
 }
 
-impl AttestError {
-    pub fn is_user_error(&self) -> bool {
+impl Blame for AttestError {
+    fn is_user_error(&self) -> bool {
         match self {
             AttestError::Provenance(e) => e.is_user_error(),
             AttestError::Sbom(e) => e.is_user_error(),

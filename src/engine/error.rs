@@ -1,6 +1,7 @@
 //! What can go wrong in a build, sorted into the user's mistakes (exit 1)
 //! and jbuild's or the system's faults (exit 2).
 
+use crate::blame::Blame;
 use std::fmt;
 
 use super::native::NativeError;
@@ -17,7 +18,7 @@ use crate::store::StoreError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
-    #[error("{0}")]
+    #[error(transparent)]
     Jailfile(#[from] Diagnostic),
     #[error(transparent)]
     Plan(#[from] PlanError),
@@ -31,7 +32,7 @@ pub enum BuildError {
     )]
     NotPulled(String),
     /// The build context's `.jailignore` cannot be read or used.
-    #[error("build context: {0}")]
+    #[error("build context")]
     Context(#[source] NativeError),
     /// A native instruction (COPY, SYSRC, SERVICE, LINE_IN_FILE, RENDER)
     /// that failed.
@@ -69,14 +70,9 @@ pub enum BuildError {
     #[error("the command ended with {0}")]
     StepFailed(Outcome),
     /// The step (or stage) this error happened in.
-    #[error("{location}: {}{source}", step.as_deref().map(|s| format!("`{s}`: ")).unwrap_or_default())]
-    Located {
-        location: Location,
-        step: Option<String>,
-        #[source]
-        source: Box<BuildError>,
-    },
-    #[error("snapshot: {0}")]
+    #[error(transparent)]
+    Located(Box<Located>),
+    #[error(transparent)]
     Snapshot(#[from] SnapshotError),
     /// A FROM or `COPY --from` image that cannot be read.
     #[error(transparent)]
@@ -90,9 +86,9 @@ pub enum BuildError {
     /// A layer of the new image that could not be exported.
     #[error(transparent)]
     Export(#[from] ExportError),
-    #[error("image store: {0}")]
+    #[error(transparent)]
     Store(#[from] StoreError),
-    #[error("{context}: {source}")]
+    #[error("{context}")]
     Io {
         context: String,
         #[source]
@@ -130,39 +126,32 @@ impl BuildError {
     /// its innermost location).
     pub fn located(self, location: &Location) -> BuildError {
         match self {
-            e @ BuildError::Located { .. }
-            | e @ BuildError::Jailfile(_)
-            | e @ BuildError::Plan(_) => e,
-            e => BuildError::Located {
+            e @ BuildError::Located(_) | e @ BuildError::Jailfile(_) | e @ BuildError::Plan(_) => e,
+            e => BuildError::Located(Box::new(Located {
                 location: location.clone(),
                 step: None,
-                source: Box::new(e),
-            },
+                error: e,
+            })),
         }
     }
 
     pub fn with_step(self, text: &str) -> BuildError {
         match self {
-            BuildError::Located {
-                location,
-                step: None,
-                source,
-            } => {
+            BuildError::Located(mut at) if at.step.is_none() => {
                 let short: String = text.lines().next().unwrap_or("").chars().take(80).collect();
-                BuildError::Located {
-                    location,
-                    step: Some(short),
-                    source,
-                }
+                at.step = Some(short);
+                BuildError::Located(at)
             }
             e => e,
         }
     }
+}
 
+impl Blame for BuildError {
     /// Whether the user can fix this by changing the recipe, the context
     /// or the command line (exit code 1) rather than it being a fault of
     /// jbuild or the system (exit code 2).
-    pub fn is_user_error(&self) -> bool {
+    fn is_user_error(&self) -> bool {
         match self {
             BuildError::Jailfile(_)
             | BuildError::Target(_)
@@ -177,7 +166,7 @@ impl BuildError {
             BuildError::Context(e) | BuildError::Native(e) => e.is_user_error(),
             BuildError::Exec(e) => e.is_user_error(),
             BuildError::Release(e) => e.is_user_error(),
-            BuildError::Located { source, .. } => source.is_user_error(),
+            BuildError::Located(at) => at.error.is_user_error(),
             BuildError::Image(e) => e.is_user_error(),
             BuildError::Unpack(e) => e.is_user_error(),
             BuildError::Pull(e) => e.is_user_error(),
@@ -185,6 +174,32 @@ impl BuildError {
             BuildError::Snapshot(e) => e.is_user_error(),
             BuildError::Export(_) | BuildError::Io { .. } => false,
         }
+    }
+}
+
+/// A build error at the Jailfile line (and step) it happened in, shown on
+/// one line as `Jailfile:3:1: `RUN x`: what went wrong`. A wrapper that
+/// prints its error: the error's own causes follow it, not the error again.
+#[derive(Debug)]
+pub struct Located {
+    pub location: Location,
+    pub step: Option<String>,
+    pub error: BuildError,
+}
+
+impl std::fmt::Display for Located {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: ", self.location)?;
+        if let Some(step) = &self.step {
+            write!(f, "`{step}`: ")?;
+        }
+        self.error.fmt(f)
+    }
+}
+
+impl std::error::Error for Located {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.error.source()
     }
 }
 

@@ -154,6 +154,7 @@ fn plain(word: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::blame::Blame;
     use crate::digest::Digest;
     use crate::jailfile::{self, CopySource};
     use crate::plan::{self, BaseImage, InputError, PlanInputs, PlanOptions};

@@ -19,6 +19,7 @@
 //! else FreeBSD's default, `https://pkg.FreeBSD.org/${ABI}/quarterly`.
 //! `pkg+https://` (SRV mirror selection) is asked as `https://`.
 
+use crate::blame::Blame;
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -43,13 +44,13 @@ pub const DEFAULT_PKG_REPO: &str = "https://pkg.FreeBSD.org/${ABI}/quarterly";
 /// on, is not known.
 #[derive(Debug, thiserror::Error)]
 pub enum PkgRepoError {
-    #[error("cannot read the pkg repository directory {}: {source} (set [pkg] repos_dir or --pkg-repos to a directory of *.conf files)", dir.display())]
+    #[error("cannot read the pkg repository directory {} (set [pkg] repos_dir or --pkg-repos to a directory of *.conf files)", dir.display())]
     ReadDir {
         dir: PathBuf,
         #[source]
         source: std::io::Error,
     },
-    #[error("reading {}: {source}", path.display())]
+    #[error("reading {}", path.display())]
     Read {
         path: PathBuf,
         #[source]
@@ -57,7 +58,7 @@ pub enum PkgRepoError {
     },
     #[error("the pkg repository {url} has no packagesite.pkg (run `pkg repo` there), or use --pkg-offline")]
     NoLocalCatalogue { url: String },
-    #[error("{source}\n  PKG steps are keyed on the repository's catalogue; build with --pkg-offline to key on the configuration only")]
+    #[error("cannot ask the pkg repository for its catalogue: PKG steps are keyed on it; build with --pkg-offline to key on the configuration only")]
     Ask {
         #[source]
         source: ReleaseError,
@@ -69,11 +70,11 @@ pub enum PkgRepoError {
     NoCatalogue { base: String },
 }
 
-impl PkgRepoError {
+impl Blame for PkgRepoError {
     /// The repository directory and the repositories are the user's
     /// configuration, theirs to fix (exit code 1); an HTTP client that
     /// cannot be made is jbuild's fault.
-    pub fn is_user_error(&self) -> bool {
+    fn is_user_error(&self) -> bool {
         match self {
             PkgRepoError::Ask { source } => source.is_user_error(),
             PkgRepoError::Client(_) => false,

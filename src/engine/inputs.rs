@@ -3,6 +3,7 @@
 //! bind-mount sources from the build context, FreeBSD releases and package
 //! repositories — each asked once per build.
 
+use crate::blame::Blame;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::Path;

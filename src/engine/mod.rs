@@ -26,7 +26,7 @@ pub mod verify;
 
 pub use cache::RegistryCache;
 pub use env::{BuildEnv, BuildOptions, BuildOutput};
-pub use error::{BuildError, ForeignOs};
+pub use error::{BuildError, ForeignOs, Located};
 pub use freebsd::FreeBsdEnv;
 pub use mounts::{read_secrets, SecretError};
 pub use platforms::{build_platforms, ListOutput, PlatformOutput};

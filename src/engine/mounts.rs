@@ -40,24 +40,24 @@ use crate::plan::{Plan, StepKind};
 pub enum SecretError {
     #[error("--secret `{given}`: {why}")]
     Syntax { given: String, why: String },
-    #[error("--secret id={id}: cannot read {}: {source}", path.display())]
+    #[error("--secret id={id}: cannot read {}", path.display())]
     Read {
         id: String,
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
-    /// Not a regular file or a pipe, or larger than [`MAX_SECRET`].
+    /// Not a regular file or a pipe, or larger than [`MAX_SECRET`]: `why`
+    /// is the reason, said on the line (a read that failed is `Read`).
     #[error(
-        "--secret id={id}: {}: {source}; give a regular file or a pipe of at most {} KiB",
+        "--secret id={id}: {}: {why}; give a regular file or a pipe of at most {} KiB",
         path.display(),
         MAX_SECRET >> 10
     )]
     Refused {
         id: String,
         path: PathBuf,
-        #[source]
-        source: InputError,
+        why: InputError,
     },
     #[error("--secret id={id}: the environment variable {var} is not set")]
     Env { id: String, var: String },
@@ -105,7 +105,7 @@ pub fn read_secrets(raw: &[String]) -> Result<BTreeMap<String, SecretData>, Secr
             (Some(path), None) => match read_given(&path, MAX_SECRET) {
                 Ok(bytes) => bytes,
                 Err(InputError::Io(source)) => return Err(SecretError::Read { id, path, source }),
-                Err(source) => return Err(SecretError::Refused { id, path, source }),
+                Err(why) => return Err(SecretError::Refused { id, path, why }),
             },
             (None, Some(var)) => match std::env::var_os(&var) {
                 Some(v) => v.into_encoded_bytes(),

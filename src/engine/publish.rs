@@ -75,10 +75,10 @@ impl From<TransportError> for PushError {
     }
 }
 
-impl PushError {
+impl crate::blame::Blame for PushError {
     /// Whether the user can fix it (an image or place they named, a
     /// registry they must reach) rather than it being a fault of jbuild's.
-    pub fn is_user_error(&self) -> bool {
+    fn is_user_error(&self) -> bool {
         match self {
             PushError::Store(e) => e.is_user_error(),
             PushError::Transport(e) => e.is_user_error(),

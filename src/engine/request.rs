@@ -83,10 +83,10 @@ pub enum RequestError {
     Push(#[from] PushError),
 }
 
-impl RequestError {
+impl crate::blame::Blame for RequestError {
     /// Whether the user can fix it rather than it being a fault of
     /// jbuild's or the system's.
-    pub fn is_user_error(&self) -> bool {
+    fn is_user_error(&self) -> bool {
         match self {
             RequestError::Build(e) => e.is_user_error(),
             RequestError::Output { source, .. } => source.is_user_error(),

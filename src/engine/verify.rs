@@ -17,6 +17,7 @@
 //! differ, the first layer that differs is named, with the step that made
 //! it and the first file that differs in it ([`crate::layer::compare`]).
 
+use crate::blame::Blame;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -169,8 +170,8 @@ pub enum VerifyError {
     },
 }
 
-impl VerifyError {
-    pub fn is_user_error(&self) -> bool {
+impl Blame for VerifyError {
+    fn is_user_error(&self) -> bool {
         match self {
             VerifyError::Image(e) => e.is_user_error(),
             VerifyError::Fetch { source, .. } => source.user,

@@ -44,6 +44,7 @@ pub mod signals;
 #[cfg(unix)]
 pub mod user;
 
+use crate::blame::Blame;
 use std::path::Path;
 
 /// Which pipe an output line came from; defined with the Reporter, which
@@ -213,13 +214,13 @@ pub enum ExecError {
     Invalid(String),
 }
 
-impl ExecError {
+impl Blame for ExecError {
     /// Whether the recipe or the way jbuild was started is at fault (exit
     /// code 1): an unknown user or group, a spec that cannot be run, a
     /// host or privileges that cannot run steps, and a file operation that
     /// failed on a path in the root (a WORKDIR that is a file, a mount
     /// point in the way). Other I/O errors are the system's.
-    pub fn is_user_error(&self) -> bool {
+    fn is_user_error(&self) -> bool {
         match self {
             ExecError::Spawn { .. }
             | ExecError::UnknownUser(_)

@@ -252,7 +252,7 @@ fn helper(name: &str) -> Option<std::path::PathBuf> {
 /// Why jbuild could not enter its user namespace.
 #[derive(Debug, thiserror::Error)]
 pub enum RootlessError {
-    #[error("cannot make a user namespace for a rootless build: {0}")]
+    #[error("cannot make a user namespace for a rootless build")]
     Namespace(#[source] std::io::Error),
     #[error(
         "{helper} refused to map the subordinate ids ({detail}): check the user's lines in \
@@ -264,9 +264,9 @@ pub enum RootlessError {
     },
 }
 
-impl RootlessError {
+impl crate::blame::Blame for RootlessError {
     /// The machine's configuration is the user's to fix.
-    pub fn is_user_error(&self) -> bool {
+    fn is_user_error(&self) -> bool {
         true
     }
 }

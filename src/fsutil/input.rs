@@ -47,8 +47,8 @@ pub enum InputError {
     /// A pipe ([`read_given`]) whose writer sent nothing, or that has none.
     #[error("it is a pipe that brought nothing (a FIFO nobody writes to?)")]
     EmptyPipe,
-    #[error("{0}")]
-    Io(#[source] io::Error),
+    #[error(transparent)]
+    Io(io::Error),
 }
 
 fn outside(real: Option<&Path>, places: &[PathBuf]) -> String {

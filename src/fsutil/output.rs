@@ -21,6 +21,7 @@
 //! A block device is refused because writing a digest or an image over a
 //! disk is never what was meant; a socket cannot be opened by name.
 
+use crate::blame::Blame;
 use std::fs::{self, OpenOptions};
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
@@ -39,7 +40,7 @@ pub enum OutputError {
         what: String,
         help: &'static str,
     },
-    #[error("cannot write {}: {source}", path.display())]
+    #[error("cannot write {}", path.display())]
     Io {
         path: PathBuf,
         #[source]
@@ -47,10 +48,10 @@ pub enum OutputError {
     },
 }
 
-impl OutputError {
+impl Blame for OutputError {
     /// A refused path, or one that is missing its directory, not
     /// permitted and the like, is the user's to fix; a failing disk is not.
-    pub fn is_user_error(&self) -> bool {
+    fn is_user_error(&self) -> bool {
         match self {
             OutputError::Refused { .. } => true,
             OutputError::Io { source, .. } => super::path_at_fault(source),

@@ -1,5 +1,6 @@
 //! What can go wrong reading an image from the store.
 
+use crate::blame::Blame;
 use crate::digest::{Digest, DigestError};
 use crate::store::StoreError;
 
@@ -19,7 +20,7 @@ pub enum ImageError {
         media_type: String,
     },
     /// An index without the platform asked for.
-    #[error("image `{reference}`: {source}")]
+    #[error("image `{reference}`")]
     Platform {
         reference: String,
         #[source]
@@ -27,7 +28,7 @@ pub enum ImageError {
     },
     /// A document of the image (`what`: index, manifest, config) that does
     /// not parse.
-    #[error("{what} {digest} is not valid: {source}")]
+    #[error("{what} {digest} is not valid")]
     Invalid {
         what: &'static str,
         digest: Digest,
@@ -44,7 +45,7 @@ pub enum ImageError {
         diff_ids: usize,
     },
     /// A digest in a manifest or config that jbuild cannot use.
-    #[error("image {image}: {source}")]
+    #[error("image {image}")]
     Digest {
         image: String,
         #[source]
@@ -74,10 +75,23 @@ pub enum ImageError {
 }
 
 impl ImageError {
+    /// Whether the image itself is malformed (as opposed to missing, or
+    /// not readable from the store).
+    pub fn is_malformed(&self) -> bool {
+        matches!(
+            self,
+            ImageError::Invalid { .. }
+                | ImageError::Inconsistent { .. }
+                | ImageError::Digest { .. }
+        )
+    }
+}
+
+impl Blame for ImageError {
     /// Whether the user can fix this (a name, a platform, an image that is
     /// not what it should be) rather than it being the store's damage or
     /// the system's fault.
-    pub fn is_user_error(&self) -> bool {
+    fn is_user_error(&self) -> bool {
         match self {
             ImageError::NotFound(_)
             | ImageError::NotAnImage { .. }
@@ -88,16 +102,5 @@ impl ImageError {
             | ImageError::TooLarge { .. } => true,
             ImageError::Store(e) => e.is_user_error(),
         }
-    }
-
-    /// Whether the image itself is malformed (as opposed to missing, or
-    /// not readable from the store).
-    pub fn is_malformed(&self) -> bool {
-        matches!(
-            self,
-            ImageError::Invalid { .. }
-                | ImageError::Inconsistent { .. }
-                | ImageError::Digest { .. }
-        )
     }
 }

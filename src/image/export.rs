@@ -40,15 +40,15 @@ pub struct Layer {
 /// Why a layer could not be exported.
 #[derive(Debug, thiserror::Error)]
 pub enum ExportError {
-    #[error("snapshot: {0}")]
+    #[error(transparent)]
     Snapshot(#[from] SnapshotError),
-    #[error("image store: {0}")]
+    #[error(transparent)]
     Store(#[from] StoreError),
-    #[error("layer: {0}")]
+    #[error(transparent)]
     Diff(#[from] DiffError),
-    #[error("layer: {0}")]
+    #[error(transparent)]
     Layer(#[from] LayerError),
-    #[error("{context}: {source}")]
+    #[error("{context}")]
     Io {
         context: String,
         #[source]

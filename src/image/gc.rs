@@ -27,9 +27,9 @@ use crate::store::{Store, StoreError, StoreLock};
 pub enum GcError {
     #[error(transparent)]
     Store(#[from] StoreError),
-    #[error("cannot tell which layers images use: {0}")]
+    #[error("cannot tell which layers images use")]
     InUse(#[source] ImageError),
-    #[error("{path}: {source}")]
+    #[error("{path}")]
     Walk {
         path: String,
         #[source]

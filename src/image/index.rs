@@ -15,6 +15,7 @@
 //! a list that would publish a broken or ambiguous "multi-arch" image is
 //! refused before any request is made.
 
+use crate::blame::Blame;
 use std::collections::BTreeMap;
 
 use oci_spec::image::{Descriptor, ImageIndex, ImageManifest};
@@ -60,7 +61,7 @@ pub enum IndexError {
     },
     #[error("manifest list `{name}`: entry {child} says no platform; add it again with --platform OS/ARCH")]
     NoPlatform { name: String, child: String },
-    #[error("manifest list `{name}`: {source}")]
+    #[error("manifest list `{name}`")]
     Image {
         name: String,
         #[source]
@@ -70,10 +71,10 @@ pub enum IndexError {
     Store(#[from] StoreError),
 }
 
-impl IndexError {
+impl Blame for IndexError {
     /// Whether the user can fix this (a name, a child, a platform) rather
     /// than it being the store's or the system's fault.
-    pub fn is_user_error(&self) -> bool {
+    fn is_user_error(&self) -> bool {
         match self {
             IndexError::Image { source, .. } => source.is_user_error(),
             IndexError::Store(e) => e.is_user_error(),

@@ -9,6 +9,7 @@
 //! blob ([`Store::note_unpacked_size`]). A list's sizes count each layer of
 //! its images once.
 
+use crate::blame::Blame;
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
@@ -84,8 +85,8 @@ pub enum ListError {
     NoCreated { filter: String, image: String },
 }
 
-impl ListError {
-    pub fn is_user_error(&self) -> bool {
+impl Blame for ListError {
+    fn is_user_error(&self) -> bool {
         match self {
             ListError::Store(e) => e.is_user_error(),
             _ => true,

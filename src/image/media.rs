@@ -78,13 +78,13 @@ pub fn is_config(media_type: &MediaType) -> bool {
 pub enum DocumentError {
     #[error("media type `{0}` is not a manifest or an index")]
     NotADocument(String),
-    #[error("not valid JSON: {0}")]
+    #[error("not valid JSON")]
     Json(#[source] serde_json::Error),
     #[error("its mediaType `{own}` differs from the descriptor's `{descriptor}`")]
     MediaTypeDiffers { own: String, descriptor: String },
-    #[error("not a valid image manifest: {0}")]
+    #[error("not a valid image manifest")]
     Manifest(#[source] serde_json::Error),
-    #[error("not a valid image index: {0}")]
+    #[error("not a valid image index")]
     Index(#[source] serde_json::Error),
 }
 

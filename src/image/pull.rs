@@ -60,6 +60,7 @@
 //! damaged since (a disk error), not the image. Such a blob is re-hashed,
 //! and if damaged the error says so ([`PullError::DamagedStoredLayer`]).
 
+use crate::blame::Blame;
 use std::collections::HashSet;
 use std::io::Read;
 
@@ -156,14 +157,14 @@ pub enum PullError {
     },
     #[error(transparent)]
     Store(#[from] StoreError),
-    #[error("snapshot: {0}")]
+    #[error(transparent)]
     Snapshot(#[from] SnapshotError),
 }
 
-impl PullError {
+impl Blame for PullError {
     /// Whether the user can fix it (exit 1) rather than it being the
     /// store's or the system's fault (exit 2).
-    pub fn is_user_error(&self) -> bool {
+    fn is_user_error(&self) -> bool {
         match self {
             PullError::NotFetchable(_) => true,
             PullError::Fetch(e) => e.user,

@@ -25,6 +25,7 @@
 //! Each reference is handled on its own: one that fails does not stop the
 //! others ([`Removal`] says what happened to each).
 
+use crate::blame::Blame;
 use oci_spec::image::{Descriptor, Digest};
 
 use super::index::read_desc;
@@ -79,10 +80,10 @@ pub enum RemoveError {
     },
 }
 
-impl RemoveError {
+impl Blame for RemoveError {
     /// Whether the user can fix it: a name that finds nothing, an ambiguous
     /// prefix, an image still used. The store's own failures are not.
-    pub fn is_user_error(&self) -> bool {
+    fn is_user_error(&self) -> bool {
         match self {
             RemoveError::Store(e) => e.is_user_error(),
             RemoveError::SeveralNames { .. }

@@ -8,6 +8,7 @@
 //! the one the config names. A layer that fails leaves nothing: its active
 //! snapshot is removed.
 
+use crate::blame::Blame;
 use std::collections::HashMap;
 use std::io::{self, Read};
 
@@ -53,7 +54,7 @@ impl LayerPolicy {
 pub enum UnpackError {
     /// A layer of the image was refused: the `index`th (from 1) of
     /// `count`, blob `digest`. Its bytes, or what they unpack to.
-    #[error("layer {digest} ({index} of {count}) is refused: {source}{}", source.hint().map(|h| format!("\n  {h}")).unwrap_or_default())]
+    #[error("layer {digest} ({index} of {count}) is refused{}", source.hint().map(|h| format!("\n  {h}")).unwrap_or_default())]
     LayerRefused {
         digest: Digest,
         index: usize,
@@ -65,17 +66,17 @@ pub enum UnpackError {
     /// malformed, or disagrees with its manifest.
     #[error(transparent)]
     Image(#[from] ImageError),
-    #[error("snapshot: {0}")]
+    #[error(transparent)]
     Snapshot(#[from] SnapshotError),
-    #[error("image store: {0}")]
+    #[error(transparent)]
     Store(#[from] StoreError),
 }
 
-impl UnpackError {
+impl Blame for UnpackError {
     /// Whether the image is at fault (a refused layer, a malformed image)
     /// or the user's request (a name, a platform): exit 1; else the store's
     /// or the system's fault: exit 2.
-    pub fn is_user_error(&self) -> bool {
+    fn is_user_error(&self) -> bool {
         match self {
             UnpackError::LayerRefused { source, .. } => source.is_bad_input(),
             UnpackError::Image(e) => e.is_user_error(),

@@ -98,7 +98,7 @@ impl Node {
 #[derive(Debug, thiserror::Error)]
 pub enum WalkError {
     /// A descriptor whose digest jbuild cannot use.
-    #[error("descriptor {digest}: {source}")]
+    #[error("descriptor {digest}")]
     Descriptor {
         digest: String,
         #[source]

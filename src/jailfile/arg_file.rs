@@ -5,6 +5,7 @@
 //! variables expanded). `--build-arg` given on the command line wins over a
 //! file's value for the same name.
 
+use crate::blame::Blame;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -15,7 +16,7 @@ pub const MAX_ARG_FILE: u64 = 1 << 20;
 /// A build-argument file that cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ArgFileError {
-    #[error("cannot read build-argument file `{}`: {}", path.display(), super::why(source))]
+    #[error("cannot read build-argument file `{}`{}", path.display(), plainly(source))]
     Read {
         path: PathBuf,
         #[source]
@@ -32,11 +33,23 @@ pub enum ArgFileError {
     },
 }
 
-impl ArgFileError {
+impl Blame for ArgFileError {
     /// Always the user's to fix (exit code 1): a path they gave, a line
     /// they wrote.
-    pub fn is_user_error(&self) -> bool {
+    fn is_user_error(&self) -> bool {
         true
+    }
+}
+
+/// What a person would say of the failed read, for the kinds jbuild words
+/// its own way; other errors are left to the cause printed after it.
+fn plainly(e: &std::io::Error) -> String {
+    use std::io::ErrorKind;
+    match e.kind() {
+        ErrorKind::NotFound | ErrorKind::InvalidData | ErrorKind::FileTooLarge => {
+            format!(": {}", super::why(e))
+        }
+        _ => String::new(),
     }
 }
 

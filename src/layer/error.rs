@@ -86,7 +86,7 @@ pub enum EntryProblem {
     Owner(u64),
     #[error("has a device number that is too large")]
     DeviceNumber,
-    #[error("cannot be applied: {0}")]
+    #[error("cannot be applied")]
     Fs(#[source] io::Error),
     #[error("is {size} bytes, more than the {} a layer may hold (`max_size` under [layers])", super::limits::human(*max))]
     TooLarge { size: u64, max: u64 },

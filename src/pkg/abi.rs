@@ -17,6 +17,7 @@
 //! ELF header, the program headers and the note segments are read, each
 //! bounded.
 
+use crate::blame::Blame;
 use std::fmt;
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
@@ -77,10 +78,10 @@ pub enum AbiError {
     },
 }
 
-impl AbiError {
+impl Blame for AbiError {
     /// A root that is not a FreeBSD root, or one of another architecture
     /// than asked, is the recipe's; a read that fails is the machine's.
-    pub fn is_user_error(&self) -> bool {
+    fn is_user_error(&self) -> bool {
         !matches!(self, AbiError::Read { .. })
     }
 }

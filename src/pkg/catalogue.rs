@@ -14,6 +14,7 @@
 //! the decompressed stream, each member and the entries are counted, and a
 //! catalogue holds at most [`MAX_PACKAGES`] packages.
 
+use crate::blame::Blame;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Seek, Write};
@@ -74,7 +75,7 @@ impl Default for Meta {
 
 #[derive(Debug, thiserror::Error)]
 pub enum CatalogueError {
-    #[error("{what}: meta.conf: {source}")]
+    #[error("{what}: meta.conf")]
     Meta {
         what: String,
         #[source]
@@ -88,7 +89,7 @@ pub enum CatalogueError {
     Malformed { what: String, reason: String },
     #[error("{what}: the archive has no `{member}`")]
     NoMember { what: String, member: String },
-    #[error("{what}: package {index}: {source}")]
+    #[error("{what}: package {index}")]
     Package {
         what: String,
         index: usize,
@@ -109,10 +110,10 @@ pub enum CatalogueError {
     },
 }
 
-impl CatalogueError {
+impl Blame for CatalogueError {
     /// A catalogue that does not read is the repository's, which the user
     /// chose; a local read or write that fails is the machine's.
-    pub fn is_user_error(&self) -> bool {
+    fn is_user_error(&self) -> bool {
         !matches!(self, CatalogueError::Io { .. })
     }
 }

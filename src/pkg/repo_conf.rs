@@ -17,6 +17,7 @@
 //! What is not read yet: `REPOS_DIR` set in the image's `pkg.conf`, the
 //! `env`/`ip_version` keys, and `<NAME>_ENABLED` environment overrides.
 
+use crate::blame::Blame;
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::{self, Read};
@@ -73,7 +74,7 @@ pub struct RepoConfig {
 
 #[derive(Debug, thiserror::Error)]
 pub enum RepoConfError {
-    #[error("{}: {source}", path.display())]
+    #[error("{}", path.display())]
     Ucl {
         path: PathBuf,
         #[source]
@@ -104,10 +105,10 @@ pub enum RepoConfError {
     },
 }
 
-impl RepoConfError {
+impl Blame for RepoConfError {
     /// A configuration that does not read is the image's (the recipe's);
     /// a read that fails is the machine's.
-    pub fn is_user_error(&self) -> bool {
+    fn is_user_error(&self) -> bool {
         !matches!(self, RepoConfError::Read { .. })
     }
 }

@@ -10,6 +10,7 @@
 //! Only `file://` repositories are read so far; fetching over HTTP(S)
 //! (and `pkg+https://` SRV mirrors) is the next step of issue 31.
 
+use crate::blame::Blame;
 use std::fs;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
@@ -63,8 +64,8 @@ pub enum RepoError {
     },
 }
 
-impl RepoError {
-    pub fn is_user_error(&self) -> bool {
+impl Blame for RepoError {
+    fn is_user_error(&self) -> bool {
         match self {
             RepoError::Catalogue(e) => e.is_user_error(),
             RepoError::Sign(e) => e.is_user_error(),

@@ -24,6 +24,7 @@
 //! between files (two packages owning one path), which need the packages'
 //! contents.
 
+use crate::blame::Blame;
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -87,9 +88,9 @@ pub enum ResolveError {
     },
 }
 
-impl ResolveError {
+impl Blame for ResolveError {
     /// Every resolution failure is the recipe's or its repositories'.
-    pub fn is_user_error(&self) -> bool {
+    fn is_user_error(&self) -> bool {
         true
     }
 }

@@ -26,6 +26,7 @@
 pub mod key;
 pub mod state;
 
+use crate::blame::Blame;
 use std::collections::BTreeSet;
 use std::error::Error;
 use std::fmt;
@@ -226,13 +227,15 @@ impl InputError {
         InputError::new(false, error)
     }
 
-    pub fn is_user_error(&self) -> bool {
-        self.user
-    }
-
     /// The error the input gave.
     pub fn get_ref(&self) -> &(dyn Error + Send + Sync + 'static) {
         &*self.error
+    }
+}
+
+impl Blame for InputError {
+    fn is_user_error(&self) -> bool {
+        self.user
     }
 }
 
@@ -245,8 +248,9 @@ impl fmt::Debug for InputError {
     }
 }
 
-/// Shows the input's error as it is; its cause is that error, so the
-/// chain keeps every type in it.
+/// Shows the input's error as it is, a transparent wrapper: the input
+/// error's own causes follow it (not the error again, which would print
+/// its line twice).
 impl fmt::Display for InputError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.error.fmt(f)
@@ -255,17 +259,28 @@ impl fmt::Display for InputError {
 
 impl Error for InputError {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
-        Some(&*self.error)
+        self.error.source()
     }
 }
 
-/// A plan that cannot be made, at the Jailfile line it is about.
-#[derive(Debug, thiserror::Error)]
-#[error("{location}: {kind}")]
+/// A plan that cannot be made, at the Jailfile line it is about, shown on
+/// one line (`Jailfile:2:1: what`); the kind's own causes follow it.
+#[derive(Debug)]
 pub struct PlanError {
     pub location: Location,
-    #[source]
     pub kind: PlanErrorKind,
+}
+
+impl fmt::Display for PlanError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.location, self.kind)
+    }
+}
+
+impl Error for PlanError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        self.kind.source()
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -283,10 +298,10 @@ pub enum PlanErrorKind {
     Input(#[from] InputError),
 }
 
-impl PlanError {
+impl Blame for PlanError {
     /// Whether the user can fix this (exit code 1): always, but for an
     /// input that failed by a fault of jbuild or the system.
-    pub fn is_user_error(&self) -> bool {
+    fn is_user_error(&self) -> bool {
         match &self.kind {
             PlanErrorKind::Input(e) => e.is_user_error(),
             PlanErrorKind::NoFrom

@@ -42,6 +42,7 @@ pub mod manifest;
 pub mod pkgbase;
 mod xz;
 
+use crate::blame::Blame;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -72,7 +73,7 @@ pub enum ReleaseError {
     },
     #[error("{0}")]
     Invalid(String),
-    #[error("{}: {source}", path.display())]
+    #[error("{}", path.display())]
     Io {
         path: PathBuf,
         #[source]
@@ -85,7 +86,7 @@ pub enum ReleaseError {
     NoPkg { release: String, host: &'static str },
     #[error("`{command}` failed ({how})")]
     Pkg { command: String, how: String },
-    #[error("cannot run {} as pkg(8): {source} (check [freebsd] pkg)", program.display())]
+    #[error("cannot run {} as pkg(8) (check [freebsd] pkg)", program.display())]
     PkgSpawn {
         program: PathBuf,
         #[source]
@@ -94,13 +95,22 @@ pub enum ReleaseError {
 }
 
 impl ReleaseError {
+    fn io(path: &Path) -> impl FnOnce(io::Error) -> ReleaseError + '_ {
+        move |source| ReleaseError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+impl Blame for ReleaseError {
     /// Whether the user can fix it (exit code 1): the release name, the
     /// platform, the sets asked for, the mirror (unreachable, broken, or
     /// serving sets that do not match or are refused), a host without
     /// pkg(8) for a pkgbase base, a pkg that fails (the repository, its
     /// signatures, a set it does not have) or cannot be started. A file of the
     /// release cache that cannot be read or written is the system's fault.
-    pub fn is_user_error(&self) -> bool {
+    fn is_user_error(&self) -> bool {
         match self {
             ReleaseError::Http { .. }
             | ReleaseError::Mismatch { .. }
@@ -110,13 +120,6 @@ impl ReleaseError {
             | ReleaseError::Pkg { .. }
             | ReleaseError::PkgSpawn { .. } => true,
             ReleaseError::Io { .. } => false,
-        }
-    }
-
-    fn io(path: &Path) -> impl FnOnce(io::Error) -> ReleaseError + '_ {
-        move |source| ReleaseError::Io {
-            path: path.to_path_buf(),
-            source,
         }
     }
 }

@@ -29,6 +29,7 @@ mod purl;
 pub mod root;
 mod spdx;
 
+use crate::blame::Blame;
 use std::io::Read;
 use std::time::UNIX_EPOCH;
 
@@ -125,11 +126,11 @@ pub enum SbomError {
     Encode(#[source] serde_json::Error),
 }
 
-impl SbomError {
+impl Blame for SbomError {
     /// The image's content (a database or file that is not what it should
     /// be) and a name that matches nothing are the user's; a damaged store
     /// and the system's failures are not.
-    pub fn is_user_error(&self) -> bool {
+    fn is_user_error(&self) -> bool {
         match self {
             SbomError::Image(e) => !e.is_malformed() && e.is_user_error(),
             SbomError::Store(e) => e.is_user_error(),

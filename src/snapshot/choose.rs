@@ -7,6 +7,7 @@
 //! xattrs its mounts use and why (`in a user namespace: userxattr`, see
 //! [`super::overlay::flavour`]).
 
+use crate::blame::Blame;
 use std::fs;
 
 use super::dir::DirSnapshotter;
@@ -56,9 +57,9 @@ pub enum ChooseError {
     Place(#[from] PlaceError),
 }
 
-impl ChooseError {
+impl Blame for ChooseError {
     /// Whether the user can fix it (a flag, the configuration, a dataset).
-    pub fn is_user_error(&self) -> bool {
+    fn is_user_error(&self) -> bool {
         match self {
             ChooseError::Dir(_) => false,
             ChooseError::Place(e) => e.is_stray(),

@@ -23,6 +23,7 @@
 //!
 //! [`Snapshotter::materialize`]: super::Snapshotter::materialize
 
+use crate::blame::Blame;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -63,9 +64,9 @@ pub enum CloneError {
     Snapshot(#[from] SnapshotError),
 }
 
-impl CloneError {
+impl Blame for CloneError {
     /// A dataset in the way or missing is the user's to fix.
-    pub fn is_user_error(&self) -> bool {
+    fn is_user_error(&self) -> bool {
         match self {
             CloneError::Snapshot(e) => e.is_user_error(),
             _ => true,

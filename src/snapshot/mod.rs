@@ -45,6 +45,7 @@ pub mod overlay;
 pub mod testsuite;
 pub mod zfs;
 
+use crate::blame::Blame;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -119,18 +120,20 @@ pub enum SnapshotError {
 }
 
 impl SnapshotError {
-    /// Whether the user can act on it (another backend, another place):
-    /// only [`SnapshotError::Unsupported`]; the rest are faults of the
-    /// store or the machine.
-    pub fn is_user_error(&self) -> bool {
-        matches!(self, SnapshotError::Unsupported(_))
-    }
-
     pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
         SnapshotError::Io {
             context: context.into(),
             source,
         }
+    }
+}
+
+impl Blame for SnapshotError {
+    /// Whether the user can act on it (another backend, another place):
+    /// only [`SnapshotError::Unsupported`]; the rest are faults of the
+    /// store or the machine.
+    fn is_user_error(&self) -> bool {
+        matches!(self, SnapshotError::Unsupported(_))
     }
 }
 

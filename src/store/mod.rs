@@ -53,6 +53,7 @@ pub mod lock;
 pub mod name;
 mod sizes;
 
+use crate::blame::Blame;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -120,13 +121,10 @@ pub enum StoreError {
     },
     /// A file of the layout that is not read: a symlink, a FIFO, a device,
     /// one under a component that is not a real directory, or one larger
-    /// than its bound. Never says a byte of what it leads to.
-    #[error("{}: {source}", path.display())]
-    Refused {
-        path: PathBuf,
-        #[source]
-        source: InputError,
-    },
+    /// than its bound. Never says a byte of what it leads to. `why` is the
+    /// reason, said on the line.
+    #[error("{}: {why}", path.display())]
+    Refused { path: PathBuf, why: InputError },
     /// A change that would make `index.json` larger than every reader
     /// reads ([`MAX_INDEX`]).
     #[error(
@@ -151,7 +149,7 @@ pub enum StoreError {
         reference: String,
         candidates: Vec<String>,
     },
-    #[error("descriptor has an unusable digest: {0}")]
+    #[error("descriptor has an unusable digest")]
     Digest(#[from] DigestError),
     /// One of the store's own directories is a symlink or a file
     /// ([`crate::fsutil::places`]): nothing is done through it.
@@ -166,10 +164,19 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    pub(crate) fn io(context: impl Into<String>, source: io::Error) -> StoreError {
+        StoreError::Io {
+            context: context.into(),
+            source,
+        }
+    }
+}
+
+impl Blame for StoreError {
     /// Whether the user can fix it: a name that finds nothing, or more than
     /// one image, or is not a valid name. Anything else is damage or the
     /// system's.
-    pub fn is_user_error(&self) -> bool {
+    fn is_user_error(&self) -> bool {
         matches!(
             self,
             StoreError::NotFound(_)
@@ -178,13 +185,6 @@ impl StoreError {
                 | StoreError::Name(_)
                 | StoreError::BadRefName(_)
         ) || matches!(self, StoreError::Place(p) if p.is_stray())
-    }
-
-    pub(crate) fn io(context: impl Into<String>, source: io::Error) -> StoreError {
-        StoreError::Io {
-            context: context.into(),
-            source,
-        }
     }
 }
 
@@ -214,7 +214,7 @@ impl Store {
     fn refused(&self, rel: impl AsRef<Path>, e: InputError) -> StoreError {
         StoreError::Refused {
             path: self.root.join(rel),
-            source: e,
+            why: e,
         }
     }
 

@@ -63,7 +63,7 @@ pub enum NameError {
          sign in with `jbuild login HOST` (or docker/podman login) and name the image without them"
     )]
     Credentials,
-    #[error("image name `{name}`: bad digest: {source}")]
+    #[error("image name `{name}`: bad digest")]
     Digest {
         name: String,
         #[source]

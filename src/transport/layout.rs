@@ -175,14 +175,14 @@ impl Inner {
     /// same is damage, and stays a store error.
     fn foreign(&self, e: TransportError) -> TransportError {
         match e {
-            TransportError::Store(StoreError::Refused { path, source }) if !self.remember => {
+            TransportError::Store(StoreError::Refused { path, why }) if !self.remember => {
                 TransportError::Invalid {
                     location: self.location(),
                     what: format!(
                         "`{}`",
                         path.strip_prefix(&self.dir).unwrap_or(&path).display()
                     ),
-                    reason: source.to_string(),
+                    reason: why.to_string(),
                 }
             }
             // Not a layout jbuild reads (another layout version, no

@@ -42,6 +42,7 @@ mod layout;
 mod location;
 pub mod registry;
 
+use crate::blame::Blame;
 use std::io::{self, Read, Write};
 use std::path::Path;
 
@@ -216,13 +217,15 @@ pub enum TransportError {
     /// then), or the registry lost it since. [`copy::copy_image_with`]
     /// uploads what is missing and pushes the manifest again.
     #[error(
-        "{location}: cannot {what}: the registry does not have every blob it names ({detail}); \
-         push again"
+        "{location}: cannot {what}: the registry does not have every blob it names ({}); \
+         push again",
+        errors.words()
     )]
     BlobUnknown {
         location: String,
         what: String,
-        detail: String,
+        /// What the registry said, its codes kept.
+        errors: registry::ErrorBody,
     },
     /// No connection to a registry: refused, a host name that does not
     /// resolve, nothing answering in time. `url` is what was tried.
@@ -343,11 +346,11 @@ impl TransportError {
     }
 }
 
-impl TransportError {
+impl Blame for TransportError {
     /// Whether the user can fix this (a location or reference they typed,
     /// an image that is not there, input that is damaged or refused) rather
     /// than it being a fault of jbuild or the system.
-    pub fn is_user_error(&self) -> bool {
+    fn is_user_error(&self) -> bool {
         match self {
             TransportError::InvalidLocation(_)
             | TransportError::NotRegistryReference { .. }

@@ -72,7 +72,7 @@ pub struct EnvelopeSignature {
 /// Why an envelope is refused.
 #[derive(Debug, thiserror::Error)]
 pub enum EnvelopeError {
-    #[error("the envelope is not DSSE JSON: {0}")]
+    #[error("the envelope is not DSSE JSON")]
     NotJson(#[source] serde_json::Error),
     #[error("the envelope's payload is not base64")]
     NotBase64,
@@ -80,7 +80,7 @@ pub enum EnvelopeError {
     PayloadType(String),
     #[error("no signature in the envelope is the key's")]
     BadSignature,
-    #[error("the envelope's payload is not an in-toto statement: {0}")]
+    #[error("the envelope's payload is not an in-toto statement")]
     NotStatement(#[source] serde_json::Error),
 }
 

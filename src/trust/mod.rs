@@ -49,6 +49,7 @@ pub mod policy;
 mod sign;
 mod verify;
 
+use crate::blame::Blame;
 use std::path::{Path, PathBuf};
 
 pub use carry::carry;
@@ -128,11 +129,13 @@ impl TrustError {
             source,
         }
     }
+}
 
+impl Blame for TrustError {
     /// Whether the user can fix this (a key, a password, an image that is
     /// not signed or whose signature is refused) rather than it being a
     /// fault of jbuild or the system.
-    pub fn is_user_error(&self) -> bool {
+    fn is_user_error(&self) -> bool {
         match self {
             TrustError::ReadKey { .. }
             | TrustError::Key { .. }

@@ -25,6 +25,7 @@
 //! type or field, GPG's `signedBy`, Fulcio) is refused with the file's name,
 //! never ignored. See docs/policy.md.
 
+use crate::blame::Blame;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -88,10 +89,10 @@ pub enum PolicyError {
     },
 }
 
-impl PolicyError {
+impl Blame for PolicyError {
     /// Whether the user can fix it: a policy or key they wrote, an image
     /// the policy refuses; a registry's fault is the registry error's call.
-    pub fn is_user_error(&self) -> bool {
+    fn is_user_error(&self) -> bool {
         match self {
             PolicyError::Check { source, .. } => source.is_user_error(),
             _ => true,

@@ -46,6 +46,8 @@ const FLOORS: &[(&str, &[&str])] = &[
         "utilities",
         &["digest", "fsutil", "config", "report", "pipe", "spool"],
     ),
+    // The one trait every error type implements: below every floor.
+    ("whose mistake an error is", &["blame"]),
 ];
 
 fn src() -> PathBuf {

@@ -9,6 +9,7 @@
 //! a value past the limit) fail with exit 1, naming the image and the file.
 
 use crate::support::common;
+use jbuild::blame::Blame;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;

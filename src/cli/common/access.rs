@@ -13,12 +13,12 @@ use clap::{ArgAction, Args};
 
 use jbuild::keychain::DefaultKeychain;
 use jbuild::transport::RegistryOptions;
-use jbuild::trust::policy::{Guarded, Policy, PolicyError};
+use jbuild::trust::policy::{Guarded, Policy};
 
 use crate::cli::{Ctx, Failure};
 use jbuild::store::Store;
 use jbuild::transport::Location;
-use jbuild::trust::{Place, RegistryPlace, StorePlace, TrustError};
+use jbuild::trust::{Place, RegistryPlace, StorePlace};
 
 /// `--authfile`: for login and logout, and through [`RegistryArgs`] for
 /// every command that reaches a registry.
@@ -102,12 +102,12 @@ impl PolicyArg {
         location: &Location,
         options: &RegistryOptions,
     ) -> Result<Option<jbuild::digest::Digest>, Failure> {
-        let failure = |e: PolicyError| Failure {
-            user: e.is_user_error(),
-            error: e.into(),
-        };
-        match Policy::find(self.signature_policy.as_deref(), &ctx.settings).map_err(failure)? {
-            Some(policy) => policy.check_location(location, options).map_err(failure),
+        match Policy::find(self.signature_policy.as_deref(), &ctx.settings)
+            .map_err(Failure::from)?
+        {
+            Some(policy) => policy
+                .check_location(location, options)
+                .map_err(Failure::from),
             None => Ok(None),
         }
     }
@@ -126,13 +126,6 @@ pub struct JobsArg {
     pub jobs: u16,
 }
 
-pub fn trust_failure(e: TrustError) -> Failure {
-    Failure {
-        user: e.is_user_error(),
-        error: e.into(),
-    }
-}
-
 /// The place an image argument names: a registry for `docker://`, else
 /// the store.
 pub fn place<'a>(
@@ -141,14 +134,12 @@ pub fn place<'a>(
     image: &str,
     registry: &RegistryArgs,
 ) -> Result<Box<dyn Place + 'a>, Failure> {
-    let location = image
-        .parse::<Location>()
-        .map_err(super::transport_failure)?;
+    let location = image.parse::<Location>().map_err(Failure::from)?;
     if let Some(r) = location.registry_ref() {
         return Ok(Box::new(RegistryPlace::new(r, registry.options(ctx)?)));
     }
     let store = store.insert(ctx.store()?);
     Ok(Box::new(
-        StorePlace::find(store, image).map_err(trust_failure)?,
+        StorePlace::find(store, image).map_err(Failure::from)?,
     ))
 }

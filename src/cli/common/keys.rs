@@ -45,8 +45,5 @@ pub fn signing_key(path: &std::path::Path) -> Result<trust::SigningKey, Failure>
     if let Some(f) = failed {
         return Err(f);
     }
-    key.map_err(|e| Failure {
-        user: e.is_user_error(),
-        error: e.into(),
-    })
+    key.map_err(Failure::from)
 }

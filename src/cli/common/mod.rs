@@ -17,7 +17,7 @@ use anyhow::anyhow;
 use serde_json::json;
 
 use crate::cli::{disk_full, Ctx, Failure};
-use jbuild::transport::{Location, TransportError};
+use jbuild::transport::Location;
 
 /// A copy to a place the user named (`export`'s and `copy`'s destination)
 /// ran out of space there: the error says so and names the place, so the
@@ -51,16 +51,6 @@ impl DestinationFull {
     /// The destination, as the user wrote it.
     pub fn place(&self) -> &str {
         &self.0
-    }
-}
-
-/// A transport failure is the user's when it is about what they named
-/// (a location, a reference, a missing image), jbuild's or the system's
-/// otherwise.
-pub fn transport_failure(e: TransportError) -> Failure {
-    Failure {
-        user: e.is_user_error(),
-        error: e.into(),
     }
 }
 
@@ -101,10 +91,8 @@ pub fn done(ctx: &Ctx, digest: &str, place: &str, tag: Option<&str>, to: Option<
 /// file atomically (a script never reads half of it), a FIFO or device in
 /// place, `-` to standard output.
 pub fn write_file(flag: &str, file: &std::path::Path, text: &str) -> Result<(), Failure> {
-    jbuild::fsutil::output::write_output(file, text.as_bytes()).map_err(|e| Failure {
-        user: e.is_user_error(),
-        error: anyhow::Error::new(e).context(format!("{flag} {}: nothing written", file.display())),
-    })
+    jbuild::fsutil::output::write_output(file, text.as_bytes())
+        .map_err(|e| Failure::context(e, format!("{flag} {}: nothing written", file.display())))
 }
 
 /// `--build-arg` values (build and verify): `K=V`, or `K` alone for the

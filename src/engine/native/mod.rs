@@ -42,6 +42,7 @@ pub use render::{render, RenderStats};
 pub use service::{service, service_rcvar};
 pub use sysrc::{sysrc, SysrcChange};
 
+use crate::blame::Blame;
 use std::fs;
 use std::io::{self, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -54,13 +55,10 @@ use crate::fsutil::resolve_in_root;
 /// location.
 #[derive(Debug, thiserror::Error)]
 pub enum NativeError {
-    #[error("cannot {action} `{path}`: {source}")]
-    Io {
-        action: &'static str,
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
+    /// `cannot {action} `{path}`: {the I/O error}`, on one line (the I/O
+    /// error kept by type, [`crate::blame::At`]).
+    #[error(transparent)]
+    Io(crate::blame::At<io::Error>),
     #[error("`{name}` is not a valid {what} name: use letters, digits and `_`, not starting with a digit")]
     InvalidName { name: String, what: &'static str },
     #[error(
@@ -115,14 +113,29 @@ fn origin_suffix(origin: &Option<PathBuf>) -> String {
 }
 
 impl NativeError {
+    pub(crate) fn io(
+        action: &'static str,
+        path: impl Into<PathBuf>,
+    ) -> impl FnOnce(io::Error) -> NativeError {
+        let path = path.into();
+        move |source| {
+            NativeError::Io(crate::blame::At::new(
+                format!("cannot {action} `{}`", path.display()),
+                source,
+            ))
+        }
+    }
+}
+
+impl Blame for NativeError {
     /// Whether the recipe, the build context or the root it edits is at
     /// fault (exit code 1): every refusal, and a file operation that failed
     /// on a path (missing, in the way, a loop, not readable). Other
     /// filesystem errors (a failing disk, a read-only filesystem) are the
     /// system's.
-    pub fn is_user_error(&self) -> bool {
+    fn is_user_error(&self) -> bool {
         match self {
-            NativeError::Io { source, .. } => crate::fsutil::path_at_fault(source),
+            NativeError::Io(at) => crate::fsutil::path_at_fault(&at.error),
             NativeError::InvalidName { .. }
             | NativeError::InvalidService { .. }
             | NativeError::InvalidValue { .. }
@@ -134,18 +147,6 @@ impl NativeError {
             | NativeError::UnsupportedFile { .. }
             | NativeError::InvalidInlineName { .. }
             | NativeError::Conflict { .. } => true,
-        }
-    }
-
-    pub(crate) fn io(
-        action: &'static str,
-        path: impl Into<PathBuf>,
-    ) -> impl FnOnce(io::Error) -> NativeError {
-        let path = path.into();
-        move |source| NativeError::Io {
-            action,
-            path,
-            source,
         }
     }
 }

@@ -100,11 +100,11 @@ pub enum DbError {
     },
 }
 
-impl DbError {
+impl crate::blame::Blame for DbError {
     /// A database the image brought, or packages that collide, are the
     /// user's to look at; a write or a file operation that fails is the
     /// machine's.
-    pub fn is_user_error(&self) -> bool {
+    fn is_user_error(&self) -> bool {
         !matches!(self, DbError::Write { .. } | DbError::Io { .. })
     }
 }

@@ -1,4 +1,5 @@
 use super::*;
+use crate::blame::Blame;
 use crate::pkg::manifest;
 
 fn manifest(name: &str, deps: &[&str], files: &[&str]) -> manifest::Manifest {

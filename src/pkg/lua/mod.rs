@@ -156,10 +156,10 @@ pub enum LuaError {
     Internal(#[source] mlua::Error),
 }
 
-impl LuaError {
+impl crate::blame::Blame for LuaError {
     /// A script that fails is the package's (exit 1); only a state that
     /// cannot be made is jbuild's.
-    pub fn is_user_error(&self) -> bool {
+    fn is_user_error(&self) -> bool {
         !matches!(self, LuaError::Internal(_))
     }
 }

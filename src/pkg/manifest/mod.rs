@@ -179,7 +179,7 @@ pub enum ManifestError {
     },
     #[error("{what}: not UTF-8 text")]
     NotText { what: String },
-    #[error("{what}: {source}")]
+    #[error("{what}: the manifest is not UCL/JSON pkg reads")]
     Ucl {
         what: String,
         #[source]
@@ -195,9 +195,9 @@ pub enum ManifestError {
     Invalid { what: String, reason: String },
 }
 
-impl ManifestError {
+impl crate::blame::Blame for ManifestError {
     /// Every case is the package's, which the user chose.
-    pub fn is_user_error(&self) -> bool {
+    fn is_user_error(&self) -> bool {
         true
     }
 }

@@ -24,6 +24,7 @@
 
 pub mod ecc;
 
+use crate::blame::Blame;
 use std::fs;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
@@ -125,10 +126,10 @@ pub enum SignError {
     },
 }
 
-impl SignError {
+impl Blame for SignError {
     /// Every refusal is the repository's or its configuration's (exit 1,
     /// nothing stored); only a failing read is the machine's.
-    pub fn is_user_error(&self) -> bool {
+    fn is_user_error(&self) -> bool {
         !matches!(self, SignError::Read { .. })
     }
 }

@@ -2,6 +2,7 @@
 //! repository and keys per release line, and the commands pkg gets, in
 //! order, through a runner that records them.
 use super::*;
+use crate::blame::Blame;
 use std::cell::RefCell;
 
 fn amd64() -> Platform {

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant, SystemTime};
 use reqwest::{RequestBuilder, Response, StatusCode};
 use tokio::sync::Mutex;
 
-use super::body::error_body;
+use super::body::{error_body, ErrorBody};
 use super::challenge::Challenge;
 use super::endpoint::{reach, Endpoint};
 use super::failure::{is_transient, unanswered, user_of, Target};
@@ -318,9 +318,9 @@ impl Conn {
 
     /// [`Conn::status_error`] once the body is read: `detail` is what
     /// [`error_body`] made of it.
-    pub fn answered(&self, what: &str, status: StatusCode, detail: &str) -> TransportError {
+    pub fn answered(&self, what: &str, status: StatusCode, detail: &ErrorBody) -> TransportError {
         match status.as_u16() {
-            401 | 403 => self.denied(what, status.as_u16(), detail.trim_start_matches(": ")),
+            401 | 403 => self.denied(what, status.as_u16(), &detail.words()),
             code => TransportError::Registry {
                 location: self.location.clone(),
                 message: format!("{what}: the registry answered {status}{detail}"),

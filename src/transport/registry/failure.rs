@@ -193,6 +193,7 @@ pub fn refusal_words(body: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::blame::Blame;
 
     #[tokio::test]
     async fn a_refused_connection_is_unreachable_and_the_users() {

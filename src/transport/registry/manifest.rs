@@ -9,9 +9,10 @@ use oci_spec::image::{Descriptor, MediaType};
 use reqwest::header::{ACCEPT, CONTENT_TYPE};
 use reqwest::StatusCode;
 
+use super::body::{self, ErrorCode};
 use super::conn::Conn;
 use super::pace::Pace;
-use super::{body, RegistryOperation, RegistryTransport};
+use super::{RegistryOperation, RegistryTransport};
 use crate::digest::Digest;
 use crate::image::MAX_DOCUMENT;
 use crate::transport::{check_bytes, digest_of, ManifestRole, TransportError};
@@ -268,12 +269,16 @@ impl RegistryTransport {
             StatusCode::CREATED | StatusCode::OK | StatusCode::ACCEPTED => Ok(()),
             status => {
                 let detail = body::error_body(resp).await;
-                // MANIFEST_BLOB_UNKNOWN, the spec's code for this.
-                if status == StatusCode::BAD_REQUEST && detail.contains("BLOB_UNKNOWN") {
+                // MANIFEST_BLOB_UNKNOWN, the spec's code for this (some
+                // registries say BLOB_UNKNOWN).
+                if status == StatusCode::BAD_REQUEST
+                    && (detail.has(&ErrorCode::ManifestBlobUnknown)
+                        || detail.has(&ErrorCode::BlobUnknown))
+                {
                     return Err(TransportError::BlobUnknown {
                         location: self.location(),
                         what,
-                        detail: detail.trim_start_matches(": ").to_string(),
+                        errors: detail,
                     });
                 }
                 Err(c.answered(&what, status, &detail))

@@ -57,7 +57,7 @@ use self::conn::Conn;
 use super::{BlobMounts, ManifestRole, Progress, Transport, TransportError};
 use crate::digest::Digest;
 pub use blob::range_start;
-pub use body::{head_of_body, read_capped};
+pub use body::{head_of_body, read_capped, ErrorBody, ErrorCode, RegistryError};
 pub use endpoint::{reach, Endpoint};
 pub use inspect::RemoteImage;
 pub use login::verify;

@@ -2,6 +2,7 @@
 //! `FROM alpine` (when the store has no `alpine`) fetch through, before
 //! [`crate::image::pull`] unpacks and names the image.
 
+use crate::blame::Blame;
 use oci_spec::image::Descriptor;
 
 use super::{RegistryOptions, RegistryRef, RegistryTransport};

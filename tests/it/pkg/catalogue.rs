@@ -1,5 +1,6 @@
 //! Catalogues in each generation pkg serves, read from `file://`.
 
+use jbuild::blame::Blame;
 use std::fs;
 use std::io::Write;
 use std::path::Path;

@@ -1,5 +1,6 @@
 //! The ABI and the repositories of an image root, read as pkg reads them.
 
+use jbuild::blame::Blame;
 use std::fs;
 use std::os::unix::fs::symlink;
 use std::path::Path;

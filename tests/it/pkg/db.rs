@@ -9,6 +9,7 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+use jbuild::blame::Blame;
 use jbuild::pkg::db::{LocalDb, Record};
 use jbuild::pkg::manifest;
 

@@ -13,6 +13,7 @@ use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::time::Duration;
 
+use jbuild::blame::Blame;
 use jbuild::pkg::lua::{run, Limits, LuaError, Message, ScriptEnv, Stream};
 
 fn env(script: &str) -> ScriptEnv {

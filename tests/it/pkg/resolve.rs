@@ -2,6 +2,7 @@
 //! priorities, the request forms pkg accepts, conflicts, and what is
 //! missing.
 
+use jbuild::blame::Blame;
 use std::path::Path;
 
 use jbuild::pkg::repository::Repository;

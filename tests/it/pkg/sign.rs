@@ -1,6 +1,7 @@
 //! Catalogue signatures, made by the `openssl` program, checked before the
 //! catalogue is read: both modes, and each way one fails.
 
+use jbuild::blame::Blame;
 use std::path::{Path, PathBuf};
 
 use jbuild::pkg::repository::RepoError;

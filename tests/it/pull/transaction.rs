@@ -5,6 +5,7 @@
 
 use crate::support::layer::compressed;
 use crate::support::tar as tar_support;
+use jbuild::blame::Blame;
 
 use std::collections::BTreeSet;
 use std::fs;

@@ -5,6 +5,7 @@
 //! bytes. (The end-to-end fault suite, through a proxy in front of the
 //! real Distribution, is in the registry harness.)
 
+use jbuild::blame::Blame;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 

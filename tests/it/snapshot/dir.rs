@@ -14,6 +14,7 @@ jbuild::snapshotter_suite!(make);
 /// The same suite on the `overlay` backend (Linux, as root; and in a user
 /// namespace: `overlay_userns`).
 mod overlay {
+    use jbuild::blame::Blame;
     use jbuild::snapshot::overlay::OverlaySnapshotter;
     use jbuild::snapshot::testsuite::{Fixture, UnmountOnDrop};
 

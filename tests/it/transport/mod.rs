@@ -4,5 +4,6 @@
 
 mod archive_messages;
 mod archive_pipe;
+mod conformance;
 mod hostile_archive;
 mod peers;
