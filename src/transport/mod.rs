@@ -38,6 +38,7 @@
 mod ability;
 mod archive;
 mod copy;
+pub mod http;
 mod layout;
 pub mod registry;
 mod runtime;
