@@ -81,6 +81,8 @@ pub enum HttpError {
         #[source]
         source: std::io::Error,
     },
+    #[error(transparent)]
+    Runtime(#[from] crate::transport::RuntimeError),
     /// The consumer the bytes were handed to gave up.
     #[error("{url}: {message}")]
     Consumer { url: String, message: String },
@@ -94,7 +96,7 @@ impl HttpError {
     pub fn is_user_error(&self) -> bool {
         match self {
             HttpError::Client(e) => e.is_user_error(),
-            HttpError::Write { .. } | HttpError::Consumer { .. } => false,
+            HttpError::Write { .. } | HttpError::Consumer { .. } | HttpError::Runtime(_) => false,
             _ => true,
         }
     }

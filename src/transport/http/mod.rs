@@ -100,6 +100,24 @@ pub struct Http {
     clients: Mutex<HashMap<String, reqwest::Client>>,
 }
 
+impl Default for Http {
+    /// The defaults of [`RegistryOptions`] (not the configuration file's:
+    /// use [`Http::from_settings`] or [`Http::new`] where there is one).
+    fn default() -> Http {
+        Http::new(RegistryOptions::default())
+    }
+}
+
+impl std::fmt::Debug for Http {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Http")
+            .field("timeout", &self.options.timeout)
+            .field("cert_dir", &self.options.cert_dir)
+            .field("tls_verify", &self.options.tls_verify)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Http {
     /// Downloads reached as `options` says (timeouts, certificates, TLS
     /// checks, retries).
