@@ -485,7 +485,7 @@ impl From<RuntimeError> for TransportError {
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, TransportError> + Send + 'static,
 ) -> Result<T, TransportError> {
-    tokio::task::spawn_blocking(f)
+    runtime::spawn_blocking(f)
         .await
         .map_err(TransportError::Task)?
 }

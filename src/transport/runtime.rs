@@ -17,7 +17,7 @@
 //! [`Runtime::block_on`]: tokio::runtime::Runtime::block_on
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
 use tokio::runtime::Runtime;
 
@@ -66,12 +66,63 @@ pub fn runtime() -> Result<&'static Runtime, RuntimeError> {
     Ok(rt)
 }
 
+/// Blocking work (file writes of a copy) that one [`block_on`] started.
+#[derive(Default)]
+struct Pending {
+    count: Mutex<usize>,
+    done: Condvar,
+}
+
+/// Counts one piece of [`Pending`] work down when it ends (or is dropped
+/// unrun).
+struct Finish(Arc<Pending>);
+
+impl Drop for Finish {
+    fn drop(&mut self) {
+        let mut n = self.0.count.lock().unwrap_or_else(|e| e.into_inner());
+        *n -= 1;
+        self.0.done.notify_all();
+    }
+}
+
+tokio::task_local! {
+    static PENDING: Arc<Pending>;
+}
+
+/// `spawn_blocking`, counted in the [`block_on`] that runs the caller, so
+/// that it waits for the work before it returns.
+pub(crate) async fn spawn_blocking<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, tokio::task::JoinError> {
+    let finish = PENDING.try_with(Arc::clone).ok().map(|p| {
+        *p.count.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        Finish(p)
+    });
+    tokio::task::spawn_blocking(move || {
+        let _finish = finish;
+        f()
+    })
+    .await
+}
+
 /// Runs `future` to completion on the process's runtime, from a thread
 /// that is not one of its workers (a synchronous caller).
+///
+/// Blocking work the future started and stopped waiting for (a copy given
+/// up at its first failed blob, while another blob is still being written
+/// into the store) is finished before this returns, as a runtime dropped
+/// at the end of the call would have: the caller cleans up after a
+/// failure, and nothing may land behind it.
 pub fn block_on<T, E: From<RuntimeError>>(
     future: impl std::future::Future<Output = Result<T, E>>,
 ) -> Result<T, E> {
-    runtime()?.block_on(future)
+    let pending = Arc::new(Pending::default());
+    let out = runtime()?.block_on(PENDING.scope(pending.clone(), future));
+    let mut n = pending.count.lock().unwrap_or_else(|e| e.into_inner());
+    while *n > 0 {
+        n = pending.done.wait(n).unwrap_or_else(|e| e.into_inner());
+    }
+    out
 }
 
 #[cfg(test)]
@@ -100,5 +151,26 @@ mod tests {
         assert_eq!(ids.len(), 12);
         assert!(ids.iter().all(|id| *id == ids[0]), "{ids:?}");
         assert_eq!(runtimes_built(), 1);
+    }
+
+    #[test]
+    fn blocking_work_a_future_gave_up_on_ends_before_block_on_returns() {
+        use std::sync::atomic::AtomicBool;
+        let done = Arc::new(AtomicBool::new(false));
+        let d = done.clone();
+        block_on(async move {
+            let work = spawn_blocking(move || {
+                std::thread::sleep(std::time::Duration::from_millis(300));
+                d.store(true, Ordering::SeqCst);
+            });
+            // Started, then abandoned (as a copy abandons its other blobs).
+            let _ = tokio::time::timeout(std::time::Duration::from_millis(10), work).await;
+            Ok::<_, RuntimeError>(())
+        })
+        .unwrap();
+        assert!(
+            done.load(Ordering::SeqCst),
+            "block_on returned before the work ended"
+        );
     }
 }
