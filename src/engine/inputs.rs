@@ -1,5 +1,6 @@
 //! The planner's questions ([`PlanInputs`]) answered for a real build:
-//! FROM images from the store or pulled now (as `--pull` says), COPY and
+//! FROM and `COPY --from` images from what the fetch phase found
+//! ([`super::bases`]), COPY and
 //! bind-mount sources from the build context, FreeBSD releases and package
 //! repositories — each asked once per build.
 
@@ -8,110 +9,50 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::Path;
 
-use super::env::BuildEnv;
+use super::bases::{Bases, Fetched};
 use super::error::BuildError;
+use super::freebsd::FreeBsdEnv;
 use super::native::{self, Ignore};
-use super::pull_policy::PullPolicy;
 use crate::digest::Digest;
-use crate::image::{self, LoadedImage, Platform};
+use crate::image::{LoadedImage, Platform};
 use crate::jailfile::CopySource;
+use crate::plan::bases::BaseKey;
 use crate::plan::{BaseImage, InputError, PlanInputs, ReleaseContents};
 use crate::release::BaseMethod;
-use crate::report::Level;
-use crate::store::StoreLock;
 
-/// Answers the planner's questions from the store and the build context.
+/// Answers the planner's questions from what the fetch phase found
+/// ([`Fetched`]: images, read only) and the build context. It has no
+/// image source: the planner cannot pull.
 pub(super) struct Inputs<'a> {
-    /// The store, the image source, the FreeBSD settings.
-    pub(super) env: &'a BuildEnv<'a>,
-    /// The build's *pin*, as a pull's ([`crate::image::pull`], "The pin"):
-    /// the store lock held shared from before the first FROM is looked up
-    /// until the image is tagged (these inputs live as long as the build).
-    /// Until then no image names what the build stands on: its FROM image
-    /// may be removed (`jbuild rmi`) once found, and between two steps
-    /// nothing stands on the one just committed; nor are the blobs it
-    /// writes named. `jbuild prune` and `check --repair` work under the
-    /// lock held exclusively, so they wait for the build. It steps aside
-    /// while the build pulls (see [`Inputs::load`]).
-    pub(super) pin: RefCell<Option<StoreLock>>,
+    /// The FreeBSD settings (releases, package repositories).
+    pub(super) freebsd: &'a FreeBsdEnv,
+    pub(super) fetched: &'a Fetched,
     pub(super) context: &'a Path,
     pub(super) ignore: Option<&'a Ignore>,
-    pub(super) images: RefCell<HashMap<String, LoadedImage>>,
     /// Releases whose MANIFEST was read, by `release|platform`.
     pub(super) releases: RefCell<HashMap<String, crate::release::Release>>,
     /// Releases made from the pkgbase repository, by `release|platform`.
     pub(super) pkgbases: RefCell<HashMap<String, crate::release::PkgBase>>,
     /// [`crate::engine::freebsd::FreeBsdEnv::pkg_repositories`] by ABI: asked once per build.
     pub(super) pkg_repos: RefCell<HashMap<Option<String>, String>>,
-    /// Images that could not be read when their ONBUILD triggers were
-    /// asked for, by `reference|platform`, with why: the planner's
-    /// question for the same image gets that error (at its FROM line),
-    /// not a second pull.
-    pub(super) failed: RefCell<HashMap<String, BuildError>>,
 }
 
 impl Inputs<'_> {
-    /// The image `reference` names: from the store, else (when the build
-    /// has a source) by its full name if an earlier pull stored it so,
-    /// else pulled now — through the same transaction as `jbuild pull`, so
-    /// an image whose layers are refused gets no name. `--pull=always`
-    /// pulls it again (once a build); `--pull=never` never asks the source.
-    pub(super) fn load(
+    /// The image the fetch phase found for `reference` on `platform`.
+    pub(super) fn image_of(
         &self,
         reference: &str,
         platform: &Platform,
     ) -> Result<LoadedImage, BuildError> {
-        let key = format!("{reference}|{platform}");
-        if let Some(img) = self.images.borrow().get(&key) {
-            return Ok(img.clone());
+        let key = BaseKey::new(reference, platform);
+        if let Some(e) = self.fetched.take_failure(&key) {
+            return Err(e);
         }
-        let store = self.env.store;
-        let stored = image::load(store, reference, platform);
-        let always = self.env.pull == PullPolicy::Always
-            && self
-                .env
-                .image_source
-                .is_some_and(|s| s.name(reference).is_some());
-        let img = match (stored, self.env.image_source) {
-            (Ok(img), None) => img,
-            (Ok(img), Some(_)) if !always => img,
-            (Ok(_) | Err(image::ImageError::NotFound(_)), Some(source)) => {
-                let Some(name) = source.name(reference) else {
-                    return Err(image::ImageError::NotFound(reference.to_string()).into());
-                };
-                if always || store.resolve(&name)?.is_none() {
-                    if self.env.pull == PullPolicy::Never {
-                        return Err(BuildError::NotPulled(reference.to_string()));
-                    }
-                    self.env
-                        .reporter
-                        .message(Level::Info, &format!("pulling {name} ({platform})"));
-                    self.pin_aside(|| {
-                        image::pull(&self.env.unpacker(), source, reference, platform)
-                    })??;
-                }
-                image::load(store, &name, platform)?
-            }
-            (Err(e), _) => return Err(e.into()),
-        };
-        self.images.borrow_mut().insert(key, img.clone());
-        Ok(img)
-    }
-
-    /// Runs `pull` with the build's pin dropped, then takes it again
-    /// (waiting, if `prune` got the lock meanwhile). The pull holds a pin of
-    /// its own while it runs; if it fails, it takes away what it added only
-    /// when it can take the store lock exclusively, which this build's pin
-    /// would refuse. Pulls happen while the build is planned, before any
-    /// step (each image is looked up once a build), so the build has
-    /// nothing unnamed to keep in the moment between the two pins.
-    fn pin_aside<T>(&self, pull: impl FnOnce() -> T) -> Result<T, BuildError> {
-        let held = self.pin.borrow_mut().take().is_some();
-        let pulled = pull();
-        if held {
-            *self.pin.borrow_mut() = Some(StoreLock::shared(self.env.store)?);
-        }
-        Ok(pulled)
+        self.fetched.get_base(reference, platform).ok_or_else(|| {
+            BuildError::Step(format!(
+                "{reference} ({platform}) was not fetched before planning (a jbuild bug)"
+            ))
+        })
     }
 }
 
@@ -119,7 +60,7 @@ impl Inputs<'_> {
 /// the image (the same platform, so the image is looked up once). A
 /// failure is kept in [`Inputs::failed`] for the planner to report.
 pub(super) struct Triggers<'i, 'a> {
-    pub(super) inputs: &'i Inputs<'a>,
+    pub(super) bases: &'i Bases<'a>,
     /// `--platform`: wins over FROM's, as in the planner.
     pub(super) platform: Option<&'i Platform>,
     /// The images whose triggers are looked for (those of the stages the
@@ -139,11 +80,10 @@ impl crate::jailfile::Triggers for Triggers<'_, '_> {
             (None, Some(Err(_))) => return Vec::new(),
             (None, None) => Platform::default_for_host(),
         };
-        match self.inputs.load(image, &platform) {
+        match self.bases.fetch(image, &platform) {
             Ok(img) => img.extras.onbuild,
             Err(e) => {
-                let key = format!("{image}|{platform}");
-                self.inputs.failed.borrow_mut().insert(key, e);
+                self.bases.keep_failure(BaseKey::new(image, &platform), e);
                 Vec::new()
             }
         }
@@ -152,12 +92,8 @@ impl crate::jailfile::Triggers for Triggers<'_, '_> {
 
 impl PlanInputs for Inputs<'_> {
     fn image(&self, reference: &str, platform: &Platform) -> Result<BaseImage, InputError> {
-        let key = format!("{reference}|{platform}");
-        if let Some(e) = self.failed.borrow_mut().remove(&key) {
-            return Err(InputError::new(e.is_user_error(), e));
-        }
         let img = self
-            .load(reference, platform)
+            .image_of(reference, platform)
             .map_err(|e| InputError::new(e.is_user_error(), e))?;
         Ok(BaseImage {
             manifest: img.manifest_digest,
@@ -182,7 +118,7 @@ impl PlanInputs for Inputs<'_> {
         release: &str,
         platform: &Platform,
     ) -> Result<Vec<(String, Digest)>, InputError> {
-        let source = self.env.freebsd.release.as_ref().ok_or_else(|| {
+        let source = self.freebsd.release.as_ref().ok_or_else(|| {
             InputError::user(format!(
                 "FROM freebsd:{release} needs a release mirror, which this build was not given"
             ))
@@ -206,7 +142,7 @@ impl PlanInputs for Inputs<'_> {
         release: &str,
         platform: &Platform,
     ) -> Result<ReleaseContents, InputError> {
-        let source = self.env.freebsd.release.as_ref();
+        let source = self.freebsd.release.as_ref();
         let method = source.map(|s| s.method(release)).transpose();
         let method = method.map_err(|e| InputError::new(e.is_user_error(), e))?;
         let (Some(source), Some(BaseMethod::Pkgbase)) = (source, method) else {
@@ -216,7 +152,6 @@ impl PlanInputs for Inputs<'_> {
             .resolve_pkgbase(release, platform)
             .map_err(|e| InputError::new(e.is_user_error(), e))?;
         let catalogue = self
-            .env
             .freebsd
             .pkgbase_catalogue(&base.url)
             .map_err(|e| InputError::new(e.is_user_error(), e))?;
@@ -236,7 +171,6 @@ impl PlanInputs for Inputs<'_> {
             return Ok(v.clone());
         }
         let v = self
-            .env
             .freebsd
             .pkg_repositories(abi)
             .map_err(|e| InputError::new(e.is_user_error(), e))?;

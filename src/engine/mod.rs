@@ -6,6 +6,7 @@
 //! [`crate::image`]'s.
 
 pub mod attest;
+mod bases;
 pub mod cache;
 mod env;
 mod error;

@@ -3,11 +3,11 @@
 //! step in it and commit it under the step's key; then export the target's
 //! layers and write its config and manifest.
 
-use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use super::bases::Bases;
 use super::env::{BuildEnv, BuildOptions, BuildOutput};
 use super::error::BuildError;
 use super::freebsd;
@@ -21,7 +21,6 @@ use crate::jailfile::{self, CopyFrom, MountKind, Op, RunMount};
 use crate::plan::{self, ExecContext, Plan, PlanOptions, PlannedBase, PlannedStage, StepKind};
 use crate::report::{Level, StepInfo, StepResult};
 use crate::snapshot::{label, Labels, SnapshotError};
-use crate::store::StoreLock;
 
 /// The result of one stage: its top snapshot and its layers.
 #[derive(Debug, Clone)]
@@ -47,18 +46,30 @@ pub fn build_text(
     opts: &BuildOptions,
     jailfile_text: &str,
 ) -> Result<BuildOutput, BuildError> {
-    Ok(build_or_check(env, opts, jailfile_text, false)?.expect("a build, not a check"))
+    let bases = Bases::new(env)?;
+    build_text_with(&bases, opts, jailfile_text)
+}
+
+/// [`build_text`] with the images fetched into `bases` (shared by the
+/// passes of a multi-platform build, so each image is fetched once per
+/// platform).
+pub(super) fn build_text_with(
+    bases: &Bases<'_>,
+    opts: &BuildOptions,
+    jailfile_text: &str,
+) -> Result<BuildOutput, BuildError> {
+    Ok(build_or_check(bases, opts, jailfile_text, false)?.expect("a build, not a check"))
 }
 
 /// Plans the build and makes every check that comes before a step runs
 /// (jail parameters, steps for a foreign architecture), running nothing;
 /// `build_platforms` asks this of every platform before it builds one.
 pub(super) fn check_text(
-    env: &BuildEnv<'_>,
+    bases: &Bases<'_>,
     opts: &BuildOptions,
     jailfile_text: &str,
 ) -> Result<(), BuildError> {
-    build_or_check(env, opts, jailfile_text, true).map(drop)
+    build_or_check(bases, opts, jailfile_text, true).map(drop)
 }
 
 /// The FROM images of the stages the target needs, found by reading the
@@ -103,26 +114,19 @@ fn needed_images(opts: &BuildOptions, jailfile_text: &str) -> Option<BTreeSet<St
 }
 
 fn build_or_check(
-    env: &BuildEnv<'_>,
+    bases: &Bases<'_>,
     opts: &BuildOptions,
     jailfile_text: &str,
     check_only: bool,
 ) -> Result<Option<BuildOutput>, BuildError> {
+    let env = bases.env();
     let jailfile_text = jailfile_text.to_string();
     let ignore = Ignore::load_for(&opts.context, &opts.jailfile).map_err(BuildError::Context)?;
-    let inputs = Inputs {
-        env,
-        pin: RefCell::new(Some(StoreLock::shared(env.store)?)),
-        context: &opts.context,
-        ignore: ignore.as_ref(),
-        images: Default::default(),
-        releases: Default::default(),
-        pkgbases: Default::default(),
-        pkg_repos: Default::default(),
-        failed: Default::default(),
-    };
+    // The fetch phase: the images the recipe reads (its FROM images' ONBUILD
+    // triggers as the recipe is read, then every FROM and COPY --from
+    // image), found or pulled before the build is planned.
     let triggers = super::inputs::Triggers {
-        inputs: &inputs,
+        bases,
         platform: opts.platform.as_ref(),
         only: needed_images(opts, &jailfile_text),
     };
@@ -164,15 +168,23 @@ fn build_or_check(
         Some(t) => Some(plan::target_stage(&parsed, t)?),
         None => None,
     };
-    let plan = plan::plan(
-        &parsed,
-        &inputs,
-        &PlanOptions {
-            platform: opts.platform.clone(),
-            no_cache_nonce: nonce,
-            target,
-        },
-    )?;
+    let plan_opts = PlanOptions {
+        platform: opts.platform.clone(),
+        no_cache_nonce: nonce,
+        target,
+    };
+    bases.fetch_all(&plan::bases::images_read(&parsed, &plan_opts));
+    // The planner reads what was fetched, and nothing else.
+    let inputs = Inputs {
+        freebsd: &env.freebsd,
+        fetched: bases.fetched(),
+        context: &opts.context,
+        ignore: ignore.as_ref(),
+        releases: Default::default(),
+        pkgbases: Default::default(),
+        pkg_repos: Default::default(),
+    };
+    let plan = plan::plan(&parsed, &inputs, &plan_opts)?;
     freebsd::check_jail_params(&plan, &env.freebsd.allowed_jail_params)?;
     super::foreign::check_runnable(&plan, &super::foreign::Host::this())?;
     mounts::check_required_secrets(&plan, &opts.secrets)?;
@@ -215,7 +227,7 @@ fn build_or_check(
         .remove(&target.index)
         .expect("target stage was built");
     // The blobs exported here are named only by the tag below: the
-    // build's pin (`inputs.pin`, held since before FROM was looked up)
+    // build's pin (`bases.pin`, held since before FROM was looked up)
     // keeps `prune` and `check --repair` off them until then.
     let layers = image::export_layers(
         env.store,
@@ -262,16 +274,7 @@ fn build_or_check(
             image: "the new image".into(),
             source,
         })?;
-    // Keyed `reference|platform`: the reference is what FROM wrote.
-    let images: Vec<_> = inputs
-        .images
-        .borrow()
-        .iter()
-        .map(|(k, img)| {
-            let reference = k.rsplit_once('|').map_or(k.as_str(), |(r, _)| r);
-            (reference.to_string(), img.manifest_digest.clone())
-        })
-        .collect();
+    let images = bases.fetched().by_reference();
     let facts = super::facts::BuildFacts::of(&plan, &jailfile_text, images);
     Ok(Some(BuildOutput {
         facts,
@@ -332,7 +335,7 @@ impl Run<'_, '_> {
             PlannedBase::Image { reference, .. } => {
                 let img = self
                     .inputs
-                    .load(reference, &stage.base_state.platform)
+                    .image_of(reference, &stage.base_state.platform)
                     .map_err(|e| e.located(&stage.location))?;
                 self.env
                     .unpacker()
@@ -664,7 +667,7 @@ impl Run<'_, '_> {
                 }
             }
             Some(CopyFrom::Image(r)) => {
-                let img = self.inputs.load(r, platform)?;
+                let img = self.inputs.image_of(r, platform)?;
                 let layers = self.env.unpacker().unpack(&img)?;
                 match layers.last() {
                     Some(l) => (self.env.snapshotter.view(&l.snapshot)?, None),

@@ -6,7 +6,7 @@
 use oci_spec::image::{Descriptor, ImageIndex};
 
 /// An OCI platform: `os/architecture[/variant]`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Platform {
     pub os: String,
     pub architecture: String,

@@ -7,17 +7,24 @@
 //! only when neither is there `packagesite.pkg`,
 //! `packagesite.<packing_format>`.
 //!
-//! Only `file://` repositories are read so far; fetching over HTTP(S)
-//! (and `pkg+https://` SRV mirrors) is the next step of issue 31.
+//! `file://`, `http://` and `https://` repositories are read, through
+//! [`transport::http`](crate::transport::http) (the configuration's
+//! timeouts, `--cert-dir`, proxies, retries). `pkg+https://` and
+//! `pkg+http://` ask pkg to find mirrors by a DNS SRV lookup
+//! (`_https._tcp.HOST`); jbuild has no SRV resolver (it would need a DNS
+//! library it does not otherwise use), so it asks HOST itself, which
+//! FreeBSD's `pkg.FreeBSD.org` serves as well as its mirrors do.
 
 use crate::blame::Blame;
-use std::fs;
-use std::io::{self, Read};
+
+use std::io;
 use std::path::{Path, PathBuf};
 
 use super::catalogue::{self, CatalogueError, Generation, Meta, Package};
 use super::repo_conf::RepoConfig;
 use super::sign::{SignError, Trust};
+use crate::transport::block_on;
+use crate::transport::http::{Http, HttpError, Limits};
 
 /// The largest `meta.conf` read.
 pub const MAX_META: u64 = 1 << 20;
@@ -41,8 +48,15 @@ pub struct Repository {
 
 #[derive(Debug, thiserror::Error)]
 pub enum RepoError {
-    #[error("repository `{repo}`: {url}: only file:// repositories are read so far")]
+    #[error("repository `{repo}`: {url}: jbuild reads file://, http://, https://, pkg+http:// and pkg+https:// repositories")]
     UnsupportedUrl { repo: String, url: String },
+    /// A file of a remote repository that could not be fetched.
+    #[error("repository `{repo}`")]
+    Fetch {
+        repo: String,
+        #[source]
+        source: HttpError,
+    },
     #[error("repository `{repo}` has no url")]
     NoUrl { repo: String },
     #[error("repository `{repo}`: no catalogue in {} (tried {})", dir.display(), tried.join(", "))]
@@ -70,50 +84,71 @@ impl Blame for RepoError {
             RepoError::Catalogue(e) => e.is_user_error(),
             RepoError::Sign(e) => e.is_user_error(),
             RepoError::Read { .. } => false,
+            RepoError::Fetch { source, .. } => source.is_user_error(),
             _ => true,
         }
     }
 }
 
+/// Where a repository's files are.
+enum Place {
+    Dir(PathBuf),
+    /// The base URL (no trailing `/`).
+    Remote(String),
+}
+
+/// The url files are fetched below, and where: `pkg+` taken off (see the
+/// module's documentation on SRV).
+fn place_of(repo: &str, url: &str) -> Result<(String, Place), RepoError> {
+    let srv = url.starts_with("pkg+");
+    let url = url
+        .strip_prefix("pkg+")
+        .unwrap_or(url)
+        .trim_end_matches('/')
+        .to_string();
+    if let Some(dir) = url.strip_prefix("file://") {
+        let dir = PathBuf::from(dir);
+        return Ok((url, Place::Dir(dir)));
+    }
+    if url.starts_with("https://") || url.starts_with("http://") {
+        if srv {
+            tracing::debug!(repo, url, "no SRV lookup: the host itself is asked");
+        }
+        return Ok((url.clone(), Place::Remote(url)));
+    }
+    Err(RepoError::UnsupportedUrl {
+        repo: repo.to_string(),
+        url,
+    })
+}
+
 /// Reads the repository `conf` names, checked against `trust`; temporary
-/// files go to `work`.
+/// files go to `work`. A remote repository is fetched with the defaults
+/// of the registry options: [`load_with`] gives the command's.
 pub fn load(conf: &RepoConfig, trust: &Trust, work: &Path) -> Result<Repository, RepoError> {
+    load_with(conf, trust, work, &Http::default())
+}
+
+/// [`load`], fetching with `http`.
+pub fn load_with(
+    conf: &RepoConfig,
+    trust: &Trust,
+    work: &Path,
+    http: &Http,
+) -> Result<Repository, RepoError> {
     let repo = conf.name.clone();
     let url = conf
         .url
         .clone()
         .ok_or_else(|| RepoError::NoUrl { repo: repo.clone() })?;
-    let url = url
-        .strip_prefix("pkg+")
-        .unwrap_or(&url)
-        .trim_end_matches('/')
-        .to_string();
-    let Some(dir) = url.strip_prefix("file://").map(PathBuf::from) else {
-        return Err(RepoError::UnsupportedUrl { repo, url });
+    let (url, place) = place_of(&repo, &url)?;
+    let fetch_err = |source| RepoError::Fetch {
+        repo: repo.clone(),
+        source,
     };
-    let read_err = |path: &Path| {
-        let (repo, path) = (repo.clone(), path.to_path_buf());
-        move |source| RepoError::Read { repo, path, source }
-    };
-    let meta_path = dir.join("meta.conf");
-    let meta = match fs::File::open(&meta_path) {
-        Ok(f) => {
-            let mut text = String::new();
-            f.take(MAX_META + 1)
-                .read_to_string(&mut text)
-                .map_err(read_err(&meta_path))?;
-            if text.len() as u64 > MAX_META {
-                return Err(CatalogueError::TooLarge {
-                    what: format!("repository `{repo}`: meta.conf"),
-                    size: text.len() as u64,
-                    max: MAX_META,
-                }
-                .into());
-            }
-            catalogue::parse_meta(&text, &format!("repository `{repo}`"))?
-        }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Meta::default(),
-        Err(e) => return Err(read_err(&meta_path)(e)),
+    let meta = match read_meta(&repo, &place, http).map_err(fetch_err)? {
+        Some(text) => catalogue::parse_meta(&text, &format!("repository `{repo}`"))?,
+        None => Meta::default(),
     };
     let mut tried = Vec::new();
     let generations = [
@@ -130,11 +165,10 @@ pub fn load(conf: &RepoConfig, trust: &Trust, work: &Path) -> Result<Repository,
     ];
     for (archive, member, generation) in generations {
         for name in catalogue::archive_names(&archive, &meta) {
-            let path = dir.join(&name);
-            if !path.is_file() {
+            let Some(path) = archive_file(&place, &name, work, http).map_err(fetch_err)? else {
                 tried.push(name);
                 continue;
-            }
+            };
             let what = format!("repository `{repo}`: {name}");
             let mut ex = catalogue::extract(&path, &member, work, &what)?;
             trust.verify(&ex, &meta, &repo)?;
@@ -151,5 +185,64 @@ pub fn load(conf: &RepoConfig, trust: &Trust, work: &Path) -> Result<Repository,
             });
         }
     }
+    let dir = match place {
+        Place::Dir(d) => d,
+        Place::Remote(u) => PathBuf::from(u),
+    };
     Err(RepoError::NoCatalogue { repo, dir, tried })
 }
+
+/// The text of the repository's `meta.conf`; `None` when it has none.
+fn read_meta(repo: &str, place: &Place, http: &Http) -> Result<Option<String>, HttpError> {
+    let url = match place {
+        Place::Dir(dir) => match reqwest::Url::from_file_path(dir.join("meta.conf")) {
+            Ok(u) => u.to_string(),
+            Err(()) => {
+                return Err(HttpError::Url {
+                    url: dir.display().to_string(),
+                    reason: "not an absolute path".into(),
+                })
+            }
+        },
+        Place::Remote(base) => format!("{base}/meta.conf"),
+    };
+    match block_on(http.get_bytes(&url, MAX_META)) {
+        Ok(bytes) => String::from_utf8(bytes)
+            .map(Some)
+            .map_err(|_| HttpError::Protocol {
+                url,
+                reason: format!("repository `{repo}`: meta.conf is not text"),
+            }),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The catalogue archive `name` as a local file (downloaded into `work`
+/// for a remote repository); `None` when the repository has none.
+fn archive_file(
+    place: &Place,
+    name: &str,
+    work: &Path,
+    http: &Http,
+) -> Result<Option<PathBuf>, HttpError> {
+    match place {
+        Place::Dir(dir) => {
+            let path = dir.join(name);
+            Ok(path.is_file().then_some(path))
+        }
+        Place::Remote(base) => {
+            let dest = work.join(format!("catalogue-{name}"));
+            let url = format!("{base}/{name}");
+            match block_on(http.get_to_file(&url, &dest, None, Limits::at_most(MAX_ARCHIVE))) {
+                Ok(_) => Ok(Some(dest)),
+                Err(e) if e.is_not_found() => Ok(None),
+                Err(e) => Err(e),
+            }
+        }
+    }
+}
+
+/// The largest catalogue archive downloaded (FreeBSD's whole ports tree
+/// is about 10 MiB compressed).
+pub const MAX_ARCHIVE: u64 = 512 << 20;

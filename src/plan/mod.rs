@@ -23,6 +23,7 @@
 //! Metadata instructions (ENV, LABEL, CMD, ...) have no key of their own;
 //! they are history entries with `empty_layer` and edit the config.
 
+pub mod bases;
 pub mod key;
 pub mod state;
 

@@ -38,9 +38,11 @@
 mod ability;
 mod archive;
 mod copy;
+pub mod http;
 mod layout;
 mod location;
 pub mod registry;
+mod runtime;
 
 use crate::blame::Blame;
 use std::io::{self, Read, Write};
@@ -55,6 +57,7 @@ pub use copy::{copy_image, copy_image_telling, copy_image_with, CopyEvent, CopyO
 pub use layout::LayoutTransport;
 pub use location::{Location, OpenOptions};
 pub use registry::{RegistryOptions, RegistryPuller, RegistryRef, RegistryTransport};
+pub use runtime::{block_on, runtime, runtimes_built, RuntimeError};
 
 use crate::digest::{Digest, HashingWriter};
 use crate::store::{descriptor_digest, StoreError};
@@ -421,25 +424,17 @@ fn denied(registry: &str, status: u16, user: Option<&str>, detail: &str) -> Stri
     }
 }
 
-/// Runs `future` to completion: the one place jbuild starts its async
-/// runtime. Transports are async; everything around them blocks, so each
-/// command (or a build's pull) enters the runtime here and leaves it with
-/// the result.
-pub fn block_on<T, E: From<TransportError>>(
-    future: impl std::future::Future<Output = Result<T, E>>,
-) -> Result<T, E> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| TransportError::io("cannot start the async runtime", e))?;
-    runtime.block_on(future)
+impl From<RuntimeError> for TransportError {
+    fn from(e: RuntimeError) -> TransportError {
+        TransportError::io("cannot start the async runtime", e.0)
+    }
 }
 
 /// Runs blocking file work off the async runtime.
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, TransportError> + Send + 'static,
 ) -> Result<T, TransportError> {
-    tokio::task::spawn_blocking(f)
+    runtime::spawn_blocking(f)
         .await
         .map_err(TransportError::Task)?
 }

@@ -33,12 +33,15 @@ const FLOORS: &[(&str, &[&str])] = &[
     // (engine) and the command line sign and verify through it.
     ("signatures and attestations", &["trust"]),
     (
-        "plans and moving images",
-        &["plan", "release", "transport", "bastille", "sbom"],
+        "plans, releases and packages",
+        &["plan", "release", "bastille", "sbom", "pkg"],
     ),
+    // Releases and package catalogues are downloaded through
+    // transport::http, on the registries' HTTP stack.
+    ("moving images and files", &["transport"]),
     (
         "images, recipes, credentials, jail.conf",
-        &["image", "jailfile", "keychain", "jailconf", "pkg"],
+        &["image", "jailfile", "keychain", "jailconf"],
     ),
     ("trees and processes", &["snapshot", "exec", "layer"]),
     ("changes and the store", &["diff", "store"]),
@@ -505,5 +508,29 @@ fn the_checker_reads_imports_as_rust_does() {
             "cli/build.rs uses cli/registry.rs",
             "cli/common/access.rs uses cli/trust.rs"
         ]
+    );
+}
+
+/// One async runtime per process: only `transport/runtime.rs` builds one
+/// (lazily, once; `transport::runtimes_built` counts them), so an HTTP
+/// client is never used on two runtimes in a row. Tests of the library
+/// (`#[tokio::test]`) make their own and are not counted here.
+#[test]
+fn only_the_transport_builds_an_async_runtime() {
+    let mut all = Vec::new();
+    files(&src(), &mut all);
+    let builders = ["runtime::Builder", "Runtime::new(", "#[tokio::main"];
+    let found: Vec<String> = all
+        .iter()
+        .filter(|p| rel(p) != "transport/runtime.rs")
+        .filter(|p| {
+            let text = fs::read_to_string(p).unwrap();
+            builders.iter().any(|b| text.contains(b))
+        })
+        .map(|p| rel(p))
+        .collect();
+    assert!(
+        found.is_empty(),
+        "files that build an async runtime of their own (use transport::block_on): {found:?}"
     );
 }

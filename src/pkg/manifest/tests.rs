@@ -177,7 +177,8 @@ fn what_pkg_refuses_is_refused_naming_it() {
     let e = parse(r#"{"name":"../x","origin":"a","version":"1"}"#, "x").unwrap_err();
     assert!(e.to_string().contains("not a package name"), "{e}");
     let e = parse("{not json", "x").unwrap_err();
-    assert!(e.to_string().starts_with("x: line 1"), "{e}");
+    let chain = chain(&e);
+    assert!(chain.starts_with("x: ") && chain.contains("line 1"), "{chain}");
 }
 
 #[test]
@@ -194,10 +195,19 @@ fn a_manifest_is_bounded() {
         "[".repeat(LIMITS.depth + 1),
         "]".repeat(LIMITS.depth + 1)
     );
-    assert!(parse(&deep, "a")
-        .unwrap_err()
-        .to_string()
-        .contains("deeper"));
+    assert!(chain(&parse(&deep, "a").unwrap_err()).contains("deeper"));
+}
+
+/// An error and its causes, as the CLI prints them: the UCL reader's
+/// complaint is the manifest error's cause, on its own line.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        out.push_str(&format!("\ncaused by: {c}"));
+        cause = c.source();
+    }
+    out
 }
 
 #[test]

@@ -352,6 +352,61 @@ fn pull_always_asks_the_registry_once_and_takes_a_changed_base() {
     fails_with(&out, &["--pull", "sometimes", "always, missing or never"]);
 }
 
+/// A two-platform build with `--pull=always` whose base is a two-platform
+/// list in the registry, read by FROM and by COPY --from: the fetch phase
+/// runs once for every pass (the check of both platforms, then both
+/// builds), so the registry is asked for each platform's manifest once,
+/// and for the list once per platform. (Before: the check pass and the
+/// build pass each pulled, two pulls per base per platform.)
+#[test]
+fn pull_always_pulls_each_base_once_per_platform_in_a_multi_platform_build() {
+    let reg = Registry::start();
+    let proxy = Proxy::start(reg.port, vec![]);
+    let base = format!("127.0.0.1:{}/ci/multi:1", proxy.port);
+    let publisher = Home::new("FROM scratch\nCOPY site/ /srv/\n");
+    let both = "freebsd/amd64,freebsd/arm64";
+    publisher.build(&["--platform", both, "--manifest", "base:list"]);
+    run_ok(
+        publisher
+            .jbuild()
+            .args(["manifest", "push", "base:list", &base]),
+        LIMIT,
+    );
+    let user = Home::new(&format!(
+        "FROM {base}\nCOPY --from={base} /srv/a /copied\nSYSRC built=yes\n"
+    ));
+    proxy.clear_log();
+    user.build(&[
+        "--platform",
+        both,
+        "--manifest",
+        "out:list",
+        "--pull=always",
+    ]);
+    let reqs = proxy.requests();
+    let gets = |what: &dyn Fn(&str) -> bool| {
+        reqs.iter()
+            .filter(|r| r.starts_with("GET ") && r.contains("/manifests/") && what(r))
+            .count()
+    };
+    let by_digest: Vec<_> = reqs
+        .iter()
+        .filter(|r| r.starts_with("GET ") && r.contains("/manifests/sha256:"))
+        .collect();
+    let distinct: std::collections::BTreeSet<_> = by_digest.iter().collect();
+    assert_eq!(distinct.len(), 2, "one manifest per platform: {reqs:?}");
+    assert_eq!(
+        by_digest.len(),
+        2,
+        "each platform's manifest once: {reqs:?}"
+    );
+    assert_eq!(
+        gets(&|r| r.ends_with("/manifests/1")),
+        2,
+        "the list once per platform: {reqs:?}"
+    );
+}
+
 /// `jbuild build -f - ARGS… ctx` with `stdin` on its standard input.
 fn build_from_stdin(h: &Home, args: &[&str], stdin: &str) -> Output {
     let mut child = h

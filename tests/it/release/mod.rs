@@ -32,6 +32,9 @@ mod pkg;
 /// A RUN over a release on a Linux host.
 mod run_refused;
 
+/// Mirrors and repositories on HTTPS, and silent ones.
+mod tls;
+
 const RELEASE: &str = "14.3-RELEASE";
 
 /// A static-file HTTP/1.1 server on 127.0.0.1 (a free port) that records
