@@ -429,7 +429,10 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
         .with_freebsd(freebsd_env(ctx, &args)?)
         .with_image_source(&puller)
         .with_layers(ctx.layer_policy(false, false))
-        .with_pull(pull);
+        .with_pull(pull)
+        .with_add_places(engine::AddPlaces {
+            root: ctx.paths.root().to_path_buf(),
+        });
     if let Some(cache) = cache {
         env = env.with_registry_cache(cache);
     }

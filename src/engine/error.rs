@@ -78,6 +78,9 @@ pub enum BuildError {
     },
     #[error("snapshot: {0}")]
     Snapshot(#[from] SnapshotError),
+    /// What an ADD names that could not be fetched or read.
+    #[error(transparent)]
+    Add(#[from] super::add::AddError),
     /// A FROM or `COPY --from` image that cannot be read.
     #[error(transparent)]
     Image(#[from] ImageError),
@@ -173,6 +176,7 @@ impl BuildError {
             | BuildError::ForeignOs(_)
             | BuildError::MissingSecret { .. } => true,
             BuildError::Index(e) => e.is_user_error(),
+            BuildError::Add(e) => e.is_user_error(),
             BuildError::Plan(e) => e.is_user_error(),
             BuildError::Context(e) | BuildError::Native(e) => e.is_user_error(),
             BuildError::Exec(e) => e.is_user_error(),

@@ -47,6 +47,8 @@ pub(super) struct Inputs<'a> {
     /// question for the same image gets that error (at its FROM line),
     /// not a second pull.
     pub(super) failed: RefCell<HashMap<String, BuildError>>,
+    /// The git repositories ADD reads, mirrored and resolved once a build.
+    pub(super) git: RefCell<super::add::GitMirrors>,
 }
 
 impl Inputs<'_> {
@@ -227,6 +229,13 @@ impl PlanInputs for Inputs<'_> {
             .borrow_mut()
             .insert(format!("{release}|{platform}"), base);
         Ok(contents)
+    }
+
+    fn git_commit(&self, url: &str, reference: Option<&str>) -> Result<String, InputError> {
+        self.git
+            .borrow_mut()
+            .commit(self.env.add.as_ref(), url, reference)
+            .map_err(|e| InputError::new(e.is_user_error(), e))
     }
 
     fn pkg_repositories(&self, abi: Option<&str>) -> Result<String, InputError> {

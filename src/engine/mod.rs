@@ -5,6 +5,7 @@
 //! unpacking a FROM image, exporting layers, writing the result — are
 //! [`crate::image`]'s.
 
+mod add;
 pub mod attest;
 pub mod cache;
 mod env;
@@ -22,6 +23,7 @@ mod pull_policy;
 mod run;
 pub mod verify;
 
+pub use add::{AddError, AddPlaces};
 pub use cache::RegistryCache;
 pub use env::{BuildEnv, BuildOptions, BuildOutput};
 pub use error::{BuildError, ForeignOs};

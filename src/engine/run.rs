@@ -120,6 +120,7 @@ fn build_or_check(
         pkgbases: Default::default(),
         pkg_repos: Default::default(),
         failed: Default::default(),
+        git: Default::default(),
     };
     let triggers = super::inputs::Triggers {
         inputs: &inputs,
@@ -601,6 +602,7 @@ impl Run<'_, '_> {
                     chmod: *chmod,
                     parents: *parents,
                     exclude: exclude.clone(),
+                    ..CopyOptions::default()
                 };
                 let (src_root, ignore) =
                     self.source_root(from.as_ref(), "COPY --from", &ctx.platform)?;
@@ -615,6 +617,76 @@ impl Run<'_, '_> {
                 )
                 .map(drop)
                 .map_err(BuildError::Native)
+            }
+            Op::Add {
+                sources,
+                dest,
+                chown,
+                chmod,
+                exclude,
+                checksum,
+                keep_git_dir,
+            } => {
+                let owner = match chown {
+                    Some(spec) => Some(exec::user::resolve_owner(root, spec)?),
+                    None => None,
+                };
+                let scratch = match &self.env.add {
+                    Some(places) => places.scratch()?,
+                    None => std::env::temp_dir(),
+                };
+                let copy_opts = CopyOptions {
+                    chown: owner,
+                    chmod: *chmod,
+                    exclude: exclude.clone(),
+                    unpack: Some(native::Unpack {
+                        scratch,
+                        limits: self.env.layer_policy.limits,
+                    }),
+                    ..CopyOptions::default()
+                };
+                let local: Vec<_> = sources
+                    .iter()
+                    .filter_map(|s| match s {
+                        jailfile::AddSource::Context(c) => Some(c.clone()),
+                        _ => None,
+                    })
+                    .collect();
+                if !local.is_empty() {
+                    native::copy(
+                        &self.opts.context,
+                        &local,
+                        dest,
+                        root,
+                        &ctx.workdir,
+                        self.ignore,
+                        &copy_opts,
+                    )
+                    .map_err(BuildError::Native)?;
+                }
+                let _ = checksum;
+                for s in sources {
+                    match s {
+                        jailfile::AddSource::Git { url, reference } => {
+                            let mut git = self.inputs.git.borrow_mut();
+                            let places = self.env.add.as_ref();
+                            let commit = git.commit(places, url, reference.as_deref())?;
+                            let tree = git.checkout(places, url, &commit, *keep_git_dir)?;
+                            let opts = CopyOptions {
+                                unpack: None,
+                                ..copy_opts.clone()
+                            };
+                            super::add::copy_tree(tree.path(), dest, root, &ctx.workdir, &opts)?;
+                        }
+                        jailfile::AddSource::Url(url) => {
+                            return Err(BuildError::Step(format!(
+                                "ADD {url}: downloads are not supported yet"
+                            )))
+                        }
+                        jailfile::AddSource::Context(_) => {}
+                    }
+                }
+                Ok(())
             }
             Op::Sysrc {
                 file,

@@ -2,6 +2,7 @@
 //! RUN mounts and secrets, the registry build cache, and the native
 //! instructions one by one.
 
+mod add;
 mod cache;
 mod dockerfile;
 mod e2e;
