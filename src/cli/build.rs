@@ -432,6 +432,9 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
         .with_pull(pull)
         .with_add_places(engine::AddPlaces {
             root: ctx.paths.root().to_path_buf(),
+            http: std::sync::Arc::new(jbuild::transport::http::Http::new(
+                args.registry.options(ctx)?,
+            )),
         });
     if let Some(cache) = cache {
         env = env.with_registry_cache(cache);

@@ -2,6 +2,17 @@
 //! extracted ([`crate::layer::archive`]); files from URLs; git
 //! repositories at the commit a ref resolves to.
 //!
+//! A URL's file is downloaded with [`crate::transport::http`] (the
+//! registries' timeouts, retries, proxies and certificates) into jbuild's
+//! cache, `cache/add/url/<sha256>`, named by its content. With
+//! `--checksum` the step's key is that checksum and the file is fetched
+//! only when the step runs and the cache lacks it; a file that does not
+//! match is not kept, and the build stops (exit 1). Without one the file
+//! is downloaded while the build is planned, its digest is the key, and
+//! the build says what `--checksum` would pin it. A downloaded file is
+//! never extracted (as Docker); it gets mode 0600 unless `--chmod`, and
+//! the time 0.
+//!
 //! Git repositories are read with the `git` program. Each repository is
 //! mirrored once into jbuild's cache (`cache/add/git/<sha256 of the URL>`,
 //! made beside and renamed into place, so a killed fetch leaves nothing
@@ -25,18 +36,62 @@ use super::native::{self, CopyOptions, NativeError};
 use crate::digest::Digest;
 use crate::fsutil::places;
 use crate::jailfile::CopySource;
+use crate::transport::http::{Http, HttpError, Limits as HttpLimits};
 
 /// Where ADD keeps what it fetched (`cache/add` under jbuild's root) and
-/// extracts and checks out (`tmp`).
-#[derive(Debug, Clone)]
+/// extracts and checks out (`tmp`), and how it downloads.
+#[derive(Clone)]
 pub struct AddPlaces {
     /// jbuild's root directory.
     pub root: PathBuf,
+    /// The downloads' HTTP client (the build's registry options).
+    pub http: std::sync::Arc<Http>,
 }
 
 impl AddPlaces {
     pub(super) fn scratch(&self) -> Result<PathBuf, AddError> {
         places::own_dir(&self.root, "tmp").map_err(|e| AddError::Place(e.into()))
+    }
+
+    fn url_dir(&self) -> Result<PathBuf, AddError> {
+        places::own_dir(&self.root, "cache/add/url").map_err(|e| AddError::Place(e.into()))
+    }
+
+    /// The cached file of content `digest`.
+    fn cached(&self, digest: &Digest) -> Result<PathBuf, AddError> {
+        Ok(self.url_dir()?.join(format!("sha256-{}", digest.hex())))
+    }
+
+    /// The file `url` names, in the cache: fetched unless there, and
+    /// checked against `checksum` (a file that does not match is not
+    /// kept). `max` bounds its size.
+    pub(super) fn download(
+        &self,
+        url: &str,
+        checksum: Option<&Digest>,
+        max: u64,
+    ) -> Result<(Digest, PathBuf), AddError> {
+        if let Some(d) = checksum {
+            let path = self.cached(d)?;
+            if path.is_file() {
+                return Ok((d.clone(), path));
+            }
+        }
+        let dir = self.url_dir()?;
+        let incoming = tempfile::Builder::new()
+            .prefix(".incoming-")
+            .tempdir_in(&dir)
+            .map_err(AddError::Io)?;
+        let into = incoming.path().join("file");
+        let http = &self.http;
+        let got = crate::transport::block_on::<_, AddError>(async {
+            Ok(http
+                .get_to_file(url, &into, checksum, HttpLimits::at_most(max))
+                .await?)
+        })?;
+        let path = self.cached(&got.sha256)?;
+        fs::rename(&into, &path).map_err(AddError::Io)?;
+        Ok((got.sha256, path))
     }
 
     fn git_dir(&self) -> Result<PathBuf, AddError> {
@@ -63,6 +118,10 @@ pub enum AddError {
     NoGit(#[source] std::io::Error),
     #[error("ADD {0}: this build has no place to keep what ADD fetches")]
     NoPlaces(String),
+    #[error("ADD: {0}")]
+    Http(#[from] HttpError),
+    #[error(transparent)]
+    Runtime(#[from] crate::transport::RuntimeError),
     #[error("jbuild's directories: {0}")]
     Place(#[source] std::io::Error),
     #[error("ADD: {0}")]
@@ -78,7 +137,10 @@ impl AddError {
         match self {
             AddError::Git { .. } | AddError::NoRef { .. } | AddError::NoGit(_) => true,
             AddError::Native(e) => e.is_user_error(),
-            AddError::NoPlaces(_) | AddError::Place(_) | AddError::Io(_) => false,
+            AddError::Http(e) => e.is_user_error(),
+            AddError::NoPlaces(_) | AddError::Place(_) | AddError::Io(_) | AddError::Runtime(_) => {
+                false
+            }
         }
     }
 }
@@ -273,6 +335,39 @@ pub(super) fn copy_tree(
         &scratch.join("tree"),
         &[CopySource::Path("/".into())],
         &dest,
+        root,
+        workdir,
+        None,
+        opts,
+    )?)
+}
+
+/// Copies the downloaded file `cached` to `dest` in `root` as COPY copies
+/// a file named `name` (from the URL): into `dest` when it ends in `/` or
+/// is a directory, else as `dest`. Mode 0600 unless `--chmod`, time 0.
+pub(super) fn copy_download(
+    cached: &Path,
+    name: &str,
+    scratch: &Path,
+    dest: &str,
+    root: &Path,
+    workdir: &str,
+    opts: &CopyOptions,
+) -> Result<native::CopyStats, AddError> {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::Builder::new()
+        .prefix("url-")
+        .tempdir_in(scratch)
+        .map_err(AddError::Io)?;
+    let file = dir.path().join(name);
+    fs::copy(cached, &file).map_err(AddError::Io)?;
+    fs::set_permissions(&file, fs::Permissions::from_mode(0o600)).map_err(AddError::Io)?;
+    let zero = FileTime::from_unix_time(0, 0);
+    filetime::set_file_times(&file, zero, zero).map_err(AddError::Io)?;
+    Ok(native::copy(
+        dir.path(),
+        &[CopySource::Path(name.to_string())],
+        dest,
         root,
         workdir,
         None,

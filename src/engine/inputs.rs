@@ -49,6 +49,8 @@ pub(super) struct Inputs<'a> {
     pub(super) failed: RefCell<HashMap<String, BuildError>>,
     /// The git repositories ADD reads, mirrored and resolved once a build.
     pub(super) git: RefCell<super::add::GitMirrors>,
+    /// The content digest of each file ADD downloaded without a checksum.
+    pub(super) downloads: RefCell<HashMap<String, Digest>>,
 }
 
 impl Inputs<'_> {
@@ -229,6 +231,34 @@ impl PlanInputs for Inputs<'_> {
             .borrow_mut()
             .insert(format!("{release}|{platform}"), base);
         Ok(contents)
+    }
+
+    fn remote_file(&self, url: &str, checksum: Option<&Digest>) -> Result<Digest, InputError> {
+        if let Some(d) = checksum {
+            return Ok(d.clone());
+        }
+        if let Some(d) = self.downloads.borrow().get(url) {
+            return Ok(d.clone());
+        }
+        let places =
+            self.env.add.as_ref().ok_or_else(|| {
+                InputError::internal(super::add::AddError::NoPlaces(url.to_string()))
+            })?;
+        let max = self.env.layer_policy.limits.max_size;
+        let (digest, _) = places
+            .download(url, None, max)
+            .map_err(|e| InputError::new(e.is_user_error(), e))?;
+        self.env.reporter.message(
+            Level::Warn,
+            &format!(
+                "ADD {url} has no --checksum: the file downloaded is {digest}; \
+                 pin it with `ADD --checksum={digest} {url} ...`"
+            ),
+        );
+        self.downloads
+            .borrow_mut()
+            .insert(url.to_string(), digest.clone());
+        Ok(digest)
     }
 
     fn git_commit(&self, url: &str, reference: Option<&str>) -> Result<String, InputError> {

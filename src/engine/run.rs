@@ -121,6 +121,7 @@ fn build_or_check(
         pkg_repos: Default::default(),
         failed: Default::default(),
         git: Default::default(),
+        downloads: Default::default(),
     };
     let triggers = super::inputs::Triggers {
         inputs: &inputs,
@@ -664,7 +665,6 @@ impl Run<'_, '_> {
                     )
                     .map_err(BuildError::Native)?;
                 }
-                let _ = checksum;
                 for s in sources {
                     match s {
                         jailfile::AddSource::Git { url, reference } => {
@@ -679,9 +679,28 @@ impl Run<'_, '_> {
                             super::add::copy_tree(tree.path(), dest, root, &ctx.workdir, &opts)?;
                         }
                         jailfile::AddSource::Url(url) => {
-                            return Err(BuildError::Step(format!(
-                                "ADD {url}: downloads are not supported yet"
-                            )))
+                            let places = self
+                                .env
+                                .add
+                                .as_ref()
+                                .ok_or_else(|| super::add::AddError::NoPlaces(url.clone()))?;
+                            let max = self.env.layer_policy.limits.max_size;
+                            let (_, cached) = places.download(url, checksum.as_ref(), max)?;
+                            let name = jailfile::url_file_name(url).unwrap_or("download");
+                            let opts = CopyOptions {
+                                unpack: None,
+                                ..copy_opts.clone()
+                            };
+                            let scratch = places.scratch()?;
+                            super::add::copy_download(
+                                &cached,
+                                name,
+                                &scratch,
+                                dest,
+                                root,
+                                &ctx.workdir,
+                                &opts,
+                            )?;
                         }
                         jailfile::AddSource::Context(_) => {}
                     }

@@ -297,3 +297,94 @@ fn mkdir(p: PathBuf) -> PathBuf {
     fs::create_dir_all(&p).unwrap();
     p
 }
+
+/// The sha256 of `bytes` as `sha256:<hex>`.
+fn sha256(bytes: &[u8]) -> String {
+    jbuild::digest::Digest::of(bytes).to_string()
+}
+
+/// Files in `root`'s ADD download cache.
+fn cached_downloads(root: &Path) -> Vec<String> {
+    match fs::read_dir(root.join("cache/add/url")) {
+        Ok(d) => d
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("sha256-"))
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+#[test]
+fn add_of_a_url_is_checked_against_its_checksum_and_cached_by_it() {
+    use crate::support::limits::{Answer, Server};
+    let archive = crate::support::hostile::gzip(&archive("remote"));
+    let conf = b"listen 80\n".to_vec();
+    let (a, c) = (archive.clone(), conf.clone());
+    let server = Server::start(move |req| {
+        let body = match req.path.as_str() {
+            "/files/app.tar.gz" => a.clone(),
+            "/files/app.conf" => c.clone(),
+            _ => return Answer::status("404 Not Found"),
+        };
+        Answer::Reply {
+            status: "200 OK",
+            headers: vec![],
+            body,
+        }
+    });
+    let base = format!("http://{}/files", server.host());
+    let t = tempfile::tempdir().unwrap();
+    let (root, ctx) = (t.path().join("root"), t.path().join("ctx"));
+    let right = sha256(&archive);
+    write(
+        &ctx.join("Jailfile"),
+        format!(
+            "FROM scratch\n\
+             ADD --checksum={right} {base}/app.tar.gz /opt/\n\
+             ADD {base}/app.conf /etc/app/conf\n"
+        )
+        .as_bytes(),
+    );
+    let err = build(&root, "url:1", &ctx);
+    let pin = sha256(&conf);
+    assert!(
+        err.contains(&format!("--checksum={pin}")),
+        "the build does not say how to pin the unchecked download:\n{err}"
+    );
+    let (config, rootfs) = exported(&root, "url:1", &mkdir(t.path().join("one")));
+    // A downloaded archive is not extracted, as Docker does.
+    let got = rootfs.join("opt/app.tar.gz");
+    assert_eq!(fs::read(&got).unwrap(), archive);
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        fs::metadata(&got).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    assert_eq!(fs::read(rootfs.join("etc/app/conf")).unwrap(), conf);
+    assert!(history(&config).contains("ADD --checksum="), "{config}");
+    let fetched = |s: &Server, p: &str| s.requests().iter().filter(|r| r.path == p).count();
+    assert_eq!(fetched(&server, "/files/app.tar.gz"), 1);
+
+    // Again: the checked file's step is cached by its checksum, and it is
+    // not fetched again.
+    build(&root, "url:2", &ctx);
+    assert_eq!(fetched(&server, "/files/app.tar.gz"), 1, "fetched again");
+
+    // A wrong checksum: exit 1, nothing stored, no image.
+    let root = t.path().join("root-wrong");
+    let wrong = sha256(b"something else");
+    write(
+        &ctx.join("Jailfile"),
+        format!("FROM scratch\nADD --checksum={wrong} {base}/app.tar.gz /opt/\n").as_bytes(),
+    );
+    let out = run(jbuild(&root).args(["build", "-t", "url:3"]).arg(&ctx));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("Jailfile:2:1") && err.contains(&wrong) && err.contains(&right),
+        "the error names neither the line nor both digests:\n{err}"
+    );
+    assert_eq!(cached_downloads(&root), Vec::<String>::new());
+    let images = run(jbuild(&root).args(["images", "-q"]));
+    assert!(images.stdout.is_empty(), "an image was named");
+}
