@@ -14,7 +14,12 @@
 //! - for PKG, also the FreeBSD ABI and OSVERSION of the root and the
 //!   state of the package repositories ([`PlanInputs::pkg_repositories`]);
 //! - for COPY, the content digest of its sources (including mode and owner,
-//!   not mtimes) and the WORKDIR a relative destination is taken against.
+//!   not mtimes) and the WORKDIR a relative destination is taken against;
+//! - for ADD, the same for its context sources, the content digest of
+//!   each URL's file (its `--checksum`, else the file downloaded now:
+//!   [`PlanInputs::remote_file`]) and the commit each git repository's
+//!   ref resolves to ([`PlanInputs::git_commit`]), which the history
+//!   records too ([`PlannedStep::recorded`]).
 //! - for `RUN --mount`, each mount's options (type, target, id, sharing,
 //!   mode, owner, size) and, for a bind mount, what it shows (the content
 //!   digest of its source in the context, or the stage's or image's
