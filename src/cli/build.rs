@@ -96,6 +96,11 @@ pub struct BuildArgs {
     /// Run every step, using no cached result.
     #[arg(long)]
     no_cache: bool,
+    /// Parse, validate and plan the recipe, running no step: print each
+    /// problem as FILE:LINE:COL: error|warning: ... (with --json, one JSON
+    /// document), and exit 1 when the build would fail.
+    #[arg(long)]
+    check: bool,
     /// The image's platform, e.g. freebsd/amd64 (default: FROM's, the base
     /// image's, or freebsd on this host's architecture). Several, comma
     /// separated (freebsd/amd64,freebsd/arm64), build one image each, into
@@ -165,6 +170,41 @@ struct AtTemplateLine {
     at: String,
     #[source]
     source: engine::BuildError,
+}
+
+/// `build --check`: the problems, and exit 1 when one is an error.
+fn check(
+    ctx: &Ctx,
+    env: &BuildEnv<'_>,
+    opts: &BuildOptions,
+    text: Option<&str>,
+) -> Result<(), Failure> {
+    use engine::lint::Severity;
+    let problems = engine::lint::check_recipe(env, opts, text);
+    let errors = problems
+        .iter()
+        .filter(|p| p.severity == Severity::Error)
+        .count();
+    if ctx.json {
+        JsonReporter::stdout().emit(json!({
+            "event": "check",
+            "problems": problems,
+            "errors": errors,
+            "warnings": problems.len() - errors,
+        }));
+    } else {
+        for p in &problems {
+            outln!("{}", p.line());
+        }
+    }
+    match errors {
+        0 => Ok(()),
+        n => Err(Failure::user(anyhow!(
+            "{}: {n} error{} found; no step was run",
+            opts.jailfile.display(),
+            if n == 1 { "" } else { "s" }
+        ))),
+    }
 }
 
 /// The build arguments: the files' (in order), then --build-arg's over them.
@@ -463,6 +503,9 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
         (None, Some(text)) => Some(text.as_str()),
         (None, None) => None,
     };
+    if args.check {
+        return check(ctx, &env, &opts, text);
+    }
     if let (Some(list), Some(_)) = (&list, &args.provenance_file) {
         return Err(Failure::user(anyhow!(
             "--provenance-file is for one image, and --manifest {list} builds a list: build each platform on its own to get its provenance"

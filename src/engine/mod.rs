@@ -14,6 +14,7 @@ mod facts;
 pub mod foreign;
 pub mod freebsd;
 mod inputs;
+pub mod lint;
 pub mod mounts;
 pub mod native;
 mod platform_args;

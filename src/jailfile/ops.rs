@@ -20,6 +20,7 @@ impl Resolver<'_> {
         let esc = ins.escape;
         if let Body::Arg(decls) = &ins.body {
             for (name, default) in decls {
+                self.warn_secret_arg(name);
                 self.declare_arg(&name.as_string(), default.as_ref(), esc)?;
             }
             return Ok(None);
