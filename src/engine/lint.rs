@@ -114,7 +114,12 @@ pub fn check_recipe(env: &BuildEnv<'_>, opts: &BuildOptions, text: Option<&str>)
     // The build's own reading, planning and checks; its warnings are the
     // reporter's (the resolver's come through it).
     if let Err(e) = super::run::check_text(env, opts, &text) {
-        problems.insert(0, error(&e));
+        let mut p = error(&e);
+        // An error about the recipe as a whole (`--target`) names it.
+        if p.file.is_none() {
+            p.file = Some(opts.jailfile.display().to_string());
+        }
+        problems.insert(0, p);
     }
     problems
 }

@@ -4,6 +4,7 @@
 
 mod add;
 mod cache;
+mod check;
 mod dockerfile;
 mod e2e;
 mod epoch;
