@@ -106,6 +106,11 @@ pub struct BuildArgs {
     /// Run every step, using no cached result.
     #[arg(long)]
     no_cache: bool,
+    /// Parse, validate and plan the recipe, running no step: print each
+    /// problem as FILE:LINE:COL: error|warning: ... (with --json, one JSON
+    /// document), and exit 1 when the build would fail.
+    #[arg(long)]
+    check: bool,
     /// The image's platform, e.g. freebsd/amd64 (default: FROM's, the base
     /// image's, or freebsd on this host's architecture). Several, comma
     /// separated (freebsd/amd64,freebsd/arm64), build one image each, into
@@ -184,6 +189,41 @@ impl std::fmt::Display for AtTemplateLine {
 impl std::error::Error for AtTemplateLine {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         self.source.source()
+    }
+}
+
+/// `build --check`: the problems, and exit 1 when one is an error.
+fn check(
+    ctx: &Ctx,
+    env: &BuildEnv<'_>,
+    opts: &BuildOptions,
+    text: Option<&str>,
+) -> Result<(), Failure> {
+    use engine::lint::Severity;
+    let problems = engine::lint::check_recipe(env, opts, text);
+    let errors = problems
+        .iter()
+        .filter(|p| p.severity == Severity::Error)
+        .count();
+    if ctx.json {
+        JsonReporter::stdout().emit(json!({
+            "event": "check",
+            "problems": problems,
+            "errors": errors,
+            "warnings": problems.len() - errors,
+        }));
+    } else {
+        for p in &problems {
+            outln!("{}", p.line());
+        }
+    }
+    match errors {
+        0 => Ok(()),
+        n => Err(Failure::user(anyhow!(
+            "{}: {n} error{} found; no step was run",
+            opts.jailfile.display(),
+            if n == 1 { "" } else { "s" }
+        ))),
     }
 }
 
@@ -483,7 +523,13 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
         .with_freebsd(freebsd_env(ctx, &args)?)
         .with_image_source(&puller)
         .with_layers(ctx.layer_policy(false, false))
-        .with_pull(pull);
+        .with_pull(pull)
+        .with_add_places(engine::AddPlaces {
+            root: ctx.paths.root().to_path_buf(),
+            http: std::sync::Arc::new(jbuild::transport::http::Http::new(
+                args.registry.options(ctx)?,
+            )),
+        });
     if let Some(cache) = cache {
         env = env.with_registry_cache(cache);
     }
@@ -491,6 +537,9 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
         (Some(t), _) => Some(t.jailfile.clone()),
         (None, piped) => piped,
     };
+    if args.check {
+        return check(ctx, &env, &opts, text.as_deref());
+    }
     let request = BuildRequest {
         options: opts,
         text,

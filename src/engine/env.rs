@@ -9,6 +9,7 @@ use std::sync::OnceLock;
 
 use oci_spec::image::Descriptor;
 
+use super::add::AddPlaces;
 use super::cache::RegistryCache;
 use super::freebsd::FreeBsdEnv;
 use super::pull_policy::PullPolicy;
@@ -39,6 +40,10 @@ pub struct BuildEnv<'a> {
     pub pull: PullPolicy,
     /// `--cache-from` / `--cache-to`: steps shared through registries.
     pub registry_cache: Option<RegistryCache>,
+    /// Where ADD keeps what it fetches and extracts; `None`: ADD reads
+    /// local files only, extracting archives in the system's temporary
+    /// directory.
+    pub add: Option<AddPlaces>,
 }
 
 impl<'a> BuildEnv<'a> {
@@ -57,7 +62,14 @@ impl<'a> BuildEnv<'a> {
             layer_policy: LayerPolicy::default(),
             pull: PullPolicy::default(),
             registry_cache: None,
+            add: None,
         }
+    }
+
+    /// Keeps what ADD fetches under jbuild's root ([`AddPlaces`]).
+    pub fn with_add_places(mut self, places: AddPlaces) -> Self {
+        self.add = Some(places);
+        self
     }
 
     /// Looks steps up in, and pushes them to, the registries of `cache`.

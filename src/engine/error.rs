@@ -74,6 +74,9 @@ pub enum BuildError {
     Located(Box<Located>),
     #[error(transparent)]
     Snapshot(#[from] SnapshotError),
+    /// What an ADD names that could not be fetched or read.
+    #[error(transparent)]
+    Add(#[from] super::add::AddError),
     /// A FROM or `COPY --from` image that cannot be read.
     #[error(transparent)]
     Image(#[from] ImageError),
@@ -162,6 +165,7 @@ impl Blame for BuildError {
             | BuildError::ForeignOs(_)
             | BuildError::MissingSecret { .. } => true,
             BuildError::Index(e) => e.is_user_error(),
+            BuildError::Add(e) => e.is_user_error(),
             BuildError::Plan(e) => e.is_user_error(),
             BuildError::Context(e) | BuildError::Native(e) => e.is_user_error(),
             BuildError::Exec(e) => e.is_user_error(),

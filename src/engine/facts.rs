@@ -58,7 +58,7 @@ impl BuildFacts {
                     facts.runs_processes |= matches!(ps.step.op, Op::Run { .. } | Op::Pkg { .. });
                     facts.steps.push(StepRecord {
                         stage: stage.label(),
-                        instruction: ps.step.text.clone(),
+                        instruction: ps.recorded.clone(),
                         key: key.clone(),
                     });
                 }

@@ -5,6 +5,7 @@
 //! repositories — each asked once per build.
 
 use crate::blame::Blame;
+use crate::report::Level;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::Path;
@@ -35,6 +36,15 @@ pub(super) struct Inputs<'a> {
     pub(super) pkgbases: RefCell<HashMap<String, crate::release::PkgBase>>,
     /// [`crate::engine::freebsd::FreeBsdEnv::pkg_repositories`] by ABI: asked once per build.
     pub(super) pkg_repos: RefCell<HashMap<Option<String>, String>>,
+    /// The git repositories ADD reads, mirrored and resolved once a build.
+    pub(super) git: RefCell<super::add::GitMirrors>,
+    /// The content digest of each file ADD downloaded without a checksum.
+    pub(super) downloads: RefCell<HashMap<String, Digest>>,
+    /// Where ADD keeps what it downloads (none: ADD of a URL or git is refused).
+    pub(super) add: Option<&'a super::add::AddPlaces>,
+    /// The most bytes one downloaded file may have (`[layers] max_size`).
+    pub(super) max_download: u64,
+    pub(super) reporter: &'a dyn crate::report::Reporter,
 }
 
 impl Inputs<'_> {
@@ -163,6 +173,40 @@ impl PlanInputs for Inputs<'_> {
             .borrow_mut()
             .insert(format!("{release}|{platform}"), base);
         Ok(contents)
+    }
+
+    fn remote_file(&self, url: &str, checksum: Option<&Digest>) -> Result<Digest, InputError> {
+        if let Some(d) = checksum {
+            return Ok(d.clone());
+        }
+        if let Some(d) = self.downloads.borrow().get(url) {
+            return Ok(d.clone());
+        }
+        let places = self
+            .add
+            .ok_or_else(|| InputError::internal(super::add::AddError::NoPlaces(url.to_string())))?;
+        let max = self.max_download;
+        let (digest, _) = places
+            .download(url, None, max)
+            .map_err(|e| InputError::new(e.is_user_error(), e))?;
+        self.reporter.message(
+            Level::Warn,
+            &format!(
+                "ADD {url} has no --checksum: the file downloaded is {digest}; \
+                 pin it with `ADD --checksum={digest} {url} ...`"
+            ),
+        );
+        self.downloads
+            .borrow_mut()
+            .insert(url.to_string(), digest.clone());
+        Ok(digest)
+    }
+
+    fn git_commit(&self, url: &str, reference: Option<&str>) -> Result<String, InputError> {
+        self.git
+            .borrow_mut()
+            .commit(self.add, url, reference)
+            .map_err(|e| InputError::new(e.is_user_error(), e))
     }
 
     fn pkg_repositories(&self, abi: Option<&str>) -> Result<String, InputError> {

@@ -5,6 +5,7 @@
 //! unpacking a FROM image, exporting layers, writing the result — are
 //! [`crate::image`]'s.
 
+mod add;
 pub mod attest;
 mod bases;
 pub mod cache;
@@ -14,6 +15,7 @@ mod facts;
 pub mod foreign;
 pub mod freebsd;
 mod inputs;
+pub mod lint;
 pub mod mounts;
 pub mod native;
 mod platform_args;
@@ -25,6 +27,7 @@ pub mod request;
 mod run;
 pub mod verify;
 
+pub use add::{AddError, AddPlaces};
 pub use cache::RegistryCache;
 pub use env::{BuildEnv, BuildOptions, BuildOutput};
 pub use error::{BuildError, ForeignOs, Located};

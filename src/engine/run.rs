@@ -183,6 +183,11 @@ fn build_or_check(
         releases: Default::default(),
         pkgbases: Default::default(),
         pkg_repos: Default::default(),
+        git: Default::default(),
+        downloads: Default::default(),
+        add: env.add.as_ref(),
+        max_download: env.layer_policy.limits.max_size,
+        reporter: env.reporter,
     };
     let plan = plan::plan(&parsed, &inputs, &plan_opts)?;
     freebsd::check_jail_params(&plan, &env.freebsd.allowed_jail_params)?;
@@ -604,6 +609,7 @@ impl Run<'_, '_> {
                     chmod: *chmod,
                     parents: *parents,
                     exclude: exclude.clone(),
+                    ..CopyOptions::default()
                 };
                 let (src_root, ignore) =
                     self.source_root(from.as_ref(), "COPY --from", &ctx.platform)?;
@@ -618,6 +624,94 @@ impl Run<'_, '_> {
                 )
                 .map(drop)
                 .map_err(BuildError::Native)
+            }
+            Op::Add {
+                sources,
+                dest,
+                chown,
+                chmod,
+                exclude,
+                checksum,
+                keep_git_dir,
+            } => {
+                let owner = match chown {
+                    Some(spec) => Some(exec::user::resolve_owner(root, spec)?),
+                    None => None,
+                };
+                let scratch = match &self.env.add {
+                    Some(places) => places.scratch()?,
+                    None => std::env::temp_dir(),
+                };
+                let copy_opts = CopyOptions {
+                    chown: owner,
+                    chmod: *chmod,
+                    exclude: exclude.clone(),
+                    unpack: Some(native::Unpack {
+                        scratch,
+                        limits: self.env.layer_policy.limits,
+                    }),
+                    ..CopyOptions::default()
+                };
+                let local: Vec<_> = sources
+                    .iter()
+                    .filter_map(|s| match s {
+                        jailfile::AddSource::Context(c) => Some(c.clone()),
+                        _ => None,
+                    })
+                    .collect();
+                if !local.is_empty() {
+                    native::copy(
+                        &self.opts.context,
+                        &local,
+                        dest,
+                        root,
+                        &ctx.workdir,
+                        self.ignore,
+                        &copy_opts,
+                    )
+                    .map_err(BuildError::Native)?;
+                }
+                for s in sources {
+                    match s {
+                        jailfile::AddSource::Git { url, reference } => {
+                            let mut git = self.inputs.git.borrow_mut();
+                            let places = self.env.add.as_ref();
+                            let commit = git.commit(places, url, reference.as_deref())?;
+                            let tree = git.checkout(places, url, &commit, *keep_git_dir)?;
+                            let opts = CopyOptions {
+                                unpack: None,
+                                ..copy_opts.clone()
+                            };
+                            super::add::copy_tree(tree.path(), dest, root, &ctx.workdir, &opts)?;
+                        }
+                        jailfile::AddSource::Url(url) => {
+                            let places = self
+                                .env
+                                .add
+                                .as_ref()
+                                .ok_or_else(|| super::add::AddError::NoPlaces(url.clone()))?;
+                            let max = self.env.layer_policy.limits.max_size;
+                            let (_, cached) = places.download(url, checksum.as_ref(), max)?;
+                            let name = jailfile::url_file_name(url).unwrap_or("download");
+                            let opts = CopyOptions {
+                                unpack: None,
+                                ..copy_opts.clone()
+                            };
+                            let scratch = places.scratch()?;
+                            super::add::copy_download(
+                                &cached,
+                                name,
+                                &scratch,
+                                dest,
+                                root,
+                                &ctx.workdir,
+                                &opts,
+                            )?;
+                        }
+                        jailfile::AddSource::Context(_) => {}
+                    }
+                }
+                Ok(())
             }
             Op::Sysrc {
                 file,

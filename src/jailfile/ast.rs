@@ -17,6 +17,7 @@ pub(crate) enum Keyword {
     Run,
     Pkg,
     Copy,
+    Add,
     Sysrc,
     Service,
     LineInFile,
@@ -56,6 +57,11 @@ pub(crate) const KEYWORDS: &[(Keyword, &str, &str)] = &[
         Keyword::Copy,
         "COPY",
         "COPY [--from=stage] [--chown=user[:group]] [--chmod=0644] [--link] [--parents] [--exclude=pattern]... source... dest",
+    ),
+    (
+        Keyword::Add,
+        "ADD",
+        "ADD [--chown=user[:group]] [--chmod=0644] [--link] [--checksum=sha256:hex] [--keep-git-dir] [--exclude=pattern]... source... dest",
     ),
     (
         Keyword::Sysrc,
@@ -109,9 +115,7 @@ pub(crate) const KEYWORDS: &[(Keyword, &str, &str)] = &[
 ];
 
 /// Dockerfile instructions jbuild deliberately lacks, and what to do instead.
-pub(crate) const UNSUPPORTED: &[(&str, &str)] = &[
-    ("ADD", "use COPY; jbuild does not fetch URLs or unpack archives implicitly (RUN fetch/tar can, explicitly)"),
-];
+pub(crate) const UNSUPPORTED: &[(&str, &str)] = &[];
 
 impl Keyword {
     /// The keyword for `word` (any case); `LIF` is LINE_IN_FILE.
@@ -198,6 +202,10 @@ pub(crate) struct CopySrc {
     pub parents: bool,
     /// `--exclude=PATTERN`, each as written.
     pub exclude: Vec<Text>,
+    /// ADD's `--checksum=sha256:...` (never set for COPY).
+    pub checksum: Option<Text>,
+    /// ADD's `--keep-git-dir` (never set for COPY).
+    pub keep_git_dir: bool,
     pub sources: Vec<SourceSrc>,
     pub dest: Text,
 }
@@ -223,6 +231,8 @@ pub(crate) enum Body {
     },
     Pkg(Vec<Text>),
     Copy(CopySrc),
+    /// ADD: COPY's arguments, plus `--checksum` and `--keep-git-dir`.
+    Add(CopySrc),
     Sysrc {
         file: Option<Text>,
         name: Text,

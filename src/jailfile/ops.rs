@@ -7,7 +7,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::ast::{Body, CommandSrc, CopySrc, HealthSrc, Instruction, Keyword, SourceSrc};
 use super::diagnostic::{Error, Result};
 use super::resolve::{Resolver, Scope};
-use super::resolved::{Command, CopyFrom, CopySource, Healthcheck, Op, Step};
+use super::resolved::{
+    url_file_name, AddSource, Command, CopyFrom, CopySource, Healthcheck, Op, Step,
+};
 use super::text::Text;
 use super::{forms, subst, validate};
 
@@ -18,6 +20,7 @@ impl Resolver<'_> {
         let esc = ins.escape;
         if let Body::Arg(decls) = &ins.body {
             for (name, default) in decls {
+                self.warn_secret_arg(name);
                 self.declare_arg(&name.as_string(), default.as_ref(), esc)?;
             }
             return Ok(None);
@@ -86,7 +89,7 @@ impl Resolver<'_> {
             .trim_end()
             .to_string();
         for h in &ins.heredocs {
-            if ins.keyword == Keyword::Copy && !h.quoted {
+            if matches!(ins.keyword, Keyword::Copy | Keyword::Add) && !h.quoted {
                 let body = subst::heredoc(&h.body, ins.escape, &lookup, &self.budget)?;
                 refs.extend(body.refs);
                 let terminator = h.raw.rsplit('\n').next().unwrap_or_default();
@@ -183,6 +186,7 @@ impl Resolver<'_> {
                 Op::Pkg { packages }
             }
             Body::Copy(c) => self.copy(c, ins)?,
+            Body::Add(c) => self.add(c, ins)?,
             Body::Sysrc {
                 file,
                 name,
@@ -403,6 +407,76 @@ impl Resolver<'_> {
             chmod,
             parents: c.parents,
             exclude,
+        })
+    }
+
+    /// ADD: COPY's sources told apart ([`AddSource::classify`]) and its
+    /// flags checked as BuildKit checks them.
+    fn add(&mut self, c: &CopySrc, ins: &Instruction) -> Result<Op> {
+        let esc = ins.escape;
+        let Op::Copy {
+            sources,
+            dest,
+            chown,
+            chmod,
+            exclude,
+            ..
+        } = self.copy(c, ins)?
+        else {
+            return Err(Error::new(ins.span(), "internal error: ADD is not a copy"));
+        };
+        let sources: Vec<AddSource> = sources
+            .into_iter()
+            .map(|s| match s {
+                CopySource::Path(p) => AddSource::classify(&p),
+                inline => AddSource::Context(inline),
+            })
+            .collect();
+        let checksum = match &c.checksum {
+            None => None,
+            Some(t) => {
+                let v = self.word(t, esc)?;
+                let digest: crate::digest::Digest = v.parse().map_err(|_| {
+                    Error::new(t.span(), format!("`--checksum={v}` is not a sha256 digest"))
+                        .with_help("write --checksum=sha256:<64 hex digits>, the digest the build printed for the file")
+                })?;
+                if !matches!(sources.as_slice(), [AddSource::Url(_)]) {
+                    return Err(Error::new(
+                        t.span(),
+                        "--checksum needs exactly one source, an http:// or https:// URL",
+                    )
+                    .with_help("give each URL an ADD line of its own"));
+                }
+                Some(digest)
+            }
+        };
+        let span = c.dest.span();
+        let git = sources.iter().any(|s| matches!(s, AddSource::Git { .. }));
+        if c.keep_git_dir && !git {
+            return Err(
+                Error::new(ins.span(), "--keep-git-dir is for a git repository source")
+                    .with_help("e.g. ADD --keep-git-dir https://example.org/repo.git#v1.0 /src/"),
+            );
+        }
+        for s in &sources {
+            if let AddSource::Url(u) = s {
+                if dest.ends_with('/') && url_file_name(u).is_none() {
+                    return Err(Error::new(
+                        span,
+                        format!("`{u}` names no file, so ADD cannot name it inside `{dest}`"),
+                    )
+                    .with_help("give the destination's file name: ADD URL /path/to/file"));
+                }
+            }
+        }
+        Ok(Op::Add {
+            sources,
+            dest,
+            chown,
+            chmod,
+            exclude,
+            checksum,
+            keep_git_dir: c.keep_git_dir,
         })
     }
 

@@ -65,6 +65,7 @@ impl Parser<'_> {
             Keyword::Run => self.run()?,
             Keyword::Pkg => Body::Pkg(self.at_least_one(args)?),
             Keyword::Copy => Body::Copy(self.copy()?),
+            Keyword::Add => Body::Add(self.copy()?),
             Keyword::Sysrc => self.sysrc()?,
             Keyword::Service => {
                 let mut w = self
@@ -371,12 +372,30 @@ impl Parser<'_> {
         })
     }
 
+    /// COPY, and ADD (which has no `--from` or `--parents`, and has
+    /// `--checksum` and `--keep-git-dir`).
     fn copy(&self) -> Result<CopySrc> {
-        let (flags, rest) = self.flags_with(
-            &["from", "chown", "chmod", "link", "parents", "exclude"],
-            &["exclude"],
-            &["link", "parents"],
-        )?;
+        let kw = self.kw.name();
+        let (flags, rest) = if self.kw == Keyword::Add {
+            self.flags_with(
+                &[
+                    "chown",
+                    "chmod",
+                    "link",
+                    "exclude",
+                    "checksum",
+                    "keep-git-dir",
+                ],
+                &["exclude"],
+                &["link", "keep-git-dir"],
+            )?
+        } else {
+            self.flags_with(
+                &["from", "chown", "chmod", "link", "parents", "exclude"],
+                &["exclude"],
+                &["link", "parents"],
+            )?
+        };
         let flag = |n: &str| flags.iter().find(|f| f.name == n).map(|f| f.value.clone());
         let mut sources = Vec::new();
         let dest;
@@ -384,7 +403,7 @@ impl Parser<'_> {
             let Some((last, srcs)) = items.split_last().filter(|(_, s)| !s.is_empty()) else {
                 return Err(Error::new(
                     rest.span(),
-                    "COPY needs at least one source and a destination",
+                    format!("{kw} needs at least one source and a destination"),
                 )
                 .with_help(format!("usage: {}", self.kw.usage())));
             };
@@ -436,15 +455,16 @@ impl Parser<'_> {
                         .get(k)
                         .map(|h| h.marker.clone())
                         .unwrap_or_default();
-                    return Err(
-                        Error::at(m.end, "COPY needs a destination after the heredoc")
-                            .with_help("usage: COPY <<name /dest/"),
-                    );
+                    return Err(Error::at(
+                        m.end,
+                        format!("{kw} needs a destination after the heredoc"),
+                    )
+                    .with_help(format!("usage: {kw} <<name /dest/")));
                 }
                 _ => {
                     return Err(Error::at(
                         rest.end,
-                        "COPY needs at least one source and a destination",
+                        format!("{kw} needs at least one source and a destination"),
                     )
                     .with_help(format!("usage: {}", self.kw.usage())))
                 }
@@ -460,6 +480,8 @@ impl Parser<'_> {
                 .filter(|f| f.name == "exclude")
                 .map(|f| f.value.clone())
                 .collect(),
+            checksum: flag("checksum"),
+            keep_git_dir: flag("keep-git-dir").is_some_and(|v| v.as_string() == "true"),
             sources,
             dest,
         })

@@ -181,6 +181,7 @@ impl Resolver<'_> {
             Body::From { .. } => self.from(&ins),
             Body::Arg(decls) if self.scopes.is_empty() => {
                 for (name, default) in decls {
+                    self.warn_secret_arg(name);
                     let name = name.as_string();
                     let value = match self.build_arg(&name) {
                         Some(v) => Some(v),
@@ -238,6 +239,19 @@ impl Resolver<'_> {
             self.used_args.insert(name.to_string());
         }
         v
+    }
+
+    /// BuildKit's `SecretsUsedInArgOrEnv`, for an ARG: a name that looks
+    /// like a secret's ([`validate::looks_secret`]) is warned about, since
+    /// an ARG's value stays in the image's history.
+    pub(super) fn warn_secret_arg(&mut self, name: &Text) {
+        let n = name.as_string();
+        if validate::looks_secret(&n) {
+            let loc = self.location(name.span());
+            self.warnings.push(format!(
+                "{loc}: SecretsUsedInArgOrEnv: ARG `{n}` looks like it holds a secret, and an ARG's value is kept in the image's history; give secrets with `RUN --mount=type=secret,id=...` and `build --secret`"
+            ));
+        }
     }
 
     pub(super) fn location(&self, span: Span) -> Location {

@@ -90,6 +90,63 @@ pub enum CopySource {
     Inline { name: String, content: String },
 }
 
+/// What an ADD source is, told apart as BuildKit does: a URL with a
+/// scheme jbuild fetches, a git repository, or a path in the build context
+/// (a tar archive there is extracted).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AddSource {
+    /// A path, glob or heredoc of the context, as COPY reads it.
+    Context(CopySource),
+    /// An `http://` or `https://` URL of one file, downloaded (never
+    /// extracted).
+    Url(String),
+    /// A git repository: `https://host/repo.git#ref`, `git@host:repo`,
+    /// `git://...`, `ssh://...`, or `file://...` (a local repository); the
+    /// ref after `#` (a branch, tag or commit), `None` for the default
+    /// branch.
+    Git {
+        url: String,
+        reference: Option<String>,
+    },
+}
+
+impl AddSource {
+    /// Tells a source written in an ADD apart (see [`AddSource`]).
+    pub fn classify(source: &str) -> AddSource {
+        let (base, fragment) = match source.split_once('#') {
+            Some((b, f)) => (b, Some(f)),
+            None => (source, None),
+        };
+        let git = base.starts_with("git://")
+            || base.starts_with("git@")
+            || base.starts_with("ssh://")
+            || base.starts_with("file://")
+            || ((base.starts_with("https://") || base.starts_with("http://"))
+                && (base.ends_with(".git") || base.ends_with(".git/")));
+        if git {
+            return AddSource::Git {
+                url: base.to_string(),
+                reference: fragment.filter(|f| !f.is_empty()).map(str::to_string),
+            };
+        }
+        if source.starts_with("https://") || source.starts_with("http://") {
+            return AddSource::Url(source.to_string());
+        }
+        AddSource::Context(CopySource::Path(source.to_string()))
+    }
+}
+
+/// The file name an ADD of the URL `url` writes into a destination
+/// directory: the last component of its path (without query or fragment).
+pub fn url_file_name(url: &str) -> Option<&str> {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let path = rest.split(['?', '#']).next().unwrap_or_default();
+    let (_, path) = path.split_once('/')?;
+    path.rsplit('/')
+        .next()
+        .filter(|n| !n.is_empty() && *n != "." && *n != "..")
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SysrcOp {
     /// `name=value`
@@ -129,6 +186,22 @@ pub enum Op {
         /// `--exclude=PATTERN`: sources left out, patterns as in an
         /// ignore file.
         exclude: Vec<String>,
+    },
+    /// ADD: COPY from the build context, with its tar archives extracted;
+    /// files from URLs; git repositories at a commit.
+    Add {
+        sources: Vec<AddSource>,
+        dest: String,
+        /// `--chown=user[:group]` as written.
+        chown: Option<String>,
+        /// `--chmod=0644` (octal).
+        chmod: Option<u32>,
+        /// `--exclude=PATTERN`, as COPY's.
+        exclude: Vec<String>,
+        /// `--checksum=sha256:<hex>` of the one URL source.
+        checksum: Option<crate::digest::Digest>,
+        /// `--keep-git-dir`: keep the repository's `.git`.
+        keep_git_dir: bool,
     },
     /// `SYSRC [-f file] name=value` (file defaults to `/etc/rc.conf`).
     Sysrc {
@@ -268,6 +341,7 @@ impl Op {
             Op::Run { .. }
                 | Op::Pkg { .. }
                 | Op::Copy { .. }
+                | Op::Add { .. }
                 | Op::Sysrc { .. }
                 | Op::Service { .. }
                 | Op::LineInFile { .. }

@@ -331,6 +331,32 @@ pub(crate) fn join_workdir(cwd: &str, path: &str) -> String {
     format!("/{}", parts.join("/"))
 }
 
+/// Whether an ARG or ENV name looks like it holds a secret, as BuildKit's
+/// `SecretsUsedInArgOrEnv` check judges it: one of its `_`-separated
+/// words (any case) is `password`, `token`, `secret`, `key`, ... and none
+/// is `public`.
+pub(crate) fn looks_secret(name: &str) -> bool {
+    const SECRET: &[&str] = &[
+        "apikey",
+        "auth",
+        "credential",
+        "credentials",
+        "key",
+        "password",
+        "pass",
+        "passwd",
+        "pword",
+        "pwd",
+        "secret",
+        "token",
+    ];
+    let words: Vec<String> = name
+        .split(['_', '-'])
+        .map(str::to_ascii_lowercase)
+        .collect();
+    words.iter().any(|w| SECRET.contains(&w.as_str())) && !words.iter().any(|w| w == "public")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

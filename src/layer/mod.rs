@@ -16,6 +16,7 @@
 //! treating every byte as hostile.
 
 pub mod apply;
+pub mod archive;
 pub mod compare;
 mod compress;
 mod error;

@@ -17,7 +17,7 @@
 //! step), and keyed `FROM freebsd:<release>` on the sha256 of its sets.
 
 use crate::digest::Digest;
-use crate::jailfile::{Command, CopyFrom, CopySource, MountKind, Op, RunMount, SysrcOp};
+use crate::jailfile::{AddSource, Command, CopyFrom, CopySource, MountKind, Op, RunMount, SysrcOp};
 
 pub const KEY_VERSION: &str = "jbuild-step-v2";
 
@@ -215,6 +215,39 @@ pub fn encode_op(e: &mut KeyEncoder, op: &Op) {
             if !exclude.is_empty() {
                 e.list("exclude", exclude.iter().map(String::as_str));
             }
+        }
+        Op::Add {
+            sources,
+            dest,
+            chown,
+            chmod,
+            exclude,
+            checksum,
+            keep_git_dir,
+        } => {
+            e.str("op", "add");
+            e.str("sources.count", &sources.len().to_string());
+            for s in sources {
+                match s {
+                    AddSource::Context(CopySource::Path(p)) => e.str("source.path", p),
+                    AddSource::Context(CopySource::Inline { name, content }) => e
+                        .str("source.inline.name", name)
+                        .str("source.inline.content", content),
+                    AddSource::Url(u) => e.str("source.url", u),
+                    AddSource::Git { url, reference } => e
+                        .str("source.git", url)
+                        .opt("source.git.ref", reference.as_deref()),
+                };
+            }
+            e.str("dest", dest);
+            e.opt("chown", chown.as_deref());
+            e.opt("chmod", chmod.map(|m| format!("{m:o}")).as_deref());
+            e.list("exclude", exclude.iter().map(String::as_str));
+            e.opt(
+                "checksum",
+                checksum.as_ref().map(|d| d.to_string()).as_deref(),
+            );
+            e.str("keep-git-dir", if *keep_git_dir { "yes" } else { "no" });
         }
         Op::Sysrc {
             file,

@@ -14,7 +14,12 @@
 //! - for PKG, also the FreeBSD ABI and OSVERSION of the root and the
 //!   state of the package repositories ([`PlanInputs::pkg_repositories`]);
 //! - for COPY, the content digest of its sources (including mode and owner,
-//!   not mtimes) and the WORKDIR a relative destination is taken against.
+//!   not mtimes) and the WORKDIR a relative destination is taken against;
+//! - for ADD, the same for its context sources, the content digest of
+//!   each URL's file (its `--checksum`, else the file downloaded now:
+//!   [`PlanInputs::remote_file`]) and the commit each git repository's
+//!   ref resolves to ([`PlanInputs::git_commit`]), which the history
+//!   records too ([`PlannedStep::recorded`]).
 //! - for `RUN --mount`, each mount's options (type, target, id, sharing,
 //!   mode, owner, size) and, for a bind mount, what it shows (the content
 //!   digest of its source in the context, or the stage's or image's
@@ -35,7 +40,9 @@ use std::fmt;
 use crate::digest::Digest;
 use crate::image::platform::BadPlatform;
 use crate::image::Platform;
-use crate::jailfile::{Base, Build, CopyFrom, CopySource, Location, MountKind, Op, Step};
+use crate::jailfile::{
+    AddSource, Base, Build, CopyFrom, CopySource, Location, MountKind, Op, Step,
+};
 use key::KeyEncoder;
 pub use state::ImageState;
 
@@ -83,6 +90,26 @@ pub trait PlanInputs {
     fn pkg_repositories(&self, abi: Option<&str>) -> Result<String, InputError> {
         let _ = abi;
         Ok("unknown".into())
+    }
+    /// The content digest of the file an ADD downloads from `url`: the
+    /// `--checksum` itself when given (the file is fetched, and checked
+    /// against it, only when the step runs), else the digest of the file
+    /// downloaded now into jbuild's cache.
+    fn remote_file(&self, url: &str, checksum: Option<&Digest>) -> Result<Digest, InputError> {
+        match checksum {
+            Some(d) => Ok(d.clone()),
+            None => Err(InputError::user(format!(
+                "ADD {url}: this build cannot download files"
+            ))),
+        }
+    }
+    /// The commit (hex) the git repository `url` has at `reference` (its
+    /// default branch when `None`): what an ADD of it is pinned to.
+    fn git_commit(&self, url: &str, reference: Option<&str>) -> Result<String, InputError> {
+        let _ = reference;
+        Err(InputError::user(format!(
+            "ADD {url}: this build cannot read git repositories"
+        )))
     }
 }
 
@@ -364,6 +391,9 @@ pub struct PlannedStep {
     /// 1-based across the whole plan (FROM lines count), for progress.
     pub number: usize,
     pub step: Step,
+    /// The step's text as history and provenance record it: its text,
+    /// with the commit each git repository an ADD reads was pinned to.
+    pub recorded: String,
     pub kind: StepKind,
 }
 
@@ -657,14 +687,19 @@ pub fn plan(build: &Build, inputs: &dyn PlanInputs, opts: &PlanOptions) -> Resul
                 state::apply(&mut state, &step.op);
                 StepKind::Metadata
             };
+            let recorded = pinned_text(step, inputs).map_err(|kind| PlanError {
+                location: step.location.clone(),
+                kind,
+            })?;
             state.history.push(state::HistoryEntry {
-                created_by: step.text.clone(),
+                created_by: recorded.clone(),
                 empty_layer: matches!(kind, StepKind::Metadata),
                 inherited: None,
             });
             steps.push(PlannedStep {
                 number,
                 step: step.clone(),
+                recorded,
                 kind,
             });
         }
@@ -688,6 +723,22 @@ pub fn plan(build: &Build, inputs: &dyn PlanInputs, opts: &PlanOptions) -> Resul
         stages,
         total_steps: number,
     })
+}
+
+/// The step's text as history keeps it: an ADD of a git repository says
+/// the commit each repository was pinned to (the inputs answer from what
+/// the key asked).
+fn pinned_text(step: &Step, inputs: &dyn PlanInputs) -> Result<String, PlanErrorKind> {
+    let mut text = step.text.clone();
+    if let Op::Add { sources, .. } = &step.op {
+        for s in sources {
+            if let AddSource::Git { url, reference } = s {
+                let commit = inputs.git_commit(url, reference.as_deref())?;
+                text.push_str(&format!(" (git {url} at commit {commit})"));
+            }
+        }
+    }
+    Ok(text)
 }
 
 /// The identity of the stage or image a COPY or a bind mount reads from:
@@ -763,6 +814,35 @@ fn step_key(
                 );
                 let repos = inputs.pkg_repositories(freebsd.map(|v| v.abi.as_str()))?;
                 e.str("pkg.repositories", &repos);
+            }
+        }
+        Op::Add {
+            sources, checksum, ..
+        } => {
+            e.str("workdir", &exec.workdir);
+            let local: Vec<CopySource> = sources
+                .iter()
+                .filter_map(|s| match s {
+                    AddSource::Context(c) => Some(c.clone()),
+                    _ => None,
+                })
+                .collect();
+            if !local.is_empty() {
+                let digest = inputs.context_sources(&local)?;
+                e.str("sources", &digest.to_string());
+            }
+            for s in sources {
+                match s {
+                    AddSource::Url(url) => {
+                        let digest = inputs.remote_file(url, checksum.as_ref())?;
+                        e.str("url.content", &digest.to_string());
+                    }
+                    AddSource::Git { url, reference } => {
+                        let commit = inputs.git_commit(url, reference.as_deref())?;
+                        e.str("git.commit", &commit);
+                    }
+                    AddSource::Context(_) => {}
+                }
             }
         }
         Op::Copy { from, sources, .. } => {

@@ -53,7 +53,7 @@ pub fn sources_digest(
     for e in &listing.entries {
         let size = e.meta.as_ref().map_or(0, |m| m.len());
         let (tag, mode, size) = match &e.kind {
-            Kind::File => (b'f', e.mode(), size),
+            Kind::File | Kind::Archive(_) => (b'f', e.mode(), size),
             Kind::Dir => (b'd', e.mode(), 0),
             Kind::Symlink(_) => (b'l', 0, size),
             Kind::HardLink(_) => (b'h', 0, 0),
@@ -64,7 +64,7 @@ pub fn sources_digest(
         h.update(mode.to_le_bytes());
         h.update(size.to_le_bytes());
         match &e.kind {
-            Kind::File => h.update(file_sha256(
+            Kind::File | Kind::Archive(_) => h.update(file_sha256(
                 &e.host,
                 e.meta.as_ref().expect("files have metadata"),
             )?),

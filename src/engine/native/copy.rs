@@ -50,6 +50,23 @@ pub struct CopyOptions {
     /// `--exclude` patterns (an ignore file's syntax), matched against
     /// each entry's path below its source.
     pub exclude: Vec<String>,
+    /// ADD: sources that are tar archives are extracted into the
+    /// destination (see [`Unpack`]).
+    pub unpack: Option<Unpack>,
+    /// Files keep the owner they have in the source (ADD's extracted
+    /// archives) unless `chown` says otherwise; only as root.
+    pub keep_owner: bool,
+}
+
+/// How ADD extracts an archive: into a scratch directory of its own
+/// (made in `scratch`, removed after), through the layer applier within
+/// `limits` ([`crate::layer::archive`]); from there its files are copied
+/// as COPY copies a directory, so the destination in the root is reached
+/// only through [`resolve_in_root`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unpack {
+    pub scratch: PathBuf,
+    pub limits: crate::layer::Limits,
 }
 
 /// What a COPY wrote.
@@ -75,7 +92,13 @@ pub fn copy(
     ignore: Option<&Ignore>,
     opts: &CopyOptions,
 ) -> Result<CopyStats, NativeError> {
-    let mut listing = list_sources_as(src_root, sources, ignore, opts.parents)?;
+    let mut listing = list_sources_as(
+        src_root,
+        sources,
+        ignore,
+        opts.parents,
+        opts.unpack.is_some(),
+    )?;
     if !opts.exclude.is_empty() {
         exclude(&mut listing, &opts.exclude)?;
     }
@@ -94,6 +117,7 @@ pub fn copy(
 
     let mut w = Writer {
         root: dest_root,
+        opts,
         owner: opts.chown.or_else(default_owner),
         chmod: opts.chmod,
         written: vec![None; listing.entries.len()],
@@ -161,6 +185,7 @@ fn exclude(listing: &mut Listing<'_>, patterns: &[String]) -> Result<(), NativeE
 
 struct Writer<'r> {
     root: &'r Path,
+    opts: &'r CopyOptions,
     owner: Option<(u32, u32)>,
     chmod: Option<u32>,
     /// Host path each listing entry was written to (for hard links).
@@ -170,9 +195,76 @@ struct Writer<'r> {
 }
 
 impl Writer<'_> {
+    /// The owner `e` gets: `--chown`, else its own when the options keep
+    /// owners (and jbuild runs as root), else the default.
+    fn owner_of(&self, e: &Entry<'_>) -> Option<(u32, u32)> {
+        use std::os::unix::fs::MetadataExt;
+        match (&self.opts.chown, &e.meta) {
+            (None, Some(m)) if self.opts.keep_owner && default_owner().is_some() => {
+                Some((m.uid(), m.gid()))
+            }
+            _ => self.owner,
+        }
+    }
+
+    /// ADD of a tar archive: extracted into a scratch directory as a
+    /// hostile layer is applied, then copied to `target` as a directory.
+    fn put_archive(
+        &mut self,
+        e: &Entry<'_>,
+        format: crate::layer::archive::ArchiveFormat,
+        target: &Path,
+    ) -> Result<(), NativeError> {
+        let Some(unpack) = &self.opts.unpack else {
+            return Err(NativeError::Conflict {
+                path: target.to_path_buf(),
+                reason: "an archive is only extracted by ADD",
+            });
+        };
+        let scratch = tempfile::Builder::new()
+            .prefix("add-")
+            .tempdir_in(&unpack.scratch)
+            .map_err(NativeError::io("make a directory in", &unpack.scratch))?;
+        let file = open_listed(&e.host).map_err(NativeError::io("read", &e.host))?;
+        crate::layer::archive::extract(file, format, scratch.path(), &unpack.limits).map_err(
+            |source| NativeError::Archive {
+                path: e.host.clone(),
+                format: format.name(),
+                source,
+            },
+        )?;
+        let inner = CopyOptions {
+            chown: self.opts.chown,
+            chmod: self.opts.chmod,
+            parents: false,
+            exclude: self.opts.exclude.clone(),
+            unpack: None,
+            keep_owner: true,
+        };
+        let dest = format!("{}/", target.display());
+        let stats = copy(
+            scratch.path(),
+            &[CopySource::Path("/".into())],
+            &dest,
+            self.root,
+            "/",
+            None,
+            &inner,
+        )?;
+        self.stats.files += stats.files;
+        self.stats.dirs += stats.dirs;
+        self.stats.symlinks += stats.symlinks;
+        self.stats.hardlinks += stats.hardlinks;
+        self.stats.bytes += stats.bytes;
+        Ok(())
+    }
+
     fn put(&mut self, index: usize, e: &Entry<'_>, target: &Path) -> Result<(), NativeError> {
         if let Kind::Dir = e.kind {
             return self.put_dir(e, target);
+        }
+        if let Kind::Archive(format) = e.kind {
+            return self.put_archive(e, format, target);
         }
         let host = resolve_in_root(self.root, target, false)
             .map_err(NativeError::io("resolve", target))?;
@@ -214,7 +306,7 @@ impl Writer<'_> {
                         n
                     }
                 };
-                set_owner_mode(tmp.as_file(), self.owner, mode)
+                set_owner_mode(tmp.as_file(), self.owner_of(e), mode)
                     .map_err(io("set owner and mode of"))?;
                 tmp.persist(&host).map_err(|e| io("write")(e.error))?;
                 self.stats.files += 1;
@@ -222,7 +314,7 @@ impl Writer<'_> {
             }
             Kind::Symlink(link) => {
                 std::os::unix::fs::symlink(link, &host).map_err(io("create symlink"))?;
-                if let Some((uid, gid)) = self.owner {
+                if let Some((uid, gid)) = self.owner_of(e) {
                     std::os::unix::fs::lchown(&host, Some(uid), Some(gid))
                         .map_err(io("set owner of"))?;
                 }
@@ -238,7 +330,7 @@ impl Writer<'_> {
                 fs::hard_link(first, &host).map_err(io("create hard link"))?;
                 self.stats.hardlinks += 1;
             }
-            Kind::Dir => unreachable!("handled above"),
+            Kind::Dir | Kind::Archive(_) => unreachable!("handled above"),
         }
         self.written[index] = Some(host);
         Ok(())
@@ -267,7 +359,7 @@ impl Writer<'_> {
             ensure_dir(self.root, &in_root)?;
         }
         fs::create_dir(&host).map_err(NativeError::io("create directory", target))?;
-        if let Some((uid, gid)) = self.owner {
+        if let Some((uid, gid)) = self.owner_of(e) {
             std::os::unix::fs::lchown(&host, Some(uid), Some(gid))
                 .map_err(NativeError::io("set owner of", target))?;
         }

@@ -35,7 +35,7 @@ mod sources;
 mod sysrc;
 
 pub use context::{hash_cache, sources_digest};
-pub use copy::{copy, CopyOptions, CopyStats};
+pub use copy::{copy, CopyOptions, CopyStats, Unpack};
 pub use ignore::Ignore;
 pub use lineinfile::line_in_file;
 pub use render::{render, RenderStats};
@@ -103,6 +103,14 @@ pub enum NativeError {
     InvalidInlineName { name: String },
     #[error("cannot write `{path}`: {reason}")]
     Conflict { path: PathBuf, reason: &'static str },
+    /// ADD's archive was refused, as a hostile layer is.
+    #[error("ADD cannot extract the {format} archive `{path}`")]
+    Archive {
+        path: PathBuf,
+        format: &'static str,
+        #[source]
+        source: crate::layer::LayerError,
+    },
 }
 
 fn origin_suffix(origin: &Option<PathBuf>) -> String {
@@ -136,6 +144,7 @@ impl Blame for NativeError {
     fn is_user_error(&self) -> bool {
         match self {
             NativeError::Io(at) => crate::fsutil::path_at_fault(&at.error),
+            NativeError::Archive { source, .. } => source.is_bad_input(),
             NativeError::InvalidName { .. }
             | NativeError::InvalidService { .. }
             | NativeError::InvalidValue { .. }

@@ -25,6 +25,7 @@ use super::ignore::{compile_glob, Ignore};
 use super::NativeError;
 use crate::fsutil::resolve_in_root;
 use crate::jailfile::CopySource;
+use crate::layer::archive::{self, ArchiveFormat};
 
 /// Everything one COPY reads, in the order it is written.
 pub(crate) struct Listing<'a> {
@@ -42,6 +43,9 @@ pub(crate) enum Kind<'a> {
     /// Another name for the file at this index of the listing.
     HardLink(usize),
     Inline(&'a str),
+    /// A tar archive ADD extracts into the destination (only listed for
+    /// ADD: see [`list_sources_as`]'s `unpack`).
+    Archive(ArchiveFormat),
 }
 
 pub(crate) struct Entry<'a> {
@@ -66,6 +70,8 @@ struct Lister<'i> {
     /// `COPY --parents`: each match goes to its own path (after the
     /// source's `/./`, if any) below the destination, not its name.
     parents: bool,
+    /// ADD: a source that is a tar archive is listed as one, to extract.
+    unpack: bool,
     ignore: Option<&'i Ignore>,
     /// First listing index of each (device, inode) with several links.
     links: HashMap<(u64, u64), usize>,
@@ -82,17 +88,20 @@ pub(crate) fn list_sources<'a>(
     sources: &'a [CopySource],
     ignore: Option<&Ignore>,
 ) -> Result<Listing<'a>, NativeError> {
-    list_sources_as(src_root, sources, ignore, false)
+    list_sources_as(src_root, sources, ignore, false, false)
 }
 
 /// Like [`list_sources`]; with `parents` (`COPY --parents`) each entry's
 /// [`Entry::in_match`] is its whole path from the source root (or from a
-/// `/./` in the source), as BuildKit keeps it.
+/// `/./` in the source), as BuildKit keeps it. With `unpack` (ADD), a
+/// source (not a file inside a source directory) that is a tar archive is
+/// listed as [`Kind::Archive`], going to the destination directory itself.
 pub(crate) fn list_sources_as<'a>(
     src_root: &Path,
     sources: &'a [CopySource],
     ignore: Option<&Ignore>,
     parents: bool,
+    unpack: bool,
 ) -> Result<Listing<'a>, NativeError> {
     let mut out = Listing {
         entries: Vec::new(),
@@ -102,6 +111,7 @@ pub(crate) fn list_sources_as<'a>(
     let mut lister = Lister {
         root: src_root.to_path_buf(),
         parents,
+        unpack,
         ignore,
         links: HashMap::default(),
         prefetched: HashMap::default(),
@@ -265,6 +275,22 @@ impl Lister<'_> {
                 path: phys.to_path_buf(),
                 what: "sockets",
             });
+        }
+        if self.unpack {
+            if let Some(e) = out
+                .entries
+                .last_mut()
+                .filter(|e| matches!(e.kind, Kind::File))
+            {
+                let mut f = open_listed(&e.host).map_err(NativeError::io("read", phys))?;
+                if let Some(format) =
+                    archive::sniff(&mut f).map_err(NativeError::io("read", phys))?
+                {
+                    e.kind = Kind::Archive(format);
+                    e.in_match = PathBuf::new();
+                    out.dir_match = true;
+                }
+            }
         }
         Ok(())
     }

@@ -178,7 +178,10 @@ fn what_pkg_refuses_is_refused_naming_it() {
     assert!(e.to_string().contains("not a package name"), "{e}");
     let e = parse("{not json", "x").unwrap_err();
     let chain = chain(&e);
-    assert!(chain.starts_with("x: ") && chain.contains("line 1"), "{chain}");
+    assert!(
+        chain.starts_with("x: ") && chain.contains("line 1"),
+        "{chain}"
+    );
 }
 
 #[test]

@@ -380,8 +380,8 @@ fn another_tools_image_with_triggers_onbuild_refuses_is_refused_at_from() {
             "has an ONBUILD trigger jbuild refuses: `MAINTAINER`",
         ),
         (
-            json!(["ADD https://example.org/x /x"]),
-            "`ADD` is not supported by jbuild",
+            json!(["FROM scratch"]),
+            "has an ONBUILD trigger jbuild refuses: `FROM`",
         ),
     ]
     .into_iter()

@@ -2,7 +2,9 @@
 //! RUN mounts and secrets, the registry build cache, and the native
 //! instructions one by one.
 
+mod add;
 mod cache;
+mod check;
 mod dockerfile;
 mod e2e;
 mod epoch;

@@ -78,7 +78,11 @@ cases! {
     bad_network: "FROM scratch\nRUN --network=bridge true" => 2, 15, "unknown network mode `bridge`";
     empty_jailfile: "\n# nothing here\n\n" => 1, 1, "the Jailfile is empty";
     no_from: "ARG A=1\n" => 1, 1, "no FROM instruction";
-    add_is_unsupported: "FROM scratch\nADD https://example.org/x.tgz /" => 2, 1, "`ADD` is not supported by jbuild";
+    add_checksum_needs_one_url: "FROM scratch\nADD --checksum=sha256:0000000000000000000000000000000000000000000000000000000000000000 a.tgz /" => 2, 16, "--checksum needs exactly one source, an http:// or https:// URL";
+    add_checksum_not_a_digest: "FROM scratch\nADD --checksum=md5:abc https://example.org/x.tgz /" => 2, 16, "`--checksum=md5:abc` is not a sha256 digest";
+    add_keep_git_dir_without_git: "FROM scratch\nADD --keep-git-dir a.tgz /" => 2, 1, "--keep-git-dir is for a git repository source";
+    add_url_naming_no_file: "FROM scratch\nADD https://example.org/ /dl/" => 2, 26, "`https://example.org/` names no file, so ADD cannot name it inside `/dl/`";
+    add_has_no_from: "FROM scratch\nADD --from=x a /" => 2, 5, "`--from` is not supported on ADD";
     healthcheck_without_cmd: "FROM scratch\n  healthcheck true" => 2, 15, "HEALTHCHECK expects CMD or NONE, found `true`";
     healthcheck_bad_duration: "FROM scratch\nHEALTHCHECK --interval=soon CMD true" => 2, 24, "`soon` is not a duration";
     healthcheck_below_a_millisecond: "FROM scratch\nHEALTHCHECK --timeout=10us CMD true" => 2, 23, "--timeout=10us is less than a millisecond";
