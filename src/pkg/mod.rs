@@ -17,7 +17,9 @@
 //!   whole in pkg's order (`file://` so far);
 //! - [`resolve`]: the requested packages' dependency closure across
 //!   repositories by priority, in install order; [`version`]: versions
-//!   compared as `pkg_version_cmp` does.
+//!   compared as `pkg_version_cmp` does;
+//! - [`fetch`]: the closure's packages downloaded several at a time,
+//!   each verified by its catalogue checksum, into jbuild's package cache.
 //!
 //! Nothing in the build calls this module yet: `PKG` still runs pkg(8) in
 //! the build jail. The engine will call it once it is restructured.
@@ -25,6 +27,7 @@
 pub mod abi;
 pub mod catalogue;
 pub mod checksum;
+pub mod fetch;
 pub mod repo_conf;
 pub mod repository;
 pub mod resolve;

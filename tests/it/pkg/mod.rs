@@ -5,5 +5,6 @@
 
 mod catalogue;
 mod conf;
+mod fetch;
 mod resolve;
 mod sign;
