@@ -55,7 +55,11 @@ fn a_closure_is_fetched_verified_and_kept_by_checksum_in_both_sum_forms() {
             // Named by the checksum: `<type>-<hash>.pkg`.
             let name = f.path.file_name().unwrap().to_string_lossy().into_owned();
             let sum = c.package.sum.replace('$', "-");
-            let sum = if sum.contains('-') { sum } else { format!("1-{sum}") };
+            let sum = if sum.contains('-') {
+                sum
+            } else {
+                format!("1-{sum}")
+            };
             assert_eq!(name, format!("{sum}.pkg"));
         }
         assert_eq!(files_in(cache.dir()).len(), 5, "no temporary files left");
@@ -97,13 +101,22 @@ fn a_package_that_does_not_match_its_checksum_is_refused_and_nothing_kept() {
     );
     // libfoo comes first (dependencies first) and fails, so app is never
     // started: the cache holds nothing, not even a temporary file.
-    assert_eq!(files_in(cache.dir()).len(), 0, "{:?}", files_in(cache.dir()));
+    assert_eq!(
+        files_in(cache.dir()).len(),
+        0,
+        "{:?}",
+        files_in(cache.dir())
+    );
 }
 
 #[test]
 fn a_package_larger_than_its_catalogue_says_is_refused() {
     let t = tempfile::tempdir().unwrap();
-    let r = [repo(t.path(), vec![pkg("app", "1.0", &[])], SumStyle::Sha256Hex)];
+    let r = [repo(
+        t.path(),
+        vec![pkg("app", "1.0", &[])],
+        SumStyle::Sha256Hex,
+    )];
     let file = t.path().join("repo/All/app-1.0.pkg");
     let mut bytes = fs::read(&file).unwrap();
     bytes.extend_from_slice(&[0u8; 4096]);
