@@ -222,7 +222,12 @@ fn registry_cache(ctx: &Ctx, args: &BuildArgs) -> Result<Option<engine::Registry
 
 /// The FreeBSD settings: flags over the configuration file.
 fn freebsd_env(ctx: &Ctx, args: &BuildArgs) -> Result<FreeBsdEnv, Failure> {
-    let mut release = ReleaseSource::new(&ctx.paths, &ctx.settings.freebsd);
+    // Releases and catalogues are reached as registries are (--cert-dir,
+    // --tls-verify, the configuration's timeouts).
+    let http = std::sync::Arc::new(jbuild::transport::http::Http::new(
+        args.registry.options(ctx)?,
+    ));
+    let mut release = ReleaseSource::new(&ctx.paths, &ctx.settings.freebsd).with_http(http.clone());
     if let Some(m) = &args.mirror {
         release.mirror = m.clone();
     }
@@ -252,6 +257,7 @@ fn freebsd_env(ctx: &Ctx, args: &BuildArgs) -> Result<FreeBsdEnv, Failure> {
         pkg_repos_dir: args.pkg_repos.clone().or_else(|| pkg.repos_dir.clone()),
         pkg_offline: args.pkg_offline || pkg.offline,
         allowed_jail_params: allowed,
+        http,
     })
 }
 

@@ -97,15 +97,19 @@ pub fn run(ctx: &Ctx, args: VerifyArgs) -> CmdResult {
             .map_err(Failure::internal)?;
     let reporter = ctx.reporter();
     let settings = &ctx.settings;
+    let http = std::sync::Arc::new(jbuild::transport::http::Http::new(puller.options.clone()));
     let env = VerifyEnv {
         store: &store,
         reporter: reporter.as_ref(),
         freebsd: FreeBsdEnv {
-            release: Some(ReleaseSource::new(&ctx.paths, &settings.freebsd)),
+            release: Some(
+                ReleaseSource::new(&ctx.paths, &settings.freebsd).with_http(http.clone()),
+            ),
             pkg_cache: Some(ctx.paths.pkg_cache()),
             pkg_repos_dir: settings.pkg.repos_dir.clone(),
             pkg_offline: settings.pkg.offline,
             allowed_jail_params: settings.freebsd.allow_jail_params.clone(),
+            http,
         },
         layer_policy: ctx.layer_policy(false, false),
         registry: Some(&puller),

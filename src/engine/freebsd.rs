@@ -22,6 +22,7 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::error::BuildError;
 use super::mounts::StepMounts;
@@ -30,7 +31,8 @@ use crate::exec::{jail_params, BindMount, Mount};
 use crate::jailfile::Op;
 use crate::jailfile::Sharing;
 use crate::plan::{Plan, StepKind};
-use crate::release::{ReleaseError, ReleaseSource};
+use crate::release::ReleaseSource;
+use crate::transport::http::{Http, HttpError};
 
 /// Where pkg(8) keeps downloaded packages in the jail.
 pub const PKG_CACHE_TARGET: &str = "/var/cache/pkg";
@@ -60,11 +62,8 @@ pub enum PkgRepoError {
     #[error("{source}\n  PKG steps are keyed on the repository's catalogue; build with --pkg-offline to key on the configuration only")]
     Ask {
         #[source]
-        source: ReleaseError,
+        source: HttpError,
     },
-    /// No HTTP client could be made to ask with.
-    #[error(transparent)]
-    Client(ReleaseError),
     #[error("the pkg repository {base} has no packagesite.pkg; check the repository url, or build with --pkg-offline")]
     NoCatalogue { base: String },
 }
@@ -76,7 +75,6 @@ impl PkgRepoError {
     pub fn is_user_error(&self) -> bool {
         match self {
             PkgRepoError::Ask { source } => source.is_user_error(),
-            PkgRepoError::Client(_) => false,
             PkgRepoError::ReadDir { .. }
             | PkgRepoError::Read { .. }
             | PkgRepoError::NoLocalCatalogue { .. }
@@ -98,6 +96,9 @@ pub struct FreeBsdEnv {
     pub pkg_offline: bool,
     /// Jail parameters the user allowed although they weaken the jail.
     pub allowed_jail_params: Vec<String>,
+    /// What repositories are asked with (the build's registry options:
+    /// timeouts, `--cert-dir`, proxies).
+    pub http: Arc<Http>,
 }
 
 impl FreeBsdEnv {
@@ -142,7 +143,6 @@ impl FreeBsdEnv {
             out.push_str("; offline");
             return Ok(out);
         }
-        let mut http = None;
         for url in urls {
             let url = match (url.contains("${ABI}"), abi) {
                 (true, Some(abi)) => url.replace("${ABI}", abi),
@@ -155,7 +155,7 @@ impl FreeBsdEnv {
                 }
                 (false, _) => url,
             };
-            let id = catalogue_identity(&url, &mut http)?;
+            let id = catalogue_identity(&url, &self.http)?;
             out.push_str(&format!("; {url} {id}"));
         }
         Ok(out)
@@ -170,7 +170,7 @@ impl FreeBsdEnv {
         if self.pkg_offline {
             return Ok("offline".into());
         }
-        catalogue_identity(url, &mut None)
+        catalogue_identity(url, &self.http)
     }
 }
 
@@ -229,10 +229,7 @@ fn repo_urls(text: &str) -> Vec<String> {
 }
 
 /// The identity of a repository's catalogue (see the module docs).
-fn catalogue_identity(
-    url: &str,
-    http: &mut Option<crate::release::fetch::Http>,
-) -> Result<String, PkgRepoError> {
+fn catalogue_identity(url: &str, http: &Http) -> Result<String, PkgRepoError> {
     let base = url
         .strip_prefix("pkg+")
         .unwrap_or(url)
@@ -256,14 +253,9 @@ fn catalogue_identity(
             url: url.to_string(),
         });
     }
-    if http.is_none() {
-        let made = crate::release::fetch::Http::new().map_err(PkgRepoError::Client)?;
-        *http = Some(made);
-    }
-    let h = http.as_ref().expect("made above");
     for name in ["packagesite.pkg", "packagesite.txz"] {
         let file = format!("{base}/{name}");
-        match h.head_identity(&file) {
+        match crate::release::fetch::head_identity(http, &file) {
             Ok(Some(id)) => return Ok(id),
             Ok(None) => continue,
             Err(source) => return Err(PkgRepoError::Ask { source }),

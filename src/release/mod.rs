@@ -45,12 +45,14 @@ mod xz;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::config::{FreeBsdSettings, Paths};
 use crate::digest::Digest;
 use crate::image::Platform;
 use crate::layer::apply::{apply, ApplyOptions};
 use crate::report::{ProgressReader, Reporter};
+use crate::transport::http::Http;
 pub use manifest::{Manifest, ManifestEntry};
 pub use pkgbase::{BaseChoice, BaseMethod, PkgBase, PkgbaseSource};
 
@@ -62,8 +64,8 @@ const TAR: &str = "application/vnd.oci.image.layer.v1.tar";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReleaseError {
-    #[error("cannot download {url}: {message}")]
-    Http { url: String, message: String },
+    #[error(transparent)]
+    Http(#[from] crate::transport::http::HttpError),
     #[error("{what} does not match the release's MANIFEST: expected {expected}, got {got}; nothing was stored (a broken mirror or a tampered file: try another mirror with --mirror)")]
     Mismatch {
         what: String,
@@ -102,8 +104,8 @@ impl ReleaseError {
     /// release cache that cannot be read or written is the system's fault.
     pub fn is_user_error(&self) -> bool {
         match self {
-            ReleaseError::Http { .. }
-            | ReleaseError::Mismatch { .. }
+            ReleaseError::Http(e) => e.is_user_error(),
+            ReleaseError::Mismatch { .. }
             | ReleaseError::Invalid(_)
             | ReleaseError::Extract { .. }
             | ReleaseError::NoPkg { .. }
@@ -138,6 +140,10 @@ pub struct ReleaseSource {
     pub base: BaseChoice,
     /// Where pkgbase bases come from.
     pub pkgbase: PkgbaseSource,
+    /// What MANIFESTs and sets are downloaded with: by default the
+    /// configuration's timeouts and `certs.d`; a command gives its own
+    /// (`--cert-dir`, `--tls-verify`) with [`ReleaseSource::with_http`].
+    pub http: Arc<Http>,
 }
 
 impl ReleaseSource {
@@ -168,7 +174,14 @@ impl ReleaseSource {
                     .unwrap_or_else(|| PathBuf::from(pkgbase::DEFAULT_KEYS_DIR)),
                 pkg: settings.pkg.clone(),
             },
+            http: Arc::new(Http::default()),
         }
+    }
+
+    /// Downloads made with `http`.
+    pub fn with_http(mut self, http: Arc<Http>) -> ReleaseSource {
+        self.http = http;
+        self
     }
 
     /// How `release`'s base is made here.
@@ -207,7 +220,7 @@ impl ReleaseSource {
         let (text, from_cache) = match fs::read_to_string(&cached) {
             Ok(t) => (t, true),
             Err(e) if e.kind() == io::ErrorKind::NotFound => (
-                fetch::Http::new()?.get_text(&format!("{base_url}/MANIFEST"))?,
+                fetch::get_text(&self.http, &format!("{base_url}/MANIFEST"))?,
                 false,
             ),
             Err(e) => return Err(ReleaseError::io(&cached)(e)),
@@ -283,6 +296,7 @@ impl ReleaseSource {
             manifest_text: (!from_cache).then_some(text),
             manifest_cache: cached,
             trusted: trusted.is_some(),
+            http: self.http.clone(),
         })
     }
 }
@@ -298,7 +312,7 @@ pub struct ReleaseSet {
 }
 
 /// A release whose MANIFEST has been read: the sets a base is made of.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Release {
     pub name: String,
     pub arch_dir: String,
@@ -308,6 +322,8 @@ pub struct Release {
     manifest_cache: PathBuf,
     /// Whether a trusted local MANIFEST confirmed the sets.
     pub trusted: bool,
+    /// What the sets are downloaded with (the source's).
+    http: Arc<Http>,
 }
 
 /// What [`Release::fetch_into`] downloaded, for messages and tests.
@@ -331,22 +347,21 @@ impl Release {
         reporter: &dyn Reporter,
     ) -> Result<FetchStats, ReleaseError> {
         let mut stats = FetchStats::default();
-        let mut http = None;
         for set in &self.sets {
             if set.path.is_file() {
                 self.extract_cached(set, root, reporter)?;
                 continue;
             }
-            if http.is_none() {
-                http = Some(fetch::Http::new()?);
-            }
-            let h = http.as_ref().expect("made above");
             // The applier reads (here: xz-decodes) on this thread and
             // extracts on another; the download runs on a third.
-            let (size, applied) =
-                h.download_streaming(&set.url, &set.path, &set.sha256, reporter, |txz| {
-                    apply_set(&set.name, xz::decoder(txz), root)
-                })?;
+            let (size, applied) = fetch::download_streaming(
+                &self.http,
+                &set.url,
+                &set.path,
+                &set.sha256,
+                reporter,
+                |txz| apply_set(&set.name, xz::decoder(txz), root),
+            )?;
             applied?;
             stats.bytes += size;
             stats.downloaded.push(set.name.clone());

@@ -38,8 +38,10 @@
 mod ability;
 mod archive;
 mod copy;
+pub mod http;
 mod layout;
 pub mod registry;
+mod runtime;
 
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
@@ -52,6 +54,7 @@ pub use archive::{is_stdout as writes_stdout, ArchiveError, ArchiveTransport};
 pub use copy::{copy_image, copy_image_telling, copy_image_with, CopyEvent, CopyOptions};
 pub use layout::LayoutTransport;
 pub use registry::{RegistryOptions, RegistryPuller, RegistryRef, RegistryTransport};
+pub use runtime::{block_on, runtime, runtimes_built, RuntimeError};
 
 use crate::digest::{Digest, HashingWriter};
 use crate::store::{descriptor_digest, StoreError};
@@ -472,18 +475,10 @@ pub fn parse_location_limited(
     Ok((transport, reference))
 }
 
-/// Runs `future` to completion: the one place jbuild starts its async
-/// runtime. Transports are async; everything around them blocks, so each
-/// command (or a build's pull) enters the runtime here and leaves it with
-/// the result.
-pub fn block_on<T, E: From<TransportError>>(
-    future: impl std::future::Future<Output = Result<T, E>>,
-) -> Result<T, E> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| TransportError::io("cannot start the async runtime", e))?;
-    runtime.block_on(future)
+impl From<RuntimeError> for TransportError {
+    fn from(e: RuntimeError) -> TransportError {
+        TransportError::io("cannot start the async runtime", e.0)
+    }
 }
 
 /// Runs blocking file work off the async runtime.

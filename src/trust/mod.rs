@@ -115,6 +115,12 @@ pub enum TrustError {
     },
 }
 
+impl From<crate::transport::RuntimeError> for TrustError {
+    fn from(e: crate::transport::RuntimeError) -> TrustError {
+        TransportError::from(e).into()
+    }
+}
+
 impl From<TransportError> for TrustError {
     fn from(e: TransportError) -> TrustError {
         TrustError::Transport(Box::new(e))

@@ -48,38 +48,48 @@ pub struct Endpoint {
     pub base: String,
 }
 
-/// The [`Endpoint`] of `registry`: CA certificates from docker's `certs.d`
-/// directories of `options`, the stall timeout on connecting and on every
-/// read, and the scheme (plain HTTP only for loopback and `insecure`
-/// registries that do not answer HTTPS). Used by every registry request
-/// and by `jbuild login`.
-pub async fn reach(registry: &str, options: &RegistryOptions) -> Result<Endpoint, TransportError> {
-    let failed = |message: String, user: bool| TransportError::Registry {
-        location: format!("docker://{registry}"),
-        message,
-        user,
-    };
-    let host = api_host(registry).to_string();
+/// Why no HTTP client could be made for a server: a CA certificate file
+/// that cannot be read or is not PEM (the user's to fix), or the HTTP
+/// stack refusing its set-up (jbuild's fault).
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error(transparent)]
+    Cert(#[from] CertError),
+    #[error("{} is not a PEM certificate: {message}", path.display())]
+    NotPem { path: PathBuf, message: String },
+    /// The cause is printed, not returned: reqwest's builder errors say
+    /// little on their own.
+    #[error("cannot set up HTTP: {}", chain(error))]
+    Setup { error: reqwest::Error },
+}
+
+impl ClientError {
+    pub fn is_user_error(&self) -> bool {
+        !matches!(self, ClientError::Setup { .. })
+    }
+}
+
+/// The HTTP client for the server `host` (`host[:port]`, as docker's
+/// `certs.d` names it): CA certificates from the `certs.d` directories of
+/// `options` (or `--cert-dir`), the stall timeout on connecting and on
+/// every read, the proxies of the environment (`HTTPS_PROXY`,
+/// `HTTP_PROXY`, `NO_PROXY`, as reqwest reads them), and TLS checked
+/// unless `--tls-verify=false`. Registries ([`reach`]) and every other
+/// download ([`crate::transport::http`]) are reached through it.
+pub fn client_for(host: &str, options: &RegistryOptions) -> Result<reqwest::Client, ClientError> {
     let pems = match &options.cert_dir {
         // podman's DIR/*.crt, or a certs.d tree: DIR/HOST:PORT/*.crt.
         Some(dir) => certs_in(dir).and_then(|mut own| {
-            own.extend(certs_in(&dir.join(registry))?);
+            own.extend(certs_in(&dir.join(host))?);
             Ok(own)
         }),
-        None => load_certs(&options.certs_dirs(), registry),
-    }
-    .map_err(|e| failed(chain(&e), true))?;
-    // A silent registry (no TCP answer, a stalled TLS handshake, a body
-    // that stops) fails the request after `timeout`; requests are then
-    // retried within the retry policy's bound.
-    let timeout = options.timeout;
+        None => load_certs(&options.certs_dirs(), host),
+    }?;
     let mut certs = Vec::new();
     for (path, pem) in &pems {
-        let not_pem = |e: &dyn std::fmt::Display| {
-            failed(
-                format!("{} is not a PEM certificate: {e}", path.display()),
-                true,
-            )
+        let not_pem = |e: &dyn std::fmt::Display| ClientError::NotPem {
+            path: path.clone(),
+            message: e.to_string(),
         };
         for der in CertificateDer::pem_slice_iter(pem) {
             let der = der.map_err(|e| not_pem(&e))?;
@@ -90,16 +100,31 @@ pub async fn reach(registry: &str, options: &RegistryOptions) -> Result<Endpoint
             certs.push(der);
         }
     }
-    let http = reqwest::Client::builder()
-        .connect_timeout(timeout)
-        .read_timeout(timeout)
+    // A silent server (no TCP answer, a stalled TLS handshake, a body
+    // that stops) fails the request after `timeout`; requests are then
+    // retried within the retry policy's bound.
+    reqwest::Client::builder()
+        .connect_timeout(options.timeout)
+        .read_timeout(options.timeout)
         .user_agent(USER_AGENT)
         .tls_backend_preconfigured(tls_config(certs, options.tls_verify))
         .build()
-        .map_err(|e| failed(format!("cannot set up HTTP: {}", chain(&e)), false))?;
+        .map_err(|error| ClientError::Setup { error })
+}
+
+/// The [`Endpoint`] of `registry`: the client of [`client_for`], and the
+/// scheme (plain HTTP only for loopback and `insecure` registries that do
+/// not answer HTTPS). Used by every registry request and by `jbuild login`.
+pub async fn reach(registry: &str, options: &RegistryOptions) -> Result<Endpoint, TransportError> {
+    let host = api_host(registry).to_string();
+    let http = client_for(registry, options).map_err(|e| TransportError::Registry {
+        location: format!("docker://{registry}"),
+        user: e.is_user_error(),
+        message: chain(&e),
+    })?;
     let plain_ok = options.plain_http_allowed(registry);
     let scheme = if plain_ok {
-        probe_scheme(&http, &host, timeout).await
+        probe_scheme(&http, &host, options.timeout).await
     } else {
         "https"
     };

@@ -58,7 +58,8 @@ use super::{BlobMounts, ManifestRole, Progress, Transport, TransportError};
 use crate::digest::Digest;
 pub use blob::range_start;
 pub use body::{head_of_body, read_capped};
-pub use endpoint::{reach, Endpoint};
+pub use endpoint::{client_for, reach, ClientError, Endpoint};
+pub(crate) use failure::{is_transient, tls_error};
 pub use inspect::RemoteImage;
 pub use login::verify;
 pub use options::{
