@@ -11,6 +11,10 @@
 //!   overriding earlier ones per key, `${ABI}` and the other variables;
 //! - [`catalogue`]: `meta.conf` and the catalogue in each generation pkg
 //!   serves (`data.pkg`, `packagesite.pkg`/`.txz`/`.tzst`), bounded;
+//! - [`manifest`]: a package's `+MANIFEST`/`+COMPACT_MANIFEST`, every
+//!   key pkg reads, bounded, hostile paths refused;
+//! - [`db`]: the image's `/var/db/pkg/local.sqlite` in pkg's schema, a
+//!   package recorded per transaction as `pkgdb_register_pkg` does;
 //! - [`checksum`]: pkg's checksum forms (SHA-256 hex, its base32, BLAKE2b);
 //! - [`sign`]: the catalogue's signatures (`pubkey`, `fingerprints`, RSA),
 //!   checked before it is parsed; [`repository`]: one repository read
@@ -31,8 +35,10 @@
 pub mod abi;
 pub mod catalogue;
 pub mod checksum;
+pub mod db;
 pub mod extract;
 pub mod fetch;
+pub mod manifest;
 pub mod repo_conf;
 pub mod repository;
 pub mod resolve;

@@ -109,13 +109,41 @@ pub struct UclError {
     pub reason: String,
 }
 
-/// Parses `text` into its top-level object.
+/// How much one text may hold: [`Limits::CONFIG`] for configuration
+/// files, larger ones for texts that are big by nature (a package's
+/// `+MANIFEST` lists every file it installs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub text: usize,
+    pub depth: usize,
+    pub values: usize,
+}
+
+impl Limits {
+    /// [`MAX_TEXT`], [`MAX_DEPTH`], [`MAX_VALUES`].
+    pub const CONFIG: Limits = Limits {
+        text: MAX_TEXT,
+        depth: MAX_DEPTH,
+        values: MAX_VALUES,
+    };
+}
+
+/// Parses `text` into its top-level object, within [`Limits::CONFIG`].
 pub fn parse(text: &str) -> Result<Value, UclError> {
-    if text.len() > MAX_TEXT {
+    parse_with(text, Limits::CONFIG)
+}
+
+/// Parses `text` into its top-level object, within `limits`.
+pub fn parse_with(text: &str, limits: Limits) -> Result<Value, UclError> {
+    if text.len() > limits.text {
         return Err(UclError {
             line: 1,
             column: 1,
-            reason: format!("{} bytes, more than the {MAX_TEXT} allowed", text.len()),
+            reason: format!(
+                "{} bytes, more than the {} allowed",
+                text.len(),
+                limits.text
+            ),
         });
     }
     let mut p = Parser {
@@ -123,6 +151,7 @@ pub fn parse(text: &str) -> Result<Value, UclError> {
         i: 0,
         depth: 0,
         values: 0,
+        limits,
     };
     p.skip_space()?;
     let v = if p.peek() == Some(b'{') {
@@ -143,6 +172,7 @@ struct Parser<'a> {
     i: usize,
     depth: usize,
     values: usize,
+    limits: Limits,
 }
 
 impl Parser<'_> {
@@ -198,16 +228,16 @@ impl Parser<'_> {
 
     fn count(&mut self) -> Result<(), UclError> {
         self.values += 1;
-        if self.values > MAX_VALUES {
-            return Err(self.err(format!("more than {MAX_VALUES} values")));
+        if self.values > self.limits.values {
+            return Err(self.err(format!("more than {} values", self.limits.values)));
         }
         Ok(())
     }
 
     fn enter(&mut self) -> Result<(), UclError> {
         self.depth += 1;
-        if self.depth > MAX_DEPTH {
-            return Err(self.err(format!("nested deeper than {MAX_DEPTH} levels")));
+        if self.depth > self.limits.depth {
+            return Err(self.err(format!("nested deeper than {} levels", self.limits.depth)));
         }
         Ok(())
     }
