@@ -53,14 +53,13 @@ pub use contents::{Contents, FileMeta};
 pub use owners::Owners;
 
 use super::checksum::Checksum;
+use super::manifest::{self, Manifest};
 use crate::fsutil::flags::FileFlags;
 use crate::layer::apply::{Applier, ApplyOptions};
 use crate::layer::header;
 use crate::layer::limits::Capped;
 use crate::layer::{fflags, LayerError, Limits, TarHeader, TarReader};
 
-/// The most bytes of one `+` member (a manifest) read.
-pub const MAX_MANIFEST: u64 = 64 << 20;
 /// The most `+` members before the files.
 pub const MAX_META_MEMBERS: usize = 16;
 /// The most bytes of one `@config` file (its content goes to the database).
@@ -93,16 +92,35 @@ pub struct Opened {
     pub path: PathBuf,
     /// `+COMPACT_MANIFEST`, when the package has one.
     pub compact_manifest: Option<String>,
-    /// `+MANIFEST`, as the package has it (the package database is made
-    /// from it).
-    pub manifest: String,
+    /// `+MANIFEST` as the package has it, and read ([`Manifest`]): what
+    /// the package database is made from.
+    pub manifest_text: String,
+    pub manifest: Manifest,
+    /// Its paths, indexed for extraction.
     pub contents: Contents,
 }
 
 impl Opened {
     /// `name-version`, for messages.
     pub fn label(&self) -> String {
-        format!("{}-{}", self.contents.name, self.contents.version)
+        format!("{}-{}", self.manifest.name, self.manifest.version)
+    }
+}
+
+/// A package file to install, and what its catalogue calls it
+/// (`name-version`), which its manifest must say too.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PackageFile {
+    pub label: String,
+    pub path: PathBuf,
+}
+
+impl From<&super::fetch::Fetched> for PackageFile {
+    fn from(f: &super::fetch::Fetched) -> Self {
+        PackageFile {
+            label: format!("{}-{}", f.name, f.version),
+            path: f.path.clone(),
+        }
     }
 }
 
@@ -183,6 +201,11 @@ pub enum ExtractError {
     },
     #[error("package {package}: {reason}")]
     Manifest { package: String, reason: String },
+    #[error(transparent)]
+    BadManifest {
+        #[from]
+        source: manifest::ManifestError,
+    },
     #[error(
         "package {package}: `{path}` is in the archive but not in its manifest (pkg refuses \
          such a package too)"
@@ -246,19 +269,20 @@ impl ExtractError {
 }
 
 /// Installs the package files `packages` (in install order) into `root`.
+/// `packages` come from [`super::fetch::fetch_all`] (`PackageFile::from`).
 /// `owned` maps the paths packages already in the image install to that
 /// package (`name-version`). File flags are set through `file_flags`.
 pub fn install(
     root: &Path,
-    packages: &[PathBuf],
+    packages: &[PackageFile],
     owned: &BTreeMap<String, String>,
     opts: &Options,
     file_flags: &dyn FileFlags,
     hooks: &mut dyn Hooks,
 ) -> Result<Vec<Installed>, ExtractError> {
     let mut opened = Vec::with_capacity(packages.len());
-    for path in packages {
-        let (o, _) = open(path, &opts.limits)?;
+    for p in packages {
+        let (o, _) = open(p, &opts.limits)?;
         opened.push(o);
     }
     conflicts(&opened, owned)?;
@@ -281,7 +305,11 @@ pub fn install(
             .map_err(hook("its pre-install Lua script"))?;
         let owners =
             Owners::read(root).map_err(|(path, source)| ExtractError::Accounts { path, source })?;
-        let (_, mut reader) = open(&o.path, &opts.limits)?;
+        let again = PackageFile {
+            label: package.clone(),
+            path: o.path.clone(),
+        };
+        let (_, mut reader) = open(&again, &opts.limits)?;
         let installed = Extraction {
             root,
             opened: o,
@@ -349,11 +377,8 @@ impl Reader {
 }
 
 /// Opens the package file at `path` and reads its manifests.
-pub fn open(path: &Path, limits: &Limits) -> Result<(Opened, Reader), ExtractError> {
-    let name = path.file_name().map_or_else(
-        || path.display().to_string(),
-        |n| n.to_string_lossy().into(),
-    );
+pub fn open(p: &PackageFile, limits: &Limits) -> Result<(Opened, Reader), ExtractError> {
+    let (path, name) = (p.path.as_path(), p.label.clone());
     let file = File::open(path).map_err(|source| ExtractError::Open {
         path: path.to_path_buf(),
         source,
@@ -399,8 +424,11 @@ pub fn open(path: &Path, limits: &Limits) -> Result<(Opened, Reader), ExtractErr
             "+MANIFEST" => &mut manifest,
             _ => continue,
         };
-        if h.size > MAX_MANIFEST {
-            return Err(bad(format!("{member} is larger than {MAX_MANIFEST} bytes")));
+        if h.size > manifest::MAX_MANIFEST as u64 {
+            return Err(bad(format!(
+                "{member} is larger than the {} bytes a manifest may have",
+                manifest::MAX_MANIFEST
+            )));
         }
         let mut text = String::new();
         r.tar
@@ -412,13 +440,21 @@ pub fn open(path: &Path, limits: &Limits) -> Result<(Opened, Reader), ExtractErr
     let Some(manifest) = manifest else {
         return Err(bad("it has no +MANIFEST before its files".into()));
     };
-    let contents = Contents::parse(&manifest).map_err(|e| bad(format!("+MANIFEST: {e}")))?;
+    let parsed = manifest::parse(&manifest, &format!("package {name}: +MANIFEST"))
+        .map_err(|source| ExtractError::BadManifest { source })?;
+    let says = format!("{}-{}", parsed.name, parsed.version);
+    if says != name {
+        return Err(bad(format!(
+            "its +MANIFEST says it is {says}: a package file is what its catalogue says it is"
+        )));
+    }
     Ok((
         Opened {
             path: path.to_path_buf(),
             compact_manifest: compact,
-            manifest,
-            contents,
+            contents: Contents::of(&parsed),
+            manifest_text: manifest,
+            manifest: parsed,
         },
         r,
     ))
@@ -434,7 +470,6 @@ struct Extraction<'a> {
 
 impl Extraction<'_> {
     fn run(&self, r: &mut Reader) -> Result<Installed, ExtractError> {
-        let c = &self.opened.contents;
         let package = self.opened.label();
         let apply_opts = ApplyOptions {
             allow_devices: false,
@@ -445,8 +480,8 @@ impl Extraction<'_> {
         };
         let mut a = Applier::new(self.root, &apply_opts, &self.opts.limits, self.file_flags);
         let mut out = Installed {
-            name: c.name.clone(),
-            version: c.version.clone(),
+            name: self.opened.manifest.name.clone(),
+            version: self.opened.manifest.version.clone(),
             ..Installed::default()
         };
         let hostile = |r: &Reader, e: LayerError| ExtractError::Hostile {

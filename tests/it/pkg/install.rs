@@ -13,7 +13,7 @@ use std::sync::Mutex;
 
 use jbuild::fsutil::flags::FileFlags;
 use jbuild::layer::{fflags, write_tar_with_flags, Limits, TarOptions};
-use jbuild::pkg::extract::{install, ExtractError, Installed, NoHooks, Options};
+use jbuild::pkg::extract::{install, ExtractError, Installed, NoHooks, Options, PackageFile};
 use jbuild::pkg::fetch::{fetch_all, Cache};
 use jbuild::pkg::resolve::resolve;
 use serde_json::json;
@@ -146,8 +146,8 @@ fn install_from_repo(
     let repos = [load(&conf("test", &dir, ""), t).unwrap()];
     let closure = resolve(&repos, &[request.to_string()]).unwrap();
     let fetched = fetch_all(&closure, &Cache::new(t.join("cache")), 2).unwrap();
-    let paths: Vec<PathBuf> = fetched.into_iter().map(|f| f.path).collect();
-    install(root, &paths, &BTreeMap::new(), opts, flags, &mut NoHooks)
+    let files: Vec<PackageFile> = fetched.iter().map(PackageFile::from).collect();
+    install(root, &files, &BTreeMap::new(), opts, flags, &mut NoHooks)
 }
 
 fn meta(p: &Path) -> fs::Metadata {
@@ -320,7 +320,10 @@ fn install_one(
     );
     install(
         root,
-        &[path],
+        &[PackageFile {
+            label: format!("{name}-1.0"),
+            path,
+        }],
         &BTreeMap::new(),
         opts,
         &Recorded::default(),
@@ -465,7 +468,10 @@ fn a_path_two_packages_install_is_refused_naming_both_before_anything_is_written
     let owned = BTreeMap::from([("/usr/local/bin/tool".to_string(), "old-2".to_string())]);
     let e = install(
         &root,
-        &[path],
+        &[PackageFile {
+            label: "left-1.0".into(),
+            path,
+        }],
         &owned,
         &unowned(),
         &Recorded::default(),
@@ -529,7 +535,7 @@ fn hostile_packages_are_refused_as_hostile_layers_are() {
             vec![],
             vec![raw("/../../outside/escaped", b'0', "", b"x")],
             Limits::default(),
-            "would land outside the root",
+            "is not an absolute path inside the root",
         ),
         (
             "a symlink out, then a file through it",
@@ -598,7 +604,9 @@ fn hostile_packages_are_refused_as_hostile_layers_are() {
         assert!(
             matches!(
                 e,
-                ExtractError::Hostile { .. } | ExtractError::NotInManifest { .. }
+                ExtractError::Hostile { .. }
+                    | ExtractError::NotInManifest { .. }
+                    | ExtractError::BadManifest { .. }
             ),
             "{what}: {e:?}"
         );
@@ -613,4 +621,38 @@ fn hostile_packages_are_refused_as_hostile_layers_are() {
             "{what}: something was written outside the root"
         );
     }
+}
+
+#[test]
+fn a_package_file_that_is_not_what_its_catalogue_says_is_refused() {
+    let t = tempfile::tempdir().unwrap();
+    let root = image_root(t.path());
+    let path = t.path().join("p.pkg");
+    pkgfile::write(
+        &path,
+        &json!({"name": "evil", "origin": "test/evil", "version": "6.6", "prefix": "/usr/local"}),
+        &pkgfile::Contents {
+            items: vec![file("/usr/local/bin/sudo", 0o4755, b"x")],
+            ..pkgfile::Contents::default()
+        },
+    );
+    let e = install(
+        &root,
+        &[PackageFile {
+            label: "nice-1.0".into(),
+            path,
+        }],
+        &BTreeMap::new(),
+        &unowned(),
+        &Recorded::default(),
+        &mut NoHooks,
+    )
+    .unwrap_err();
+    assert!(e.is_user_error());
+    let text = e.to_string();
+    assert!(
+        text.contains("nice-1.0") && text.contains("evil-6.6"),
+        "{text}"
+    );
+    assert!(!root.join("usr").exists());
 }
