@@ -8,8 +8,8 @@
 //! [`super::checksum`]), as pkg checks a download
 //! (`libpkg/repo/binary/fetch.c`). A package that does not match is an
 //! error naming the repository and the package, and nothing of it is kept:
-//! it is written to a temporary file in the cache directory and renamed
-//! into place only once whole and verified, so the cache never holds a
+//! it is written to a temporary file in the cache directory (hashed as it
+//! arrives) and renamed into place only once whole and verified, so the cache never holds a
 //! file that did not verify (a build interrupted mid-download leaves at
 //! most a temporary file, which the next `prune --cache` frees).
 //!
@@ -21,18 +21,22 @@
 //! beside the release cache `<root>/cache/freebsd`); `jbuild prune
 //! --cache` empties it.
 //!
-//! Sources: `file://` repositories. Not yet: `http://`, `https://` and
-//! `pkg+https://` (their getter is another piece of issue 31), resuming a
-//! partial download.
+//! Sources: `http://`, `https://` and `file://`, through
+//! [`crate::transport::http`], so the registries' rules hold for packages
+//! too: `[registries] timeout_secs`, `--cert-dir`, proxies, retries, and a
+//! transfer that breaks off taken up again where it stopped (`Range`).
+//! (`pkg+https://` is fetched as `https://`: SRV mirrors are not looked
+//! up.)
 
-use std::fs::{self, File};
-use std::io::{self, BufWriter, Read, Write};
+use std::fs;
+use std::io::{self, Write};
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use super::checksum::{BadChecksum, Checksum, Kind};
+use super::checksum::{BadChecksum, Checksum, Hasher, Kind};
 use super::resolve::Chosen;
+use crate::transport::http::{Http, HttpError, Limits, Watch};
 
 /// The largest package read when its catalogue entry gives no `pkgsize`.
 pub const MAX_PACKAGE: u64 = 8 << 30;
@@ -108,18 +112,12 @@ pub enum FetchError {
         package: String,
         repopath: String,
     },
-    #[error(
-        "repository `{repo}`: {url}: only file:// repositories are fetched from so far \
-         (HTTP is being added)"
-    )]
-    UnsupportedUrl { repo: String, url: String },
-    #[error("repository `{repo}`: package `{package}`: reading {url}")]
-    Read {
+    #[error("repository `{repo}`: package `{package}`")]
+    Http {
         repo: String,
         package: String,
-        url: String,
         #[source]
-        source: io::Error,
+        source: HttpError,
     },
     #[error("the package cache {}: cannot {what}", path.display())]
     Cache {
@@ -134,7 +132,11 @@ impl FetchError {
     /// What the repository serves is the user's choice; the cache on this
     /// machine failing is the machine's.
     pub fn is_user_error(&self) -> bool {
-        !matches!(self, FetchError::Cache { .. })
+        match self {
+            FetchError::Cache { .. } => false,
+            FetchError::Http { source, .. } => source.is_user_error(),
+            _ => true,
+        }
     }
 }
 
@@ -191,6 +193,7 @@ impl Cache {
 pub fn fetch_all(
     closure: &[Chosen<'_>],
     cache: &Cache,
+    http: &Http,
     jobs: usize,
 ) -> Result<Vec<Fetched>, FetchError> {
     fs::create_dir_all(&cache.dir).map_err(|source| FetchError::Cache {
@@ -209,7 +212,7 @@ pub fn fetch_all(
                 if i >= closure.len() || failed.load(Ordering::Relaxed) {
                     break;
                 }
-                let r = fetch_one(&closure[i], cache);
+                let r = fetch_one(&closure[i], cache, http);
                 if r.is_err() {
                     failed.store(true, Ordering::Relaxed);
                 }
@@ -237,7 +240,7 @@ pub fn fetch_all(
 }
 
 /// One package into the cache.
-pub fn fetch_one(c: &Chosen<'_>, cache: &Cache) -> Result<Fetched, FetchError> {
+pub fn fetch_one(c: &Chosen<'_>, cache: &Cache, http: &Http) -> Result<Fetched, FetchError> {
     let (repo, p) = (&c.repository.name, c.package);
     let package = format!("{}-{}", p.name, p.version);
     let sum = Checksum::parse(&p.sum).map_err(|source| FetchError::BadSum {
@@ -272,63 +275,53 @@ pub fn fetch_one(c: &Chosen<'_>, cache: &Cache) -> Result<Fetched, FetchError> {
         });
     }
     let url = format!("{}/{}", c.repository.url, p.repopath);
-    let read_err = |source| FetchError::Read {
-        repo: repo.clone(),
-        package: package.clone(),
-        url: url.clone(),
-        source,
-    };
-    let source = open(&url, repo)?.map_err(read_err)?;
     let cache_err = |what, path: &Path| {
         let path = path.to_path_buf();
         move |source| FetchError::Cache { what, path, source }
     };
+    // Downloaded under a name of its own, renamed to its checksum's only
+    // once verified; dropped (removed) on any error.
     let tmp = tempfile::Builder::new()
         .prefix(".fetch-")
         .tempfile_in(&cache.dir)
-        .map_err(cache_err("create a temporary file in", &cache.dir))?;
+        .map_err(cache_err("create a temporary file in", &cache.dir))?
+        .into_temp_path();
     let max = if p.pkgsize > 0 {
         p.pkgsize
     } else {
         MAX_PACKAGE
     };
-    let mut hasher = sum.hasher();
-    let mut out = BufWriter::with_capacity(1 << 17, tmp.as_file());
-    let mut limited = source.take(max + 1);
-    let mut buf = vec![0u8; 1 << 17];
-    let mut got = 0u64;
-    loop {
-        let n = match limited.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(read_err(e)),
-        };
-        got += n as u64;
-        if got > max {
-            return Err(FetchError::TooLarge {
-                repo: repo.clone(),
-                package,
-                url,
-                want: max,
-            });
-        }
-        hasher.write_all(&buf[..n]).expect("hashing cannot fail");
-        out.write_all(&buf[..n])
-            .map_err(cache_err("write to", tmp.path()))?;
-    }
-    out.flush().map_err(cache_err("write to", tmp.path()))?;
-    drop(out);
-    if p.pkgsize > 0 && got != p.pkgsize {
+    let mut watch = Hashing(sum.hasher());
+    let got = crate::transport::block_on(http.get_to_file_watched(
+        &url,
+        &tmp,
+        None,
+        Limits::at_most(max),
+        &mut watch,
+    ))
+    .map_err(|source| match source {
+        HttpError::TooLarge { .. } => FetchError::TooLarge {
+            repo: repo.clone(),
+            package: package.clone(),
+            url: url.clone(),
+            want: max,
+        },
+        source => FetchError::Http {
+            repo: repo.clone(),
+            package: package.clone(),
+            source,
+        },
+    })?;
+    if p.pkgsize > 0 && got.size != p.pkgsize {
         return Err(FetchError::Size {
             repo: repo.clone(),
             package,
             url,
             want: p.pkgsize,
-            got,
+            got: got.size,
         });
     }
-    let have = hasher.finish();
+    let have = watch.0.finish();
     if have != sum {
         return Err(FetchError::Checksum {
             repo: repo.clone(),
@@ -338,23 +331,17 @@ pub fn fetch_one(c: &Chosen<'_>, cache: &Cache) -> Result<Fetched, FetchError> {
             got: have.to_string(),
         });
     }
-    tmp.as_file()
-        .sync_all()
-        .map_err(cache_err("sync", tmp.path()))?;
     tmp.persist(&dest)
         .map_err(|e| cache_err("keep", &dest)(e.error))?;
     crate::fsutil::sync_dir(&cache.dir).map_err(cache_err("sync", &cache.dir))?;
-    Ok(fetched(got, false))
+    Ok(fetched(got.size, false))
 }
 
-/// The bytes at `url`: `Err` for a url jbuild cannot fetch from, `Ok(Err)`
-/// when fetching failed.
-fn open(url: &str, repo: &str) -> Result<io::Result<Box<dyn Read + Send>>, FetchError> {
-    if let Some(path) = url.strip_prefix("file://") {
-        return Ok(File::open(path).map(|f| Box::new(f) as Box<dyn Read + Send>));
+/// Hashes a download as it arrives, in pkg's checksum of the package.
+struct Hashing(Hasher);
+
+impl Watch for Hashing {
+    fn bytes(&mut self, chunk: &[u8]) {
+        self.0.write_all(chunk).expect("hashing cannot fail");
     }
-    Err(FetchError::UnsupportedUrl {
-        repo: repo.to_string(),
-        url: url.to_string(),
-    })
 }

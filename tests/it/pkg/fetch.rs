@@ -9,9 +9,11 @@ use std::path::Path;
 use jbuild::pkg::fetch::{fetch_all, Cache, FetchError};
 use jbuild::pkg::repository::Repository;
 use jbuild::pkg::resolve::resolve;
+use jbuild::transport::http::Http;
 
 use super::catalogue::load;
 use crate::support::common::{jbuild, ok};
+use crate::support::limits::{Answer, Server};
 use crate::support::pkgrepo::{conf, pkg, Layout, RepoSpec, SumStyle, TestPkg};
 
 fn repo(t: &Path, packages: Vec<TestPkg>, sums: SumStyle) -> Repository {
@@ -44,7 +46,7 @@ fn a_closure_is_fetched_verified_and_kept_by_checksum_in_both_sum_forms() {
         let r = [repo(t.path(), packages, sums)];
         let closure = resolve(&r, &["app".to_string()]).unwrap();
         let cache = Cache::new(t.path().join("cache"));
-        let got = fetch_all(&closure, &cache, 3).unwrap();
+        let got = fetch_all(&closure, &cache, &Http::default(), 3).unwrap();
         assert_eq!(got.len(), 5, "{sums:?}");
         for (f, c) in got.iter().zip(&closure) {
             assert_eq!(f.name, c.package.name);
@@ -65,7 +67,7 @@ fn a_closure_is_fetched_verified_and_kept_by_checksum_in_both_sum_forms() {
         assert_eq!(files_in(cache.dir()).len(), 5, "no temporary files left");
         // A second build shares them: nothing is read from the repository.
         fs::remove_dir_all(t.path().join("repo/All")).unwrap();
-        let again = fetch_all(&closure, &cache, 3).unwrap();
+        let again = fetch_all(&closure, &cache, &Http::default(), 3).unwrap();
         assert!(again.iter().all(|f| f.cached), "{again:?}");
     }
 }
@@ -86,7 +88,7 @@ fn a_package_that_does_not_match_its_checksum_is_refused_and_nothing_kept() {
     fs::write(&file, bytes).unwrap();
     let closure = resolve(&r, &["app".to_string()]).unwrap();
     let cache = Cache::new(t.path().join("cache"));
-    let e = fetch_all(&closure, &cache, 1).unwrap_err();
+    let e = fetch_all(&closure, &cache, &Http::default(), 1).unwrap_err();
     assert!(matches!(e, FetchError::Checksum { .. }), "{e:?}");
     assert!(e.is_user_error());
     let text = e.to_string();
@@ -123,7 +125,7 @@ fn a_package_larger_than_its_catalogue_says_is_refused() {
     fs::write(&file, bytes).unwrap();
     let closure = resolve(&r, &["app".to_string()]).unwrap();
     let cache = Cache::new(t.path().join("cache"));
-    let e = fetch_all(&closure, &cache, 2).unwrap_err();
+    let e = fetch_all(&closure, &cache, &Http::default(), 2).unwrap_err();
     assert!(matches!(e, FetchError::TooLarge { .. }), "{e:?}");
     assert!(e.to_string().contains("app-1.0"), "{e}");
     assert_eq!(files_in(cache.dir()), Vec::<String>::new());
@@ -141,7 +143,7 @@ fn prune_cache_frees_the_package_cache() {
     let closure = resolve(&r, &["app".to_string()]).unwrap();
     // Where the CLI keeps it: beside the release cache.
     let cache = Cache::new(root.join("cache/packages"));
-    let got = fetch_all(&closure, &cache, 2).unwrap();
+    let got = fetch_all(&closure, &cache, &Http::default(), 2).unwrap();
     let bytes: u64 = got.iter().map(|f| f.bytes).sum();
     let out = ok(jbuild(&root).args(["--json", "prune", "--cache"]));
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
@@ -150,4 +152,63 @@ fn prune_cache_frees_the_package_cache() {
     assert_eq!(files_in(cache.dir()), Vec::<String>::new());
     let out = ok(jbuild(&root).args(["prune", "--cache"]));
     assert!(out.contains("0 cached packages"), "{out}");
+}
+
+#[test]
+fn packages_are_fetched_over_http_and_checked_the_same_way() {
+    let t = tempfile::tempdir().unwrap();
+    let mut r = repo(
+        t.path(),
+        vec![pkg("app", "1.0", &["libfoo"]), pkg("libfoo", "2.0", &[])],
+        SumStyle::Blake2b,
+    );
+    let dir = t.path().join("repo");
+    let served = dir.clone();
+    let server =
+        Server::start(
+            move |req| match fs::read(served.join(req.path.trim_start_matches('/'))) {
+                Ok(body) => Answer::Reply {
+                    status: "200 OK",
+                    headers: vec![],
+                    body,
+                },
+                Err(_) => Answer::status("404 Not Found"),
+            },
+        );
+    r.url = format!("http://{}", server.host());
+    let repos = [r];
+    let closure = resolve(&repos, &["app".to_string()]).unwrap();
+    let cache = Cache::new(t.path().join("cache"));
+    let got = fetch_all(&closure, &cache, &Http::default(), 2).unwrap();
+    assert_eq!(got.len(), 2);
+    for f in &got {
+        let want = fs::read(dir.join(format!("All/{}-{}.pkg", f.name, f.version))).unwrap();
+        assert_eq!(fs::read(&f.path).unwrap(), want);
+    }
+    let paths: Vec<String> = server.requests().iter().map(|q| q.path.clone()).collect();
+    assert!(
+        paths.contains(&"/All/libfoo-2.0.pkg".to_string()),
+        "{paths:?}"
+    );
+    // A tampered mirror over HTTP: refused, nothing kept.
+    let file = dir.join("All/app-1.0.pkg");
+    let mut bytes = fs::read(&file).unwrap();
+    bytes[0] ^= 1;
+    fs::write(&file, bytes).unwrap();
+    let fresh = Cache::new(t.path().join("fresh"));
+    let e = fetch_all(&closure, &fresh, &Http::default(), 2).unwrap_err();
+    assert!(matches!(e, FetchError::Checksum { .. }), "{e:?}");
+    assert!(e.to_string().contains("app-1.0"), "{e}");
+    // Only libfoo, verified; no temporary file of app's.
+    assert!(
+        files_in(fresh.dir()).iter().all(|n| !n.starts_with('.')),
+        "{:?}",
+        files_in(fresh.dir())
+    );
+    assert_eq!(
+        files_in(fresh.dir()).len(),
+        1,
+        "only libfoo: {:?}",
+        files_in(fresh.dir())
+    );
 }

@@ -16,6 +16,7 @@ use jbuild::layer::{fflags, write_tar_with_flags, Limits, TarOptions};
 use jbuild::pkg::extract::{install, ExtractError, Installed, NoHooks, Options, PackageFile};
 use jbuild::pkg::fetch::{fetch_all, Cache};
 use jbuild::pkg::resolve::resolve;
+use jbuild::transport::http::Http;
 use serde_json::json;
 
 use super::catalogue::load;
@@ -145,7 +146,7 @@ fn install_from_repo(
     spec.write(&dir);
     let repos = [load(&conf("test", &dir, ""), t).unwrap()];
     let closure = resolve(&repos, &[request.to_string()]).unwrap();
-    let fetched = fetch_all(&closure, &Cache::new(t.join("cache")), 2).unwrap();
+    let fetched = fetch_all(&closure, &Cache::new(t.join("cache")), &Http::default(), 2).unwrap();
     let files: Vec<PackageFile> = fetched.iter().map(PackageFile::from).collect();
     install(root, &files, &BTreeMap::new(), opts, flags, &mut NoHooks)
 }
