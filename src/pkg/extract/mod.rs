@@ -50,7 +50,7 @@ use std::io::{self, BufReader, Read};
 use std::path::{Path, PathBuf};
 
 pub use contents::{Contents, FileMeta};
-pub use owners::Owners;
+pub use owners::{Owners, MAX_ACCOUNTS};
 
 use super::checksum::Checksum;
 use super::manifest::{self, Manifest};
