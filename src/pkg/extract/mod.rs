@@ -393,7 +393,7 @@ pub fn open(p: &PackageFile, limits: &Limits) -> Result<(Opened, Reader), Extrac
     let mut r = Reader {
         tar: TarReader::new(Box::new(capped) as Box<dyn Read>).with_max_header(limits.max_header),
         tripped,
-        limits: limits.clone(),
+        limits: *limits,
         first: None,
     };
     let hostile = |r: &Reader, e| ExtractError::Hostile {
@@ -525,7 +525,7 @@ impl Extraction<'_> {
         let Some(meta) = meta else {
             return Err(ExtractError::NotInManifest { package, path: raw });
         };
-        h.path = key[1..].as_bytes().to_vec();
+        h.path = key.as_bytes()[1..].to_vec();
         if h.typeflag == header::HARD_LINK {
             let link = String::from_utf8_lossy(&h.linkname).into_owned();
             h.linkname = link.trim_start_matches('/').as_bytes().to_vec();

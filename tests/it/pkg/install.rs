@@ -525,12 +525,15 @@ fn raw(path: &str, kind: u8, link: &str, content: &[u8]) -> Raw {
     }
 }
 
+/// What a hostile package holds, the limits, and what its refusal says.
+type Case = (&'static str, Vec<Item>, Vec<Raw>, Limits, &'static str);
+
 #[test]
 fn hostile_packages_are_refused_as_hostile_layers_are() {
     let t = tempfile::tempdir().unwrap();
     let outside = t.path().join("outside");
     fs::create_dir(&outside).unwrap();
-    let cases: Vec<(&str, Vec<Item>, Vec<Raw>, Limits, &str)> = vec![
+    let cases: Vec<Case> = vec![
         (
             "a path out of the root",
             vec![],
