@@ -93,9 +93,9 @@ pub struct RmiArgs {
 
 #[derive(Args, Debug)]
 pub struct PruneArgs {
-    /// Also remove the build cache (every committed snapshot) and the
+    /// Also remove the build cache (every committed snapshot), the
     /// `RUN --mount=type=cache` directories no running build uses (PKG's
-    /// package cache is one).
+    /// package cache is one) and jbuild's own package cache.
     #[arg(long)]
     cache: bool,
 }
@@ -387,10 +387,22 @@ pub fn prune(ctx: &Ctx, args: PruneArgs) -> CmdResult {
     } else {
         0
     };
+    let (packages, package_bytes) = if args.cache {
+        ctx.check_places(&["cache"])?;
+        let dir = ctx.paths.package_cache();
+        if dir.exists() {
+            ctx.check_places(&["cache/packages"])?;
+        }
+        jbuild::pkg::fetch::Cache::new(&dir).clear().map_err(|e| {
+            Failure::internal(anyhow!("clearing the package cache {}: {e}", dir.display()))
+        })?
+    } else {
+        (0, 0)
+    };
     if ctx.json {
         outln!(
             "{}",
-            json!({"snapshots_removed": summary.snapshots_removed, "blobs_removed": summary.blobs_removed.len(), "bytes_freed": summary.bytes_freed(), "cache_mounts_removed": mounts, "kept_for_jails": summary.kept_for_jails.iter().map(|(s, j)| json!({"snapshot": s, "jails": j})).collect::<Vec<_>>()})
+            json!({"snapshots_removed": summary.snapshots_removed, "blobs_removed": summary.blobs_removed.len(), "bytes_freed": summary.bytes_freed(), "cache_mounts_removed": mounts, "packages_removed": packages, "package_bytes_freed": package_bytes, "kept_for_jails": summary.kept_for_jails.iter().map(|(s, j)| json!({"snapshot": s, "jails": j})).collect::<Vec<_>>()})
         );
     } else if !ctx.quiet {
         for (snapshot, jails) in &summary.kept_for_jails {
@@ -405,7 +417,10 @@ pub fn prune(ctx: &Ctx, args: PruneArgs) -> CmdResult {
             summary.blobs_removed.len(),
             bytes(summary.bytes_freed()),
             if args.cache {
-                format!(", and {mounts} cache mounts")
+                format!(
+                    ", {mounts} cache mounts and {packages} cached packages ({})",
+                    bytes(package_bytes)
+                )
             } else {
                 String::new()
             }

@@ -92,6 +92,13 @@ impl Paths {
         self.mount_cache().join("%2Fvar%2Fcache%2Fpkg")
     }
 
+    /// jbuild's own package cache (`pkg::fetch`): verified FreeBSD
+    /// package files by checksum, shared by every build, beside the
+    /// release cache (`cache/freebsd`); `jbuild prune --cache` empties it.
+    pub fn package_cache(&self) -> PathBuf {
+        self.root.join("cache").join("packages")
+    }
+
     pub fn tmp(&self) -> PathBuf {
         self.root.join("tmp")
     }

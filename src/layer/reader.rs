@@ -36,6 +36,11 @@ pub struct Header {
     pub devminor: u64,
     pub xattrs: Vec<(Vec<u8>, Vec<u8>)>,
     pub fflags: Option<String>,
+    /// The owner's and group's names (ustar `uname`/`gname`, PAX
+    /// `uname`/`gname`): layers go by the numbers, FreeBSD packages by
+    /// these (`pkg::extract` resolves them in the image).
+    pub uname: Vec<u8>,
+    pub gname: Vec<u8>,
 }
 
 pub struct TarReader<R> {
@@ -279,6 +284,16 @@ fn parse_ustar(b: &[u8; BLOCK]) -> Option<Header> {
             .map_or(0, |t| i64::try_from(t).unwrap_or(i64::MAX)),
         devmajor,
         devminor,
+        uname: if posix || gnu {
+            header::field_str(&b[265..297]).to_vec()
+        } else {
+            Vec::new()
+        },
+        gname: if posix || gnu {
+            header::field_str(&b[297..329]).to_vec()
+        } else {
+            Vec::new()
+        },
         ..Header::default()
     })
 }
@@ -299,6 +314,8 @@ fn apply_pax(h: &mut Header, records: &[(&[u8], &[u8])]) -> Result<(), EntryProb
             b"size" => h.size = number(value, "size")?,
             b"uid" => h.uid = number(value, "uid")?,
             b"gid" => h.gid = number(value, "gid")?,
+            b"uname" => h.uname = value.to_vec(),
+            b"gname" => h.gname = value.to_vec(),
             b"SCHILY.devmajor" => h.devmajor = number(value, "SCHILY.devmajor")?,
             b"SCHILY.devminor" => h.devminor = number(value, "SCHILY.devminor")?,
             b"mtime" => (h.mtime, h.mtime_nsec) = parse_time(value).ok_or_else(|| bad("mtime"))?,

@@ -329,7 +329,7 @@ pub fn extract(
 }
 
 /// The tar stream of a catalogue archive, by its first bytes.
-fn decompressor<'a, R: BufRead + 'a>(mut r: R) -> io::Result<Box<dyn Read + 'a>> {
+pub(crate) fn decompressor<'a, R: BufRead + 'a>(mut r: R) -> io::Result<Box<dyn Read + 'a>> {
     let head = r.fill_buf()?;
     Ok(if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
         Box::new(zstd::Decoder::with_buffer(r)?)

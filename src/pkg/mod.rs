@@ -23,7 +23,13 @@
 //!   repositories by priority, in install order; [`version`]: versions
 //!   compared as `pkg_version_cmp` does;
 //! - [`lua`]: a package's Lua scripts with pkg's API, confined to the
-//!   image's root and bounded, for the installer to run in pkg's order.
+//!   image's root and bounded, for the installer to run in pkg's order;
+//! - [`fetch`]: the closure's packages downloaded several at a time,
+//!   each verified by its catalogue checksum, into jbuild's package cache;
+//! - [`extract`]: packages installed into the image's root as pkg 2.x
+//!   extracts them (owners by the image's names, modes, links, flags,
+//!   `@config`), through the hostile-layer applier, with hooks for the
+//!   package database and Lua scripts in pkg's order.
 //!
 //! Nothing in the build calls this module yet: `PKG` still runs pkg(8) in
 //! the build jail. The engine will call it once it is restructured.
@@ -32,6 +38,8 @@ pub mod abi;
 pub mod catalogue;
 pub mod checksum;
 pub mod db;
+pub mod extract;
+pub mod fetch;
 pub mod lua;
 pub mod manifest;
 pub mod repo_conf;

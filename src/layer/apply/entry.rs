@@ -22,7 +22,7 @@ use crate::diff::meta::make_dev;
 use crate::fsutil::flags::{self, st_flags, FileFlags};
 use crate::fsutil::resolve_in_root_with;
 
-pub(super) struct Applier<'a> {
+pub(crate) struct Applier<'a> {
     root: &'a Path,
     opts: &'a ApplyOptions,
     limits: &'a Limits,
@@ -37,8 +37,8 @@ pub(super) struct Applier<'a> {
     dirs: Vec<(u32, u32, FileTime)>,
     /// File flags (of nodes of `written`), set after everything else.
     flags: Vec<(u32, u32)>,
-    pub(super) entries: u64,
-    pub(super) bytes: u64,
+    pub(crate) entries: u64,
+    pub(crate) bytes: u64,
     /// Bytes of all entry paths so far (see [`Limits::max_path_bytes`]).
     path_bytes: u64,
     /// For copying file content (allocated once: zeroing it per file costs).
@@ -54,7 +54,7 @@ pub(super) struct Applier<'a> {
 }
 
 impl<'a> Applier<'a> {
-    pub(super) fn new(
+    pub(crate) fn new(
         root: &'a Path,
         opts: &'a ApplyOptions,
         limits: &'a Limits,
@@ -120,7 +120,7 @@ fn mtime_of(h: &Header) -> FileTime {
 impl Applier<'_> {
     /// The limits on the number of entries, their paths and their sizes,
     /// checked before anything of the entry is written.
-    pub(super) fn within_limits(&mut self, h: &Header) -> Result<(), LayerError> {
+    pub(crate) fn within_limits(&mut self, h: &Header) -> Result<(), LayerError> {
         let limits = self.limits;
         let fail = |p| LayerError::entry(&h.path, p);
         let total = |what: &str, limit: String, key| LayerError::Limit {
@@ -158,6 +158,18 @@ impl Applier<'_> {
         &mut self,
         tar: &mut TarReader<R>,
         h: &Header,
+    ) -> Result<(), LayerError> {
+        self.entry_teed(tar, h, None)
+    }
+
+    /// [`Self::entry`], a regular file's content also written to `tee`
+    /// as it is copied (a FreeBSD package checks it against its manifest:
+    /// `pkg::extract`).
+    pub(crate) fn entry_teed<R: Read>(
+        &mut self,
+        tar: &mut TarReader<R>,
+        h: &Header,
+        tee: Option<&mut dyn Write>,
     ) -> Result<(), LayerError> {
         let fail = |p| LayerError::entry(&h.path, p);
         let rel = normalize(&h.path).map_err(fail)?;
@@ -222,7 +234,7 @@ impl Applier<'_> {
         match h.typeflag {
             header::DIRECTORY => self.directory(h, &host, node),
             header::REGULAR => {
-                self.file(tar, h, &host)?;
+                self.file(tar, h, &host, tee)?;
                 if let (false, Some(dir), Some(host_dir)) =
                     (self.replaced, rel.parent(), host.parent())
                 {
@@ -315,6 +327,7 @@ impl Applier<'_> {
         tar: &mut TarReader<R>,
         h: &Header,
         host: &Path,
+        mut tee: Option<&mut dyn Write>,
     ) -> Result<(), LayerError> {
         let create = || {
             File::options()
@@ -346,6 +359,10 @@ impl Applier<'_> {
             };
             file.write_all(&self.buf[..n])
                 .map_err(LayerError::fs("write", host))?;
+            if let Some(t) = tee.as_mut() {
+                t.write_all(&self.buf[..n])
+                    .map_err(LayerError::fs("check the content of", host))?;
+            }
             self.bytes += n as u64;
         }
         if self.opts.start_writeback {
@@ -576,7 +593,7 @@ impl Applier<'_> {
 
     /// Directory modes and mtimes, then file flags. A directory replaced
     /// since its entry was applied is skipped (a later entry set its own).
-    pub(super) fn finish(&mut self) -> Result<(), LayerError> {
+    pub(crate) fn finish(&mut self) -> Result<(), LayerError> {
         for &(node, mode, mtime) in &self.dirs {
             let path = self.host_of(node);
             // A later entry may have replaced the directory, or one of its

@@ -54,7 +54,7 @@ use sha2::{Digest as _, Sha256};
 mod entry;
 mod written;
 
-use entry::Applier;
+pub(crate) use entry::Applier;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApplyOptions {

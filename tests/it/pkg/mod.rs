@@ -1,11 +1,14 @@
 //! jbuild's own package installer, its foundation (`src/pkg`): the ABI and
 //! repository configurations of an image, catalogues in each generation
-//! pkg serves, their signatures, and resolution. The repositories are the
+//! pkg serves, their signatures, resolution, fetching into the package
+//! cache and installing into a root. The repositories are the
 //! tests' own (`tests/support/pkgrepo`), signed with the `openssl` program.
 
 mod catalogue;
 mod conf;
 mod db;
+mod fetch;
+mod install;
 mod lua;
 mod resolve;
 mod sign;

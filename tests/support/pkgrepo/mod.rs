@@ -11,6 +11,7 @@
 
 pub mod elf;
 pub mod full;
+pub mod pkgfile;
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -32,6 +33,9 @@ pub struct TestPkg {
     /// Dependencies by name.
     pub deps: Vec<String>,
     pub conflicts: Vec<String>,
+    /// What the package file holds (else one file,
+    /// `/usr/local/share/<name>/file`).
+    pub contents: Option<pkgfile::Contents>,
 }
 
 /// `name-version` with origin `test/<name>`, depending on `deps`.
@@ -42,6 +46,7 @@ pub fn pkg(name: &str, version: &str, deps: &[&str]) -> TestPkg {
         origin: format!("test/{name}"),
         deps: deps.iter().map(|d| d.to_string()).collect(),
         conflicts: Vec::new(),
+        contents: None,
     }
 }
 
@@ -220,7 +225,7 @@ fn run(cmd: &mut Command) {
     );
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
@@ -368,11 +373,16 @@ impl RepoSpec {
                 "annotations": {"FreeBSD_version": "1403000"},
             });
             let file = format!("All/{}-{}.pkg", p.name, p.version);
-            let tar = ustar(&[
-                ("+COMPACT_MANIFEST", 0o644, compact.to_string().as_bytes()),
-                ("/usr/local/share/test/file", 0o644, b"hi\n"),
-            ]);
-            fs::write(dir.join(&file), compress(&tar, "zstd")).unwrap();
+            let contents = p.contents.clone().unwrap_or_else(|| pkgfile::Contents {
+                items: vec![pkgfile::file(
+                    &format!("/usr/local/share/{}/file", p.name),
+                    0o644,
+                    b"hi\n",
+                )],
+                sums: self.sums,
+                ..pkgfile::Contents::default()
+            });
+            fs::write(dir.join(&file), contents.package(&compact)).unwrap();
             let mut m = compact;
             let size = fs::metadata(dir.join(&file)).unwrap().len();
             m["sum"] = Value::String(sum_of(&dir.join(&file), self.sums));

@@ -1,0 +1,687 @@
+//! Packages installed into an image's root, as pkg 2.x extracts them
+//! (`libpkg/pkg_add.c`; `../shared/notes/pkg-anyhost.md` §2, §3).
+//!
+//! A package file is a tar (zstd, xz or gzip, as `pkg create` writes it)
+//! whose first members are `+COMPACT_MANIFEST` and `+MANIFEST`; the files
+//! follow, named by absolute path (`/usr/local/bin/foo`), owned by *name*
+//! (`uname`/`gname`; the numbers are placeholders), with their modes,
+//! FreeBSD file flags (`SCHILY.fflags`), hard links and symlinks.
+//!
+//! What [`install`] does, for a closure in install order:
+//!
+//! 1. Every package's manifests are read first, and a file two packages
+//!    install — or that a package already in the image owns — refuses the
+//!    whole install, naming both, before anything is written (pkg finds
+//!    it when it registers the package; the result is the same).
+//! 2. Then each package in pkg's order: the database ([`Hooks::register`]),
+//!    Lua pre-install ([`Hooks::lua_pre_install`]), extraction, commit
+//!    ([`Hooks::commit`]), Lua post-install ([`Hooks::lua_post_install`]),
+//!    messages ([`Hooks::messages`]). The hooks are where the package
+//!    database and the Lua scripts plug in; [`NoHooks`] does nothing.
+//! 3. Extraction goes through the layer applier (`layer::apply`), which
+//!    treats every entry as hostile: a path out of the root or through a
+//!    symlink the package made, a hard link to something outside it or
+//!    missing, a device, more bytes or entries than [`Options::limits`]
+//!    allow — each refuses the package as a hostile layer is refused.
+//!    On top of it, as pkg: an entry the manifest does not list is refused;
+//!    owners and groups are the image's numbers for the names
+//!    ([`Owners`], read after the pre-install scripts, which may add
+//!    users); a name the image lacks is root's, as pkg does, with a
+//!    warning; setuid and setgid bits are kept; mtimes come from the
+//!    manifest when it has them, clamped by [`Options::clamp_mtime`]
+//!    (`SOURCE_DATE_EPOCH`); each regular file's content is checked
+//!    against the manifest's sum as it is written; file flags are set
+//!    through the [`FileFlags`] seam given (so the layer writer sees them)
+//!    and reported in [`Installed::flags`].
+//! 4. `@config` files: when the image already has a file there whose
+//!    content differs, it is kept and the package's goes beside it as
+//!    `<path>.pkgnew`, as pkg does; their content is reported
+//!    ([`Installed::config`]) for the database.
+//!
+//! A failure stops the install where it is: the root is then partly
+//! written, and the caller (a build step) discards it.
+
+mod contents;
+mod owners;
+
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::io::{self, BufReader, Read};
+use std::path::{Path, PathBuf};
+
+pub use contents::{Contents, FileMeta};
+pub use owners::{Owners, MAX_ACCOUNTS};
+
+use super::checksum::Checksum;
+use super::manifest::{self, Manifest};
+use crate::fsutil::flags::FileFlags;
+use crate::layer::apply::{Applier, ApplyOptions};
+use crate::layer::header;
+use crate::layer::limits::Capped;
+use crate::layer::{fflags, LayerError, Limits, TarHeader, TarReader};
+
+/// The most `+` members before the files.
+pub const MAX_META_MEMBERS: usize = 16;
+/// The most bytes of one `@config` file (its content goes to the database).
+pub const MAX_CONFIG: u64 = 16 << 20;
+
+/// How packages are installed.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// No mtime is later than this (`SOURCE_DATE_EPOCH`).
+    pub clamp_mtime: Option<u64>,
+    /// Set owners (needs root); off, every file is the caller's.
+    pub same_owner: bool,
+    /// Bounds on each package's decompressed size, entries and paths.
+    pub limits: Limits,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            clamp_mtime: None,
+            same_owner: nix::unistd::geteuid().is_root(),
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// A package file with its manifests read.
+#[derive(Debug, Clone)]
+pub struct Opened {
+    pub path: PathBuf,
+    /// `+COMPACT_MANIFEST`, when the package has one.
+    pub compact_manifest: Option<String>,
+    /// `+MANIFEST` as the package has it, and read ([`Manifest`]): what
+    /// the package database is made from.
+    pub manifest_text: String,
+    pub manifest: Manifest,
+    /// Its paths, indexed for extraction.
+    pub contents: Contents,
+}
+
+impl Opened {
+    /// `name-version`, for messages.
+    pub fn label(&self) -> String {
+        format!("{}-{}", self.manifest.name, self.manifest.version)
+    }
+}
+
+/// A package file to install, and what its catalogue calls it
+/// (`name-version`), which its manifest must say too.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PackageFile {
+    pub label: String,
+    pub path: PathBuf,
+}
+
+impl From<&super::fetch::Fetched> for PackageFile {
+    fn from(f: &super::fetch::Fetched) -> Self {
+        PackageFile {
+            label: format!("{}-{}", f.name, f.version),
+            path: f.path.clone(),
+        }
+    }
+}
+
+/// What installing one package did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Installed {
+    pub name: String,
+    pub version: String,
+    pub entries: u64,
+    /// Bytes of file content written.
+    pub bytes: u64,
+    /// File flags set, by absolute path.
+    pub flags: BTreeMap<String, u32>,
+    pub config: Vec<ConfigFile>,
+    /// Owner or group names the image does not have (given to root, as
+    /// pkg does).
+    pub warnings: Vec<String>,
+}
+
+/// An `@config` file as installed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigFile {
+    /// Its absolute path in the image.
+    pub path: String,
+    /// The package's content (what pkg stores in `config_files`).
+    pub content: Vec<u8>,
+    /// The image had another file there: the package's went to
+    /// `<path>.pkgnew`.
+    pub pkgnew: bool,
+}
+
+/// What a hook returns when it fails.
+pub type HookError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The steps of pkg's install around extraction, in its order
+/// (`pkg_add_common`): [`register`](Hooks::register) (the package
+/// database, in an open transaction), [`lua_pre_install`](Hooks::lua_pre_install),
+/// extraction, [`commit`](Hooks::commit), [`lua_post_install`](Hooks::lua_post_install)
+/// (pkg ignores its failures: a hook that agrees returns `Ok` and reports
+/// them itself), [`messages`](Hooks::messages). Every step does nothing by
+/// default.
+pub trait Hooks {
+    fn register(&mut self, _pkg: &Opened, _root: &Path) -> Result<(), HookError> {
+        Ok(())
+    }
+    /// Where the package's pre-install Lua scripts run (`pkg::lua`).
+    fn lua_pre_install(&mut self, _pkg: &Opened, _root: &Path) -> Result<(), HookError> {
+        Ok(())
+    }
+    fn commit(
+        &mut self,
+        _pkg: &Opened,
+        _installed: &Installed,
+        _root: &Path,
+    ) -> Result<(), HookError> {
+        Ok(())
+    }
+    /// Where the package's post-install Lua scripts run (`pkg::lua`).
+    fn lua_post_install(&mut self, _pkg: &Opened, _root: &Path) -> Result<(), HookError> {
+        Ok(())
+    }
+    fn messages(&mut self, _pkg: &Opened) {}
+}
+
+/// Hooks that do nothing: extraction alone.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoHooks;
+
+impl Hooks for NoHooks {}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExtractError {
+    #[error("cannot read the package file {}", path.display())]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("package {package}: {reason}")]
+    Manifest { package: String, reason: String },
+    #[error(transparent)]
+    BadManifest {
+        #[from]
+        source: manifest::ManifestError,
+    },
+    #[error(
+        "package {package}: `{path}` is in the archive but not in its manifest (pkg refuses \
+         such a package too)"
+    )]
+    NotInManifest { package: String, path: String },
+    #[error(
+        "package {package}: the content of `{path}` does not have the checksum its manifest \
+         gives ({want}, it has {got})"
+    )]
+    Content {
+        package: String,
+        path: String,
+        want: String,
+        got: String,
+    },
+    #[error(
+        "`{path}` is installed by both {a} and {b}: they cannot be installed together \
+         (pkg refuses it too)"
+    )]
+    Conflict { path: String, a: String, b: String },
+    #[error("package {package} is refused")]
+    Hostile {
+        package: String,
+        #[source]
+        source: LayerError,
+    },
+    #[error("cannot read the image's accounts ({})", path.display())]
+    Accounts {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("package {package}: cannot {what} the configuration file `{path}`")]
+    Config {
+        package: String,
+        path: String,
+        what: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    #[error("package {package}: {stage}")]
+    Hook {
+        package: String,
+        stage: &'static str,
+        #[source]
+        source: HookError,
+    },
+}
+
+impl crate::blame::Blame for ExtractError {
+    /// A package that does not install is the repository's (which the
+    /// user chose); the machine failing to read or write is not.
+    fn is_user_error(&self) -> bool {
+        match self {
+            ExtractError::Open { .. } | ExtractError::Config { .. } => false,
+            ExtractError::Accounts { source, .. } => source.kind() == io::ErrorKind::FileTooLarge,
+            ExtractError::Hostile { source, .. } => source.is_bad_input(),
+            _ => true,
+        }
+    }
+}
+
+/// Installs the package files `packages` (in install order) into `root`.
+/// `packages` come from [`super::fetch::fetch_all`] (`PackageFile::from`).
+/// `owned` maps the paths packages already in the image install to that
+/// package (`name-version`). File flags are set through `file_flags`.
+pub fn install(
+    root: &Path,
+    packages: &[PackageFile],
+    owned: &BTreeMap<String, String>,
+    opts: &Options,
+    file_flags: &dyn FileFlags,
+    hooks: &mut dyn Hooks,
+) -> Result<Vec<Installed>, ExtractError> {
+    let mut opened = Vec::with_capacity(packages.len());
+    for p in packages {
+        let (o, _) = open(p, &opts.limits)?;
+        opened.push(o);
+    }
+    conflicts(&opened, owned)?;
+    let mut out = Vec::with_capacity(opened.len());
+    for o in &opened {
+        let package = o.label();
+        let hook = |stage| {
+            let package = package.clone();
+            move |source| ExtractError::Hook {
+                package,
+                stage,
+                source,
+            }
+        };
+        hooks
+            .register(o, root)
+            .map_err(hook("registering it in the package database"))?;
+        hooks
+            .lua_pre_install(o, root)
+            .map_err(hook("its pre-install Lua script"))?;
+        let owners =
+            Owners::read(root).map_err(|(path, source)| ExtractError::Accounts { path, source })?;
+        let again = PackageFile {
+            label: package.clone(),
+            path: o.path.clone(),
+        };
+        let (_, mut reader) = open(&again, &opts.limits)?;
+        let installed = Extraction {
+            root,
+            opened: o,
+            owners: &owners,
+            opts,
+            file_flags,
+        }
+        .run(&mut reader)?;
+        hooks
+            .commit(o, &installed, root)
+            .map_err(hook("committing it to the package database"))?;
+        hooks
+            .lua_post_install(o, root)
+            .map_err(hook("its post-install Lua script"))?;
+        hooks.messages(o);
+        out.push(installed);
+    }
+    Ok(out)
+}
+
+/// A file of two packages (or of a package and one in the image).
+fn conflicts(opened: &[Opened], owned: &BTreeMap<String, String>) -> Result<(), ExtractError> {
+    let mut by_path: BTreeMap<&str, String> =
+        owned.iter().map(|(p, n)| (p.as_str(), n.clone())).collect();
+    for o in opened {
+        let me = o.label();
+        for path in o.contents.files.keys() {
+            if let Some(other) = by_path.get(path.as_str()) {
+                if *other != me {
+                    return Err(ExtractError::Conflict {
+                        path: path.clone(),
+                        a: other.clone(),
+                        b: me,
+                    });
+                }
+            }
+            by_path.insert(path, me.clone());
+        }
+    }
+    Ok(())
+}
+
+/// A package's tar, decompressed and capped, with what has been read.
+pub struct Reader {
+    tar: TarReader<Box<dyn Read>>,
+    tripped: std::rc::Rc<std::cell::Cell<bool>>,
+    limits: Limits,
+    /// The first entry after the `+` members.
+    first: Option<TarHeader>,
+}
+
+impl Reader {
+    /// A tar error, or the cap if it tripped.
+    fn layer_error(&self, e: LayerError) -> LayerError {
+        if self.tripped.get() {
+            LayerError::Limit {
+                what: "uncompressed, it is bigger than".into(),
+                limit: crate::layer::limits::human(self.limits.max_size),
+                key: "max_size",
+            }
+        } else {
+            e
+        }
+    }
+}
+
+/// Opens the package file at `path` and reads its manifests.
+pub fn open(p: &PackageFile, limits: &Limits) -> Result<(Opened, Reader), ExtractError> {
+    let (path, name) = (p.path.as_path(), p.label.clone());
+    let file = File::open(path).map_err(|source| ExtractError::Open {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let stream = super::catalogue::decompressor(BufReader::with_capacity(1 << 17, file)).map_err(
+        |source| ExtractError::Open {
+            path: path.to_path_buf(),
+            source,
+        },
+    )?;
+    let (capped, tripped) = Capped::new(stream, limits.max_size);
+    let mut r = Reader {
+        tar: TarReader::new(Box::new(capped) as Box<dyn Read>).with_max_header(limits.max_header),
+        tripped,
+        limits: *limits,
+        first: None,
+    };
+    let hostile = |r: &Reader, e| ExtractError::Hostile {
+        package: name.clone(),
+        source: r.layer_error(e),
+    };
+    let bad = |reason: String| ExtractError::Manifest {
+        package: name.clone(),
+        reason,
+    };
+    let (mut compact, mut manifest) = (None, None);
+    for _ in 0..=MAX_META_MEMBERS {
+        let Some(h) = r.tar.next().map_err(|e| hostile(&r, e))? else {
+            break;
+        };
+        let member = String::from_utf8_lossy(&h.path)
+            .trim_start_matches("./")
+            .to_string();
+        if !member.starts_with('+') {
+            r.first = Some(h);
+            break;
+        }
+        if h.typeflag != header::REGULAR {
+            continue;
+        }
+        let slot = match member.as_str() {
+            "+COMPACT_MANIFEST" => &mut compact,
+            "+MANIFEST" => &mut manifest,
+            _ => continue,
+        };
+        if h.size > manifest::MAX_MANIFEST as u64 {
+            return Err(bad(format!(
+                "{member} is larger than the {} bytes a manifest may have",
+                manifest::MAX_MANIFEST
+            )));
+        }
+        let mut text = String::new();
+        r.tar
+            .content()
+            .read_to_string(&mut text)
+            .map_err(|e| bad(format!("{member}: {e}")))?;
+        *slot = Some(text);
+    }
+    let Some(manifest) = manifest else {
+        return Err(bad("it has no +MANIFEST before its files".into()));
+    };
+    let parsed = manifest::parse(&manifest, &format!("package {name}: +MANIFEST"))
+        .map_err(|source| ExtractError::BadManifest { source })?;
+    let says = format!("{}-{}", parsed.name, parsed.version);
+    if says != name {
+        return Err(bad(format!(
+            "its +MANIFEST says it is {says}: a package file is what its catalogue says it is"
+        )));
+    }
+    Ok((
+        Opened {
+            path: path.to_path_buf(),
+            compact_manifest: compact,
+            contents: Contents::of(&parsed),
+            manifest_text: manifest,
+            manifest: parsed,
+        },
+        r,
+    ))
+}
+
+struct Extraction<'a> {
+    root: &'a Path,
+    opened: &'a Opened,
+    owners: &'a Owners,
+    opts: &'a Options,
+    file_flags: &'a dyn FileFlags,
+}
+
+impl Extraction<'_> {
+    fn run(&self, r: &mut Reader) -> Result<Installed, ExtractError> {
+        let package = self.opened.label();
+        let apply_opts = ApplyOptions {
+            allow_devices: false,
+            allow_setuid: true,
+            same_owner: self.opts.same_owner,
+            start_writeback: false,
+            diff_id: false,
+        };
+        let mut a = Applier::new(self.root, &apply_opts, &self.opts.limits, self.file_flags);
+        let mut out = Installed {
+            name: self.opened.manifest.name.clone(),
+            version: self.opened.manifest.version.clone(),
+            ..Installed::default()
+        };
+        let hostile = |r: &Reader, e: LayerError| ExtractError::Hostile {
+            package: package.clone(),
+            source: r.layer_error(e),
+        };
+        loop {
+            let h = match r.first.take() {
+                Some(h) => h,
+                None => match r.tar.next().map_err(|e| hostile(r, e))? {
+                    Some(h) => h,
+                    None => break,
+                },
+            };
+            a.entries += 1;
+            a.within_limits(&h).map_err(|e| hostile(r, e))?;
+            self.entry(r, &mut a, h, &mut out)?;
+        }
+        a.finish().map_err(|e| hostile(r, e))?;
+        out.entries = a.entries;
+        out.bytes = a.bytes;
+        Ok(out)
+    }
+
+    fn entry(
+        &self,
+        r: &mut Reader,
+        a: &mut Applier<'_>,
+        mut h: TarHeader,
+        out: &mut Installed,
+    ) -> Result<(), ExtractError> {
+        let c = &self.opened.contents;
+        let package = self.opened.label();
+        let raw = String::from_utf8_lossy(&h.path).into_owned();
+        let trimmed = raw.trim_start_matches("./").trim_end_matches('/');
+        let key = format!("/{}", trimmed.trim_start_matches('/'));
+        let meta = match h.typeflag {
+            header::DIRECTORY => c.dirs.get(&key).or_else(|| c.files.get(&key)),
+            _ => c.files.get(&key),
+        };
+        let Some(meta) = meta else {
+            return Err(ExtractError::NotInManifest { package, path: raw });
+        };
+        h.path = key.as_bytes()[1..].to_vec();
+        if h.typeflag == header::HARD_LINK {
+            let link = String::from_utf8_lossy(&h.linkname).into_owned();
+            h.linkname = link.trim_start_matches('/').as_bytes().to_vec();
+        }
+        self.owner(&mut h, meta, &key, out);
+        if let Some(m) = meta.mtime {
+            (h.mtime, h.mtime_nsec) = (m, 0);
+        }
+        if let Some(clamp) = self.opts.clamp_mtime.and_then(|c| i64::try_from(c).ok()) {
+            if h.mtime > clamp {
+                (h.mtime, h.mtime_nsec) = (clamp, 0);
+            }
+        }
+        if h.fflags.is_none() {
+            h.fflags = meta.fflags.and_then(fflags::to_text);
+        }
+        if let Some(f) = h
+            .fflags
+            .as_deref()
+            .map(fflags::from_text)
+            .filter(|f| *f != 0)
+        {
+            out.flags.insert(key.clone(), f);
+        }
+        let is_file = h.typeflag == header::REGULAR;
+        let config = is_file && c.config.contains(&key);
+        // The image's own file at a config path stays: the package's goes
+        // beside it.
+        let mut kept = None;
+        if config {
+            let host = crate::fsutil::resolve_in_root(self.root, Path::new(&key[1..]), false)
+                .map_err(self.config_err(&key, "look for"))?;
+            if fs::symlink_metadata(&host).is_ok_and(|m| m.is_file()) {
+                h.path = format!("{}.pkgnew", &key[1..]).into_bytes();
+                kept = Some(host);
+            }
+        }
+        let hostile = |r: &Reader, e: LayerError| ExtractError::Hostile {
+            package: package.clone(),
+            source: r.layer_error(e),
+        };
+        let sum = match (&meta.sum, is_file) {
+            (Some(s), true) => Some(Checksum::parse(s).map_err(|e| ExtractError::Manifest {
+                package: package.clone(),
+                reason: format!("`{key}`: {e}"),
+            })?),
+            _ => None,
+        };
+        match &sum {
+            Some(sum) => {
+                let mut hasher = sum.hasher();
+                a.entry_teed(&mut r.tar, &h, Some(&mut hasher))
+                    .map_err(|e| hostile(r, e))?;
+                let got = hasher.finish();
+                if got != *sum {
+                    return Err(ExtractError::Content {
+                        package,
+                        path: key,
+                        want: sum.to_string(),
+                        got: got.to_string(),
+                    });
+                }
+            }
+            None => a
+                .entry_teed(&mut r.tar, &h, None)
+                .map_err(|e| hostile(r, e))?,
+        }
+        if config {
+            out.config.push(self.config(&key, &h, kept)?);
+        }
+        Ok(())
+    }
+
+    /// The image's numbers for the entry's owner and group names (the
+    /// tar's, else the manifest's, else root and wheel).
+    fn owner(&self, h: &mut TarHeader, meta: &FileMeta, key: &str, out: &mut Installed) {
+        let name = |tar: &[u8], manifest: &Option<String>, default: &str| {
+            if !tar.is_empty() {
+                String::from_utf8_lossy(tar).into_owned()
+            } else {
+                manifest.clone().unwrap_or_else(|| default.to_string())
+            }
+        };
+        let user = name(&h.uname, &meta.uname, "root");
+        let group = name(&h.gname, &meta.gname, "wheel");
+        h.uid = match self.owners.uid(&user) {
+            Some(id) => id.into(),
+            None => {
+                out.warnings.push(format!(
+                    "`{key}`: the image has no user `{user}`: owned by root"
+                ));
+                0
+            }
+        };
+        h.gid = match self.owners.gid(&group) {
+            Some(id) => id.into(),
+            None => {
+                out.warnings.push(format!(
+                    "`{key}`: the image has no group `{group}`: group wheel"
+                ));
+                0
+            }
+        };
+    }
+
+    fn config_err(&self, path: &str, what: &'static str) -> impl FnOnce(io::Error) -> ExtractError {
+        let (package, path) = (self.opened.label(), path.to_string());
+        move |source| ExtractError::Config {
+            package,
+            path,
+            what,
+            source,
+        }
+    }
+
+    /// The configuration file just written (at `h.path`): its content, and
+    /// where the image's own file was kept (`kept`), whether the package's
+    /// stays beside it as `.pkgnew` (it differs) or replaces it (it is the
+    /// same).
+    fn config(
+        &self,
+        key: &str,
+        h: &TarHeader,
+        kept: Option<PathBuf>,
+    ) -> Result<ConfigFile, ExtractError> {
+        let written = String::from_utf8_lossy(&h.path).into_owned();
+        let host = crate::fsutil::resolve_in_root(self.root, Path::new(&written), false)
+            .map_err(self.config_err(key, "find"))?;
+        let content = read_bounded(&host).map_err(self.config_err(key, "read"))?;
+        let mut pkgnew = false;
+        if let Some(old) = kept {
+            let same = read_bounded(&old).is_ok_and(|o| o == content);
+            if same {
+                fs::rename(&host, &old).map_err(self.config_err(key, "replace"))?;
+            } else {
+                pkgnew = true;
+            }
+        }
+        Ok(ConfigFile {
+            path: key.to_string(),
+            content,
+            pkgnew,
+        })
+    }
+}
+
+fn read_bounded(path: &Path) -> io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    File::open(path)?
+        .take(MAX_CONFIG + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_CONFIG {
+        return Err(io::Error::new(
+            io::ErrorKind::FileTooLarge,
+            format!("larger than {MAX_CONFIG} bytes"),
+        ));
+    }
+    Ok(bytes)
+}

@@ -1,0 +1,347 @@
+//! The packages of a resolved closure, downloaded (several at a time) and
+//! kept in jbuild's package cache by their checksum, so every build and
+//! every image on the machine shares one copy of each.
+//!
+//! Each package is checked against its catalogue entry before it is
+//! kept: no more bytes than its `pkgsize`, then its `sum` (SHA-256 hex as
+//! pkg up to 2.7 writes it, `2$` BLAKE2b-512 from pkg 2.8; see
+//! [`super::checksum`]), as pkg checks a download
+//! (`libpkg/repo/binary/fetch.c`). A package that does not match is an
+//! error naming the repository and the package, and nothing of it is kept:
+//! it is written to a temporary file in the cache directory (hashed as it
+//! arrives) and renamed into place only once whole and verified, so the cache never holds a
+//! file that did not verify (a build interrupted mid-download leaves at
+//! most a temporary file, which the next `prune --cache` frees).
+//!
+//! A cached package is not hashed again: it got there only verified, and
+//! extraction checks each file's content against the package's manifest
+//! anyway ([`super::extract`]).
+//!
+//! Where the cache is: `Paths::package_cache` (`<root>/cache/packages`,
+//! beside the release cache `<root>/cache/freebsd`); `jbuild prune
+//! --cache` empties it.
+//!
+//! Sources: `http://`, `https://` and `file://`, through
+//! [`crate::transport::http`], so the registries' rules hold for packages
+//! too: `[registries] timeout_secs`, `--cert-dir`, proxies, retries, and a
+//! transfer that breaks off taken up again where it stopped (`Range`).
+//! (`pkg+https://` is fetched as `https://`: SRV mirrors are not looked
+//! up.)
+
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use super::checksum::{BadChecksum, Checksum, Hasher, Kind};
+use super::resolve::Chosen;
+use crate::transport::http::{Http, HttpError, Limits, Watch};
+
+/// The largest package read when its catalogue entry gives no `pkgsize`.
+pub const MAX_PACKAGE: u64 = 8 << 30;
+
+/// jbuild's package cache: verified package files named by checksum.
+#[derive(Debug, Clone)]
+pub struct Cache {
+    dir: PathBuf,
+}
+
+/// One package of the closure, in the cache.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fetched {
+    pub name: String,
+    pub version: String,
+    pub repository: String,
+    /// The verified package file in the cache.
+    pub path: PathBuf,
+    pub bytes: u64,
+    /// Whether it was in the cache already (nothing was read from the
+    /// repository).
+    pub cached: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum FetchError {
+    #[error(
+        "repository `{repo}`: package `{package}` ({url}) does not have the checksum its \
+         catalogue gives ({want}, it has {got}): the repository changed under its catalogue, \
+         or the download was damaged; nothing of it was kept"
+    )]
+    Checksum {
+        repo: String,
+        package: String,
+        url: String,
+        want: String,
+        got: String,
+    },
+    #[error(
+        "repository `{repo}`: package `{package}` ({url}) is larger than the {want} bytes its \
+         catalogue gives; nothing of it was kept"
+    )]
+    TooLarge {
+        repo: String,
+        package: String,
+        url: String,
+        want: u64,
+    },
+    #[error(
+        "repository `{repo}`: package `{package}` ({url}) has {got} bytes, not the {want} its \
+         catalogue gives; nothing of it was kept"
+    )]
+    Size {
+        repo: String,
+        package: String,
+        url: String,
+        want: u64,
+        got: u64,
+    },
+    #[error("repository `{repo}`: package `{package}`: its catalogue's sum is not one pkg writes")]
+    BadSum {
+        repo: String,
+        package: String,
+        #[source]
+        source: BadChecksum,
+    },
+    #[error(
+        "repository `{repo}`: package `{package}`: its path `{repopath}` is not below the \
+         repository (absolute, empty or with `..`)"
+    )]
+    BadPath {
+        repo: String,
+        package: String,
+        repopath: String,
+    },
+    #[error("repository `{repo}`: package `{package}`")]
+    Http {
+        repo: String,
+        package: String,
+        #[source]
+        source: HttpError,
+    },
+    #[error("the package cache {}: cannot {what}", path.display())]
+    Cache {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl crate::blame::Blame for FetchError {
+    /// What the repository serves is the user's choice; the cache on this
+    /// machine failing is the machine's.
+    fn is_user_error(&self) -> bool {
+        match self {
+            FetchError::Cache { .. } => false,
+            FetchError::Http { source, .. } => source.is_user_error(),
+            _ => true,
+        }
+    }
+}
+
+impl Cache {
+    pub fn new(dir: impl Into<PathBuf>) -> Cache {
+        Cache { dir: dir.into() }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Where the package with checksum `sum` is kept: its checksum type
+    /// and hash, as pkg writes them with `-` for `$` (`2-<base32>.pkg`,
+    /// `1-<hex>.pkg`; a bare SHA-256 hex sum is type 1).
+    pub fn path_of(&self, sum: &Checksum) -> PathBuf {
+        let n = match sum.kind {
+            Kind::Sha256Base32 => 0,
+            Kind::Sha256Hex => 1,
+            Kind::Blake2bBase32 => 2,
+            Kind::Blake2sBase32 => 5,
+        };
+        self.dir.join(format!("{n}-{}.pkg", sum.encoded))
+    }
+
+    /// Empties the cache: every package and leftover temporary file.
+    /// Returns the files removed and their bytes.
+    pub fn clear(&self) -> io::Result<(u64, u64)> {
+        let entries = match fs::read_dir(&self.dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((0, 0)),
+            Err(e) => return Err(e),
+        };
+        let (mut files, mut bytes) = (0, 0);
+        for entry in entries {
+            let entry = entry?;
+            let m = entry.metadata()?;
+            if m.is_dir() {
+                fs::remove_dir_all(entry.path())?;
+            } else {
+                fs::remove_file(entry.path())?;
+                files += 1;
+                bytes += m.len();
+            }
+        }
+        Ok((files, bytes))
+    }
+}
+
+/// Puts every package of `closure` into `cache`, `jobs` at a time (at
+/// least one), and returns them in the closure's order. The first error
+/// (in the closure's order) is returned once the downloads under way have
+/// finished; what verified before it stays cached.
+pub fn fetch_all(
+    closure: &[Chosen<'_>],
+    cache: &Cache,
+    http: &Http,
+    jobs: usize,
+) -> Result<Vec<Fetched>, FetchError> {
+    fs::create_dir_all(&cache.dir).map_err(|source| FetchError::Cache {
+        what: "create",
+        path: cache.dir.clone(),
+        source,
+    })?;
+    let next = AtomicUsize::new(0);
+    let failed = std::sync::atomic::AtomicBool::new(false);
+    let results: Mutex<Vec<Option<Result<Fetched, FetchError>>>> =
+        Mutex::new((0..closure.len()).map(|_| None).collect());
+    std::thread::scope(|s| {
+        for _ in 0..jobs.clamp(1, closure.len().max(1)) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= closure.len() || failed.load(Ordering::Relaxed) {
+                    break;
+                }
+                let r = fetch_one(&closure[i], cache, http);
+                if r.is_err() {
+                    failed.store(true, Ordering::Relaxed);
+                }
+                results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
+            });
+        }
+    });
+    let results = results.into_inner().unwrap_or_else(|e| e.into_inner());
+    // Packages not started (an error stopped the rest) are `None`: the
+    // error is returned, the first in the closure's order.
+    let mut out = Vec::with_capacity(closure.len());
+    let mut first_err = None;
+    for r in results.into_iter().flatten() {
+        match r {
+            Ok(f) => out.push(f),
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    match first_err {
+        Some(e) => Err(e),
+        None => Ok(out),
+    }
+}
+
+/// One package into the cache.
+pub fn fetch_one(c: &Chosen<'_>, cache: &Cache, http: &Http) -> Result<Fetched, FetchError> {
+    let (repo, p) = (&c.repository.name, c.package);
+    let package = format!("{}-{}", p.name, p.version);
+    let sum = Checksum::parse(&p.sum).map_err(|source| FetchError::BadSum {
+        repo: repo.clone(),
+        package: package.clone(),
+        source,
+    })?;
+    let dest = cache.path_of(&sum);
+    let fetched = |bytes, cached| Fetched {
+        name: p.name.clone(),
+        version: p.version.clone(),
+        repository: repo.clone(),
+        path: dest.clone(),
+        bytes,
+        cached,
+    };
+    if let Ok(m) = fs::symlink_metadata(&dest) {
+        if m.is_file() {
+            return Ok(fetched(m.len(), true));
+        }
+    }
+    let rel = Path::new(&p.repopath);
+    let below = !p.repopath.is_empty()
+        && rel
+            .components()
+            .all(|c| matches!(c, Component::Normal(_) | Component::CurDir));
+    if !below {
+        return Err(FetchError::BadPath {
+            repo: repo.clone(),
+            package,
+            repopath: p.repopath.clone(),
+        });
+    }
+    let url = format!("{}/{}", c.repository.url, p.repopath);
+    let cache_err = |what, path: &Path| {
+        let path = path.to_path_buf();
+        move |source| FetchError::Cache { what, path, source }
+    };
+    // Downloaded under a name of its own, renamed to its checksum's only
+    // once verified; dropped (removed) on any error.
+    let tmp = tempfile::Builder::new()
+        .prefix(".fetch-")
+        .tempfile_in(&cache.dir)
+        .map_err(cache_err("create a temporary file in", &cache.dir))?
+        .into_temp_path();
+    let max = if p.pkgsize > 0 {
+        p.pkgsize
+    } else {
+        MAX_PACKAGE
+    };
+    let mut watch = Hashing(sum.hasher());
+    let got = crate::transport::block_on(http.get_to_file_watched(
+        &url,
+        &tmp,
+        None,
+        Limits::at_most(max),
+        &mut watch,
+    ))
+    .map_err(|source| match source {
+        HttpError::TooLarge { .. } => FetchError::TooLarge {
+            repo: repo.clone(),
+            package: package.clone(),
+            url: url.clone(),
+            want: max,
+        },
+        source => FetchError::Http {
+            repo: repo.clone(),
+            package: package.clone(),
+            source,
+        },
+    })?;
+    if p.pkgsize > 0 && got.size != p.pkgsize {
+        return Err(FetchError::Size {
+            repo: repo.clone(),
+            package,
+            url,
+            want: p.pkgsize,
+            got: got.size,
+        });
+    }
+    let have = watch.0.finish();
+    if have != sum {
+        return Err(FetchError::Checksum {
+            repo: repo.clone(),
+            package,
+            url,
+            want: sum.to_string(),
+            got: have.to_string(),
+        });
+    }
+    tmp.persist(&dest)
+        .map_err(|e| cache_err("keep", &dest)(e.error))?;
+    crate::fsutil::sync_dir(&cache.dir).map_err(cache_err("sync", &cache.dir))?;
+    Ok(fetched(got.size, false))
+}
+
+/// Hashes a download as it arrives, in pkg's checksum of the package.
+struct Hashing(Hasher);
+
+impl Watch for Hashing {
+    fn bytes(&mut self, chunk: &[u8]) {
+        self.0.write_all(chunk).expect("hashing cannot fail");
+    }
+}
