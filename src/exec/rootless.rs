@@ -209,6 +209,14 @@ pub fn decide(facts: &Facts<'_>) -> Mode {
 /// How this process runs, read from the system.
 pub fn mode() -> Mode {
     let euid = nix::unistd::geteuid().as_raw();
+    // Every command asks at start: root and the namespace's child are
+    // answered without a user lookup, file reads or a PATH search.
+    if std::env::var_os(IN_NAMESPACE).is_some() {
+        return Mode::InNamespace;
+    }
+    if euid == 0 {
+        return Mode::Root;
+    }
     let egid = nix::unistd::getegid().as_raw();
     let name = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(euid))
         .ok()
@@ -223,11 +231,7 @@ pub fn mode() -> Mode {
             .ok()
             .map(|_| text)
     };
-    let (subuid, subgid) = if euid == 0 {
-        (None, None)
-    } else {
-        (read("/etc/subuid"), read("/etc/subgid"))
-    };
+    let (subuid, subgid) = (read("/etc/subuid"), read("/etc/subgid"));
     decide(&Facts {
         euid,
         egid,
@@ -236,7 +240,7 @@ pub fn mode() -> Mode {
         subgid: subgid.as_deref(),
         newuidmap: helper("newuidmap").is_some(),
         newgidmap: helper("newgidmap").is_some(),
-        in_namespace: std::env::var_os(IN_NAMESPACE).is_some(),
+        in_namespace: false,
     })
 }
 

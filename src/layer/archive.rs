@@ -17,6 +17,7 @@ use std::io::{self, Read, Seek, SeekFrom};
 use std::path::Path;
 
 use super::header::{self, BLOCK};
+use super::reader::read_full;
 use super::{apply_with_limits, ApplyOptions, ApplyStats, LayerError, Limits, MEDIA_TYPE_TAR};
 
 /// How an archive's tar stream is compressed.
@@ -75,12 +76,12 @@ pub fn decoder<'r, R: Read + 'r>(format: ArchiveFormat, r: R) -> io::Result<Box<
 /// Reads at most a few blocks and leaves the file at its start.
 pub fn sniff(file: &mut File) -> io::Result<Option<ArchiveFormat>> {
     let mut head = [0u8; 8];
-    let n = read_up_to(file, &mut head)?;
+    let n = read_full(file, &mut head)?;
     file.seek(SeekFrom::Start(0))?;
     let format = ArchiveFormat::compression(&head[..n]);
     let mut block = [0u8; BLOCK];
     // A stream that is not what its magic said is no archive.
-    let got = decoder(format, &mut *file).and_then(|mut d| read_up_to(&mut d, &mut block));
+    let got = decoder(format, &mut *file).and_then(|mut d| read_full(&mut d, &mut block));
     file.seek(SeekFrom::Start(0))?;
     match got {
         Ok(BLOCK) if block.iter().any(|&b| b != 0) && header::checksum_ok(&block) => {
@@ -88,19 +89,6 @@ pub fn sniff(file: &mut File) -> io::Result<Option<ArchiveFormat>> {
         }
         _ => Ok(None),
     }
-}
-
-fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match r.read(&mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(n)
 }
 
 /// Extracts the archive `file` (of `format`, see [`sniff`]) into the
