@@ -36,6 +36,7 @@ mod login;
 mod manifest;
 mod registry;
 mod remote;
+mod run;
 mod sbom;
 mod transfer;
 mod trust;
@@ -178,6 +179,9 @@ enum Cmd {
     Convert(bastille::ConvertArgs),
     /// Make a jail from an image: its root and a jail.conf entry.
     Create(create::CreateArgs),
+    /// Run an image's program, or a command, in it on this terminal (a jail
+    /// on FreeBSD, namespaces on Linux); exits with its exit code.
+    Run(run::RunArgs),
     /// Rebuild an image from the recipe it carries, in a scratch root, and
     /// compare: the first layer and file that differ.
     Verify(verify::VerifyArgs),
@@ -458,6 +462,12 @@ pub fn main() -> i32 {
         Cmd::Info => images::info(&ctx),
         Cmd::Convert(a) => bastille::convert(&ctx, a),
         Cmd::Create(a) => create::run(&ctx, a),
+        Cmd::Run(a) => match run::run(&ctx, a) {
+            // The command's own failure: its exit code, no error line.
+            Ok(code) if code != 0 && jbuild::report::stdout::failure().is_none() => return code,
+            Ok(_) => Ok(()),
+            Err(f) => Err(f),
+        },
         Cmd::Verify(a) => verify::run(&ctx, a),
         Cmd::Login(a) => login::login(&ctx, a),
         Cmd::Logout(a) => login::logout(&ctx, a),
