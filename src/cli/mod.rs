@@ -163,6 +163,11 @@ enum Cmd {
     Export(transfer::ExportArgs),
     /// Read an image from an OCI layout directory or archive into the store.
     Import(transfer::ImportArgs),
+    /// Write an image to an OCI archive file, or to standard output.
+    Save(transfer::SaveArgs),
+    /// Read an image from an OCI archive file, or standard input, into the
+    /// store, under the name it carries.
+    Load(transfer::LoadArgs),
     /// Send an image from the store to a registry (or an OCI layout or archive).
     Push(registry::PushArgs),
     /// Fetch an image from a registry into the store.
@@ -454,6 +459,8 @@ pub fn main() -> i32 {
         Cmd::Check(a) => check::run(&ctx, a),
         Cmd::Export(a) => transfer::export(&ctx, a),
         Cmd::Import(a) => transfer::import(&ctx, a),
+        Cmd::Save(a) => transfer::save(&ctx, a),
+        Cmd::Load(a) => transfer::load(&ctx, a),
         Cmd::Push(a) => registry::push(&ctx, a),
         Cmd::Pull(a) => registry::pull(&ctx, a),
         Cmd::Copy(a) => registry::copy(&ctx, a),
