@@ -38,6 +38,7 @@ mod registry;
 mod remote;
 mod run;
 mod sbom;
+mod system;
 mod transfer;
 mod trust;
 mod verify;
@@ -159,6 +160,8 @@ enum Cmd {
     Prune(images::PruneArgs),
     /// Check the store and snapshots for damage and leftovers (`--repair` removes them).
     Check(check::CheckArgs),
+    /// What jbuild's state takes on disk (`system df`).
+    System(system::SystemArgs),
     /// Write an image to an OCI layout directory or archive.
     Export(transfer::ExportArgs),
     /// Read an image from an OCI layout directory or archive into the store.
@@ -457,6 +460,7 @@ pub fn main() -> i32 {
         Cmd::Rmi(a) => images::rmi(&ctx, a),
         Cmd::Prune(a) => images::prune(&ctx, a),
         Cmd::Check(a) => check::run(&ctx, a),
+        Cmd::System(a) => system::run(&ctx, a),
         Cmd::Export(a) => transfer::export(&ctx, a),
         Cmd::Import(a) => transfer::import(&ctx, a),
         Cmd::Save(a) => transfer::save(&ctx, a),
