@@ -135,16 +135,16 @@ pub enum RunError {
     #[error("{0}")]
     Refused(String),
     #[error(transparent)]
-    Image(#[from] ImageError),
+    Image(Box<ImageError>),
     #[error(transparent)]
-    Unpack(#[from] UnpackError),
+    Unpack(Box<UnpackError>),
     #[error(transparent)]
     Snapshot(#[from] SnapshotError),
     #[error(transparent)]
     Exec(#[from] ExecError),
     /// The jail could not be made.
     #[error(transparent)]
-    Create(#[from] CreateError),
+    Create(Box<CreateError>),
     /// A host command of the jail's life failed (jail(8), zfs(8), ...).
     #[error("{context}")]
     Host {
@@ -152,6 +152,26 @@ pub enum RunError {
         #[source]
         source: std::io::Error,
     },
+}
+
+// Boxed: the errors of making a jail are large, and a run's result is
+// passed up several calls.
+impl From<ImageError> for RunError {
+    fn from(e: ImageError) -> RunError {
+        RunError::Image(Box::new(e))
+    }
+}
+
+impl From<UnpackError> for RunError {
+    fn from(e: UnpackError) -> RunError {
+        RunError::Unpack(Box::new(e))
+    }
+}
+
+impl From<CreateError> for RunError {
+    fn from(e: CreateError) -> RunError {
+        RunError::Create(Box::new(e))
+    }
 }
 
 impl Blame for RunError {
