@@ -43,6 +43,7 @@ use crate::snapshot::{SnapshotError, Snapshotter};
 use crate::transport::Location;
 
 pub mod places;
+pub mod run;
 pub mod start;
 
 pub use places::BASTILLE_PREFIX;
@@ -63,6 +64,10 @@ pub struct CreateOptions {
     /// The ZFS dataset to clone the image into (`--dataset`); by default
     /// the one under the dataset mounted at the root's parent directory.
     pub dataset: Option<String>,
+    /// A jail for `jbuild run`: nothing starts with it (`persist`; the
+    /// command is attached with jexec(8)), with the user's mounts and
+    /// network ([`run::ForRun`]).
+    pub for_run: Option<run::ForRun>,
 }
 
 impl CreateOptions {
@@ -89,6 +94,7 @@ impl CreateOptions {
             bastille,
             allowed_jail_params: Vec::new(),
             dataset: None,
+            for_run: None,
         }
     }
 }
@@ -204,6 +210,10 @@ pub fn create(unpacker: &Unpacker<'_>, opts: &CreateOptions) -> Result<Created, 
     // Every mount point checked against the image before anything is
     // written; made once the root is.
     let points = mounts::check(&opts.image, view.as_deref(), &state.volumes)?;
+    let run_points = match &opts.for_run {
+        Some(r) => mounts::check(&opts.image, view.as_deref(), r.targets())?,
+        None => Vec::new(),
+    };
 
     let root = opts.root.display().to_string();
     let mut fstab_lines = Vec::new();
@@ -290,7 +300,10 @@ pub fn create(unpacker: &Unpacker<'_>, opts: &CreateOptions) -> Result<Created, 
         comments.push(note);
     }
     let mut params = vec![param("path", &root), param("host.hostname", &opts.name)];
-    let (start, notes) = start::start(&state, view.as_deref(), &opts.name, opts.bastille)?;
+    let (start, notes) = match &opts.for_run {
+        Some(r) => (r.params(&opts.root, &run_points), Vec::new()),
+        None => start::start(&state, view.as_deref(), &opts.name, opts.bastille)?,
+    };
     params.extend(start);
     comments.extend(notes);
     params.push(flag("exec.clean"));
@@ -344,6 +357,7 @@ pub fn create(unpacker: &Unpacker<'_>, opts: &CreateOptions) -> Result<Created, 
         &img.manifest_digest.to_string(),
     )?;
     mounts::make(&opts.root, &points)?;
+    mounts::make(&opts.root, &run_points)?;
 
     let fstab = if write_fstab {
         let mut text = fstab_lines.join("\n");
@@ -374,11 +388,11 @@ pub fn create(unpacker: &Unpacker<'_>, opts: &CreateOptions) -> Result<Created, 
 }
 
 /// A path as an fstab(5) field: blanks written as octal escapes.
-fn fstab_path(p: &str) -> String {
+pub(crate) fn fstab_path(p: &str) -> String {
     p.replace(' ', "\\040").replace('\t', "\\011")
 }
 
-fn param(name: &str, value: &str) -> Param {
+pub(crate) fn param(name: &str, value: &str) -> Param {
     Param {
         name: name.into(),
         values: Some(vec![value.into()]),
@@ -386,7 +400,7 @@ fn param(name: &str, value: &str) -> Param {
     }
 }
 
-fn flag(name: &str) -> Param {
+pub(crate) fn flag(name: &str) -> Param {
     Param {
         name: name.into(),
         values: None,

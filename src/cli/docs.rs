@@ -51,8 +51,110 @@ pub fn completion(_ctx: &Ctx, args: CompletionArgs) -> CmdResult {
     };
     let mut text = Vec::new();
     clap_complete::generate(shell, &mut Cli::command(), "jbuild", &mut text);
-    out!("{}", String::from_utf8_lossy(&text));
+    let text = with_image_names(args.shell, &String::from_utf8_lossy(&text));
+    out!("{text}");
     Ok(())
+}
+
+/// The stored images' names as completions print them (`jbuild images
+/// --format`, untagged ones left out), as podman's completions ask podman.
+const IMAGE_NAMES: &str =
+    "jbuild images --format '{{.Repository}}:{{.Tag}}' 2>/dev/null | grep -v '<none>'";
+
+/// Commands whose image arguments have other names: `diff A B`, `tag
+/// SOURCE TARGET`, `rmi NAMES...`.
+const OTHER_IMAGE_ARGS: &[(&str, &str)] = &[
+    ("diff", "a"),
+    ("diff", "b"),
+    ("tag", "source"),
+    ("rmi", "names"),
+];
+
+/// The commands whose positional argument `image` (or `images`) names a
+/// stored image, and those of [`OTHER_IMAGE_ARGS`].
+fn image_commands() -> Vec<String> {
+    let mut named: Vec<String> = Cli::command()
+        .get_subcommands()
+        .filter(|c| {
+            c.get_positionals()
+                .any(|a| matches!(a.get_id().as_str(), "image" | "images"))
+        })
+        .map(|c| c.get_name().to_string())
+        .collect();
+    for (c, _) in OTHER_IMAGE_ARGS {
+        if !named.iter().any(|n| n == c) {
+            named.push(c.to_string());
+        }
+    }
+    named
+}
+
+/// clap's script, with the stored images' names completed where a
+/// command takes an image (clap's generators know only fixed values).
+fn with_image_names(shell: ShellName, script: &str) -> String {
+    let commands = image_commands();
+    match shell {
+        ShellName::Bash => {
+            let script = script.replacen("_jbuild() {", "_jbuild_clap() {", 1);
+            format!(
+                "{script}\n_jbuild_image_names() {{\n    {IMAGE_NAMES}\n}}\n\n\
+                 _jbuild() {{\n    _jbuild_clap \"$@\"\n    local cur=\"${{COMP_WORDS[COMP_CWORD]}}\" sub=\"\" w\n    \
+                 for w in \"${{COMP_WORDS[@]:1:COMP_CWORD-1}}\"; do\n        \
+                 case \"$w\" in -*) ;; *) sub=\"$w\"; break ;; esac\n    done\n    \
+                 case \"$sub\" in\n        {})\n            \
+                 [[ \"$cur\" == -* ]] || COMPREPLY+=( $(compgen -W \"$(_jbuild_image_names)\" -- \"$cur\") ) ;;\n    \
+                 esac\n}}\n",
+                commands.join("|")
+            )
+        }
+        ShellName::Zsh => {
+            let mut out = String::new();
+            let mut command = "";
+            for line in script.lines() {
+                // clap writes each command's arguments under `(NAME)`.
+                if let Some(c) = line.strip_prefix('(').and_then(|l| l.strip_suffix(')')) {
+                    command = c;
+                }
+                let other = OTHER_IMAGE_ARGS.iter().any(|(c, id)| {
+                    *c == command
+                        && (line.starts_with(&format!("':{id} -- "))
+                            || line.starts_with(&format!("'*::{id} -- ")))
+                });
+                let image = other
+                    || line.starts_with("':image:")
+                    || line.starts_with("':image -- ")
+                    || line.starts_with("'*::images");
+                match line.strip_suffix(":_default' \\") {
+                    Some(head) if image => {
+                        out.push_str(head);
+                        out.push_str(":_jbuild_images' \\");
+                    }
+                    _ => out.push_str(line),
+                }
+                out.push('\n');
+            }
+            let functions = format!(
+                "(( $+functions[_jbuild_image_names] )) ||\n_jbuild_image_names() {{\n    {IMAGE_NAMES}\n}}\n\n\
+                 (( $+functions[_jbuild_images] )) ||\n_jbuild_images() {{\n    local -a names\n    \
+                 names=(${{(f)\"$(_jbuild_image_names)\"}})\n    compadd -a names\n}}\n\n"
+            );
+            let at = out
+                .find("if [ \"$funcstack[1]\" = \"_jbuild\" ]")
+                .unwrap_or(out.len());
+            out.insert_str(at, &functions);
+            out
+        }
+        ShellName::Fish => {
+            let mut out = script.to_string();
+            for c in &commands {
+                out.push_str(&format!(
+                    "complete -c jbuild -n \"__fish_jbuild_using_subcommand {c}\" -f -a \"({})\"\n",
+                    IMAGE_NAMES.replace("grep -v '<none>'", "string match -v '*<none>*'")
+                ));
+            }
+            out
+        }
+    }
 }
 
 pub fn man(ctx: &Ctx, args: ManArgs) -> CmdResult {

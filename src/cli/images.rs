@@ -60,6 +60,13 @@ pub struct InspectArgs {
     /// registry sent it.
     #[arg(long)]
     raw: bool,
+    /// Print one line from a template: the fields of `images --format`
+    /// (`{{.Repository}}`, `{{.ID}}`, `{{.Size}}`, ...) and the config's
+    /// (`{{.Config.Env}}` or `{{.Env}}`: Entrypoint, Cmd, Env, WorkingDir,
+    /// User, Labels, ExposedPorts, Volumes, StopSignal, Os, Architecture;
+    /// lists and maps as JSON).
+    #[arg(long, value_name = "TEMPLATE", conflicts_with_all = ["jailfile", "jail", "raw"])]
+    format: Option<String>,
     #[command(flatten)]
     registry: super::common::access::RegistryArgs,
 }
@@ -180,6 +187,11 @@ pub fn inspect(ctx: &Ctx, args: InspectArgs) -> CmdResult {
                 "--jail is for images in the store; `jbuild inspect docker://REF` shows them as jailParameters"
             )));
         }
+        if args.format.is_some() {
+            return Err(Failure::user(anyhow!(
+                "--format is for images in the store: pull it first, or read `jbuild inspect docker://REF`'s JSON"
+            )));
+        }
         // In the registry, without storing anything.
         let options = args.registry.options(ctx)?;
         return remote_inspect(reference, &args.platform, args.raw, options);
@@ -191,6 +203,29 @@ pub fn inspect(ctx: &Ctx, args: InspectArgs) -> CmdResult {
     }
     let store = ctx.store()?;
     let img = load(&store, &args.image, &platform(&args.platform)?)?;
+    if let Some(template) = &args.format {
+        let pieces = Format::parse_inspect(template).map_err(Failure::user)?;
+        let found = store.find(&args.image).map_err(Failure::from)?;
+        let digest = found.descriptor.digest().to_string();
+        let rows = list::list(&store, &list::Filters::default()).map_err(Failure::from)?;
+        // The row of the name it was found by, else any of its names.
+        let row = rows
+            .iter()
+            .filter(|r| r.digest == digest)
+            .min_by_key(|r| Some(r.name.to_string()) != found.name)
+            .ok_or_else(|| Failure::internal(anyhow!("image {digest} is not listed")))?;
+        let state = image::ImageState::from_config(&img.config);
+        outln!(
+            "{}",
+            jbuild::image::list_format::render_inspect(
+                &pieces,
+                row,
+                &state,
+                std::time::SystemTime::now()
+            )
+        );
+        return Ok(());
+    }
     if args.jailfile {
         let text = img
             .config

@@ -36,7 +36,9 @@ mod login;
 mod manifest;
 mod registry;
 mod remote;
+mod run;
 mod sbom;
+mod system;
 mod transfer;
 mod trust;
 mod verify;
@@ -158,10 +160,17 @@ enum Cmd {
     Prune(images::PruneArgs),
     /// Check the store and snapshots for damage and leftovers (`--repair` removes them).
     Check(check::CheckArgs),
+    /// What jbuild's state takes on disk (`system df`).
+    System(system::SystemArgs),
     /// Write an image to an OCI layout directory or archive.
     Export(transfer::ExportArgs),
     /// Read an image from an OCI layout directory or archive into the store.
     Import(transfer::ImportArgs),
+    /// Write an image to an OCI archive file, or to standard output.
+    Save(transfer::SaveArgs),
+    /// Read an image from an OCI archive file, or standard input, into the
+    /// store, under the name it carries.
+    Load(transfer::LoadArgs),
     /// Send an image from the store to a registry (or an OCI layout or archive).
     Push(registry::PushArgs),
     /// Fetch an image from a registry into the store.
@@ -178,6 +187,9 @@ enum Cmd {
     Convert(bastille::ConvertArgs),
     /// Make a jail from an image: its root and a jail.conf entry.
     Create(create::CreateArgs),
+    /// Run an image's program, or a command, in it on this terminal (a jail
+    /// on FreeBSD, namespaces on Linux); exits with its exit code.
+    Run(run::RunArgs),
     /// Rebuild an image from the recipe it carries, in a scratch root, and
     /// compare: the first layer and file that differ.
     Verify(verify::VerifyArgs),
@@ -448,8 +460,11 @@ pub fn main() -> i32 {
         Cmd::Rmi(a) => images::rmi(&ctx, a),
         Cmd::Prune(a) => images::prune(&ctx, a),
         Cmd::Check(a) => check::run(&ctx, a),
+        Cmd::System(a) => system::run(&ctx, a),
         Cmd::Export(a) => transfer::export(&ctx, a),
         Cmd::Import(a) => transfer::import(&ctx, a),
+        Cmd::Save(a) => transfer::save(&ctx, a),
+        Cmd::Load(a) => transfer::load(&ctx, a),
         Cmd::Push(a) => registry::push(&ctx, a),
         Cmd::Pull(a) => registry::pull(&ctx, a),
         Cmd::Copy(a) => registry::copy(&ctx, a),
@@ -458,6 +473,12 @@ pub fn main() -> i32 {
         Cmd::Info => images::info(&ctx),
         Cmd::Convert(a) => bastille::convert(&ctx, a),
         Cmd::Create(a) => create::run(&ctx, a),
+        Cmd::Run(a) => match run::run(&ctx, a) {
+            // The command's own failure: its exit code, no error line.
+            Ok(code) if code != 0 && jbuild::report::stdout::failure().is_none() => return code,
+            Ok(_) => Ok(()),
+            Err(f) => Err(f),
+        },
         Cmd::Verify(a) => verify::run(&ctx, a),
         Cmd::Login(a) => login::login(&ctx, a),
         Cmd::Logout(a) => login::logout(&ctx, a),

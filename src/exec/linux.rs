@@ -70,48 +70,100 @@ impl Executor for LinuxExecutor {
         spec: &RunSpec,
         out: &mut dyn OutputSink,
     ) -> Result<Outcome, ExecError> {
-        let Some(ready) = prepare::preflight(root, spec, out, &need_root())? else {
-            return Ok(Outcome::Exited(127));
-        };
-        let (root, argv0) = (&ready.root, &spec.argv[0]);
-        let (ident, cwd, program) = (&ready.ident, &ready.cwd, &ready.program);
-        let spawn_error = |reason: String| ready.spawn_error(spec, reason);
-
-        let mut points = MountPoints::new(root);
-        let mut staging = None;
-        let result = (|| {
-            let (plan, bind_names) = plan(root, spec, ident, cwd, &mut points, &mut staging)?;
-            let mut cmd = prepare::command_for(&ready.program, &spec.argv, &ready.env);
-            // SAFETY: `enter` only makes async-signal-safe calls on data
-            // computed before the fork (see the `child` module).
-            unsafe { cmd.pre_exec(move || child::enter(&plan)) };
-            match cmd.spawn() {
-                Ok(mut process) => {
-                    let (Some(stdout), Some(stderr)) =
-                        (process.stdout.take(), process.stderr.take())
-                    else {
-                        return Err(spawn_error("the output pipes were not set up".into()));
-                    };
-                    let status =
-                        output::collect(stdout, stderr, out, move || process.wait(), |_| {})
-                            .and_then(|waited| waited)
-                            .map_err(|source| ExecError::Io {
-                                context: format!("running `{argv0}`"),
-                                source,
-                            })?;
-                    Ok(prepare::outcome(status))
-                }
-                Err(e) => prepare::spawn_failed(e, program, out, |stage, index, errno| {
-                    describe_stage(stage, index, errno, &bind_names)
-                })
-                .map_err(spawn_error),
-            }
-        })();
-        // The staging directory goes with `staging`: the secrets' tmpfs
-        // on it only ever existed in the step's mount namespace.
-        drop(staging);
-        prepare::finish(result, points.cleanup())
+        run(root, spec, out, false)
     }
+
+    /// As [`Executor::run`], the process on jbuild's own standard input,
+    /// output and error; while it runs, the signals that would end jbuild
+    /// go to it instead ([`super::signals`]), so the caller outlives it
+    /// and can clean up.
+    fn run_attached(&self, root: &Path, spec: &RunSpec) -> Result<Outcome, ExecError> {
+        let mut stderr = |_: Stream, line: &[u8]| {
+            use std::io::Write;
+            let mut e = std::io::stderr().lock();
+            let _ = e.write_all(line);
+            let _ = e.write_all(b"\n");
+        };
+        run(root, spec, &mut stderr, true)
+    }
+}
+
+/// Both ways of running: output into `out` line by line, or (`attached`)
+/// on jbuild's own standard streams, `out` then getting only jbuild's own
+/// messages about the process (a program not found).
+fn run(
+    root: &Path,
+    spec: &RunSpec,
+    out: &mut dyn OutputSink,
+    attached: bool,
+) -> Result<Outcome, ExecError> {
+    let Some(ready) = prepare::preflight(root, spec, out, &need_root())? else {
+        return Ok(Outcome::Exited(127));
+    };
+    let (root, argv0) = (&ready.root, &spec.argv[0]);
+    let (ident, cwd, program) = (&ready.ident, &ready.cwd, &ready.program);
+    let spawn_error = |reason: String| ready.spawn_error(spec, reason);
+
+    let mut points = MountPoints::new(root);
+    let mut staging = None;
+    let result = (|| {
+        let (plan, bind_names) = plan(root, spec, ident, cwd, &mut points, &mut staging)?;
+        let mut cmd = prepare::command_for(&ready.program, &spec.argv, &ready.env);
+        if attached {
+            use std::process::Stdio;
+            cmd.stdin(Stdio::inherit())
+                .stdout(Stdio::inherit())
+                .stderr(Stdio::inherit());
+        }
+        // Installed before the fork, so a signal at any moment from
+        // here on leaves jbuild alive to clean up.
+        let signals = if attached {
+            Some(
+                super::signals::StepSignals::install().map_err(|e| ExecError::Io {
+                    context: "cannot install signal handlers".into(),
+                    source: io::Error::from(e),
+                })?,
+            )
+        } else {
+            None
+        };
+        // SAFETY: `enter` only makes async-signal-safe calls on data
+        // computed before the fork (see the `child` module).
+        unsafe { cmd.pre_exec(move || child::enter(&plan)) };
+        match cmd.spawn() {
+            Ok(mut process) if attached => {
+                if let Some(s) = &signals {
+                    s.forward_to(process.id());
+                }
+                let status = process.wait().map_err(|source| ExecError::Io {
+                    context: format!("running `{argv0}`"),
+                    source,
+                })?;
+                Ok(prepare::outcome(status))
+            }
+            Ok(mut process) => {
+                let (Some(stdout), Some(stderr)) = (process.stdout.take(), process.stderr.take())
+                else {
+                    return Err(spawn_error("the output pipes were not set up".into()));
+                };
+                let status = output::collect(stdout, stderr, out, move || process.wait(), |_| {})
+                    .and_then(|waited| waited)
+                    .map_err(|source| ExecError::Io {
+                        context: format!("running `{argv0}`"),
+                        source,
+                    })?;
+                Ok(prepare::outcome(status))
+            }
+            Err(e) => prepare::spawn_failed(e, program, out, |stage, index, errno| {
+                describe_stage(stage, index, errno, &bind_names)
+            })
+            .map_err(spawn_error),
+        }
+    })();
+    // The staging directory goes with `staging`: the secrets' tmpfs
+    // on it only ever existed in the step's mount namespace.
+    drop(staging);
+    prepare::finish(result, points.cleanup())
 }
 
 const NEED_ROOT: &str = "namespaces, mounts and chroot are privileged";

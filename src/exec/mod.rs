@@ -246,6 +246,17 @@ pub trait Executor: Send + Sync {
         spec: &RunSpec,
         out: &mut dyn OutputSink,
     ) -> Result<Outcome, ExecError>;
+
+    /// Runs `spec` in `root` on jbuild's own standard input, output and
+    /// error (a terminal: `jbuild run`) and waits for it; jbuild outlives
+    /// it whatever signal ends it, so the caller can clean up.
+    fn run_attached(&self, root: &Path, spec: &RunSpec) -> Result<Outcome, ExecError> {
+        let _ = (root, spec);
+        Err(ExecError::Unsupported(format!(
+            "the {} executor runs build steps only",
+            self.name()
+        )))
+    }
 }
 
 /// The executor for this host, or why there is none.

@@ -26,10 +26,29 @@ pub const FIELDS: &[(&str, &str)] = &[
     ("Platform", "PLATFORM"),
 ];
 
+/// The config fields `jbuild inspect --format` adds (also written
+/// `{{.Config.Env}}`, as docker inspect's): lists and maps as JSON, the
+/// rest as text; a field the config lacks is empty.
+pub const CONFIG_FIELDS: &[&str] = &[
+    "Entrypoint",
+    "Cmd",
+    "Env",
+    "WorkingDir",
+    "User",
+    "Labels",
+    "ExposedPorts",
+    "Volumes",
+    "StopSignal",
+    "Os",
+    "Architecture",
+];
+
 #[derive(Debug, thiserror::Error)]
 pub enum FormatError {
     #[error("--format: `{{{{.{field}}}}}` is not a field of an image; the fields are {}", FIELDS.iter().map(|(f, _)| format!("{{{{.{f}}}}}")).collect::<Vec<_>>().join(" "))]
     UnknownField { field: String },
+    #[error("--format: `{{{{.{field}}}}}` is not a field of an image; the fields are {} {}", FIELDS.iter().map(|(f, _)| format!("{{{{.{f}}}}}")).collect::<Vec<_>>().join(" "), CONFIG_FIELDS.iter().map(|f| format!("{{{{.Config.{f}}}}}")).collect::<Vec<_>>().join(" "))]
+    UnknownInspectField { field: String },
     #[error("--format: `{0}` is not closed by `}}}}`")]
     Unclosed(String),
     #[error("--format: `{{{{{0}}}}}`: only fields (`{{{{.Name}}}}`) are understood")]
@@ -66,10 +85,16 @@ impl Format {
                 } else {
                     rest
                 };
-                Ok(Format::Table(pieces(rest)?))
+                Ok(Format::Table(pieces(rest, false)?))
             }
-            _ => Ok(Format::Lines(pieces(text)?)),
+            _ => Ok(Format::Lines(pieces(text, false)?)),
         }
+    }
+
+    /// `jbuild inspect --format`: one line for one image, with the
+    /// fields of `images --format` and [`CONFIG_FIELDS`].
+    pub fn parse_inspect(text: &str) -> Result<Vec<Piece>, FormatError> {
+        pieces(text, true)
     }
 
     /// The lines to print for `rows`; `now` for "2 weeks ago", `no_trunc`
@@ -104,7 +129,7 @@ impl Format {
     }
 }
 
-fn pieces(text: &str) -> Result<Vec<Piece>, FormatError> {
+fn pieces(text: &str, config: bool) -> Result<Vec<Piece>, FormatError> {
     let text = text.replace("\\t", "\t").replace("\\n", "\n");
     let mut out = Vec::new();
     let mut rest = text.as_str();
@@ -120,14 +145,25 @@ fn pieces(text: &str) -> Result<Vec<Piece>, FormatError> {
         let name = inner
             .strip_prefix('.')
             .ok_or_else(|| FormatError::NotAField(inner.to_string()))?;
-        let known =
-            FIELDS
+        let in_config = |n: &str| CONFIG_FIELDS.iter().find(|f| **f == n).copied();
+        let known = match (config, name.strip_prefix("Config.")) {
+            (true, Some(c)) => in_config(c),
+            (true, None) => FIELDS
                 .iter()
                 .find(|(f, _)| *f == name)
-                .ok_or_else(|| FormatError::UnknownField {
-                    field: name.to_string(),
-                })?;
-        out.push(Piece::Field(known.0));
+                .map(|(f, _)| *f)
+                .or_else(|| in_config(name)),
+            (false, _) => FIELDS.iter().find(|(f, _)| *f == name).map(|(f, _)| *f),
+        };
+        let known = known.ok_or_else(|| {
+            let field = name.to_string();
+            if config {
+                FormatError::UnknownInspectField { field }
+            } else {
+                FormatError::UnknownField { field }
+            }
+        })?;
+        out.push(Piece::Field(known));
         rest = &after[close + 2..];
     }
     if !rest.is_empty() {
@@ -173,6 +209,44 @@ fn align(lines: &[String]) -> Vec<String> {
             line
         })
         .collect()
+}
+
+/// One image's line of `jbuild inspect --format` (`pieces` from
+/// [`Format::parse_inspect`]): its row's fields and its config's.
+pub fn render_inspect(
+    pieces: &[Piece],
+    row: &ImageRow,
+    state: &super::ImageState,
+    now: SystemTime,
+) -> String {
+    fill(pieces, |f| match CONFIG_FIELDS.contains(&f) {
+        true => config_field(state, f),
+        false => field(row, f, now, false),
+    })
+}
+
+/// A config field: lists and maps as JSON, text as it is.
+pub fn config_field(s: &super::ImageState, name: &str) -> String {
+    let list = |v: &Option<Vec<String>>| json!(v.clone().unwrap_or_default()).to_string();
+    match name {
+        "Entrypoint" => list(&s.entrypoint),
+        "Cmd" => list(&s.cmd),
+        "Env" => json!(s
+            .env
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>())
+        .to_string(),
+        "WorkingDir" => s.workdir.clone().unwrap_or_default(),
+        "User" => s.user.clone().unwrap_or_default(),
+        "Labels" => json!(s.labels).to_string(),
+        "ExposedPorts" => json!(s.exposed_ports).to_string(),
+        "Volumes" => json!(s.volumes).to_string(),
+        "StopSignal" => s.stop_signal.clone().unwrap_or_default(),
+        "Os" => s.platform.os.clone(),
+        "Architecture" => s.platform.architecture.clone(),
+        _ => String::new(),
+    }
 }
 
 /// One field of a row, as docker prints it.

@@ -64,6 +64,7 @@ pub mod platform;
 pub mod pull;
 pub mod remove;
 pub mod unpack;
+pub mod usage;
 pub mod walk;
 pub mod write;
 

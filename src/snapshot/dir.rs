@@ -516,6 +516,16 @@ impl Snapshotter for DirSnapshotter {
         Box::new(TreeWalkDiffer::new())
     }
 
+    fn disk_usage(&self, name: &str) -> Result<Option<u64>> {
+        let Some(kind) = self.find(name)? else {
+            return Err(SnapshotError::NotFound(name.to_string()));
+        };
+        let dir = self.dir(kind, name);
+        super::tree_bytes(&dir)
+            .map(Some)
+            .map_err(io_err("measure", &dir))
+    }
+
     fn audit(&self) -> Result<(Vec<Info>, Vec<Flaw>)> {
         self.audit_dirs()
     }

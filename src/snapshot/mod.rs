@@ -236,6 +236,41 @@ pub trait Snapshotter: Send + Sync {
     fn jail_clones(&self) -> Option<&dyn clones::JailClones> {
         None
     }
+
+    /// The bytes snapshot `name` keeps on disk itself (its own files,
+    /// each counted once, apparent sizes), for `jbuild system df`; `None`
+    /// where the backend cannot say cheaply (ZFS shares blocks between a
+    /// snapshot and its clones: `zfs list -o used` tells).
+    fn disk_usage(&self, name: &str) -> Result<Option<u64>> {
+        let _ = name;
+        Ok(None)
+    }
+}
+
+/// The apparent size of the files under `dir` (symlinks not followed),
+/// each inode counted once; 0 when it does not exist.
+pub fn tree_bytes(dir: &std::path::Path) -> std::io::Result<u64> {
+    use std::os::unix::fs::MetadataExt;
+    let mut seen = std::collections::HashSet::new();
+    let mut total = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let entries = match std::fs::read_dir(&d) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        for e in entries {
+            let e = e?;
+            let m = std::fs::symlink_metadata(e.path())?;
+            if m.is_dir() {
+                stack.push(e.path());
+            } else if seen.insert((m.dev(), m.ino())) {
+                total += m.len();
+            }
+        }
+    }
+    Ok(total)
 }
 
 /// Checks that a key or name fits every backend's rules.

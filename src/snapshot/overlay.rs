@@ -523,6 +523,12 @@ impl Snapshotter for OverlaySnapshotter {
         Ok(())
     }
 
+    /// A layer's own directory (its upper files, and a flattened copy
+    /// where one was made), as the `dir` bookkeeping keeps it.
+    fn disk_usage(&self, name: &str) -> Result<Option<u64>> {
+        self.dirs.disk_usage(name)
+    }
+
     fn list(&self) -> Result<Vec<Info>> {
         self.dirs.list()
     }

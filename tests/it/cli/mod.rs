@@ -2,6 +2,7 @@
 //! docker resolves them, progress.
 
 mod chains;
+mod inspect_format;
 mod messages;
 mod names;
 mod progress;

@@ -5,3 +5,5 @@ mod clone;
 mod foreign;
 mod jail_params;
 mod mounts;
+mod run;
+mod run_jail;

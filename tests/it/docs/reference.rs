@@ -104,9 +104,12 @@ fn man_renders_every_page() {
         .map(|c| format!("jbuild-{c}.1"))
         .collect();
     expected.insert("jbuild.1".into());
-    let manifest = ok(jbuild(t.path()).args(["manifest", "--help"]));
-    for c in commands_of(&manifest) {
-        expected.insert(format!("jbuild-manifest-{c}.1"));
+    // Commands of their own: one page each too.
+    for group in ["manifest", "system"] {
+        let help = ok(jbuild(t.path()).args([group, "--help"]));
+        for c in commands_of(&help) {
+            expected.insert(format!("jbuild-{group}-{c}.1"));
+        }
     }
     let written: BTreeSet<String> = fs::read_dir(&dir)
         .unwrap()
@@ -635,5 +638,101 @@ fn every_variable_the_code_reads_is_documented_once_for_all() {
     }
     for proxy in ["HTTP_PROXY", "https_proxy", "NO_PROXY", "ALL_PROXY"] {
         assert!(listed.contains(proxy), "{proxy}");
+    }
+}
+
+/// Where a command takes a stored image, bash, zsh and fish complete the
+/// store's names, asking `jbuild images --format` as podman's
+/// completions ask podman.
+#[test]
+fn image_names_complete_in_bash_zsh_and_fish() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("root");
+    let ctx = t.path().join("ctx");
+    fs::create_dir_all(&ctx).unwrap();
+    fs::write(ctx.join("a"), "a\n").unwrap();
+    fs::write(ctx.join("Jailfile"), "FROM scratch\nCOPY a /a\n").unwrap();
+    ok(jbuild(&root).args(["build", "-q", "-t", "web:1"]).arg(&ctx));
+    let bin = Path::new(env!("CARGO_BIN_EXE_jbuild")).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let shell = |program: &str, args: &[&str]| {
+        let out = Command::new(program)
+            .args(args)
+            .env("HOME", t.path())
+            .env("PATH", &path)
+            .env("JBUILD_ROOT", &root)
+            .env("JBUILD_BACKEND", "dir")
+            .output()
+            .unwrap_or_else(|e| panic!("run {program} (tests/run installs it): {e}"));
+        assert!(
+            out.status.success(),
+            "{program}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let script = |name: &str, sh: &str| {
+        let p = t.path().join(name);
+        fs::write(&p, ok(jbuild(t.path()).args(["completion", sh]))).unwrap();
+        p.display().to_string()
+    };
+
+    let bash = script("jbuild.bash", "bash");
+    for (words, cword) in [
+        ("jbuild inspect w", 2),
+        ("jbuild diff web:1 ''", 3),
+        ("jbuild run --rm ''", 3),
+    ] {
+        let out = shell(
+            "bash",
+            &[
+                "-c",
+                &format!(
+                    "source {bash} && COMP_WORDS=({words}) && COMP_CWORD={cword} \
+                     && _jbuild jbuild \"${{COMP_WORDS[COMP_CWORD]}}\" \"${{COMP_WORDS[COMP_CWORD-1]}}\" \
+                     && printf '%s\\n' \"${{COMPREPLY[@]}}\""
+                ),
+            ],
+        );
+        assert!(out.lines().any(|l| l == "web:1"), "bash, {words}: {out}");
+    }
+
+    let zsh = script("_jbuild", "zsh");
+    let out = shell(
+        "zsh",
+        &[
+            "-fc",
+            &format!(
+                "autoload -U compinit && compinit -u -d {}/zcompdump && source {zsh} \
+                 && _jbuild_image_names",
+                t.path().display()
+            ),
+        ],
+    );
+    assert_eq!(out.trim(), "web:1", "zsh");
+    let text = fs::read_to_string(&zsh).unwrap();
+    assert!(
+        text.contains("':image -- Image name, digest or digest prefix:_jbuild_images'"),
+        "zsh: inspect's IMAGE completes with _jbuild_images"
+    );
+
+    let fish = script("jbuild.fish", "fish");
+    for line in ["jbuild inspect ", "jbuild rmi ", "jbuild save -o x "] {
+        let out = shell(
+            "fish",
+            &[
+                "--no-config",
+                "-c",
+                &format!("source {fish} && complete -C '{line}'"),
+            ],
+        );
+        assert!(
+            out.lines().any(|l| l.split('\t').next() == Some("web:1")),
+            "fish, {line}: {out}"
+        );
     }
 }

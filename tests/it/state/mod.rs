@@ -3,4 +3,5 @@
 
 mod concurrency;
 mod crash;
+mod df;
 mod full_disk;

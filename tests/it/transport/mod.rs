@@ -7,3 +7,4 @@ mod archive_pipe;
 mod conformance;
 mod hostile_archive;
 mod peers;
+mod save_load;
