@@ -26,6 +26,9 @@ use common::*;
 use layer_support::{RawEntry, RawTar};
 use sha2::{Digest as _, Sha256};
 
+/// What the fetch phase fetches, counted: once a build and platform.
+mod fetch_once;
+
 /// PKG steps and pkgbase bases on a generated release.
 mod pkg;
 
