@@ -88,6 +88,13 @@ pub struct NotFetched {
     pub need: Need,
 }
 
+impl Blame for NotFetched {
+    /// jbuild's fault: exit 2.
+    fn is_user_error(&self) -> bool {
+        false
+    }
+}
+
 /// A plan that cannot be made, at the Jailfile line it is about, shown on
 /// one line (`Jailfile:2:1: what`); the kind's own causes follow it.
 #[derive(Debug)]

@@ -143,18 +143,6 @@ pub fn needs(build: &Build, opts: &PlanOptions) -> Vec<Need> {
     out
 }
 
-/// The images [`super::plan`] will read: the [`Need::Image`]s of
-/// [`needs`].
-pub fn images_read(build: &Build, opts: &PlanOptions) -> Vec<BaseKey> {
-    needs(build, opts)
-        .into_iter()
-        .filter_map(|n| match n {
-            Need::Image(k) => Some(k),
-            _ => None,
-        })
-        .collect()
-}
-
 fn add(out: &mut Vec<Need>, need: Need) {
     if !out.contains(&need) {
         out.push(need);
