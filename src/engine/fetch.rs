@@ -85,7 +85,11 @@ impl<'a> FetchPhase<'a> {
         ignore: Option<&Ignore>,
     ) -> Ref<'_, Inputs> {
         let source = Fetching {
-            phase: self,
+            bases: &self.bases,
+            releases: &self.releases,
+            pkgbases: &self.pkgbases,
+            git: &self.git,
+            downloads: &self.downloads,
             context,
             ignore,
         };

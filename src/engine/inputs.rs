@@ -7,21 +7,28 @@
 
 use crate::blame::Blame;
 use crate::report::Level;
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::path::Path;
 
+use super::add::GitMirrors;
 use super::bases::Bases;
-use super::fetch::FetchPhase;
 use super::native::{self, Ignore};
 use crate::digest::Digest;
 use crate::image::Platform;
 use crate::jailfile::CopySource;
 use crate::plan::{BaseImage, BaseKey, InputError, InputSource, ReleaseContents};
-use crate::release::BaseMethod;
+use crate::release::{BaseMethod, PkgBase, Release};
 
-/// Fetches for [`FetchPhase`]: the network, the store, the build context.
-/// What the steps need later is kept in the phase.
+/// Fetches for the fetch phase (`super::fetch::FetchPhase`, whose parts
+/// these are): the network, the store, the build context. What the steps
+/// need later is kept in the phase.
 pub(super) struct Fetching<'f, 'a> {
-    pub(super) phase: &'f FetchPhase<'a>,
+    pub(super) bases: &'f Bases<'a>,
+    pub(super) releases: &'f RefCell<HashMap<BaseKey, Release>>,
+    pub(super) pkgbases: &'f RefCell<HashMap<BaseKey, PkgBase>>,
+    pub(super) git: &'f RefCell<GitMirrors>,
+    pub(super) downloads: &'f RefCell<HashMap<String, Digest>>,
     pub(super) context: &'f Path,
     pub(super) ignore: Option<&'f Ignore>,
 }
@@ -63,7 +70,7 @@ impl crate::jailfile::Triggers for Triggers<'_, '_> {
 
 impl InputSource for Fetching<'_, '_> {
     fn image(&self, reference: &str, platform: &Platform) -> Result<BaseImage, InputError> {
-        let bases = &self.phase.bases;
+        let bases = self.bases;
         let key = BaseKey::new(reference, platform);
         let failed = bases.fetched().take_failure(&key);
         let img = failed
@@ -92,7 +99,7 @@ impl InputSource for Fetching<'_, '_> {
         release: &str,
         platform: &Platform,
     ) -> Result<Vec<(String, Digest)>, InputError> {
-        let source = self.phase.env().freebsd.release.as_ref().ok_or_else(|| {
+        let source = self.bases.env().freebsd.release.as_ref().ok_or_else(|| {
             InputError::user(format!(
                 "FROM freebsd:{release} needs a release mirror, which this build was not given"
             ))
@@ -105,8 +112,7 @@ impl InputSource for Fetching<'_, '_> {
             .iter()
             .map(|s| (s.name.clone(), s.sha256.clone()))
             .collect();
-        self.phase
-            .releases
+        self.releases
             .borrow_mut()
             .insert(BaseKey::new(release, platform), r);
         Ok(sets)
@@ -117,7 +123,7 @@ impl InputSource for Fetching<'_, '_> {
         release: &str,
         platform: &Platform,
     ) -> Result<ReleaseContents, InputError> {
-        let freebsd = &self.phase.env().freebsd;
+        let freebsd = &self.bases.env().freebsd;
         let source = freebsd.release.as_ref();
         let method = source.map(|s| s.method(release)).transpose();
         let method = method.map_err(|e| InputError::new(e.is_user_error(), e))?;
@@ -134,15 +140,14 @@ impl InputSource for Fetching<'_, '_> {
             packages: base.packages.clone(),
             source: base.identity(&catalogue),
         };
-        self.phase
-            .pkgbases
+        self.pkgbases
             .borrow_mut()
             .insert(BaseKey::new(release, platform), base);
         Ok(contents)
     }
 
     fn remote_file(&self, url: &str) -> Result<Digest, InputError> {
-        let env = self.phase.env();
+        let env = self.bases.env();
         let places = env
             .add
             .as_ref()
@@ -158,23 +163,21 @@ impl InputSource for Fetching<'_, '_> {
                  pin it with `ADD --checksum={digest} {url} ...`"
             ),
         );
-        self.phase
-            .downloads
+        self.downloads
             .borrow_mut()
             .insert(url.to_string(), digest.clone());
         Ok(digest)
     }
 
     fn git_commit(&self, url: &str, reference: Option<&str>) -> Result<String, InputError> {
-        self.phase
-            .git
+        self.git
             .borrow_mut()
-            .commit(self.phase.env().add.as_ref(), url, reference)
+            .commit(self.bases.env().add.as_ref(), url, reference)
             .map_err(|e| InputError::new(e.is_user_error(), e))
     }
 
     fn pkg_repositories(&self, abi: Option<&str>) -> Result<String, InputError> {
-        self.phase
+        self.bases
             .env()
             .freebsd
             .pkg_repositories(abi)

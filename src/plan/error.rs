@@ -85,7 +85,16 @@ impl Error for InputError {
 #[derive(Debug, thiserror::Error)]
 #[error("{need} was not fetched before planning (a jbuild bug: please report it)")]
 pub struct NotFetched {
-    pub need: Need,
+    /// Boxed: a plan error stays small.
+    pub need: Box<Need>,
+}
+
+impl NotFetched {
+    pub(super) fn of(need: Need) -> NotFetched {
+        NotFetched {
+            need: Box::new(need),
+        }
+    }
 }
 
 impl Blame for NotFetched {

@@ -149,13 +149,17 @@ impl Inputs {
         }
     }
 
-    /// The answer to `need`: a failure as it came, nothing as
-    /// [`NotFetched`].
-    fn answer(&self, need: Need) -> Result<&Answer, PlanErrorKind> {
+    /// The answer to `need`, of the kind `pick` takes: a failure as it
+    /// came, nothing (or an answer of another kind) as [`NotFetched`].
+    fn answer<'s, T: ?Sized>(
+        &'s self,
+        need: Need,
+        pick: impl Fn(&'s Answer) -> Option<&'s T>,
+    ) -> Result<&'s T, PlanErrorKind> {
         match self.answers.iter().find(|(n, _)| *n == need) {
-            Some((_, Ok(a))) => Ok(a),
+            Some((_, Ok(a))) => pick(a).ok_or_else(|| NotFetched::of(need).into()),
             Some((_, Err(e))) => Err(PlanErrorKind::Input(e.clone())),
-            None => Err(NotFetched { need }.into()),
+            None => Err(NotFetched::of(need).into()),
         }
     }
 
@@ -165,10 +169,10 @@ impl Inputs {
         platform: &Platform,
     ) -> Result<&BaseImage, PlanErrorKind> {
         let need = Need::Image(BaseKey::new(reference, platform));
-        match self.answer(need.clone())? {
-            Answer::Image(i) => Ok(i),
-            _ => Err(NotFetched { need }.into()),
-        }
+        self.answer(need, |a| match a {
+            Answer::Image(i) => Some(&**i),
+            _ => None,
+        })
     }
 
     pub(super) fn release(
@@ -177,24 +181,24 @@ impl Inputs {
         platform: &Platform,
     ) -> Result<&ReleaseContents, PlanErrorKind> {
         let need = Need::Release(BaseKey::new(release, platform));
-        match self.answer(need.clone())? {
-            Answer::Release(r) => Ok(r),
-            _ => Err(NotFetched { need }.into()),
-        }
+        self.answer(need, |a| match a {
+            Answer::Release(r) => Some(r),
+            _ => None,
+        })
     }
 
     fn text(&self, need: Need) -> Result<&str, PlanErrorKind> {
-        match self.answer(need.clone())? {
-            Answer::Text(t) => Ok(t),
-            _ => Err(NotFetched { need }.into()),
-        }
+        self.answer(need, |a| match a {
+            Answer::Text(t) => Some(t.as_str()),
+            _ => None,
+        })
     }
 
     fn digest(&self, need: Need) -> Result<&Digest, PlanErrorKind> {
-        match self.answer(need.clone())? {
-            Answer::Digest(d) => Ok(d),
-            _ => Err(NotFetched { need }.into()),
-        }
+        self.answer(need, |a| match a {
+            Answer::Digest(d) => Some(d),
+            _ => None,
+        })
     }
 
     pub(super) fn pkg_repositories(&self, abi: Option<&str>) -> Result<&str, PlanErrorKind> {

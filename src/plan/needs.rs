@@ -143,6 +143,17 @@ pub fn needs(build: &Build, opts: &PlanOptions) -> Vec<Need> {
     out
 }
 
+/// The sources of an ADD that are the build context's.
+pub(super) fn add_context_sources(sources: &[AddSource]) -> Vec<CopySource> {
+    sources
+        .iter()
+        .filter_map(|s| match s {
+            AddSource::Context(c) => Some(c.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 fn add(out: &mut Vec<Need>, need: Need) {
     if !out.contains(&need) {
         out.push(need);
@@ -185,13 +196,7 @@ fn step_needs(op: &Op, platform: &Platform, freebsd: Option<&FreeBsdVersion>, ou
         Op::Add {
             sources, checksum, ..
         } => {
-            let local: Vec<CopySource> = sources
-                .iter()
-                .filter_map(|s| match s {
-                    AddSource::Context(c) => Some(c.clone()),
-                    _ => None,
-                })
-                .collect();
+            let local = add_context_sources(sources);
             if !local.is_empty() {
                 add(out, Need::Context(local));
             }

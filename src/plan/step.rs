@@ -7,7 +7,7 @@ use super::key::{self, KeyEncoder};
 use super::{ExecContext, FreeBsdVersion, PlanOptions, PlannedStage};
 use crate::digest::Digest;
 use crate::image::Platform;
-use crate::jailfile::{AddSource, CopyFrom, CopySource, MountKind, Op, Step};
+use crate::jailfile::{AddSource, CopyFrom, MountKind, Op, Step};
 
 /// The step's text as history keeps it: an ADD of a git repository says
 /// the commit each repository was pinned to (the inputs answer from what
@@ -104,13 +104,7 @@ pub(super) fn step_key(
             sources, checksum, ..
         } => {
             e.str("workdir", &exec.workdir);
-            let local: Vec<CopySource> = sources
-                .iter()
-                .filter_map(|s| match s {
-                    AddSource::Context(c) => Some(c.clone()),
-                    _ => None,
-                })
-                .collect();
+            let local = super::needs::add_context_sources(sources);
             if !local.is_empty() {
                 let digest = inputs.context_sources(&local)?;
                 e.str("sources", &digest.to_string());

@@ -707,7 +707,7 @@ fn the_planner_reads_only_what_was_fetched_and_names_what_was_not() {
     // Nothing fetched: a typed internal error, naming the first need.
     let e = super::plan(&b, &Inputs::default(), &opts).unwrap_err();
     match &e.kind {
-        PlanErrorKind::NotFetched(NotFetched { need }) => assert_eq!(*need, all[0]),
+        PlanErrorKind::NotFetched(NotFetched { need }) => assert_eq!(**need, all[0]),
         other => panic!("{other:?}"),
     }
     assert!(!e.is_user_error());
@@ -724,7 +724,7 @@ fn the_planner_reads_only_what_was_fetched_and_names_what_was_not() {
         inputs.fetch(&rest, &source);
         let e = super::plan(&b, &inputs, &opts).unwrap_err();
         match &e.kind {
-            PlanErrorKind::NotFetched(NotFetched { need }) => assert_eq!(need, left_out),
+            PlanErrorKind::NotFetched(NotFetched { need }) => assert_eq!(**need, *left_out),
             other => panic!("{left_out}: {other:?}"),
         }
         assert!(!e.is_user_error(), "{e}");

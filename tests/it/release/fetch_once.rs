@@ -27,15 +27,7 @@ fn a_release_and_an_unpinned_add_url_are_fetched_once_per_build_and_platform() {
     fs::create_dir_all(mirror.join("files")).unwrap();
     fs::write(mirror.join("files/app.conf"), b"listen 80\n").unwrap();
     let server = Server::start(&mirror);
-    let config = t.path().join("config.toml");
-    fs::write(
-        &config,
-        format!(
-            "[freebsd]\nmanifests_dir = \"{}\"\n",
-            t.path().join("no-manifests").display()
-        ),
-    )
-    .unwrap();
+    let config = no_trusted_manifests(t.path());
     let ctx = context(
         t.path(),
         &format!(
