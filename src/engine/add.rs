@@ -8,8 +8,9 @@
 //! `--checksum` the step's key is that checksum and the file is fetched
 //! only when the step runs and the cache lacks it; a file that does not
 //! match is not kept, and the build stops (exit 1). Without one the file
-//! is downloaded while the build is planned, its digest is the key, and
-//! the build says what `--checksum` would pin it. A downloaded file is
+//! is downloaded in the fetch phase, before the build is planned
+//! ([`super::fetch`]); its digest is the key, the step copies that file
+//! from the cache, and the build says what `--checksum` would pin it. A downloaded file is
 //! never extracted (as Docker); it gets mode 0600 unless `--chmod`, and
 //! the time 0.
 //!
@@ -17,7 +18,7 @@
 //! mirrored once into jbuild's cache (`cache/add/git/<sha256 of the URL>`,
 //! made beside and renamed into place, so a killed fetch leaves nothing
 //! half-made), fetched again once per build, and the ref resolved there
-//! while the build is planned: the commit is part of the step's cache key
+//! in the fetch phase: the commit is part of the step's cache key
 //! and its history, so a branch that moved re-runs the step and a pinned
 //! commit never does. The step checks the commit out of the mirror into
 //! a scratch directory, sets every file's time to the commit's (so the

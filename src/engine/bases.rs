@@ -1,11 +1,12 @@
-//! The fetch phase: the images a build reads (its FROM and `COPY --from`
-//! images, [`crate::plan::bases::images_read`]) found in the store or
-//! pulled, as `--pull` says, before the build is planned. The planner's
-//! inputs get only the [`Fetched`] images — a map to read — so a pull
-//! inside `plan::plan` cannot happen. A multi-platform build shares one
-//! [`Bases`] across its platforms' passes (the check of every platform,
-//! then the builds), so each image is fetched once per platform, and
-//! `--pull=always` pulls it once.
+//! The images of the fetch phase ([`super::fetch`]): the images a build
+//! reads (its FROM and `COPY --from` images, [`crate::plan::Need::Image`])
+//! found in the store or pulled, as `--pull` says, before the build is
+//! planned, and the build's pin while it does. The planner gets only each
+//! image's manifest digest and config, in [`crate::plan::Inputs`], so a
+//! pull inside `plan::plan` cannot happen. A multi-platform build shares
+//! one [`Bases`] across its platforms' passes (the check of every
+//! platform, then the builds), so each image is fetched once per platform,
+//! and `--pull=always` pulls it once.
 
 use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap};
@@ -14,17 +15,17 @@ use super::env::BuildEnv;
 use super::error::BuildError;
 use super::pull_policy::PullPolicy;
 use crate::image::{self, LoadedImage, Platform};
-use crate::plan::bases::BaseKey;
+use crate::plan::BaseKey;
 use crate::report::Level;
 use crate::store::StoreLock;
 
 /// What the fetch phase found: images by `(reference, platform)`, and why
-/// those that could not be read could not. Only read from.
+/// those whose ONBUILD triggers could not be read could not.
 #[derive(Default)]
 pub struct Fetched {
     images: RefCell<HashMap<BaseKey, LoadedImage>>,
-    /// Taken by the planner's question for the image, which reports it
-    /// at the line that named the image.
+    /// Taken by the fetch phase's answer for the image, which the planner
+    /// reports at the line that named the image.
     failed: RefCell<HashMap<BaseKey, BuildError>>,
 }
 
@@ -105,19 +106,6 @@ impl<'a> Bases<'a> {
     /// Keeps why `key` could not be fetched, for the planner.
     pub(super) fn keep_failure(&self, key: BaseKey, e: BuildError) {
         self.fetched.failed.borrow_mut().insert(key, e);
-    }
-
-    /// Fetches every image of `keys` not fetched yet; a failure is kept
-    /// for the planner to report at its line.
-    pub(super) fn fetch_all(&self, keys: &BTreeSet<BaseKey>) {
-        for key in keys {
-            if self.fetched.failed.borrow().contains_key(key) {
-                continue; // its ONBUILD triggers were asked for: the same error
-            }
-            if let Err(e) = self.fetch(&key.reference, &key.platform) {
-                self.keep_failure(key.clone(), e);
-            }
-        }
     }
 
     /// The image `reference` names: from the store, else (when the build

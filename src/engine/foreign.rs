@@ -157,7 +157,7 @@ mod tests {
     use crate::blame::Blame;
     use crate::digest::Digest;
     use crate::jailfile::{self, CopySource};
-    use crate::plan::{self, BaseImage, InputError, PlanInputs, PlanOptions};
+    use crate::plan::{self, BaseImage, InputError, InputSource, Inputs, PlanOptions};
     use std::path::Path;
 
     const AMD64: Host<'static> = Host {
@@ -174,7 +174,7 @@ mod tests {
     /// says none): context sources and releases hash to constants.
     struct Scratch;
 
-    impl PlanInputs for Scratch {
+    impl InputSource for Scratch {
         fn image(&self, r: &str, _: &Platform) -> Result<BaseImage, InputError> {
             let os = r.strip_prefix("os-").and_then(|r| r.strip_suffix(":1"));
             let os = os.map(|o| if o == "none" { "" } else { o });
@@ -207,7 +207,7 @@ mod tests {
             no_cache_nonce: None,
             target: None,
         };
-        plan::plan(&build, &Scratch, &opts).unwrap()
+        plan::plan(&build, &Inputs::gather(&build, &opts, &Scratch), &opts).unwrap()
     }
 
     #[test]

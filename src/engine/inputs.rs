@@ -1,8 +1,9 @@
-//! The planner's questions ([`PlanInputs`]) answered for a real build:
-//! FROM and `COPY --from` images from what the fetch phase found
-//! ([`super::bases`]), COPY and
-//! bind-mount sources from the build context, FreeBSD releases and package
-//! repositories — each asked once per build.
+//! The fetch phase's answers for a real build ([`Fetching`], the
+//! engine's [`InputSource`]): FROM and `COPY --from` images found or
+//! pulled ([`super::bases`]), COPY and bind-mount sources from the build
+//! context, FreeBSD releases and package repositories, ADD's downloads and
+//! git repositories — each asked once per build by
+//! [`crate::plan::Inputs::fetch`], never by the planner.
 
 use crate::blame::Blame;
 use crate::report::Level;
@@ -10,65 +11,32 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::Path;
 
-use super::bases::{Bases, Fetched};
-use super::error::BuildError;
-use super::freebsd::FreeBsdEnv;
+use super::add::GitMirrors;
+use super::bases::Bases;
 use super::native::{self, Ignore};
 use crate::digest::Digest;
-use crate::image::{LoadedImage, Platform};
+use crate::image::Platform;
 use crate::jailfile::CopySource;
-use crate::plan::bases::BaseKey;
-use crate::plan::{BaseImage, InputError, PlanInputs, ReleaseContents};
-use crate::release::BaseMethod;
+use crate::plan::{BaseImage, BaseKey, InputError, InputSource, ReleaseContents};
+use crate::release::{BaseMethod, PkgBase, Release};
 
-/// Answers the planner's questions from what the fetch phase found
-/// ([`Fetched`]: images, read only) and the build context. It has no
-/// image source: the planner cannot pull.
-pub(super) struct Inputs<'a> {
-    /// The FreeBSD settings (releases, package repositories).
-    pub(super) freebsd: &'a FreeBsdEnv,
-    pub(super) fetched: &'a Fetched,
-    pub(super) context: &'a Path,
-    pub(super) ignore: Option<&'a Ignore>,
-    /// Releases whose MANIFEST was read, by `release|platform`.
-    pub(super) releases: RefCell<HashMap<String, crate::release::Release>>,
-    /// Releases made from the pkgbase repository, by `release|platform`.
-    pub(super) pkgbases: RefCell<HashMap<String, crate::release::PkgBase>>,
-    /// [`crate::engine::freebsd::FreeBsdEnv::pkg_repositories`] by ABI: asked once per build.
-    pub(super) pkg_repos: RefCell<HashMap<Option<String>, String>>,
-    /// The git repositories ADD reads, mirrored and resolved once a build.
-    pub(super) git: RefCell<super::add::GitMirrors>,
-    /// The content digest of each file ADD downloaded without a checksum.
-    pub(super) downloads: RefCell<HashMap<String, Digest>>,
-    /// Where ADD keeps what it downloads (none: ADD of a URL or git is refused).
-    pub(super) add: Option<&'a super::add::AddPlaces>,
-    /// The most bytes one downloaded file may have (`[layers] max_size`).
-    pub(super) max_download: u64,
-    pub(super) reporter: &'a dyn crate::report::Reporter,
-}
-
-impl Inputs<'_> {
-    /// The image the fetch phase found for `reference` on `platform`.
-    pub(super) fn image_of(
-        &self,
-        reference: &str,
-        platform: &Platform,
-    ) -> Result<LoadedImage, BuildError> {
-        let key = BaseKey::new(reference, platform);
-        if let Some(e) = self.fetched.take_failure(&key) {
-            return Err(e);
-        }
-        self.fetched.get_base(reference, platform).ok_or_else(|| {
-            BuildError::Step(format!(
-                "{reference} ({platform}) was not fetched before planning (a jbuild bug)"
-            ))
-        })
-    }
+/// Fetches for the fetch phase (`super::fetch::FetchPhase`, whose parts
+/// these are): the network, the store, the build context. What the steps
+/// need later is kept in the phase.
+pub(super) struct Fetching<'f, 'a> {
+    pub(super) bases: &'f Bases<'a>,
+    pub(super) releases: &'f RefCell<HashMap<BaseKey, Release>>,
+    pub(super) pkgbases: &'f RefCell<HashMap<BaseKey, PkgBase>>,
+    pub(super) git: &'f RefCell<GitMirrors>,
+    pub(super) downloads: &'f RefCell<HashMap<String, Digest>>,
+    pub(super) context: &'f Path,
+    pub(super) ignore: Option<&'f Ignore>,
 }
 
 /// The ONBUILD triggers of a FROM image, read as the planner will read
 /// the image (the same platform, so the image is looked up once). A
-/// failure is kept in [`Inputs::failed`] for the planner to report.
+/// failure is kept ([`Bases::keep_failure`]) for the fetch phase to
+/// give the planner, which reports it at the FROM line.
 pub(super) struct Triggers<'i, 'a> {
     pub(super) bases: &'i Bases<'a>,
     /// `--platform`: wins over FROM's, as in the planner.
@@ -100,10 +68,13 @@ impl crate::jailfile::Triggers for Triggers<'_, '_> {
     }
 }
 
-impl PlanInputs for Inputs<'_> {
+impl InputSource for Fetching<'_, '_> {
     fn image(&self, reference: &str, platform: &Platform) -> Result<BaseImage, InputError> {
-        let img = self
-            .image_of(reference, platform)
+        let bases = self.bases;
+        let key = BaseKey::new(reference, platform);
+        let failed = bases.fetched().take_failure(&key);
+        let img = failed
+            .map_or_else(|| bases.fetch(reference, platform), Err)
             .map_err(|e| InputError::new(e.is_user_error(), e))?;
         Ok(BaseImage {
             manifest: img.manifest_digest,
@@ -128,7 +99,7 @@ impl PlanInputs for Inputs<'_> {
         release: &str,
         platform: &Platform,
     ) -> Result<Vec<(String, Digest)>, InputError> {
-        let source = self.freebsd.release.as_ref().ok_or_else(|| {
+        let source = self.bases.env().freebsd.release.as_ref().ok_or_else(|| {
             InputError::user(format!(
                 "FROM freebsd:{release} needs a release mirror, which this build was not given"
             ))
@@ -143,7 +114,7 @@ impl PlanInputs for Inputs<'_> {
             .collect();
         self.releases
             .borrow_mut()
-            .insert(format!("{release}|{platform}"), r);
+            .insert(BaseKey::new(release, platform), r);
         Ok(sets)
     }
 
@@ -152,7 +123,8 @@ impl PlanInputs for Inputs<'_> {
         release: &str,
         platform: &Platform,
     ) -> Result<ReleaseContents, InputError> {
-        let source = self.freebsd.release.as_ref();
+        let freebsd = &self.bases.env().freebsd;
+        let source = freebsd.release.as_ref();
         let method = source.map(|s| s.method(release)).transpose();
         let method = method.map_err(|e| InputError::new(e.is_user_error(), e))?;
         let (Some(source), Some(BaseMethod::Pkgbase)) = (source, method) else {
@@ -161,8 +133,7 @@ impl PlanInputs for Inputs<'_> {
         let base = source
             .resolve_pkgbase(release, platform)
             .map_err(|e| InputError::new(e.is_user_error(), e))?;
-        let catalogue = self
-            .freebsd
+        let catalogue = freebsd
             .pkgbase_catalogue(&base.url)
             .map_err(|e| InputError::new(e.is_user_error(), e))?;
         let contents = ReleaseContents::Packages {
@@ -171,25 +142,21 @@ impl PlanInputs for Inputs<'_> {
         };
         self.pkgbases
             .borrow_mut()
-            .insert(format!("{release}|{platform}"), base);
+            .insert(BaseKey::new(release, platform), base);
         Ok(contents)
     }
 
-    fn remote_file(&self, url: &str, checksum: Option<&Digest>) -> Result<Digest, InputError> {
-        if let Some(d) = checksum {
-            return Ok(d.clone());
-        }
-        if let Some(d) = self.downloads.borrow().get(url) {
-            return Ok(d.clone());
-        }
-        let places = self
+    fn remote_file(&self, url: &str) -> Result<Digest, InputError> {
+        let env = self.bases.env();
+        let places = env
             .add
+            .as_ref()
             .ok_or_else(|| InputError::internal(super::add::AddError::NoPlaces(url.to_string())))?;
-        let max = self.max_download;
+        let max = env.layer_policy.limits.max_size;
         let (digest, _) = places
             .download(url, None, max)
             .map_err(|e| InputError::new(e.is_user_error(), e))?;
-        self.reporter.message(
+        env.reporter.message(
             Level::Warn,
             &format!(
                 "ADD {url} has no --checksum: the file downloaded is {digest}; \
@@ -205,20 +172,15 @@ impl PlanInputs for Inputs<'_> {
     fn git_commit(&self, url: &str, reference: Option<&str>) -> Result<String, InputError> {
         self.git
             .borrow_mut()
-            .commit(self.add, url, reference)
+            .commit(self.bases.env().add.as_ref(), url, reference)
             .map_err(|e| InputError::new(e.is_user_error(), e))
     }
 
     fn pkg_repositories(&self, abi: Option<&str>) -> Result<String, InputError> {
-        let k = abi.map(str::to_string);
-        if let Some(v) = self.pkg_repos.borrow().get(&k) {
-            return Ok(v.clone());
-        }
-        let v = self
+        self.bases
+            .env()
             .freebsd
             .pkg_repositories(abi)
-            .map_err(|e| InputError::new(e.is_user_error(), e))?;
-        self.pkg_repos.borrow_mut().insert(k, v.clone());
-        Ok(v)
+            .map_err(|e| InputError::new(e.is_user_error(), e))
     }
 }

@@ -114,7 +114,7 @@ pub fn check_recipe(env: &BuildEnv<'_>, opts: &BuildOptions, text: Option<&str>)
     // The build's own reading, planning and checks; its warnings are the
     // reporter's (the resolver's come through it).
     let checked =
-        super::bases::Bases::new(env).and_then(|bases| super::run::check_text(&bases, opts, &text));
+        super::fetch::FetchPhase::new(env).and_then(|f| super::run::check_text(&f, opts, &text));
     if let Err(e) = checked {
         let mut p = error(&e);
         // An error about the recipe as a whole (`--target`) names it.

@@ -12,6 +12,7 @@ pub mod cache;
 mod env;
 mod error;
 mod facts;
+mod fetch;
 pub mod foreign;
 pub mod freebsd;
 mod inputs;

@@ -4,9 +4,9 @@
 
 use oci_spec::image::Descriptor;
 
-use super::bases::Bases;
 use super::env::{BuildEnv, BuildOptions, BuildOutput};
 use super::error::BuildError;
+use super::fetch::FetchPhase;
 use super::run::{build_text_with, check_text};
 use crate::digest::Digest;
 use crate::image::index::{self, AddOptions};
@@ -72,10 +72,11 @@ pub fn build_platforms(
         platform: p.clone().or_else(|| opts.platform.clone()),
         ..opts.clone()
     };
-    // One fetch phase for every pass: each image once per platform.
-    let bases = Bases::new(env)?;
+    // One fetch phase for every pass: each image and release once per
+    // platform, each download and repository once.
+    let fetch = FetchPhase::new(env)?;
     for p in &platforms {
-        check_text(&bases, &for_platform(p), &text)?;
+        check_text(&fetch, &for_platform(p), &text)?;
     }
     // Held until the last image is in the list: an image built without a
     // tag is named only by the list, and `jbuild prune` must not take it
@@ -84,7 +85,7 @@ pub fn build_platforms(
     let mut images = Vec::new();
     let mut last = None;
     for p in &platforms {
-        let output = build_text_with(&bases, &for_platform(p), &text)?;
+        let output = build_text_with(&fetch, &for_platform(p), &text)?;
         let add = AddOptions {
             replace_platform: true,
             ..AddOptions::default()

@@ -7,11 +7,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use super::bases::Bases;
 use super::env::{BuildEnv, BuildOptions, BuildOutput};
 use super::error::BuildError;
+use super::fetch::FetchPhase;
 use super::freebsd;
-use super::inputs::Inputs;
 use super::mounts::{self, StepMounts};
 use super::native::{self, CopyOptions, Ignore};
 use crate::digest::Digest;
@@ -46,30 +45,30 @@ pub fn build_text(
     opts: &BuildOptions,
     jailfile_text: &str,
 ) -> Result<BuildOutput, BuildError> {
-    let bases = Bases::new(env)?;
-    build_text_with(&bases, opts, jailfile_text)
+    let fetch = FetchPhase::new(env)?;
+    build_text_with(&fetch, opts, jailfile_text)
 }
 
-/// [`build_text`] with the images fetched into `bases` (shared by the
-/// passes of a multi-platform build, so each image is fetched once per
-/// platform).
+/// [`build_text`] with what it needs fetched by `fetch` (shared by the
+/// passes of a multi-platform build, so each thing is fetched once per
+/// platform, or once).
 pub(super) fn build_text_with(
-    bases: &Bases<'_>,
+    fetch: &FetchPhase<'_>,
     opts: &BuildOptions,
     jailfile_text: &str,
 ) -> Result<BuildOutput, BuildError> {
-    Ok(build_or_check(bases, opts, jailfile_text, false)?.expect("a build, not a check"))
+    Ok(build_or_check(fetch, opts, jailfile_text, false)?.expect("a build, not a check"))
 }
 
 /// Plans the build and makes every check that comes before a step runs
 /// (jail parameters, steps for a foreign architecture), running nothing;
 /// `build_platforms` asks this of every platform before it builds one.
 pub(super) fn check_text(
-    bases: &Bases<'_>,
+    fetch: &FetchPhase<'_>,
     opts: &BuildOptions,
     jailfile_text: &str,
 ) -> Result<(), BuildError> {
-    build_or_check(bases, opts, jailfile_text, true).map(drop)
+    build_or_check(fetch, opts, jailfile_text, true).map(drop)
 }
 
 /// The FROM images of the stages the target needs, found by reading the
@@ -114,19 +113,19 @@ fn needed_images(opts: &BuildOptions, jailfile_text: &str) -> Option<BTreeSet<St
 }
 
 fn build_or_check(
-    bases: &Bases<'_>,
+    fetch: &FetchPhase<'_>,
     opts: &BuildOptions,
     jailfile_text: &str,
     check_only: bool,
 ) -> Result<Option<BuildOutput>, BuildError> {
-    let env = bases.env();
+    let env = fetch.env();
     let jailfile_text = jailfile_text.to_string();
     let ignore = Ignore::load_for(&opts.context, &opts.jailfile).map_err(BuildError::Context)?;
     // The fetch phase: the images the recipe reads (its FROM images' ONBUILD
     // triggers as the recipe is read, then every FROM and COPY --from
     // image), found or pulled before the build is planned.
     let triggers = super::inputs::Triggers {
-        bases,
+        bases: &fetch.bases,
         platform: opts.platform.as_ref(),
         only: needed_images(opts, &jailfile_text),
     };
@@ -173,23 +172,10 @@ fn build_or_check(
         no_cache_nonce: nonce,
         target,
     };
-    bases.fetch_all(&plan::bases::images_read(&parsed, &plan_opts));
     // The planner reads what was fetched, and nothing else.
-    let inputs = Inputs {
-        freebsd: &env.freebsd,
-        fetched: bases.fetched(),
-        context: &opts.context,
-        ignore: ignore.as_ref(),
-        releases: Default::default(),
-        pkgbases: Default::default(),
-        pkg_repos: Default::default(),
-        git: Default::default(),
-        downloads: Default::default(),
-        add: env.add.as_ref(),
-        max_download: env.layer_policy.limits.max_size,
-        reporter: env.reporter,
-    };
+    let inputs = fetch.fetch(&parsed, &plan_opts, &opts.context, ignore.as_ref());
     let plan = plan::plan(&parsed, &inputs, &plan_opts)?;
+    drop(inputs);
     freebsd::check_jail_params(&plan, &env.freebsd.allowed_jail_params)?;
     super::foreign::check_runnable(&plan, &super::foreign::Host::this())?;
     mounts::check_required_secrets(&plan, &opts.secrets)?;
@@ -207,7 +193,7 @@ fn build_or_check(
         env,
         opts,
         plan: &plan,
-        inputs: &inputs,
+        inputs: fetch,
         ignore: ignore.as_ref(),
         results: HashMap::new(),
         steps_run: 0,
@@ -279,7 +265,7 @@ fn build_or_check(
             image: "the new image".into(),
             source,
         })?;
-    let images = bases.fetched().by_reference();
+    let images = fetch.bases.fetched().by_reference();
     let facts = super::facts::BuildFacts::of(&plan, &jailfile_text, images);
     Ok(Some(BuildOutput {
         facts,
@@ -296,7 +282,7 @@ struct Run<'a, 'b> {
     env: &'a BuildEnv<'b>,
     opts: &'a BuildOptions,
     plan: &'a Plan,
-    inputs: &'a Inputs<'a>,
+    inputs: &'a FetchPhase<'a>,
     ignore: Option<&'a Ignore>,
     results: HashMap<usize, StageResult>,
     steps_run: usize,
@@ -476,7 +462,7 @@ impl Run<'_, '_> {
             return Ok(());
         }
         let platform = &stage.base_state.platform;
-        let id = format!("{release}|{platform}");
+        let id = crate::plan::BaseKey::new(release, platform);
         let pkgbase = self.inputs.pkgbases.borrow().get(&id).cloned();
         let rel = match &pkgbase {
             Some(base) => {
@@ -691,7 +677,9 @@ impl Run<'_, '_> {
                                 .as_ref()
                                 .ok_or_else(|| super::add::AddError::NoPlaces(url.clone()))?;
                             let max = self.env.layer_policy.limits.max_size;
-                            let (_, cached) = places.download(url, checksum.as_ref(), max)?;
+                            // Without --checksum: the file the fetch phase downloaded.
+                            let sum = checksum.clone().or_else(|| self.inputs.downloaded(url));
+                            let (_, cached) = places.download(url, sum.as_ref(), max)?;
                             let name = jailfile::url_file_name(url).unwrap_or("download");
                             let opts = CopyOptions {
                                 unpack: None,

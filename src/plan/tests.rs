@@ -4,7 +4,14 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::*;
-use crate::jailfile::{Command, Stage, SysrcOp};
+use crate::blame::Blame;
+use crate::jailfile::{Base, Build, Command, CopyFrom, CopySource, Op, Stage, SysrcOp};
+
+/// Plans `b` as a build does: its needs gathered from `source` first,
+/// then planned from what was gathered.
+fn plan(b: &Build, source: &dyn InputSource, opts: &PlanOptions) -> Result<Plan, PlanError> {
+    super::plan(b, &Inputs::gather(b, opts, source), opts)
+}
 
 struct Fake {
     context: RefCell<Digest>,
@@ -14,7 +21,7 @@ struct Fake {
     abis: RefCell<Vec<Option<String>>>,
 }
 
-impl PlanInputs for Fake {
+impl InputSource for Fake {
     fn image(&self, reference: &str, _: &Platform) -> Result<BaseImage, InputError> {
         let config: oci_spec::image::ImageConfiguration = serde_json::from_str(
             r#"{"architecture":"amd64","os":"freebsd","config":{"Env":["PATH=/bin"],"Cmd":["/bin/sh"]},"rootfs":{"type":"layers","diff_ids":[]}}"#,
@@ -409,7 +416,7 @@ struct Pkgbase {
     contents: RefCell<ReleaseContents>,
 }
 
-impl PlanInputs for Pkgbase {
+impl InputSource for Pkgbase {
     fn image(&self, r: &str, p: &Platform) -> Result<BaseImage, InputError> {
         self.inner.image(r, p)
     }
@@ -519,7 +526,7 @@ struct Failing;
 #[error("cannot read `site/index.html`")]
 struct Unreadable(#[source] std::io::Error);
 
-impl PlanInputs for Failing {
+impl InputSource for Failing {
     fn image(&self, reference: &str, _: &Platform) -> Result<BaseImage, InputError> {
         Err(InputError::user(format!("no image `{reference}`")))
     }
@@ -624,4 +631,119 @@ fn a_target_stage_is_planned_with_what_it_needs_and_named_by_name_or_index() {
     // The same stage keys the same with or without --target.
     let whole = plan(&b, &fake(), &PlanOptions::default()).unwrap();
     assert_eq!(whole.target().index, 2);
+}
+
+/// Answers every kind of need: [`fake`]'s, and ADD's downloads and git
+/// repositories.
+struct Everything(Fake);
+
+impl InputSource for Everything {
+    fn image(&self, r: &str, p: &Platform) -> Result<BaseImage, InputError> {
+        self.0.image(r, p)
+    }
+    fn context_sources(&self, s: &[CopySource]) -> Result<Digest, InputError> {
+        self.0.context_sources(s)
+    }
+    fn release(&self, r: &str, p: &Platform) -> Result<Vec<(String, Digest)>, InputError> {
+        self.0.release(r, p)
+    }
+    fn pkg_repositories(&self, abi: Option<&str>) -> Result<String, InputError> {
+        self.0.pkg_repositories(abi)
+    }
+    fn remote_file(&self, url: &str) -> Result<Digest, InputError> {
+        Ok(Digest::of(url.as_bytes()))
+    }
+    fn git_commit(&self, url: &str, _: Option<&str>) -> Result<String, InputError> {
+        Ok(Digest::of(url.as_bytes()).hex().to_string())
+    }
+}
+
+/// A recipe that reads one of every kind of need.
+const EVERY_NEED: &str = "FROM freebsd:14.3-RELEASE AS rel\n\
+    PKG nginx\n\
+    FROM web:1\n\
+    COPY --from=tools:2 /a /a\n\
+    COPY site /www/\n\
+    RUN --mount=type=bind,source=src,target=/src true\n\
+    ADD https://example.org/app.conf /etc/\n\
+    ADD --checksum=sha256:0000000000000000000000000000000000000000000000000000000000000000 https://example.org/pinned.conf /etc/\n\
+    ADD https://example.org/x.git#v1 /x\n\
+    COPY --from=rel /etc/motd /etc/motd\n";
+
+#[test]
+fn the_planner_reads_only_what_was_fetched_and_names_what_was_not() {
+    let b = crate::jailfile::load_str(
+        std::path::Path::new("Jailfile"),
+        EVERY_NEED,
+        &Default::default(),
+    )
+    .unwrap();
+    let opts = amd64();
+    let all = needs(&b, &opts);
+    let p = |s| Platform::parse(s).unwrap();
+    let key = |r: &str| BaseKey::new(r, &p("freebsd/amd64"));
+    assert_eq!(
+        all,
+        vec![
+            Need::Release(key("14.3-RELEASE")),
+            Need::PkgRepositories {
+                abi: Some("FreeBSD:14:amd64".into())
+            },
+            Need::Image(key("web:1")),
+            Need::Image(key("tools:2")),
+            Need::Context(vec![CopySource::Path("site".into())]),
+            Need::BoundContext(vec!["src".into()]),
+            Need::Url("https://example.org/app.conf".into()),
+            Need::Git {
+                url: "https://example.org/x.git".into(),
+                reference: Some("v1".into()),
+            },
+        ],
+        "a pinned URL is not fetched to plan"
+    );
+    let source = Everything(fake());
+    plan(&b, &source, &opts).expect("everything fetched: planned");
+
+    // Nothing fetched: a typed internal error, naming the first need.
+    let e = super::plan(&b, &Inputs::default(), &opts).unwrap_err();
+    match &e.kind {
+        PlanErrorKind::NotFetched(NotFetched { need }) => assert_eq!(**need, all[0]),
+        other => panic!("{other:?}"),
+    }
+    assert!(!e.is_user_error());
+    assert!(
+        e.to_string().contains("was not fetched before planning"),
+        "{e}"
+    );
+
+    // Each need left out alone is the one named.
+    for (i, left_out) in all.iter().enumerate() {
+        let mut rest = all.clone();
+        rest.remove(i);
+        let mut inputs = Inputs::default();
+        inputs.fetch(&rest, &source);
+        let e = super::plan(&b, &inputs, &opts).unwrap_err();
+        match &e.kind {
+            PlanErrorKind::NotFetched(NotFetched { need }) => assert_eq!(**need, *left_out),
+            other => panic!("{left_out}: {other:?}"),
+        }
+        assert!(!e.is_user_error(), "{e}");
+    }
+}
+
+#[test]
+fn a_failed_fetch_is_the_planners_error_at_the_line_that_needed_it() {
+    let b = crate::jailfile::load_str(
+        std::path::Path::new("Jailfile"),
+        "FROM scratch\nCOPY a /a\nADD https://example.org/app.conf /etc/\n",
+        &Default::default(),
+    )
+    .unwrap();
+    // The default source cannot download: kept, and reported at line 3.
+    let e = plan(&b, &fake(), &amd64()).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "Jailfile:3:1: ADD https://example.org/app.conf: this build cannot download files"
+    );
+    assert!(e.is_user_error());
 }

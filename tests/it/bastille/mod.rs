@@ -25,7 +25,7 @@ use jbuild::bastille::{self, Options};
 use jbuild::digest::Digest;
 use jbuild::image::Platform;
 use jbuild::jailfile::{self, Build, CopySource};
-use jbuild::plan::{self, BaseImage, InputError, PlanInputs, PlanOptions, StepKind};
+use jbuild::plan::{self, BaseImage, InputError, InputSource, PlanOptions, StepKind};
 
 fn templates() -> PathBuf {
     repo().join("tests/data/bastille")
@@ -67,7 +67,7 @@ struct Inputs {
     context: PathBuf,
 }
 
-impl PlanInputs for Inputs {
+impl InputSource for Inputs {
     fn image(&self, reference: &str, _: &Platform) -> Result<BaseImage, InputError> {
         Err(InputError::user(format!(
             "no image `{reference}` in this test"
@@ -92,7 +92,9 @@ fn layer_keys(build: &Build, context: &Path) -> Vec<String> {
     let inputs = Inputs {
         context: context.to_path_buf(),
     };
-    let p = plan::plan(build, &inputs, &PlanOptions::default()).expect("plans");
+    let opts = PlanOptions::default();
+    let gathered = plan::Inputs::gather(build, &opts, &inputs);
+    let p = plan::plan(build, &gathered, &opts).expect("plans");
     p.stages
         .iter()
         .flat_map(|s| s.steps.iter())

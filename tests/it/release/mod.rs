@@ -26,6 +26,9 @@ use common::*;
 use layer_support::{RawEntry, RawTar};
 use sha2::{Digest as _, Sha256};
 
+/// What the fetch phase fetches, counted: once a build and platform.
+mod fetch_once;
+
 /// PKG steps and pkgbase bases on a generated release.
 mod pkg;
 
@@ -277,6 +280,21 @@ fn served_release(t: &Path) -> (Server, PathBuf) {
     (server, config)
 }
 
+/// A configuration file in `t` whose trusted MANIFESTs directory is
+/// empty (this machine's own copies are not read).
+fn no_trusted_manifests(t: &Path) -> PathBuf {
+    let config = t.join("config.toml");
+    fs::write(
+        &config,
+        format!(
+            "[freebsd]\nmanifests_dir = \"{}\"\n",
+            t.join("no-manifests").display()
+        ),
+    )
+    .unwrap();
+    config
+}
+
 fn context(dir: &Path, jailfile: &str) -> PathBuf {
     let ctx = dir.join("ctx");
     fs::create_dir_all(&ctx).unwrap();
@@ -381,15 +399,7 @@ fn release_base_builds_exports_and_a_cached_rebuild_downloads_nothing() {
     let mirror = t.path().join("mirror");
     let sets = make_release(&mirror, &xz(&base_tar(None)));
     let server = Server::start(&mirror);
-    let config = t.path().join("config.toml");
-    fs::write(
-        &config,
-        format!(
-            "[freebsd]\nmanifests_dir = \"{}\"\n",
-            t.path().join("no-manifests").display()
-        ),
-    )
-    .unwrap();
+    let config = no_trusted_manifests(t.path());
     let root = t.path().join("root");
     let ctx = context(
         t.path(),

@@ -1,0 +1,140 @@
+//! Per-step planning: a layer step's key (what decides its result, see
+//! the module's documentation) and the text its history records.
+
+use super::error::PlanErrorKind;
+use super::inputs::Inputs;
+use super::key::{self, KeyEncoder};
+use super::{ExecContext, FreeBsdVersion, PlanOptions, PlannedStage};
+use crate::digest::Digest;
+use crate::image::Platform;
+use crate::jailfile::{AddSource, CopyFrom, MountKind, Op, Step};
+
+/// The step's text as history keeps it: an ADD of a git repository says
+/// the commit each repository was pinned to (the inputs answer from what
+/// the key asked).
+pub(super) fn pinned_text(step: &Step, inputs: &Inputs) -> Result<String, PlanErrorKind> {
+    let mut text = step.text.clone();
+    if let Op::Add { sources, .. } = &step.op {
+        for s in sources {
+            if let AddSource::Git { url, reference } = s {
+                let commit = inputs.git_commit(url, reference.as_deref())?;
+                text.push_str(&format!(" (git {url} at commit {commit})"));
+            }
+        }
+    }
+    Ok(text)
+}
+
+/// The identity of the stage or image a COPY or a bind mount reads from:
+/// an earlier stage's top identity, or an image's manifest digest.
+fn source_identity(
+    from: &CopyFrom,
+    done: &[PlannedStage],
+    inputs: &Inputs,
+    platform: &Platform,
+) -> Result<Digest, PlanErrorKind> {
+    Ok(match from {
+        CopyFrom::Stage(i) => done
+            .iter()
+            .find(|s| s.index == *i)
+            .ok_or(PlanErrorKind::CopyFromNotBuilt(*i))?
+            .top_identity
+            .clone(),
+        CopyFrom::Image(r) => inputs.image(r, platform)?.manifest.clone(),
+    })
+}
+
+pub(super) fn step_key(
+    parent: &Digest,
+    step: &Step,
+    exec: &ExecContext,
+    freebsd: Option<&FreeBsdVersion>,
+    done: &[PlannedStage],
+    inputs: &Inputs,
+    opts: &PlanOptions,
+) -> Result<Digest, PlanErrorKind> {
+    let mut e = KeyEncoder::new();
+    e.str("parent", &parent.to_string());
+    key::encode_op(&mut e, &step.op);
+    e.pairs(
+        "arg",
+        step.args.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+    );
+    match &step.op {
+        Op::Run { .. } | Op::Pkg { .. } => {
+            e.pairs(
+                "env",
+                exec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+            );
+            e.opt("user", exec.user.as_deref());
+            e.str("workdir", &exec.workdir);
+            e.pairs(
+                "jail",
+                exec.jail.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+            );
+            if let (Some(shell), Op::Run { .. }) = (&exec.shell, &step.op) {
+                // Only when set, so keys made before SHELL existed stay.
+                e.list("shell", shell.iter().map(String::as_str));
+            }
+            if let Op::Run { mounts, .. } = &step.op {
+                for m in mounts {
+                    if let MountKind::Bind { from, source, .. } = &m.kind {
+                        let digest = match from {
+                            None => inputs.bound_context(std::slice::from_ref(source))?.clone(),
+                            Some(f) => source_identity(f, done, inputs, &exec.platform)?,
+                        };
+                        e.str("mount.sources", &digest.to_string());
+                    }
+                }
+            }
+            if let Op::Pkg { .. } = step.op {
+                // pkg(8) picks packages by ABI and OSVERSION, from the
+                // repositories' current catalogue: a new catalogue is a
+                // new step (see key.rs, version 2).
+                e.opt("pkg.abi", freebsd.map(|v| v.abi.as_str()));
+                e.opt(
+                    "pkg.osversion",
+                    freebsd.map(|v| v.osversion.to_string()).as_deref(),
+                );
+                let repos = inputs.pkg_repositories(freebsd.map(|v| v.abi.as_str()))?;
+                e.str("pkg.repositories", repos);
+            }
+        }
+        Op::Add {
+            sources, checksum, ..
+        } => {
+            e.str("workdir", &exec.workdir);
+            let local = super::needs::add_context_sources(sources);
+            if !local.is_empty() {
+                let digest = inputs.context_sources(&local)?;
+                e.str("sources", &digest.to_string());
+            }
+            for s in sources {
+                match s {
+                    AddSource::Url(url) => {
+                        let digest = inputs.url(url, checksum.as_ref())?;
+                        e.str("url.content", &digest.to_string());
+                    }
+                    AddSource::Git { url, reference } => {
+                        let commit = inputs.git_commit(url, reference.as_deref())?;
+                        e.str("git.commit", commit);
+                    }
+                    AddSource::Context(_) => {}
+                }
+            }
+        }
+        Op::Copy { from, sources, .. } => {
+            e.str("workdir", &exec.workdir);
+            let digest = match from {
+                None => inputs.context_sources(sources)?.clone(),
+                Some(f) => source_identity(f, done, inputs, &exec.platform)?,
+            };
+            e.str("sources", &digest.to_string());
+        }
+        _ => {}
+    }
+    if let Some(nonce) = &opts.no_cache_nonce {
+        e.str("no-cache", nonce);
+    }
+    Ok(e.finish())
+}
