@@ -8,6 +8,7 @@ mod catalogue;
 mod conf;
 mod db;
 mod fetch;
+mod flags;
 mod install;
 mod lua;
 mod resolve;
