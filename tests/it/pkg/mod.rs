@@ -11,6 +11,7 @@ mod fetch;
 mod flags;
 mod install;
 mod lua;
+mod mirror;
 mod resolve;
 mod sign;
 mod sign_ecc;
