@@ -29,8 +29,8 @@
 #           its peak RSS by GNU time.
 # Prints both times, jbuild ÷ limit (the issue's target: at most 1.2x) and
 # the peak RSS (target: at most 128 MiB). ONLY=limit skips the jbuild row
-# (until PKG runs jbuild's own installer, the row fails: pkg(8) cannot run
-# on Linux). JBUILD names the binary (default target/release/jbuild).
+# (which needs PKG to run jbuild's own installer: with pkg(8) it fails on
+# Linux). JBUILD names the binary (default target/release/jbuild).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${JBUILD:-$PWD/target/release/jbuild}

@@ -70,6 +70,8 @@ def plan(rng, count, megabytes):
     for i in range(count):
         kind = "lib" if i < count * 2 // 3 else "app"
         name = f"{kind}{i:03d}-{rng.choice(['core', 'util', 'net', 'xml', 'db', 'py', 'gtk'])}"
+        if i == 0:
+            name = "pkg"  # every jail has it (jbuild installs it alongside)
         deps = sorted(set(p[0] for p in rng.sample(pkgs, min(len(pkgs), rng.randint(0, 4)))))
         pkgs.append((name, deps, []))
     small_budget = budget - large_total
