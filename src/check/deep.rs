@@ -47,11 +47,12 @@ pub fn check(sn: &dyn Snapshotter, all: &[Info], skip: &HashSet<&str>, report: &
         let made = layer_changes(sn, differ.as_ref(), info.parent.as_deref(), &info.name)
             .map_err(|e| e.to_string())
             .and_then(|made| {
-                layer::export(
+                layer::export_with_flags(
                     &made.root,
                     &made.changes,
                     &TarOptions { clamp_mtime: clamp },
                     Compression::None,
+                    &made.flags,
                     io::sink(),
                 )
                 .map(|(exported, _)| exported.diff_id)

@@ -19,6 +19,7 @@ use crate::image::{self, ImageMeta, Layer, Platform, SnapshotName};
 use crate::jailfile::{self, CopyFrom, MountKind, Op, RunMount};
 use crate::plan::{self, ExecContext, Plan, PlanOptions, PlannedBase, PlannedStage, StepKind};
 use crate::report::{Level, StepInfo, StepResult};
+use crate::snapshot::fflags::SnapshotFlags;
 use crate::snapshot::{label, Labels, SnapshotError};
 
 /// The result of one stage: its top snapshot and its layers.
@@ -378,9 +379,17 @@ impl Run<'_, '_> {
             }
             let active = SnapshotName::active();
             let root = self.env.snapshotter.prepare(&active, parent.as_deref())?;
-            let outcome = self.execute(&ps.step.op, &ps.step.args, exec, &root, &info);
-            let outcome = outcome.and_then(|()| {
-                let labels: Labels = [(label::KEY.to_string(), key.to_string())].into();
+            // The step's file flags (kept with the snapshot where the host
+            // has no chflags(2)): whatever sets flags in the root takes them.
+            let step_flags =
+                SnapshotFlags::for_step(self.env.snapshotter, parent.as_deref(), &root);
+            let outcome = step_flags.map_err(BuildError::from).and_then(|step_flags| {
+                self.execute(&ps.step.op, &ps.step.args, exec, &root, &info)?;
+                Ok(step_flags)
+            });
+            let outcome = outcome.and_then(|step_flags| {
+                let mut labels: Labels = [(label::KEY.to_string(), key.to_string())].into();
+                labels.extend(step_flags.labels()?);
                 match self.env.snapshotter.commit(&name, &active, &labels) {
                     Err(SnapshotError::AlreadyExists(_)) => {
                         // Another build committed the same step first: same key, same result.

@@ -19,11 +19,16 @@
 //! and, in the tests, one that keeps FreeBSD's flags in a side table and
 //! has Linux enforce the locking ones (`tests/it/layer/file_flags.rs`). Code takes
 //! a `&dyn FileFlags` from its caller; production callers pass
-//! [`host`].
+//! [`host`], except for a build step's root on a host without
+//! `chflags(2)`: there [`sidecar::Sidecar`] keeps the flags set through
+//! the seam beside the tree (in the snapshot's labels, `snapshot::fflags`),
+//! so that they reach the layer as they would on FreeBSD.
 
 use std::fs;
 use std::io;
 use std::path::Path;
+
+pub mod sidecar;
 
 /// Reads and sets the flags of a path itself (never a symlink's target).
 /// See the module docs.

@@ -12,6 +12,7 @@ use crate::diff::{Change, DiffError, Differ, SnapshotRef};
 use crate::digest::Digest;
 use crate::layer::{self, Compression, LayerError, TarOptions};
 use crate::report::{ProgressWriter, Reporter};
+use crate::snapshot::fflags::SnapshotFlags;
 use crate::snapshot::{label, Labels, SnapshotError, Snapshotter};
 use crate::store::{Store, StoreError};
 
@@ -191,6 +192,9 @@ pub struct LayerChanges {
     pub changes: Vec<Change>,
     /// The differ that found them ([`Differ::changes_named`]).
     pub differ: &'static str,
+    /// The child's file flags, as the layer writer must read them: the
+    /// host's, or those the snapshot keeps ([`SnapshotFlags`]).
+    pub flags: SnapshotFlags,
 }
 
 /// The [`LayerChanges`] of the committed snapshot `child` over `parent`.
@@ -202,6 +206,11 @@ pub fn layer_changes(
     child: &str,
 ) -> Result<LayerChanges, ExportError> {
     let child_root = snapshotter.view(child)?;
+    let labels = snapshotter
+        .stat(child)?
+        .ok_or_else(|| SnapshotError::NotFound(child.to_string()))?
+        .labels;
+    let flags = SnapshotFlags::of(&labels, &child_root)?;
     let parent_root = parent.map(|p| snapshotter.view(p)).transpose()?;
     let (changes, differ) = differ.changes_named(
         parent
@@ -220,6 +229,7 @@ pub fn layer_changes(
         root: child_root,
         changes,
         differ,
+        flags,
     })
 }
 
@@ -238,6 +248,7 @@ fn export_one(
         root: child_root,
         changes,
         differ,
+        flags,
     } = layer_changes(snapshotter, differ, parent, child)?;
     let id = format!("export-{child}");
     reporter.export_start(
@@ -249,11 +260,12 @@ fn export_one(
     // the compressed bytes written so far, a counter with a rate.
     let written = (|| {
         let writer = ProgressWriter::new(store.blob_writer()?, reporter, &id);
-        let (exported, writer) = layer::export(
+        let (exported, writer) = layer::export_with_flags(
             &child_root,
             &changes,
             &TarOptions { clamp_mtime: epoch },
             compression,
+            &flags,
             writer,
         )?;
         writer.into_inner().commit(Some(&exported.digest))?;

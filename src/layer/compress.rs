@@ -23,10 +23,11 @@ use std::thread;
 use flate2::read::MultiGzDecoder;
 use flate2::GzBuilder;
 
-use super::tar::{write_tar, CHUNK};
+use super::tar::{write_tar_with_flags, CHUNK};
 use super::{Compression, ExportedLayer, LayerError, TarOptions};
 use crate::diff::Change;
 use crate::digest::HashingWriter;
+use crate::fsutil::flags::{self, FileFlags};
 
 const GZIP_LEVEL: u32 = 6;
 const ZSTD_LEVEL: i32 = 3;
@@ -43,8 +44,21 @@ pub fn export<W: Write + Send>(
     compression: Compression,
     out: W,
 ) -> Result<(ExportedLayer, W), LayerError> {
+    export_with_flags(root, changes, opts, compression, flags::host(), out)
+}
+
+/// [`export`], reading file flags through `file_flags` (a snapshot's
+/// own, `snapshot::fflags`) rather than the host's.
+pub fn export_with_flags<W: Write + Send>(
+    root: &Path,
+    changes: &[Change],
+    opts: &TarOptions,
+    compression: Compression,
+    file_flags: &dyn FileFlags,
+    out: W,
+) -> Result<(ExportedLayer, W), LayerError> {
     let workers = thread::available_parallelism().map_or(1, |n| n.get() as u32);
-    export_with_workers(root, changes, opts, compression, workers, out)
+    export_inner(root, changes, opts, compression, workers, file_flags, out)
 }
 
 /// [`export`] with a chosen number of zstd workers (at least 1 is used).
@@ -54,6 +68,26 @@ pub fn export_with_workers<W: Write + Send>(
     opts: &TarOptions,
     compression: Compression,
     zstd_workers: u32,
+    out: W,
+) -> Result<(ExportedLayer, W), LayerError> {
+    export_inner(
+        root,
+        changes,
+        opts,
+        compression,
+        zstd_workers,
+        flags::host(),
+        out,
+    )
+}
+
+fn export_inner<W: Write + Send>(
+    root: &Path,
+    changes: &[Change],
+    opts: &TarOptions,
+    compression: Compression,
+    zstd_workers: u32,
+    file_flags: &dyn FileFlags,
     out: W,
 ) -> Result<(ExportedLayer, W), LayerError> {
     let media_type = compression.media_type();
@@ -68,9 +102,10 @@ pub fn export_with_workers<W: Write + Send>(
         // The sender is dropped with the writer, which ends the compressor's
         // input. An uncompressed blob is its own diff ID: hashed once, there.
         let tar = if compression == Compression::None {
-            write_tar(root, changes, opts, sink).map(|_| None)
+            write_tar_with_flags(root, changes, opts, file_flags, sink).map(|_| None)
         } else {
-            write_tar(root, changes, opts, HashingWriter::new(sink)).map(|w| Some(w.finish().0))
+            write_tar_with_flags(root, changes, opts, file_flags, HashingWriter::new(sink))
+                .map(|w| Some(w.finish().0))
         };
         let compressed = compressor
             .join()

@@ -30,7 +30,7 @@ use std::fmt;
 use std::str::FromStr;
 
 pub use apply::{apply, apply_with_flags, apply_with_limits, ApplyOptions, ApplyStats};
-pub use compress::{decompress, export, export_with_workers, uncompressed_size};
+pub use compress::{decompress, export, export_with_flags, export_with_workers, uncompressed_size};
 pub use error::{EntryProblem, LayerError};
 pub use limits::Limits;
 /// The hostile-tar reader alone, for the fuzz targets (`fuzz/`).

@@ -42,6 +42,7 @@ pub mod extract;
 pub mod fetch;
 pub mod lua;
 pub mod manifest;
+pub mod mirror;
 pub mod repo_conf;
 pub mod repository;
 pub mod resolve;

@@ -41,6 +41,7 @@
 pub mod choose;
 pub mod clones;
 pub mod dir;
+pub mod fflags;
 pub mod overlay;
 pub mod testsuite;
 pub mod zfs;

@@ -11,6 +11,7 @@
 pub mod lane;
 
 pub mod common;
+pub mod dns;
 pub mod hostile;
 pub mod jailconf_reader;
 pub mod layer;
