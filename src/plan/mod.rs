@@ -500,6 +500,7 @@ pub fn needed_stages(build: &Build, target: usize) -> BTreeSet<usize> {
     needed
 }
 
+#[allow(clippy::too_many_lines)] // split on branch wt/planfetch
 pub fn plan(build: &Build, inputs: &dyn PlanInputs, opts: &PlanOptions) -> Result<Plan, PlanError> {
     if build.stages.is_empty() {
         return Err(PlanError {
