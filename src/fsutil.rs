@@ -67,6 +67,17 @@ pub enum InRootError {
     Io(#[from] io::Error),
 }
 
+impl crate::blame::Blame for InRootError {
+    /// A path that leads out of its root is the input's (a recipe, an
+    /// image); a failed lookup as [`path_at_fault`] says.
+    fn is_user_error(&self) -> bool {
+        match self {
+            InRootError::Outside { .. } => true,
+            InRootError::Io(e) => path_at_fault(e),
+        }
+    }
+}
+
 fn through(link: Option<&(PathBuf, PathBuf)>) -> String {
     match link {
         Some((l, t)) => format!(" through the symlink {} -> {}", l.display(), t.display()),

@@ -468,6 +468,16 @@ pub enum CheckError {
     },
 }
 
+impl crate::blame::Blame for CheckError {
+    /// A snapshot decides by its own type; a failed read is the system's.
+    fn is_user_error(&self) -> bool {
+        match self {
+            CheckError::Snapshot(e) => e.is_user_error(),
+            CheckError::Io { .. } => false,
+        }
+    }
+}
+
 impl CheckError {
     pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
         CheckError::Io {

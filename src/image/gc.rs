@@ -39,6 +39,18 @@ pub enum GcError {
     Snapshot(#[from] SnapshotError),
 }
 
+impl crate::blame::Blame for GcError {
+    /// The store and snapshots decide by their own type; images whose
+    /// layers cannot be told are the store's damage.
+    fn is_user_error(&self) -> bool {
+        match self {
+            GcError::Store(e) => e.is_user_error(),
+            GcError::Snapshot(e) => e.is_user_error(),
+            GcError::InUse(_) | GcError::Walk { .. } => false,
+        }
+    }
+}
+
 /// What [`prune`] removed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PruneSummary {

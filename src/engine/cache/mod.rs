@@ -79,6 +79,13 @@ pub enum RepositoryError {
     Tagged,
 }
 
+impl crate::blame::Blame for RepositoryError {
+    /// A repository name the user gave.
+    fn is_user_error(&self) -> bool {
+        true
+    }
+}
+
 /// A cache repository as the user names it: `[docker://]HOST/PATH`, with
 /// no tag or digest.
 pub fn parse_repository(s: &str) -> Result<RegistryRef, RepositoryError> {
