@@ -1,6 +1,6 @@
 //! `jbuild create`: a jail from an image. The image's top snapshot becomes
 //! the jail's root (a ZFS clone where the snapshotter can and a dataset is
-//! known: [`clone`]; else a copy: [`Snapshotter::materialize`]), and a
+//! known: `clone`; else a copy: [`Snapshotter::materialize`]), and a
 //! jail.conf(5) entry is written from what the image carries:
 //! `org.freebsd.jail.*` parameters (and jbuild's older `org.jbuild.jail.*`;
 //! the risky ones only with the user's consent: [`params`]),

@@ -252,7 +252,7 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
 const SYNC_THREADS: usize = 8;
 
 /// fsyncs every path in `paths` (files and directories) at the same time,
-/// each on its own thread (at most [`SYNC_THREADS`] at once), and returns
+/// each on its own thread (at most `SYNC_THREADS` at once), and returns
 /// once all are durable, with the first error met if any failed.
 ///
 /// Why at once: a journalling filesystem commits every sync in flight

@@ -31,6 +31,7 @@ pub mod fsutil;
 pub mod image;
 pub mod jailconf;
 pub mod jailfile;
+pub mod jailparam;
 pub mod keychain;
 pub mod layer;
 pub(crate) mod pipe;

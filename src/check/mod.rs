@@ -423,7 +423,7 @@ fn check_once(inputs: &Inputs<'_>) -> Result<Report, CheckError> {
 const MAX_PASSES: usize = 3;
 
 /// `jbuild check --repair`: checks, does what the findings call for
-/// ([`repair::repair`]) and checks again, for up to [`MAX_PASSES`] passes
+/// ([`repair::repair`]) and checks again, for up to `MAX_PASSES` passes
 /// while they make progress. Returns the final check's report and every
 /// action of every pass, in order.
 ///

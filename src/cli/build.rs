@@ -298,8 +298,10 @@ fn freebsd_env(ctx: &Ctx, args: &BuildArgs) -> Result<FreeBsdEnv, Failure> {
             .map_err(|e: String| Failure::user(anyhow!(e)))?;
     }
     let pkg = &ctx.settings.pkg;
-    let mut allowed = ctx.settings.freebsd.allow_jail_params.clone();
-    allowed.extend(args.allow_jail_params.iter().cloned());
+    let allowed = jbuild::jailparam::allowed(
+        &ctx.settings.freebsd.allow_jail_params,
+        &args.allow_jail_params,
+    );
     Ok(FreeBsdEnv {
         release: Some(release),
         pkg_cache: Some(ctx.paths.pkg_cache()),

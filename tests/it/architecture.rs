@@ -47,7 +47,15 @@ const FLOORS: &[(&str, &[&str])] = &[
     ("changes and the store", &["diff", "store"]),
     (
         "utilities",
-        &["digest", "fsutil", "config", "report", "pipe", "spool"],
+        &[
+            "digest",
+            "fsutil",
+            "config",
+            "report",
+            "pipe",
+            "spool",
+            "jailparam",
+        ],
     ),
     // The one trait every error type implements: below every floor.
     ("whose mistake an error is", &["blame"]),
