@@ -9,11 +9,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use oci_spec::image::ImageConfiguration;
 
 use super::Platform;
-use crate::jailparam::{is_jail_label, jail_labels};
-// Where the planner found it before crate::jailparam gathered the labels.
-pub use crate::jailparam::JAIL_LABEL_PREFIX;
-#[cfg(test)]
-use crate::jailparam::{jail_annotation_value, jail_label_value, permission_value, JailLabel};
+// The image labels jail parameters travel in, where they were before
+// crate::jailparam gathered them.
+pub use crate::jailparam::labels::*;
 
 /// One history entry as the image config records it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -114,14 +114,18 @@ fn paths(text: &str) -> Vec<Vec<String>> {
     found.0
 }
 
+/// Whether an item is `#[cfg(test)]`: tests may reach anywhere.
+fn test_only(attrs: &[syn::Attribute]) -> bool {
+    attrs.iter().any(|a| {
+        a.path().is_ident("cfg") && a.parse_args::<syn::Ident>().is_ok_and(|i| i == "test")
+    })
+}
+
 struct Paths(Vec<Vec<String>>);
 
 impl<'ast> Visit<'ast> for Paths {
     fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
-        let test_only = m.attrs.iter().any(|a| {
-            a.path().is_ident("cfg") && a.parse_args::<syn::Ident>().is_ok_and(|i| i == "test")
-        });
-        if !test_only {
+        if !test_only(&m.attrs) {
             syn::visit::visit_item_mod(self, m);
         }
     }
@@ -589,10 +593,7 @@ impl ErrorTypes {
 
 impl<'ast> Visit<'ast> for ErrorTypes {
     fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
-        let test_only = m.attrs.iter().any(|a| {
-            a.path().is_ident("cfg") && a.parse_args::<syn::Ident>().is_ok_and(|i| i == "test")
-        });
-        if !test_only {
+        if !test_only(&m.attrs) {
             syn::visit::visit_item_mod(self, m);
         }
     }

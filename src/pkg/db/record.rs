@@ -116,21 +116,7 @@ fn insert_interned(tx: &Transaction, m: &Manifest, id: i64) -> Result<(), Failed
         ("groups", "name", "pkg_groups", "group_id", &m.groups),
     ];
     for (table, col, link, link_col, values) in interned {
-        for v in values {
-            tx.execute(
-                &format!("INSERT OR IGNORE INTO {table}({col}) VALUES(?1)"),
-                [v],
-            )
-            .map_err(at(table))?;
-            tx.execute(
-                &format!(
-                    "INSERT INTO {link}(package_id, {link_col}) \
-                     VALUES (?1, (SELECT id FROM {table} WHERE {col} = ?2))"
-                ),
-                params![id, v],
-            )
-            .map_err(at(link))?;
-        }
+        link_names(tx, id, (table, col, link, link_col), values)?;
     }
     Ok(())
 }
@@ -239,6 +225,33 @@ fn insert_conflicts(tx: &Transaction, m: &Manifest, id: i64) -> Result<(), Faile
     Ok(())
 }
 
+/// Each of `values` interned in `table` (`col`) and linked to the
+/// package through `link` (`link_col`), as pkg does for categories,
+/// licenses, users, groups, provides and requires.
+fn link_names<'a>(
+    tx: &Transaction,
+    id: i64,
+    (table, col, link, link_col): (&'static str, &'static str, &'static str, &'static str),
+    values: impl IntoIterator<Item = &'a String>,
+) -> Result<(), Failed> {
+    for v in values {
+        tx.execute(
+            &format!("INSERT OR IGNORE INTO {table}({col}) VALUES(?1)"),
+            [v],
+        )
+        .map_err(at(table))?;
+        tx.execute(
+            &format!(
+                "INSERT INTO {link}(package_id, {link_col}) \
+                 VALUES (?1, (SELECT id FROM {table} WHERE {col} = ?2))"
+            ),
+            params![id, v],
+        )
+        .map_err(at(link))?;
+    }
+    Ok(())
+}
+
 /// What it provides and requires.
 fn insert_provides(tx: &Transaction, m: &Manifest, id: i64) -> Result<(), Failed> {
     for (table, col, link, link_col, values) in [
@@ -257,21 +270,7 @@ fn insert_provides(tx: &Transaction, m: &Manifest, id: i64) -> Result<(), Failed
             &m.requires,
         ),
     ] {
-        for v in values {
-            tx.execute(
-                &format!("INSERT OR IGNORE INTO {table}({col}) VALUES(?1)"),
-                [v],
-            )
-            .map_err(at(table))?;
-            tx.execute(
-                &format!(
-                    "INSERT INTO {link}(package_id, {link_col}) \
-                     VALUES (?1, (SELECT id FROM {table} WHERE {col} = ?2))"
-                ),
-                params![id, v],
-            )
-            .map_err(at(link))?;
-        }
+        link_names(tx, id, (table, col, link, link_col), values)?;
     }
     Ok(())
 }
