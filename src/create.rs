@@ -1,6 +1,6 @@
 //! `jbuild create`: a jail from an image. The image's top snapshot becomes
 //! the jail's root (a ZFS clone where the snapshotter can and a dataset is
-//! known: [`clone`]; else a copy: [`Snapshotter::materialize`]), and a
+//! known: `clone`; else a copy: [`Snapshotter::materialize`]), and a
 //! jail.conf(5) entry is written from what the image carries:
 //! `org.freebsd.jail.*` parameters (and jbuild's older `org.jbuild.jail.*`;
 //! the risky ones only with the user's consent: [`params`]),
@@ -215,128 +215,37 @@ pub fn create(unpacker: &Unpacker<'_>, opts: &CreateOptions) -> Result<Created, 
         None => Vec::new(),
     };
 
-    let root = opts.root.display().to_string();
-    let mut fstab_lines = Vec::new();
-    let mut mounts = Vec::new();
     let mut comments = vec![format!(
         "made by jbuild create from {} ({})",
         opts.image, img.manifest_digest
     )];
-    let refuse = |what: String| {
-        CreateError::User(format!(
-            "image {}: {what}; the image was not made by jbuild or was altered, so no jail was written",
-            opts.image
-        ))
-    };
-    for (v, point) in state.volumes.iter().zip(&points) {
-        let label = format!("{}{v}", params::FSTAB_LABEL);
-        match state.labels.get(&label) {
-            Some(line) => {
-                mounts.push(params::host_mount(&label, line));
-                let f: Vec<&str> = line.split_whitespace().collect();
-                let ok = f.len() == 6
-                    && f[1] == v
-                    && f[2].chars().all(|c| c.is_ascii_alphanumeric())
-                    && f[4..].iter().all(|n| n.chars().all(|c| c.is_ascii_digit()));
-                if !ok {
-                    return Err(refuse(format!(
-                        "mount for {v} `{line}` is not `host {v} type options dump pass` inside the jail"
-                    )));
-                }
-                // Where the jail sees it (symlinks followed), so the
-                // host's mount lands there.
-                let at = opts.root.join(&point.inside);
-                fstab_lines.push(format!(
-                    "{} {} {} {} {} {}",
-                    f[0],
-                    fstab_path(&at.display().to_string()),
-                    f[2],
-                    f[3],
-                    f[4],
-                    f[5]
-                ));
-            }
-            None => comments.push(format!(
-                "VOLUME {v}: give it storage, e.g. a nullfs line in {}",
-                opts.fstab.display()
-            )),
-        }
-    }
-    for p in &state.exposed_ports {
-        let (port, proto) = p.split_once('/').unwrap_or((p, "tcp"));
-        comments.push(format!(
-            "EXPOSE {p}; pf.conf: rdr pass on $ext_if inet proto {proto} to port {port} -> <jail address> port {port}"
-        ));
-    }
-    for (k, v) in &state.labels {
-        if k.starts_with("org.jbuild.rdr.") {
-            comments.push(format!("RDR {v} (bastille rdr {} {v})", opts.name));
-        }
-    }
-    let mut rctl = Vec::new();
-    for (k, v) in &state.labels {
-        let Some(res) = k.strip_prefix("org.jbuild.rctl.") else {
-            continue;
-        };
-        let word = |s: &str, extra: &str| {
-            !s.is_empty()
-                && s.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || extra.contains(c))
-        };
-        if !word(res, "") || !word(v, ".%") {
-            return Err(refuse(format!(
-                "rctl limit `{k}={v}` is not a resource and an amount"
-            )));
-        }
-        rctl.push(format!("jail:{}:{res}:deny={v}/jail", opts.name));
-    }
+    let volumes = volume_mounts(opts, &state, &points, &mut comments)?;
+    comments.extend(pf_hints(opts, &state));
+    let rctl = rctl_rules(opts, &state)?;
     if !opts.bastille {
         for r in &rctl {
             comments.push(format!("rctl(8): add `{r}` to /etc/rctl.conf"));
         }
     }
-
     if let Some(note) = stop_signal_note(state.stop_signal.as_deref()) {
         comments.push(note);
     }
-    let mut params = vec![param("path", &root), param("host.hostname", &opts.name)];
-    let (start, notes) = match &opts.for_run {
-        Some(r) => (r.params(&opts.root, &run_points), Vec::new()),
-        None => start::start(&state, view.as_deref(), &opts.name, opts.bastille)?,
-    };
-    params.extend(start);
-    comments.extend(notes);
-    params.push(flag("exec.clean"));
-    params.push(flag("mount.devfs"));
-    if opts.bastille {
-        params.push(param("devfs_ruleset", "4"));
-        params.push(param("enforce_statfs", "2"));
-        params.push(param("securelevel", "2"));
-        params.push(param(
-            "exec.consolelog",
-            &format!("/var/log/bastille/{}_console.log", opts.name),
-        ));
-    }
-    let write_fstab = opts.bastille || !fstab_lines.is_empty();
-    if write_fstab {
-        params.push(param("mount.fstab", &opts.fstab.display().to_string()));
-    }
+    let write_fstab = opts.bastille || !volumes.fstab_lines.is_empty();
     let labels = img
         .config
         .config()
         .as_ref()
         .and_then(|c| c.labels().clone());
-    let mut wanted = params::read(labels.iter().flatten());
-    wanted.extend(mounts);
-    let agreed = params::agreed(&opts.image, &wanted, &opts.allowed_jail_params)?;
-    comments.extend(agreed.comments);
-    for (k, v) in &agreed.params {
-        let p = if v.is_empty() { flag(k) } else { param(k, v) };
-        match params.iter_mut().find(|x| x.name == *k) {
-            Some(slot) => *slot = p,
-            None => params.push(p),
-        }
-    }
+    let params = entry_params(
+        opts,
+        &state,
+        view.as_deref(),
+        write_fstab,
+        labels.iter().flatten(),
+        volumes.wanted,
+        &run_points,
+        &mut comments,
+    )?;
     let entry = jailconf::entry(&opts.name, &params, &comments);
     // The conf file must be one we can edit before anything is written.
     let old = match std::fs::read_to_string(&opts.conf) {
@@ -360,7 +269,7 @@ pub fn create(unpacker: &Unpacker<'_>, opts: &CreateOptions) -> Result<Created, 
     mounts::make(&opts.root, &run_points)?;
 
     let fstab = if write_fstab {
-        let mut text = fstab_lines.join("\n");
+        let mut text = volumes.fstab_lines.join("\n");
         if !text.is_empty() {
             text.push('\n');
         }
@@ -385,6 +294,158 @@ pub fn create(unpacker: &Unpacker<'_>, opts: &CreateOptions) -> Result<Created, 
         root_from,
         entry,
     })
+}
+
+/// An image `create` will not make a jail from: `what` is wrong with it.
+fn refuse(opts: &CreateOptions, what: String) -> CreateError {
+    CreateError::User(format!(
+        "image {}: {what}; the image was not made by jbuild or was altered, so no jail was written",
+        opts.image
+    ))
+}
+
+/// The VOLUMEs' storage: each fstab line the image carries (a host
+/// mount, which needs consent) and a comment for each without one.
+struct Volumes {
+    fstab_lines: Vec<String>,
+    wanted: Vec<params::ImageParam>,
+}
+
+fn volume_mounts(
+    opts: &CreateOptions,
+    state: &ImageState,
+    points: &[mounts::MountPoint],
+    comments: &mut Vec<String>,
+) -> Result<Volumes, CreateError> {
+    let mut fstab_lines = Vec::new();
+    let mut wanted = Vec::new();
+    for (v, point) in state.volumes.iter().zip(points) {
+        let label = format!("{}{v}", params::FSTAB_LABEL);
+        match state.labels.get(&label) {
+            Some(line) => {
+                wanted.push(params::host_mount(&label, line));
+                let f: Vec<&str> = line.split_whitespace().collect();
+                let ok = f.len() == 6
+                    && f[1] == v
+                    && f[2].chars().all(|c| c.is_ascii_alphanumeric())
+                    && f[4..].iter().all(|n| n.chars().all(|c| c.is_ascii_digit()));
+                if !ok {
+                    return Err(refuse(opts, format!(
+                        "mount for {v} `{line}` is not `host {v} type options dump pass` inside the jail"
+                    )));
+                }
+                // Where the jail sees it (symlinks followed), so the
+                // host's mount lands there.
+                let at = opts.root.join(&point.inside);
+                fstab_lines.push(format!(
+                    "{} {} {} {} {} {}",
+                    f[0],
+                    fstab_path(&at.display().to_string()),
+                    f[2],
+                    f[3],
+                    f[4],
+                    f[5]
+                ));
+            }
+            None => comments.push(format!(
+                "VOLUME {v}: give it storage, e.g. a nullfs line in {}",
+                opts.fstab.display()
+            )),
+        }
+    }
+    Ok(Volumes {
+        fstab_lines,
+        wanted,
+    })
+}
+
+/// EXPOSE and RDR as pf(4) hints.
+fn pf_hints(opts: &CreateOptions, state: &ImageState) -> Vec<String> {
+    let mut comments = Vec::new();
+    for p in &state.exposed_ports {
+        let (port, proto) = p.split_once('/').unwrap_or((p, "tcp"));
+        comments.push(format!(
+            "EXPOSE {p}; pf.conf: rdr pass on $ext_if inet proto {proto} to port {port} -> <jail address> port {port}"
+        ));
+    }
+    for (k, v) in &state.labels {
+        if k.starts_with("org.jbuild.rdr.") {
+            comments.push(format!("RDR {v} (bastille rdr {} {v})", opts.name));
+        }
+    }
+    comments
+}
+
+/// LIMITS as rctl(8) rules, each checked to be a resource and an amount.
+fn rctl_rules(opts: &CreateOptions, state: &ImageState) -> Result<Vec<String>, CreateError> {
+    let mut rctl = Vec::new();
+    for (k, v) in &state.labels {
+        let Some(res) = k.strip_prefix("org.jbuild.rctl.") else {
+            continue;
+        };
+        let word = |s: &str, extra: &str| {
+            !s.is_empty()
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || extra.contains(c))
+        };
+        if !word(res, "") || !word(v, ".%") {
+            return Err(refuse(
+                opts,
+                format!("rctl limit `{k}={v}` is not a resource and an amount"),
+            ));
+        }
+        rctl.push(format!("jail:{}:{res}:deny={v}/jail", opts.name));
+    }
+    Ok(rctl)
+}
+
+/// The entry's parameters: jbuild's (root, hostname, start, devfs,
+/// Bastille's), then the image's as agreed ([`params::agreed`]), which
+/// replace jbuild's of the same name.
+fn entry_params<'a>(
+    opts: &CreateOptions,
+    state: &ImageState,
+    view: Option<&Path>,
+    write_fstab: bool,
+    labels: impl IntoIterator<Item = (&'a String, &'a String)>,
+    volumes: Vec<params::ImageParam>,
+    run_points: &[mounts::MountPoint],
+    comments: &mut Vec<String>,
+) -> Result<Vec<Param>, CreateError> {
+    let root = opts.root.display().to_string();
+    let mut params = vec![param("path", &root), param("host.hostname", &opts.name)];
+    let (start, notes) = match &opts.for_run {
+        Some(r) => (r.params(&opts.root, run_points), Vec::new()),
+        None => start::start(state, view, &opts.name, opts.bastille)?,
+    };
+    params.extend(start);
+    comments.extend(notes);
+    params.push(flag("exec.clean"));
+    params.push(flag("mount.devfs"));
+    if opts.bastille {
+        params.push(param("devfs_ruleset", "4"));
+        params.push(param("enforce_statfs", "2"));
+        params.push(param("securelevel", "2"));
+        params.push(param(
+            "exec.consolelog",
+            &format!("/var/log/bastille/{}_console.log", opts.name),
+        ));
+    }
+    if write_fstab {
+        params.push(param("mount.fstab", &opts.fstab.display().to_string()));
+    }
+    let mut wanted = params::read(labels);
+    wanted.extend(volumes);
+    let agreed = params::agreed(&opts.image, &wanted, &opts.allowed_jail_params)?;
+    comments.extend(agreed.comments);
+    for (k, v) in &agreed.params {
+        let p = if v.is_empty() { flag(k) } else { param(k, v) };
+        match params.iter_mut().find(|x| x.name == *k) {
+            Some(slot) => *slot = p,
+            None => params.push(p),
+        }
+    }
+    Ok(params)
 }
 
 /// A path as an fstab(5) field: blanks written as octal escapes.

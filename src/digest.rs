@@ -26,6 +26,13 @@ pub enum DigestError {
     Algorithm(String),
 }
 
+impl crate::blame::Blame for DigestError {
+    /// A digest someone wrote (a flag, a reference, a document).
+    fn is_user_error(&self) -> bool {
+        true
+    }
+}
+
 impl Digest {
     /// The sha256 digest of `bytes`.
     pub fn of(bytes: &[u8]) -> Digest {

@@ -67,6 +67,17 @@ pub enum InRootError {
     Io(#[from] io::Error),
 }
 
+impl crate::blame::Blame for InRootError {
+    /// A path that leads out of its root is the input's (a recipe, an
+    /// image); a failed lookup as [`path_at_fault`] says.
+    fn is_user_error(&self) -> bool {
+        match self {
+            InRootError::Outside { .. } => true,
+            InRootError::Io(e) => path_at_fault(e),
+        }
+    }
+}
+
 fn through(link: Option<&(PathBuf, PathBuf)>) -> String {
     match link {
         Some((l, t)) => format!(" through the symlink {} -> {}", l.display(), t.display()),
@@ -241,7 +252,7 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
 const SYNC_THREADS: usize = 8;
 
 /// fsyncs every path in `paths` (files and directories) at the same time,
-/// each on its own thread (at most [`SYNC_THREADS`] at once), and returns
+/// each on its own thread (at most `SYNC_THREADS` at once), and returns
 /// once all are durable, with the first error met if any failed.
 ///
 /// Why at once: a journalling filesystem commits every sync in flight

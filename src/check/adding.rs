@@ -3,7 +3,7 @@
 //! called *pending*, not reclaimable.
 //!
 //! A pull holds the store lock shared from before it unpacks its first
-//! layer until it names its image ([`crate::image::pull`], "The pin"); a
+//! layer until it names its image ([`crate::image::pull`](mod@crate::image::pull), "The pin"); a
 //! build from before it looks up its FROM until it tags; an import or a
 //! copy into the store from its first blob until it tags. Meanwhile its blobs and its `chain-` layers are reached
 //! by no entry of `index.json`: they look exactly like what `jbuild prune`

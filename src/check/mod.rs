@@ -423,7 +423,7 @@ fn check_once(inputs: &Inputs<'_>) -> Result<Report, CheckError> {
 const MAX_PASSES: usize = 3;
 
 /// `jbuild check --repair`: checks, does what the findings call for
-/// ([`repair::repair`]) and checks again, for up to [`MAX_PASSES`] passes
+/// ([`repair::repair`]) and checks again, for up to `MAX_PASSES` passes
 /// while they make progress. Returns the final check's report and every
 /// action of every pass, in order.
 ///
@@ -466,6 +466,16 @@ pub enum CheckError {
         #[source]
         source: std::io::Error,
     },
+}
+
+impl crate::blame::Blame for CheckError {
+    /// A snapshot decides by its own type; a failed read is the system's.
+    fn is_user_error(&self) -> bool {
+        match self {
+            CheckError::Snapshot(e) => e.is_user_error(),
+            CheckError::Io { .. } => false,
+        }
+    }
 }
 
 impl CheckError {

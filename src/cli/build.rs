@@ -192,6 +192,12 @@ impl std::error::Error for AtTemplateLine {
     }
 }
 
+impl Blame for AtTemplateLine {
+    fn is_user_error(&self) -> bool {
+        self.source.is_user_error()
+    }
+}
+
 /// `build --check`: the problems, and exit 1 when one is an error.
 fn check(
     ctx: &Ctx,
@@ -231,7 +237,7 @@ fn check(
 fn build_args(args: &BuildArgs) -> Result<BTreeMap<String, String>, Failure> {
     let mut out = BTreeMap::new();
     for f in &args.build_arg_files {
-        out.extend(jailfile::arg_file::read(f).map_err(Failure::user)?);
+        out.extend(jailfile::arg_file::read(f)?);
     }
     out.extend(parse_build_args(&args.build_args)?);
     Ok(out)
@@ -292,8 +298,10 @@ fn freebsd_env(ctx: &Ctx, args: &BuildArgs) -> Result<FreeBsdEnv, Failure> {
             .map_err(|e: String| Failure::user(anyhow!(e)))?;
     }
     let pkg = &ctx.settings.pkg;
-    let mut allowed = ctx.settings.freebsd.allow_jail_params.clone();
-    allowed.extend(args.allow_jail_params.iter().cloned());
+    let allowed = jbuild::jailparam::allowed(
+        &ctx.settings.freebsd.allow_jail_params,
+        &args.allow_jail_params,
+    );
     Ok(FreeBsdEnv {
         release: Some(release),
         pkg_cache: Some(ctx.paths.pkg_cache()),
@@ -492,10 +500,13 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
         annotations: super::parse_pairs("--annotation", &args.annotations)?,
         jail_annotations: args.jail_annotations,
         mount_cache: Some(ctx.paths.mount_cache()),
-        secrets: engine::read_secrets(&args.secrets).map_err(Failure::user)?,
+        secrets: engine::read_secrets(&args.secrets)?,
     };
     let piped = if stdin {
-        Some(jailfile::read_from(std::io::stdin().lock(), &opts.jailfile).map_err(Failure::user)?)
+        Some(jailfile::read_from(
+            std::io::stdin().lock(),
+            &opts.jailfile,
+        )?)
     } else {
         None
     };
@@ -580,7 +591,6 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
 /// A failed build: whose it is, and for a failed step of a Bastille
 /// template, the Bastillefile line first.
 fn failure(translated: &Option<Converted>, e: RequestError) -> Failure {
-    let user = e.is_user_error();
     let at = match (translated, &e) {
         (Some(t), RequestError::Build(engine::BuildError::Located(at)))
             if at.location.file.as_path() == t.path.as_path() =>
@@ -589,12 +599,9 @@ fn failure(translated: &Option<Converted>, e: RequestError) -> Failure {
         }
         _ => None,
     };
-    Failure {
-        user,
-        error: match (at, e) {
-            (Some(at), RequestError::Build(source)) => AtTemplateLine { at, source }.into(),
-            (_, e) => e.into(),
-        },
+    match (at, e) {
+        (Some(at), RequestError::Build(source)) => AtTemplateLine { at, source }.into(),
+        (_, e) => e.into(),
     }
 }
 

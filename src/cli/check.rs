@@ -59,8 +59,7 @@ pub fn run(ctx: &Ctx, args: CheckArgs) -> CmdResult {
         check::check_and_repair(&inputs, lock.as_ref())
     } else {
         check::check(&inputs).map(|report| (report, Vec::new()))
-    }
-    .map_err(Failure::internal)?;
+    }?;
     drop(lock);
     print(ctx, &report, &repaired)?;
     if report.is_damaged() {

@@ -134,9 +134,7 @@ fn pulled(ctx: &Ctx, a: &CreateArgs, unpacker: &Unpacker<'_>) -> Result<String, 
 
 /// `--allow-jail-param` over the configuration's list.
 fn allowed_jail_params(ctx: &Ctx, given: &[String]) -> Vec<String> {
-    let mut allowed = ctx.settings.freebsd.allow_jail_params.clone();
-    allowed.extend(given.iter().cloned());
-    allowed
+    jbuild::jailparam::allowed(&ctx.settings.freebsd.allow_jail_params, given)
 }
 
 /// `create --bundle DIR IMAGE [NAME]`.

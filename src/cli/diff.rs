@@ -47,6 +47,13 @@ enum FormatArg {
 #[error("the images differ")]
 pub struct Differ;
 
+impl jbuild::blame::Blame for Differ {
+    /// The answer to the user's question (exit 1, as diff(1)).
+    fn is_user_error(&self) -> bool {
+        true
+    }
+}
+
 pub fn run(ctx: &Ctx, args: DiffArgs) -> CmdResult {
     let platform = match &args.platform {
         Some(p) => Platform::parse(p).map_err(|e| Failure::user(anyhow!("--platform: {e}")))?,
@@ -75,7 +82,7 @@ pub fn run(ctx: &Ctx, args: DiffArgs) -> CmdResult {
         }
     }
     if cmp.differs() {
-        return Err(Failure::user(Differ));
+        return Err(Failure::from(Differ));
     }
     Ok(())
 }

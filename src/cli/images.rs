@@ -118,20 +118,18 @@ fn load(store: &Store, reference: &str, p: &Platform) -> Result<image::LoadedIma
     let desc = Ctx::resolve_image(store, reference)?;
     // A stored manifest that does not load is damage in the store; an
     // index without the asked-for platform is the user's to fix.
-    image::load_descriptor(store, &desc, p, reference).map_err(|e| Failure {
-        user: !e.is_malformed() && e.is_user_error(),
-        error: anyhow!(e),
+    image::load_descriptor(store, &desc, p, reference).map_err(|e| {
+        if e.is_malformed() {
+            Failure::internal(e)
+        } else {
+            Failure::from(e)
+        }
     })
 }
 
 pub fn images(ctx: &Ctx, args: ImagesArgs) -> CmdResult {
     let store = ctx.store()?;
-    let format = args
-        .format
-        .as_deref()
-        .map(Format::parse)
-        .transpose()
-        .map_err(Failure::user)?;
+    let format = args.format.as_deref().map(Format::parse).transpose()?;
     let filters = list::Filters::parse(&store, &args.filter).map_err(Failure::from)?;
     let rows = list::list(&store, &filters).map_err(Failure::from)?;
     let now = std::time::SystemTime::now();
@@ -412,7 +410,7 @@ pub fn rmi(ctx: &Ctx, args: RmiArgs) -> CmdResult {
 pub fn prune(ctx: &Ctx, args: PruneArgs) -> CmdResult {
     let store = ctx.store()?;
     let sn = ctx.snapshotter()?;
-    let summary = gc::prune(&store, sn.as_ref(), args.cache).map_err(Failure::internal)?;
+    let summary = gc::prune(&store, sn.as_ref(), args.cache)?;
     let mounts = if args.cache {
         ctx.check_places(&["cache", "cache/mounts"])?;
         let dir = ctx.paths.mount_cache();

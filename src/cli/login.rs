@@ -149,7 +149,7 @@ pub fn login(ctx: &Ctx, a: LoginArgs) -> CmdResult {
 pub fn logout(ctx: &Ctx, a: LogoutArgs) -> CmdResult {
     let registry = registry_name(&a.registry)?;
     let keychain = a.auth.keychain()?;
-    let removed = keychain.erase(&registry).map_err(Failure::user)?;
+    let removed = keychain.erase(&registry)?;
     if ctx.json {
         outln!("{}", json!({"registry": registry, "removed": removed}));
     } else if !ctx.quiet {

@@ -280,13 +280,7 @@ impl Ctx {
     /// `jbuild::fsutil::places`); a missing one is fine (made when used).
     pub fn check_places(&self, rels: &[&str]) -> Result<(), Failure> {
         for rel in rels {
-            jbuild::fsutil::places::existing_own_dir(self.paths.root(), rel).map_err(|e| {
-                if e.is_stray() {
-                    Failure::user(e)
-                } else {
-                    Failure::internal(e)
-                }
-            })?;
+            jbuild::fsutil::places::existing_own_dir(self.paths.root(), rel)?;
         }
         Ok(())
     }

@@ -76,13 +76,7 @@ pub fn run(ctx: &Ctx, args: VerifyArgs) -> CmdResult {
     };
     let store = ctx.store()?;
     // Scratch space in the root's own `tmp/`, never through a symlink.
-    let tmp = jbuild::fsutil::places::own_dir(ctx.paths.root(), "tmp").map_err(|e| {
-        if e.is_stray() {
-            Failure::user(e)
-        } else {
-            Failure::internal(e)
-        }
-    })?;
+    let tmp = jbuild::fsutil::places::own_dir(ctx.paths.root(), "tmp")?;
     ctx.check_places(&["cache", "cache/mounts", "cache/freebsd"])?;
     let scratch = tempfile::Builder::new()
         .prefix("verify-")
@@ -121,7 +115,7 @@ pub fn run(ctx: &Ctx, args: VerifyArgs) -> CmdResult {
         build_args: super::common::parse_build_args(&args.build_args)?,
         target: args.target.clone(),
         provenance,
-        secrets: engine::read_secrets(&args.secrets).map_err(Failure::user)?,
+        secrets: engine::read_secrets(&args.secrets)?,
         scratch: scratch.path().to_path_buf(),
     };
     let verdict = verify::verify(&env, &opts).map_err(Failure::from)?;

@@ -284,6 +284,13 @@ pub enum SettingsError {
     Parse { path: PathBuf, message: String },
 }
 
+impl crate::blame::Blame for SettingsError {
+    /// The configuration file is the user's.
+    fn is_user_error(&self) -> bool {
+        true
+    }
+}
+
 impl Settings {
     /// The settings of this host: the file named by `$JBUILD_CONFIG`, else
     /// the first file of the search path, else the defaults.

@@ -160,7 +160,7 @@ pub fn runtime_spec(
     }
     let ruleset = get("devfs_ruleset")
         .and_then(|v| v.parse::<u32>().ok())
-        .unwrap_or(crate::exec::jail_params::DEVFS_RULESET_JAIL);
+        .unwrap_or(crate::jailparam::DEVFS_RULESET_JAIL);
     let mut spec = json!({
         "ociVersion": OCI_VERSION,
         "root": {"path": "rootfs", "readonly": false},

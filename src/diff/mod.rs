@@ -117,6 +117,13 @@ pub enum DiffError {
     Cancelled,
 }
 
+impl crate::blame::Blame for DiffError {
+    /// A differ that fails is jbuild's or the system's fault.
+    fn is_user_error(&self) -> bool {
+        false
+    }
+}
+
 impl DiffError {
     pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
         DiffError::Io {

@@ -58,7 +58,7 @@ impl Differ for TreeWalkDiffer {
 impl TreeWalkDiffer {
     /// [`Differ::changes`] that stops with [`DiffError::Cancelled`] soon
     /// after `cancel` is set: the flag is checked at every entry, so a
-    /// walk that is stopped (see [`choose`](super::choose)) ends within one `lstat` or
+    /// walk that is stopped (see [`choose`]) ends within one `lstat` or
     /// directory read (plus the content comparison of one file).
     pub fn changes_cancellable(
         &self,

@@ -176,7 +176,8 @@ impl Blame for BuildError {
             BuildError::Pull(e) => e.is_user_error(),
             BuildError::Store(e) => e.is_user_error(),
             BuildError::Snapshot(e) => e.is_user_error(),
-            BuildError::Export(_) | BuildError::Io { .. } => false,
+            BuildError::Export(e) => e.is_user_error(),
+            BuildError::Io { .. } => false,
         }
     }
 }

@@ -281,7 +281,7 @@ pub fn build_jail_params(params: &[(String, String)]) -> Vec<(String, String)> {
 }
 
 /// Refuses, before anything runs, a RUN or PKG step whose jail would be
-/// weakened by a recipe parameter ([`jail_params::needs_opt_in`]) the user
+/// weakened by a recipe parameter ([`crate::jailparam::needs_opt_in`]) the user
 /// did not allow by name. The error names the JAIL line that set it (or
 /// the FROM line, when it came with the stage's base). Parameters that no
 /// step runs with are only stored in the image, and need no consent.
@@ -294,7 +294,7 @@ pub fn check_jail_params(plan: &Plan, allowed: &[String]) -> Result<(), BuildErr
                 continue;
             };
             for (name, value) in build_jail_params(&exec.jail) {
-                let Some(why) = jail_params::needs_opt_in(&name, &value) else {
+                let Some(why) = crate::jailparam::needs_opt_in(&name, &value) else {
                     continue;
                 };
                 if allowed.contains(&name) {

@@ -65,6 +65,13 @@ pub enum SecretError {
     Twice(String),
 }
 
+impl crate::blame::Blame for SecretError {
+    /// `--secret` and the files and variables it names are the user's.
+    fn is_user_error(&self) -> bool {
+        true
+    }
+}
+
 /// The largest secret read from a file: what a secret holds (a token, a
 /// key, a credentials file) is far smaller, and each is held in memory and
 /// remembered for scrubbing in several forms. `/dev/zero` or a mistaken

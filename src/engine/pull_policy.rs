@@ -25,6 +25,13 @@ pub enum PullPolicy {
 #[error("`{0}` is not a pull policy: use always, missing or never")]
 pub struct BadPullPolicy(pub String);
 
+impl crate::blame::Blame for BadPullPolicy {
+    /// A flag or setting the user wrote.
+    fn is_user_error(&self) -> bool {
+        true
+    }
+}
+
 impl FromStr for PullPolicy {
     type Err = BadPullPolicy;
 

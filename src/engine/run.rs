@@ -113,6 +113,7 @@ fn needed_images(opts: &BuildOptions, jailfile_text: &str) -> Option<BTreeSet<St
     )
 }
 
+#[allow(clippy::too_many_lines)] // split on branch wt/pkg
 fn build_or_check(
     fetch: &FetchPhase<'_>,
     opts: &BuildOptions,
@@ -556,6 +557,7 @@ impl Run<'_, '_> {
         Ok(())
     }
 
+    #[allow(clippy::too_many_lines)] // split on branch wt/pkg
     fn execute(
         &self,
         op: &Op,

@@ -13,7 +13,7 @@
 //! the scratch directory), so no cached step of the user's is reused.
 //! The only thing it takes from the user's store is what FROM reads, each
 //! image copied at the digest the original build used when that is known
-//! ([`PinnedStore`]). Then the manifest digests are compared; when they
+//! (`PinnedStore`). Then the manifest digests are compared; when they
 //! differ, the first layer that differs is named, with the step that made
 //! it and the first file that differs in it ([`crate::layer::compare`]).
 

@@ -79,7 +79,7 @@ pub struct Exec {
 }
 
 /// Which part of the setup a failed call is reported as (packed into the
-/// child's error with [`super::prepare::setup_error`]).
+/// child's error with `super::prepare::setup_error`).
 pub const PDEATHSIG: u8 = 1;
 pub const ATTACH: u8 = 2;
 pub const CHDIR: u8 = 3;

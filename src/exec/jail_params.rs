@@ -27,7 +27,8 @@
 //!
 //! Recipe parameters (`JAIL name=value` lines) are passed after these; a
 //! value for one of the defaults above replaces it. Parameters that jbuild
-//! owns or that act on the host are refused here (see [`check_param`]; the
+//! owns or that act on the host are refused here (see [`check_param`] and
+//! [`crate::jailparam`]; the
 //! build leaves them out of build jails, as they describe the runtime
 //! jail). Parameters that weaken the jail ([`needs_opt_in`]) are let
 //! through: the build asks for the user's consent before any step runs.
@@ -35,95 +36,13 @@
 use std::path::Path;
 
 use super::{ExecError, RunSpec};
+use crate::jailparam::{refused_in_recipe, well_formed};
+// Where they were before crate::jailparam gathered them.
+pub use crate::jailparam::{needs_opt_in, DEVFS_RULESET_JAIL};
 
 pub const JAIL: &str = "/usr/sbin/jail";
 pub const MOUNT: &str = "/sbin/mount";
 pub const UMOUNT: &str = "/sbin/umount";
-
-/// `devfsrules_jail` in FreeBSD's `/etc/defaults/devfs.rules`.
-pub const DEVFS_RULESET_JAIL: u32 = 4;
-
-/// Parameters a recipe may not set, and why.
-const REFUSED: &[(&str, &str)] = &[
-    ("name", "jbuild names the jail"),
-    ("jid", "jbuild names the jail"),
-    ("path", "the jail's root is the step's snapshot"),
-    ("command", "jbuild runs the step itself"),
-    ("exec", "exec.* commands run on the host, outside the jail"),
-    ("persist", "jbuild manages the jail's life"),
-    (
-        "host.hostname",
-        "the hostname comes from the build's settings",
-    ),
-    ("ip4", "the network comes from the build's network setting"),
-    ("ip6", "the network comes from the build's network setting"),
-    ("vnet", "the network comes from the build's network setting"),
-    ("interface", "it adds addresses to the host's interfaces"),
-    (
-        "ip_hostname",
-        "the network comes from the build's network setting",
-    ),
-    (
-        "mount",
-        "mount parameters mount host file systems; jbuild mounts /dev itself",
-    ),
-    ("depend", "it starts other jails"),
-];
-
-/// `allow.*` permissions a recipe may grant without the user opting in:
-/// they act only inside the jail. Any other `allow.*` (mount, raw
-/// sockets, chflags, vmm, routing, the clock, ...) reaches the host;
-/// `allow.mlock` too: wired pages are the host's memory, taken from
-/// every other jail and the host itself.
-const SAFE_ALLOW: &[&str] = &[
-    "allow.set_hostname",
-    "allow.reserved_ports",
-    "allow.extattr",
-    "allow.suser",
-    "allow.setaudit",
-];
-
-/// Why a recipe parameter weakens the build jail so that the user must
-/// opt in (`--allow-jail-param NAME`), or `None` when it does not. The
-/// parameters of jail(8) ("Jail Parameters") judged here:
-///
-/// - `allow.*` outside [`SAFE_ALLOW`], unless it turns a permission off
-///   (`allow.noX`, or a value of `0`/`false`);
-/// - `devfs_ruleset` other than 4 (`devfsrules_jail`): 0 means no rules,
-///   every device of the host in the jail's `/dev`;
-/// - `enforce_statfs` below 2: the jail sees the host's mount points;
-/// - `children.max` above 0: jails inside the build jail;
-/// - `sysvmsg`, `sysvsem`, `sysvshm` = `inherit`: the host's System V IPC.
-///
-/// Raising `securelevel` only takes rights away, so it needs no opt-in.
-pub fn needs_opt_in(name: &str, value: &str) -> Option<&'static str> {
-    let off = matches!(value, "0" | "false");
-    if let Some(rest) = name.strip_prefix("allow.") {
-        let last = rest.rsplit('.').next().unwrap_or(rest);
-        if last.starts_with("no") || off || SAFE_ALLOW.contains(&name) {
-            return None;
-        }
-        return Some(if rest.starts_with("mount") {
-            "lets the jail mount file systems"
-        } else {
-            "grants the jail a permission that reaches beyond it"
-        });
-    }
-    let number = value.trim().parse::<i64>().ok();
-    match name {
-        "devfs_ruleset" if number != Some(DEVFS_RULESET_JAIL as i64) => {
-            Some("another devfs ruleset than 4 (devfsrules_jail) can expose the host's devices")
-        }
-        "enforce_statfs" if number.is_none_or(|n| n < 2) => {
-            Some("enforce_statfs below 2 shows the host's mount points to the jail")
-        }
-        "children.max" if number.is_none_or(|n| n > 0) => Some("it allows jails inside the jail"),
-        "sysvmsg" | "sysvsem" | "sysvshm" if value == "inherit" => {
-            Some("`inherit` shares the host's System V IPC with the jail")
-        }
-        _ => None,
-    }
-}
 
 /// The defaults a recipe parameter of the same name replaces.
 const DEFAULTS: &[&str] = &["devfs_ruleset", "enforce_statfs", "children.max"];
@@ -137,36 +56,16 @@ pub fn check_param(name: &str, value: &str) -> Result<(), ExecError> {
             "JAIL parameter `{name}`: {why}"
         )))
     };
-    let well_formed = !name.is_empty()
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'.')
-        && !name.starts_with('.')
-        && !name.ends_with('.')
-        && !name.contains("..");
-    if !well_formed {
+    if !well_formed(name) {
         return invalid("a parameter name is made of a-z, 0-9, `_` and `.` (see `sysctl -d security.jail.param`)");
     }
     if value.contains('\0') {
         return invalid("the value contains a NUL byte");
     }
-    // Booleans can be negated with a `no` prefix on their last part
-    // (`nopersist`, `allow.nomount`); judge the parameter underneath.
-    let base = match name.rsplit_once('.') {
-        Some((head, last)) => format!("{head}.{}", last.strip_prefix("no").unwrap_or(last)),
-        None => name.strip_prefix("no").unwrap_or(name).to_string(),
-    };
-    for candidate in [name, base.as_str()] {
-        for (refused, why) in REFUSED {
-            let under = candidate
-                .strip_prefix(refused)
-                .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'));
-            if under {
-                return invalid(&format!("not allowed in a recipe: {why}"));
-            }
-        }
+    match refused_in_recipe(name) {
+        Some(why) => invalid(&format!("not allowed in a recipe: {why}")),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 fn param(name: &str, value: &str) -> String {

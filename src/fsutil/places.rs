@@ -49,6 +49,14 @@ pub enum PlaceError {
     },
 }
 
+impl crate::blame::Blame for PlaceError {
+    /// Something of the user's in the way of jbuild's own directory
+    /// ([`PlaceError::is_stray`]) is theirs to move; a failed call is the system's.
+    fn is_user_error(&self) -> bool {
+        self.is_stray()
+    }
+}
+
 impl PlaceError {
     /// The place at fault.
     pub fn path(&self) -> &Path {

@@ -6,13 +6,13 @@
 //! The fetch (an [`ImageSource`](super::pull::ImageSource), through a
 //! transport's copy) tells: [`Arrivals::manifest`] once it has checked the
 //! image's manifest, [`Arrivals::coming`] when a blob starts arriving in a
-//! store file that is readable as it grows (a [`Tail`]), [`Arrivals::stored`]
+//! store file that is readable as it grows (a `Tail`), [`Arrivals::stored`]
 //! when a blob is in the store in one piece (it was there already, or came
 //! from a file). The pull waits on those; whatever a source does not tell
 //! is found in the store once the fetch has ended, so a source that tells
 //! nothing still works — its pull just unpacks after the download.
 //!
-//! A blob read through a [`Tail`] ends only once the fetch has checked its
+//! A blob read through a `Tail` ends only once the fetch has checked its
 //! size and digest; a blob that fails them fails its reader. When the pull
 //! stops early (a refused layer) it [abandons](Arrivals::abandoned) the
 //! fetch, which may then stop downloading.

@@ -57,6 +57,18 @@ pub enum ExportError {
     },
 }
 
+impl crate::blame::Blame for ExportError {
+    /// A snapshot or the store decide by their own type; a failed diff,
+    /// layer or write is jbuild's or the system's.
+    fn is_user_error(&self) -> bool {
+        match self {
+            ExportError::Snapshot(e) => e.is_user_error(),
+            ExportError::Store(e) => e.is_user_error(),
+            ExportError::Diff(_) | ExportError::Layer(_) | ExportError::Io { .. } => false,
+        }
+    }
+}
+
 /// Exports every layer of `layers` that has no blob yet in `compression`
 /// with file times clamped to `epoch`, reusing blobs recorded on the
 /// snapshots under the same clamp; returns the layer list.

@@ -39,6 +39,18 @@ pub enum GcError {
     Snapshot(#[from] SnapshotError),
 }
 
+impl crate::blame::Blame for GcError {
+    /// The store and snapshots decide by their own type; images whose
+    /// layers cannot be told are the store's damage.
+    fn is_user_error(&self) -> bool {
+        match self {
+            GcError::Store(e) => e.is_user_error(),
+            GcError::Snapshot(e) => e.is_user_error(),
+            GcError::InUse(_) | GcError::Walk { .. } => false,
+        }
+    }
+}
+
 /// What [`prune`] removed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PruneSummary {
@@ -206,7 +218,7 @@ pub fn unused_chains<'a>(all: &'a [Info], in_use: &HashSet<String>) -> Vec<&'a I
 ///
 /// For a caller that holds the store lock exclusively (`_exclusive`): then
 /// no pull or build is between finding one of them and building on it, as
-/// a pull holds the lock shared until it names its image ([`super::pull`],
+/// a pull holds the lock shared until it names its image ([`super::pull`](mod@super::pull),
 /// "The pin"), and a build for its whole run. `jbuild create` holds no
 /// lock while it unpacks, but it unpacks only a named image, whose layers
 /// are in use.
@@ -240,7 +252,7 @@ pub fn unused_among(
 /// All of it under the store lock held exclusively, taken first (waiting
 /// for it): no build or pull is then running. A pull's `chain-` snapshots
 /// are used by no image in `index.json` until it names it, and the shared
-/// lock it holds meanwhile is what keeps them ([`super::pull`], "The
+/// lock it holds meanwhile is what keeps them ([`super::pull`](mod@super::pull), "The
 /// pin"); a build holds it from before it looks up its FROM until it tags
 /// its image, which keeps its FROM's layers (whose image `rmi` may have
 /// untagged meanwhile), the step it has just committed (nothing stands on

@@ -55,6 +55,13 @@ pub enum FormatError {
     NotAField(String),
 }
 
+impl crate::blame::Blame for FormatError {
+    /// `--format` as the user wrote it.
+    fn is_user_error(&self) -> bool {
+        true
+    }
+}
+
 /// A piece of a template: literal text or a field.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Piece {

@@ -88,6 +88,14 @@ pub enum DocumentError {
     Index(#[source] serde_json::Error),
 }
 
+impl crate::blame::Blame for DocumentError {
+    /// A document that is not what its descriptor says is the image's
+    /// fault, as [`super::ImageError::Invalid`] is.
+    fn is_user_error(&self) -> bool {
+        true
+    }
+}
+
 /// A parsed manifest or index.
 #[derive(Debug, Clone)]
 pub enum Document {

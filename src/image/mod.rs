@@ -29,15 +29,15 @@
 //!
 //! # What lives here
 //!
-//! - [`load`]: an image in the store, its manifest and config read
+//! - [`load`](mod@load): an image in the store, its manifest and config read
 //!   (bounded, validated), a platform picked from an index;
 //! - [`walk`]: the one walk of the image graph, used by garbage collection,
 //!   `jbuild check`, the in-use set and every copy between transports;
 //! - [`unpack`]: layers → `chain-` snapshots, each applied as hostile input;
 //! - [`export`]: snapshots → layer blobs (a differ's change list, the tar
 //!   writer, compression, both digests in one pass);
-//! - [`write`]: a new config and manifest, byte for byte deterministic;
-//! - [`pull`]: the one pull transaction — copy untagged, unpack, and only
+//! - [`write`](mod@write): a new config and manifest, byte for byte deterministic;
+//! - [`pull`](mod@pull): the one pull transaction — copy untagged, unpack, and only
 //!   then name; or roll back — used by `jbuild pull` and by a build's FROM;
 //! - [`index`]: manifest lists (image indexes made here, one manifest per
 //!   platform), and the check a list passes before it is pushed;
@@ -70,9 +70,11 @@ pub mod write;
 
 mod error;
 
-pub use config::{
-    jail_annotation_value, jail_labels, permission_value, HistoryEntry, ImageState, JailLabel,
-    JAIL_LABEL_PREFIX, OLD_JAIL_LABEL_PREFIX,
+pub use config::{HistoryEntry, ImageState};
+// Where they were before crate::jailparam gathered them.
+pub use crate::jailparam::{
+    jail_annotation_value, jail_labels, permission_value, JailLabel, JAIL_LABEL_PREFIX,
+    OLD_JAIL_LABEL_PREFIX,
 };
 pub use error::ImageError;
 pub use export::{export_layers, layer_changes, Layer, LayerChanges};

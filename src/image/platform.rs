@@ -75,10 +75,24 @@ pub struct NoSuchPlatform {
     pub have: String,
 }
 
+impl crate::blame::Blame for NoSuchPlatform {
+    /// The platform the user asked for.
+    fn is_user_error(&self) -> bool {
+        true
+    }
+}
+
 /// A `--platform` or `FROM --platform` value that is not `os/arch[/variant]`.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("platform `{0}` is not of the form os/arch[/variant], e.g. freebsd/amd64")]
 pub struct BadPlatform(pub String);
+
+impl crate::blame::Blame for BadPlatform {
+    /// A value the user wrote.
+    fn is_user_error(&self) -> bool {
+        true
+    }
+}
 
 /// The manifest of `index` for `want`, or an error listing the platforms
 /// the index has.

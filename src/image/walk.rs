@@ -109,6 +109,14 @@ pub enum WalkError {
     TooLarge(String),
 }
 
+impl crate::blame::Blame for WalkError {
+    /// An image's graph that is not one jbuild reads is the image's
+    /// fault (the store's own damage is blamed by the caller: [`super::gc::GcError`]).
+    fn is_user_error(&self) -> bool {
+        true
+    }
+}
+
 /// A walk in progress. See the module docs.
 pub struct Walk {
     todo: Vec<Node>,

@@ -7,10 +7,10 @@ use std::time::{Duration, UNIX_EPOCH};
 use oci_spec::image::Descriptor;
 use serde_json::{json, Map, Value};
 
-use super::config::{jail_annotation_value, jail_label_value};
 use super::media::{MAX_DOCUMENT, OCI_CONFIG, OCI_MANIFEST};
 use super::{ImageError, ImageState, JAIL_LABEL_PREFIX};
 use crate::digest::Digest;
+use crate::jailparam::{jail_annotation_value, jail_label_value};
 use crate::store::{canonical_json, Store};
 
 /// The label that carries the Jailfile an image was built from.

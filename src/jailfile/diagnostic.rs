@@ -91,6 +91,13 @@ impl fmt::Display for Diagnostic {
 
 impl std::error::Error for Diagnostic {}
 
+impl crate::blame::Blame for Diagnostic {
+    /// A recipe (or template) that does not read: the user's to fix.
+    fn is_user_error(&self) -> bool {
+        true
+    }
+}
+
 /// The most characters of a source line an error shows: a window around
 /// the column, with `…` where it was cut (a line may be megabytes long).
 const SHOWN: usize = 160;

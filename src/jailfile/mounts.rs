@@ -117,9 +117,211 @@ impl Opt {
     }
 }
 
+/// The options of one `--mount` value, and the value itself (for errors
+/// about an option that is missing).
+struct Opts<'t> {
+    list: Vec<Opt>,
+    whole: &'t Text,
+    ty: String,
+    /// `target=` (or an alias), checked first whatever the type.
+    target: Option<String>,
+}
+
+impl Opts<'_> {
+    /// The option under any of `names` (its aliases).
+    fn get(&self, names: &[&str]) -> Option<&Opt> {
+        self.list.iter().find(|o| names.contains(&o.name.as_str()))
+    }
+
+    fn need_target(&self) -> Result<String> {
+        self.target.clone().ok_or_else(|| {
+            Error::new(
+                self.whole.span(),
+                format!("a {} mount needs target=PATH", self.ty),
+            )
+            .with_help(format!("usage: {USAGE}"))
+        })
+    }
+
+    fn mode(&self, default: u32) -> Result<u32> {
+        self.get(&["mode"]).map_or(Ok(default), Opt::mode)
+    }
+
+    fn num(&self, name: &str) -> Result<u32> {
+        self.get(&[name]).map_or(Ok(0), Opt::number)
+    }
+
+    fn secret(&self) -> Result<RunMount> {
+        let Some(id) = self.get(&["id"]) else {
+            return Err(Error::new(self.whole.span(), "a secret mount needs id=ID")
+                .with_help("name the secret given with --secret id=ID,src=FILE"));
+        };
+        let id = id_of(id)?;
+        let kind = MountKind::Secret {
+            required: self.get(&["required"]).map_or(Ok(false), Opt::bool)?,
+            mode: self.mode(0o400)?,
+            uid: self.num("uid")?,
+            gid: self.num("gid")?,
+            id: id.clone(),
+        };
+        let target = self
+            .target
+            .clone()
+            .unwrap_or_else(|| format!("/run/secrets/{id}"));
+        Ok(RunMount { target, kind })
+    }
+
+    fn cache(&self) -> Result<RunMount> {
+        let target = self.need_target()?;
+        let sharing = match self.get(&["sharing"]) {
+            None => Sharing::Shared,
+            Some(o) => match o.value()? {
+                "shared" => Sharing::Shared,
+                "locked" => Sharing::Locked,
+                "private" => Sharing::Private,
+                other => {
+                    return Err(Error::new(
+                        o.span_text().span(),
+                        format!("unknown sharing mode `{other}`"),
+                    )
+                    .with_help("use sharing=shared, sharing=locked or sharing=private"))
+                }
+            },
+        };
+        let id = match self.get(&["id"]) {
+            Some(o) => id_of(o)?,
+            None => target.clone(),
+        };
+        Ok(MountKind::Cache {
+            id,
+            sharing,
+            mode: self.mode(0o755)?,
+            uid: self.num("uid")?,
+            gid: self.num("gid")?,
+        }
+        .at(target))
+    }
+
+    fn tmpfs(&self) -> Result<RunMount> {
+        let target = self.need_target()?;
+        let size = match self.get(&["size"]) {
+            None => None,
+            Some(o) => Some(size(o)?),
+        };
+        Ok(MountKind::Tmpfs { size }.at(target))
+    }
+
+    /// A bind mount's source: a path inside its root, `.` for the root.
+    fn bind_source(&self) -> Result<String> {
+        let Some(o) = self.get(&["source", "src"]) else {
+            return Ok(".".to_string());
+        };
+        let v = o.value()?;
+        let norm = validate::join_workdir("/", v);
+        if v.split('/').any(|p| p == "..") {
+            return Err(Error::new(
+                o.span_text().span(),
+                format!("bind source `{v}` leaves its root"),
+            )
+            .with_help(
+                "name a path inside the context (or the from= stage or image), without `..`",
+            ));
+        }
+        Ok(match norm.trim_start_matches('/') {
+            "" => ".".to_string(),
+            rel => rel.to_string(),
+        })
+    }
+
+    fn read_write(&self) -> Result<bool> {
+        Ok(
+            match (
+                self.get(&["rw", "readwrite"]),
+                self.get(&["ro", "readonly"]),
+            ) {
+                (Some(o), _) => o.bool()?,
+                (None, Some(o)) => !o.bool()?,
+                (None, None) => false,
+            },
+        )
+    }
+}
+
+/// A cache's or a secret's id: a name without `/`.
+fn id_of(o: &Opt) -> Result<String> {
+    let v = o.value()?;
+    if v.contains(['/', '\0']) || v == "." || v == ".." {
+        return Err(
+            Error::new(o.span_text().span(), format!("invalid mount id `{v}`"))
+                .with_help("an id is a name without `/`, e.g. id=npm"),
+        );
+    }
+    Ok(v.to_string())
+}
+
 impl Resolver<'_> {
     /// The mount one `--mount=` value describes.
     pub(super) fn run_mount(&mut self, t: &Text, esc: char) -> Result<RunMount> {
+        let list = self.mount_options(t, esc)?;
+        let Some(ty) = list.iter().find(|o| o.name == "type") else {
+            return Err(
+                Error::new(t.span(), "--mount needs a type").with_help(format!("usage: {USAGE}"))
+            );
+        };
+        let ty_name = ty.value()?.to_ascii_lowercase();
+        let Some((_, allowed)) = OPTIONS.iter().find(|(n, _)| *n == ty_name) else {
+            return Err(Error::new(
+                ty.span_text().span(),
+                format!("unknown mount type `{ty_name}`"),
+            )
+            .with_help("jbuild's mount types are secret, cache, tmpfs and bind"));
+        };
+        for o in list.iter().filter(|o| o.name != "type") {
+            if !allowed.contains(&o.name.as_str()) {
+                return Err(Error::new(
+                    o.name_text.span(),
+                    format!("`{}` is not an option of a {ty_name} mount", o.name),
+                )
+                .with_help(format!("{ty_name} mounts take {}", allowed.join(", "))));
+            }
+        }
+        let target = list
+            .iter()
+            .find(|o| ["target", "dst", "destination"].contains(&o.name.as_str()))
+            .map(target)
+            .transpose()?;
+        let opts = Opts {
+            list,
+            whole: t,
+            ty: ty_name,
+            target,
+        };
+        match opts.ty.as_str() {
+            "secret" => opts.secret(),
+            "cache" => opts.cache(),
+            "tmpfs" => opts.tmpfs(),
+            _ => {
+                let target = opts.need_target()?;
+                let from = match opts.get(&["from"]) {
+                    None => None,
+                    Some(o) => {
+                        let (_, text) = o
+                            .value
+                            .clone()
+                            .unwrap_or_else(|| (String::new(), o.name_text.clone()));
+                        Some(self.stage_or_image(&text, esc, ("--mount from", "RUN"))?)
+                    }
+                };
+                let source = opts.bind_source()?;
+                let rw = opts.read_write()?;
+                Ok(MountKind::Bind { from, source, rw }.at(target))
+            }
+        }
+    }
+
+    /// The `key=value` pieces of a `--mount` value, each value
+    /// substituted; a key given twice is refused.
+    fn mount_options(&mut self, t: &Text, esc: char) -> Result<Vec<Opt>> {
         let mut opts = Vec::new();
         for piece in split_commas(t) {
             if piece.is_empty() {
@@ -146,143 +348,7 @@ impl Resolver<'_> {
                 value,
             });
         }
-        let Some(ty) = opts.iter().find(|o| o.name == "type") else {
-            return Err(
-                Error::new(t.span(), "--mount needs a type").with_help(format!("usage: {USAGE}"))
-            );
-        };
-        let ty_name = ty.value()?.to_ascii_lowercase();
-        let Some((_, allowed)) = OPTIONS.iter().find(|(n, _)| *n == ty_name) else {
-            return Err(Error::new(
-                ty.span_text().span(),
-                format!("unknown mount type `{ty_name}`"),
-            )
-            .with_help("jbuild's mount types are secret, cache, tmpfs and bind"));
-        };
-        for o in opts.iter().filter(|o| o.name != "type") {
-            if !allowed.contains(&o.name.as_str()) {
-                return Err(Error::new(
-                    o.name_text.span(),
-                    format!("`{}` is not an option of a {ty_name} mount", o.name),
-                )
-                .with_help(format!("{ty_name} mounts take {}", allowed.join(", "))));
-            }
-        }
-        let get = |names: &[&str]| opts.iter().find(|o| names.contains(&o.name.as_str()));
-        let target = match get(&["target", "dst", "destination"]) {
-            Some(o) => Some(target(o)?),
-            None => None,
-        };
-        let need_target = || {
-            Error::new(t.span(), format!("a {ty_name} mount needs target=PATH"))
-                .with_help(format!("usage: {USAGE}"))
-        };
-        let mode = |default: u32| get(&["mode"]).map_or(Ok(default), Opt::mode);
-        let id_of = |o: &Opt| -> Result<String> {
-            let v = o.value()?;
-            if v.contains(['/', '\0']) || v == "." || v == ".." {
-                return Err(
-                    Error::new(o.span_text().span(), format!("invalid mount id `{v}`"))
-                        .with_help("an id is a name without `/`, e.g. id=npm"),
-                );
-            }
-            Ok(v.to_string())
-        };
-        let num = |name: &str| get(&[name]).map_or(Ok(0), Opt::number);
-        let kind = match ty_name.as_str() {
-            "secret" => {
-                let Some(id) = get(&["id"]) else {
-                    return Err(Error::new(t.span(), "a secret mount needs id=ID")
-                        .with_help("name the secret given with --secret id=ID,src=FILE"));
-                };
-                let id = id_of(id)?;
-                let kind = MountKind::Secret {
-                    required: get(&["required"]).map_or(Ok(false), Opt::bool)?,
-                    mode: mode(0o400)?,
-                    uid: num("uid")?,
-                    gid: num("gid")?,
-                    id: id.clone(),
-                };
-                let target = target.unwrap_or_else(|| format!("/run/secrets/{id}"));
-                return Ok(RunMount { target, kind });
-            }
-            "cache" => {
-                let target = target.ok_or_else(need_target)?;
-                let sharing = match get(&["sharing"]) {
-                    None => Sharing::Shared,
-                    Some(o) => match o.value()? {
-                        "shared" => Sharing::Shared,
-                        "locked" => Sharing::Locked,
-                        "private" => Sharing::Private,
-                        other => {
-                            return Err(Error::new(
-                                o.span_text().span(),
-                                format!("unknown sharing mode `{other}`"),
-                            )
-                            .with_help("use sharing=shared, sharing=locked or sharing=private"))
-                        }
-                    },
-                };
-                let id = match get(&["id"]) {
-                    Some(o) => id_of(o)?,
-                    None => target.clone(),
-                };
-                MountKind::Cache {
-                    id,
-                    sharing,
-                    mode: mode(0o755)?,
-                    uid: num("uid")?,
-                    gid: num("gid")?,
-                }
-                .at(target)
-            }
-            "tmpfs" => {
-                let target = target.ok_or_else(need_target)?;
-                let size = match get(&["size"]) {
-                    None => None,
-                    Some(o) => Some(size(o)?),
-                };
-                MountKind::Tmpfs { size }.at(target)
-            }
-            _ => {
-                let target = target.ok_or_else(need_target)?;
-                let from = match get(&["from"]) {
-                    None => None,
-                    Some(o) => {
-                        let (_, text) = o
-                            .value
-                            .clone()
-                            .unwrap_or_else(|| (String::new(), o.name_text.clone()));
-                        Some(self.stage_or_image(&text, esc, ("--mount from", "RUN"))?)
-                    }
-                };
-                let source = match get(&["source", "src"]) {
-                    None => ".".to_string(),
-                    Some(o) => {
-                        let v = o.value()?;
-                        let norm = validate::join_workdir("/", v);
-                        if v.split('/').any(|p| p == "..") {
-                            return Err(Error::new(
-                                o.span_text().span(),
-                                format!("bind source `{v}` leaves its root"),
-                            )
-                            .with_help("name a path inside the context (or the from= stage or image), without `..`"));
-                        }
-                        match norm.trim_start_matches('/') {
-                            "" => ".".to_string(),
-                            rel => rel.to_string(),
-                        }
-                    }
-                };
-                let rw = match (get(&["rw", "readwrite"]), get(&["ro", "readonly"])) {
-                    (Some(o), _) => o.bool()?,
-                    (None, Some(o)) => !o.bool()?,
-                    (None, None) => false,
-                };
-                MountKind::Bind { from, source, rw }.at(target)
-            }
-        };
-        Ok(kind)
+        Ok(opts)
     }
 }
 

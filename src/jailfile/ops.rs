@@ -8,7 +8,7 @@ use super::ast::{Body, CommandSrc, CopySrc, HealthSrc, Instruction, Keyword, Sou
 use super::diagnostic::{Error, Result};
 use super::resolve::{Resolver, Scope};
 use super::resolved::{
-    url_file_name, AddSource, Command, CopyFrom, CopySource, Healthcheck, Op, Step,
+    url_file_name, AddSource, Command, CopyFrom, CopySource, Healthcheck, Op, Step, SysrcOp,
 };
 use super::text::Text;
 use super::{forms, subst, validate};
@@ -167,24 +167,7 @@ impl Resolver<'_> {
                     mounts: resolved,
                 }
             }
-            Body::Pkg(words) => {
-                let mut packages = Vec::new();
-                for (p, w) in self.fields(words, esc)? {
-                    if p.starts_with('-') {
-                        return Err(Error::new(w.span(), format!("PKG takes package names, not options (`{p}`)"))
-                            .with_help("PKG runs `pkg install -y <packages>`; use RUN for other pkg(8) options"));
-                    }
-                    packages.push(p);
-                }
-                if packages.is_empty() {
-                    return Err(Error::new(
-                        ins.args.span(),
-                        "PKG has no packages after substitution",
-                    )
-                    .with_help("usage: PKG package ..."));
-                }
-                Op::Pkg { packages }
-            }
+            Body::Pkg(words) => self.pkg_op(words, ins)?,
             Body::Copy(c) => self.copy(c, ins)?,
             Body::Add(c) => self.add(c, ins)?,
             Body::Sysrc {
@@ -192,48 +175,8 @@ impl Resolver<'_> {
                 name,
                 op,
                 value,
-            } => {
-                let file = match file {
-                    Some(f) => self.nonempty(f, esc, "the SYSRC file")?,
-                    None => "/etc/rc.conf".to_string(),
-                };
-                let n = self.word(name, esc)?;
-                if !forms::is_identifier(&n) {
-                    return Err(Error::new(
-                        name.span(),
-                        format!("invalid rc.conf variable name `{n}`"),
-                    )
-                    .with_help("names are letters, digits and `_`, e.g. SYSRC nginx_enable=YES"));
-                }
-                Op::Sysrc {
-                    file,
-                    name: n,
-                    op: *op,
-                    value: self.word(value, esc)?,
-                }
-            }
-            Body::Service { name, action } => {
-                let n = self.nonempty(name, esc, "the service name")?;
-                if n.contains(|c: char| c.is_whitespace() || c == '/' || c == '=') {
-                    return Err(
-                        Error::new(name.span(), format!("invalid service name `{n}`"))
-                            .with_help("give the rc.d script's name, e.g. SERVICE nginx enable"),
-                    );
-                }
-                let a = self.word(action, esc)?;
-                let enable = match a.to_ascii_lowercase().as_str() {
-                    "enable" | "on" | "yes" => true,
-                    "disable" | "off" | "no" => false,
-                    _ => {
-                        return Err(Error::new(
-                            action.span(),
-                            format!("unknown SERVICE action `{a}`"),
-                        )
-                        .with_help("use enable or disable (on/off and yes/no also work)"))
-                    }
-                };
-                Op::Service { name: n, enable }
-            }
+            } => self.sysrc_op(file.as_ref(), name, *op, value, esc)?,
+            Body::Service { name, action } => self.service_op(name, action, esc)?,
             Body::LineInFile { line, file } => Op::LineInFile {
                 line: self.word(line, esc)?,
                 file: self.nonempty(file, esc, "the LINE_IN_FILE file")?,
@@ -251,31 +194,7 @@ impl Resolver<'_> {
                     vars,
                 }
             }
-            Body::Jail(params) => {
-                let mut out = Vec::new();
-                for (name, value) in params {
-                    let n = self.word(name, esc)?;
-                    if n.is_empty()
-                        || !n
-                            .chars()
-                            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
-                    {
-                        return Err(Error::new(
-                            name.span(),
-                            format!("invalid jail parameter name `{n}`"),
-                        )
-                        .with_help(
-                            "jail(8) parameters look like host.hostname=web or allow.raw_sockets",
-                        ));
-                    }
-                    let v = match value {
-                        Some(v) => self.word(v, esc)?,
-                        None => String::new(),
-                    };
-                    out.push((n, v));
-                }
-                Op::Jail(out)
-            }
+            Body::Jail(params) => self.jail_op(params, esc)?,
             Body::User(u) => Op::User(self.nonempty(u, esc, "the USER")?),
             Body::Workdir(w) => {
                 let path = self.nonempty(w, esc, "the WORKDIR")?;
@@ -285,41 +204,8 @@ impl Resolver<'_> {
                 }
                 Op::Workdir(dir)
             }
-            Body::Expose(words) => {
-                let mut ports: Vec<String> = Vec::new();
-                let mut seen = BTreeSet::new();
-                for (f, w) in self.fields(words, esc)? {
-                    for p in validate::ports(&f)
-                        .map_err(|(m, h)| Error::new(w.span(), m).with_help(h))?
-                    {
-                        if seen.insert(p.clone()) {
-                            ports.push(p);
-                        }
-                    }
-                }
-                if ports.is_empty() {
-                    return Err(Error::new(
-                        ins.args.span(),
-                        "EXPOSE has no ports after substitution",
-                    ));
-                }
-                Op::Expose(ports)
-            }
-            Body::Volume(words) => {
-                let vols: Vec<String> = self
-                    .fields(words, esc)?
-                    .into_iter()
-                    .map(|(f, _)| f)
-                    .filter(|f| !f.is_empty())
-                    .collect();
-                if vols.is_empty() {
-                    return Err(Error::new(
-                        ins.args.span(),
-                        "VOLUME has no paths after substitution",
-                    ));
-                }
-                Op::Volume(vols)
-            }
+            Body::Expose(words) => self.expose_op(words, ins)?,
+            Body::Volume(words) => self.volume_op(words, ins)?,
             Body::Cmd(c) => Op::Cmd(command_of(c)),
             Body::Entrypoint(c) => Op::Entrypoint(command_of(c)),
             Body::StopSignal(t) => {
@@ -351,6 +237,141 @@ impl Resolver<'_> {
                 ))
             }
         })
+    }
+
+    fn pkg_op(&self, words: &[Text], ins: &Instruction) -> Result<Op> {
+        let esc = ins.escape;
+        let mut packages = Vec::new();
+        for (p, w) in self.fields(words, esc)? {
+            if p.starts_with('-') {
+                return Err(Error::new(
+                    w.span(),
+                    format!("PKG takes package names, not options (`{p}`)"),
+                )
+                .with_help(
+                    "PKG runs `pkg install -y <packages>`; use RUN for other pkg(8) options",
+                ));
+            }
+            packages.push(p);
+        }
+        if packages.is_empty() {
+            return Err(
+                Error::new(ins.args.span(), "PKG has no packages after substitution")
+                    .with_help("usage: PKG package ..."),
+            );
+        }
+        Ok(Op::Pkg { packages })
+    }
+
+    fn sysrc_op(
+        &self,
+        file: Option<&Text>,
+        name: &Text,
+        op: SysrcOp,
+        value: &Text,
+        esc: char,
+    ) -> Result<Op> {
+        let file = match file {
+            Some(f) => self.nonempty(f, esc, "the SYSRC file")?,
+            None => "/etc/rc.conf".to_string(),
+        };
+        let n = self.word(name, esc)?;
+        if !forms::is_identifier(&n) {
+            return Err(
+                Error::new(name.span(), format!("invalid rc.conf variable name `{n}`"))
+                    .with_help("names are letters, digits and `_`, e.g. SYSRC nginx_enable=YES"),
+            );
+        }
+        Ok(Op::Sysrc {
+            file,
+            name: n,
+            op,
+            value: self.word(value, esc)?,
+        })
+    }
+
+    fn service_op(&self, name: &Text, action: &Text, esc: char) -> Result<Op> {
+        let n = self.nonempty(name, esc, "the service name")?;
+        if n.contains(|c: char| c.is_whitespace() || c == '/' || c == '=') {
+            return Err(
+                Error::new(name.span(), format!("invalid service name `{n}`"))
+                    .with_help("give the rc.d script's name, e.g. SERVICE nginx enable"),
+            );
+        }
+        let a = self.word(action, esc)?;
+        let enable = match a.to_ascii_lowercase().as_str() {
+            "enable" | "on" | "yes" => true,
+            "disable" | "off" | "no" => false,
+            _ => {
+                return Err(
+                    Error::new(action.span(), format!("unknown SERVICE action `{a}`"))
+                        .with_help("use enable or disable (on/off and yes/no also work)"),
+                )
+            }
+        };
+        Ok(Op::Service { name: n, enable })
+    }
+
+    fn jail_op(&self, params: &[(Text, Option<Text>)], esc: char) -> Result<Op> {
+        let mut out = Vec::new();
+        for (name, value) in params {
+            let n = self.word(name, esc)?;
+            if n.is_empty()
+                || !n
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+            {
+                return Err(
+                    Error::new(name.span(), format!("invalid jail parameter name `{n}`"))
+                        .with_help(
+                            "jail(8) parameters look like host.hostname=web or allow.raw_sockets",
+                        ),
+                );
+            }
+            let v = match value {
+                Some(v) => self.word(v, esc)?,
+                None => String::new(),
+            };
+            out.push((n, v));
+        }
+        Ok(Op::Jail(out))
+    }
+
+    fn expose_op(&self, words: &[Text], ins: &Instruction) -> Result<Op> {
+        let esc = ins.escape;
+        let mut ports: Vec<String> = Vec::new();
+        let mut seen = BTreeSet::new();
+        for (f, w) in self.fields(words, esc)? {
+            for p in validate::ports(&f).map_err(|(m, h)| Error::new(w.span(), m).with_help(h))? {
+                if seen.insert(p.clone()) {
+                    ports.push(p);
+                }
+            }
+        }
+        if ports.is_empty() {
+            return Err(Error::new(
+                ins.args.span(),
+                "EXPOSE has no ports after substitution",
+            ));
+        }
+        Ok(Op::Expose(ports))
+    }
+
+    fn volume_op(&self, words: &[Text], ins: &Instruction) -> Result<Op> {
+        let esc = ins.escape;
+        let vols: Vec<String> = self
+            .fields(words, esc)?
+            .into_iter()
+            .map(|(f, _)| f)
+            .filter(|f| !f.is_empty())
+            .collect();
+        if vols.is_empty() {
+            return Err(Error::new(
+                ins.args.span(),
+                "VOLUME has no paths after substitution",
+            ));
+        }
+        Ok(Op::Volume(vols))
     }
 
     fn copy(&mut self, c: &CopySrc, ins: &Instruction) -> Result<Op> {

@@ -3,7 +3,8 @@
 //! - `get`: the server URL on stdin; on stdout
 //!   `{"ServerURL": .., "Username": .., "Secret": ..}` (a `Username` of
 //!   `<token>` means `Secret` is an identity token). An unknown registry is
-//!   a failure whose output says "credentials not found".
+//!   a failure whose output is the line `credentials not found in native
+//!   keychain`.
 //! - `store`: that same JSON object on stdin.
 //! - `erase`: the server URL on stdin.
 //!
@@ -109,12 +110,14 @@ fn call(
     })
 }
 
+/// The protocol's one answer for "no credentials for that server": a
+/// failed call whose output is exactly this line (docker-credential-helpers'
+/// `errCredentialsNotFoundMessage`, compared whole as its client does). It
+/// is the protocol's code, not an error's wording.
+const NOT_FOUND: &str = "credentials not found in native keychain";
+
 fn not_found(o: &Outcome) -> bool {
-    let text = String::from_utf8_lossy(&o.stdout).to_ascii_lowercase();
-    text.contains("credentials not found")
-        || o.stderr
-            .to_ascii_lowercase()
-            .contains("credentials not found")
+    String::from_utf8_lossy(&o.stdout).trim() == NOT_FOUND || o.stderr.trim() == NOT_FOUND
 }
 
 fn failure(program: &str, action: &str, o: &Outcome) -> KeychainError {

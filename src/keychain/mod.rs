@@ -212,6 +212,13 @@ pub enum KeychainError {
     Helper { program: String, message: String },
 }
 
+impl crate::blame::Blame for KeychainError {
+    /// The credential files, variables and helpers are the user's.
+    fn is_user_error(&self) -> bool {
+        true
+    }
+}
+
 /// `var(name)`, with an empty value counted as unset.
 fn non_empty(var: &impl Fn(&str) -> Option<OsString>, name: &str) -> Option<OsString> {
     var(name).filter(|v| !v.is_empty())

@@ -4,7 +4,7 @@
 //! whose content does not start with a tar header is no archive, and is
 //! copied as it is.
 //!
-//! An archive is extracted with the layer applier ([`super::apply`]), so
+//! An archive is extracted with the layer applier ([`super::apply`](mod@super::apply)), so
 //! it gets everything a hostile layer gets: no entry leaves the directory
 //! it is extracted into (`..`, absolute paths, symlinks and hard links
 //! that lead out are refused), no entry is written through a symlink the

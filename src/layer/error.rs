@@ -61,6 +61,14 @@ pub enum LayerError {
     Internal(&'static str),
 }
 
+impl crate::blame::Blame for LayerError {
+    /// The layer's bytes at fault ([`LayerError::is_bad_input`]): the
+    /// user's input.
+    fn is_user_error(&self) -> bool {
+        self.is_bad_input()
+    }
+}
+
 /// Why an entry of a layer is refused.
 #[derive(Debug, thiserror::Error)]
 pub enum EntryProblem {
@@ -108,22 +116,28 @@ pub enum EntryProblem {
     Capability,
 }
 
+impl crate::blame::Blame for EntryProblem {
+    /// A hostile or odd entry is the layer's; a filesystem call that
+    /// failed is the layer's only where its path did it (a symlink loop,
+    /// a name too long); other filesystem errors are the system's.
+    fn is_user_error(&self) -> bool {
+        match self {
+            EntryProblem::Fs(e) => {
+                e.kind() == io::ErrorKind::InvalidInput
+                    || matches!(e.raw_os_error(), Some(libc::ENAMETOOLONG | libc::ELOOP))
+            }
+            _ => true,
+        }
+    }
+}
+
 impl LayerError {
     /// Whether the layer's bytes are at fault (a malformed, hostile or
     /// oversized layer: the user's input) rather than the system (a disk
     /// that is full, a file that cannot be written) or jbuild.
     pub fn is_bad_input(&self) -> bool {
         match self {
-            // Resolving a path fails on symlink loops and names too long:
-            // the layer's doing. Other filesystem errors are the system's.
-            LayerError::Entry {
-                problem: EntryProblem::Fs(e),
-                ..
-            } => {
-                e.kind() == io::ErrorKind::InvalidInput
-                    || matches!(e.raw_os_error(), Some(libc::ENAMETOOLONG | libc::ELOOP))
-            }
-            LayerError::Entry { .. } => true,
+            LayerError::Entry { problem, .. } => crate::blame::Blame::is_user_error(problem),
             LayerError::Read(_)
             | LayerError::Malformed { .. }
             | LayerError::Truncated(_)

@@ -74,6 +74,13 @@ impl fmt::Display for Checksum {
 #[error("`{0}` is not a checksum pkg writes (`<type>$<hash>` or 64 hex digits)")]
 pub struct BadChecksum(pub String);
 
+impl crate::blame::Blame for BadChecksum {
+    /// A checksum as a catalogue or recipe wrote it.
+    fn is_user_error(&self) -> bool {
+        true
+    }
+}
+
 impl Checksum {
     pub fn parse(text: &str) -> Result<Checksum, BadChecksum> {
         let bad = || BadChecksum(text.chars().take(140).collect());

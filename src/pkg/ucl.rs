@@ -109,6 +109,13 @@ pub struct UclError {
     pub reason: String,
 }
 
+impl crate::blame::Blame for UclError {
+    /// A document from a repository or package the user chose.
+    fn is_user_error(&self) -> bool {
+        true
+    }
+}
+
 /// How much one text may hold: [`Limits::CONFIG`] for configuration
 /// files, larger ones for texts that are big by nature (a package's
 /// `+MANIFEST` lists every file it installs).

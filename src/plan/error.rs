@@ -143,11 +143,17 @@ pub enum PlanErrorKind {
 }
 
 impl Blame for PlanError {
-    /// Whether the user can fix this (exit code 1): always, but for an
-    /// input that failed by a fault of jbuild or the system, and a need
-    /// that was not fetched.
+    /// Whether the user can fix this (exit code 1): as its kind says.
     fn is_user_error(&self) -> bool {
-        match &self.kind {
+        self.kind.is_user_error()
+    }
+}
+
+impl Blame for PlanErrorKind {
+    /// Always the recipe's, but for an input that failed by a fault of
+    /// jbuild or the system, and a need that was not fetched.
+    fn is_user_error(&self) -> bool {
+        match self {
             PlanErrorKind::Input(e) => e.is_user_error(),
             PlanErrorKind::NotFetched(_) => false,
             PlanErrorKind::NoFrom

@@ -121,3 +121,10 @@ pub(super) fn stage_platform(
         (None, None) => None,
     })
 }
+
+impl crate::blame::Blame for UnknownTarget {
+    /// `--target` names no stage of the user's recipe.
+    fn is_user_error(&self) -> bool {
+        true
+    }
+}

@@ -20,7 +20,7 @@
 //!    downloaded: streamed to a temporary file, hashed, compared with the
 //!    MANIFEST, fsynced and renamed. A mismatch stores nothing.
 //! 4. **Extract.** Each set is xz-decoded and applied with the layer
-//!    applier ([`crate::layer::apply`]), as hostile: no path leaves the
+//!    applier ([`crate::layer::apply`](mod@crate::layer::apply)), as hostile: no path leaves the
 //!    root, hard links stay inside it, file flags (`schg`, ...) are set on
 //!    FreeBSD. Setuid files are expected (`su`, `passwd`), so they are
 //!    kept; device nodes are not (a release has none: `/dev` is devfs).

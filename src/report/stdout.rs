@@ -34,7 +34,7 @@ pub fn write(args: fmt::Arguments<'_>) {
 
 /// Standard output as an [`io::Write`](std::io::Write) that follows the
 /// same rules: writes never fail, and a failure is remembered as with
-/// [`write`].
+/// [`write()`].
 pub struct Stdout;
 
 impl Write for Stdout {

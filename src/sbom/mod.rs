@@ -13,7 +13,7 @@
 //!    nothing is unpacked, so an image without snapshots works too.
 //! 2. [`pkgdb::read`] reads the copy of the database as hostile input
 //!    (read-only, immutable, tables only, rows and values bounded).
-//! 3. [`Inventory`] holds what was found; [`spdx`] and [`cyclonedx`] write
+//! 3. [`Inventory`] holds what was found; `spdx` and `cyclonedx` write
 //!    it as SPDX 2.3 or CycloneDX 1.5 JSON. The bytes depend only on the
 //!    image: the document's name space and serial number come from the
 //!    manifest digest, its time from the image config's `created`, and

@@ -131,6 +131,13 @@ pub enum DbError {
     },
 }
 
+impl crate::blame::Blame for DbError {
+    /// The image's database (hostile or damaged input): see the type.
+    fn is_user_error(&self) -> bool {
+        true
+    }
+}
+
 const TABLES: [&str; 4] = ["packages", "deps", "licenses", "pkg_licenses"];
 
 /// The most entries (tables, indexes, views, triggers) the schema may

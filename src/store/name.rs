@@ -71,6 +71,13 @@ pub enum NameError {
     },
 }
 
+impl crate::blame::Blame for NameError {
+    /// An image name the user wrote.
+    fn is_user_error(&self) -> bool {
+        true
+    }
+}
+
 /// Whether `s` looks like a reference with URL userinfo in front,
 /// `[docker://]user[:password]@host/...`: an `@` with a `/` after it (in a
 /// real reference the `@` only comes before the digest, which has none).

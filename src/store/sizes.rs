@@ -15,7 +15,7 @@ const MAX_NOTE: u64 = 64;
 
 impl Store {
     /// The uncompressed size noted for the blob `d`, if any.
-    /// Read beneath the store like any of its files ([`Store::within`]):
+    /// Read beneath the store like any of its files (`Store::within`):
     /// never through a symlink, never waiting on a FIFO, a few bytes at most.
     pub fn unpacked_size(&self, d: &Digest) -> Option<u64> {
         let note = Path::new(".jbuild/sizes").join(d.hex());

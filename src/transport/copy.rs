@@ -114,7 +114,7 @@ pub async fn copy_image_with(
 /// [`copy_image_with`], telling `arrivals` (when given) what has arrived
 /// as the copy goes, so a pull can unpack layers while they download: the
 /// image's manifest once it is checked, each blob fetched into a file of
-/// the destination (jbuild's store) as a [`crate::spool`] tail from its
+/// the destination (jbuild's store) as a `crate::spool` tail from its
 /// first byte (it ends once its size and digest are checked), and each
 /// blob the destination had or took in one piece. When the pull abandons
 /// what arrives, the copy stops and fails.

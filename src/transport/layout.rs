@@ -507,7 +507,7 @@ impl OriginNotes for LayoutTransport {
     }
 
     /// Kept in `.jbuild/origins/<hex>`, one `registry repository` per
-    /// line, newest first, at most [`MAX_ORIGINS`]. Only a hint for
+    /// line, newest first, at most `MAX_ORIGINS`. Only a hint for
     /// mounts: losing it costs an upload, so failures are ignored.
     fn remember_origins(&self, desc: &Descriptor, origins: &[BlobOrigin]) {
         if origins.is_empty() || !self.0.remember {

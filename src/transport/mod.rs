@@ -99,7 +99,7 @@ pub trait Transport: Send + Sync {
     /// size and digest on the way. On error, `dest` holds garbage; the
     /// caller removes it. The file only grows while it is written (a byte
     /// once written is not rewritten), and `progress` is told as it does:
-    /// a reader may follow it as it grows (see [`crate::spool`]).
+    /// a reader may follow it as it grows (see `crate::spool`).
     async fn fetch_blob(
         &self,
         desc: &Descriptor,

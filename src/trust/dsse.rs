@@ -84,6 +84,14 @@ pub enum EnvelopeError {
     NotStatement(#[source] serde_json::Error),
 }
 
+impl crate::blame::Blame for EnvelopeError {
+    /// An attestation that does not verify: the image's, or the key the
+    /// user gave.
+    fn is_user_error(&self) -> bool {
+        true
+    }
+}
+
 impl Envelope {
     /// Signs `payload` of `payload_type` with `key`.
     pub fn sign(payload_type: &str, payload: &[u8], key: &SigningKey) -> Envelope {

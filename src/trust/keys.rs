@@ -56,6 +56,13 @@ pub enum KeyError {
     TooCostly(u8),
 }
 
+impl crate::blame::Blame for KeyError {
+    /// The key or password the user gave.
+    fn is_user_error(&self) -> bool {
+        true
+    }
+}
+
 /// A private key that signs. Its `Debug` prints nothing of the key.
 #[derive(Clone)]
 pub struct SigningKey(p256::ecdsa::SigningKey);

@@ -47,7 +47,15 @@ const FLOORS: &[(&str, &[&str])] = &[
     ("changes and the store", &["diff", "store"]),
     (
         "utilities",
-        &["digest", "fsutil", "config", "report", "pipe", "spool"],
+        &[
+            "digest",
+            "fsutil",
+            "config",
+            "report",
+            "pipe",
+            "spool",
+            "jailparam",
+        ],
     ),
     // The one trait every error type implements: below every floor.
     ("whose mistake an error is", &["blame"]),
@@ -106,14 +114,18 @@ fn paths(text: &str) -> Vec<Vec<String>> {
     found.0
 }
 
+/// Whether an item is `#[cfg(test)]`: tests may reach anywhere.
+fn test_only(attrs: &[syn::Attribute]) -> bool {
+    attrs.iter().any(|a| {
+        a.path().is_ident("cfg") && a.parse_args::<syn::Ident>().is_ok_and(|i| i == "test")
+    })
+}
+
 struct Paths(Vec<Vec<String>>);
 
 impl<'ast> Visit<'ast> for Paths {
     fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
-        let test_only = m.attrs.iter().any(|a| {
-            a.path().is_ident("cfg") && a.parse_args::<syn::Ident>().is_ok_and(|i| i == "test")
-        });
-        if !test_only {
+        if !test_only(&m.attrs) {
             syn::visit::visit_item_mod(self, m);
         }
     }
@@ -532,5 +544,153 @@ fn only_the_transport_builds_an_async_runtime() {
     assert!(
         found.is_empty(),
         "files that build an async runtime of their own (use transport::block_on): {found:?}"
+    );
+}
+
+// ---- blame: one `impl Blame` per error type --------------------------
+
+/// A `pub` error type (`#[derive(.., thiserror::Error)]`, or `Error` where
+/// the file imports thiserror's) outside `#[cfg(test)]` modules, or an
+/// `impl Blame for T`, as found in one file.
+#[derive(Default)]
+struct ErrorTypes {
+    /// `(name, file)` of each error type.
+    types: Vec<(String, String)>,
+    /// `(type as written, file)` of each `impl Blame for`.
+    impls: Vec<(Vec<String>, String)>,
+    file: String,
+    plain_error_is_thiserror: bool,
+}
+
+impl ErrorTypes {
+    fn derives_error(&self, attrs: &[syn::Attribute]) -> bool {
+        attrs
+            .iter()
+            .filter(|a| a.path().is_ident("derive"))
+            .any(|a| {
+                let mut found = false;
+                let _ = a.parse_nested_meta(|m| {
+                    let segs: Vec<String> = m
+                        .path
+                        .segments
+                        .iter()
+                        .map(|s| s.ident.to_string())
+                        .collect();
+                    found |= segs == ["thiserror", "Error"]
+                        || (segs == ["Error"] && self.plain_error_is_thiserror);
+                    Ok(())
+                });
+                found
+            })
+    }
+
+    fn add_type(&mut self, vis: &syn::Visibility, attrs: &[syn::Attribute], ident: &syn::Ident) {
+        if matches!(vis, syn::Visibility::Public(_)) && self.derives_error(attrs) {
+            self.types.push((ident.to_string(), self.file.clone()));
+        }
+    }
+}
+
+impl<'ast> Visit<'ast> for ErrorTypes {
+    fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
+        if !test_only(&m.attrs) {
+            syn::visit::visit_item_mod(self, m);
+        }
+    }
+    fn visit_item_enum(&mut self, e: &'ast syn::ItemEnum) {
+        self.add_type(&e.vis, &e.attrs, &e.ident);
+    }
+    fn visit_item_struct(&mut self, s: &'ast syn::ItemStruct) {
+        self.add_type(&s.vis, &s.attrs, &s.ident);
+    }
+    fn visit_item_impl(&mut self, i: &'ast syn::ItemImpl) {
+        let Some((_, trait_path, _)) = &i.trait_ else {
+            return;
+        };
+        if trait_path
+            .segments
+            .last()
+            .is_none_or(|s| s.ident != "Blame")
+        {
+            return;
+        }
+        if let syn::Type::Path(p) = &*i.self_ty {
+            let segs = p
+                .path
+                .segments
+                .iter()
+                .map(|s| s.ident.to_string())
+                .collect();
+            self.impls.push((segs, self.file.clone()));
+        }
+    }
+}
+
+/// What is wrong with the error types of `sources` (`(file, text)`): a
+/// type with no `impl Blame`, or with more than one. An impl names its
+/// type by the last segment of its path; where two files define a type of
+/// that name, the impl counts for the one in its own file.
+fn blame_problems(sources: &[(String, String)]) -> Vec<String> {
+    let mut found = ErrorTypes::default();
+    for (file, text) in sources {
+        found.file = file.clone();
+        found.plain_error_is_thiserror = text.contains("use thiserror::Error");
+        found.visit_file(&syn::parse_file(text).expect("src/ parses as Rust"));
+    }
+    let mut counts: BTreeMap<(String, String), usize> =
+        found.types.iter().map(|t| (t.clone(), 0)).collect();
+    for (segs, file) in &found.impls {
+        let name = segs.last().unwrap();
+        let same: Vec<&(String, String)> = found.types.iter().filter(|(n, _)| n == name).collect();
+        let target = match same.as_slice() {
+            [one] => Some(*one),
+            many => many.iter().find(|(_, f)| f == file).copied(),
+        };
+        if let Some(t) = target {
+            *counts.get_mut(t).unwrap() += 1;
+        }
+    }
+    counts
+        .into_iter()
+        .filter(|(_, n)| *n != 1)
+        .map(|((name, file), n)| format!("{file}: {name} has {n} `impl Blame for {name}`"))
+        .collect()
+}
+
+/// Every public error type says whose mistake it is, once
+/// (`src/blame.rs`): the CLI turns any of them into its failure with one
+/// `From`, and no command decides for a type on its own.
+#[test]
+fn every_error_type_has_one_blame() {
+    let mut all = Vec::new();
+    files(&src(), &mut all);
+    let sources: Vec<(String, String)> = all
+        .iter()
+        .map(|p| (rel(p), fs::read_to_string(p).unwrap()))
+        .collect();
+    let problems = blame_problems(&sources);
+    assert!(
+        problems.is_empty(),
+        "error types without exactly one `impl Blame` (write it beside the type, deciding by \
+         its variants: src/blame.rs):\n  {}",
+        problems.join("\n  ")
+    );
+
+    // The checker itself: a type without an impl, one with two, one
+    // behind `use thiserror::Error`, a private one, one in a test module.
+    let planted = |text: &str| blame_problems(&[("x.rs".into(), text.into())]);
+    let text = "use thiserror::Error;
+        #[derive(Debug, Error)] pub enum A { #[error(\"a\")] A }
+        #[derive(Debug, thiserror::Error)] #[error(\"b\")] pub struct B;
+        #[derive(Debug, thiserror::Error)] #[error(\"c\")] struct C;
+        impl crate::blame::Blame for B { fn is_user_error(&self) -> bool { true } }
+        impl Blame for B { fn is_user_error(&self) -> bool { true } }
+        #[cfg(test)] mod tests { #[derive(Debug, thiserror::Error)] #[error(\"d\")] pub struct D; }";
+    assert_eq!(
+        planted(text),
+        [
+            "x.rs: A has 0 `impl Blame for A`",
+            "x.rs: B has 2 `impl Blame for B`"
+        ]
     );
 }

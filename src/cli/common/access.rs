@@ -36,7 +36,7 @@ impl AuthfileArg {
     /// The keychain: every source, with the auth file named here in place
     /// of `$REGISTRY_AUTH_FILE`.
     pub fn keychain(&self) -> Result<DefaultKeychain, Failure> {
-        DefaultKeychain::with_auth_file(self.authfile.as_deref()).map_err(Failure::user)
+        DefaultKeychain::with_auth_file(self.authfile.as_deref()).map_err(Failure::from)
     }
 }
 

@@ -76,8 +76,8 @@ pub fn translate(
             "a Bastille template has no FROM: give the base image with --from (e.g. --from freebsd:14.3-RELEASE, or an image in the local store)"
         )));
     }
-    let converted = bastille::convert(path, &opts).map_err(|d| Failure::user(anyhow!(d)))?;
-    converted.load().map_err(|d| Failure::user(anyhow!(d)))?;
+    let converted = bastille::convert(path, &opts)?;
+    converted.load()?;
     let reporter = ctx.reporter();
     for n in &converted.notes {
         reporter.message(Level::Warn, n);

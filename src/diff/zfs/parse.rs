@@ -145,6 +145,13 @@ pub struct ParseError {
     pub reason: String,
 }
 
+impl crate::blame::Blame for ParseError {
+    /// `zfs diff` output jbuild cannot read: the system's.
+    fn is_user_error(&self) -> bool {
+        false
+    }
+}
+
 /// Parses the whole output of one `zfs diff -H` run.
 pub fn parse(output: &[u8], format: &Format) -> Result<Vec<Record>, ParseError> {
     let mut records = Vec::new();

@@ -117,6 +117,14 @@ pub enum BadEntry {
     },
 }
 
+impl crate::blame::Blame for BadEntry {
+    /// The cache repository the user named holds something that is not
+    /// an entry of this jbuild's cache.
+    fn is_user_error(&self) -> bool {
+        true
+    }
+}
+
 /// The two descriptors of an entry's manifest: its config and its layer.
 pub struct EntryParts {
     pub config: Descriptor,

@@ -6,12 +6,12 @@
 //! # How a build uses it
 //!
 //! Every step's cache key is known once the plan is made, before anything
-//! runs. [`Lookups::start`] then asks the `--cache-from` repositories, in
+//! runs. `Lookups::start` then asks the `--cache-from` repositories, in
 //! the background and many at once, for the entry of every step whose
 //! snapshot this machine lacks: one manifest GET per step and repository,
 //! and on a hit the entry's config and layer blob are fetched (and
 //! checked) right away. The build loop waits for nothing until a step needs
-//! its answer ([`Lookups::restore`]): on a hit the layer is applied onto
+//! its answer (`Lookups::restore`): on a hit the layer is applied onto
 //! the step's parent, as hostile input, with the same applier and
 //! [`LayerPolicy`](crate::image::LayerPolicy) as a pulled layer, its diff
 //! ID checked against the entry's claim, and committed as the step's
@@ -19,7 +19,7 @@
 //! the export reuses the blob and the image gets the manifest digest the
 //! machine that ran the step got.
 //!
-//! After the image is tagged, [`push`] makes every step of every stage
+//! After the image is tagged, `push` makes every step of every stage
 //! built findable in the `--cache-to` repository ([`entry`] is the
 //! format).
 //!
@@ -77,6 +77,13 @@ pub enum RepositoryError {
     Name(#[from] crate::store::NameError),
     #[error("name a repository without a tag or digest: entries are tagged by their cache keys")]
     Tagged,
+}
+
+impl crate::blame::Blame for RepositoryError {
+    /// A repository name the user gave.
+    fn is_user_error(&self) -> bool {
+        true
+    }
 }
 
 /// A cache repository as the user names it: `[docker://]HOST/PATH`, with

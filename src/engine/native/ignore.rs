@@ -74,7 +74,7 @@ struct Pattern {
 }
 
 impl Ignore {
-    /// Reads the context's ignore file, the first of [`FILE_NAMES`] that
+    /// Reads the context's ignore file, the first of `FILE_NAMES` that
     /// exists in `context_dir`; `None` if there is none.
     pub fn load(context_dir: &Path) -> Result<Option<Ignore>, NativeError> {
         Ignore::first_of(

@@ -78,159 +78,201 @@ impl LocalDb {
             }
         }
         insert_dirs(&tx, m, id, dirs_extra).map_err(write("directories"))?;
-        let interned = [
-            (
-                "categories",
-                "name",
-                "pkg_categories",
-                "category_id",
-                &m.categories,
-            ),
-            (
-                "licenses",
-                "name",
-                "pkg_licenses",
-                "license_id",
-                &m.licenses,
-            ),
-            ("users", "name", "pkg_users", "user_id", &m.users),
-            ("groups", "name", "pkg_groups", "group_id", &m.groups),
-        ];
-        for (table, col, link, link_col, values) in interned {
-            for v in values {
-                tx.execute(
-                    &format!("INSERT OR IGNORE INTO {table}({col}) VALUES(?1)"),
-                    [v],
-                )
-                .map_err(write(table))?;
-                tx.execute(
-                    &format!(
-                        "INSERT INTO {link}(package_id, {link_col}) \
-                         VALUES (?1, (SELECT id FROM {table} WHERE {col} = ?2))"
-                    ),
-                    params![id, v],
-                )
-                .map_err(write(link))?;
-            }
-        }
-        for (t, body) in &m.scripts {
-            tx.execute("INSERT OR IGNORE INTO script(script) VALUES (?1)", [body])
-                .map_err(write("script"))?;
-            tx.execute(
-                "INSERT INTO pkg_script(script_id, package_id, type) \
-                 VALUES ((SELECT script_id FROM script WHERE script = ?1), ?2, ?3)",
-                params![body, id, t.db_value()],
-            )
-            .map_err(write("pkg_script"))?;
-        }
-        for (t, body) in &m.lua_scripts {
-            tx.execute(
-                "INSERT OR IGNORE INTO lua_script(lua_script) VALUES (?1)",
-                [body],
-            )
-            .map_err(write("lua_script"))?;
-            tx.execute(
-                "INSERT INTO pkg_lua_script(lua_script_id, package_id, type) \
-                 VALUES ((SELECT lua_script_id FROM lua_script WHERE lua_script = ?1), ?2, ?3)",
-                params![body, id, t.db_value()],
-            )
-            .map_err(write("pkg_lua_script"))?;
-        }
-        for (k, v) in &m.options {
-            tx.execute("INSERT OR IGNORE INTO option (option) VALUES (?1)", [k])
-                .map_err(write("option"))?;
-            tx.execute(
-                "INSERT INTO pkg_option(package_id, option_id, value) \
-                 VALUES (?1, (SELECT option_id FROM option WHERE option = ?2),?3)",
-                params![id, k, v],
-            )
-            .map_err(write("pkg_option"))?;
-        }
-        for (link, values) in [
-            ("pkg_shlibs_required", &m.shlibs_required),
-            ("pkg_shlibs_provided", &m.shlibs_provided),
-        ] {
-            for v in values {
-                tx.execute("INSERT OR IGNORE INTO shlibs(name) VALUES(?1)", [v])
-                    .map_err(write("shlibs"))?;
-                tx.execute(
-                    &format!(
-                        "INSERT OR IGNORE INTO {link}(package_id, shlib_id) \
-                         VALUES (?1, (SELECT id FROM shlibs WHERE name = ?2))"
-                    ),
-                    params![id, v],
-                )
-                .map_err(write(link))?;
-            }
-        }
-        let mut annotations = m.annotations.clone();
-        if let Some(repo) = &rec.repository {
-            for (k, v) in [("repo_type", "binary"), ("repository", repo.as_str())] {
-                if !annotations.iter().any(|(t, _)| t == k) {
-                    annotations.push((k.into(), v.into()));
-                }
-            }
-        }
-        for (k, v) in &annotations {
-            for a in [k, v] {
-                tx.execute(
-                    "INSERT OR IGNORE INTO annotation(annotation) VALUES (?1)",
-                    [a],
-                )
-                .map_err(write("annotation"))?;
-            }
-            tx.execute(
-                "INSERT OR ROLLBACK INTO pkg_annotation(package_id, tag_id, value_id) VALUES (?1, \
-                 (SELECT annotation_id FROM annotation WHERE annotation = ?2), \
-                 (SELECT annotation_id FROM annotation WHERE annotation = ?3))",
-                params![id, k, v],
-            )
-            .map_err(write("pkg_annotation"))?;
-        }
-        // pkg records a conflict by the other package's row: only a
-        // conflicting package that is installed has one.
-        for c in &m.conflicts {
-            tx.execute(
-                "INSERT OR IGNORE INTO pkg_conflicts(package_id, conflict_id) \
-                 SELECT ?1, id FROM packages WHERE name = ?2",
-                params![id, c],
-            )
-            .map_err(write("pkg_conflicts"))?;
-        }
-        for (table, col, link, link_col, values) in [
-            (
-                "provides",
-                "provide",
-                "pkg_provides",
-                "provide_id",
-                &m.provides,
-            ),
-            (
-                "requires",
-                "require",
-                "pkg_requires",
-                "require_id",
-                &m.requires,
-            ),
-        ] {
-            for v in values {
-                tx.execute(
-                    &format!("INSERT OR IGNORE INTO {table}({col}) VALUES(?1)"),
-                    [v],
-                )
-                .map_err(write(table))?;
-                tx.execute(
-                    &format!(
-                        "INSERT INTO {link}(package_id, {link_col}) \
-                         VALUES (?1, (SELECT id FROM {table} WHERE {col} = ?2))"
-                    ),
-                    params![id, v],
-                )
-                .map_err(write(link))?;
-            }
-        }
+        insert_interned(&tx, m, id).map_err(|(what, e)| write(what)(e))?;
+        insert_scripts(&tx, m, id).map_err(|(what, e)| write(what)(e))?;
+        insert_shlibs(&tx, m, id).map_err(|(what, e)| write(what)(e))?;
+        insert_annotations(&tx, m, rec, id).map_err(|(what, e)| write(what)(e))?;
+        insert_conflicts(&tx, m, id).map_err(|(what, e)| write(what)(e))?;
+        insert_provides(&tx, m, id).map_err(|(what, e)| write(what)(e))?;
         tx.commit().map_err(write("the transaction"))
     }
+}
+
+/// A failed statement and the table it wrote, for [`DbError::Write`].
+type Failed = (&'static str, rusqlite::Error);
+
+fn at(what: &'static str) -> impl FnOnce(rusqlite::Error) -> Failed {
+    move |e| (what, e)
+}
+
+/// The interned names (categories, licenses, users, groups) and their links.
+fn insert_interned(tx: &Transaction, m: &Manifest, id: i64) -> Result<(), Failed> {
+    let interned = [
+        (
+            "categories",
+            "name",
+            "pkg_categories",
+            "category_id",
+            &m.categories,
+        ),
+        (
+            "licenses",
+            "name",
+            "pkg_licenses",
+            "license_id",
+            &m.licenses,
+        ),
+        ("users", "name", "pkg_users", "user_id", &m.users),
+        ("groups", "name", "pkg_groups", "group_id", &m.groups),
+    ];
+    for (table, col, link, link_col, values) in interned {
+        link_names(tx, id, (table, col, link, link_col), values)?;
+    }
+    Ok(())
+}
+
+/// The package's scripts, Lua scripts and options.
+fn insert_scripts(tx: &Transaction, m: &Manifest, id: i64) -> Result<(), Failed> {
+    for (t, body) in &m.scripts {
+        tx.execute("INSERT OR IGNORE INTO script(script) VALUES (?1)", [body])
+            .map_err(at("script"))?;
+        tx.execute(
+            "INSERT INTO pkg_script(script_id, package_id, type) \
+             VALUES ((SELECT script_id FROM script WHERE script = ?1), ?2, ?3)",
+            params![body, id, t.db_value()],
+        )
+        .map_err(at("pkg_script"))?;
+    }
+    for (t, body) in &m.lua_scripts {
+        tx.execute(
+            "INSERT OR IGNORE INTO lua_script(lua_script) VALUES (?1)",
+            [body],
+        )
+        .map_err(at("lua_script"))?;
+        tx.execute(
+            "INSERT INTO pkg_lua_script(lua_script_id, package_id, type) \
+             VALUES ((SELECT lua_script_id FROM lua_script WHERE lua_script = ?1), ?2, ?3)",
+            params![body, id, t.db_value()],
+        )
+        .map_err(at("pkg_lua_script"))?;
+    }
+    for (k, v) in &m.options {
+        tx.execute("INSERT OR IGNORE INTO option (option) VALUES (?1)", [k])
+            .map_err(at("option"))?;
+        tx.execute(
+            "INSERT INTO pkg_option(package_id, option_id, value) \
+             VALUES (?1, (SELECT option_id FROM option WHERE option = ?2),?3)",
+            params![id, k, v],
+        )
+        .map_err(at("pkg_option"))?;
+    }
+    Ok(())
+}
+
+/// The shared libraries it requires and provides.
+fn insert_shlibs(tx: &Transaction, m: &Manifest, id: i64) -> Result<(), Failed> {
+    for (link, values) in [
+        ("pkg_shlibs_required", &m.shlibs_required),
+        ("pkg_shlibs_provided", &m.shlibs_provided),
+    ] {
+        for v in values {
+            tx.execute("INSERT OR IGNORE INTO shlibs(name) VALUES(?1)", [v])
+                .map_err(at("shlibs"))?;
+            tx.execute(
+                &format!(
+                    "INSERT OR IGNORE INTO {link}(package_id, shlib_id) \
+                     VALUES (?1, (SELECT id FROM shlibs WHERE name = ?2))"
+                ),
+                params![id, v],
+            )
+            .map_err(at(link))?;
+        }
+    }
+    Ok(())
+}
+
+/// Its annotations, with the repository it came from.
+fn insert_annotations(tx: &Transaction, m: &Manifest, rec: &Record, id: i64) -> Result<(), Failed> {
+    let mut annotations = m.annotations.clone();
+    if let Some(repo) = &rec.repository {
+        for (k, v) in [("repo_type", "binary"), ("repository", repo.as_str())] {
+            if !annotations.iter().any(|(t, _)| t == k) {
+                annotations.push((k.into(), v.into()));
+            }
+        }
+    }
+    for (k, v) in &annotations {
+        for a in [k, v] {
+            tx.execute(
+                "INSERT OR IGNORE INTO annotation(annotation) VALUES (?1)",
+                [a],
+            )
+            .map_err(at("annotation"))?;
+        }
+        tx.execute(
+            "INSERT OR ROLLBACK INTO pkg_annotation(package_id, tag_id, value_id) VALUES (?1, \
+             (SELECT annotation_id FROM annotation WHERE annotation = ?2), \
+             (SELECT annotation_id FROM annotation WHERE annotation = ?3))",
+            params![id, k, v],
+        )
+        .map_err(at("pkg_annotation"))?;
+    }
+    Ok(())
+}
+
+/// Its conflicts with installed packages.
+fn insert_conflicts(tx: &Transaction, m: &Manifest, id: i64) -> Result<(), Failed> {
+    // pkg records a conflict by the other package's row: only a
+    // conflicting package that is installed has one.
+    for c in &m.conflicts {
+        tx.execute(
+            "INSERT OR IGNORE INTO pkg_conflicts(package_id, conflict_id) \
+             SELECT ?1, id FROM packages WHERE name = ?2",
+            params![id, c],
+        )
+        .map_err(at("pkg_conflicts"))?;
+    }
+    Ok(())
+}
+
+/// Each of `values` interned in `table` (`col`) and linked to the
+/// package through `link` (`link_col`), as pkg does for categories,
+/// licenses, users, groups, provides and requires.
+fn link_names<'a>(
+    tx: &Transaction,
+    id: i64,
+    (table, col, link, link_col): (&'static str, &'static str, &'static str, &'static str),
+    values: impl IntoIterator<Item = &'a String>,
+) -> Result<(), Failed> {
+    for v in values {
+        tx.execute(
+            &format!("INSERT OR IGNORE INTO {table}({col}) VALUES(?1)"),
+            [v],
+        )
+        .map_err(at(table))?;
+        tx.execute(
+            &format!(
+                "INSERT INTO {link}(package_id, {link_col}) \
+                 VALUES (?1, (SELECT id FROM {table} WHERE {col} = ?2))"
+            ),
+            params![id, v],
+        )
+        .map_err(at(link))?;
+    }
+    Ok(())
+}
+
+/// What it provides and requires.
+fn insert_provides(tx: &Transaction, m: &Manifest, id: i64) -> Result<(), Failed> {
+    for (table, col, link, link_col, values) in [
+        (
+            "provides",
+            "provide",
+            "pkg_provides",
+            "provide_id",
+            &m.provides,
+        ),
+        (
+            "requires",
+            "require",
+            "pkg_requires",
+            "require_id",
+            &m.requires,
+        ),
+    ] {
+        link_names(tx, id, (table, col, link, link_col), values)?;
+    }
+    Ok(())
 }
 
 fn insert_package(

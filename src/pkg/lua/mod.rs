@@ -13,11 +13,11 @@
 //!   take paths as the image sees them), `pkg_upgrade`, and `arg` when the
 //!   script's first line is `-- args: …`;
 //! - `pkg.print_msg`, `prefixed_path`, `filecmp`, `copy`, `stat`,
-//!   `readdir`, `symlink` with pkg's return conventions ([`files`]);
+//!   `readdir`, `symlink` with pkg's return conventions (`files`);
 //! - `pkg.exec` (and `exec_capture`) cannot run a FreeBSD program here:
 //!   the script fails naming the command (shell and commands are the next
 //!   issue's);
-//! - the sandbox ([`sandbox`]): every path is resolved inside the root as
+//! - the sandbox (`sandbox`): every path is resolved inside the root as
 //!   the jail would resolve it, so a symlink never leads to the host, and
 //!   a path climbing above the root with `..` is refused; `io.open`,
 //!   `io.lines`, `os.remove`, `os.rename` are confined to the root;

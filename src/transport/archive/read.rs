@@ -76,6 +76,13 @@ pub enum ArchiveError {
     Index(#[source] serde_json::Error),
 }
 
+impl crate::blame::Blame for ArchiveError {
+    /// The archive the user gave.
+    fn is_user_error(&self) -> bool {
+        true
+    }
+}
+
 /// A path for a message: at most 100 bytes of it.
 fn shown(path: &[u8]) -> String {
     let cut = &path[..path.len().min(100)];

@@ -41,6 +41,13 @@ pub enum ChallengeError {
     UnknownScheme { header: String },
 }
 
+impl crate::blame::Blame for ChallengeError {
+    /// The registry the user chose asks in a way jbuild does not speak.
+    fn is_user_error(&self) -> bool {
+        true
+    }
+}
+
 /// Reads every `WWW-Authenticate` header in `headers` and chooses:
 /// Bearer if any challenge offers it, else Basic; `Ok(None)` when there is
 /// no challenge at all. `Err` says why the challenges cannot be answered

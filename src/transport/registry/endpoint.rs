@@ -165,6 +165,13 @@ pub struct CertError {
     source: std::io::Error,
 }
 
+impl crate::blame::Blame for CertError {
+    /// The certificates under `--cert-dir` or certs.d are the user's.
+    fn is_user_error(&self) -> bool {
+        true
+    }
+}
+
 /// The PEM files docker's `certs.d` convention names for `registry`:
 /// `DIR/HOST[:PORT]/*.crt`, from every directory in `dirs`.
 pub fn load_certs(dirs: &[PathBuf], registry: &str) -> Result<Vec<(PathBuf, Vec<u8>)>, CertError> {

@@ -54,7 +54,7 @@ pub async fn exchange(
 
 /// A token service's answer: `{"token": …}` or `{"access_token": …}`,
 /// read up to [`MAX_ANSWER`]; a status in `refusals` is a
-/// [`Failure::Denied`].
+/// `Failure::Denied`.
 pub async fn read_token(
     resp: reqwest::Response,
     url: &str,
