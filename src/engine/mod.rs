@@ -25,6 +25,7 @@ pub mod publish;
 mod pull_policy;
 pub mod request;
 mod run;
+mod step;
 pub mod verify;
 
 pub use add::{AddError, AddPlaces};
