@@ -40,6 +40,7 @@ pub mod checksum;
 pub mod db;
 pub mod extract;
 pub mod fetch;
+pub mod install;
 pub mod lua;
 pub mod manifest;
 pub mod repo_conf;
