@@ -108,6 +108,8 @@ pub fn run(ctx: &Ctx, args: VerifyArgs) -> CmdResult {
             pkg_cache: Some(ctx.paths.pkg_cache()),
             pkg_repos_dir: settings.pkg.repos_dir.clone(),
             pkg_offline: settings.pkg.offline,
+            pkg_installer: super::build::pkg_installer(&settings.pkg)?,
+            package_cache: Some(ctx.paths.package_cache()),
             allowed_jail_params: settings.freebsd.allow_jail_params.clone(),
             http,
         },

@@ -204,6 +204,10 @@ pub struct PkgSettings {
     /// Do not ask the repositories whether their catalogue changed: key
     /// PKG steps on the repository configuration only.
     pub offline: bool,
+    /// Who installs PKG steps' packages: `jbuild` (the default: jbuild's
+    /// own installer, any host, any architecture) or `pkg` (pkg(8) in the
+    /// build jail, on a FreeBSD host).
+    pub installer: Option<String>,
 }
 
 /// `[trust]`: which images pull, FROM and create accept, as rules of

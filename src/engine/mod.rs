@@ -18,6 +18,7 @@ mod inputs;
 pub mod lint;
 pub mod mounts;
 pub mod native;
+mod pkg;
 mod platform_args;
 pub mod platforms;
 pub mod provenance;

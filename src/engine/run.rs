@@ -201,7 +201,11 @@ fn build_or_check(
     };
     let plan = plan::plan(&parsed, &inputs, &plan_opts)?;
     freebsd::check_jail_params(&plan, &env.freebsd.allowed_jail_params)?;
-    super::foreign::check_runnable(&plan, &super::foreign::Host::this())?;
+    let host = super::foreign::Host {
+        pkg_in_jail: env.freebsd.pkg_installer == freebsd::PkgInstaller::Pkg,
+        ..super::foreign::Host::this()
+    };
+    super::foreign::check_runnable(&plan, &host)?;
     mounts::check_required_secrets(&plan, &opts.secrets)?;
     if check_only {
         return Ok(None);

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::error::BuildError;
-use super::freebsd;
+use super::freebsd::{self, PkgInstaller};
 use super::mounts::StepMounts;
 use super::native::{self, CopyOptions, Ignore};
 use super::run::Run;
@@ -38,7 +38,15 @@ impl Run<'_, '_> {
                 let argv = plan::state::argv_in(command, ctx.shell.as_deref());
                 self.run_process(argv, args, ctx, *network, mounts.mounts, root, info)
             }
-            Op::Pkg { packages } => self.pkg(packages, args, ctx, root, info),
+            Op::Pkg {
+                packages,
+                bootstrap,
+            } => match self.env.freebsd.pkg_installer {
+                PkgInstaller::Jbuild => {
+                    super::pkg::install(self, packages, *bootstrap, ctx, root, info)
+                }
+                PkgInstaller::Pkg => self.pkg(packages, args, ctx, root, info),
+            },
             Op::Copy {
                 from,
                 sources,
@@ -114,7 +122,8 @@ impl Run<'_, '_> {
         }
     }
 
-    /// `PKG`: pkg(8) run in the step's root, as `pkg install -y`.
+    /// `PKG` with `[pkg] installer = "pkg"`: pkg(8) run in the step's
+    /// root, as `pkg install -y`.
     fn pkg(
         &self,
         packages: &[String],

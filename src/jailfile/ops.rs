@@ -169,10 +169,15 @@ impl Resolver<'_> {
             }
             Body::Pkg(words) => {
                 let mut packages = Vec::new();
+                let mut bootstrap = true;
                 for (p, w) in self.fields(words, esc)? {
+                    if p == "--no-bootstrap" && packages.is_empty() {
+                        bootstrap = false;
+                        continue;
+                    }
                     if p.starts_with('-') {
                         return Err(Error::new(w.span(), format!("PKG takes package names, not options (`{p}`)"))
-                            .with_help("PKG runs `pkg install -y <packages>`; use RUN for other pkg(8) options"));
+                            .with_help("PKG installs packages (`PKG [--no-bootstrap] package ...`); use RUN for other pkg(8) options"));
                     }
                     packages.push(p);
                 }
@@ -183,7 +188,10 @@ impl Resolver<'_> {
                     )
                     .with_help("usage: PKG package ..."));
                 }
-                Op::Pkg { packages }
+                Op::Pkg {
+                    packages,
+                    bootstrap,
+                }
             }
             Body::Copy(c) => self.copy(c, ins)?,
             Body::Add(c) => self.add(c, ins)?,
