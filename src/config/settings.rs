@@ -40,6 +40,7 @@
 //!
 //! [pkg]
 //! repos_dir = "/usr/local/etc/jbuild/pkg-repos"   # pkg repos for PKG steps
+//! installer = "jbuild"                            # or "pkg": pkg(8) in the jail
 //! offline = false
 //!
 //! [layers]                      # layers unpacked by pull, FROM and create
