@@ -483,10 +483,8 @@ pub fn info(ctx: &Ctx) -> CmdResult {
 
 /// Who installs PKG steps' packages (`[pkg] installer`).
 fn pkg_installer(ctx: &Ctx) -> String {
-    let chosen = match &ctx.settings.pkg.installer {
-        None => Ok(Default::default()),
-        Some(s) => s.parse::<jbuild::engine::freebsd::PkgInstaller>(),
-    };
+    let chosen =
+        jbuild::engine::freebsd::PkgInstaller::from_setting(ctx.settings.pkg.installer.as_deref());
     match chosen {
         Ok(jbuild::engine::freebsd::PkgInstaller::Jbuild) => {
             "jbuild (its own installer, any host and architecture)".into()

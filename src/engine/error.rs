@@ -79,7 +79,7 @@ pub enum BuildError {
     Add(#[from] super::add::AddError),
     /// A PKG step by jbuild's installer.
     #[error(transparent)]
-    Pkg(#[from] crate::pkg::install::InstallError),
+    Pkg(Box<crate::pkg::install::InstallError>),
     /// A FROM or `COPY --from` image that cannot be read.
     #[error(transparent)]
     Image(#[from] ImageError),
@@ -150,6 +150,12 @@ impl BuildError {
             }
             e => e,
         }
+    }
+}
+
+impl From<crate::pkg::install::InstallError> for BuildError {
+    fn from(e: crate::pkg::install::InstallError) -> Self {
+        BuildError::Pkg(Box::new(e))
     }
 }
 

@@ -95,6 +95,14 @@ pub enum PkgInstaller {
     Pkg,
 }
 
+impl PkgInstaller {
+    /// `[pkg] installer` as the configuration gives it (`jbuild` when
+    /// unset).
+    pub fn from_setting(setting: Option<&str>) -> Result<PkgInstaller, String> {
+        setting.map_or(Ok(PkgInstaller::default()), str::parse)
+    }
+}
+
 impl std::str::FromStr for PkgInstaller {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {

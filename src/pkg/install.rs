@@ -130,9 +130,9 @@ pub enum InstallError {
     #[error(transparent)]
     Repo(#[from] RepoError),
     #[error(transparent)]
-    Resolve(#[from] ResolveError),
+    Resolve(Box<ResolveError>),
     #[error(transparent)]
-    Fetch(#[from] FetchError),
+    Fetch(Box<FetchError>),
     #[error(transparent)]
     Db(#[from] DbError),
     #[error(transparent)]
@@ -147,6 +147,18 @@ pub enum InstallError {
     },
     #[error("no repository is enabled for {abi} (none of the image's or --pkg-repos' *.conf files enables one)")]
     NoRepositories { abi: String },
+}
+
+impl From<ResolveError> for InstallError {
+    fn from(e: ResolveError) -> Self {
+        InstallError::Resolve(Box::new(e))
+    }
+}
+
+impl From<FetchError> for InstallError {
+    fn from(e: FetchError) -> Self {
+        InstallError::Fetch(Box::new(e))
+    }
 }
 
 impl Blame for InstallError {
