@@ -308,12 +308,15 @@ mod tests {
             "FROM freebsd:14.3-RELEASE\nRUN pkg install -y nginx py311-certbot && pkg clean -ay\n",
         );
         assert!(
-            text.contains("`PKG nginx py311-certbot` does the same as this line, and will build on any host once jbuild installs packages itself; until then PKG too runs pkg(8) inside the root"),
+            text.contains(
+                "`PKG nginx py311-certbot` does the same as this line, and builds on any host: \
+                 jbuild installs the packages itself"
+            ),
             "{text}"
         );
 
-        // PKG itself runs as it did; so do FROM scratch, images with no
-        // OS or a Linux one, and any of it on FreeBSD.
+        // PKG is jbuild's own, not a process in the root; FROM scratch,
+        // images with no OS or a Linux one run, and any of it on FreeBSD.
         for ok in [
             "FROM freebsd:14.3-RELEASE\nPKG nginx\n",
             "FROM scratch\nCOPY busybox /bin/busybox\nRUN true\n",
