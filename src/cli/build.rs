@@ -307,6 +307,11 @@ fn freebsd_env(ctx: &Ctx, args: &BuildArgs) -> Result<FreeBsdEnv, Failure> {
         pkg_cache: Some(ctx.paths.pkg_cache()),
         pkg_repos_dir: args.pkg_repos.clone().or_else(|| pkg.repos_dir.clone()),
         pkg_offline: args.pkg_offline || pkg.offline,
+        pkg_installer: jbuild::engine::freebsd::PkgInstaller::from_setting(
+            pkg.installer.as_deref(),
+        )
+        .map_err(|e| Failure::user(anyhow!(e)))?,
+        package_cache: Some(ctx.paths.package_cache()),
         allowed_jail_params: allowed,
         http,
     })

@@ -482,6 +482,9 @@ pub fn info(ctx: &Ctx) -> CmdResult {
         "platform": Platform::default_for_host().to_string(),
         "freebsd_mirror": jbuild::release::ReleaseSource::new(&ctx.paths, &ctx.settings.freebsd).mirror,
         "pkg_cache": ctx.paths.pkg_cache(),
+        "pkg_installer": pkg_installer(ctx),
+        "package_cache": ctx.paths.package_cache(),
+        "pkg_repositories": pkg_repositories(ctx),
         "pull_policy": pull_policy(ctx),
         "version": super::VERSION,
     });
@@ -509,6 +512,39 @@ pub fn info(ctx: &Ctx) -> CmdResult {
         }
     }
     Ok(())
+}
+
+/// Who installs PKG steps' packages (`[pkg] installer`).
+fn pkg_installer(ctx: &Ctx) -> String {
+    let chosen =
+        jbuild::engine::freebsd::PkgInstaller::from_setting(ctx.settings.pkg.installer.as_deref());
+    match chosen {
+        Ok(jbuild::engine::freebsd::PkgInstaller::Jbuild) => {
+            "jbuild (its own installer, any host and architecture)".into()
+        }
+        Ok(jbuild::engine::freebsd::PkgInstaller::Pkg) => "pkg (pkg(8) in the build jail)".into(),
+        Err(e) => format!("unusable: {e}"),
+    }
+}
+
+/// The repository configurations PKG steps read without `--pkg-repos`:
+/// the image's, with `[pkg] repos_dir`'s files in place of its
+/// `/usr/local/etc/pkg/repos`, each named with its repositories.
+fn pkg_repositories(ctx: &Ctx) -> String {
+    let image = "the image's /etc/pkg/*.conf";
+    let Some(dir) = &ctx.settings.pkg.repos_dir else {
+        return format!("{image} and /usr/local/etc/pkg/repos/*.conf");
+    };
+    let mut files: Vec<String> = match std::fs::read_dir(dir) {
+        Ok(rd) => rd
+            .filter_map(Result::ok)
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".conf"))
+            .collect(),
+        Err(e) => return format!("{image}, then {} (unreadable: {e})", dir.display()),
+    };
+    files.sort();
+    format!("{image}, then {} ({})", dir.display(), files.join(", "))
 }
 
 /// The pull policy `pull`, `FROM` and `create` would use without

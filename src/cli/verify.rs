@@ -102,6 +102,11 @@ pub fn run(ctx: &Ctx, args: VerifyArgs) -> CmdResult {
             pkg_cache: Some(ctx.paths.pkg_cache()),
             pkg_repos_dir: settings.pkg.repos_dir.clone(),
             pkg_offline: settings.pkg.offline,
+            pkg_installer: engine::freebsd::PkgInstaller::from_setting(
+                settings.pkg.installer.as_deref(),
+            )
+            .map_err(|e| Failure::user(anyhow!(e)))?,
+            package_cache: Some(ctx.paths.package_cache()),
             allowed_jail_params: settings.freebsd.allow_jail_params.clone(),
             http,
         },

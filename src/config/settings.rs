@@ -40,6 +40,7 @@
 //!
 //! [pkg]
 //! repos_dir = "/usr/local/etc/jbuild/pkg-repos"   # pkg repos for PKG steps
+//! installer = "jbuild"                            # or "pkg": pkg(8) in the jail
 //! offline = false
 //!
 //! [layers]                      # layers unpacked by pull, FROM and create
@@ -204,6 +205,10 @@ pub struct PkgSettings {
     /// Do not ask the repositories whether their catalogue changed: key
     /// PKG steps on the repository configuration only.
     pub offline: bool,
+    /// Who installs PKG steps' packages: `jbuild` (the default: jbuild's
+    /// own installer, any host, any architecture) or `pkg` (pkg(8) in the
+    /// build jail, on a FreeBSD host).
+    pub installer: Option<String>,
 }
 
 /// `[trust]`: which images pull, FROM and create accept, as rules of

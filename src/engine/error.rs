@@ -77,6 +77,9 @@ pub enum BuildError {
     /// What an ADD names that could not be fetched or read.
     #[error(transparent)]
     Add(#[from] super::add::AddError),
+    /// A PKG step by jbuild's installer.
+    #[error(transparent)]
+    Pkg(Box<crate::pkg::install::InstallError>),
     /// A FROM or `COPY --from` image that cannot be read.
     #[error(transparent)]
     Image(#[from] ImageError),
@@ -150,6 +153,12 @@ impl BuildError {
     }
 }
 
+impl From<crate::pkg::install::InstallError> for BuildError {
+    fn from(e: crate::pkg::install::InstallError) -> Self {
+        BuildError::Pkg(Box::new(e))
+    }
+}
+
 impl Blame for BuildError {
     /// Whether the user can fix this by changing the recipe, the context
     /// or the command line (exit code 1) rather than it being a fault of
@@ -166,6 +175,7 @@ impl Blame for BuildError {
             | BuildError::MissingSecret { .. } => true,
             BuildError::Index(e) => e.is_user_error(),
             BuildError::Add(e) => e.is_user_error(),
+            BuildError::Pkg(e) => e.is_user_error(),
             BuildError::Plan(e) => e.is_user_error(),
             BuildError::Context(e) | BuildError::Native(e) => e.is_user_error(),
             BuildError::Exec(e) => e.is_user_error(),
@@ -243,9 +253,8 @@ impl fmt::Display for ForeignOs {
         if let Some(line) = &self.pkg_line {
             write!(
                 f,
-                ". `{line}` does the same as this line, and will build on any host once jbuild \
-                 installs packages itself; until then PKG too runs pkg(8) inside the root, \
-                 so for this image it also needs {os}"
+                ". `{line}` does the same as this line, and builds on any host: jbuild \
+                 installs the packages itself"
             )?;
         }
         Ok(())

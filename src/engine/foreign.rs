@@ -11,10 +11,11 @@
 //! planning, from the plan alone, before any step runs, naming the step,
 //! the platform and the host.
 //!
-//! PKG over a FreeBSD root still runs on Linux, as it did: it starts the
-//! root's pkg(8), which the tests' stand-in releases provide as a script;
-//! with a real FreeBSD root it needs a FreeBSD host, until jbuild installs
-//! packages itself.
+//! PKG is a native instruction too when jbuild's own installer does it
+//! (the default, [`crate::pkg::install`]): it reads catalogues and writes
+//! files, for any architecture on any host. With `[pkg] installer =
+//! "pkg"` it starts the root's pkg(8) in the build jail, a process like
+//! RUN's, and only builds for the host's architecture.
 
 use std::fmt;
 
@@ -30,6 +31,9 @@ pub struct Host<'a> {
     pub os: &'a str,
     /// As [`crate::config::host_architecture`] names it: `amd64`, `arm64`.
     pub arch: &'a str,
+    /// PKG starts pkg(8) in the root (`[pkg] installer = "pkg"`) rather
+    /// than being installed by jbuild.
+    pub pkg_in_jail: bool,
 }
 
 impl Host<'static> {
@@ -38,6 +42,7 @@ impl Host<'static> {
         Host {
             os: std::env::consts::OS,
             arch: crate::config::host_architecture(),
+            pkg_in_jail: false,
         }
     }
 }
@@ -82,6 +87,7 @@ pub fn check_runnable(plan: &Plan, host: &Host<'_>) -> Result<(), BuildError> {
                 continue;
             };
             let err = match &ps.step.op {
+                Op::Pkg { .. } if !arch_ok && !host.pkg_in_jail => continue,
                 Op::Run { .. } | Op::Pkg { .. } if !arch_ok => BuildError::Foreign {
                     platform: platform.clone(),
                     host: host.arch.to_string(),
@@ -163,10 +169,12 @@ mod tests {
     const AMD64: Host<'static> = Host {
         os: "linux",
         arch: "amd64",
+        pkg_in_jail: false,
     };
     const FREEBSD: Host<'static> = Host {
         os: "freebsd",
         arch: "amd64",
+        pkg_in_jail: false,
     };
 
     /// Answers for recipes `FROM scratch`, `FROM freebsd:<release>` and
@@ -248,9 +256,15 @@ mod tests {
             "{text}"
         );
 
+        // PKG by pkg(8) in the jail runs a process; by jbuild it does not.
         let pkg = "FROM scratch\nPKG nginx\n";
-        let err = check_runnable(&plan_for(pkg, "freebsd/arm64"), &AMD64).unwrap_err();
+        let in_jail = Host {
+            pkg_in_jail: true,
+            ..AMD64
+        };
+        let err = check_runnable(&plan_for(pkg, "freebsd/arm64"), &in_jail).unwrap_err();
         assert!(err.to_string().contains("Jailfile:2"), "{err}");
+        check_runnable(&plan_for(pkg, "freebsd/arm64"), &AMD64).unwrap();
     }
 
     #[test]
@@ -294,12 +308,15 @@ mod tests {
             "FROM freebsd:14.3-RELEASE\nRUN pkg install -y nginx py311-certbot && pkg clean -ay\n",
         );
         assert!(
-            text.contains("`PKG nginx py311-certbot` does the same as this line, and will build on any host once jbuild installs packages itself; until then PKG too runs pkg(8) inside the root"),
+            text.contains(
+                "`PKG nginx py311-certbot` does the same as this line, and builds on any host: \
+                 jbuild installs the packages itself"
+            ),
             "{text}"
         );
 
-        // PKG itself runs as it did; so do FROM scratch, images with no
-        // OS or a Linux one, and any of it on FreeBSD.
+        // PKG is jbuild's own, not a process in the root; FROM scratch,
+        // images with no OS or a Linux one run, and any of it on FreeBSD.
         for ok in [
             "FROM freebsd:14.3-RELEASE\nPKG nginx\n",
             "FROM scratch\nCOPY busybox /bin/busybox\nRUN true\n",

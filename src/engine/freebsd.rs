@@ -9,11 +9,10 @@
 //! holds (besides ABI and OSVERSION, see [`crate::plan::FreeBsdVersion`])
 //! [`FreeBsdEnv::pkg_repositories`]: the digest of the repository
 //! override directory (or `default`), and, unless offline, for each
-//! repository the identity of its catalogue file `packagesite.pkg` as the
-//! server reports it (`ETag`, else `Last-Modified` and length, from a HEAD
-//! request: nothing is downloaded), or its content digest for a `file://`
-//! repository. With `--pkg-offline` only the configuration counts, so a
-//! cached step is reused even after the repository moved on.
+//! repository the digest of its catalogue archive (`data.pkg`, else
+//! `packagesite.pkg`/`.tzst`/`.txz`), downloaded (for a `file://`
+//! repository, read). With `--pkg-offline` only the configuration counts,
+//! so a cached step is reused even after the repository moved on.
 //!
 //! The repositories asked are the `url`s of the override's `*.conf` files,
 //! else FreeBSD's default, `https://pkg.FreeBSD.org/${ABI}/quarterly`.
@@ -84,6 +83,48 @@ impl Blame for PkgRepoError {
     }
 }
 
+/// Who installs the packages of a `PKG` step (`[pkg] installer`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum PkgInstaller {
+    /// jbuild's own installer (`crate::pkg::install`), on every host and
+    /// for every architecture.
+    #[default]
+    Jbuild,
+    /// pkg(8) run in the build jail (`pkg install -y`): a FreeBSD host,
+    /// its own architecture.
+    Pkg,
+}
+
+impl PkgInstaller {
+    /// `[pkg] installer` as the configuration gives it (`jbuild` when
+    /// unset).
+    pub fn from_setting(setting: Option<&str>) -> Result<PkgInstaller, String> {
+        setting.map_or(Ok(PkgInstaller::default()), str::parse)
+    }
+}
+
+impl std::str::FromStr for PkgInstaller {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "jbuild" => Ok(PkgInstaller::Jbuild),
+            "pkg" => Ok(PkgInstaller::Pkg),
+            other => Err(format!(
+                "[pkg] installer = \"{other}\": it is \"jbuild\" (the default) or \"pkg\""
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for PkgInstaller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            PkgInstaller::Jbuild => "jbuild",
+            PkgInstaller::Pkg => "pkg",
+        })
+    }
+}
+
 /// FreeBSD settings of a build (from the configuration file and flags).
 #[derive(Debug, Clone, Default)]
 pub struct FreeBsdEnv {
@@ -95,6 +136,10 @@ pub struct FreeBsdEnv {
     pub pkg_repos_dir: Option<PathBuf>,
     /// Key PKG steps on the configuration only (no network at planning).
     pub pkg_offline: bool,
+    /// Who installs PKG steps' packages.
+    pub pkg_installer: PkgInstaller,
+    /// jbuild's package cache (`cache/packages`), for its installer.
+    pub package_cache: Option<PathBuf>,
     /// Jail parameters the user allowed although they weaken the jail.
     pub allowed_jail_params: Vec<String>,
     /// What repositories are asked with (the build's registry options:
@@ -229,14 +274,25 @@ fn repo_urls(text: &str) -> Vec<String> {
     v
 }
 
-/// The identity of a repository's catalogue (see the module docs).
+/// The catalogue archives a repository may serve, in the order pkg asks
+/// for them (`pkg::repository`).
+const CATALOGUES: [&str; 4] = [
+    "data.pkg",
+    "packagesite.pkg",
+    "packagesite.tzst",
+    "packagesite.txz",
+];
+
+/// The identity of a repository's catalogue (see the module docs): the
+/// digest of its content, downloaded (never an `ETag`, which a server may
+/// keep across changes or change without one).
 fn catalogue_identity(url: &str, http: &Http) -> Result<String, PkgRepoError> {
     let base = url
         .strip_prefix("pkg+")
         .unwrap_or(url)
         .trim_end_matches('/');
     if let Some(path) = base.strip_prefix("file://") {
-        for name in ["packagesite.pkg", "packagesite.txz"] {
+        for name in CATALOGUES {
             let p = Path::new(path).join(name);
             match fs::File::open(&p) {
                 Ok(f) => {
@@ -254,13 +310,29 @@ fn catalogue_identity(url: &str, http: &Http) -> Result<String, PkgRepoError> {
             url: url.to_string(),
         });
     }
-    for name in ["packagesite.pkg", "packagesite.txz"] {
+    let scratch = tempfile::NamedTempFile::new().map_err(|source| PkgRepoError::Read {
+        path: std::env::temp_dir(),
+        source,
+    })?;
+    for name in CATALOGUES {
         let file = format!("{base}/{name}");
-        match crate::release::fetch::head_identity(http, &file) {
-            Ok(Some(id)) => return Ok(id),
-            Ok(None) => continue,
+        let limits = crate::transport::http::Limits::at_most(crate::pkg::repository::MAX_ARCHIVE);
+        match crate::transport::block_on(http.get_to_file(&file, scratch.path(), None, limits)) {
+            Ok(_) => {}
+            Err(e) if e.is_not_found() => continue,
             Err(source) => return Err(PkgRepoError::Ask { source }),
         }
+        let f = fs::File::open(scratch.path()).map_err(|source| PkgRepoError::Read {
+            path: scratch.path().to_path_buf(),
+            source,
+        })?;
+        let mut r = crate::digest::HashingReader::new(f);
+        std::io::copy(&mut r, &mut std::io::sink()).map_err(|source| PkgRepoError::Read {
+            path: scratch.path().to_path_buf(),
+            source,
+        })?;
+        let (d, _, _): (Digest, _, _) = r.finish();
+        return Ok(format!("content {d}"));
     }
     Err(PkgRepoError::NoCatalogue {
         base: base.to_string(),

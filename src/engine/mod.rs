@@ -19,6 +19,7 @@ mod inputs;
 pub mod lint;
 pub mod mounts;
 pub mod native;
+mod pkg;
 mod platform_args;
 pub mod platforms;
 pub mod provenance;
@@ -26,6 +27,7 @@ pub mod publish;
 mod pull_policy;
 pub mod request;
 mod run;
+mod step;
 pub mod verify;
 
 pub use add::{AddError, AddPlaces};

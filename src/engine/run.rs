@@ -3,21 +3,19 @@
 //! step in it and commit it under the step's key; then export the target's
 //! layers and write its config and manifest.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::path::{Path, PathBuf};
+use std::collections::{BTreeSet, HashMap};
 use std::time::Instant;
 
 use super::env::{BuildEnv, BuildOptions, BuildOutput};
 use super::error::BuildError;
 use super::fetch::FetchPhase;
 use super::freebsd;
-use super::mounts::{self, StepMounts};
-use super::native::{self, CopyOptions, Ignore};
+use super::mounts;
+use super::native::{self, Ignore};
 use crate::digest::Digest;
-use crate::exec::{self, RunSpec};
-use crate::image::{self, ImageMeta, Layer, Platform, SnapshotName};
-use crate::jailfile::{self, CopyFrom, MountKind, Op, RunMount};
-use crate::plan::{self, ExecContext, Plan, PlanOptions, PlannedBase, PlannedStage, StepKind};
+use crate::image::{self, ImageMeta, Layer, SnapshotName};
+use crate::jailfile;
+use crate::plan::{self, Plan, PlanOptions, PlannedBase, PlannedStage, StepKind};
 use crate::report::{Level, StepInfo, StepResult};
 use crate::snapshot::fflags::SnapshotFlags;
 use crate::snapshot::{label, Labels, SnapshotError};
@@ -29,7 +27,7 @@ pub(super) struct StageResult {
 }
 
 impl StageResult {
-    fn top(&self) -> Option<&str> {
+    pub(super) fn top(&self) -> Option<&str> {
         self.layers.last().map(|l| l.snapshot.as_str())
     }
 }
@@ -113,15 +111,14 @@ fn needed_images(opts: &BuildOptions, jailfile_text: &str) -> Option<BTreeSet<St
     )
 }
 
-#[allow(clippy::too_many_lines)] // split on branch wt/pkg
-fn build_or_check(
+/// The recipe read for a build: its FROM images' ONBUILD triggers fetched
+/// as it is read, its warnings reported, and the ignore file in force.
+fn read_recipe(
     fetch: &FetchPhase<'_>,
     opts: &BuildOptions,
     jailfile_text: &str,
-    check_only: bool,
-) -> Result<Option<BuildOutput>, BuildError> {
+) -> Result<(jailfile::Build, Option<Ignore>), BuildError> {
     let env = fetch.env();
-    let jailfile_text = jailfile_text.to_string();
     let ignore = Ignore::load_for(&opts.context, &opts.jailfile).map_err(BuildError::Context)?;
     // The fetch phase: the images the recipe reads (its FROM images' ONBUILD
     // triggers as the recipe is read, then every FROM and COPY --from
@@ -129,11 +126,11 @@ fn build_or_check(
     let triggers = super::inputs::Triggers {
         bases: &fetch.bases,
         platform: opts.platform.as_ref(),
-        only: needed_images(opts, &jailfile_text),
+        only: needed_images(opts, jailfile_text),
     };
     let parsed = jailfile::load_for_build(
         &opts.jailfile,
-        &jailfile_text,
+        jailfile_text,
         &opts.build_args,
         &jailfile::BuildInputs {
             context: &opts.context,
@@ -159,6 +156,18 @@ fn build_or_check(
         };
         env.reporter.message(Level::Info, &said);
     }
+    Ok((parsed, ignore))
+}
+
+fn build_or_check(
+    fetch: &FetchPhase<'_>,
+    opts: &BuildOptions,
+    jailfile_text: &str,
+    check_only: bool,
+) -> Result<Option<BuildOutput>, BuildError> {
+    let env = fetch.env();
+    let jailfile_text = jailfile_text.to_string();
+    let (parsed, ignore) = read_recipe(fetch, opts, &jailfile_text)?;
     let nonce = opts
         .no_cache
         .then(|| format!("{}-{:?}", std::process::id(), std::time::SystemTime::now()));
@@ -179,7 +188,11 @@ fn build_or_check(
     let plan = plan::plan(&parsed, &inputs, &plan_opts)?;
     drop(inputs);
     freebsd::check_jail_params(&plan, &env.freebsd.allowed_jail_params)?;
-    super::foreign::check_runnable(&plan, &super::foreign::Host::this())?;
+    let host = super::foreign::Host {
+        pkg_in_jail: env.freebsd.pkg_installer == freebsd::PkgInstaller::Pkg,
+        ..super::foreign::Host::this()
+    };
+    super::foreign::check_runnable(&plan, &host)?;
     mounts::check_required_secrets(&plan, &opts.secrets)?;
     if check_only {
         return Ok(None);
@@ -214,83 +227,21 @@ fn build_or_check(
         let result = run.stage(stage)?;
         run.results.insert(stage.index, result);
     }
-    let target = plan.target();
-    let mut result = run
-        .results
-        .remove(&target.index)
-        .expect("target stage was built");
-    // The blobs exported here are named only by the tag below: the
-    // build's pin (`bases.pin`, held since before FROM was looked up)
-    // keeps `prune` and `check --repair` off them until then.
-    let layers = image::export_layers(
-        env.store,
-        env.snapshotter,
-        env.reporter,
-        &mut result.layers,
-        opts.compression,
-        opts.epoch,
-    )?;
-    let base = match &target.base {
-        PlannedBase::Image {
-            reference,
-            manifest,
-        } => Some((reference.as_str(), manifest)),
-        _ => None,
-    };
-    let meta = ImageMeta {
-        epoch: opts.epoch,
-        jailfile_text: &jailfile_text,
-        base,
-        annotations: &opts.annotations,
-        jail_annotations: opts.jail_annotations,
-    };
-    let mut state = target.state.clone();
-    state.labels.extend(opts.labels.clone());
-    let (manifest, config_digest) = image::write::write(env.store, &state, &layers, &meta)?;
-    for tag in &opts.tags {
-        env.store.tag(tag, &manifest)?;
-    }
-    if !opts.no_cache {
-        run.results.insert(target.index, result);
-        let stages = run.results.iter().map(|(i, r)| (*i, r.layers.clone()));
-        super::cache::push(
-            env.registry_cache.as_ref(),
-            &env.unpacker(),
-            run.export_as(),
-            &plan,
-            stages.collect(),
-            run.lookups.as_ref(),
-        );
-    }
-    let manifest_digest =
-        crate::store::descriptor_digest(&manifest).map_err(|source| image::ImageError::Digest {
-            image: "the new image".into(),
-            source,
-        })?;
-    let images = fetch.bases.fetched().by_reference();
-    let facts = super::facts::BuildFacts::of(&plan, &jailfile_text, images);
-    Ok(Some(BuildOutput {
-        facts,
-        manifest,
-        manifest_digest,
-        config_digest,
-        steps_run: run.steps_run,
-        steps_cached: run.steps_cached,
-        steps_fetched: run.steps_fetched,
-    }))
+    run.finish(&jailfile_text, fetch).map(Some)
 }
 
-struct Run<'a, 'b> {
-    env: &'a BuildEnv<'b>,
-    opts: &'a BuildOptions,
+/// One build's running state; its step methods are in [`super::step`].
+pub(super) struct Run<'a, 'b> {
+    pub(super) env: &'a BuildEnv<'b>,
+    pub(super) opts: &'a BuildOptions,
     plan: &'a Plan,
-    inputs: &'a FetchPhase<'a>,
-    ignore: Option<&'a Ignore>,
-    results: HashMap<usize, StageResult>,
+    pub(super) inputs: &'a FetchPhase<'a>,
+    pub(super) ignore: Option<&'a Ignore>,
+    pub(super) results: HashMap<usize, StageResult>,
     steps_run: usize,
     steps_cached: usize,
     /// The secrets' forms, masked in every step output line.
-    masks: Vec<String>,
+    pub(super) masks: Vec<String>,
     steps_fetched: usize,
     /// `--cache-from` answers, looked up while the steps run.
     lookups: Option<super::cache::Lookups>,
@@ -302,6 +253,79 @@ impl Run<'_, '_> {
             compression: self.opts.compression,
             epoch: self.opts.epoch,
         }
+    }
+
+    /// After the last stage: the target's layers exported, its config and
+    /// manifest written and tagged, the stages pushed to a registry cache.
+    fn finish(mut self, jailfile_text: &str, fetch: &FetchPhase<'_>) -> Result<BuildOutput, BuildError> {
+        let env = self.env;
+        let opts = self.opts;
+        let plan = self.plan;
+        let target = plan.target();
+        let mut result = self
+            .results
+            .remove(&target.index)
+            .expect("target stage was built");
+        // The blobs exported here are named only by the tag below: the
+        // build's pin (`bases.pin`, held since before FROM was looked up)
+        // keeps `prune` and `check --repair` off them until then.
+        let layers = image::export_layers(
+            env.store,
+            env.snapshotter,
+            env.reporter,
+            &mut result.layers,
+            opts.compression,
+            opts.epoch,
+        )?;
+        let base = match &target.base {
+            PlannedBase::Image {
+                reference,
+                manifest,
+            } => Some((reference.as_str(), manifest)),
+            _ => None,
+        };
+        let meta = ImageMeta {
+            epoch: opts.epoch,
+            jailfile_text,
+            base,
+            annotations: &opts.annotations,
+            jail_annotations: opts.jail_annotations,
+        };
+        let mut state = target.state.clone();
+        state.labels.extend(opts.labels.clone());
+        let (manifest, config_digest) = image::write::write(env.store, &state, &layers, &meta)?;
+        for tag in &opts.tags {
+            env.store.tag(tag, &manifest)?;
+        }
+        if !opts.no_cache {
+            self.results.insert(target.index, result);
+            let stages = self.results.iter().map(|(i, r)| (*i, r.layers.clone()));
+            super::cache::push(
+                env.registry_cache.as_ref(),
+                &env.unpacker(),
+                self.export_as(),
+                plan,
+                stages.collect(),
+                self.lookups.as_ref(),
+            );
+        }
+        let manifest_digest = crate::store::descriptor_digest(&manifest).map_err(|source| {
+            image::ImageError::Digest {
+                image: "the new image".into(),
+                source,
+            }
+        })?;
+        let images = fetch.bases.fetched().by_reference();
+        let facts = super::facts::BuildFacts::of(plan, jailfile_text, images);
+        Ok(BuildOutput {
+            facts,
+            manifest,
+            manifest_digest,
+            config_digest,
+            steps_run: self.steps_run,
+            steps_cached: self.steps_cached,
+            steps_fetched: self.steps_fetched,
+        })
     }
 
     fn info(&self, stage: &PlannedStage, number: usize, text: &str) -> StepInfo {
@@ -385,7 +409,7 @@ impl Run<'_, '_> {
             let step_flags =
                 SnapshotFlags::for_step(self.env.snapshotter, parent.as_deref(), &root);
             let outcome = step_flags.map_err(BuildError::from).and_then(|step_flags| {
-                self.execute(&ps.step.op, &ps.step.args, exec, &root, &info)?;
+                self.execute(&ps.step.op, &ps.step.args, exec, &root, &info, &step_flags)?;
                 Ok(step_flags)
             });
             let outcome = outcome.and_then(|step_flags| {
@@ -555,311 +579,5 @@ impl Run<'_, '_> {
             );
         }
         Ok(())
-    }
-
-    #[allow(clippy::too_many_lines)] // split on branch wt/pkg
-    fn execute(
-        &self,
-        op: &Op,
-        args: &BTreeMap<String, String>,
-        ctx: &ExecContext,
-        root: &Path,
-        info: &StepInfo,
-    ) -> Result<(), BuildError> {
-        match op {
-            Op::Run {
-                command,
-                network,
-                mounts,
-            } => {
-                let mounts = self.step_mounts(mounts, &ctx.platform)?;
-                let argv = plan::state::argv_in(command, ctx.shell.as_deref());
-                self.run_process(argv, args, ctx, *network, mounts.mounts, root, info)
-            }
-            Op::Pkg { packages } => {
-                let mut argv = vec!["pkg".to_string(), "install".to_string(), "-y".to_string()];
-                argv.extend(packages.iter().cloned());
-                let mut ctx = ctx.clone();
-                // A fresh release has only pkg's bootstrap stub, which asks
-                // before installing pkg itself.
-                if !ctx.env.iter().any(|(k, _)| k == "ASSUME_ALWAYS_YES") {
-                    ctx.env.push(("ASSUME_ALWAYS_YES".into(), "yes".into()));
-                }
-                let mounts = self.env.freebsd.pkg_mounts()?;
-                self.run_process(argv, args, &ctx, true, mounts.mounts, root, info)
-            }
-            Op::Copy {
-                from,
-                sources,
-                dest,
-                chown,
-                chmod,
-                parents,
-                exclude,
-            } => {
-                let owner = match chown {
-                    Some(spec) => Some(exec::user::resolve_owner(root, spec)?),
-                    None => None,
-                };
-                let copy_opts = CopyOptions {
-                    chown: owner,
-                    chmod: *chmod,
-                    parents: *parents,
-                    exclude: exclude.clone(),
-                    ..CopyOptions::default()
-                };
-                let (src_root, ignore) =
-                    self.source_root(from.as_ref(), "COPY --from", &ctx.platform)?;
-                native::copy(
-                    &src_root,
-                    sources,
-                    dest,
-                    root,
-                    &ctx.workdir,
-                    ignore,
-                    &copy_opts,
-                )
-                .map(drop)
-                .map_err(BuildError::Native)
-            }
-            Op::Add {
-                sources,
-                dest,
-                chown,
-                chmod,
-                exclude,
-                checksum,
-                keep_git_dir,
-            } => {
-                let owner = match chown {
-                    Some(spec) => Some(exec::user::resolve_owner(root, spec)?),
-                    None => None,
-                };
-                let scratch = match &self.env.add {
-                    Some(places) => places.scratch()?,
-                    None => std::env::temp_dir(),
-                };
-                let copy_opts = CopyOptions {
-                    chown: owner,
-                    chmod: *chmod,
-                    exclude: exclude.clone(),
-                    unpack: Some(native::Unpack {
-                        scratch,
-                        limits: self.env.layer_policy.limits,
-                    }),
-                    ..CopyOptions::default()
-                };
-                let local: Vec<_> = sources
-                    .iter()
-                    .filter_map(|s| match s {
-                        jailfile::AddSource::Context(c) => Some(c.clone()),
-                        _ => None,
-                    })
-                    .collect();
-                if !local.is_empty() {
-                    native::copy(
-                        &self.opts.context,
-                        &local,
-                        dest,
-                        root,
-                        &ctx.workdir,
-                        self.ignore,
-                        &copy_opts,
-                    )
-                    .map_err(BuildError::Native)?;
-                }
-                for s in sources {
-                    match s {
-                        jailfile::AddSource::Git { url, reference } => {
-                            let mut git = self.inputs.git.borrow_mut();
-                            let places = self.env.add.as_ref();
-                            let commit = git.commit(places, url, reference.as_deref())?;
-                            let tree = git.checkout(places, url, &commit, *keep_git_dir)?;
-                            let opts = CopyOptions {
-                                unpack: None,
-                                ..copy_opts.clone()
-                            };
-                            super::add::copy_tree(tree.path(), dest, root, &ctx.workdir, &opts)?;
-                        }
-                        jailfile::AddSource::Url(url) => {
-                            let places = self
-                                .env
-                                .add
-                                .as_ref()
-                                .ok_or_else(|| super::add::AddError::NoPlaces(url.clone()))?;
-                            let max = self.env.layer_policy.limits.max_size;
-                            // Without --checksum: the file the fetch phase downloaded.
-                            let sum = checksum.clone().or_else(|| self.inputs.downloaded(url));
-                            let (_, cached) = places.download(url, sum.as_ref(), max)?;
-                            let name = jailfile::url_file_name(url).unwrap_or("download");
-                            let opts = CopyOptions {
-                                unpack: None,
-                                ..copy_opts.clone()
-                            };
-                            let scratch = places.scratch()?;
-                            super::add::copy_download(
-                                &cached,
-                                name,
-                                &scratch,
-                                dest,
-                                root,
-                                &ctx.workdir,
-                                &opts,
-                            )?;
-                        }
-                        jailfile::AddSource::Context(_) => {}
-                    }
-                }
-                Ok(())
-            }
-            Op::Sysrc {
-                file,
-                name,
-                op,
-                value,
-            } => native::sysrc(root, file, name, *op, value)
-                .map(drop)
-                .map_err(BuildError::Native),
-            Op::Service { name, enable } => native::service(root, name, *enable)
-                .map(drop)
-                .map_err(BuildError::Native),
-            Op::LineInFile { line, file } => native::line_in_file(root, line, file)
-                .map(drop)
-                .map_err(BuildError::Native),
-            Op::Render { path, vars } => native::render(root, path, vars)
-                .map(drop)
-                .map_err(BuildError::Native),
-            // Metadata instructions have no StepKind::Layer and never get here.
-            _ => Ok(()),
-        }
-    }
-
-    /// The root a COPY or a bind mount reads from: the build context
-    /// (with its `.jailignore`), an earlier stage's top snapshot, or an
-    /// image's top layer, unpacked if needed. `what` names the instruction.
-    fn source_root(
-        &self,
-        from: Option<&CopyFrom>,
-        what: &str,
-        platform: &Platform,
-    ) -> Result<(PathBuf, Option<&Ignore>), BuildError> {
-        Ok(match from {
-            None => (self.opts.context.clone(), self.ignore),
-            Some(CopyFrom::Stage(i)) => {
-                let top = self
-                    .results
-                    .get(i)
-                    .and_then(|r| r.top().map(str::to_string));
-                match top {
-                    Some(name) => (self.env.snapshotter.view(&name)?, None),
-                    None => {
-                        return Err(BuildError::Step(format!(
-                            "{what} stage {i}: that stage made no files (it has no layer), so there is nothing to read"
-                        )))
-                    }
-                }
-            }
-            Some(CopyFrom::Image(r)) => {
-                let img = self.inputs.image_of(r, platform)?;
-                let layers = self.env.unpacker().unpack(&img)?;
-                match layers.last() {
-                    Some(l) => (self.env.snapshotter.view(&l.snapshot)?, None),
-                    None => {
-                        return Err(BuildError::Step(format!(
-                            "image `{r}` has no layers to read from"
-                        )))
-                    }
-                }
-            }
-        })
-    }
-
-    /// What a RUN's `--mount`s become for the executor (see [`mounts`]).
-    fn step_mounts(
-        &self,
-        wanted: &[RunMount],
-        platform: &Platform,
-    ) -> Result<StepMounts, BuildError> {
-        let mut out = StepMounts::default();
-        for m in wanted {
-            match &m.kind {
-                MountKind::Secret { id, .. } => out.add_secret(m, self.opts.secrets.get(id)),
-                MountKind::Tmpfs { size } => out.add_tmpfs(&m.target, *size),
-                MountKind::Cache {
-                    id,
-                    sharing,
-                    mode,
-                    uid,
-                    gid,
-                } => {
-                    let Some(base) = &self.opts.mount_cache else {
-                        return Err(BuildError::Step(
-                            "this build has no directory for cache mounts".into(),
-                        ));
-                    };
-                    out.add_cache(base, &m.target, id, *sharing, *mode, *uid, *gid)?;
-                }
-                MountKind::Bind { from, source, rw } => {
-                    let (root, _) =
-                        self.source_root(from.as_ref(), "RUN --mount=type=bind,from=", platform)?;
-                    let host = crate::fsutil::resolve_in_root(&root, Path::new(source), true)
-                        .map_err(|e| BuildError::io(format!("bind mount source `{source}`"), e))?;
-                    if !host.exists() {
-                        return Err(BuildError::Step(format!(
-                            "bind mount source `{source}` does not exist"
-                        )));
-                    }
-                    out.add_bind(&host, &m.target, *rw)?;
-                }
-            }
-        }
-        Ok(out)
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn run_process(
-        &self,
-        argv: Vec<String>,
-        args: &BTreeMap<String, String>,
-        ctx: &ExecContext,
-        network: bool,
-        mounts: Vec<exec::Mount>,
-        root: &Path,
-        info: &StepInfo,
-    ) -> Result<(), BuildError> {
-        // ARGs are the step's environment too; ENV wins over an ARG of the same name.
-        let mut env: Vec<(String, String)> = args
-            .iter()
-            .filter(|(k, _)| !ctx.env.iter().any(|(e, _)| e == *k))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        env.extend(ctx.env.iter().cloned());
-        let spec = RunSpec {
-            argv,
-            env,
-            cwd: ctx.workdir.clone(),
-            user: ctx.user.clone(),
-            network,
-            hostname: "jbuild".into(),
-            jail_params: freebsd::build_jail_params(&ctx.jail),
-            mounts,
-        };
-        let executor = self.env.executor()?;
-        let reporter = self.env.reporter;
-        let masks = &self.masks;
-        let mut sink = |stream, line: &[u8]| {
-            if masks.is_empty() {
-                return reporter.step_output(info, stream, line);
-            }
-            let text = String::from_utf8_lossy(line);
-            let masked = crate::keychain::redact::replace_all(&text, masks);
-            reporter.step_output(info, stream, masked.as_bytes())
-        };
-        let outcome = executor.run(root, &spec, &mut sink)?;
-        if outcome.success() {
-            Ok(())
-        } else {
-            Err(BuildError::StepFailed(outcome))
-        }
     }
 }

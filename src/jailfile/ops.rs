@@ -242,14 +242,19 @@ impl Resolver<'_> {
     fn pkg_op(&self, words: &[Text], ins: &Instruction) -> Result<Op> {
         let esc = ins.escape;
         let mut packages = Vec::new();
+        let mut bootstrap = true;
         for (p, w) in self.fields(words, esc)? {
+            if p == "--no-bootstrap" && packages.is_empty() {
+                bootstrap = false;
+                continue;
+            }
             if p.starts_with('-') {
                 return Err(Error::new(
                     w.span(),
                     format!("PKG takes package names, not options (`{p}`)"),
                 )
                 .with_help(
-                    "PKG runs `pkg install -y <packages>`; use RUN for other pkg(8) options",
+                    "PKG installs packages (`PKG [--no-bootstrap] package ...`); use RUN for other pkg(8) options",
                 ));
             }
             packages.push(p);
@@ -260,7 +265,10 @@ impl Resolver<'_> {
                     .with_help("usage: PKG package ..."),
             );
         }
-        Ok(Op::Pkg { packages })
+        Ok(Op::Pkg {
+            packages,
+            bootstrap,
+        })
     }
 
     fn sysrc_op(

@@ -167,9 +167,14 @@ pub enum Op {
         network: bool,
         mounts: Vec<RunMount>,
     },
-    /// `pkg install -y <packages>` through the executor (with the network).
+    /// `PKG [--no-bootstrap] <packages>`: the packages installed into the
+    /// step's root by jbuild's installer (`crate::pkg::install`), or by
+    /// `pkg install -y` in the build jail when `[pkg] installer = "pkg"`.
     Pkg {
         packages: Vec<String>,
+        /// Install `pkg` too when the image has none, as `pkg bootstrap`
+        /// would (off with `--no-bootstrap`).
+        bootstrap: bool,
     },
     Copy {
         /// `--from=<stage name or index or image>`; `None` is the context.

@@ -26,13 +26,17 @@
 //!   image's root and bounded, for the installer to run in pkg's order;
 //! - [`fetch`]: the closure's packages downloaded several at a time,
 //!   each verified by its catalogue checksum, into jbuild's package cache;
+//! - [`install`]: the one entry, from a root and package names to an
+//!   installed, recorded closure;
 //! - [`extract`]: packages installed into the image's root as pkg 2.x
 //!   extracts them (owners by the image's names, modes, links, flags,
 //!   `@config`), through the hostile-layer applier, with hooks for the
 //!   package database and Lua scripts in pkg's order.
 //!
-//! Nothing in the build calls this module yet: `PKG` still runs pkg(8) in
-//! the build jail. The engine will call it once it is restructured.
+//! [`install`] joins them in pkg's order: it is what a `PKG` step runs
+//! (`engine::pkg`), into the step's root, on every host and for every
+//! architecture (`[pkg] installer = "pkg"` runs pkg(8) in the build jail
+//! instead, on FreeBSD). pkgbase bases still run pkg(8) on the host.
 
 pub mod abi;
 pub mod catalogue;
@@ -40,6 +44,7 @@ pub mod checksum;
 pub mod db;
 pub mod extract;
 pub mod fetch;
+pub mod install;
 pub mod lua;
 pub mod manifest;
 pub mod mirror;

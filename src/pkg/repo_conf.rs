@@ -160,8 +160,25 @@ pub fn expand(text: &str, vars: &BTreeMap<&'static str, String>) -> String {
 /// The repositories of the image at `root`, from pkg's default
 /// directories, enabled or not, sorted by name.
 pub fn load_root(root: &Path, abi: &Abi) -> Result<Vec<RepoConfig>, RepoConfError> {
+    load_root_with(root, abi, None)
+}
+
+/// [`load_root`], with the host directory `local` (`--pkg-repos DIR`) read
+/// in place of the image's `/usr/local/etc/pkg/repos`, as when it is
+/// mounted there for pkg(8).
+pub fn load_root_with(
+    root: &Path,
+    abi: &Abi,
+    local: Option<&Path>,
+) -> Result<Vec<RepoConfig>, RepoConfError> {
     let mut texts = Vec::new();
     for dir in REPOS_DIRS {
+        if let (Some(local), true) = (local, dir == REPOS_DIRS[1]) {
+            for (name, text) in conf_files(local, &|n| Ok(local.join(n)))? {
+                texts.push((local.join(name), text));
+            }
+            continue;
+        }
         let host =
             crate::fsutil::resolve_in_root(root, Path::new(dir), true).map_err(|source| {
                 RepoConfError::Read {

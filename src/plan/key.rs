@@ -176,9 +176,17 @@ pub fn encode_op(e: &mut KeyEncoder, op: &Op) {
                 }
             }
         }
-        Op::Pkg { packages } => {
+        Op::Pkg {
+            packages,
+            bootstrap,
+        } => {
             e.str("op", "pkg");
             e.list("package", packages.iter().map(String::as_str));
+            // Only when off, so the keys of PKG steps written before the
+            // flag existed stay.
+            if !bootstrap {
+                e.str("pkg.bootstrap", "no");
+            }
         }
         Op::Copy {
             from,
@@ -320,6 +328,7 @@ mod tests {
             &mut e,
             &Op::Pkg {
                 packages: vec!["nginx".into(), "curl".into()],
+                bootstrap: true,
             },
         );
         assert_eq!(

@@ -364,6 +364,7 @@ fn release_build(release: &str, steps: Vec<Step>) -> Build {
 fn pkg(names: &[&str]) -> Op {
     Op::Pkg {
         packages: names.iter().map(|s| s.to_string()).collect(),
+        bootstrap: true,
     }
 }
 

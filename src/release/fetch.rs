@@ -147,26 +147,3 @@ pub(crate) fn write_atomic(dest: &Path, text: &[u8]) -> Result<(), ReleaseError>
         .map_err(|e| ReleaseError::io(dest)(e.error))?;
     Ok(())
 }
-
-/// What identifies the current version of the file at `url` without
-/// downloading it: its `ETag`, else `Last-Modified` and length. `None`
-/// when the server does not have it (404).
-pub(crate) fn head_identity(http: &Http, url: &str) -> Result<Option<String>, HttpError> {
-    let Some(head) = block_on(http.head(url))? else {
-        return Ok(None);
-    };
-    if let Some(etag) = head.etag {
-        return Ok(Some(format!("etag {etag}")));
-    }
-    match (head.last_modified, head.length) {
-        (None, None) => Err(HttpError::Protocol {
-            url: url.to_string(),
-            reason: "the server gives neither ETag nor Last-Modified, so a change of the catalogue cannot be seen; use --pkg-offline".into(),
-        }),
-        (m, l) => Ok(Some(format!(
-            "modified {} length {}",
-            m.unwrap_or_default(),
-            l.map(|l| l.to_string()).unwrap_or_default()
-        ))),
-    }
-}

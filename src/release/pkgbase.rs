@@ -35,9 +35,8 @@
 //! ([`crate::image::export::EXCLUDED_FROM_LAYERS`]).
 //!
 //! **Key.** The base is keyed on the release, the platform, the packages,
-//! the repository url, the identity of its catalogue (`packagesite.pkg`,
-//! asked as PKG steps ask: `ETag`/`Last-Modified` by HEAD, a `file://`
-//! repository by content) and the digest of the keys: a rebuild installs
+//! the repository url, the identity of its catalogue (the digest of its
+//! catalogue archive, as PKG steps are keyed) and the digest of the keys: a rebuild installs
 //! again only when the repository published a new catalogue.
 //!
 //! **Where pkg runs.** pkg(8) is a FreeBSD program: elsewhere (Linux),

@@ -126,6 +126,10 @@ impl Reporter for JsonReporter {
         }));
     }
 
+    fn package(&self, s: &StepInfo, what: &str, name: &str, version: &str, bytes: u64) {
+        self.emit(json!({"event": "package", "index": s.index, "what": what, "name": name, "version": version, "bytes": bytes}));
+    }
+
     fn message(&self, level: Level, text: &str) {
         let level = match level {
             Level::Info => "info",

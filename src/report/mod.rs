@@ -108,6 +108,10 @@ pub trait Reporter: Send + Sync {
     /// A line for the user that belongs to no step or transfer (a warning,
     /// what a cache did).
     fn message(&self, level: Level, text: &str);
+    /// A package of a PKG step: `what` is `fetched` or `installed`,
+    /// `bytes` the package file's or the content's. Only `--json` shows
+    /// it as an event; the step's output says it to people.
+    fn package(&self, _step: &StepInfo, _what: &str, _name: &str, _version: &str, _bytes: u64) {}
     /// A layer export (a transfer with no known total) begins; `differ` is
     /// the [`Differ::name`](crate::diff::Differ::name) that listed its
     /// changes (`zfs-diff`, `tree-walk`, `overlay-upper`), so a script can

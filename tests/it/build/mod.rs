@@ -13,6 +13,7 @@ mod foreign_os;
 mod ignore_files;
 mod mounts;
 mod native;
+mod pkg;
 mod platform_args;
 mod recipe_names;
 mod rootless;

@@ -182,13 +182,22 @@ fn pkg_lists_packages() {
     assert_eq!(
         op("PKG nginx  py311-certbot"),
         Op::Pkg {
-            packages: strings(&["nginx", "py311-certbot"])
+            packages: strings(&["nginx", "py311-certbot"]),
+            bootstrap: true,
+        }
+    );
+    assert_eq!(
+        op("PKG --no-bootstrap nginx"),
+        Op::Pkg {
+            packages: strings(&["nginx"]),
+            bootstrap: false,
         }
     );
     assert_eq!(
         op("ARG EXTRA=\"curl git\"\nPKG nginx $EXTRA"),
         Op::Pkg {
-            packages: strings(&["nginx", "curl", "git"])
+            packages: strings(&["nginx", "curl", "git"]),
+            bootstrap: true,
         }
     );
 }

@@ -7,6 +7,7 @@
 mod catalogue;
 mod conf;
 mod db;
+mod entry;
 mod fetch;
 mod flags;
 mod install;

@@ -30,7 +30,12 @@ fn pkg_shares_its_cache_keeps_caches_out_of_layers_and_follows_the_catalogue() {
     let config = t.path().join("config.toml");
     fs::write(
         &config,
-        format!("[pkg]\nrepos_dir = \"{}\"\n", repos.display()),
+        // pkg(8) in the build jail (a stand-in, as jbuild's installer
+        // needs a real repository: see build::pkg for that).
+        format!(
+            "[pkg]\nrepos_dir = \"{}\"\ninstaller = \"pkg\"\n",
+            repos.display()
+        ),
     )
     .unwrap();
     let root = t.path().join("root");
@@ -166,11 +171,12 @@ fn jail_parameters_that_weaken_the_build_jail_need_consent() {
     assert_eq!(out.status.code(), Some(1));
 }
 
-/// PKG keys follow an HTTP repository's catalogue through HEAD requests
-/// (nothing is downloaded): a new `packagesite.pkg` (a new ETag) is a new
-/// key; `packagesite.txz` is asked when there is no `.pkg`.
+/// PKG keys follow an HTTP repository's catalogue by its content's
+/// digest (not an ETag): a new `packagesite.pkg` is a new key; the
+/// archives are asked in pkg's order (`data.pkg` first), `packagesite.txz`
+/// when there is no other.
 #[test]
-fn an_http_repository_is_asked_for_its_catalogue_with_head_only() {
+fn an_http_repository_is_keyed_on_its_catalogue_digest() {
     let t = tempfile::tempdir().unwrap();
     let served = t.path().join("www");
     let repo = served.join("repo/FreeBSD:14:amd64/latest");
@@ -208,11 +214,12 @@ fn an_http_repository_is_asked_for_its_catalogue_with_head_only() {
     assert!(
         asked
             .iter()
-            .all(|r| r.starts_with("HEAD /repo/FreeBSD:14:amd64/latest/packagesite.")),
+            .all(|r| r.starts_with("GET /repo/FreeBSD:14:amd64/latest/")),
         "{asked:?}"
     );
-    // 1 + 1 + 1, then .pkg and .txz twice.
-    assert_eq!(asked.len(), 7, "{asked:?}");
+    // data.pkg and packagesite.pkg three times, then data.pkg,
+    // packagesite.pkg, packagesite.tzst and packagesite.txz twice.
+    assert_eq!(asked.len(), 14, "{asked:?}");
 }
 
 /// Stands in for pkg(8) on the host (the real one runs on FreeBSD only):
@@ -293,11 +300,14 @@ fn a_pkgbase_base_is_installed_by_pkg_and_follows_the_catalogue() {
             .any(|l| l.contains("Installing FreeBSD-set-minimal-jail")),
         "{out}"
     );
-    // Planning asked the repository for its catalogue's identity, by HEAD
-    // only; nothing of the release mirror was needed.
+    // Planning asked the repository for its catalogue (its digest is the
+    // identity), in pkg's order; nothing of the release mirror was needed.
     assert_eq!(
         server.requests(),
-        ["HEAD /FreeBSD:15:amd64/base_release_0/packagesite.pkg"]
+        [
+            "GET /FreeBSD:15:amd64/base_release_0/data.pkg",
+            "GET /FreeBSD:15:amd64/base_release_0/packagesite.pkg"
+        ]
     );
     let logged = log();
     let argv: Vec<&str> = logged
@@ -382,7 +392,8 @@ fn a_pkgbase_base_is_installed_by_pkg_and_follows_the_catalogue() {
     }
     let history = base_history(&root, "pb:1");
     assert!(
-        history.contains("pkgbase FreeBSD-set-minimal-jail") && history.contains("etag"),
+        history.contains("pkgbase FreeBSD-set-minimal-jail")
+            && history.contains("catalogue content sha256:"),
         "{history}"
     );
 

@@ -11,6 +11,7 @@
 
 pub mod elf;
 pub mod full;
+pub mod image;
 pub mod pkgfile;
 
 use std::collections::BTreeMap;

@@ -113,6 +113,9 @@ pub struct Contents {
     pub mtime: u64,
     /// A file whose manifest sum is of other content.
     pub wrong_sum: Option<String>,
+    /// More keys of `+MANIFEST` only (`scripts`, `lua_scripts`,
+    /// `messages`), which a catalogue does not list.
+    pub manifest_extra: Vec<(String, Value)>,
 }
 
 impl Default for Contents {
@@ -125,6 +128,7 @@ impl Default for Contents {
             sums: SumStyle::Sha256Hex,
             mtime: 1_700_000_000,
             wrong_sum: None,
+            manifest_extra: Vec::new(),
         }
     }
 }
@@ -284,6 +288,9 @@ impl Contents {
         manifest["files"] = files;
         manifest["directories"] = dirs;
         manifest["config"] = config;
+        for (k, v) in &self.manifest_extra {
+            manifest[k.as_str()] = v.clone();
+        }
         let mut out = Vec::new();
         for (name, text) in [
             ("+COMPACT_MANIFEST", compact.to_string()),

@@ -1,0 +1,438 @@
+//! `pkg install` into an image's root, by jbuild itself: the one entry
+//! that joins the other parts of [`crate::pkg`] in pkg(8)'s order.
+//!
+//! 1. The ABI from the root's userland and the build's platform
+//!    ([`abi::of_root`]), never the host's.
+//! 2. The image's repository configuration ([`repo_conf`]), with
+//!    `--pkg-repos DIR` read in place of `/usr/local/etc/pkg/repos` (where
+//!    pkg(8) would have it mounted); the enabled repositories only.
+//! 3. Each repository's catalogue, its signatures checked against the
+//!    trust its configuration names (keys and fingerprints read inside the
+//!    image, as `pkg --rootdir` does) before a byte of it is parsed
+//!    ([`repository::load_with`]: `file://`, `http://`, `https://`;
+//!    `pkg+https://` asks the host itself, see there).
+//! 4. Resolution ([`resolve`]) against what the image's `local.sqlite`
+//!    already has: an installed package is kept as it is (requested or a
+//!    dependency), never installed twice. pkg would upgrade an installed
+//!    dependency whose shared libraries a new package needs; jbuild keeps
+//!    it (see `docs/packages.md`). When the image has no `pkg` the `pkg`
+//!    package is added to the request, as `pkg bootstrap` would have put
+//!    it there first, unless [`Request::bootstrap`] is off.
+//! 5. Each package fetched into jbuild's package cache, verified by its
+//!    catalogue checksum ([`fetch::fetch_all`]).
+//! 6. A package with a shell script that runs at install (`pre-install`,
+//!    `post-install`, `install`) is refused before anything is written,
+//!    naming the package and the script: jbuild does not run shell
+//!    scripts yet.
+//! 7. [`extract::install`] with [`DbAndLua`] as its hooks: per package,
+//!    Lua pre-install scripts, extraction, the package recorded in the
+//!    database (one transaction, once its `@config` contents are known:
+//!    pkg registers before extracting and commits after, which leaves the
+//!    same rows), Lua post-install scripts (their failures reported, not
+//!    fatal, as pkg), the package's install messages.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use super::abi::{self, Abi, AbiError};
+use super::db::{DbError, LocalDb, Record};
+use super::extract::{self, ExtractError, HookError, Hooks, Opened, PackageFile};
+use super::fetch::{self, Cache, FetchError};
+use super::lua::{self, LuaError, ScriptEnv};
+use super::manifest::{LuaScriptType, MessageType, ScriptType};
+use super::repo_conf::{self, RepoConfError, RepoConfig};
+use super::repository::{self, RepoError, Repository};
+use super::resolve::{self, ResolveError};
+use super::sign::{SignError, Trust};
+use crate::blame::Blame;
+use crate::fsutil::flags::FileFlags;
+use crate::layer::Limits;
+use crate::transport::http::Http;
+
+/// The package `pkg bootstrap` installs.
+pub const PKG_PACKAGE: &str = "pkg";
+
+/// What to install, where, and with what.
+pub struct Request<'a> {
+    /// The step's root: a FreeBSD tree.
+    pub root: &'a Path,
+    /// As written after `PKG`: `name`, `name-version` or `origin`.
+    pub packages: &'a [String],
+    /// The build's OCI architecture (`amd64`, `arm64`, …).
+    pub platform_arch: &'a str,
+    /// `--pkg-repos DIR`: read in place of `/usr/local/etc/pkg/repos`.
+    pub repos_dir: Option<&'a Path>,
+    pub cache: &'a Cache,
+    pub http: &'a Http,
+    /// Downloads at once.
+    pub jobs: usize,
+    /// Scratch for catalogues (removed by the caller).
+    pub work: &'a Path,
+    /// What the database records as the install time
+    /// (`SOURCE_DATE_EPOCH`, else now).
+    pub time: i64,
+    /// No file's mtime is later (`SOURCE_DATE_EPOCH`).
+    pub clamp_mtime: Option<u64>,
+    /// Install `pkg` too when the image has none.
+    pub bootstrap: bool,
+    pub limits: Limits,
+    pub file_flags: &'a dyn FileFlags,
+}
+
+/// What happened, in order, for the caller to show.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// The repositories read: name, url, catalogue SHA-256.
+    Repository {
+        name: String,
+        url: String,
+        catalogue_sha256: String,
+    },
+    /// Already in the image: kept.
+    Kept { name: String, version: String },
+    /// In the package cache (downloaded now unless `cached`).
+    Fetched {
+        name: String,
+        version: String,
+        bytes: u64,
+        cached: bool,
+    },
+    /// Installed: entries and bytes of content written.
+    Installed {
+        name: String,
+        version: String,
+        entries: u64,
+        bytes: u64,
+    },
+    /// A line a package says to the user (its messages, its Lua output, a
+    /// warning).
+    Message { package: String, text: String },
+}
+
+/// What [`install`] did.
+#[derive(Debug, Clone, Default)]
+pub struct Outcome {
+    pub abi: String,
+    /// `(name, url, catalogue sha256)` of each enabled repository.
+    pub repositories: Vec<(String, String, String)>,
+    /// `name-version` in install order.
+    pub installed: Vec<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum InstallError {
+    #[error(transparent)]
+    Abi(#[from] AbiError),
+    #[error(transparent)]
+    Conf(#[from] RepoConfError),
+    #[error(transparent)]
+    Sign(#[from] SignError),
+    #[error(transparent)]
+    Repo(#[from] RepoError),
+    #[error(transparent)]
+    Resolve(Box<ResolveError>),
+    #[error(transparent)]
+    Fetch(Box<FetchError>),
+    #[error(transparent)]
+    Db(#[from] DbError),
+    #[error(transparent)]
+    Extract(#[from] ExtractError),
+    #[error(
+        "package {package} has a `{script}` shell script, which jbuild does not run yet; on a \
+         FreeBSD host `[pkg] installer = \"pkg\"` installs it with pkg(8) in the build jail"
+    )]
+    ShellScript {
+        package: String,
+        script: &'static str,
+    },
+    #[error("no repository is enabled for {abi} (none of the image's or --pkg-repos' *.conf files enables one)")]
+    NoRepositories { abi: String },
+}
+
+impl From<ResolveError> for InstallError {
+    fn from(e: ResolveError) -> Self {
+        InstallError::Resolve(Box::new(e))
+    }
+}
+
+impl From<FetchError> for InstallError {
+    fn from(e: FetchError) -> Self {
+        InstallError::Fetch(Box::new(e))
+    }
+}
+
+impl Blame for InstallError {
+    fn is_user_error(&self) -> bool {
+        match self {
+            InstallError::Abi(e) => e.is_user_error(),
+            InstallError::Conf(e) => e.is_user_error(),
+            InstallError::Sign(e) => e.is_user_error(),
+            InstallError::Repo(e) => e.is_user_error(),
+            InstallError::Resolve(e) => e.is_user_error(),
+            InstallError::Fetch(e) => e.is_user_error(),
+            InstallError::Db(e) => e.is_user_error(),
+            InstallError::Extract(e) => e.is_user_error(),
+            InstallError::ShellScript { .. } | InstallError::NoRepositories { .. } => true,
+        }
+    }
+}
+
+/// The enabled repositories of the image at `root` for `platform_arch`,
+/// read and verified: what [`install`] resolves against, and what a
+/// build step's key holds (their catalogues' digests).
+pub fn repositories(
+    root: &Path,
+    platform_arch: &str,
+    repos_dir: Option<&Path>,
+    http: &Http,
+    work: &Path,
+) -> Result<(Abi, Vec<RepoConfig>, Vec<Repository>), InstallError> {
+    let abi = abi::of_root(root, platform_arch)?;
+    let confs: Vec<RepoConfig> = repo_conf::load_root_with(root, &abi, repos_dir)?
+        .into_iter()
+        .filter(|c| c.enabled)
+        .collect();
+    if confs.is_empty() {
+        return Err(InstallError::NoRepositories {
+            abi: abi.to_string(),
+        });
+    }
+    let mut repos = Vec::with_capacity(confs.len());
+    for (i, conf) in confs.iter().enumerate() {
+        let trust = Trust::of_repo(conf, Some(root))?;
+        let dir = work.join(format!("repo-{i}"));
+        std::fs::create_dir_all(&dir).map_err(|source| RepoError::Read {
+            repo: conf.name.clone(),
+            path: dir.clone(),
+            source,
+        })?;
+        repos.push(repository::load_with(conf, &trust, &dir, http)?);
+    }
+    Ok((abi, confs, repos))
+}
+
+/// Installs `req.packages` into `req.root` (see the module docs);
+/// `events` hears what happens as it happens.
+pub fn install(req: &Request<'_>, events: &mut dyn FnMut(Event)) -> Result<Outcome, InstallError> {
+    let (abi, _, repos) = repositories(
+        req.root,
+        req.platform_arch,
+        req.repos_dir,
+        req.http,
+        req.work,
+    )?;
+    for r in &repos {
+        events(Event::Repository {
+            name: r.name.clone(),
+            url: r.url.clone(),
+            catalogue_sha256: r.catalogue_sha256.clone(),
+        });
+    }
+    let mut db = LocalDb::open_or_create(req.root, req.time)?;
+    let installed: BTreeMap<String, String> = db
+        .installed()?
+        .into_iter()
+        .map(|p| (p.name.to_ascii_lowercase(), p.version))
+        .collect();
+    let mut requests: Vec<String> = req.packages.to_vec();
+    let has_pkg = installed.contains_key(PKG_PACKAGE) || req.packages.iter().any(|p| p == "pkg");
+    if req.bootstrap && !has_pkg {
+        requests.insert(0, PKG_PACKAGE.to_string());
+    }
+    let closure = resolve::resolve(&repos, &requests)?;
+    let mut kept = BTreeSet::new();
+    let todo: Vec<_> = closure
+        .into_iter()
+        .filter(|c| {
+            let key = c.package.name.to_ascii_lowercase();
+            match installed.get(&key) {
+                Some(version) => {
+                    if kept.insert(key) {
+                        events(Event::Kept {
+                            name: c.package.name.clone(),
+                            version: version.clone(),
+                        });
+                    }
+                    false
+                }
+                None => true,
+            }
+        })
+        .collect();
+    let fetched = fetch::fetch_all(&todo, req.cache, req.http, req.jobs)?;
+    for f in &fetched {
+        events(Event::Fetched {
+            name: f.name.clone(),
+            version: f.version.clone(),
+            bytes: f.bytes,
+            cached: f.cached,
+        });
+    }
+    let files: Vec<PackageFile> = fetched.iter().map(PackageFile::from).collect();
+    refuse_shell_scripts(&files, &req.limits)?;
+    let automatic: BTreeMap<String, (bool, String)> = todo
+        .iter()
+        .map(|c| {
+            let label = format!("{}-{}", c.package.name, c.package.version);
+            let asked = req.bootstrap && c.package.name == PKG_PACKAGE;
+            (label, (c.automatic && !asked, c.repository.name.clone()))
+        })
+        .collect();
+    let opts = extract::Options {
+        clamp_mtime: req.clamp_mtime,
+        limits: req.limits,
+        ..extract::Options::default()
+    };
+    let mut hooks = DbAndLua {
+        db: &mut db,
+        automatic: &automatic,
+        events,
+    };
+    // Files of packages already installed are checked by the database
+    // when a new package is recorded (it refuses a path another package
+    // owns, naming both).
+    let done = extract::install(
+        req.root,
+        &files,
+        &BTreeMap::new(),
+        &opts,
+        req.file_flags,
+        &mut hooks,
+    )?;
+    for d in &done {
+        (hooks.events)(Event::Installed {
+            name: d.name.clone(),
+            version: d.version.clone(),
+            entries: d.entries,
+            bytes: d.bytes,
+        });
+    }
+    Ok(Outcome {
+        abi: abi.to_string(),
+        repositories: repos
+            .iter()
+            .map(|r| (r.name.clone(), r.url.clone(), r.catalogue_sha256.clone()))
+            .collect(),
+        installed: done
+            .iter()
+            .map(|d| format!("{}-{}", d.name, d.version))
+            .collect(),
+    })
+}
+
+/// Refuses the install when a package has a shell script pkg would run
+/// now, before anything is written.
+fn refuse_shell_scripts(files: &[PackageFile], limits: &Limits) -> Result<(), InstallError> {
+    for f in files {
+        let (o, _) = extract::open(f, limits)?;
+        let runs = [
+            ScriptType::PreInstall,
+            ScriptType::Install,
+            ScriptType::PostInstall,
+        ];
+        if let Some((t, _)) = o.manifest.scripts.iter().find(|(t, _)| runs.contains(t)) {
+            return Err(InstallError::ShellScript {
+                package: o.label(),
+                script: t.key(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The hooks of [`extract::install`] joined to the package database and
+/// the Lua interpreter.
+pub struct DbAndLua<'a, 'e> {
+    pub db: &'a mut LocalDb,
+    /// By `name-version`: installed as a dependency, and from which
+    /// repository.
+    pub automatic: &'a BTreeMap<String, (bool, String)>,
+    pub events: &'a mut (dyn FnMut(Event) + 'e),
+}
+
+impl DbAndLua<'_, '_> {
+    /// Runs `pkg`'s Lua scripts of type `t` in order; their output goes
+    /// to the events.
+    fn lua(&mut self, pkg: &Opened, root: &Path, t: LuaScriptType) -> Result<(), LuaError> {
+        for (_, script) in pkg.manifest.lua_scripts.iter().filter(|(k, _)| *k == t) {
+            let env = ScriptEnv {
+                package: pkg.manifest.name.clone(),
+                prefix: pkg.manifest.prefix.clone(),
+                script: t.key().to_string(),
+                upgrade: false,
+            };
+            for m in lua::run(root, script, &env, lua::Limits::default())? {
+                (self.events)(Event::Message {
+                    package: pkg.label(),
+                    text: m.text,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Hooks for DbAndLua<'_, '_> {
+    fn lua_pre_install(&mut self, pkg: &Opened, root: &Path) -> Result<(), HookError> {
+        // mlua's errors are not `Send`: the chain is kept as text.
+        self.lua(pkg, root, LuaScriptType::PreInstall)
+            .map_err(|e| crate::report::error_chain(&e).into())
+    }
+
+    fn commit(
+        &mut self,
+        pkg: &Opened,
+        installed: &extract::Installed,
+        _root: &Path,
+    ) -> Result<(), HookError> {
+        let (automatic, repository) = self
+            .automatic
+            .get(&pkg.label())
+            .cloned()
+            .unwrap_or((false, String::new()));
+        let record = Record {
+            automatic,
+            repository: (!repository.is_empty()).then_some(repository),
+            config_contents: installed
+                .config
+                .iter()
+                .map(|c| {
+                    (
+                        c.path.clone(),
+                        String::from_utf8_lossy(&c.content).into_owned(),
+                    )
+                })
+                .collect(),
+        };
+        self.db.record(&pkg.manifest, &record)?;
+        for w in &installed.warnings {
+            (self.events)(Event::Message {
+                package: pkg.label(),
+                text: w.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// pkg goes on when a post-install Lua script fails, and says so.
+    fn lua_post_install(&mut self, pkg: &Opened, root: &Path) -> Result<(), HookError> {
+        if let Err(e) = self.lua(pkg, root, LuaScriptType::PostInstall) {
+            (self.events)(Event::Message {
+                package: pkg.label(),
+                text: format!("warning: {}", crate::report::error_chain(&e)),
+            });
+        }
+        Ok(())
+    }
+
+    fn messages(&mut self, pkg: &Opened) {
+        for m in &pkg.manifest.messages {
+            if matches!(m.kind, MessageType::Always | MessageType::Install) {
+                (self.events)(Event::Message {
+                    package: pkg.label(),
+                    text: m.text.clone(),
+                });
+            }
+        }
+    }
+}
