@@ -109,11 +109,15 @@ pub fn run(ctx: &Ctx, args: VerifyArgs) -> CmdResult {
             pkg_repos_dir: settings.pkg.repos_dir.clone(),
             pkg_offline: settings.pkg.offline,
             allowed_jail_params: settings.freebsd.allow_jail_params.clone(),
-            http,
+            http: http.clone(),
         },
         layer_policy: ctx.layer_policy(false, false),
         registry: Some(&puller),
         scratch_snapshots: &scratch_snapshots,
+        add: Some(engine::AddPlaces {
+            root: ctx.paths.root().to_path_buf(),
+            http: http.clone(),
+        }),
     };
     let opts = VerifyOptions {
         image: args.image.clone(),
