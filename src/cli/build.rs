@@ -159,9 +159,15 @@ pub struct BuildArgs {
     /// in this registry repository (no tag); may be given several times.
     #[arg(long = "cache-from", value_name = "REPO")]
     cache_from: Vec<String>,
-    /// The build context: COPY sources are taken from here. A Bastille
-    /// template directory (with a Bastillefile) is built as one.
-    #[arg(value_name = "DIR")]
+    /// The build context: COPY sources are taken from here. A directory
+    /// (a Bastille template directory, with a Bastillefile, is built as
+    /// one); a git repository (`https://host/repo.git#ref:subdir`,
+    /// `git@host:repo.git#ref`, `file:///srv/repo.git`), checked out at
+    /// the commit its ref resolves to; a tar archive at an `http(s)://`
+    /// URL; or `-`, a tar archive on standard input. A URL or standard
+    /// input that is no archive is the recipe itself, with an empty
+    /// context.
+    #[arg(value_name = "DIR|URL|-")]
     context: PathBuf,
     #[command(flatten)]
     template: TemplateArgs,
@@ -449,7 +455,13 @@ fn targets(args: &BuildArgs) -> Result<Targets, Failure> {
     })
 }
 
-pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
+pub fn run(ctx: &Ctx, mut args: BuildArgs) -> CmdResult {
+    // Resolved once: FROM, ADD, a git context, the registry cache and the
+    // pushes reach registries and servers the same way.
+    let registry = args.registry.options(ctx)?;
+    let secrets = engine::read_secrets(&args.secrets).map_err(Failure::user)?;
+    let places = add_places(ctx, &registry, &secrets)?;
+    let remote = remote_context(ctx, &mut args, &places)?;
     let (jailfile, translated, stdin) = recipe(ctx, &args)?;
     let Targets {
         tags,
@@ -492,21 +504,21 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
         annotations: super::parse_pairs("--annotation", &args.annotations)?,
         jail_annotations: args.jail_annotations,
         mount_cache: Some(ctx.paths.mount_cache()),
-        secrets: engine::read_secrets(&args.secrets).map_err(Failure::user)?,
+        secrets,
+        context_source: remote.as_ref().map(|r| r.source.clone()),
     };
-    let piped = if stdin {
-        Some(jailfile::read_from(std::io::stdin().lock(), &opts.jailfile).map_err(Failure::user)?)
-    } else {
-        None
+    let piped = match remote.as_ref().and_then(|r| r.recipe.clone()) {
+        Some(text) => Some(text),
+        None if stdin => Some(
+            jailfile::read_from(std::io::stdin().lock(), &opts.jailfile).map_err(Failure::user)?,
+        ),
+        None => None,
     };
     if let (Some(list), Some(_)) = (&list, &args.provenance_file) {
         return Err(Failure::user(anyhow!(
             "--provenance-file is for one image, and --manifest {list} builds a list: build each platform on its own to get its provenance"
         )));
     }
-    // Resolved once: FROM, the registry cache and the pushes reach
-    // registries the same way.
-    let registry = args.registry.options(ctx)?;
     let cache = registry_cache(&args, &registry)?;
     let store = ctx.store()?;
     let snapshotter = ctx.snapshotter()?;
@@ -524,12 +536,7 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
         .with_image_source(&puller)
         .with_layers(ctx.layer_policy(false, false))
         .with_pull(pull)
-        .with_add_places(engine::AddPlaces {
-            root: ctx.paths.root().to_path_buf(),
-            http: std::sync::Arc::new(jbuild::transport::http::Http::new(
-                args.registry.options(ctx)?,
-            )),
-        });
+        .with_add_places(places);
     if let Some(cache) = cache {
         env = env.with_registry_cache(cache);
     }
@@ -596,6 +603,110 @@ fn failure(translated: &Option<Converted>, e: RequestError) -> Failure {
             (_, e) => e.into(),
         },
     }
+}
+
+/// Where ADD and a fetched context keep what they fetch, and the
+/// credentials git is given (the keychain, `--secret GIT_AUTH_TOKEN`...).
+fn add_places(
+    ctx: &Ctx,
+    registry: &RegistryOptions,
+    secrets: &BTreeMap<String, jbuild::exec::SecretData>,
+) -> Result<engine::AddPlaces, Failure> {
+    let http = std::sync::Arc::new(jbuild::transport::http::Http::new(registry.clone()));
+    Ok(
+        engine::AddPlaces::new(ctx.paths.root().to_path_buf(), http).with_git_credentials(
+            engine::GitCredentials {
+                keychain: registry.keychain.clone(),
+                secrets: secrets.clone(),
+            },
+        ),
+    )
+}
+
+/// The context `args` names fetched when it is no directory here (a git
+/// repository, an archive, standard input), `args` then pointing into it:
+/// its directory, and `-f` as a path in it (as docker reads `-f` with a
+/// remote context).
+fn remote_context(
+    ctx: &Ctx,
+    args: &mut BuildArgs,
+    places: &engine::AddPlaces,
+) -> Result<Option<engine::context::RemoteContext>, Failure> {
+    use engine::context::{self, ContextSpec};
+    let spec = ContextSpec::parse(&args.context.to_string_lossy());
+    if matches!(spec, ContextSpec::Dir(_)) {
+        return Ok(None);
+    }
+    let file_is_stdin = args.file.as_deref() == Some(std::path::Path::new("-"));
+    if spec == ContextSpec::Stdin && file_is_stdin {
+        return Err(Failure::user(anyhow!(
+            "the context `-` and `-f -` both read standard input: give the recipe as a file in the archive (-f NAME) or the context as a directory"
+        )));
+    }
+    let limits = ctx.layer_policy(false, false).limits;
+    let fetched = context::fetch(&spec, places, &limits, &mut std::io::stdin().lock())
+        .map_err(Failure::from)?;
+    let Some(fetched) = fetched else {
+        return Ok(None);
+    };
+    if !ctx.json && !ctx.quiet {
+        let at = fetched
+            .source
+            .revision
+            .as_ref()
+            .map(|c| format!(" at commit {c}"))
+            .unwrap_or_default();
+        eprintln!("context: {}{at}", fetched.source.uri);
+    }
+    if fetched.recipe.is_some() && args.file.is_some() {
+        return Err(Failure::user(anyhow!(
+            "the context {} is a recipe, not an archive, so -f has nothing to name in it",
+            args.context.display()
+        )));
+    }
+    if let Some(file) = args.file.as_mut().filter(|_| !file_is_stdin) {
+        if file.is_absolute() || file.components().any(|c| c.as_os_str() == "..") {
+            return Err(Failure::user(anyhow!(
+                "-f {}: with the context {}, -f names a file in it (a relative path without `..`)",
+                file.display(),
+                args.context.display()
+            )));
+        }
+    }
+    let named = args.context.display().to_string();
+    args.context = fetched.dir.clone();
+    // The recipe, found or named, is read from the fetched tree only: a
+    // link in it that leads out is followed as if the tree were `/`.
+    let inside = |name: &std::path::Path| {
+        jbuild::fsutil::resolve_in_root(&fetched.dir, name, true).map_err(Failure::internal)
+    };
+    match &args.file {
+        Some(f) if !file_is_stdin => args.file = Some(inside(f)?),
+        Some(_) => {}
+        None if fetched.recipe.is_some() => {}
+        // A Bastille template is read by its own rules (INCLUDEs in it).
+        None if jbuild::bastille::is_template(&fetched.dir) => {}
+        None => {
+            let found = jailfile::RECIPE_NAMES
+                .iter()
+                .map(|name| inside(std::path::Path::new(name)))
+                .collect::<Result<Vec<_>, _>>()?
+                .into_iter()
+                .find(|path| path.is_file());
+            let Some(found) = found else {
+                return Err(Failure::user(anyhow!(
+                    "no recipe in the context {named}: looked for {} (a link that leads out of it is not followed); give one with -f FILE",
+                    jailfile::RECIPE_NAMES.join(", ")
+                )));
+            };
+            args.file = Some(found);
+        }
+    }
+    if fetched.recipe.is_some() {
+        // Read as `-f -` is, named for the context.
+        args.file = Some(std::path::PathBuf::from("-"));
+    }
+    Ok(Some(fetched))
 }
 
 /// What a build of one image prints: the pushes, the attestations, the

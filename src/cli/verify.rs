@@ -114,10 +114,13 @@ pub fn run(ctx: &Ctx, args: VerifyArgs) -> CmdResult {
         layer_policy: ctx.layer_policy(false, false),
         registry: Some(&puller),
         scratch_snapshots: &scratch_snapshots,
-        add: Some(engine::AddPlaces {
-            root: ctx.paths.root().to_path_buf(),
-            http: http.clone(),
-        }),
+        add: Some(
+            engine::AddPlaces::new(ctx.paths.root().to_path_buf(), http.clone())
+                .with_git_credentials(engine::GitCredentials {
+                    keychain: puller.options.keychain.clone(),
+                    secrets: engine::read_secrets(&args.secrets).map_err(Failure::user)?,
+                }),
+        ),
     };
     let opts = VerifyOptions {
         image: args.image.clone(),

@@ -42,12 +42,26 @@ pub(super) struct Inputs<'a> {
     pub(super) downloads: RefCell<HashMap<String, Digest>>,
     /// Where ADD keeps what it downloads (none: ADD of a URL or git is refused).
     pub(super) add: Option<&'a super::add::AddPlaces>,
+    /// The commit the context was checked out at, when it is a git
+    /// repository's: mixed into the digest of every context source.
+    pub(super) context_revision: Option<&'a str>,
     /// The most bytes one downloaded file may have (`[layers] max_size`).
     pub(super) max_download: u64,
     pub(super) reporter: &'a dyn crate::report::Reporter,
 }
 
 impl Inputs<'_> {
+    /// `digest` of context files, with the commit the context was checked
+    /// out at when it is a repository's (an encoding of jbuild's own).
+    fn with_revision(&self, digest: Digest) -> Digest {
+        match self.context_revision {
+            None => digest,
+            Some(commit) => {
+                Digest::of(format!("jbuild context v1\ncommit {commit}\n{digest}\n").as_bytes())
+            }
+        }
+    }
+
     /// The image the fetch phase found for `reference` on `platform`.
     pub(super) fn image_of(
         &self,
@@ -114,12 +128,14 @@ impl PlanInputs for Inputs<'_> {
 
     fn context_sources(&self, sources: &[CopySource]) -> Result<Digest, InputError> {
         native::sources_digest(self.context, sources, self.ignore)
+            .map(|d| self.with_revision(d))
             .map_err(|e| InputError::new(e.is_user_error(), e))
     }
 
     fn bound_context(&self, paths: &[String]) -> Result<Digest, InputError> {
         let sources: Vec<CopySource> = paths.iter().cloned().map(CopySource::Path).collect();
         native::sources_digest(self.context, &sources, None)
+            .map(|d| self.with_revision(d))
             .map_err(|e| InputError::new(e.is_user_error(), e))
     }
 

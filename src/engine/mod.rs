@@ -9,6 +9,7 @@ mod add;
 pub mod attest;
 mod bases;
 pub mod cache;
+pub mod context;
 mod env;
 mod error;
 mod facts;
@@ -27,7 +28,7 @@ pub mod request;
 mod run;
 pub mod verify;
 
-pub use add::{AddError, AddPlaces};
+pub use add::{AddError, AddPlaces, GitCredentials};
 pub use cache::RegistryCache;
 pub use env::{BuildEnv, BuildOptions, BuildOutput};
 pub use error::{BuildError, ForeignOs, Located};

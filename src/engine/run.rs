@@ -186,6 +186,10 @@ fn build_or_check(
         git: Default::default(),
         downloads: Default::default(),
         add: env.add.as_ref(),
+        context_revision: opts
+            .context_source
+            .as_ref()
+            .and_then(|s| s.revision.as_deref()),
         max_download: env.layer_policy.limits.max_size,
         reporter: env.reporter,
     };

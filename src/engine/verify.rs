@@ -258,6 +258,7 @@ pub fn verify(env: &VerifyEnv<'_>, opts: &VerifyOptions) -> Result<Verdict, Veri
         jail_annotations: false,
         mount_cache: Some(opts.scratch.join("mounts")),
         secrets: opts.secrets.clone(),
+        context_source: None,
     };
     let out = super::build_text(&build_env, &build_opts, &recipe.jailfile).map_err(|source| {
         VerifyError::Build {
