@@ -134,7 +134,7 @@ pub enum ContextError {
     Add {
         what: String,
         #[source]
-        source: AddError,
+        source: Box<AddError>,
     },
     #[error("cannot extract the {format} archive of the build context {what}")]
     Archive {
@@ -151,7 +151,7 @@ pub enum ContextError {
     Recipe {
         what: String,
         #[source]
-        source: Diagnostic,
+        source: Box<Diagnostic>,
     },
     #[error("reading the build context {what}")]
     Read {
@@ -198,7 +198,7 @@ pub fn fetch(
             let what = shown(url);
             let add = |source| ContextError::Add {
                 what: what.clone(),
-                source,
+                source: Box::new(source),
             };
             let (digest, cached) = places.download(url, None, limits.max_size).map_err(add)?;
             let source = ContextSource {
@@ -228,7 +228,7 @@ pub fn fetch(
 fn scratch(places: &AddPlaces) -> Result<tempfile::TempDir, ContextError> {
     let tmp = places.scratch().map_err(|source| ContextError::Add {
         what: "(scratch)".into(),
-        source,
+        source: Box::new(source),
     })?;
     tempfile::Builder::new()
         .prefix("context-")
@@ -310,7 +310,7 @@ fn unpack(
         None => Some(jailfile::read_from(f, Path::new(what)).map_err(|source| {
             ContextError::Recipe {
                 what: what.to_string(),
-                source,
+                source: Box::new(source),
             }
         })?),
     };
@@ -333,7 +333,7 @@ fn git(
     let what = shown(url);
     let add = |source| ContextError::Add {
         what: what.clone(),
-        source,
+        source: Box::new(source),
     };
     let mut mirrors = GitMirrors::default();
     let commit = mirrors.commit(Some(places), url, reference).map_err(add)?;

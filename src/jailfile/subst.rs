@@ -629,12 +629,6 @@ impl Glob {
         Glob(parts)
     }
 
-    /// Whether the whole of `s` matches.
-    #[cfg(test)]
-    fn matches(&self, s: &[char]) -> bool {
-        self.prefixes(s)[s.len()]
-    }
-
     /// For each `i`, whether `s[..i]` matches: one pass of a table over
     /// the pattern and the text, their lengths multiplied.
     fn prefixes(&self, s: &[char]) -> Vec<bool> {
