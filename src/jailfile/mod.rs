@@ -32,6 +32,7 @@ mod line;
 mod mounts;
 mod ops;
 mod parser;
+mod pattern;
 mod resolve;
 pub mod resolved;
 mod subst;
