@@ -9,6 +9,7 @@ use clap::Args;
 use serde_json::json;
 
 use super::common::access::{PolicyArg, RegistryArgs};
+use super::common::context;
 use super::common::keys::signing_key;
 use super::common::parse_build_args;
 use super::common::template::{translate, TemplateArgs};
@@ -159,9 +160,15 @@ pub struct BuildArgs {
     /// in this registry repository (no tag); may be given several times.
     #[arg(long = "cache-from", value_name = "REPO")]
     cache_from: Vec<String>,
-    /// The build context: COPY sources are taken from here. A Bastille
-    /// template directory (with a Bastillefile) is built as one.
-    #[arg(value_name = "DIR")]
+    /// The build context: COPY sources are taken from here. A directory
+    /// (a Bastille template directory, with a Bastillefile, is built as
+    /// one); a git repository (`https://host/repo.git#ref:subdir`,
+    /// `git@host:repo.git#ref`, `file:///srv/repo.git`), checked out at
+    /// the commit its ref resolves to; a tar archive at an `http(s)://`
+    /// URL; or `-`, a tar archive on standard input. A URL or standard
+    /// input that is no archive is the recipe itself, with an empty
+    /// context.
+    #[arg(value_name = "DIR|URL|-")]
     context: PathBuf,
     #[command(flatten)]
     template: TemplateArgs,
@@ -462,7 +469,13 @@ fn targets(args: &BuildArgs) -> Result<Targets, Failure> {
     })
 }
 
-pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
+pub fn run(ctx: &Ctx, mut args: BuildArgs) -> CmdResult {
+    // Resolved once: FROM, ADD, a git context, the registry cache and the
+    // pushes reach registries and servers the same way.
+    let registry = args.registry.options(ctx)?;
+    let secrets = engine::read_secrets(&args.secrets)?;
+    let places = context::add_places(ctx, &registry, &secrets)?;
+    let remote = context::remote(ctx, &mut args.context, &mut args.file, &places)?;
     let (jailfile, translated, stdin) = recipe(ctx, &args)?;
     let Targets {
         tags,
@@ -505,24 +518,21 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
         annotations: super::parse_pairs("--annotation", &args.annotations)?,
         jail_annotations: args.jail_annotations,
         mount_cache: Some(ctx.paths.mount_cache()),
-        secrets: engine::read_secrets(&args.secrets)?,
+        secrets,
+        context_source: remote.as_ref().map(|r| r.source.clone()),
     };
-    let piped = if stdin {
-        Some(jailfile::read_from(
-            std::io::stdin().lock(),
-            &opts.jailfile,
-        )?)
-    } else {
-        None
+    let piped = match remote.as_ref().and_then(|r| r.recipe.clone()) {
+        Some(text) => Some(text),
+        None if stdin => Some(
+            jailfile::read_from(std::io::stdin().lock(), &opts.jailfile)?,
+        ),
+        None => None,
     };
     if let (Some(list), Some(_)) = (&list, &args.provenance_file) {
         return Err(Failure::user(anyhow!(
             "--provenance-file is for one image, and --manifest {list} builds a list: build each platform on its own to get its provenance"
         )));
     }
-    // Resolved once: FROM, the registry cache and the pushes reach
-    // registries the same way.
-    let registry = args.registry.options(ctx)?;
     let cache = registry_cache(&args, &registry)?;
     let store = ctx.store()?;
     let snapshotter = ctx.snapshotter()?;
@@ -540,12 +550,7 @@ pub fn run(ctx: &Ctx, args: BuildArgs) -> CmdResult {
         .with_image_source(&puller)
         .with_layers(ctx.layer_policy(false, false))
         .with_pull(pull)
-        .with_add_places(engine::AddPlaces {
-            root: ctx.paths.root().to_path_buf(),
-            http: std::sync::Arc::new(jbuild::transport::http::Http::new(
-                args.registry.options(ctx)?,
-            )),
-        });
+        .with_add_places(places);
     if let Some(cache) = cache {
         env = env.with_registry_cache(cache);
     }

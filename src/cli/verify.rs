@@ -108,11 +108,18 @@ pub fn run(ctx: &Ctx, args: VerifyArgs) -> CmdResult {
             .map_err(|e| Failure::user(anyhow!(e)))?,
             package_cache: Some(ctx.paths.package_cache()),
             allowed_jail_params: settings.freebsd.allow_jail_params.clone(),
-            http,
+            http: http.clone(),
         },
         layer_policy: ctx.layer_policy(false, false),
         registry: Some(&puller),
         scratch_snapshots: &scratch_snapshots,
+        add: Some(
+            engine::AddPlaces::new(ctx.paths.root().to_path_buf(), http.clone())
+                .with_git_credentials(engine::GitCredentials {
+                    keychain: puller.options.keychain.clone(),
+                    secrets: engine::read_secrets(&args.secrets).map_err(Failure::user)?,
+                }),
+        ),
     };
     let opts = VerifyOptions {
         image: args.image.clone(),

@@ -26,7 +26,7 @@
 //! out `.git` unless `--keep-git-dir`, and copies the tree as COPY copies
 //! a directory.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -37,6 +37,7 @@ use super::native::{self, CopyOptions, NativeError};
 use crate::digest::Digest;
 use crate::fsutil::places;
 use crate::jailfile::CopySource;
+use crate::keychain::{Credential, Keychain as _};
 use crate::transport::http::{Http, HttpError, Limits as HttpLimits};
 
 /// Where ADD keeps what it fetched (`cache/add` under jbuild's root) and
@@ -47,9 +48,111 @@ pub struct AddPlaces {
     pub root: PathBuf,
     /// The downloads' HTTP client (the build's registry options).
     pub http: std::sync::Arc<Http>,
+    /// What git is told to prove who we are to an `http(s)://` server.
+    pub git_credentials: GitCredentials,
+}
+
+/// Credentials for git repositories over `http(s)://`, as BuildKit takes
+/// them: the build secret `GIT_AUTH_HEADER` (an `Authorization` value as
+/// it is) or `GIT_AUTH_TOKEN` (a token, sent as Basic
+/// `x-access-token:TOKEN`), each also as `NAME.<host>` for one host only
+/// (that one wins); else what the keychain holds for the host (`jbuild
+/// login HOST`, docker's and containers' auth files, helpers). git's own
+/// configuration (credential helpers, `~/.netrc`, ssh keys for `git@`
+/// and `ssh://`) still applies where none of these has anything.
+///
+/// The header reaches git through its environment
+/// (`GIT_CONFIG_COUNT`/`GIT_CONFIG_KEY_n`/`GIT_CONFIG_VALUE_n`), never its
+/// command line, which other users can read, and only for URLs of that
+/// scheme and host (`http.<scheme>://<host>/.extraHeader`).
+#[derive(Clone, Default)]
+pub struct GitCredentials {
+    /// `None`: the keychain of the environment
+    /// ([`crate::keychain::DefaultKeychain::from_env`]), as registries.
+    pub keychain: Option<std::sync::Arc<dyn crate::keychain::Keychain>>,
+    pub secrets: BTreeMap<String, crate::exec::SecretData>,
+}
+
+impl GitCredentials {
+    /// The git configuration that sends the credential for `url`, as
+    /// (key, value); `None` when there is none or `url` is not http(s).
+    fn config_for(&self, url: &str) -> Result<Option<(String, String)>, AddError> {
+        use base64::Engine;
+        let Some((scheme, host)) = http_host(url) else {
+            return Ok(None);
+        };
+        let secret = |name: &str| {
+            self.secrets
+                .get(&format!("{name}.{host}"))
+                .or_else(|| self.secrets.get(name))
+                .map(|s| String::from_utf8_lossy(s.expose()).trim().to_string())
+        };
+        let basic = |user: &str, password: &str| {
+            let pair = format!("{user}:{password}");
+            format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(pair)
+            )
+        };
+        let value = if let Some(header) = secret("GIT_AUTH_HEADER") {
+            header
+        } else if let Some(token) = secret("GIT_AUTH_TOKEN") {
+            basic("x-access-token", &token)
+        } else {
+            let found = match &self.keychain {
+                Some(k) => k.get(&host),
+                None => crate::keychain::DefaultKeychain::from_env().and_then(|k| k.get(&host)),
+            }
+            .map_err(|e| AddError::Credentials {
+                host: host.clone(),
+                source: e,
+            })?;
+            match found {
+                Some(Credential::Basic { username, password }) => {
+                    basic(&username, password.expose())
+                }
+                Some(Credential::IdentityToken(t)) => format!("Bearer {}", t.expose()),
+                None => return Ok(None),
+            }
+        };
+        // Whatever jbuild prints from now on is scrubbed of it.
+        crate::keychain::Secret::new(value.clone());
+        Ok(Some((
+            format!("http.{scheme}://{host}/.extraHeader"),
+            format!("Authorization: {value}"),
+        )))
+    }
+}
+
+/// The scheme and `host[:port]` of an `http(s)://` URL (any user part
+/// left out).
+fn http_host(url: &str) -> Option<(String, String)> {
+    let (scheme, rest) = url.split_once("://")?;
+    if scheme != "http" && scheme != "https" {
+        return None;
+    }
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    (!host.is_empty()).then(|| (scheme.to_string(), host.to_string()))
 }
 
 impl AddPlaces {
+    /// ADD's places under `root`, downloading with `http`, with no
+    /// credentials for git beyond git's own.
+    pub fn new(root: PathBuf, http: std::sync::Arc<Http>) -> AddPlaces {
+        AddPlaces {
+            root,
+            http,
+            git_credentials: GitCredentials::default(),
+        }
+    }
+
+    /// Gives git `credentials` for `http(s)://` repositories.
+    pub fn with_git_credentials(mut self, credentials: GitCredentials) -> AddPlaces {
+        self.git_credentials = credentials;
+        self
+    }
+
     pub(super) fn scratch(&self) -> Result<PathBuf, AddError> {
         places::own_dir(&self.root, "tmp").map_err(|e| AddError::Place(e.into()))
     }
@@ -117,6 +220,12 @@ pub enum AddError {
     },
     #[error("ADD of a git repository needs the `git` program, which cannot be run")]
     NoGit(#[source] std::io::Error),
+    #[error("the credentials for {host}")]
+    Credentials {
+        host: String,
+        #[source]
+        source: crate::keychain::KeychainError,
+    },
     #[error("ADD {0}: this build has no place to keep what ADD fetches")]
     NoPlaces(String),
     #[error(transparent)]
@@ -137,6 +246,8 @@ impl crate::blame::Blame for AddError {
     fn is_user_error(&self) -> bool {
         match self {
             AddError::Git { .. } | AddError::NoRef { .. } | AddError::NoGit(_) => true,
+            // The user's auth files or helpers.
+            AddError::Credentials { .. } => true,
             AddError::Native(e) => e.is_user_error(),
             AddError::Http(e) => e.is_user_error(),
             AddError::NoPlaces(_) | AddError::Place(_) | AddError::Io(_) | AddError::Runtime(_) => {
@@ -149,7 +260,23 @@ impl crate::blame::Blame for AddError {
 /// Runs `git args...`; its standard output, or why it failed (its last
 /// lines of standard error).
 fn git(url: &str, args: &[&str]) -> Result<String, AddError> {
-    let out = Command::new("git")
+    git_with(url, args, None)
+}
+
+/// [`git`] with `config` (a key and value) in git's environment.
+fn git_with(
+    url: &str,
+    args: &[&str],
+    config: Option<&(String, String)>,
+) -> Result<String, AddError> {
+    let mut command = Command::new("git");
+    if let Some((key, value)) = config {
+        command
+            .env("GIT_CONFIG_COUNT", "1")
+            .env("GIT_CONFIG_KEY_0", key)
+            .env("GIT_CONFIG_VALUE_0", value);
+    }
+    let out = command
         .args([
             "-c",
             "protocol.file.allow=always",
@@ -233,6 +360,8 @@ impl GitMirrors {
         }
         let places = places.ok_or_else(|| AddError::NoPlaces(url.to_string()))?;
         let dir = places.git_dir()?;
+        let auth = places.git_credentials.config_for(url)?;
+        let git = |url: &str, args: &[&str]| git_with(url, args, auth.as_ref());
         let name = Digest::of(url.as_bytes()).hex().to_string();
         let mirror = dir.join(format!("{name}.git"));
         let m = mirror.to_string_lossy().into_owned();

@@ -150,6 +150,10 @@ pub struct BuildOptions {
     /// Build secrets by id (`--secret`), for `RUN --mount=type=secret`;
     /// their `Debug` is `<redacted>`.
     pub secrets: BTreeMap<String, exec::SecretData>,
+    /// Where `context` came from when it was fetched (a git repository,
+    /// an archive): named in the provenance, and a repository's commit
+    /// is part of the key of every step that reads the context.
+    pub context_source: Option<super::context::ContextSource>,
 }
 
 #[derive(Debug, Clone)]

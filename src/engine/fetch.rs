@@ -83,6 +83,7 @@ impl<'a> FetchPhase<'a> {
         opts: &PlanOptions,
         context: &Path,
         ignore: Option<&Ignore>,
+        context_revision: Option<&str>,
     ) -> Ref<'_, Inputs> {
         let source = Fetching {
             bases: &self.bases,
@@ -92,6 +93,7 @@ impl<'a> FetchPhase<'a> {
             downloads: &self.downloads,
             context,
             ignore,
+            context_revision,
         };
         let needs = plan::needs(build, opts);
         self.inputs.borrow_mut().fetch(&needs, &source);

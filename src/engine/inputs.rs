@@ -31,6 +31,22 @@ pub(super) struct Fetching<'f, 'a> {
     pub(super) downloads: &'f RefCell<HashMap<String, Digest>>,
     pub(super) context: &'f Path,
     pub(super) ignore: Option<&'f Ignore>,
+    /// The commit the context was checked out at, when it is a git
+    /// repository's: mixed into the digest of every context source.
+    pub(super) context_revision: Option<&'f str>,
+}
+
+impl Fetching<'_, '_> {
+    /// `digest` of context files, with the commit the context was checked
+    /// out at when it is a repository's (an encoding of jbuild's own).
+    fn with_revision(&self, digest: Digest) -> Digest {
+        match self.context_revision {
+            None => digest,
+            Some(commit) => {
+                Digest::of(format!("jbuild context v1\ncommit {commit}\n{digest}\n").as_bytes())
+            }
+        }
+    }
 }
 
 /// The ONBUILD triggers of a FROM image, read as the planner will read
@@ -85,12 +101,14 @@ impl InputSource for Fetching<'_, '_> {
 
     fn context_sources(&self, sources: &[CopySource]) -> Result<Digest, InputError> {
         native::sources_digest(self.context, sources, self.ignore)
+            .map(|d| self.with_revision(d))
             .map_err(|e| InputError::new(e.is_user_error(), e))
     }
 
     fn bound_context(&self, paths: &[String]) -> Result<Digest, InputError> {
         let sources: Vec<CopySource> = paths.iter().cloned().map(CopySource::Path).collect();
         native::sources_digest(self.context, &sources, None)
+            .map(|d| self.with_revision(d))
             .map_err(|e| InputError::new(e.is_user_error(), e))
     }
 

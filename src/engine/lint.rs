@@ -14,15 +14,27 @@
 //! Planning asks what a build asks (FROM images, pulled if missing; the
 //! context's digests; a git ref's commit; an unchecked URL's content), so
 //! `--check` finds every mistake the build would find before a step runs.
-//! A recipe is read until its first error: the problems after it are
-//! found once it is fixed.
+//!
+//! Every mistake, not only the first: an instruction the build would stop
+//! at (it does not parse, does not resolve, or planning refuses it) is
+//! reported, then read as a blank (its lines emptied, so every other
+//! place keeps its line and column) and the recipe is checked again, up
+//! to [`MAX_ERRORS`] errors. What cannot be skipped that way ends the
+//! search: a FROM (the stage's instructions would all fail after it), an
+//! error in an INCLUDEd file or with no place, an instruction that cannot
+//! be told apart (a heredoc without its end).
+
+use std::collections::BTreeSet;
+use std::time::Duration;
 
 use serde::Serialize;
 
 use super::env::{BuildEnv, BuildOptions};
 use super::error::BuildError;
 use super::native::Ignore;
+use crate::exec::Stream;
 use crate::jailfile::{self, AddSource, Build, CopySource, Location, Op};
+use crate::report::{Level, Reporter, StepInfo, StepResult};
 
 /// How bad a problem is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -73,12 +85,14 @@ impl Problem {
     }
 }
 
+/// The most errors one check reports.
+pub const MAX_ERRORS: usize = 100;
+
 /// Checks the recipe `opts` names (its text `text` when given) as
 /// `jbuild build --check` does: every problem found, errors first in the
 /// order a build meets them. Nothing runs and nothing is stored, but what
 /// planning fetches (FROM images, ADD's git mirrors and unchecked URLs).
 pub fn check_recipe(env: &BuildEnv<'_>, opts: &BuildOptions, text: Option<&str>) -> Vec<Problem> {
-    let mut problems = Vec::new();
     let text = match text {
         Some(t) => t.to_string(),
         None => match jailfile::read(&opts.jailfile) {
@@ -86,6 +100,33 @@ pub fn check_recipe(env: &BuildEnv<'_>, opts: &BuildOptions, text: Option<&str>)
             Err(d) => return vec![diagnostic(&d)],
         },
     };
+    // The build's own reading, planning and checks, again after each error
+    // with its instruction blanked; their warnings are the reporter's (the
+    // resolver's come through it).
+    // Each message once, however often the recipe is read again.
+    let once = Once {
+        inner: env.reporter,
+        said: Default::default(),
+    };
+    let env = &BuildEnv {
+        reporter: &once,
+        executor: Default::default(),
+        freebsd: env.freebsd.clone(),
+        layer_policy: env.layer_policy.clone(),
+        registry_cache: None,
+        add: env.add.clone(),
+        ..*env
+    };
+    let (mut problems, text) = match super::fetch::FetchPhase::new(env) {
+        Ok(fetch) => errors(opts, &text, |t| super::run::check_text(&fetch, opts, t)),
+        Err(e) => (vec![error(&e)], text),
+    };
+    for p in &mut problems {
+        // An error about the recipe as a whole (`--target`) names it.
+        if p.file.is_none() {
+            p.file = Some(opts.jailfile.display().to_string());
+        }
+    }
     // The recipe without any FROM image's ONBUILD triggers: what the lints
     // read (a trigger is the base image's, not this recipe's).
     struct NoTriggers;
@@ -111,19 +152,88 @@ pub fn check_recipe(env: &BuildEnv<'_>, opts: &BuildOptions, text: Option<&str>)
             .flatten();
         problems.extend(lints(build, ignore.is_some()));
     }
-    // The build's own reading, planning and checks; its warnings are the
-    // reporter's (the resolver's come through it).
-    let checked =
-        super::fetch::FetchPhase::new(env).and_then(|f| super::run::check_text(&f, opts, &text));
-    if let Err(e) = checked {
-        let mut p = error(&e);
-        // An error about the recipe as a whole (`--target`) names it.
-        if p.file.is_none() {
-            p.file = Some(opts.jailfile.display().to_string());
-        }
-        problems.insert(0, p);
-    }
     problems
+}
+
+/// A reporter that passes each message on once.
+struct Once<'a> {
+    inner: &'a dyn Reporter,
+    said: std::sync::Mutex<BTreeSet<String>>,
+}
+
+impl Reporter for Once<'_> {
+    fn step_start(&self, step: &StepInfo) {
+        self.inner.step_start(step)
+    }
+    fn step_output(&self, step: &StepInfo, stream: Stream, line: &[u8]) {
+        self.inner.step_output(step, stream, line)
+    }
+    fn step_done(&self, step: &StepInfo, result: StepResult, elapsed: Duration) {
+        self.inner.step_done(step, result, elapsed)
+    }
+    fn transfer_start(&self, id: &str, what: &str, total: Option<u64>) {
+        self.inner.transfer_start(id, what, total)
+    }
+    fn transfer_progress(&self, id: &str, done: u64) {
+        self.inner.transfer_progress(id, done)
+    }
+    fn transfer_done(&self, id: &str, skipped: bool) {
+        self.inner.transfer_done(id, skipped)
+    }
+    fn message(&self, level: Level, text: &str) {
+        let mut said = self.said.lock().unwrap_or_else(|e| e.into_inner());
+        if said.insert(text.to_string()) {
+            self.inner.message(level, text)
+        }
+    }
+    fn export_start(&self, id: &str, what: &str, differ: &str) {
+        self.inner.export_start(id, what, differ)
+    }
+}
+
+/// Every error `check` finds in `text`: each one's instruction blanked and
+/// `check` asked again (see the module's documentation). The errors in
+/// the order found, and the text with their instructions blanked.
+fn errors(
+    opts: &BuildOptions,
+    text: &str,
+    check: impl Fn(&str) -> Result<(), BuildError>,
+) -> (Vec<Problem>, String) {
+    let (starts, whole) = jailfile::instruction_starts(text);
+    let file = opts.jailfile.display().to_string();
+    let mut lines: Vec<&str> = text.split('\n').collect();
+    let mut found = Vec::new();
+    let mut skipped = BTreeSet::new();
+    while let Err(e) = check(&lines.join("\n")) {
+        let p = error(&e);
+        let line = p.line.filter(|_| p.file.as_deref() == Some(file.as_str()));
+        found.push(p);
+        let Some(line) = line else { break };
+        // The instruction the error is in: the last to start at or before it.
+        let Some(k) = starts.iter().rposition(|&s| s <= line) else {
+            break;
+        };
+        let start = starts[k];
+        let end = match starts.get(k + 1) {
+            Some(next) => next - 1,
+            None if whole => lines.len() as u32,
+            None => break,
+        };
+        let keyword = lines
+            .get(start as usize - 1)
+            .and_then(|l| l.split_whitespace().next())
+            .unwrap_or_default();
+        if keyword.eq_ignore_ascii_case("FROM")
+            || !skipped.insert(start)
+            || found.len() >= MAX_ERRORS
+        {
+            break;
+        }
+        for l in start..=end.min(lines.len() as u32) {
+            lines[l as usize - 1] = "";
+        }
+    }
+    (found, lines.join("\n"))
 }
 
 /// A warning of the resolver (`FILE:LINE:COL: Code: message`) as a

@@ -9,6 +9,7 @@ mod add;
 pub mod attest;
 mod bases;
 pub mod cache;
+pub mod context;
 mod env;
 mod error;
 mod facts;
@@ -30,7 +31,7 @@ mod run;
 mod step;
 pub mod verify;
 
-pub use add::{AddError, AddPlaces};
+pub use add::{AddError, AddPlaces, GitCredentials};
 pub use cache::RegistryCache;
 pub use env::{BuildEnv, BuildOptions, BuildOutput};
 pub use error::{BuildError, ForeignOs, Located};

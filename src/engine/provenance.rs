@@ -133,6 +133,12 @@ pub fn predicate(out: &BuildOutput, opts: &BuildOptions) -> Result<Provenance, B
         uri: CONTEXT_URI.into(),
         digest: sha256(&context),
     }];
+    if let Some(source) = &opts.context_source {
+        materials.push(Material {
+            uri: source.uri.clone(),
+            digest: source.digest.clone(),
+        });
+    }
     materials.extend(facts.images.iter().map(|(r, d)| Material {
         uri: format!("{IMAGE_URI_PREFIX}{r}"),
         digest: sha256(d),

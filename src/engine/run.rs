@@ -184,7 +184,17 @@ fn build_or_check(
         target,
     };
     // The planner reads what was fetched, and nothing else.
-    let inputs = fetch.fetch(&parsed, &plan_opts, &opts.context, ignore.as_ref());
+    let revision = opts
+        .context_source
+        .as_ref()
+        .and_then(|s| s.revision.as_deref());
+    let inputs = fetch.fetch(
+        &parsed,
+        &plan_opts,
+        &opts.context,
+        ignore.as_ref(),
+        revision,
+    );
     let plan = plan::plan(&parsed, &inputs, &plan_opts)?;
     drop(inputs);
     freebsd::check_jail_params(&plan, &env.freebsd.allowed_jail_params)?;

@@ -24,6 +24,7 @@ use std::path::PathBuf;
 use oci_spec::image::Descriptor;
 use serde_json::Value;
 
+use super::add::AddPlaces;
 use super::env::{BuildEnv, BuildOptions};
 use super::error::BuildError;
 use super::freebsd::FreeBsdEnv;
@@ -63,6 +64,11 @@ pub struct VerifyEnv<'a> {
     /// The rebuild's snapshots: empty, and apart from the user's (no
     /// cached step of theirs is reused).
     pub scratch_snapshots: &'a dyn Snapshotter,
+    /// Where the rebuild's ADD keeps what it fetches: the user's
+    /// (downloads are kept by their digest, git mirrors are fetched again
+    /// and refs resolved anew, so nothing of the original build is taken
+    /// on trust); `None`: the rebuild reads local files only.
+    pub add: Option<AddPlaces>,
 }
 
 /// What to verify, and how.
@@ -231,6 +237,10 @@ pub fn verify(env: &VerifyEnv<'_>, opts: &VerifyOptions) -> Result<Verdict, Veri
         .with_layers(env.layer_policy.clone())
         .with_image_source(&source)
         .with_pull(PullPolicy::Missing);
+    let build_env = match &env.add {
+        Some(places) => build_env.with_add_places(places.clone()),
+        None => build_env,
+    };
     let build_opts = BuildOptions {
         context: opts.context.clone(),
         jailfile: opts.context.join("Jailfile"),
@@ -248,6 +258,7 @@ pub fn verify(env: &VerifyEnv<'_>, opts: &VerifyOptions) -> Result<Verdict, Veri
         jail_annotations: false,
         mount_cache: Some(opts.scratch.join("mounts")),
         secrets: opts.secrets.clone(),
+        context_source: None,
     };
     let out = super::build_text(&build_env, &build_opts, &recipe.jailfile).map_err(|source| {
         VerifyError::Build {

@@ -32,6 +32,7 @@ mod line;
 mod mounts;
 mod ops;
 mod parser;
+mod pattern;
 mod resolve;
 pub mod resolved;
 mod subst;
@@ -169,4 +170,23 @@ pub fn load_for_build(
     inputs: &BuildInputs<'_>,
 ) -> Result<Build, Diagnostic> {
     resolve::resolve(path, text, build_args, Some(inputs))
+}
+
+/// The lines the instructions of `text` start on, and whether the whole
+/// text was read (a lexing error, such as a heredoc without its end, stops
+/// it): what `build --check` needs to skip an instruction it reported and
+/// read on. Instruction `k` spans its start line up to the line before
+/// the next one's start.
+pub fn instruction_starts(text: &str) -> (Vec<u32>, bool) {
+    let Ok(lexed) = lexer::lexer(0, text) else {
+        return (Vec::new(), false);
+    };
+    let mut starts = Vec::new();
+    for raw in lexed {
+        match raw {
+            Ok(raw) => starts.push(raw.keyword_span().pos.line),
+            Err(_) => return (starts, false),
+        }
+    }
+    (starts, true)
 }

@@ -19,6 +19,7 @@ use std::cell::Cell;
 use std::collections::BTreeSet;
 
 use super::diagnostic::{Error, Result};
+use super::pattern::Glob;
 use super::text::{Pos, Span, Text};
 
 /// How to look a variable up: `None` when it is not set.
@@ -420,7 +421,9 @@ impl Scanner<'_> {
     fn braced(&mut self, out: &mut Out, quoted: bool, dollar: Pos) -> Result<()> {
         const HELP: &str =
             "supported forms: ${NAME}, ${NAME:-default}, ${NAME-default}, ${NAME:+alternative}, \
-                            ${NAME+alternative}, ${NAME:?message}";
+                            ${NAME+alternative}, ${NAME:?message}, ${NAME#pattern}, ${NAME##pattern}, \
+                            ${NAME%pattern}, ${NAME%%pattern}, ${NAME/pattern/replacement}, \
+                            ${NAME//pattern/replacement}";
         self.i += 2;
         let name = self.name();
         let unterminated = || {
@@ -436,6 +439,9 @@ impl Scanner<'_> {
                 )
                 .with_help(HELP),
             });
+        }
+        if let Some(c @ ('#' | '%' | '/')) = self.peek(0) {
+            return self.pattern(out, quoted, dollar, &name, c);
         }
         let colon = self.peek(0) == Some(':');
         let op = match (self.peek(0), self.peek(1)) {
@@ -505,6 +511,85 @@ impl Scanner<'_> {
         self.within(out, dollar)
     }
 
+    /// `${NAME#pattern}`, `##`, `%`, `%%`, `/pattern/replacement` and
+    /// `//`, as BuildKit reads them: the pattern a glob (`*`, `?`; `\*`
+    /// and `\?` literal) after its variables are expanded; `self.i` is at
+    /// the operator `op`.
+    fn pattern(
+        &mut self,
+        out: &mut Out,
+        quoted: bool,
+        dollar: Pos,
+        name: &str,
+        op: char,
+    ) -> Result<()> {
+        let unterminated = || {
+            Error::new(Span::new(dollar, 2), "unterminated `${`: no `}` closes it")
+                .with_help("close the variable reference with `}`, or escape the dollar sign to write it literally")
+        };
+        let twice = self.peek(1) == Some(op);
+        self.i += if twice { 2 } else { 1 };
+        let saved = self.mode;
+        // Escapes kept: `\*` is a literal star to the matcher.
+        self.mode = Mode::Raw;
+        let mut pattern = Out::new(false, out.room - out.len);
+        let closed = self.scan(&mut pattern, Some(if op == '/' { '/' } else { '}' }));
+        self.mode = saved;
+        if !closed? {
+            return Err(unterminated());
+        }
+        let glob = Glob::new(&pattern.cur, self.escape);
+        let value: Vec<char> = self.get(name).unwrap_or_default().chars().collect();
+        // A replacement reads the value once from each place: bounded.
+        if op == '/' && value.len().saturating_mul(value.len()) > MAX_REPLACE_WORK {
+            return Err(Error::new(
+                Span::new(dollar, 2),
+                format!(
+                    "`${{{name}/...}}` over a value of {} characters: jbuild replaces in values of at most {} characters",
+                    value.len(),
+                    MAX_REPLACE_CHARS
+                ),
+            ));
+        }
+        let result = if op == '/' {
+            if self.mode == Mode::Fields {
+                self.mode = Mode::Word;
+            }
+            let mut replacement = Out::new(false, out.room - out.len);
+            let closed = self.scan(&mut replacement, Some('}'));
+            self.mode = saved;
+            if !closed? {
+                return Err(unterminated());
+            }
+            glob.replace(&value, &replacement.cur, twice)
+        } else {
+            let n = value.len();
+            let cut = |i: usize, j: usize| value[i..j].iter().collect::<String>();
+            let found = if op == '#' {
+                let ends = glob.prefixes(&value);
+                let at = |i: &usize| ends[*i];
+                match twice {
+                    false => (0..=n).find(at),
+                    true => (0..=n).rev().find(at),
+                }
+                .map(|i| cut(i, n))
+            } else {
+                // Suffixes of the value are prefixes of it reversed.
+                let back: Vec<char> = value.iter().rev().copied().collect();
+                let ends = glob.reversed().prefixes(&back);
+                let at = |k: &usize| ends[*k];
+                match twice {
+                    false => (0..=n).find(at),
+                    true => (0..=n).rev().find(at),
+                }
+                .map(|k| cut(0, n - k))
+            };
+            found.unwrap_or_else(|| value.iter().collect())
+        };
+        out.expansion(&result, quoted);
+        self.within(out, dollar)
+    }
+
     /// The error for the expansion at `dollar`, if it did not fit.
     fn within(&self, out: &Out, dollar: Pos) -> Result<()> {
         if out.over {
@@ -513,6 +598,11 @@ impl Scanner<'_> {
         Ok(())
     }
 }
+
+/// The longest value `${NAME/pattern/replacement}` replaces in: its
+/// work grows with the square of the value's length.
+const MAX_REPLACE_CHARS: usize = 4 * 1024;
+const MAX_REPLACE_WORK: usize = MAX_REPLACE_CHARS * MAX_REPLACE_CHARS;
 
 #[cfg(test)]
 mod tests {
@@ -544,6 +634,33 @@ mod tests {
         assert_eq!(w("${A:+y}|${E:+y}|${E+y}|${U+y}"), "y||y|");
         assert_eq!(w("${A:?no}"), "alpha");
         assert_eq!(w("${U:-\"a b\"}"), "a b");
+    }
+
+    /// BuildKit's examples of the pattern forms, and their edges.
+    #[test]
+    fn pattern_modifiers() {
+        let v = |name: &str| match name {
+            "S" => Some("foobarbaz".to_string()),
+            "F" => Some("app-1.2.tar.gz".to_string()),
+            "A" => Some("alpha".to_string()),
+            _ => None,
+        };
+        let w = |s: &str| word(&text(s), '\\', &v, &Budget::default()).unwrap().value;
+        assert_eq!(w("${S#f*b}|${S##f*b}"), "arbaz|az");
+        assert_eq!(w("${S%b*}|${S%%b*}"), "foobar|foo");
+        assert_eq!(w("${S/ba/fo}|${S//ba/fo}"), "fooforbaz|fooforfoz");
+        assert_eq!(
+            w("${F%.tar.gz}|${F%%.*}|${F##*.}|${F#app-}"),
+            "app-1.2|app-1|gz|1.2.tar.gz"
+        );
+        // No match leaves the value; an unset variable is empty.
+        assert_eq!(w("${S#x*}|${U%a}|${S/q/r}"), "foobarbaz||foobarbaz");
+        // `?` is one character; `\*` a literal star; the pattern expands.
+        assert_eq!(
+            w("${S#f?o}|${S/\\*/x}|${S#${A%pha}}"),
+            "barbaz|foobarbaz|foobarbaz"
+        );
+        assert_eq!(w("${A/l/${S%baz}}"), "afoobarpha");
     }
 
     #[test]
@@ -605,8 +722,8 @@ mod tests {
             )
         );
         assert_eq!(
-            e("x${A%.c}"),
-            (5, "unsupported modifier `%` in `${A...}`".into())
+            e("x${A^^}"),
+            (5, "unsupported modifier `^` in `${A...}`".into())
         );
         assert_eq!(
             e("${A:-x"),

@@ -4,7 +4,8 @@
 //! the provenance gives the build arguments, the target and the base
 //! digest; the provenance holds the build's facts and no secret, and two
 //! builds give the same bytes. A RUN-based image over busybox-static
-//! rebuilds to the same digest too.
+//! rebuilds to the same digest too, and so does an image with `ADD` of a
+//! URL and of a git repository.
 
 use crate::support::common;
 use crate::support::registry as registry_support;
@@ -498,4 +499,64 @@ fn an_image_in_a_registry_verifies_on_another_machine_storing_nothing() {
         .arg(&ctx));
     verified(&out, &image);
     assert_eq!(ok(jbuild(&other).args(["images", "-q"])).trim(), "");
+}
+
+/// Runs `git args` in `dir` with no configuration of the machine's.
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .current_dir(dir)
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.org"])
+        .args(args)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", dir)
+        .output()
+        .expect("run git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+#[test]
+fn an_image_with_url_and_git_adds_verifies() {
+    use crate::support::limits::{Answer, Server};
+    let server = Server::start(move |req| match req.path.as_str() {
+        "/app.conf" => Answer::Reply {
+            status: "200 OK",
+            headers: vec![],
+            body: b"listen 80\n".to_vec(),
+        },
+        _ => Answer::status("404 Not Found"),
+    });
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("root");
+    let repo = t.path().join("repo");
+    fs::create_dir_all(&repo).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    fs::write(repo.join("app.txt"), "v1\n").unwrap();
+    git(&repo, &["add", "."]);
+    git(&repo, &["commit", "-q", "-m", "one"]);
+    let conf = format!("http://{}/app.conf", server.host());
+    let ctx = write(
+        &t.path().join("ctx"),
+        &[(
+            "Jailfile",
+            &format!(
+                "FROM scratch\n\
+                 ADD file://{}#main /src/\n\
+                 ADD {conf} /etc/app.conf\n",
+                repo.display()
+            ),
+        )],
+    );
+    ok(jbuild(&root)
+        .env("SOURCE_DATE_EPOCH", EPOCH)
+        .args(["-q", "build", "-t", "adds:1"])
+        .arg(&ctx));
+    let out = run(jbuild(&root)
+        .args(["verify", "adds:1", "--context"])
+        .arg(&ctx));
+    verified(&out, "adds:1");
 }

@@ -7,6 +7,7 @@
 //! (`tests/it/architecture.rs` holds that).
 
 pub mod access;
+pub mod context;
 pub mod keys;
 pub mod prompt;
 pub mod template;

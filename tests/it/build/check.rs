@@ -2,7 +2,7 @@
 //! refuses give the same error, at the same file, line and column,
 //! without a step run or anything stored; the warnings (a RUN that PKG
 //! would do, an ARG named like a secret, `COPY .` with no ignore file);
-//! `--json`.
+//! `--json`; every mistake of a recipe, in the order the build meets them.
 
 use crate::support::common::*;
 
@@ -161,4 +161,88 @@ fn check_warns_and_passes_a_sound_recipe_and_speaks_json() {
     assert_eq!(codes, ["SecretsUsedInArgOrEnv", "RunPkgInstall"], "{doc}");
     assert_eq!(doc["problems"][1]["line"], 4);
     assert_eq!(doc["problems"][1]["column"], 1);
+}
+
+#[test]
+fn check_reports_every_mistake_each_where_the_build_meets_it() {
+    let t = tempfile::tempdir().unwrap();
+    // Three mistakes in two stages: one that does not parse, one the
+    // resolver refuses, one planning refuses (in the first stage).
+    let lines = [
+        "FROM scratch AS one",
+        "COPY missing.txt /m/",
+        "COPY a.txt /a.txt",
+        "FROM scratch",
+        "RUNN true",
+        "COPY --from=one / /one/",
+        "ADD --keep-git-dir \\",
+        "    a.txt /x/",
+        "COPY a.txt /ok/",
+    ];
+    let ctx = t.path().join("ctx");
+    context(&ctx, &(lines.join("\n") + "\n"));
+    let root = t.path().join("root");
+    let checked = run(jbuild(&root).args(["--json", "build", "--check"]).arg(&ctx));
+    assert_eq!(checked.status.code(), Some(1));
+    let doc: Value = String::from_utf8_lossy(&checked.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v["event"] == "check")
+        .expect("a check event");
+    assert_eq!(doc["errors"], 3, "{doc}");
+    let errors: Vec<(u64, u64, String)> = doc["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["severity"] == "error")
+        .map(|p| {
+            assert!(p["file"].as_str().unwrap().ends_with("Jailfile"), "{p}");
+            (
+                p["line"].as_u64().unwrap(),
+                p["column"].as_u64().unwrap(),
+                p["message"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let at: Vec<(u64, u64)> = errors.iter().map(|(l, c, _)| (*l, *c)).collect();
+    assert_eq!(at, [(5, 1), (7, 1), (2, 1)], "{doc}");
+
+    // The build meets them in that order, one at a time: with the ones
+    // before fixed (their lines emptied), it stops at the next, saying
+    // what --check said.
+    let mut fixed: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    for (i, (line, col, message)) in errors.iter().enumerate() {
+        let dir = t.path().join(format!("fixed{i}"));
+        context(&dir, &(fixed.join("\n") + "\n"));
+        let built = run(jbuild(&t.path().join(format!("b{i}")))
+            .arg("build")
+            .arg(&dir));
+        let err = String::from_utf8_lossy(&built.stderr).into_owned();
+        assert_eq!(built.status.code(), Some(1), "{err}");
+        let first = message.split(" (help: ").next().unwrap();
+        assert!(
+            err.contains(&format!("Jailfile:{line}:{col}")) && err.contains(first),
+            "mistake {i}: the build does not stop at {line}:{col} with `{first}`:\n{err}"
+        );
+        fixed[*line as usize - 1] = String::new();
+        if *line == 7 {
+            fixed[7] = String::new();
+        }
+    }
+    // All three fixed: the recipe builds.
+    let dir = t.path().join("all-fixed");
+    context(&dir, &(fixed.join("\n") + "\n"));
+    ok(jbuild(&t.path().join("b-all")).arg("build").arg(&dir));
+
+    // The text form: one `FILE:LINE:COL: error:` line each.
+    let plain = run(jbuild(&root).args(["build", "--check"]).arg(&ctx));
+    let out = String::from_utf8_lossy(&plain.stdout).into_owned();
+    for (line, col, _) in &errors {
+        assert!(
+            out.lines()
+                .any(|l| l.contains(&format!("Jailfile:{line}:{col}: error: "))),
+            "no error at {line}:{col} in:\n{out}"
+        );
+    }
+    assert!(String::from_utf8_lossy(&plain.stderr).contains("3 errors found"));
 }

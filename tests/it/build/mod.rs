@@ -5,6 +5,7 @@
 mod add;
 mod cache;
 mod check;
+mod contexts;
 mod dockerfile;
 mod e2e;
 mod epoch;

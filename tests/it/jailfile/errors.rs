@@ -45,7 +45,7 @@ cases! {
     unterminated_quote: "FROM scratch\nLABEL a=\"b c" => 2, 9, "unterminated quote: this `\"` is never closed";
     unterminated_brace: "FROM scratch\nENV A=${B" => 2, 7, "unterminated `${`: no `}` closes it";
     empty_variable_name: "FROM scratch\nWORKDIR /${}" => 2, 10, "bad substitution: expected a variable name after `${`";
-    unsupported_modifier: "FROM scratch\nENV A=${B/x/y}" => 2, 10, "unsupported modifier `/` in `${B...}`";
+    unsupported_modifier: "FROM scratch\nENV A=${B^^}" => 2, 10, "unsupported modifier `^` in `${B...}`";
     duplicate_stage: "FROM scratch AS web\nFROM scratch AS WEB" => 2, 17, "duplicate stage name `web`";
     copy_from_unknown_stage: "FROM scratch AS builder\nFROM scratch\nCOPY --from=buildr /a /b" => 3, 13, "unknown stage `buildr`";
     copy_from_later_stage: "FROM scratch\nCOPY --from=late /a /b\nFROM scratch AS late" => 2, 13, "stage `late` is defined later, at line 3";

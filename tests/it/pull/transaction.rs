@@ -303,6 +303,7 @@ pub(super) fn build_options(top: &Path, text: &str) -> BuildOptions {
         jail_annotations: false,
         mount_cache: None,
         secrets: Default::default(),
+        context_source: None,
     }
 }
 

@@ -62,6 +62,7 @@ fn one_request_builds_attests_and_pushes_to_a_registry() {
             jail_annotations: false,
             mount_cache: None,
             secrets: Default::default(),
+            context_source: None,
         },
         text: None,
         platforms: Vec::new(),
