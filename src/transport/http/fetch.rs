@@ -55,6 +55,11 @@ impl FileSink {
             .map_err(|source| HttpError::Write { path, source })
     }
 
+    /// What is buffered, written (best effort: for a file kept unfinished).
+    pub(super) async fn flush(&mut self) {
+        let _ = self.file.flush().await;
+    }
+
     /// Flushed and fsynced: ready to be renamed into place.
     pub(super) async fn finish(mut self) -> Result<(), HttpError> {
         let path = self.path.clone();

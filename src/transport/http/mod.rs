@@ -287,6 +287,9 @@ impl Http {
                 // could not be written (a full disk is not filled further).
                 if matches!(e, HttpError::TooLarge { .. } | HttpError::Write { .. }) {
                     staged.discard();
+                } else {
+                    // What came is in the file, for a later run to continue.
+                    sink.flush().await;
                 }
                 return Err(e);
             }

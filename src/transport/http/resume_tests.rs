@@ -84,7 +84,9 @@ async fn a_kept_part_is_continued_with_a_range_and_watched_whole() {
 async fn a_server_without_ranges_starts_the_file_again() {
     let full = body();
     let (got, w, heads, _) = run(&full, &full[..60_000], vec![whole(&full)]).await;
-    assert!(heads[0].to_ascii_lowercase().contains("range: bytes=60000-"));
+    assert!(heads[0]
+        .to_ascii_lowercase()
+        .contains("range: bytes=60000-"));
     assert_eq!(got.unwrap().resumed, 0);
     assert!(w.0 == full, "the watch saw every byte once, in order");
 }

@@ -125,17 +125,23 @@ impl RegistryTransport {
         // No one reads a file that held a kept prefix as it grows.
         let rewrite = kept > 0;
         loop {
-            self.fetch_rest(
-                c,
-                desc,
-                &mut file,
-                &mut hasher,
-                have,
-                rewrite,
-                progress,
-                pace,
-            )
-            .await?;
+            let fetched = self
+                .fetch_rest(
+                    c,
+                    desc,
+                    &mut file,
+                    &mut hasher,
+                    have,
+                    rewrite,
+                    progress,
+                    pace,
+                )
+                .await;
+            if let Err(e) = fetched {
+                // What came is in the file, for a later pull to continue.
+                let _ = file.flush().await;
+                return Err(e);
+            }
             file.flush().await.map_err(io)?;
             let actual = Digest::from_sha(hasher.clone().finalize().into());
             if actual == expected {
@@ -173,7 +179,11 @@ impl RegistryTransport {
         // Each resumption must make progress; a body cut at the same
         // place again and again ends as an error after a few tries.
         let mut stalls = 0;
-        while have < desc.size() {
+        // At least one request, unless a kept part is the whole blob (an
+        // empty blob, or one that says it is, is still asked for).
+        let mut ask = have == 0;
+        while ask || have < desc.size() {
+            ask = false;
             match self
                 .fetch_once(c, desc, file, hasher, have, rewrite, progress, pace)
                 .await

@@ -315,8 +315,11 @@ fn the_partial_cap_holds() {
     s.proxy.clear_served();
     s.kill_at(cut);
     run_ok(s.jbuild().args(["check", "--repair"]), LIMIT);
-    assert!(!s.partial().exists(), "check --repair left the partial blob");
     assert!(
-        !s.check_sound("after check --repair").contains(&"partial-blob".to_string())
+        !s.partial().exists(),
+        "check --repair left the partial blob"
     );
+    assert!(!s
+        .check_sound("after check --repair")
+        .contains(&"partial-blob".to_string()));
 }
