@@ -343,7 +343,7 @@ fn remove_unlocked(path: &Path) -> bool {
 fn trim(dir: &Path, prefix: &str, bounds: PartialBounds) {
     let now = SystemTime::now();
     let mut files = partials(dir, prefix);
-    files.sort_by(|a, b| b.modified.cmp(&a.modified)); // newest first
+    files.sort_by_key(|f| std::cmp::Reverse(f.modified)); // newest first
     let mut total = 0u64;
     for f in files {
         let age = now.duration_since(f.modified).unwrap_or_default();
