@@ -4,12 +4,14 @@
 //! | where | written by | guarded by |
 //! |---|---|---|
 //! | `store/.jbuild/tmp/*` | blobs being written (builds, pulls, imports) | the store lock |
+//! | `store/.jbuild/tmp/partial-<hex>` | what a killed or failed pull had of a blob, kept for the next pull | the store lock |
 //! | `store/.jbuild/origins/<hex>` of a blob the store lacks | pulls (where a blob came from) | the store lock |
 //! | `store/.jbuild/origins/.<hex>.tmp-<pid>` | an origin note being written | process `<pid>` being gone |
 //! | `store/.tmp-*` | `index.json` being replaced | the index lock |
 //! | `snapshots/dir/committed/<name>/.tmp-*` | a `meta.json` being replaced | the `dir` snapshotter's lock |
 //! | `tmp/*` | scratch space | the store lock |
-//! | `cache/**/.download-*`, `.write-*`, `.tmp-*` | release downloads, the content-hash cache | nothing: age only |
+//! | `cache/**/.download-*`, `.write-*`, `.tmp-*`, `.fetch-*` | release and package downloads, the content-hash cache | nothing: age only |
+//! | `cache/**/.partial-*` | what a killed or failed release or package download had, kept for the next one | nothing: age only |
 //!
 //! A file is a leftover when the lock that guards its kind is free (nobody
 //! is writing one now), or when it has not been touched for
@@ -109,6 +111,17 @@ pub fn check(
     let store = paths.store();
     let root = paths.root();
     for p in place_entries(root, "store/.jbuild/tmp")? {
+        if has_prefix(&p, &[crate::store::PARTIAL_PREFIX]) {
+            // Kept on purpose, for the next pull to continue: reclaimable,
+            // not damage.
+            found(
+                p,
+                Guard::Store,
+                "partial-blob",
+                "part of a blob a killed or failed pull downloaded, kept for the next pull to continue",
+            );
+            continue;
+        }
         found(
             p,
             Guard::Store,
@@ -207,6 +220,15 @@ pub fn check(
         find_temp(&dir, 0, &mut cache)?;
     }
     for p in cache {
+        if has_prefix(&p, &[crate::transport::http::PARTIAL_PREFIX]) {
+            found(
+                p,
+                Guard::Age,
+                "partial-download",
+                "part of a download a killed or failed command had, kept for the next one to continue",
+            );
+            continue;
+        }
         found(
             p,
             Guard::Age,
@@ -268,7 +290,8 @@ fn find_temp(dir: &Path, depth: u32, out: &mut Vec<PathBuf>) -> Result<(), Check
             Ok(m) => m,
             Err(_) => continue,
         };
-        if meta.is_file() && has_prefix(&p, &[".download-", ".write-", ".tmp-"]) {
+        let temp = [".download-", ".write-", ".tmp-", ".fetch-", ".partial-"];
+        if meta.is_file() && has_prefix(&p, &temp) {
             out.push(p);
         } else if meta.is_dir() && p.file_name().is_some_and(|n| n != "pkg") {
             // pkg(8)'s own cache is pkg's business.

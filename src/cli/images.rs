@@ -435,7 +435,7 @@ pub fn prune(ctx: &Ctx, args: PruneArgs) -> CmdResult {
     if ctx.json {
         outln!(
             "{}",
-            json!({"snapshots_removed": summary.snapshots_removed, "blobs_removed": summary.blobs_removed.len(), "bytes_freed": summary.bytes_freed(), "cache_mounts_removed": mounts, "packages_removed": packages, "package_bytes_freed": package_bytes, "kept_for_jails": summary.kept_for_jails.iter().map(|(s, j)| json!({"snapshot": s, "jails": j})).collect::<Vec<_>>()})
+            json!({"snapshots_removed": summary.snapshots_removed, "blobs_removed": summary.blobs_removed.len(), "bytes_freed": summary.bytes_freed(), "partial_bytes_freed": summary.partial_bytes_removed, "cache_mounts_removed": mounts, "packages_removed": packages, "package_bytes_freed": package_bytes, "kept_for_jails": summary.kept_for_jails.iter().map(|(s, j)| json!({"snapshot": s, "jails": j})).collect::<Vec<_>>()})
         );
     } else if !ctx.quiet {
         for (snapshot, jails) in &summary.kept_for_jails {

@@ -110,6 +110,14 @@ pub struct RegistrySettings {
     /// resumptions included. `0`: no deadline. Unset:
     /// [`DEFAULT_BLOB_DEADLINE_SECS`].
     pub blob_deadline_secs: Option<u64>,
+    /// MiB of unfinished downloads (registry blobs of a killed or failed
+    /// pull) kept in the store for the next pull to continue with a
+    /// `Range` request. `0`: none kept. Unset:
+    /// [`DEFAULT_KEEP_PARTIAL_MIB`].
+    pub keep_partial_mib: Option<u64>,
+    /// Hours an unfinished download is kept. Unset:
+    /// [`DEFAULT_KEEP_PARTIAL_HOURS`].
+    pub keep_partial_hours: Option<u64>,
 }
 
 /// How long a registry may stay silent when `timeout_secs` is not set.
@@ -128,6 +136,14 @@ pub const DEFAULT_RATE_WINDOW_SECS: u64 = 30;
 /// the time the largest layer jbuild accepts (8 GiB) takes at 1 MiB/s with
 /// room to spare.
 pub const DEFAULT_BLOB_DEADLINE_SECS: u64 = 3 * 3600;
+
+/// MiB of unfinished downloads kept when `keep_partial_mib` is not set:
+/// 2 GiB, a few large layers.
+pub const DEFAULT_KEEP_PARTIAL_MIB: u64 = 2048;
+
+/// Hours an unfinished download is kept when `keep_partial_hours` is not
+/// set: a week.
+pub const DEFAULT_KEEP_PARTIAL_HOURS: u64 = 168;
 
 impl RegistrySettings {
     /// The stall timeout: `timeout_secs`, else the default; at least 1 s.

@@ -60,11 +60,14 @@ pub struct PruneSummary {
     /// Snapshots that would have gone but that jails stand on, each with
     /// the jails' names.
     pub kept_for_jails: Vec<(String, Vec<String>)>,
+    /// Bytes of partial blobs (what killed or failed pulls had downloaded)
+    /// removed.
+    pub partial_bytes_removed: u64,
 }
 
 impl PruneSummary {
     pub fn bytes_freed(&self) -> u64 {
-        self.blobs_removed.iter().map(|(_, n)| n).sum()
+        self.blobs_removed.iter().map(|(_, n)| n).sum::<u64>() + self.partial_bytes_removed
     }
 }
 
@@ -247,7 +250,8 @@ pub fn unused_among(
 /// origin of the one above; one a build step stands on stays, as build
 /// cache), with `cache` every committed snapshot nothing stands on
 /// (repeatedly, children before parents; a live build's active snapshot
-/// keeps its parent), and every blob no image reaches.
+/// keeps its parent), every blob no image reaches, and the partial blobs
+/// killed or failed pulls kept to resume.
 ///
 /// All of it under the store lock held exclusively, taken first (waiting
 /// for it): no build or pull is then running. A pull's `chain-` snapshots
@@ -303,6 +307,7 @@ pub fn prune(
         }
     }
     summary.blobs_removed = prune_blobs(store, &lock)?;
+    summary.partial_bytes_removed = store.remove_partials();
     Ok(summary)
 }
 

@@ -280,61 +280,82 @@ pub fn fetch_one(c: &Chosen<'_>, cache: &Cache, http: &Http) -> Result<Fetched, 
         move |source| FetchError::Cache { what, path, source }
     };
     // Downloaded under a name of its own, renamed to its checksum's only
-    // once verified; dropped (removed) on any error.
-    let tmp = tempfile::Builder::new()
-        .prefix(".fetch-")
-        .tempfile_in(&cache.dir)
-        .map_err(cache_err("create a temporary file in", &cache.dir))?
-        .into_temp_path();
-    let max = if p.pkgsize > 0 {
-        p.pkgsize
-    } else {
-        MAX_PACKAGE
+    // once verified; dropped (removed) on any error. What a failed or
+    // killed download had is kept beside it (`.partial-<name>`) and
+    // continued the next time; if the whole then has the wrong sum, it is
+    // fetched once more from its first byte.
+    let key = dest
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut again = true;
+    let tmp = loop {
+        let tmp = tempfile::Builder::new()
+            .prefix(".fetch-")
+            .tempfile_in(&cache.dir)
+            .map_err(cache_err("create a temporary file in", &cache.dir))?
+            .into_temp_path();
+        let max = if p.pkgsize > 0 {
+            p.pkgsize
+        } else {
+            MAX_PACKAGE
+        };
+        let mut watch = Hashing(sum.hasher());
+        let got = crate::transport::block_on(http.get_to_file_resuming(
+            &url,
+            &tmp,
+            &key,
+            None,
+            Limits::at_most(max),
+            &mut watch,
+        ))
+        .map_err(|source| match source {
+            HttpError::TooLarge { .. } => FetchError::TooLarge {
+                repo: repo.clone(),
+                package: package.clone(),
+                url: url.clone(),
+                want: max,
+            },
+            source => FetchError::Http {
+                repo: repo.clone(),
+                package: package.clone(),
+                source,
+            },
+        })?;
+        let have = watch.0.finish();
+        let right = (p.pkgsize == 0 || got.size == p.pkgsize) && have == sum;
+        if !right && got.resumed > 0 && again {
+            tracing::warn!(
+                "the part of {package} an earlier download kept was not right; fetching it whole"
+            );
+            again = false;
+            continue;
+        }
+        if p.pkgsize > 0 && got.size != p.pkgsize {
+            return Err(FetchError::Size {
+                repo: repo.clone(),
+                package,
+                url,
+                want: p.pkgsize,
+                got: got.size,
+            });
+        }
+        if have != sum {
+            return Err(FetchError::Checksum {
+                repo: repo.clone(),
+                package,
+                url,
+                want: sum.to_string(),
+                got: have.to_string(),
+            });
+        }
+        break (tmp, got.size);
     };
-    let mut watch = Hashing(sum.hasher());
-    let got = crate::transport::block_on(http.get_to_file_watched(
-        &url,
-        &tmp,
-        None,
-        Limits::at_most(max),
-        &mut watch,
-    ))
-    .map_err(|source| match source {
-        HttpError::TooLarge { .. } => FetchError::TooLarge {
-            repo: repo.clone(),
-            package: package.clone(),
-            url: url.clone(),
-            want: max,
-        },
-        source => FetchError::Http {
-            repo: repo.clone(),
-            package: package.clone(),
-            source,
-        },
-    })?;
-    if p.pkgsize > 0 && got.size != p.pkgsize {
-        return Err(FetchError::Size {
-            repo: repo.clone(),
-            package,
-            url,
-            want: p.pkgsize,
-            got: got.size,
-        });
-    }
-    let have = watch.0.finish();
-    if have != sum {
-        return Err(FetchError::Checksum {
-            repo: repo.clone(),
-            package,
-            url,
-            want: sum.to_string(),
-            got: have.to_string(),
-        });
-    }
+    let (tmp, size) = tmp;
     tmp.persist(&dest)
         .map_err(|e| cache_err("keep", &dest)(e.error))?;
     crate::fsutil::sync_dir(&cache.dir).map_err(cache_err("sync", &cache.dir))?;
-    Ok(fetched(got.size, false))
+    Ok(fetched(size, false))
 }
 
 /// Hashes a download as it arrives, in pkg's checksum of the package.

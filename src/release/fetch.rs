@@ -95,9 +95,12 @@ pub(crate) fn download_streaming<T>(
     };
     let (downloaded, consumed) = std::thread::scope(|s| {
         let downloader = s.spawn(|| {
-            let got = block_on(http.get_to_file_watched(
+            // Continued from what a failed or killed download kept
+            // (`.partial-<sha256>` beside `dest`); checked whole.
+            let got = block_on(http.get_to_file_resuming(
                 url,
                 dest,
+                expected.hex(),
                 Some(expected),
                 Limits::default(),
                 &mut watch,

@@ -61,7 +61,8 @@ impl Store {
     }
 
     /// Removes the temporary blob files in `.jbuild/tmp` untouched for
-    /// [`STALE_TMP`]. Best effort: one that cannot be removed stays for
+    /// [`STALE_TMP`], but not partial blobs, which have bounds of their
+    /// own ([`super::partial`]). Best effort: one that cannot be removed stays for
     /// the next time. A `.jbuild/tmp` that is not a real directory is left
     /// alone (`jbuild check` reports it).
     pub fn remove_stale_tmp(&self) {
@@ -70,6 +71,13 @@ impl Store {
         };
         let now = SystemTime::now();
         for entry in fs::read_dir(&tmp).into_iter().flatten().flatten() {
+            if entry
+                .file_name()
+                .to_string_lossy()
+                .starts_with(super::PARTIAL_PREFIX)
+            {
+                continue;
+            }
             let stale = entry
                 .metadata()
                 .and_then(|m| m.modified())

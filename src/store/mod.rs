@@ -6,6 +6,7 @@
 //!   index.json            the images the store holds, tagged or not
 //!   blobs/sha256/<hex>    manifests, configs, layers: named by their digest
 //!   .jbuild/              jbuild's own: lock files, tmp/ for blobs being written
+//!                         (and tmp/partial-<hex>: what a killed pull had of a blob)
 //! ```
 //!
 //! There is no database beside it: the layout is the one source of truth,
@@ -51,6 +52,7 @@ mod json;
 mod layout;
 pub mod lock;
 pub mod name;
+mod partial;
 mod sizes;
 
 use crate::blame::Blame;
@@ -65,6 +67,7 @@ pub use index::{Found, RefName};
 pub use json::canonical_json;
 pub use lock::StoreLock;
 pub use name::{ImageName, NameError};
+pub use partial::{partial_bytes, stage_partial, PartialBounds, StagedBlob, PARTIAL_PREFIX};
 
 use crate::digest::{Digest, DigestError};
 use crate::fsutil::input::{InputError, Within};

@@ -35,6 +35,7 @@ use async_trait::async_trait;
 use oci_spec::image::Descriptor;
 
 use super::TransportError;
+use crate::store::{PartialBounds, StagedBlob};
 
 /// Where a blob can be found besides its digest: the registry and
 /// repository it was read from, so a copy to another repository of the
@@ -64,16 +65,26 @@ pub trait LocalBlobs: Send + Sync {
 
     /// A temporary file on this destination's own filesystem for a blob on
     /// its way here, to be given back to [`LocalBlobs::adopt_blob`].
-    fn staging_file(&self) -> Result<tempfile::NamedTempFile, TransportError>;
+    fn staging_file(&self) -> Result<StagedBlob, TransportError>;
+
+    /// A staging file for `desc` that outlives a fetch cut off (kept
+    /// within `bounds`), holding what an earlier one kept
+    /// ([`StagedBlob::kept`], to be continued with
+    /// [`Transport::fetch_blob_from`](super::Transport::fetch_blob_from)).
+    /// The default, for a place that keeps nothing: [`LocalBlobs::staging_file`].
+    fn resumable_file(
+        &self,
+        desc: &Descriptor,
+        bounds: PartialBounds,
+    ) -> Result<StagedBlob, TransportError> {
+        let _ = (desc, bounds);
+        self.staging_file()
+    }
 
     /// Stores a blob from `file` (one [`LocalBlobs::staging_file`] gave),
     /// whose content the source transport's `fetch_blob` has just checked
     /// against `desc`: by rename, not by copy.
-    async fn adopt_blob(
-        &self,
-        desc: &Descriptor,
-        file: tempfile::NamedTempFile,
-    ) -> Result<(), TransportError>;
+    async fn adopt_blob(&self, desc: &Descriptor, file: StagedBlob) -> Result<(), TransportError>;
 }
 
 /// A registry repository, which can take a blob from another repository

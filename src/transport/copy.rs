@@ -292,17 +292,24 @@ async fn copy_blob(
     if let Some(path) = src.local().and_then(|l| l.blob_file(blob)) {
         dst.push_blob(blob, &path, &moved).await?;
     } else if let Some(local) = dst.local() {
-        let file = local.staging_file()?;
+        let file = match src.resumes() {
+            Some(bounds) => local.resumable_file(blob, bounds)?,
+            None => local.staging_file()?,
+        };
+        let kept = file.kept();
         // A pull reads the blob from the staging file as it grows; it
-        // reaches the end only once the fetch has checked the blob.
+        // reaches the end only once the fetch has checked the blob. Not
+        // one continued from an earlier pull's bytes: those are unchecked,
+        // and if they are wrong the file starts again, which a reader
+        // could not take back (the pull reads that blob once it is stored).
         let spool = match arrivals {
-            Some(arrivals) => {
+            Some(arrivals) if kept == 0 => {
                 let (spool, tail) = crate::spool::spool(file.as_file())
                     .map_err(|e| TransportError::io("cannot read a blob as it arrives", e))?;
                 arrivals.coming(&digest, tail);
                 Some(spool)
             }
-            None => None,
+            _ => None,
         };
         let grew = |done: u64| {
             moved(done);
@@ -310,15 +317,30 @@ async fn copy_blob(
                 spool.grew();
             }
         };
-        let fetched = src.fetch_blob(blob, file.path(), &grew).await;
+        let fetched = if kept > 0 {
+            src.fetch_blob_from(blob, file.path(), kept, &grew).await
+        } else {
+            src.fetch_blob(blob, file.path(), &grew).await
+        };
         if let Some(spool) = spool {
             spool.finish(match &fetched {
                 Ok(()) => Ok(()),
                 Err(e) => Err(crate::report::error_chain(e).into()),
             });
         }
-        fetched?;
-        local.adopt_blob(blob, file).await?;
+        match fetched {
+            Ok(()) => local.adopt_blob(blob, file).await?,
+            Err(e) => {
+                // What came may be kept for the next pull (a partial
+                // staging file is, when dropped), unless it is not the blob
+                // or the file could not be written (a full disk is not
+                // filled further).
+                if e.is_wrong_content() || matches!(e, TransportError::Io { .. }) {
+                    file.discard();
+                }
+                return Err(e);
+            }
+        }
     } else {
         let file = tempfile::Builder::new()
             .prefix("blob-")

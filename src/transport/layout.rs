@@ -21,7 +21,7 @@ use super::{
 };
 use crate::fsutil::input::Within;
 use crate::image::MAX_DOCUMENT;
-use crate::store::{NewLayout, Store, StoreError, StoreLock};
+use crate::store::{NewLayout, PartialBounds, StagedBlob, Store, StoreError, StoreLock};
 
 /// An OCI layout directory as a transport. Reading never changes the
 /// directory; the first write creates the layout if there is none.
@@ -471,15 +471,27 @@ impl LocalBlobs for LayoutTransport {
         (store.blob_len(&digest) == Some(desc.size())).then(|| store.blob_path(&digest))
     }
 
-    fn staging_file(&self) -> Result<tempfile::NamedTempFile, TransportError> {
-        Ok(self.0.writable()?.blob_tempfile()?)
+    fn staging_file(&self) -> Result<StagedBlob, TransportError> {
+        Ok(StagedBlob::temporary(self.0.writable()?.blob_tempfile()?))
     }
 
-    async fn adopt_blob(
+    /// Only in jbuild's own store: an `oci:DIR` gets no partial blobs.
+    fn resumable_file(
         &self,
         desc: &Descriptor,
-        file: tempfile::NamedTempFile,
-    ) -> Result<(), TransportError> {
+        bounds: PartialBounds,
+    ) -> Result<StagedBlob, TransportError> {
+        if !self.0.remember {
+            return self.staging_file();
+        }
+        let digest = digest_of(desc, &self.0.location())?;
+        Ok(self
+            .0
+            .writable()?
+            .partial_blob(&digest, desc.size(), bounds)?)
+    }
+
+    async fn adopt_blob(&self, desc: &Descriptor, file: StagedBlob) -> Result<(), TransportError> {
         let desc = desc.clone();
         self.run(move |i| {
             let digest = digest_of(&desc, &i.location())?;
@@ -491,7 +503,7 @@ impl LocalBlobs for LayoutTransport {
                 })?
                 .len();
             check_size(&desc, &digest, len, &i.location())?;
-            Ok(i.writable()?.adopt_blob(file, &digest)?)
+            Ok(i.writable()?.adopt_staged(file, &digest)?)
         })
         .await
     }

@@ -107,6 +107,32 @@ pub trait Transport: Send + Sync {
         progress: Progress<'_>,
     ) -> Result<(), TransportError>;
 
+    /// How much of a blob fetched from here may be kept when the fetch is
+    /// cut off (a killed or failed pull), for a later fetch to continue
+    /// with [`Transport::fetch_blob_from`]; `None` (the default): this
+    /// transport fetches blobs whole (a local file is not worth keeping
+    /// half of).
+    fn resumes(&self) -> Option<crate::store::PartialBounds> {
+        None
+    }
+
+    /// [`Transport::fetch_blob`] into a `dest` that already holds the
+    /// blob's first `kept` bytes, kept by an earlier fetch and not checked
+    /// yet: only the rest is fetched when the source can, and the whole is
+    /// checked; bytes that turn out wrong are fetched again. Nothing may
+    /// read `dest` as it grows (it may start again from its first byte).
+    /// The default fetches the whole blob.
+    async fn fetch_blob_from(
+        &self,
+        desc: &Descriptor,
+        dest: &Path,
+        kept: u64,
+        progress: Progress<'_>,
+    ) -> Result<(), TransportError> {
+        let _ = kept;
+        self.fetch_blob(desc, dest, progress).await
+    }
+
     /// Stores the blob read from the file `src`. It becomes visible only if
     /// it matches `desc`.
     async fn push_blob(
@@ -346,6 +372,15 @@ impl TransportError {
             context: context.into(),
             source,
         }
+    }
+
+    /// Whether what was fetched is not what was asked for (a size or
+    /// digest that does not match): nothing of it is worth keeping.
+    pub fn is_wrong_content(&self) -> bool {
+        matches!(
+            self,
+            TransportError::Mismatch { .. } | TransportError::WrongContent { .. }
+        )
     }
 }
 

@@ -18,6 +18,16 @@ use crate::transport::registry::{is_transient, range_start, tls_error};
 /// Where the bytes go.
 pub(super) trait Sink: Send {
     async fn write(&mut self, chunk: &[u8]) -> Result<(), HttpError>;
+    /// Forgets every byte written: the body starts again.
+    async fn reset(&mut self) -> Result<(), HttpError>;
+}
+
+/// What an earlier download kept in the file the bytes go to: its first
+/// `kept` bytes, at `path` (read again to be hashed and watched).
+#[derive(Debug, Default)]
+pub(super) struct Resume {
+    pub path: PathBuf,
+    pub kept: u64,
 }
 
 /// Into a file (the temporary one of [`Http::get_to_file`]).
@@ -32,6 +42,22 @@ impl FileSink {
             file: tokio::io::BufWriter::with_capacity(1 << 20, file),
             path: path.to_path_buf(),
         }
+    }
+
+    /// Writes from byte `at` on (after a kept prefix).
+    pub(super) async fn seek(&mut self, at: u64) -> Result<(), HttpError> {
+        use tokio::io::AsyncSeekExt;
+        let path = self.path.clone();
+        self.file
+            .seek(std::io::SeekFrom::Start(at))
+            .await
+            .map(drop)
+            .map_err(|source| HttpError::Write { path, source })
+    }
+
+    /// What is buffered, written (best effort: for a file kept unfinished).
+    pub(super) async fn flush(&mut self) {
+        let _ = self.file.flush().await;
     }
 
     /// Flushed and fsynced: ready to be renamed into place.
@@ -55,6 +81,16 @@ impl Sink for FileSink {
                 source,
             })
     }
+
+    async fn reset(&mut self) -> Result<(), HttpError> {
+        let failed = |source| HttpError::Write {
+            path: self.path.clone(),
+            source,
+        };
+        self.file.flush().await.map_err(failed)?;
+        self.file.get_mut().set_len(0).await.map_err(failed)?;
+        self.seek(0).await
+    }
 }
 
 /// Into memory (bounded by the caller's [`Limits`]).
@@ -64,6 +100,11 @@ pub(super) struct MemSink(pub Vec<u8>);
 impl Sink for MemSink {
     async fn write(&mut self, chunk: &[u8]) -> Result<(), HttpError> {
         self.0.extend_from_slice(chunk);
+        Ok(())
+    }
+
+    async fn reset(&mut self) -> Result<(), HttpError> {
+        self.0.clear();
         Ok(())
     }
 }
@@ -93,6 +134,11 @@ struct Progress<'a, S> {
     started: bool,
     max: Option<u64>,
     url: &'a str,
+    /// A kept prefix not yet hashed nor shown to the watch: done once the
+    /// server agrees to continue it, dropped when it does not.
+    replay: Option<PathBuf>,
+    /// Bytes from an earlier download in what was fetched.
+    resumed: u64,
 }
 
 impl<S: Sink> Progress<'_, S> {
@@ -120,6 +166,41 @@ impl<S: Sink> Progress<'_, S> {
         self.watch.bytes(chunk);
         self.have += chunk.len() as u64;
         Ok(())
+    }
+
+    /// The kept prefix, hashed and shown to the watch (a buffer at a time).
+    async fn replay(&mut self) -> Result<(), HttpError> {
+        let Some(path) = self.replay.take() else {
+            return Ok(());
+        };
+        let failed = |source| HttpError::Read {
+            path: path.clone(),
+            source,
+        };
+        let mut f = tokio::fs::File::open(&path).await.map_err(failed)?;
+        let mut buf = vec![0u8; 256 << 10];
+        let mut done = 0;
+        while done < self.have {
+            let want = usize::try_from(self.have - done)
+                .unwrap_or(usize::MAX)
+                .min(buf.len());
+            let n = f.read(&mut buf[..want]).await.map_err(failed)?;
+            if n == 0 {
+                return Err(failed(std::io::ErrorKind::UnexpectedEof.into()));
+            }
+            self.hasher.update(&buf[..n]);
+            self.watch.bytes(&buf[..n]);
+            done += n as u64;
+        }
+        self.resumed = self.have;
+        Ok(())
+    }
+
+    /// The kept prefix is dropped: the body starts again at byte 0.
+    async fn forget(&mut self) -> Result<(), HttpError> {
+        self.replay = None;
+        self.have = 0;
+        self.sink.reset().await
     }
 
     fn too_large(&self, max: u64) -> HttpError {
@@ -160,18 +241,22 @@ pub(super) async fn fetch<S: Sink>(
     limits: Limits,
     sink: &mut S,
     watch: &mut dyn Watch,
+    resume: Resume,
 ) -> Result<Fetched, HttpError> {
     let parsed = parse(url)?;
     let mut p = Progress {
         sink,
         watch,
         hasher: Sha256::new(),
-        have: 0,
+        have: resume.kept,
         started: false,
         max: limits.max_bytes,
         url,
+        replay: (resume.kept > 0).then_some(resume.path),
+        resumed: 0,
     };
     if parsed.scheme() == "file" {
+        p.forget().await?;
         read_local(&local_path(&parsed)?, &mut p).await?;
     } else {
         let client = http.client(&parsed)?;
@@ -200,6 +285,7 @@ pub(super) async fn fetch<S: Sink>(
     Ok(Fetched {
         size: p.have,
         sha256: Digest::from_sha(p.hasher.finalize().into()),
+        resumed: p.resumed,
     })
 }
 
@@ -276,12 +362,34 @@ async fn one_try<S: Sink>(
                 retry_after,
             });
         }
+        StatusCode::RANGE_NOT_SATISFIABLE if p.replay.is_some() => {
+            // The kept part is not a part of this file (it is shorter, or
+            // changed): asked again, from its first byte.
+            p.forget().await?;
+            return Err(Try::Again {
+                error: failed(status),
+                retry_after: None,
+            });
+        }
         StatusCode::PARTIAL_CONTENT if p.have > 0 => {
             let start = resp
                 .headers()
                 .get(CONTENT_RANGE)
                 .and_then(|v| v.to_str().ok())
                 .and_then(range_start);
+            if start != Some(p.have) && p.replay.is_some() {
+                p.forget().await?;
+                return Err(Try::Again {
+                    error: HttpError::Protocol {
+                        url: url.to_string(),
+                        reason: format!(
+                            "asked for the bytes from {}, the server sent a range starting at {start:?}",
+                            p.have
+                        ),
+                    },
+                    retry_after: None,
+                });
+            }
             if start != Some(p.have) {
                 return Err(Try::Final(HttpError::Protocol {
                     url: url.to_string(),
@@ -294,6 +402,11 @@ async fn one_try<S: Sink>(
             resp.content_length().map(|n| n + p.have)
         }
         StatusCode::OK => {
+            if p.replay.is_some() {
+                // No ranges here, and the kept part not yet used: the
+                // file starts again with this body.
+                p.forget().await?;
+            }
             // The whole body again (no ranges here): what came is skipped.
             skip = p.have;
             resp.content_length()
@@ -301,6 +414,8 @@ async fn one_try<S: Sink>(
         s => return Err(Try::Final(failed(s))),
     };
     p.start(length)?;
+    // The server continues the kept part: it counts now.
+    p.replay().await?;
     let mut body = resp.bytes_stream();
     while let Some(chunk) = body.next().await {
         let chunk = chunk.map_err(|e| unanswered(http, url, e))?;

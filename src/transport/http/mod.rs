@@ -44,7 +44,12 @@ use std::sync::Mutex;
 pub use error::HttpError;
 
 use crate::digest::Digest;
+use crate::store::{stage_partial, StagedBlob};
 use crate::transport::registry::{client_for, RegistryOptions, RetryPolicy};
+
+/// The names of partial downloads ([`Http::get_to_file_resuming`]) start
+/// with this: a dot, so a listing of the cache passes over them.
+pub const PARTIAL_PREFIX: &str = ".partial-";
 
 /// Bounds on one download.
 #[derive(Debug, Clone, Copy, Default)]
@@ -68,6 +73,9 @@ impl Limits {
 pub struct Fetched {
     pub size: u64,
     pub sha256: Digest,
+    /// Bytes of it an earlier, unfinished download had kept
+    /// ([`Http::get_to_file_resuming`]); checked with the rest.
+    pub resumed: u64,
 }
 
 /// What identifies the current version of a file, from a HEAD.
@@ -187,6 +195,45 @@ impl Http {
         limits: Limits,
         watch: &mut dyn Watch,
     ) -> Result<Fetched, HttpError> {
+        self.download(url, dest, None, expected, limits, watch)
+            .await
+    }
+
+    /// [`Http::get_to_file_watched`] that keeps what arrived when it
+    /// fails or is killed, and continues from it the next time: the bytes
+    /// go to `.partial-KEY` beside `dest` (`key` names the content, e.g.
+    /// its checksum's hex: letters, digits, `-` and `_`), kept within the
+    /// options' [`PartialBounds`](crate::store::PartialBounds) and asked
+    /// for from where they stop with `Range`. The kept bytes are handed to
+    /// `watch` (read from the file) once the server has agreed to continue
+    /// them, so `watch` still sees every byte once, in order; a server
+    /// that sends the whole file, or refuses the range, starts it again
+    /// before `watch` saw any. Nothing kept is trusted: the whole is
+    /// checked against `expected` (or by the caller, with `watch`), and a
+    /// file found wrong is not kept ([`Fetched::resumed`] says whether
+    /// part of it came from before, so the caller may fetch it again).
+    pub async fn get_to_file_resuming(
+        &self,
+        url: &str,
+        dest: &Path,
+        key: &str,
+        expected: Option<&Digest>,
+        limits: Limits,
+        watch: &mut dyn Watch,
+    ) -> Result<Fetched, HttpError> {
+        self.download(url, dest, Some(key), expected, limits, watch)
+            .await
+    }
+
+    async fn download(
+        &self,
+        url: &str,
+        dest: &Path,
+        key: Option<&str>,
+        expected: Option<&Digest>,
+        limits: Limits,
+        watch: &mut dyn Watch,
+    ) -> Result<Fetched, HttpError> {
         let write_err = |path: &Path| {
             let path = path.to_path_buf();
             move |source| HttpError::Write { path, source }
@@ -196,16 +243,61 @@ impl Http {
             _ => Path::new("."),
         };
         std::fs::create_dir_all(dir).map_err(write_err(dir))?;
-        let tmp = tempfile::Builder::new()
-            .prefix(".download-")
-            .tempfile_in(dir)
-            .map_err(write_err(dir))?;
-        let file = tmp.as_file().try_clone().map_err(write_err(dest))?;
+        let key = key.filter(|k| {
+            !k.is_empty()
+                && k.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+                && !url.starts_with("file:")
+        });
+        let partial = match key {
+            Some(k) => {
+                let name = format!("{PARTIAL_PREFIX}{k}");
+                stage_partial(
+                    dir,
+                    PARTIAL_PREFIX,
+                    &name,
+                    limits.max_bytes,
+                    self.options.partials,
+                )
+                .map_err(write_err(&dir.join(name)))?
+            }
+            None => None,
+        };
+        let staged = match partial {
+            Some(p) => p,
+            None => StagedBlob::temporary(
+                tempfile::Builder::new()
+                    .prefix(".download-")
+                    .tempfile_in(dir)
+                    .map_err(write_err(dir))?,
+            ),
+        };
+        let kept = staged.kept();
+        let file = staged.as_file().try_clone().map_err(write_err(dest))?;
         let mut sink = fetch::FileSink::new(tokio::fs::File::from_std(file), dest);
-        let got = fetch::fetch(self, url, limits, &mut sink, watch).await?;
+        sink.seek(kept).await?;
+        let resume = fetch::Resume {
+            path: staged.path().to_path_buf(),
+            kept,
+        };
+        let got = match fetch::fetch(self, url, limits, &mut sink, watch, resume).await {
+            Ok(got) => got,
+            Err(e) => {
+                // Not worth keeping: more than allowed, or a file that
+                // could not be written (a full disk is not filled further).
+                if matches!(e, HttpError::TooLarge { .. } | HttpError::Write { .. }) {
+                    staged.discard();
+                } else {
+                    // What came is in the file, for a later run to continue.
+                    sink.flush().await;
+                }
+                return Err(e);
+            }
+        };
         sink.finish().await?;
         if let Some(want) = expected {
             if &got.sha256 != want {
+                staged.discard();
                 return Err(HttpError::Mismatch {
                     url: url.to_string(),
                     expected: want.clone(),
@@ -213,7 +305,7 @@ impl Http {
                 });
             }
         }
-        tmp.persist(dest).map_err(|e| write_err(dest)(e.error))?;
+        staged.persist(dest).map_err(write_err(dest))?;
         if let Ok(d) = std::fs::File::open(dir) {
             let _ = d.sync_all();
         }
@@ -223,7 +315,16 @@ impl Http {
     /// The body of `url`, whole, if it is at most `max` bytes.
     pub async fn get_bytes(&self, url: &str, max: u64) -> Result<Vec<u8>, HttpError> {
         let mut sink = fetch::MemSink::default();
-        fetch::fetch(self, url, Limits::at_most(max), &mut sink, &mut Unwatched).await?;
+        let limits = Limits::at_most(max);
+        fetch::fetch(
+            self,
+            url,
+            limits,
+            &mut sink,
+            &mut Unwatched,
+            Default::default(),
+        )
+        .await?;
         Ok(sink.0)
     }
 
@@ -234,5 +335,7 @@ impl Http {
     }
 }
 
+#[cfg(test)]
+mod resume_tests;
 #[cfg(test)]
 mod tests;

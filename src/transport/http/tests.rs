@@ -17,7 +17,7 @@ type Script = Vec<Vec<u8>>;
 
 /// Serves `script` in order, one answer per connection; returns the base
 /// URL and the request heads it got.
-async fn serve(script: Script) -> (String, Arc<Mutex<Vec<String>>>) {
+pub(super) async fn serve(script: Script) -> (String, Arc<Mutex<Vec<String>>>) {
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", l.local_addr().unwrap());
     let seen = Arc::new(Mutex::new(Vec::new()));
@@ -43,7 +43,7 @@ async fn serve(script: Script) -> (String, Arc<Mutex<Vec<String>>>) {
     (url, seen)
 }
 
-fn answer(status: &str, headers: &[(&str, String)], body: &[u8]) -> Vec<u8> {
+pub(super) fn answer(status: &str, headers: &[(&str, String)], body: &[u8]) -> Vec<u8> {
     let mut a = format!("HTTP/1.1 {status}\r\nconnection: close\r\n");
     for (k, v) in headers {
         a.push_str(&format!("{k}: {v}\r\n"));
@@ -54,7 +54,7 @@ fn answer(status: &str, headers: &[(&str, String)], body: &[u8]) -> Vec<u8> {
     a
 }
 
-fn quick() -> Http {
+pub(super) fn quick() -> Http {
     Http::new(RegistryOptions {
         retry: RetryPolicy {
             max_attempts: 4,
@@ -66,12 +66,12 @@ fn quick() -> Http {
     })
 }
 
-fn body() -> Vec<u8> {
+pub(super) fn body() -> Vec<u8> {
     (0..100_000u32).map(|i| (i % 251) as u8).collect()
 }
 
 #[derive(Default)]
-struct Seen(Vec<u8>, Option<u64>);
+pub(super) struct Seen(pub Vec<u8>, pub Option<u64>);
 impl Watch for Seen {
     fn started(&mut self, length: Option<u64>) {
         self.1 = length;

@@ -25,6 +25,18 @@ pub fn range_start(v: &str) -> Option<u64> {
         .ok()
 }
 
+/// The whole length of a `Content-Range: bytes START-END/TOTAL` (`None`
+/// for `*`, an unknown length).
+pub fn range_total(v: &str) -> Option<u64> {
+    v.trim()
+        .strip_prefix("bytes ")?
+        .rsplit_once('/')?
+        .1
+        .trim()
+        .parse()
+        .ok()
+}
+
 /// The file as a stream of chunks, hashed as they go; at the end, a size
 /// or digest that differs from the descriptor's turns into an error (so
 /// the upload is not committed) and is recorded in `bad`.
@@ -113,6 +125,8 @@ mod tests {
         assert_eq!(range_start("bytes 0-0/1"), Some(0));
         assert_eq!(range_start("bytes */200"), None);
         assert_eq!(range_start("items 1-2/3"), None);
+        assert_eq!(range_total("bytes 100-199/200"), Some(200));
+        assert_eq!(range_total("bytes 0-9/*"), None);
     }
 
     #[tokio::test]

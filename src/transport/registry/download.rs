@@ -2,6 +2,7 @@
 //! and a GET streamed into a file, hashed on the way, resumed with a
 //! `Range` request where the connection was cut.
 
+use std::io::SeekFrom;
 use std::path::Path;
 use std::time::Instant;
 
@@ -10,9 +11,9 @@ use oci_spec::image::Descriptor;
 use reqwest::header::{CONTENT_LENGTH, CONTENT_RANGE, RANGE};
 use reqwest::StatusCode;
 use sha2::{Digest as _, Sha256};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 
-use super::blob::{range_start, CHUNK};
+use super::blob::{range_start, range_total, CHUNK};
 use super::conn::Conn;
 use super::pace::Pace;
 use super::{RegistryOperation, RegistryTransport};
@@ -61,17 +62,20 @@ impl RegistryTransport {
 
     /// Streams the blob into `dest`, resuming a cut connection with a
     /// `Range` request, and checks the whole of it at the end; held to the
-    /// transfer limits (`pace.rs`) throughout.
+    /// transfer limits (`pace.rs`) throughout. `kept`: `dest` already
+    /// holds that many bytes an earlier pull kept ([`crate::store::StagedBlob`]),
+    /// continued from (see [`RegistryTransport::download_paced`]).
     pub(super) async fn download_blob(
         &self,
         desc: &Descriptor,
         dest: &Path,
+        kept: u64,
         progress: Progress<'_>,
     ) -> Result<(), TransportError> {
         let c = self.conn().await?;
         let mut pace = Pace::new(self.options.transfer, Instant::now());
         let left = pace.time_left(Instant::now());
-        let run = self.download_paced(c, desc, dest, progress, &mut pace);
+        let run = self.download_paced(c, desc, dest, kept, progress, &mut pace);
         let r = match left {
             Some(d) => tokio::time::timeout(d, run).await,
             None => Ok(run.await),
@@ -79,26 +83,109 @@ impl RegistryTransport {
         r.unwrap_or_else(|_| Err(c.too_slow(&fetch_what(desc), pace.past_deadline())))
     }
 
+    /// The download. With `kept` bytes already in `dest`, the hasher is
+    /// rebuilt by reading them again (a buffer at a time) and the registry
+    /// asked for the rest; nothing reads `dest` as it grows then, so
+    /// whatever casts doubt on the kept bytes — a `200` (no ranges), a
+    /// `206` for another range or size, a `416`, or a blob whose whole
+    /// digest is wrong — starts the file again from its first byte, once.
     async fn download_paced(
         &self,
         c: &Conn,
         desc: &Descriptor,
         dest: &Path,
+        kept: u64,
         progress: Progress<'_>,
         pace: &mut Pace,
     ) -> Result<(), TransportError> {
         let expected = digest_of(desc, &self.location())?;
         let io = |e| TransportError::io(format!("cannot write {}", dest.display()), e);
-        let file = tokio::fs::File::create(dest).await.map_err(io)?;
-        let mut file = tokio::io::BufWriter::with_capacity(CHUNK, file);
         let mut hasher = Sha256::new();
         let mut have = 0;
+        if kept > 0 {
+            have = hash_prefix(dest, kept.min(desc.size()), &mut hasher)
+                .await
+                .map_err(|e| TransportError::io(format!("cannot read {}", dest.display()), e))?;
+        }
+        let mut file = tokio::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(have == 0)
+            .open(dest)
+            .await
+            .map_err(io)?;
+        if have > 0 {
+            file.set_len(have).await.map_err(io)?;
+            file.seek(SeekFrom::Start(have)).await.map_err(io)?;
+            progress(have);
+        }
+        let mut file = tokio::io::BufWriter::with_capacity(CHUNK, file);
+        // Bytes of an earlier pull in the file, not yet vouched for.
+        let mut unchecked = have > 0;
+        // No one reads a file that held a kept prefix as it grows.
+        let rewrite = kept > 0;
+        loop {
+            let fetched = self
+                .fetch_rest(
+                    c,
+                    desc,
+                    &mut file,
+                    &mut hasher,
+                    have,
+                    rewrite,
+                    progress,
+                    pace,
+                )
+                .await;
+            if let Err(e) = fetched {
+                // What came is in the file, for a later pull to continue.
+                let _ = file.flush().await;
+                return Err(e);
+            }
+            file.flush().await.map_err(io)?;
+            let actual = Digest::from_sha(hasher.clone().finalize().into());
+            if actual == expected {
+                return Ok(());
+            }
+            if !unchecked {
+                return Err(c.wrong_content(&expected, &actual, String::new()));
+            }
+            tracing::warn!(
+                "the part of blob {} an earlier pull kept was not right; fetching it whole",
+                desc.digest()
+            );
+            restart(&mut file, &mut hasher).await.map_err(io)?;
+            have = 0;
+            unchecked = false;
+        }
+    }
+
+    /// Fetches from byte `have` to the blob's end, with as many requests
+    /// as the connection needs. `rewrite`: no one reads the file as it
+    /// grows, so an answer that cannot continue it starts it again.
+    #[allow(clippy::too_many_arguments)]
+    async fn fetch_rest(
+        &self,
+        c: &Conn,
+        desc: &Descriptor,
+        file: &mut tokio::io::BufWriter<tokio::fs::File>,
+        hasher: &mut Sha256,
+        mut have: u64,
+        rewrite: bool,
+        progress: Progress<'_>,
+        pace: &mut Pace,
+    ) -> Result<(), TransportError> {
+        let io = |e| TransportError::io(format!("cannot write blob {}", desc.digest()), e);
         // Each resumption must make progress; a body cut at the same
         // place again and again ends as an error after a few tries.
         let mut stalls = 0;
-        loop {
+        // At least one request, unless a kept part is the whole blob (an
+        // empty blob, or one that says it is, is still asked for).
+        let mut ask = have == 0;
+        while ask || have < desc.size() {
+            ask = false;
             match self
-                .fetch_once(c, desc, &mut file, &mut hasher, have, progress, pace)
+                .fetch_once(c, desc, file, hasher, have, rewrite, progress, pace)
                 .await
             {
                 Ok(n) => {
@@ -135,11 +222,6 @@ impl RegistryTransport {
             stalls += 1;
             file.flush().await.map_err(io)?;
         }
-        file.flush().await.map_err(io)?;
-        let actual = Digest::from_sha(hasher.finalize().into());
-        if actual != expected {
-            return Err(c.wrong_content(&expected, &actual, String::new()));
-        }
         Ok(())
     }
 
@@ -156,6 +238,7 @@ impl RegistryTransport {
         file: &mut tokio::io::BufWriter<tokio::fs::File>,
         hasher: &mut Sha256,
         mut have: u64,
+        rewrite: bool,
         progress: Progress<'_>,
         pace: &mut Pace,
     ) -> Result<u64, (u64, Option<TransportError>)> {
@@ -187,16 +270,40 @@ impl RegistryTransport {
                 }),
             ));
         }
+        let range = resp
+            .headers()
+            .get(CONTENT_RANGE)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let resumed = status == StatusCode::PARTIAL_CONTENT
+            && range.as_deref().and_then(range_start) == Some(have);
+        if have > 0 && rewrite {
+            // What the file holds came from an earlier pull: an answer that
+            // does not continue it exactly is no reason to trust it.
+            let other_size = range
+                .as_deref()
+                .and_then(range_total)
+                .is_some_and(|t| t != desc.size());
+            let unusable = status == StatusCode::RANGE_NOT_SATISFIABLE
+                || (status == StatusCode::PARTIAL_CONTENT && (!resumed || other_size));
+            if unusable || status == StatusCode::OK {
+                tracing::debug!(%status, ?range, have, "the registry did not continue the blob: starting it again");
+                let cannot = |e| {
+                    let context = format!("cannot write blob {}", desc.digest());
+                    (have, Some(TransportError::io(context, e)))
+                };
+                restart(file, hasher).await.map_err(cannot)?;
+                have = 0;
+                progress(0);
+                if unusable {
+                    // Asked again, without a range.
+                    return Err((0, None));
+                }
+            }
+        }
         if !status.is_success() {
             return Err((have, Some(c.status_error(&what, resp).await)));
         }
-        let resumed = status == StatusCode::PARTIAL_CONTENT
-            && resp
-                .headers()
-                .get(CONTENT_RANGE)
-                .and_then(|v| v.to_str().ok())
-                .and_then(range_start)
-                == Some(have);
         // The registry sent the whole blob again: the bytes already in the
         // file are skipped, not written again. The file only grows (a pull
         // may be reading it as it does), and the digest checked at the end
@@ -293,4 +400,36 @@ impl RegistryTransport {
         }
         Ok(have)
     }
+}
+
+/// Hashes the first `len` bytes of `path` into `hasher`, a buffer at a
+/// time; returns how many there were (fewer when the file is shorter).
+async fn hash_prefix(path: &Path, len: u64, hasher: &mut Sha256) -> std::io::Result<u64> {
+    let mut f = tokio::fs::File::open(path).await?;
+    let mut buf = vec![0u8; CHUNK];
+    let mut done = 0u64;
+    while done < len {
+        let want = usize::try_from(len - done)
+            .unwrap_or(usize::MAX)
+            .min(buf.len());
+        let n = f.read(&mut buf[..want]).await?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+        done += n as u64;
+    }
+    Ok(done)
+}
+
+/// Empties the file and the hasher: the blob starts again at byte 0.
+async fn restart(
+    file: &mut tokio::io::BufWriter<tokio::fs::File>,
+    hasher: &mut Sha256,
+) -> std::io::Result<()> {
+    file.flush().await?;
+    file.get_mut().set_len(0).await?;
+    file.seek(SeekFrom::Start(0)).await?;
+    *hasher = Sha256::new();
+    Ok(())
 }

@@ -130,7 +130,21 @@ impl Transport for RegistryTransport {
         dest: &Path,
         progress: Progress<'_>,
     ) -> Result<(), TransportError> {
-        self.download_blob(desc, dest, progress).await
+        self.download_blob(desc, dest, 0, progress).await
+    }
+
+    fn resumes(&self) -> Option<crate::store::PartialBounds> {
+        (self.options.partials.max_bytes > 0).then_some(self.options.partials)
+    }
+
+    async fn fetch_blob_from(
+        &self,
+        desc: &Descriptor,
+        dest: &Path,
+        kept: u64,
+        progress: Progress<'_>,
+    ) -> Result<(), TransportError> {
+        self.download_blob(desc, dest, kept, progress).await
     }
 
     async fn push_blob(

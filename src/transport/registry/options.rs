@@ -45,6 +45,9 @@ pub struct RegistryOptions {
     pub timeout: std::time::Duration,
     /// The rate floor and deadline every blob and manifest is held to.
     pub transfer: TransferLimits,
+    /// How much of unfinished downloads is kept for the next run to
+    /// continue (`[registries] keep_partial_mib`, `keep_partial_hours`).
+    pub partials: crate::store::PartialBounds,
 }
 
 impl Default for RegistryOptions {
@@ -58,6 +61,7 @@ impl Default for RegistryOptions {
             retry: RetryPolicy::default(),
             timeout: crate::config::RegistrySettings::default().timeout(),
             transfer: TransferLimits::default(),
+            partials: crate::store::PartialBounds::default(),
         }
     }
 }
@@ -106,6 +110,7 @@ impl RegistryOptions {
             certs_dir: s.registries.certs_dir.clone(),
             timeout: s.registries.timeout(),
             transfer: TransferLimits::from_settings(&r),
+            partials: crate::store::PartialBounds::from_settings(&s.registries),
             ..RegistryOptions::default()
         }
     }

@@ -505,6 +505,14 @@ fn docs_config_md_covers_every_key_the_parser_accepts() {
             jbuild::config::DEFAULT_BLOB_DEADLINE_SECS.to_string(),
         ),
         (
+            "registries.keep_partial_mib",
+            jbuild::config::DEFAULT_KEEP_PARTIAL_MIB.to_string(),
+        ),
+        (
+            "registries.keep_partial_hours",
+            jbuild::config::DEFAULT_KEEP_PARTIAL_HOURS.to_string(),
+        ),
+        (
             "freebsd.mirror",
             format!("\"{}\"", jbuild::release::DEFAULT_MIRROR),
         ),

@@ -169,7 +169,8 @@ fn layers_apply_in_order_whichever_arrives_first() {
 /// instead. Pulling it again through a proxy that does `fault` to every
 /// answer with the bad layer must fail with exit `code`, saying every one
 /// of `wanted`, and leave the root exactly as it was: the stored image of
-/// that name untouched, no new blob, snapshot, name or leftover.
+/// that name untouched, no new blob, snapshot, name or leftover (but the
+/// part of a blob that keeps breaking off, kept to be continued).
 fn a_failed_pull_leaves_nothing(
     name: &str,
     bad_top: Layer,
@@ -205,6 +206,12 @@ fn a_failed_pull_leaves_nothing(
     let before = state(&home);
 
     publish(&[base, bad_top.clone()]);
+    // A blob that keeps breaking off at a byte: what came before it is
+    // kept, for the next pull to continue (docs/storage.md).
+    let kept = match &fault {
+        Some(FaultKind::CutAt(at)) => Some(*at),
+        _ => None,
+    };
     let faults = fault.map(|kind| Fault::new("GET", blob_path(&bad_top), usize::MAX, kind));
     let proxy = Proxy::start(reg.port, faults.into_iter().collect());
     let out = pull(
@@ -220,15 +227,28 @@ fn a_failed_pull_leaves_nothing(
     // The base layer the two images share is now known to be at the
     // proxy's address too (`.jbuild/origins`, a hint for cross-repository
     // mounts): true of the registry, so it may change.
+    let partial = format!(
+        "store/.jbuild/tmp/partial-{}",
+        Digest::of(&bad_top.blob).hex()
+    );
     let changed: Vec<String> = differences(&before, &state(&home))
         .into_iter()
         .filter(|c| !c.starts_with("changed store/.jbuild/origins/"))
+        .filter(|c| kept.is_none() || *c != format!("added {partial}"))
         .collect();
     assert!(
         changed.is_empty(),
         "{name}: the pull left {changed:?}\n{err}"
     );
     assert_eq!(images(), images_before, "{name}");
+    if let Some(at) = kept {
+        let len = fs::metadata(home.join("root").join(&partial)).map(|m| m.len());
+        assert_eq!(len.ok(), Some(at), "{name}: the part kept");
+        registry_support::run_ok(
+            registry_support::jbuild(&home).arg("prune"),
+            Duration::from_secs(60),
+        );
+    }
     assert_checks_clean(&home, name);
 }
 
@@ -246,7 +266,7 @@ fn big_layer(tail: Tar) -> Layer {
 }
 
 #[test]
-fn a_blob_cut_short_leaves_nothing() {
+fn a_blob_cut_short_leaves_only_the_part_it_had() {
     a_failed_pull_leaves_nothing(
         "cut",
         big_layer(Tar::new().file(b"etc/hosts", b"::2\n")),

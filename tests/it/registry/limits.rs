@@ -6,7 +6,6 @@
 
 use crate::support::limits as limits_support;
 use crate::support::registry as registry_support;
-use crate::support::tar as tar_support;
 
 use std::path::Path;
 use std::time::Duration;
@@ -402,52 +401,15 @@ fn stalled_registries_time_out_with_a_clear_message() {
 /// pulling).
 #[test]
 fn a_512_mib_layer_moves_with_bounded_memory() {
-    use jbuild::store::{canonical_json, oci_digest, ImageName, Store};
-    use oci_spec::image::{
-        Arch, ConfigBuilder, Descriptor, ImageConfigurationBuilder, ImageManifestBuilder,
-        MediaType, Os, RootFsBuilder,
-    };
+    use jbuild::store::Store;
     const SIZE: u64 = 512 << 20;
     const MAX_TRANSFER_RSS_KIB: i64 = 40 << 10;
     let registry = registry_support::Registry::start();
     let seed = tempfile::tempdir().unwrap();
     std::fs::write(seed.path().join("jbuild.toml"), "").unwrap();
     let store = Store::open(&seed.path().join("root/store")).unwrap();
-    let mut w = store.blob_writer().unwrap();
-    {
-        tar_support::stream_file(&mut w, "zeros.bin", SIZE, std::io::repeat(0)).unwrap();
-    }
-    let (layer, layer_size) = w.commit(None).unwrap();
-    let config = ImageConfigurationBuilder::default()
-        .architecture(Arch::Amd64)
-        .os(Os::FreeBSD)
-        .config(ConfigBuilder::default().build().unwrap())
-        .rootfs(
-            RootFsBuilder::default()
-                .typ("layers")
-                .diff_ids(vec![layer.to_string()])
-                .build()
-                .unwrap(),
-        )
-        .build()
-        .unwrap();
-    let (c, n) = store.put_bytes(&canonical_json(&config)).unwrap();
-    let manifest = ImageManifestBuilder::default()
-        .schema_version(2u32)
-        .media_type(MediaType::ImageManifest)
-        .config(Descriptor::new(MediaType::ImageConfig, n, oci_digest(&c)))
-        .layers(vec![Descriptor::new(
-            MediaType::ImageLayer,
-            layer_size,
-            oci_digest(&layer),
-        )])
-        .build()
-        .unwrap();
-    let (m, n) = store.put_bytes(&canonical_json(&manifest)).unwrap();
-    let desc = Descriptor::new(MediaType::ImageManifest, n, oci_digest(&m));
-    store
-        .tag(&ImageName::parse("huge:1").unwrap(), &desc)
-        .unwrap();
+    let (_, layer, layer_size) =
+        registry_support::image::streamed(&store, "huge:1", SIZE, std::io::repeat(0));
 
     let name = format!("{}/huge:1", registry.host());
     let push = run_measured(

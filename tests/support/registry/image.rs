@@ -102,6 +102,50 @@ pub fn put_image(
     (desc, all)
 }
 
+/// An image in `store` tagged `tag` whose one layer, an uncompressed tar
+/// of a single file of `size` bytes read from `content`, is written
+/// streaming (never held in memory). Returns the manifest's descriptor and
+/// the layer's digest and size.
+pub fn streamed(
+    store: &Store,
+    tag: &str,
+    size: u64,
+    content: impl std::io::Read,
+) -> (Descriptor, Digest, u64) {
+    let mut w = store.blob_writer().unwrap();
+    crate::support::tar::stream_file(&mut w, "data.bin", size, content).unwrap();
+    let (layer, layer_size) = w.commit(None).unwrap();
+    let config = ImageConfigurationBuilder::default()
+        .architecture(Arch::Amd64)
+        .os(Os::FreeBSD)
+        .config(ConfigBuilder::default().build().unwrap())
+        .rootfs(
+            RootFsBuilder::default()
+                .typ("layers")
+                .diff_ids(vec![layer.to_string()])
+                .build()
+                .unwrap(),
+        )
+        .build()
+        .unwrap();
+    let (c, n) = store.put_bytes(&canonical_json(&config)).unwrap();
+    let manifest = ImageManifestBuilder::default()
+        .schema_version(2u32)
+        .media_type(MediaType::ImageManifest)
+        .config(Descriptor::new(MediaType::ImageConfig, n, oci_digest(&c)))
+        .layers(vec![Descriptor::new(
+            MediaType::ImageLayer,
+            layer_size,
+            oci_digest(&layer),
+        )])
+        .build()
+        .unwrap();
+    let (m, n) = store.put_bytes(&canonical_json(&manifest)).unwrap();
+    let desc = Descriptor::new(MediaType::ImageManifest, n, oci_digest(&m));
+    store.tag(&ImageName::parse(tag).unwrap(), &desc).unwrap();
+    (desc, layer, layer_size)
+}
+
 /// The digests an image in an OCI layout references, read from its files:
 /// (manifest, config, layers).
 pub fn digests_in_layout(layout: &Path, manifest: &str) -> BTreeSet<String> {

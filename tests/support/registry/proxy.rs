@@ -46,6 +46,11 @@ pub enum FaultKind {
     /// from the blob's start, also in a `206` answer to a `Range`
     /// request), then close cleanly: a blob that always breaks off there.
     CutAt(u64),
+    /// Stream the body up to this byte of the blob (counted as in
+    /// `CutAt`), then send nothing more and keep the connection open until
+    /// the proxy stops: a transfer stalled at a known byte, for a test to
+    /// kill its client there. Streamed, never held whole.
+    StallAt(u64),
 }
 
 /// A condition a held response waits for (see [`FaultKind::HoldUntil`]).
@@ -113,6 +118,9 @@ struct State {
     applied: usize,
     /// `METHOD PATH SCHEME` of every request (`-`: no `Authorization`).
     auth: Vec<String>,
+    /// Body bytes sent to clients, by request path, since the last
+    /// [`Proxy::clear_served`].
+    served: std::collections::HashMap<String, u64>,
 }
 
 pub struct Proxy {
@@ -229,6 +237,51 @@ impl Proxy {
     pub fn applied(&self) -> usize {
         self.state.lock().unwrap().applied
     }
+
+    /// Body bytes sent to clients, summed over every request whose path
+    /// contains `path`, since the last [`Proxy::clear_served`].
+    pub fn served(&self, path: &str) -> u64 {
+        let st = self.state.lock().unwrap();
+        st.served
+            .iter()
+            .filter(|(p, _)| p.contains(path))
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    pub fn clear_served(&self) {
+        self.state.lock().unwrap().served.clear();
+    }
+
+    /// Drops the faults not yet used up.
+    pub fn clear_faults(&self) {
+        self.state.lock().unwrap().faults.clear();
+    }
+
+    /// Adds faults (each applied to the next requests that match).
+    pub fn add_faults(&self, faults: Vec<Fault>) {
+        self.state.lock().unwrap().faults.extend(faults);
+    }
+}
+
+/// Counts `n` body bytes sent for `path`.
+fn count(state: &Arc<Mutex<State>>, path: &str, n: usize) {
+    *state
+        .lock()
+        .unwrap()
+        .served
+        .entry(path.to_string())
+        .or_default() += n as u64;
+}
+
+/// Where an answer starts in the blob: 0, or a `206`'s range start.
+fn answer_start(rhead: &str) -> u64 {
+    header(rhead, "content-range")
+        .and_then(|v| {
+            let v = v.strip_prefix("bytes ")?;
+            v.split('-').next()?.trim().parse::<u64>().ok()
+        })
+        .unwrap_or(0)
 }
 
 impl Drop for Proxy {
@@ -448,12 +501,40 @@ async fn handle(
         _ => None,
     };
     cl_w.write_all(force_close(&rhead).as_bytes()).await?;
-    let Some(kind) = body_fault else {
-        cl_w.write_all(&rrest).await?;
-        tokio::io::copy(&mut up_r, &mut cl_w).await?;
+    // Bytes still to send before stalling (`StallAt`), else all of them.
+    let mut until_stall = match &body_fault {
+        Some(FaultKind::StallAt(at)) => {
+            state.lock().unwrap().applied += 1;
+            Some(at.saturating_sub(answer_start(&rhead)))
+        }
+        Some(_) => None,
+        None => Some(u64::MAX),
+    };
+    if let Some(left) = until_stall.as_mut() {
+        // Streamed and counted; a stall holds the connection open.
+        let mut piece = rrest;
+        let mut buf = vec![0u8; 65536];
+        loop {
+            let n = (piece.len() as u64).min(*left) as usize;
+            cl_w.write_all(&piece[..n]).await?;
+            count(&state, &path, n);
+            *left -= n as u64;
+            if *left == 0 || n < piece.len() {
+                cl_w.flush().await?;
+                std::future::pending::<()>().await;
+            }
+            let k = up_r.read(&mut buf).await?;
+            if k == 0 {
+                break;
+            }
+            piece = buf[..k].to_vec();
+        }
         cl_w.shutdown().await?;
         upload.abort();
         return Ok(());
+    }
+    let Some(kind) = body_fault else {
+        unreachable!("sent above")
     };
     state.lock().unwrap().applied += 1;
     let n = length.unwrap();
@@ -502,15 +583,10 @@ async fn handle(
             upload.abort();
         }
         FaultKind::CutAt(at) => {
-            // Where this answer starts in the blob: 0, or a 206's range.
-            let from = header(&rhead, "content-range")
-                .and_then(|v| {
-                    let v = v.strip_prefix("bytes ")?;
-                    v.split('-').next()?.trim().parse::<u64>().ok()
-                })
-                .unwrap_or(0);
+            let from = answer_start(&rhead);
             let keep = (at.saturating_sub(from) as usize).min(n);
             cl_w.write_all(&body[..keep]).await?;
+            count(&state, &path, keep);
             cl_w.flush().await?;
             state.lock().unwrap().cuts.push((path.clone(), keep));
             cl_w.shutdown().await?;
@@ -525,6 +601,7 @@ async fn handle(
             upload.abort();
         }
         FaultKind::Status(..)
+        | FaultKind::StallAt(..)
         | FaultKind::Reset
         | FaultKind::UpstreamFirst(..)
         | FaultKind::ExtraChallenge(..) => {
