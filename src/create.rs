@@ -236,13 +236,15 @@ pub fn create(unpacker: &Unpacker<'_>, opts: &CreateOptions) -> Result<Created, 
         .config()
         .as_ref()
         .and_then(|c| c.labels().clone());
+    // The jail parameters the image asks for: its labels, then its volumes'.
+    let mut wanted = params::read(labels.iter().flatten());
+    wanted.extend(volumes.wanted);
     let params = entry_params(
         opts,
         &state,
         view.as_deref(),
         write_fstab,
-        labels.iter().flatten(),
-        volumes.wanted,
+        wanted,
         &run_points,
         &mut comments,
     )?;
@@ -402,13 +404,12 @@ fn rctl_rules(opts: &CreateOptions, state: &ImageState) -> Result<Vec<String>, C
 /// The entry's parameters: jbuild's (root, hostname, start, devfs,
 /// Bastille's), then the image's as agreed ([`params::agreed`]), which
 /// replace jbuild's of the same name.
-fn entry_params<'a>(
+fn entry_params(
     opts: &CreateOptions,
     state: &ImageState,
     view: Option<&Path>,
     write_fstab: bool,
-    labels: impl IntoIterator<Item = (&'a String, &'a String)>,
-    volumes: Vec<params::ImageParam>,
+    wanted: Vec<params::ImageParam>,
     run_points: &[mounts::MountPoint],
     comments: &mut Vec<String>,
 ) -> Result<Vec<Param>, CreateError> {
@@ -434,8 +435,6 @@ fn entry_params<'a>(
     if write_fstab {
         params.push(param("mount.fstab", &opts.fstab.display().to_string()));
     }
-    let mut wanted = params::read(labels);
-    wanted.extend(volumes);
     let agreed = params::agreed(&opts.image, &wanted, &opts.allowed_jail_params)?;
     comments.extend(agreed.comments);
     for (k, v) in &agreed.params {

@@ -523,9 +523,10 @@ pub fn run(ctx: &Ctx, mut args: BuildArgs) -> CmdResult {
     };
     let piped = match remote.as_ref().and_then(|r| r.recipe.clone()) {
         Some(text) => Some(text),
-        None if stdin => Some(
-            jailfile::read_from(std::io::stdin().lock(), &opts.jailfile)?,
-        ),
+        None if stdin => Some(jailfile::read_from(
+            std::io::stdin().lock(),
+            &opts.jailfile,
+        )?),
         None => None,
     };
     if let (Some(list), Some(_)) = (&list, &args.provenance_file) {

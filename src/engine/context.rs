@@ -8,9 +8,9 @@
 //!
 //! Everything is read as hostile input, by the parts ADD uses: a
 //! repository is mirrored in `cache/add/git` and checked out at the commit
-//! its ref resolves to ([`super::add::GitMirrors`], credentials from
+//! its ref resolves to (`super::add::GitMirrors`, credentials from
 //! [`super::add::GitCredentials`]); an archive is downloaded into
-//! `cache/add/url` ([`AddPlaces::download`]) or copied from standard
+//! `cache/add/url` (`AddPlaces::download`) or copied from standard
 //! input (at most `[layers] max_size` bytes), and extracted with
 //! [`crate::layer::archive::extract`], as a hostile layer is applied: no
 //! entry leaves the directory, no link leads out, `[layers]` bounds it.

@@ -267,7 +267,11 @@ impl Run<'_, '_> {
 
     /// After the last stage: the target's layers exported, its config and
     /// manifest written and tagged, the stages pushed to a registry cache.
-    fn finish(mut self, jailfile_text: &str, fetch: &FetchPhase<'_>) -> Result<BuildOutput, BuildError> {
+    fn finish(
+        mut self,
+        jailfile_text: &str,
+        fetch: &FetchPhase<'_>,
+    ) -> Result<BuildOutput, BuildError> {
         let env = self.env;
         let opts = self.opts;
         let plan = self.plan;

@@ -205,7 +205,10 @@ impl Run<'_, '_> {
                         .ok_or_else(|| super::add::AddError::NoPlaces(url.clone()))?;
                     let max = self.env.layer_policy.limits.max_size;
                     // Without --checksum: the file the fetch phase downloaded.
-                    let sum = add.checksum.cloned().or_else(|| self.inputs.downloaded(url));
+                    let sum = add
+                        .checksum
+                        .cloned()
+                        .or_else(|| self.inputs.downloaded(url));
                     let (_, cached) = places.download(url, sum.as_ref(), max)?;
                     let name = jailfile::url_file_name(url).unwrap_or("download");
                     let scratch = places.scratch()?;

@@ -80,7 +80,7 @@ impl Error for InputError {
 }
 
 /// The planner needed something the fetch phase was not given to fetch:
-/// [`super::needs`] and the planner disagree (a jbuild bug, exit 2). The
+/// [`super::needs`](mod@super::needs) and the planner disagree (a jbuild bug, exit 2). The
 /// planner has no way to fetch it itself.
 #[derive(Debug, thiserror::Error)]
 #[error("{need} was not fetched before planning (a jbuild bug: please report it)")]

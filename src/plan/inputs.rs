@@ -16,7 +16,7 @@ use crate::image::Platform;
 use crate::jailfile::{Build, CopySource};
 
 /// Where the fetch phase gets the answer to each [`Need`] (see
-/// [`super::needs`], "Adding a kind of need"). Each question is asked at
+/// [`super::needs`](mod@super::needs), "Adding a kind of need"). Each question is asked at
 /// most once per need by [`Inputs::fetch`]; the defaults answer as a
 /// build without a release mirror, package repositories, downloads or
 /// git does.

@@ -10,8 +10,8 @@
 //!    ([`Need`]), per platform where it matters;
 //! 2. **fetch** (the engine's `engine::fetch`, or a test's
 //!    [`InputSource`]): each need answered once, into [`Inputs`];
-//! 3. **plan** ([`plan`]): stage selection ([`select`]), then each stage
-//!    ([`stage`]) and each step's key ([`step`]), reading only `&Inputs`
+//! 3. **plan** ([`plan`]): stage selection (`select`), then each stage
+//!    (`stage`) and each step's key (`step`), reading only `&Inputs`
 //!    — data, with no client and no source to ask, so a pull or a
 //!    download here cannot happen; a need without an answer is a
 //!    [`NotFetched`] error (a bug), never a fetch.

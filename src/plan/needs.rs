@@ -10,7 +10,7 @@
 //!
 //! 1. a variant of [`Need`] (and its line in `Need`'s `Display`);
 //! 2. where the recipe asks for it, a push in [`needs`] (through
-//!    [`super::select`], as the planner picks stages and platforms);
+//!    `super::select`, as the planner picks stages and platforms);
 //! 3. a question of [`super::InputSource`] and its answer in
 //!    `Inputs::fetch` (a variant of `inputs::Answer`, and a reader such as
 //!    `Inputs::url`);

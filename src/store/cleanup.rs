@@ -62,7 +62,7 @@ impl Store {
 
     /// Removes the temporary blob files in `.jbuild/tmp` untouched for
     /// [`STALE_TMP`], but not partial blobs, which have bounds of their
-    /// own ([`super::partial`]). Best effort: one that cannot be removed stays for
+    /// own (`super::partial`). Best effort: one that cannot be removed stays for
     /// the next time. A `.jbuild/tmp` that is not a real directory is left
     /// alone (`jbuild check` reports it).
     pub fn remove_stale_tmp(&self) {

@@ -19,7 +19,7 @@
 //!
 //! The jail is stopped whatever the command did, and removed with `--rm`
 //! even when it did not start. The commands go through a [`JailRunner`];
-//! the one that runs them ([`SystemRunner`]) is FreeBSD's only.
+//! the one that runs them (`SystemRunner`) is FreeBSD's only.
 
 use std::path::{Path, PathBuf};
 

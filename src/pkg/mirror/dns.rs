@@ -5,7 +5,7 @@
 //! Bounded: one question, answers of at most 512 bytes over UDP, or
 //! 65,535 over TCP when the UDP answer says it was cut (TC); at most
 //! [`MAX_RECORDS`] records kept; a name's compression pointers followed at
-//! most [`MAX_JUMPS`] times and names no longer than 255 bytes; each
+//! most `MAX_JUMPS` times and names no longer than 255 bytes; each
 //! server given its timeout, each round of servers its attempts. An
 //! answer whose ID or question is not ours is ignored (an off-path
 //! forger must guess both), and a malformed one is no answer.
