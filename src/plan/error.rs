@@ -134,6 +134,9 @@ pub enum PlanErrorKind {
     StageNotBuilt(usize),
     #[error("COPY --from stage {0} is not built before this one")]
     CopyFromNotBuilt(usize),
+    /// A COPY or bind mount from a stage whose root has no layer.
+    #[error("stage {0}: that stage made no files (it has no layer), so there is nothing to read")]
+    NothingToRead(usize),
     /// A need whose fetch failed.
     #[error(transparent)]
     Input(#[from] InputError),
@@ -159,7 +162,8 @@ impl Blame for PlanErrorKind {
             PlanErrorKind::NoFrom
             | PlanErrorKind::Platform(_)
             | PlanErrorKind::StageNotBuilt(_)
-            | PlanErrorKind::CopyFromNotBuilt(_) => true,
+            | PlanErrorKind::CopyFromNotBuilt(_)
+            | PlanErrorKind::NothingToRead(_) => true,
         }
     }
 }

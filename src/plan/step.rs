@@ -4,7 +4,7 @@
 use super::error::PlanErrorKind;
 use super::inputs::Inputs;
 use super::key::{self, KeyEncoder};
-use super::{ExecContext, FreeBsdVersion, PlanOptions, PlannedStage};
+use super::{ExecContext, FreeBsdVersion, PlanOptions, PlannedBase, PlannedStage};
 use crate::digest::Digest;
 use crate::image::Platform;
 use crate::jailfile::{AddSource, CopyFrom, MountKind, Op, Step};
@@ -34,14 +34,34 @@ fn source_identity(
     platform: &Platform,
 ) -> Result<Digest, PlanErrorKind> {
     Ok(match from {
-        CopyFrom::Stage(i) => done
-            .iter()
-            .find(|s| s.index == *i)
-            .ok_or(PlanErrorKind::CopyFromNotBuilt(*i))?
-            .top_identity
-            .clone(),
+        CopyFrom::Stage(i) => {
+            let stage = done
+                .iter()
+                .find(|s| s.index == *i)
+                .ok_or(PlanErrorKind::CopyFromNotBuilt(*i))?;
+            if !has_files(stage, done) {
+                return Err(PlanErrorKind::NothingToRead(*i));
+            }
+            stage.top_identity.clone()
+        }
         CopyFrom::Image(r) => inputs.image(r, platform)?.manifest.clone(),
     })
+}
+
+/// Whether `stage`'s root has a layer to read: one of its own steps made
+/// one, or its base has one (a release's sets, an image's layers, an
+/// earlier stage's). A stage FROM scratch with only config instructions
+/// has none, which the build would find only when the step reads it.
+fn has_files(stage: &PlannedStage, done: &[PlannedStage]) -> bool {
+    stage.top_key.is_some()
+        || match &stage.base {
+            PlannedBase::Scratch => false,
+            PlannedBase::Stage(j) => done
+                .iter()
+                .find(|s| s.index == *j)
+                .is_none_or(|s| has_files(s, done)),
+            PlannedBase::FreeBsdRelease { .. } | PlannedBase::Image { .. } => true,
+        }
 }
 
 pub(super) fn step_key(

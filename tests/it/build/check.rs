@@ -64,6 +64,12 @@ fn check_finds_what_the_build_refuses_without_running_a_step() {
             "--keep-git-dir is for a git repository source",
         ),
         (
+            "FROM scratch AS empty\nLABEL only=metadata\nFROM scratch\nCOPY a.txt /\nCOPY --from=empty /etc/x /x\n",
+            &[],
+            "Jailfile:5:1",
+            "that stage made no files",
+        ),
+        (
             "FROM scratch AS one\nCOPY a.txt /\n",
             &["--target", "two"],
             "",
