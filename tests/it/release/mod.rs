@@ -620,18 +620,18 @@ fn a_set_extracts_while_it_downloads_and_a_mismatch_at_the_end_keeps_nothing() {
 
 /// A download that breaks off half-way (the server closes the connection
 /// short of the length it announced) is an error naming the transfer, not
-/// a short tar that happens to extract; nothing is committed or cached.
+/// a short tar that happens to extract; nothing is committed, and the set
+/// cache holds only the part that arrived (`.partial-<sha256>`, which the
+/// next build continues: docs/storage.md), never a set.
 #[test]
-fn a_truncated_download_keeps_nothing() {
+fn a_truncated_download_commits_nothing_and_keeps_only_its_part() {
     let t = tempfile::tempdir().unwrap();
     let mirror = t.path().join("mirror");
-    let rel = make_release(
-        &mirror,
-        &xz(&RawTar::default()
-            .dir(b"./")
-            .file(b"./big", &noise(1 << 20, 7))
-            .finish()),
-    );
+    let set = xz(&RawTar::default()
+        .dir(b"./")
+        .file(b"./big", &noise(1 << 20, 7))
+        .finish());
+    let rel = make_release(&mirror, &set);
     fs::write(rel.join("base.txz.truncate"), "").unwrap();
     let server = Server::start(&mirror);
     let config = t.path().join("config.toml");
@@ -639,10 +639,27 @@ fn a_truncated_download_keeps_nothing() {
     let root = t.path().join("root");
     let stored = stored_after_a_scratch_build(&root, t.path());
 
-    let stderr = fails_keeping_nothing(&root, &server, &config, t.path(), stored);
+    let ctx = context(t.path(), "FROM freebsd:14.3\n");
+    let out = run(&mut build_cmd(&root, &server, &ctx, &config));
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
         stderr.contains("base.txz") && stderr.contains("the transfer broke off"),
         "{stderr}"
+    );
+    assert_eq!(listing(&root.join("store")), stored[0], "the store");
+    assert_eq!(listing(&root.join("snapshots")), stored[1], "the snapshots");
+    let kept = listing(&root.join(format!("cache/freebsd/amd64/{RELEASE}")));
+    let part = format!(".partial-{}", sha256_hex(&set));
+    assert_eq!(
+        kept.keys().collect::<Vec<_>>(),
+        [&part],
+        "only the part that arrived"
+    );
+    assert!(
+        kept[&part] > 0 && kept[&part] < set.len() as u64,
+        "{kept:?}: a part, not the set of {} bytes",
+        set.len()
     );
 }
 
