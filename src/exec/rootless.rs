@@ -310,14 +310,33 @@ pub fn enter(mapping: &Mapping, state: &Path) -> Result<i32, RootlessError> {
     };
     let (argv_p, envp_p) = (ptrs(&argv), ptrs(&envp));
 
-    let mut fds = [0; 2];
-    // SAFETY: `fds` has room for the two descriptors pipe2 writes.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(RootlessError::Namespace(std::io::Error::last_os_error()));
-    }
-    let (read_end, write_end) = (fds[0], fds[1]);
+    // Two pipes: `go` (parent → child: the ids are mapped, exec) and
+    // `ready` (child → parent: the child is in its new namespaces). The
+    // parent maps only once the child has unshared: newuidmap writes the
+    // child's uid_map, which the kernel refuses (EPERM) while the child is
+    // still in the parent's user namespace.
+    let pipe = || -> Result<(libc::c_int, libc::c_int), RootlessError> {
+        let mut fds = [0; 2];
+        // SAFETY: `fds` has room for the two descriptors pipe2 writes.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return Err(RootlessError::Namespace(std::io::Error::last_os_error()));
+        }
+        Ok((fds[0], fds[1]))
+    };
+    let (read_end, write_end) = pipe()?;
+    let (ready_read, ready_write) = match pipe() {
+        Ok(p) => p,
+        Err(e) => {
+            // SAFETY: our descriptors, not used again.
+            unsafe {
+                libc::close(read_end);
+                libc::close(write_end);
+            }
+            return Err(e);
+        }
+    };
     // SAFETY: the child makes only async-signal-safe calls (prctl,
-    // unshare, close, read, execve, _exit) on memory prepared above.
+    // unshare, close, read, write, execve, _exit) on memory prepared above.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
         return Err(RootlessError::Namespace(std::io::Error::last_os_error()));
@@ -327,9 +346,12 @@ pub fn enter(mapping: &Mapping, state: &Path) -> Result<i32, RootlessError> {
         unsafe {
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
             libc::close(write_end);
+            libc::close(ready_read);
             if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) != 0 {
                 libc::_exit(125);
             }
+            libc::write(ready_write, [1u8].as_ptr().cast(), 1);
+            libc::close(ready_write);
             let mut go = [0u8; 1];
             if libc::read(read_end, go.as_mut_ptr().cast(), 1) != 1 {
                 libc::_exit(125);
@@ -338,9 +360,31 @@ pub fn enter(mapping: &Mapping, state: &Path) -> Result<i32, RootlessError> {
             libc::_exit(127);
         }
     }
-    // SAFETY: the parent's copy of the read end is not used.
-    unsafe { libc::close(read_end) };
-    let mapped = map_ids(pid, mapping);
+    // SAFETY: the parent's copies of the child's ends are not used.
+    unsafe {
+        libc::close(read_end);
+        libc::close(ready_write);
+    }
+    // Wait for the child to be in its namespaces (a byte), or gone (end of
+    // file: unshare failed, and its exit status says so below).
+    let mut byte = [0u8; 1];
+    let unshared = loop {
+        // SAFETY: one byte into a local buffer from our pipe.
+        let n = unsafe { libc::read(ready_read, byte.as_mut_ptr().cast(), 1) };
+        if n >= 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            break n == 1;
+        }
+    };
+    // SAFETY: our descriptor, not used again.
+    unsafe { libc::close(ready_read) };
+    let mapped = if unshared {
+        map_ids(pid, mapping)
+    } else {
+        Err(RootlessError::Namespace(std::io::Error::other(
+            "the kernel refused a new user namespace (is \
+             user.max_user_namespaces 0, or unprivileged user namespaces restricted?)",
+        )))
+    };
     if let Err(e) = mapped {
         // Closing the write end unwritten makes the child's read fail.
         // SAFETY: our descriptor; the child is ours to reap.
