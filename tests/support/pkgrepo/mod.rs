@@ -326,6 +326,8 @@ pub struct RepoSpec {
     /// An ECDSA `signature` member made over the SHA-256 hex (what the
     /// fingerprints mode signs) instead of the BLAKE2b-512: a mistake.
     pub ecdsa_over_hex: bool,
+    /// The ABI every package says it is for.
+    pub abi: String,
 }
 
 impl RepoSpec {
@@ -341,6 +343,7 @@ impl RepoSpec {
             legacy: false,
             pub_head: false,
             ecdsa_over_hex: false,
+            abi: "FreeBSD:14:amd64".into(),
         }
     }
 
@@ -367,7 +370,7 @@ impl RepoSpec {
             let compact = json!({
                 "name": p.name, "origin": p.origin, "version": p.version,
                 "comment": format!("{} for tests", p.name), "maintainer": "tests@example.invalid",
-                "www": "https://example.invalid", "abi": "FreeBSD:14:amd64",
+                "www": "https://example.invalid", "abi": self.abi,
                 "arch": "freebsd:14:x86:64", "prefix": "/usr/local", "flatsize": 3,
                 "licenselogic": "single", "licenses": ["BSD2CLAUSE"], "desc": "a test package",
                 "deps": deps, "categories": ["test"], "conflicts": p.conflicts,
