@@ -1,8 +1,9 @@
 //! `FROM freebsd:<release>` from the pkgbase repository: FreeBSD 15 and
-//! later ship the base system as packages, and a root can be made with
-//! pkg(8) on the host, the way Bastille (`bastille bootstrap --pkgbase`)
-//! and FreeBSD's own image scripts (`release/scripts/make-oci-image.sh`)
-//! do it, instead of from distribution sets.
+//! later ship the base system as packages, and a root is made by
+//! installing a set of them into an empty root, the way Bastille
+//! (`bastille bootstrap --pkgbase`) and FreeBSD's own image scripts
+//! (`release/scripts/make-oci-image.sh`) do it with pkg(8), instead of
+//! from distribution sets.
 //!
 //! **Sets or packages.** [`BaseChoice`]: `auto` (the default) takes
 //! distribution sets up to FreeBSD 15 — 15.0 has both, and the sets are
@@ -10,39 +11,55 @@
 //! and pkgbase from 16 on, where the project stops publishing sets.
 //! `sets` and `pkgbase` force one; pkgbase before 15 is refused.
 //!
-//! **What runs**, in this order, for `FROM freebsd:15.0-RELEASE` on amd64
-//! ([`PkgBase::commands`] holds the command lines as data, so they are
-//! tested on any host):
+//! **What is installed**, for `FROM freebsd:15.0-RELEASE` on amd64
+//! ([`PkgbaseSource::resolve`] works it out; it runs and downloads
+//! nothing):
 //!
 //! 1. the signing keys are put in the empty root, at
 //!    `/usr/share/keys/pkgbase-15/{trusted,revoked}` (`pkg` for a
 //!    `-CURRENT`/`-STABLE` root, which uses `base_latest`), from the
 //!    host's `/usr/share/keys` (`[freebsd] pkg_keys_dir`), else from the
-//!    fingerprints jbuild knows for that release line;
-//! 2. one repository configuration, outside the root, with the
-//!    repository's `url`, `signature_type: "fingerprints"` and
-//!    `fingerprints` pointing at those keys — pkg refuses a catalogue or
-//!    a package not signed by one of them;
-//! 3. `pkg --rootdir ROOT --repo-conf-dir CONF -o ABI=FreeBSD:15:amd64
-//!    -o IGNORE_OSVERSION=yes -o ASSUME_ALWAYS_YES=yes update -r FreeBSD-base`;
-//! 4. the same global options, `install -y -r FreeBSD-base
-//!    FreeBSD-set-minimal-jail` (and the sets `--sets` adds).
+//!    fingerprints jbuild knows for that release line
+//!    ([`PkgBase::place_keys`]);
+//! 2. one repository configuration, `FreeBSD-base`, outside the root
+//!    ([`PkgBase::repo_conf`]), with the repository's `url`,
+//!    `signature_type: "fingerprints"` and `fingerprints` pointing at
+//!    those keys — a catalogue or a package not signed by one of them is
+//!    refused;
+//! 3. the ABI is the release's and the platform's (`FreeBSD:15:amd64`,
+//!    `FreeBSD:15:aarch64` for arm64), never the host's;
+//! 4. `FreeBSD-set-minimal-jail` (`[freebsd] pkgbase_sets`, and the sets
+//!    `--sets` adds) and its dependency closure are installed.
 //!
-//! `--rootdir` makes pkg resolve every path against the root, the
-//! fingerprints too (so the keys must be in the root before pkg runs).
-//! The repository's catalogue and the downloaded packages land under
-//! `var/db/pkg/repos` and `var/cache/pkg`, which never reach a layer
-//! ([`crate::image::export::EXCLUDED_FROM_LAYERS`]).
+//! **Who installs it** ([`Installer`]). By default jbuild's own installer
+//! ([`crate::pkg::install`], through `engine::pkgbase`), on every host
+//! and for every architecture: the repository configuration is read in
+//! place of the image's `/usr/local/etc/pkg/repos`, the ABI is given
+//! ([`PkgBase::pkg_abi`]) since the empty root has no userland to read it
+//! from, and the catalogue and packages go to a scratch directory and
+//! jbuild's package cache. pkg(8) on the host installs it instead when
+//! `[freebsd] pkg` names a program, or `[pkg] installer = "pkg"` is set
+//! (then `pkg` on FreeBSD; elsewhere planning stops with
+//! [`ReleaseError::NoPkg`]): `pkg --rootdir ROOT --repo-conf-dir CONF -o
+//! ABI=… -o IGNORE_OSVERSION=yes -o ASSUME_ALWAYS_YES=yes update -r
+//! FreeBSD-base`, then `install -y -r FreeBSD-base <sets>`
+//! ([`PkgBase::commands`] holds them as data, so they are tested on any
+//! host; [`PkgRunner`] runs them). pkg(8) leaves its catalogue and
+//! packages under `var/db/pkg/repos` and `var/cache/pkg`, which never
+//! reach a layer ([`crate::image::export::EXCLUDED_FROM_LAYERS`]).
+//!
+//! **No pkg bootstrap.** The base is the sets' closure and nothing else,
+//! as `pkg --rootdir ROOT install` leaves it: the base repository does not
+//! carry `pkg` (a port, published in the `FreeBSD` repository). The first
+//! `PKG` step over the base installs `pkg` from the image's own
+//! repository configuration, as `pkg bootstrap` would (`PKG
+//! --no-bootstrap` leaves it out).
 //!
 //! **Key.** The base is keyed on the release, the platform, the packages,
-//! the repository url, the identity of its catalogue (the digest of its
-//! catalogue archive, as PKG steps are keyed) and the digest of the keys: a rebuild installs
-//! again only when the repository published a new catalogue.
-//!
-//! **Where pkg runs.** pkg(8) is a FreeBSD program: elsewhere (Linux),
-//! planning stops with [`ReleaseError::NoPkg`], saying to use the sets or
-//! to build on FreeBSD. `[freebsd] pkg` names another program to run
-//! instead (a pkg(8) that runs here, or the stand-in the tests use).
+//! the repository url, the digest of its catalogue archive (asked once,
+//! by the build's fetch phase, as PKG steps' catalogues are), the digest
+//! of the keys and the installer ([`PkgBase::identity`]): a rebuild
+//! installs again only when the repository published a new catalogue.
 
 use std::collections::VecDeque;
 use std::fs;
