@@ -136,8 +136,8 @@ pub struct BuildArgs {
     sets: Vec<String>,
     /// What `FROM freebsd:<release>` is made of: the release's
     /// distribution sets, or the pkgbase repository's packages installed
-    /// by pkg(8) on a FreeBSD host; auto takes sets up to 15 and pkgbase
-    /// from 16 (default: [freebsd] base, else auto).
+    /// by jbuild's own installer on any host; auto takes sets up to 15 and
+    /// pkgbase from 16 (default: [freebsd] base, else auto).
     #[arg(long, value_name = "BASE", value_parser = ["auto", "sets", "pkgbase"])]
     freebsd_base: Option<String>,
     /// A directory of pkg(8) repository configurations (*.conf) to use at

@@ -180,8 +180,8 @@ pub struct FreeBsdSettings {
     /// Where pkg's signing keys are (`pkgbase-15/trusted`, ...); default
     /// `/usr/share/keys`.
     pub pkg_keys_dir: Option<PathBuf>,
-    /// The program run as pkg(8) for pkgbase bases (default: `pkg` on
-    /// FreeBSD, none elsewhere).
+    /// A program run as pkg(8) on the host to install pkgbase bases
+    /// (unset: jbuild's own installer, unless `[pkg] installer = "pkg"`).
     pub pkg: Option<PathBuf>,
 }
 
@@ -194,7 +194,8 @@ pub enum FreeBsdBase {
     Auto,
     /// The release's distribution sets (`base.txz`, ...).
     Sets,
-    /// Packages from the pkgbase repository, installed by pkg(8).
+    /// Packages from the pkgbase repository, installed by jbuild's
+    /// installer (or pkg(8) on the host, when configured).
     Pkgbase,
 }
 

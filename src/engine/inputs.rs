@@ -149,7 +149,11 @@ impl InputSource for Fetching<'_, '_> {
             return self.release(release, platform).map(ReleaseContents::Sets);
         };
         let base = source
-            .resolve_pkgbase(release, platform)
+            .resolve_pkgbase(
+                release,
+                platform,
+                freebsd.pkg_installer == super::freebsd::PkgInstaller::Pkg,
+            )
             .map_err(|e| InputError::new(e.is_user_error(), e))?;
         let catalogue = freebsd
             .pkgbase_catalogue(&base.url)

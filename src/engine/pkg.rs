@@ -10,13 +10,13 @@ use std::path::Path;
 use super::error::BuildError;
 use super::run::Run;
 use crate::pkg::fetch::Cache;
-use crate::pkg::install::{self, Event, Request};
+use crate::pkg::install::{self, Event, InstallError, Outcome, Request};
 use crate::plan::ExecContext;
 use crate::report::{Level, StepInfo, Stream};
 
 /// Downloads at once (the measure: two unpackers saturate this
 /// kind of machine; downloads wait on the network more than on it).
-const JOBS: usize = 4;
+pub(super) const JOBS: usize = 4;
 
 /// Installs `packages` into `root` (see the module docs).
 pub(super) fn install(
@@ -29,14 +29,7 @@ pub(super) fn install(
     file_flags: &dyn crate::fsutil::flags::FileFlags,
 ) -> Result<(), BuildError> {
     let env = run.env;
-    let work = tempfile::Builder::new()
-        .prefix("jbuild-pkg-")
-        .tempdir()
-        .map_err(|e| BuildError::io("a scratch directory for package catalogues", e))?;
-    let cache = match &env.freebsd.package_cache {
-        Some(dir) => Cache::new(dir.clone()),
-        None => Cache::new(work.path().join("packages")),
-    };
+    let (work, cache) = scratch(run)?;
     let epoch = i64::try_from(run.opts.epoch).unwrap_or(i64::MAX);
     let req = Request {
         root,
@@ -53,7 +46,32 @@ pub(super) fn install(
         limits: env.layer_policy.limits,
         file_flags,
     };
-    let reporter = env.reporter;
+    reported(run, info, |events| install::install(&req, events))
+}
+
+/// A scratch directory for catalogues (removed when dropped), and the
+/// package cache: jbuild's, else one in the scratch directory.
+pub(super) fn scratch(run: &Run<'_, '_>) -> Result<(tempfile::TempDir, Cache), BuildError> {
+    let work = tempfile::Builder::new()
+        .prefix("jbuild-pkg-")
+        .tempdir()
+        .map_err(|e| BuildError::io("a scratch directory for package catalogues", e))?;
+    let cache = match &run.env.freebsd.package_cache {
+        Some(dir) => Cache::new(dir.clone()),
+        None => Cache::new(work.path().join("packages")),
+    };
+    Ok((work, cache))
+}
+
+/// Runs `install` (a call of the installer), its events shown as the
+/// output of the step `info` (and `package` events with `--json`): what a
+/// PKG step and a pkgbase base (`engine::pkgbase`) both say.
+pub(super) fn reported(
+    run: &Run<'_, '_>,
+    info: &StepInfo,
+    install: impl FnOnce(&mut dyn FnMut(Event)) -> Result<Outcome, InstallError>,
+) -> Result<(), BuildError> {
+    let reporter = run.env.reporter;
     let say = |line: String| reporter.step_output(info, Stream::Stdout, line.as_bytes());
     let mut events = |e: Event| match e {
         Event::Repository {
@@ -97,7 +115,7 @@ pub(super) fn install(
             }
         }
     };
-    let done = install::install(&req, &mut events).map_err(BuildError::from)?;
+    let done = install(&mut events).map_err(BuildError::from)?;
     if done.installed.is_empty() {
         reporter.message(Level::Info, &format!("{}: nothing to install", info.text));
     }

@@ -16,6 +16,7 @@ use crate::digest::Digest;
 use crate::image::{self, ImageMeta, Layer, SnapshotName};
 use crate::jailfile;
 use crate::plan::{self, Plan, PlanOptions, PlannedBase, PlannedStage, StepKind};
+use crate::release::pkgbase::{HostPkg, Installer};
 use crate::report::{Level, StepInfo, StepResult};
 use crate::snapshot::fflags::SnapshotFlags;
 use crate::snapshot::{label, Labels, SnapshotError};
@@ -491,8 +492,9 @@ impl Run<'_, '_> {
     /// The base layer of `FROM freebsd:<release>`: reused when its
     /// snapshot exists; else the sets are fetched and verified (nothing
     /// is prepared before they are), extracted, and the snapshot committed
-    /// — or, for a pkgbase base, pkg(8) installs it into the prepared root
-    /// (its output shown as the FROM step's).
+    /// — or, for a pkgbase base, jbuild's installer (`engine::pkgbase`)
+    /// or pkg(8) on the host installs it into the prepared root (its
+    /// output shown as the FROM step's).
     fn release_base(
         &self,
         stage: &PlannedStage,
@@ -520,7 +522,7 @@ impl Run<'_, '_> {
                         "installing FreeBSD {release} ({}) from {} with {}",
                         base.packages.join(", "),
                         base.url,
-                        base.program.display()
+                        base.installer
                     ),
                 );
                 None
@@ -539,19 +541,32 @@ impl Run<'_, '_> {
         };
         let active = SnapshotName::active();
         let root = self.env.snapshotter.prepare(&active, None)?;
-        let filled = match (&rel, &pkgbase) {
-            // Downloads what the cache lacks as it extracts.
-            (Some(rel), _) => rel.fetch_into(&root, self.env.reporter).map(drop),
-            (None, Some(base)) => {
-                let reporter = self.env.reporter;
-                base.install(&root, &crate::release::pkgbase::HostPkg, &mut |s, l| {
-                    reporter.step_output(info, s, l)
-                })
+        // The base's file flags (kept with the snapshot where the host has
+        // no chflags(2)): the packages' flags reach its layer.
+        let flags = SnapshotFlags::for_step(self.env.snapshotter, None, &root);
+        let filled = flags.map_err(BuildError::from).and_then(|flags| {
+            match (&rel, &pkgbase) {
+                // Downloads what the cache lacks as it extracts.
+                (Some(rel), _) => rel.fetch_into(&root, self.env.reporter).map(drop)?,
+                (None, Some(base)) => match &base.installer {
+                    Installer::Jbuild => {
+                        let arch = &platform.architecture;
+                        super::pkgbase::install(self, base, arch, &root, info, &flags)?
+                    }
+                    Installer::Pkg(program) => {
+                        let reporter = self.env.reporter;
+                        base.install(program, &root, &HostPkg, &mut |s, l| {
+                            reporter.step_output(info, s, l)
+                        })?
+                    }
+                },
+                (None, None) => unreachable!("one of the two"),
             }
-            (None, None) => unreachable!("one of the two"),
-        };
-        let made = filled.map_err(BuildError::from).and_then(|()| {
-            let labels: Labels = [(label::KEY.to_string(), key.to_string())].into();
+            Ok(flags)
+        });
+        let made = filled.and_then(|flags| {
+            let mut labels: Labels = [(label::KEY.to_string(), key.to_string())].into();
+            labels.extend(flags.labels()?);
             match self.env.snapshotter.commit(name, &active, &labels) {
                 Err(SnapshotError::AlreadyExists(_)) => self
                     .env

@@ -188,6 +188,17 @@ pub fn repositories(
     work: &Path,
 ) -> Result<(Abi, Vec<RepoConfig>, Vec<Repository>), InstallError> {
     let abi = abi::of_root(root, platform_arch)?;
+    repositories_for(root, abi, repos_dir, http, work)
+}
+
+/// [`repositories`] for `abi`, given rather than read from the root.
+pub fn repositories_for(
+    root: &Path,
+    abi: Abi,
+    repos_dir: Option<&Path>,
+    http: &Http,
+    work: &Path,
+) -> Result<(Abi, Vec<RepoConfig>, Vec<Repository>), InstallError> {
     let confs: Vec<RepoConfig> = repo_conf::load_root_with(root, &abi, repos_dir)?
         .into_iter()
         .filter(|c| c.enabled)
@@ -214,13 +225,19 @@ pub fn repositories(
 /// Installs `req.packages` into `req.root` (see the module docs);
 /// `events` hears what happens as it happens.
 pub fn install(req: &Request<'_>, events: &mut dyn FnMut(Event)) -> Result<Outcome, InstallError> {
-    let (abi, _, repos) = repositories(
-        req.root,
-        req.platform_arch,
-        req.repos_dir,
-        req.http,
-        req.work,
-    )?;
+    let abi = abi::of_root(req.root, req.platform_arch)?;
+    install_for(req, abi, events)
+}
+
+/// [`install`] for `abi`, given rather than read from the root: a root
+/// with no userland yet, which a pkgbase base starts from
+/// (`engine::pkgbase`), whose ABI is its release's and the platform's.
+pub fn install_for(
+    req: &Request<'_>,
+    abi: Abi,
+    events: &mut dyn FnMut(Event),
+) -> Result<Outcome, InstallError> {
+    let (abi, _, repos) = repositories_for(req.root, abi, req.repos_dir, req.http, req.work)?;
     for r in &repos {
         events(Event::Repository {
             name: r.name.clone(),

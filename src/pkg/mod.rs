@@ -36,7 +36,8 @@
 //! [`install`] joins them in pkg's order: it is what a `PKG` step runs
 //! (`engine::pkg`), into the step's root, on every host and for every
 //! architecture (`[pkg] installer = "pkg"` runs pkg(8) in the build jail
-//! instead, on FreeBSD). pkgbase bases still run pkg(8) on the host.
+//! instead, on FreeBSD), and what makes a pkgbase base
+//! (`engine::pkgbase`, [`install::install_for`] with the release's ABI).
 
 pub mod abi;
 pub mod catalogue;

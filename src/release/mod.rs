@@ -83,8 +83,8 @@ pub enum ReleaseError {
     },
     #[error("extracting {set}: {message}")]
     Extract { set: String, message: String },
-    /// pkg(8) cannot run on this host (see [`pkgbase`]).
-    #[error("FROM freebsd:{release} is built from the pkgbase repository here, which needs pkg(8) on the host, and pkg(8) runs on FreeBSD, not on {host}; build from the distribution sets instead (--freebsd-base=sets, or [freebsd] base = \"sets\"; FreeBSD 15 has both), or build on FreeBSD")]
+    /// pkg(8) was asked for and cannot run on this host (see [`pkgbase`]).
+    #[error("FROM freebsd:{release}: [pkg] installer = \"pkg\" installs pkgbase bases with pkg(8) on the host, and pkg(8) runs on FreeBSD, not on {host}; remove that setting to install it with jbuild's own installer, name a pkg(8) that runs here with [freebsd] pkg, or build on FreeBSD")]
     NoPkg { release: String, host: &'static str },
     #[error("`{command}` failed ({how})")]
     Pkg { command: String, how: String },
@@ -176,6 +176,7 @@ impl ReleaseSource {
                     .clone()
                     .unwrap_or_else(|| PathBuf::from(pkgbase::DEFAULT_KEYS_DIR)),
                 pkg: settings.pkg.clone(),
+                use_pkg: false,
             },
             http: Arc::new(Http::default()),
         }
@@ -194,12 +195,15 @@ impl ReleaseSource {
 
     /// The pkgbase base of `release` on `platform`: the configured sets,
     /// then `extra_sets`. Runs and downloads nothing.
+    /// `use_pkg`: `[pkg] installer = "pkg"` (see [`PkgbaseSource::use_pkg`]).
     pub fn resolve_pkgbase(
         &self,
         release: &str,
         platform: &Platform,
+        use_pkg: bool,
     ) -> Result<PkgBase, ReleaseError> {
         let mut source = self.pkgbase.clone();
+        source.use_pkg |= use_pkg;
         for s in &self.extra_sets {
             if !source.sets.contains(s) {
                 source.sets.push(s.clone());
@@ -485,13 +489,18 @@ mod tests {
                 sets: vec!["base-jail".into()],
                 keys_dir: "/k".into(),
                 pkg: Some("/p".into()),
+                use_pkg: false,
             }
         );
         // --sets adds to the configured pkgbase sets.
         let mut s = s;
         s.extra_sets = vec!["lib32".into(), "base-jail".into()];
         let b = s
-            .resolve_pkgbase("15.0-RELEASE", &Platform::parse("freebsd/amd64").unwrap())
+            .resolve_pkgbase(
+                "15.0-RELEASE",
+                &Platform::parse("freebsd/amd64").unwrap(),
+                false,
+            )
             .unwrap();
         assert_eq!(b.packages, ["FreeBSD-set-base-jail", "FreeBSD-set-lib32"]);
         assert_eq!(b.url, "file:///r");

@@ -1,8 +1,9 @@
 //! `FROM freebsd:<release>` from the pkgbase repository: FreeBSD 15 and
-//! later ship the base system as packages, and a root can be made with
-//! pkg(8) on the host, the way Bastille (`bastille bootstrap --pkgbase`)
-//! and FreeBSD's own image scripts (`release/scripts/make-oci-image.sh`)
-//! do it, instead of from distribution sets.
+//! later ship the base system as packages, and a root is made by
+//! installing a set of them into an empty root, the way Bastille
+//! (`bastille bootstrap --pkgbase`) and FreeBSD's own image scripts
+//! (`release/scripts/make-oci-image.sh`) do it with pkg(8), instead of
+//! from distribution sets.
 //!
 //! **Sets or packages.** [`BaseChoice`]: `auto` (the default) takes
 //! distribution sets up to FreeBSD 15 — 15.0 has both, and the sets are
@@ -10,39 +11,55 @@
 //! and pkgbase from 16 on, where the project stops publishing sets.
 //! `sets` and `pkgbase` force one; pkgbase before 15 is refused.
 //!
-//! **What runs**, in this order, for `FROM freebsd:15.0-RELEASE` on amd64
-//! ([`PkgBase::commands`] holds the command lines as data, so they are
-//! tested on any host):
+//! **What is installed**, for `FROM freebsd:15.0-RELEASE` on amd64
+//! ([`PkgbaseSource::resolve`] works it out; it runs and downloads
+//! nothing):
 //!
 //! 1. the signing keys are put in the empty root, at
 //!    `/usr/share/keys/pkgbase-15/{trusted,revoked}` (`pkg` for a
 //!    `-CURRENT`/`-STABLE` root, which uses `base_latest`), from the
 //!    host's `/usr/share/keys` (`[freebsd] pkg_keys_dir`), else from the
-//!    fingerprints jbuild knows for that release line;
-//! 2. one repository configuration, outside the root, with the
-//!    repository's `url`, `signature_type: "fingerprints"` and
-//!    `fingerprints` pointing at those keys — pkg refuses a catalogue or
-//!    a package not signed by one of them;
-//! 3. `pkg --rootdir ROOT --repo-conf-dir CONF -o ABI=FreeBSD:15:amd64
-//!    -o IGNORE_OSVERSION=yes -o ASSUME_ALWAYS_YES=yes update -r FreeBSD-base`;
-//! 4. the same global options, `install -y -r FreeBSD-base
-//!    FreeBSD-set-minimal-jail` (and the sets `--sets` adds).
+//!    fingerprints jbuild knows for that release line
+//!    ([`PkgBase::place_keys`]);
+//! 2. one repository configuration, `FreeBSD-base`, outside the root
+//!    ([`PkgBase::repo_conf`]), with the repository's `url`,
+//!    `signature_type: "fingerprints"` and `fingerprints` pointing at
+//!    those keys — a catalogue or a package not signed by one of them is
+//!    refused;
+//! 3. the ABI is the release's and the platform's (`FreeBSD:15:amd64`,
+//!    `FreeBSD:15:aarch64` for arm64), never the host's;
+//! 4. `FreeBSD-set-minimal-jail` (`[freebsd] pkgbase_sets`, and the sets
+//!    `--sets` adds) and its dependency closure are installed.
 //!
-//! `--rootdir` makes pkg resolve every path against the root, the
-//! fingerprints too (so the keys must be in the root before pkg runs).
-//! The repository's catalogue and the downloaded packages land under
-//! `var/db/pkg/repos` and `var/cache/pkg`, which never reach a layer
-//! ([`crate::image::export::EXCLUDED_FROM_LAYERS`]).
+//! **Who installs it** ([`Installer`]). By default jbuild's own installer
+//! ([`crate::pkg::install`], through `engine::pkgbase`), on every host
+//! and for every architecture: the repository configuration is read in
+//! place of the image's `/usr/local/etc/pkg/repos`, the ABI is given
+//! ([`PkgBase::pkg_abi`]) since the empty root has no userland to read it
+//! from, and the catalogue and packages go to a scratch directory and
+//! jbuild's package cache. pkg(8) on the host installs it instead when
+//! `[freebsd] pkg` names a program, or `[pkg] installer = "pkg"` is set
+//! (then `pkg` on FreeBSD; elsewhere planning stops with
+//! [`ReleaseError::NoPkg`]): `pkg --rootdir ROOT --repo-conf-dir CONF -o
+//! ABI=… -o IGNORE_OSVERSION=yes -o ASSUME_ALWAYS_YES=yes update -r
+//! FreeBSD-base`, then `install -y -r FreeBSD-base <sets>`
+//! ([`PkgBase::commands`] holds them as data, so they are tested on any
+//! host; [`PkgRunner`] runs them). pkg(8) leaves its catalogue and
+//! packages under `var/db/pkg/repos` and `var/cache/pkg`, which never
+//! reach a layer ([`crate::image::export::EXCLUDED_FROM_LAYERS`]).
+//!
+//! **No pkg bootstrap.** The base is the sets' closure and nothing else,
+//! as `pkg --rootdir ROOT install` leaves it: the base repository does not
+//! carry `pkg` (a port, published in the `FreeBSD` repository). The first
+//! `PKG` step over the base installs `pkg` from the image's own
+//! repository configuration, as `pkg bootstrap` would (`PKG
+//! --no-bootstrap` leaves it out).
 //!
 //! **Key.** The base is keyed on the release, the platform, the packages,
-//! the repository url, the identity of its catalogue (the digest of its
-//! catalogue archive, as PKG steps are keyed) and the digest of the keys: a rebuild installs
-//! again only when the repository published a new catalogue.
-//!
-//! **Where pkg runs.** pkg(8) is a FreeBSD program: elsewhere (Linux),
-//! planning stops with [`ReleaseError::NoPkg`], saying to use the sets or
-//! to build on FreeBSD. `[freebsd] pkg` names another program to run
-//! instead (a pkg(8) that runs here, or the stand-in the tests use).
+//! the repository url, the digest of its catalogue archive (asked once,
+//! by the build's fetch phase, as PKG steps' catalogues are), the digest
+//! of the keys and the installer ([`PkgBase::identity`]): a rebuild
+//! installs again only when the repository published a new catalogue.
 
 use std::collections::VecDeque;
 use std::fs;
@@ -53,6 +70,7 @@ use super::{arch_dir, ReleaseError};
 use crate::digest::Digest;
 use crate::exec::output::collect;
 use crate::image::Platform;
+use crate::pkg::abi::Abi;
 use crate::report::Stream;
 
 /// The release repository of pkgbase, as FreeBSD 15's `/etc/pkg/FreeBSD.conf`
@@ -159,9 +177,13 @@ pub struct PkgbaseSource {
     pub sets: Vec<String>,
     /// Holds `pkgbase-<major>/` and `pkg/` key directories.
     pub keys_dir: PathBuf,
-    /// The program to run as pkg(8); `None`: `pkg` on a FreeBSD host,
-    /// and none elsewhere.
+    /// The program to run as pkg(8) on the host (`[freebsd] pkg`); when
+    /// set, it installs the base.
     pub pkg: Option<PathBuf>,
+    /// `[pkg] installer = "pkg"`: pkg(8) on the host installs the base
+    /// ([`PkgbaseSource::pkg`], else `pkg` on a FreeBSD host, and none
+    /// elsewhere) rather than jbuild's own installer.
+    pub use_pkg: bool,
 }
 
 impl Default for PkgbaseSource {
@@ -171,6 +193,7 @@ impl Default for PkgbaseSource {
             sets: vec![DEFAULT_SET.to_string()],
             keys_dir: PathBuf::from(DEFAULT_KEYS_DIR),
             pkg: None,
+            use_pkg: false,
         }
     }
 }
@@ -213,8 +236,26 @@ pub struct PkgBase {
     /// `FreeBSD-set-minimal-jail`, ...
     pub packages: Vec<String>,
     pub keys: Keys,
-    /// The program run as pkg(8).
-    pub program: PathBuf,
+    /// Who installs it.
+    pub installer: Installer,
+}
+
+/// Who installs a pkgbase base.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Installer {
+    /// jbuild's own installer ([`crate::pkg::install`]), on any host.
+    Jbuild,
+    /// This program, run as pkg(8) on the host.
+    Pkg(PathBuf),
+}
+
+impl std::fmt::Display for Installer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Installer::Jbuild => f.write_str("jbuild's installer"),
+            Installer::Pkg(p) => write!(f, "{} (pkg(8))", p.display()),
+        }
+    }
 }
 
 impl PkgbaseSource {
@@ -232,7 +273,7 @@ impl PkgbaseSource {
             ))
         })?;
         BaseChoice::Pkgbase.method_for(release)?;
-        let program = self.program(release)?;
+        let installer = self.installer(release)?;
         let arch = arch_dir(&platform.architecture)?;
         let arch = arch.rsplit('/').next().unwrap_or(arch);
         let abi = format!("FreeBSD:{}:{arch}", name.major);
@@ -270,15 +311,17 @@ impl PkgbaseSource {
             url,
             packages,
             keys,
-            program,
+            installer,
         })
     }
 
-    /// The pkg(8) to run, or why this host has none.
-    fn program(&self, release: &str) -> Result<PathBuf, ReleaseError> {
+    /// Who installs the base: pkg(8) when it is configured, jbuild
+    /// otherwise (or why this host has no pkg(8) to run).
+    fn installer(&self, release: &str) -> Result<Installer, ReleaseError> {
         match &self.pkg {
-            Some(p) => Ok(p.clone()),
-            None if cfg!(target_os = "freebsd") => Ok(PathBuf::from("pkg")),
+            Some(p) => Ok(Installer::Pkg(p.clone())),
+            None if !self.use_pkg => Ok(Installer::Jbuild),
+            None if cfg!(target_os = "freebsd") => Ok(Installer::Pkg(PathBuf::from("pkg"))),
             None => Err(ReleaseError::NoPkg {
                 release: release.to_string(),
                 host: std::env::consts::OS,
@@ -416,11 +459,12 @@ impl PkgBase {
         )
     }
 
-    /// The command lines, in order: the catalogue, then the sets.
-    pub fn commands(&self, root: &Path, conf_dir: &Path) -> Vec<Vec<String>> {
+    /// The command lines pkg(8) (`program`) runs, in order: the
+    /// catalogue, then the sets.
+    pub fn commands(&self, program: &Path, root: &Path, conf_dir: &Path) -> Vec<Vec<String>> {
         let global = |cmd: &[&str]| -> Vec<String> {
             let mut v: Vec<String> = vec![
-                self.program.display().to_string(),
+                program.display().to_string(),
                 "--rootdir".into(),
                 root.display().to_string(),
                 "--repo-conf-dir".into(),
@@ -443,24 +487,40 @@ impl PkgBase {
     }
 
     /// What the base is keyed on besides the release, the platform and
-    /// the packages; `catalogue` is the catalogue's identity.
+    /// the packages; `catalogue` is the catalogue's identity. pkg(8) and
+    /// jbuild's installer leave different databases: each has its key.
     pub fn identity(&self, catalogue: &str) -> String {
+        let by = match self.installer {
+            Installer::Jbuild => "jbuild",
+            Installer::Pkg(_) => "pkg",
+        };
         format!(
-            "url {}; catalogue {catalogue}; keys {} {}",
+            "url {}; catalogue {catalogue}; keys {} {}; installer {by}",
             self.url,
             self.keys.name,
             self.keys.digest()
         )
     }
 
-    /// Installs the base into the empty `root` (see the module docs for
-    /// the order). `out` gets pkg's output lines.
-    pub fn install(
-        &self,
-        root: &Path,
-        runner: &dyn PkgRunner,
-        out: Output<'_>,
-    ) -> Result<(), ReleaseError> {
+    /// The ABI the packages are chosen by, for jbuild's installer: the
+    /// release's version and the platform's architecture (an empty root
+    /// has no userland to read it from).
+    pub fn pkg_abi(&self) -> Abi {
+        let name = ReleaseName::parse(&self.release);
+        let (major, minor) = name.map_or((0, 0), |n| (n.major, n.minor));
+        let arch = self.abi.rsplit(':').next().unwrap_or_default().to_string();
+        Abi {
+            major,
+            minor,
+            arch,
+            osversion: major * 100_000 + minor * 1_000,
+        }
+    }
+
+    /// Puts the signing keys in the empty `root`, where the repository
+    /// configuration's `fingerprints` names them (inside the root, as
+    /// `pkg --rootdir` and jbuild's installer both read them).
+    pub fn place_keys(&self, root: &Path) -> Result<(), ReleaseError> {
         let keys = root.join(self.keys.in_root().trim_start_matches('/'));
         for sub in ["trusted", "revoked"] {
             let d = keys.join(sub);
@@ -470,6 +530,12 @@ impl PkgBase {
             let p = keys.join(name);
             fs::write(&p, content).map_err(ReleaseError::io(&p))?;
         }
+        Ok(())
+    }
+
+    /// A directory, outside the root, holding the one repository
+    /// configuration ([`PkgBase::repo_conf`]); removed when dropped.
+    pub fn conf_dir(&self) -> Result<tempfile::TempDir, ReleaseError> {
         let conf = tempfile::Builder::new()
             .prefix("jbuild-pkgbase-")
             .tempdir()
@@ -478,7 +544,21 @@ impl PkgBase {
             )))?;
         let conf_file = conf.path().join(format!("{REPO_NAME}.conf"));
         fs::write(&conf_file, self.repo_conf()).map_err(ReleaseError::io(&conf_file))?;
-        for argv in self.commands(root, conf.path()) {
+        Ok(conf)
+    }
+
+    /// Installs the base into the empty `root` with pkg(8), `program`
+    /// (see the module docs for the order). `out` gets pkg's output lines.
+    pub fn install(
+        &self,
+        program: &Path,
+        root: &Path,
+        runner: &dyn PkgRunner,
+        out: Output<'_>,
+    ) -> Result<(), ReleaseError> {
+        self.place_keys(root)?;
+        let conf = self.conf_dir()?;
+        for argv in self.commands(program, root, conf.path()) {
             let shown = argv.join(" ");
             match runner.run(&argv, out) {
                 Ok(None) => {}
@@ -490,7 +570,7 @@ impl PkgBase {
                 }
                 Err(source) => {
                     return Err(ReleaseError::PkgSpawn {
-                        program: self.program.clone(),
+                        program: program.to_path_buf(),
                         source,
                     })
                 }

@@ -109,11 +109,36 @@ fn host_keys_are_read_and_keyed() {
 }
 
 #[test]
+fn jbuild_installs_unless_pkg_is_asked_for() {
+    let t = tempfile::tempdir().unwrap();
+    let mut s = source(t.path());
+    let by_pkg = s.resolve("15.0-RELEASE", &amd64()).unwrap();
+    assert_eq!(
+        by_pkg.installer,
+        Installer::Pkg("/usr/local/sbin/pkg".into())
+    );
+    s.pkg = None;
+    let by_jbuild = s.resolve("15.0-RELEASE", &amd64()).unwrap();
+    assert_eq!(by_jbuild.installer, Installer::Jbuild);
+    // Each installer leaves its own database: each has its own key.
+    assert_ne!(by_pkg.identity("c"), by_jbuild.identity("c"));
+    // The ABI the installer chooses packages by, from the release and
+    // the platform (pkg's name for arm64).
+    let arm = Platform::parse("freebsd/arm64").unwrap();
+    let abi = s.resolve("15.0-RELEASE", &arm).unwrap().pkg_abi();
+    assert_eq!(abi.to_string(), "FreeBSD:15:aarch64");
+    assert_eq!(abi.osversion, 1_500_000);
+}
+
+#[test]
 fn a_host_that_cannot_run_pkg_says_what_to_use_instead() {
-    let s = PkgbaseSource::default();
+    let s = PkgbaseSource {
+        use_pkg: true,
+        ..Default::default()
+    };
     let r = s.resolve("15.0-RELEASE", &amd64());
     if cfg!(target_os = "freebsd") {
-        assert_eq!(r.unwrap().program, PathBuf::from("pkg"));
+        assert_eq!(r.unwrap().installer, Installer::Pkg("pkg".into()));
     } else {
         let e = r.unwrap_err();
         assert!(e.is_user_error());
@@ -121,7 +146,7 @@ fn a_host_that_cannot_run_pkg_says_what_to_use_instead() {
         assert!(
             m.contains("pkg(8)")
                 && m.contains(std::env::consts::OS)
-                && m.contains("--freebsd-base=sets")
+                && m.contains("[pkg] installer")
                 && m.contains("on FreeBSD"),
             "{m}"
         );
@@ -170,7 +195,8 @@ fn install_seeds_the_keys_then_updates_then_installs() {
     let root = tempfile::tempdir().unwrap();
     let rec = Recorder::default();
     let mut lines = Vec::new();
-    b.install(root.path(), &rec, &mut |_, l: &[u8]| {
+    let pkg = Path::new("/usr/local/sbin/pkg");
+    b.install(pkg, root.path(), &rec, &mut |_, l: &[u8]| {
         lines.push(String::from_utf8_lossy(l).into_owned())
     })
     .unwrap();
@@ -238,8 +264,9 @@ fn a_failing_pkg_stops_with_its_command_and_message() {
         fail: Some("install"),
         ..Default::default()
     };
+    let pkg = Path::new("/usr/local/sbin/pkg");
     let e = b
-        .install(root.path(), &rec, &mut |_, _: &[u8]| {})
+        .install(pkg, root.path(), &rec, &mut |_, _: &[u8]| {})
         .unwrap_err();
     assert!(e.is_user_error());
     let m = e.to_string();
@@ -253,7 +280,12 @@ fn a_failing_pkg_stops_with_its_command_and_message() {
     s.pkg = Some(t.path().join("no-such-pkg"));
     let b = s.resolve("15.0-RELEASE", &amd64()).unwrap();
     let e = b
-        .install(root.path(), &HostPkg, &mut |_, _: &[u8]| {})
+        .install(
+            &t.path().join("no-such-pkg"),
+            root.path(),
+            &HostPkg,
+            &mut |_, _: &[u8]| {},
+        )
         .unwrap_err();
     assert!(e.is_user_error());
     assert!(e.to_string().contains("no-such-pkg"), "{e}");

@@ -17,7 +17,7 @@ use crate::support::pkgrepo::image::{freebsd_tree, write_repo, UID};
 use crate::support::pkgrepo::Key;
 
 /// Serves the files under `dir`.
-fn serve(dir: PathBuf) -> Server {
+pub(super) fn serve(dir: PathBuf) -> Server {
     Server::start(move |r| {
         let path = r.path.replace("%3A", ":");
         match fs::read(dir.join(path.trim_start_matches('/'))) {
@@ -53,7 +53,7 @@ fn setup(t: &Path) -> (Server, PathBuf) {
     (server, base)
 }
 
-fn sqlite(db: &Path, query: &str) -> String {
+pub(super) fn sqlite(db: &Path, query: &str) -> String {
     let out = Command::new("sqlite3").arg(db).arg(query).output().unwrap();
     assert!(
         out.status.success(),
@@ -65,7 +65,23 @@ fn sqlite(db: &Path, query: &str) -> String {
 
 /// The newest layer blob of the OCI layout's image, listed by GNU tar with
 /// numeric owners.
-fn last_layer_listing(layout: &Path) -> String {
+pub(super) fn last_layer_listing(layout: &Path) -> String {
+    let out = Command::new("tar")
+        .arg("--numeric-owner")
+        .arg("-tvf")
+        .arg(last_layer(layout))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The newest layer blob of the OCI layout's image.
+pub(super) fn last_layer(layout: &Path) -> PathBuf {
     let index: serde_json::Value =
         serde_json::from_slice(&fs::read(layout.join("index.json")).unwrap()).unwrap();
     let blob = |d: &str| {
@@ -78,19 +94,7 @@ fn last_layer_listing(layout: &Path) -> String {
     )
     .unwrap();
     let layers = manifest["layers"].as_array().unwrap();
-    let last = layers.last().unwrap()["digest"].as_str().unwrap();
-    let out = Command::new("tar")
-        .arg("--numeric-owner")
-        .arg("-tvf")
-        .arg(blob(last))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    blob(layers.last().unwrap()["digest"].as_str().unwrap())
 }
 
 #[test]

@@ -154,7 +154,7 @@ fn build(sn: &dyn Snapshotter, t: &Path, pkg: &Path) -> (Vec<String>, PathBuf, P
 }
 
 /// Each entry's `flags=` in bsdtar's mtree form of `tar` (none: "").
-fn bsdtar_flags(tar: &Path) -> BTreeMap<String, String> {
+pub(crate) fn bsdtar_flags(tar: &Path) -> BTreeMap<String, String> {
     let out = Command::new("bsdtar")
         .args([
             "-cf",

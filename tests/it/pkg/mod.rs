@@ -9,7 +9,7 @@ mod conf;
 mod db;
 mod entry;
 mod fetch;
-mod flags;
+pub(crate) mod flags;
 mod install;
 mod lua;
 mod mirror;

@@ -1,7 +1,8 @@
 //! PKG steps on a generated release base (the package cache shared, caches
 //! kept out of layers, a repository's catalogue followed, jail parameters
 //! that weaken the build jail refused without consent) and pkgbase bases
-//! installed by a stand-in pkg(8), whose argv and order are checked.
+//! installed by a stand-in pkg(8) (`[freebsd] pkg`), whose argv and order
+//! are checked.
 
 use super::*;
 
@@ -443,17 +444,18 @@ fn a_pkgbase_base_is_installed_by_pkg_and_follows_the_catalogue() {
         "{logged}"
     );
 
-    // A host that cannot run pkg(8) says so, and what to use instead,
-    // before anything is fetched.
-    fs::write(&config, settings("")).unwrap();
+    // pkg(8) asked for where it cannot run says so, and what to use
+    // instead, before anything is fetched (without the setting, jbuild's
+    // installer makes the base: build::pkgbase).
+    fs::write(&config, settings("\n[pkg]\ninstaller = \"pkg\"\n")).unwrap();
     fs::write(repo15.join("packagesite.pkg"), "catalogue 4").unwrap();
     let before = server.requests().len();
     let out = run(&mut build(&["--freebsd-base", "pkgbase"]));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(
-        err.contains("needs pkg(8) on the host")
-            && err.contains("--freebsd-base=sets")
+        err.contains("[pkg] installer = \"pkg\" installs pkgbase bases with pkg(8)")
+            && err.contains("jbuild's own installer")
             && err.contains("build on FreeBSD"),
         "{err}"
     );
