@@ -11,6 +11,7 @@ use super::error::BuildError;
 use super::run::Run;
 use crate::pkg::fetch::Cache;
 use crate::pkg::install::{self, Event, Request};
+use crate::pkg::repository::Sources;
 use crate::plan::ExecContext;
 use crate::report::{Level, StepInfo, Stream};
 
@@ -38,6 +39,10 @@ pub(super) fn install(
         None => Cache::new(work.path().join("packages")),
     };
     let epoch = i64::try_from(run.opts.epoch).unwrap_or(i64::MAX);
+    // The catalogues the fetch phase fetched for the step's key: read,
+    // not downloaded again.
+    let kept = run.inputs.catalogues.borrow();
+    let resolver = env.freebsd.pkg_resolver();
     let req = Request {
         root,
         packages,
@@ -52,6 +57,10 @@ pub(super) fn install(
         bootstrap,
         limits: env.layer_policy.limits,
         file_flags,
+        sources: Sources {
+            resolver: Some(&resolver),
+            kept: Some(&kept),
+        },
     };
     let reporter = env.reporter;
     let say = |line: String| reporter.step_output(info, Stream::Stdout, line.as_bytes());

@@ -50,6 +50,7 @@ pub mod manifest;
 pub mod mirror;
 pub mod repo_conf;
 pub mod repository;
+pub mod repository_files;
 pub mod resolve;
 pub mod sign;
 pub mod ucl;
