@@ -15,8 +15,12 @@
 //! so a cached step is reused even after the repository moved on.
 //!
 //! The repositories asked are the `url`s of the override's `*.conf` files,
-//! else FreeBSD's default, `https://pkg.FreeBSD.org/${ABI}/quarterly`.
-//! `pkg+https://` (SRV mirror selection) is asked as `https://`.
+//! else FreeBSD's default, `https://pkg.FreeBSD.org/${ABI}/quarterly`,
+//! as the step reads them ([`crate::pkg::repository_files::fetch`]:
+//! `meta.conf`, then the catalogue; a `pkg+https://` url from its SRV
+//! mirrors, then the host). What is fetched is kept
+//! ([`FreeBsdEnv::pkg_repositories_keeping`]: the archive in the package
+//! cache by digest) and the step reads it instead of asking again.
 
 use crate::blame::Blame;
 use std::collections::BTreeMap;
@@ -565,7 +569,9 @@ mod tests {
         );
 
         env.pkg_offline = false;
-        let e = env.pkg_repositories(abi).unwrap_err().to_string();
+        let e = env.pkg_repositories(abi).unwrap_err();
+        assert!(e.is_user_error(), "{e}");
+        let e = crate::report::error_chain(&e);
         assert!(
             e.contains("packagesite.pkg") && e.contains("--pkg-offline"),
             "{e}"
