@@ -9,9 +9,9 @@
 //! holds (besides ABI and OSVERSION, see [`crate::plan::FreeBsdVersion`])
 //! [`FreeBsdEnv::pkg_repositories`]: the digest of the repository
 //! override directory (or `default`), and, unless offline, for each
-//! repository the digest of its catalogue archive (`data.pkg`, else
-//! `packagesite.pkg`/`.tzst`/`.txz`), downloaded (for a `file://`
-//! repository, read). With `--pkg-offline` only the configuration counts,
+//! repository the digest of its catalogue archive (the one pkg would read:
+//! `data.pkg`, else `packagesite.*`, as its `meta.conf` says), downloaded
+//! (for a `file://` repository, read). With `--pkg-offline` only the configuration counts,
 //! so a cached step is reused even after the repository moved on.
 //!
 //! The repositories asked are the `url`s of the override's `*.conf` files,
