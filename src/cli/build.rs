@@ -321,6 +321,8 @@ fn freebsd_env(ctx: &Ctx, args: &BuildArgs) -> Result<FreeBsdEnv, Failure> {
         package_cache: Some(ctx.paths.package_cache()),
         allowed_jail_params: allowed,
         http,
+        pkg_resolver: jbuild::pkg::mirror::Resolver::of_servers(&pkg.nameservers)
+            .map_err(|e| Failure::user(anyhow!(e)))?,
     })
 }
 

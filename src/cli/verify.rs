@@ -109,6 +109,8 @@ pub fn run(ctx: &Ctx, args: VerifyArgs) -> CmdResult {
             package_cache: Some(ctx.paths.package_cache()),
             allowed_jail_params: settings.freebsd.allow_jail_params.clone(),
             http: http.clone(),
+            pkg_resolver: jbuild::pkg::mirror::Resolver::of_servers(&settings.pkg.nameservers)
+                .map_err(|e| Failure::user(anyhow!(e)))?,
         },
         layer_policy: ctx.layer_policy(false, false),
         registry: Some(&puller),

@@ -42,6 +42,7 @@
 //! repos_dir = "/usr/local/etc/jbuild/pkg-repos"   # pkg repos for PKG steps
 //! installer = "jbuild"                            # or "pkg": pkg(8) in the jail
 //! offline = false
+//! nameservers = []              # asked for pkg+https:// SRV mirrors (else /etc/resolv.conf)
 //!
 //! [layers]                      # layers unpacked by pull, FROM and create
 //! allow_setuid = false          # keep setuid/setgid files (FreeBSD's base has su, passwd)
@@ -226,6 +227,10 @@ pub struct PkgSettings {
     /// own installer, any host, any architecture) or `pkg` (pkg(8) in the
     /// build jail, on a FreeBSD host).
     pub installer: Option<String>,
+    /// The nameservers asked for the SRV records of `pkg+https://`
+    /// repositories (`IP`, `IP:PORT`); the host's `/etc/resolv.conf` when
+    /// empty.
+    pub nameservers: Vec<String>,
 }
 
 /// `[trust]`: which images pull, FROM and create accept, as rules of

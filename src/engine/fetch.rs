@@ -34,6 +34,7 @@ use super::native::Ignore;
 use crate::digest::Digest;
 use crate::image::{LoadedImage, Platform};
 use crate::jailfile::Build;
+use crate::pkg::repository_files::Kept;
 use crate::plan::{self, BaseKey, Inputs, PlanOptions};
 use crate::release::{PkgBase, Release};
 
@@ -55,6 +56,10 @@ pub struct FetchPhase<'a> {
     /// The content digest of each file ADD downloaded without a
     /// checksum: the step takes the file from the cache by it.
     pub(super) downloads: RefCell<HashMap<String, Digest>>,
+    /// The package repositories' catalogues fetched for PKG steps' keys,
+    /// by url (their archives in the package cache): the steps read them
+    /// instead of downloading them again.
+    pub(super) catalogues: RefCell<Kept>,
 }
 
 impl<'a> FetchPhase<'a> {
@@ -67,6 +72,7 @@ impl<'a> FetchPhase<'a> {
             pkgbases: RefCell::default(),
             git: RefCell::default(),
             downloads: RefCell::default(),
+            catalogues: RefCell::default(),
         })
     }
 
@@ -91,6 +97,7 @@ impl<'a> FetchPhase<'a> {
             pkgbases: &self.pkgbases,
             git: &self.git,
             downloads: &self.downloads,
+            catalogues: &self.catalogues,
             context,
             ignore,
             context_revision,

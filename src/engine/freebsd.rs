@@ -9,14 +9,18 @@
 //! holds (besides ABI and OSVERSION, see [`crate::plan::FreeBsdVersion`])
 //! [`FreeBsdEnv::pkg_repositories`]: the digest of the repository
 //! override directory (or `default`), and, unless offline, for each
-//! repository the digest of its catalogue archive (`data.pkg`, else
-//! `packagesite.pkg`/`.tzst`/`.txz`), downloaded (for a `file://`
-//! repository, read). With `--pkg-offline` only the configuration counts,
+//! repository the digest of its catalogue archive (the one pkg would read:
+//! `data.pkg`, else `packagesite.*`, as its `meta.conf` says), downloaded
+//! (for a `file://` repository, read). With `--pkg-offline` only the configuration counts,
 //! so a cached step is reused even after the repository moved on.
 //!
 //! The repositories asked are the `url`s of the override's `*.conf` files,
-//! else FreeBSD's default, `https://pkg.FreeBSD.org/${ABI}/quarterly`.
-//! `pkg+https://` (SRV mirror selection) is asked as `https://`.
+//! else FreeBSD's default, `https://pkg.FreeBSD.org/${ABI}/quarterly`,
+//! as the step reads them ([`crate::pkg::repository_files::fetch`]:
+//! `meta.conf`, then the catalogue; a `pkg+https://` url from its SRV
+//! mirrors, then the host). What is fetched is kept
+//! ([`FreeBsdEnv::pkg_repositories_keeping`]: the archive in the package
+//! cache by digest) and the step reads it instead of asking again.
 
 use crate::blame::Blame;
 use std::collections::BTreeMap;
@@ -30,6 +34,9 @@ use crate::digest::Digest;
 use crate::exec::{jail_params, BindMount, Mount};
 use crate::jailfile::Op;
 use crate::jailfile::Sharing;
+use crate::pkg::mirror::Resolver;
+use crate::pkg::repo_conf::MirrorType;
+use crate::pkg::repository_files::{self, Fetched, Kept};
 use crate::plan::{Plan, StepKind};
 use crate::release::ReleaseSource;
 use crate::transport::http::{Http, HttpError};
@@ -66,6 +73,12 @@ pub enum PkgRepoError {
     },
     #[error("the pkg repository {base} has no packagesite.pkg; check the repository url, or build with --pkg-offline")]
     NoCatalogue { base: String },
+    #[error("cannot read the catalogue of the pkg repository {url}, which PKG steps are keyed on (check the repository url, or build with --pkg-offline to key on the configuration only)")]
+    Repository {
+        url: String,
+        #[source]
+        source: Box<crate::pkg::repository::RepoError>,
+    },
 }
 
 impl Blame for PkgRepoError {
@@ -75,6 +88,7 @@ impl Blame for PkgRepoError {
     fn is_user_error(&self) -> bool {
         match self {
             PkgRepoError::Ask { source } => source.is_user_error(),
+            PkgRepoError::Repository { source, .. } => source.is_user_error(),
             PkgRepoError::ReadDir { .. }
             | PkgRepoError::Read { .. }
             | PkgRepoError::NoLocalCatalogue { .. }
@@ -145,6 +159,9 @@ pub struct FreeBsdEnv {
     /// What repositories are asked with (the build's registry options:
     /// timeouts, `--cert-dir`, proxies).
     pub http: Arc<Http>,
+    /// Who is asked for the SRV records of `pkg+` repositories (`[pkg]
+    /// nameservers`); the host's resolv.conf when `None`.
+    pub pkg_resolver: Option<Resolver>,
 }
 
 impl FreeBsdEnv {
@@ -168,6 +185,17 @@ impl FreeBsdEnv {
 
     /// What PKG steps are keyed on besides the root (see the module docs).
     pub fn pkg_repositories(&self, abi: Option<&str>) -> Result<String, PkgRepoError> {
+        self.pkg_repositories_keeping(abi, &mut Kept::new())
+    }
+
+    /// [`FreeBsdEnv::pkg_repositories`], keeping each catalogue fetched
+    /// in `kept` (its archive in the package cache, by digest), for the
+    /// PKG steps to read instead of downloading it again.
+    pub fn pkg_repositories_keeping(
+        &self,
+        abi: Option<&str>,
+        kept: &mut Kept,
+    ) -> Result<String, PkgRepoError> {
         let mut out = String::new();
         let mut urls = Vec::new();
         match &self.pkg_repos_dir {
@@ -201,10 +229,65 @@ impl FreeBsdEnv {
                 }
                 (false, _) => url,
             };
-            let id = catalogue_identity(&url, &self.http)?;
-            out.push_str(&format!("; {url} {id}"));
+            let url = url.trim_end_matches('/').to_string();
+            let digest = match kept.get(&url) {
+                Some(f) => f.digest.clone(),
+                None => {
+                    let f = self.fetch_catalogue(&url)?;
+                    let digest = f.digest.clone();
+                    kept.insert(url.clone(), f);
+                    digest
+                }
+            };
+            out.push_str(&format!("; {url} content {digest}"));
         }
         Ok(out)
+    }
+
+    /// Who finds the SRV mirrors of `pkg+` repositories: `[pkg]
+    /// nameservers`, else the host's resolv.conf.
+    pub fn pkg_resolver(&self) -> Resolver {
+        self.pkg_resolver.clone().unwrap_or_else(Resolver::system)
+    }
+
+    /// The catalogue of the repository at `url`, fetched as a PKG step
+    /// reads it ([`repository_files::fetch`]: `meta.conf`, then the
+    /// archive; a `pkg+` url from its SRV mirrors, then the host) and kept
+    /// in the package cache.
+    fn fetch_catalogue(&self, url: &str) -> Result<Fetched, PkgRepoError> {
+        let fail = |source| PkgRepoError::Repository {
+            url: url.to_string(),
+            source: Box::new(source),
+        };
+        let io_fail = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| PkgRepoError::Read { path, source }
+        };
+        let scratch_in = self
+            .package_cache
+            .clone()
+            .unwrap_or_else(std::env::temp_dir);
+        fs::create_dir_all(&scratch_in).map_err(io_fail(&scratch_in))?;
+        let work = tempfile::Builder::new()
+            .prefix(".catalogue-")
+            .tempdir_in(&scratch_in)
+            .map_err(io_fail(&scratch_in))?;
+        // The fetch phase reads the override's urls, not its mirror_type:
+        // a `pkg+` url is looked up by SRV, as FreeBSD's files pair them.
+        let fetched = repository_files::fetch(
+            url,
+            url,
+            MirrorType::Srv,
+            &self.http,
+            &self.pkg_resolver(),
+            work.path(),
+        )
+        .map_err(fail)?;
+        match &self.package_cache {
+            Some(cache) => fetched.keep_in(cache).map_err(io_fail(cache)),
+            // Nowhere to keep it: the step fetches it again.
+            None => Ok(fetched),
+        }
     }
 }
 
@@ -486,7 +569,9 @@ mod tests {
         );
 
         env.pkg_offline = false;
-        let e = env.pkg_repositories(abi).unwrap_err().to_string();
+        let e = env.pkg_repositories(abi).unwrap_err();
+        assert!(e.is_user_error(), "{e}");
+        let e = crate::report::error_chain(&e);
         assert!(
             e.contains("packagesite.pkg") && e.contains("--pkg-offline"),
             "{e}"

@@ -17,6 +17,7 @@ use super::native::{self, Ignore};
 use crate::digest::Digest;
 use crate::image::Platform;
 use crate::jailfile::CopySource;
+use crate::pkg::repository_files::Kept;
 use crate::plan::{BaseImage, BaseKey, InputError, InputSource, ReleaseContents};
 use crate::release::{BaseMethod, PkgBase, Release};
 
@@ -29,6 +30,7 @@ pub(super) struct Fetching<'f, 'a> {
     pub(super) pkgbases: &'f RefCell<HashMap<BaseKey, PkgBase>>,
     pub(super) git: &'f RefCell<GitMirrors>,
     pub(super) downloads: &'f RefCell<HashMap<String, Digest>>,
+    pub(super) catalogues: &'f RefCell<Kept>,
     pub(super) context: &'f Path,
     pub(super) ignore: Option<&'f Ignore>,
     /// The commit the context was checked out at, when it is a git
@@ -202,7 +204,7 @@ impl InputSource for Fetching<'_, '_> {
         self.bases
             .env()
             .freebsd
-            .pkg_repositories(abi)
+            .pkg_repositories_keeping(abi, &mut self.catalogues.borrow_mut())
             .map_err(|e| InputError::new(e.is_user_error(), e))
     }
 }

@@ -11,6 +11,7 @@ use super::error::BuildError;
 use super::run::Run;
 use crate::pkg::fetch::Cache;
 use crate::pkg::install::{self, Event, InstallError, Outcome, Request};
+use crate::pkg::repository::Sources;
 use crate::plan::ExecContext;
 use crate::report::{Level, StepInfo, Stream};
 
@@ -31,6 +32,10 @@ pub(super) fn install(
     let env = run.env;
     let (work, cache) = scratch(run)?;
     let epoch = i64::try_from(run.opts.epoch).unwrap_or(i64::MAX);
+    // The catalogues the fetch phase fetched for the step's key: read,
+    // not downloaded again.
+    let kept = run.inputs.catalogues.borrow();
+    let resolver = env.freebsd.pkg_resolver();
     let req = Request {
         root,
         packages,
@@ -45,6 +50,10 @@ pub(super) fn install(
         bootstrap,
         limits: env.layer_policy.limits,
         file_flags,
+        sources: Sources {
+            resolver: Some(&resolver),
+            kept: Some(&kept),
+        },
     };
     reported(run, info, |events| install::install(&req, events))
 }

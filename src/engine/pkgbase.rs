@@ -33,6 +33,7 @@ use super::pkg::{reported, scratch, JOBS};
 use super::run::Run;
 use crate::fsutil::flags::FileFlags;
 use crate::pkg::install::{self, Request};
+use crate::pkg::repository::Sources;
 use crate::release::PkgBase;
 use crate::report::StepInfo;
 
@@ -49,6 +50,8 @@ pub(super) fn install(
     let conf = base.conf_dir()?;
     let (work, cache) = scratch(run)?;
     let env = run.env;
+    let resolver = env.freebsd.pkg_resolver();
+    let kept = run.inputs.catalogues.borrow();
     let req = Request {
         root,
         packages: &base.packages,
@@ -63,6 +66,10 @@ pub(super) fn install(
         bootstrap: false,
         limits: env.layer_policy.limits,
         file_flags,
+        sources: Sources {
+            resolver: Some(&resolver),
+            kept: Some(&kept),
+        },
     };
     reported(run, info, |events| {
         install::install_for(&req, base.pkg_abi(), events)

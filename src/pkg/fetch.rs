@@ -25,8 +25,8 @@
 //! [`crate::transport::http`], so the registries' rules hold for packages
 //! too: `[registries] timeout_secs`, `--cert-dir`, proxies, retries, and a
 //! transfer that breaks off taken up again where it stopped (`Range`).
-//! (`pkg+https://` is fetched as `https://`: SRV mirrors are not looked
-//! up.)
+//! (A `pkg+https://` repository's packages come from the mirror that
+//! served its catalogue, `Repository::url`.)
 
 use std::fs;
 use std::io::{self, Write};

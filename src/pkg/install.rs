@@ -9,8 +9,9 @@
 //! 3. Each repository's catalogue, its signatures checked against the
 //!    trust its configuration names (keys and fingerprints read inside the
 //!    image, as `pkg --rootdir` does) before a byte of it is parsed
-//!    ([`repository::load_with`]: `file://`, `http://`, `https://`;
-//!    `pkg+https://` asks the host itself, see there).
+//!    ([`repository::load_from`]: `file://`, `http://`, `https://`;
+//!    `pkg+https://` by SRV mirrors then the host; a catalogue the fetch
+//!    phase kept is read, not downloaded again).
 //! 4. Resolution ([`resolve`]) against what the image's `local.sqlite`
 //!    already has: an installed package is kept as it is (requested or a
 //!    dependency), never installed twice. pkg would upgrade an installed
@@ -77,6 +78,8 @@ pub struct Request<'a> {
     pub bootstrap: bool,
     pub limits: Limits,
     pub file_flags: &'a dyn FileFlags,
+    /// Catalogues the fetch phase kept, and who finds SRV mirrors.
+    pub sources: repository::Sources<'a>,
 }
 
 /// What happened, in order, for the caller to show.
@@ -186,9 +189,10 @@ pub fn repositories(
     repos_dir: Option<&Path>,
     http: &Http,
     work: &Path,
+    sources: repository::Sources<'_>,
 ) -> Result<(Abi, Vec<RepoConfig>, Vec<Repository>), InstallError> {
     let abi = abi::of_root(root, platform_arch)?;
-    repositories_for(root, abi, repos_dir, http, work)
+    repositories_for(root, abi, repos_dir, http, work, sources)
 }
 
 /// [`repositories`] for `abi`, given rather than read from the root.
@@ -198,6 +202,7 @@ pub fn repositories_for(
     repos_dir: Option<&Path>,
     http: &Http,
     work: &Path,
+    sources: repository::Sources<'_>,
 ) -> Result<(Abi, Vec<RepoConfig>, Vec<Repository>), InstallError> {
     let confs: Vec<RepoConfig> = repo_conf::load_root_with(root, &abi, repos_dir)?
         .into_iter()
@@ -217,7 +222,7 @@ pub fn repositories_for(
             path: dir.clone(),
             source,
         })?;
-        repos.push(repository::load_with(conf, &trust, &dir, http)?);
+        repos.push(repository::load_from(conf, &trust, &dir, http, sources)?);
     }
     Ok((abi, confs, repos))
 }
@@ -237,7 +242,14 @@ pub fn install_for(
     abi: Abi,
     events: &mut dyn FnMut(Event),
 ) -> Result<Outcome, InstallError> {
-    let (abi, _, repos) = repositories_for(req.root, abi, req.repos_dir, req.http, req.work)?;
+    let (abi, _, repos) = repositories_for(
+        req.root,
+        abi,
+        req.repos_dir,
+        req.http,
+        req.work,
+        req.sources,
+    )?;
     for r in &repos {
         events(Event::Repository {
             name: r.name.clone(),

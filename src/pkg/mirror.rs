@@ -96,6 +96,34 @@ impl Resolver {
         r
     }
 
+    /// The nameservers `[pkg] nameservers` names (`IP`, `IP:PORT` or
+    /// `[IPv6]:PORT`; port 53 when none is given), with the C library's
+    /// patience (5 s, 2 attempts); `None` for an empty list (the host's
+    /// resolv.conf then). An address it cannot read is the user's mistake,
+    /// named in the error.
+    pub fn of_servers(list: &[String]) -> Result<Option<Resolver>, String> {
+        if list.is_empty() {
+            return Ok(None);
+        }
+        let mut servers = Vec::with_capacity(list.len());
+        for s in list {
+            let addr = s
+                .parse::<SocketAddr>()
+                .or_else(|_| s.parse::<IpAddr>().map(|ip| SocketAddr::new(ip, 53)))
+                .map_err(|_| {
+                    format!(
+                        "[pkg] nameservers: `{s}` is not an address (IP, IP:PORT or [IPv6]:PORT)"
+                    )
+                })?;
+            servers.push(addr);
+        }
+        Ok(Some(Resolver {
+            servers,
+            timeout: Duration::from_secs(5),
+            attempts: 2,
+        }))
+    }
+
     /// The SRV records of `name`, unordered; empty when there are none or
     /// no server answered.
     pub fn srv(&self, name: &str) -> Vec<SrvRecord> {

@@ -18,7 +18,9 @@
 //! - [`checksum`]: pkg's checksum forms (SHA-256 hex, its base32, BLAKE2b);
 //! - [`sign`]: the catalogue's signatures (`pubkey`, `fingerprints`, RSA
 //!   and ECDSA), checked before it is parsed; [`repository`]: one
-//!   repository read whole in pkg's order (`file://` so far);
+//!   repository read whole in pkg's order, its files fetched by
+//!   [`repository_files`] (or kept by the fetch phase), from the SRV
+//!   mirrors of a `pkg+https://` url ([`mirror`]) then the host;
 //! - [`resolve`]: the requested packages' dependency closure across
 //!   repositories by priority, in install order; [`version`]: versions
 //!   compared as `pkg_version_cmp` does;
@@ -51,6 +53,7 @@ pub mod manifest;
 pub mod mirror;
 pub mod repo_conf;
 pub mod repository;
+pub mod repository_files;
 pub mod resolve;
 pub mod sign;
 pub mod ucl;

@@ -2,18 +2,20 @@
 //! newest generation it serves, the catalogue's signatures checked against
 //! the repository's [`Trust`] before a byte of it is parsed.
 //!
-//! pkg's order (`libpkg/pkg_repo.c`): `meta.conf` (pkg's defaults when a
-//! repository has none); then `data.pkg`, `data.<packing_format>`, and
-//! only when neither is there `packagesite.pkg`,
-//! `packagesite.<packing_format>`.
-//!
-//! `file://`, `http://` and `https://` repositories are read, through
+//! The files are found as pkg finds them ([`super::repository_files`]:
+//! `meta.conf`, then the newest catalogue generation served), over
+//! `file://`, `http://` and `https://` through
 //! [`transport::http`](crate::transport::http) (the configuration's
-//! timeouts, `--cert-dir`, proxies, retries). `pkg+https://` and
-//! `pkg+http://` ask pkg to find mirrors by a DNS SRV lookup
-//! (`_https._tcp.HOST`); jbuild has no SRV resolver (it would need a DNS
-//! library it does not otherwise use), so it asks HOST itself, which
-//! FreeBSD's `pkg.FreeBSD.org` serves as well as its mirrors do.
+//! timeouts, `--cert-dir`, proxies, retries). A `pkg+https://` or
+//! `pkg+http://` url with `mirror_type: srv` is fetched from the mirrors
+//! its DNS SRV records name (`_https._tcp.HOST`, by priority and weight),
+//! then from HOST itself ([`super::mirror`]); the packages are then
+//! fetched from the mirror that served the catalogue
+//! ([`Repository::url`]).
+//!
+//! A catalogue the build's fetch phase already fetched for the step's key
+//! ([`Sources::kept`]) is read from jbuild's package cache instead of
+//! being downloaded again; its signatures are checked here all the same.
 
 use crate::blame::Blame;
 
@@ -21,10 +23,11 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use super::catalogue::{self, CatalogueError, Generation, Meta, Package};
+use super::mirror::Resolver;
 use super::repo_conf::RepoConfig;
+use super::repository_files::{self, Kept};
 use super::sign::{SignError, Trust};
-use crate::transport::block_on;
-use crate::transport::http::{Http, HttpError, Limits};
+use crate::transport::http::{Http, HttpError};
 
 /// The largest `meta.conf` read.
 pub const MAX_META: u64 = 1 << 20;
@@ -34,7 +37,8 @@ pub const MAX_META: u64 = 1 << 20;
 pub struct Repository {
     pub name: String,
     pub priority: i64,
-    /// The url packages are fetched below (`pkg+` taken off).
+    /// The url packages are fetched below: the mirror (or the host) that
+    /// served the catalogue, `pkg+` taken off.
     pub url: String,
     pub meta: Meta,
     pub generation: Generation,
@@ -90,36 +94,16 @@ impl Blame for RepoError {
     }
 }
 
-/// Where a repository's files are.
-enum Place {
-    Dir(PathBuf),
-    /// The base URL (no trailing `/`).
-    Remote(String),
-}
-
-/// The url files are fetched below, and where: `pkg+` taken off (see the
-/// module's documentation on SRV).
-fn place_of(repo: &str, url: &str) -> Result<(String, Place), RepoError> {
-    let srv = url.starts_with("pkg+");
-    let url = url
-        .strip_prefix("pkg+")
-        .unwrap_or(url)
-        .trim_end_matches('/')
-        .to_string();
-    if let Some(dir) = url.strip_prefix("file://") {
-        let dir = PathBuf::from(dir);
-        return Ok((url, Place::Dir(dir)));
-    }
-    if url.starts_with("https://") || url.starts_with("http://") {
-        if srv {
-            tracing::debug!(repo, url, "no SRV lookup: the host itself is asked");
-        }
-        return Ok((url.clone(), Place::Remote(url)));
-    }
-    Err(RepoError::UnsupportedUrl {
-        repo: repo.to_string(),
-        url,
-    })
+/// Where a repository's files may come from besides a fresh download, and
+/// who finds its mirrors.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Sources<'a> {
+    /// Who is asked for the SRV records of a `pkg+` url with
+    /// `mirror_type: srv`; the host's nameservers when `None`.
+    pub resolver: Option<&'a Resolver>,
+    /// Catalogues the fetch phase fetched for the step's key, by url: read
+    /// instead of downloaded again (when still intact).
+    pub kept: Option<&'a Kept>,
 }
 
 /// Reads the repository `conf` names, checked against `trust`; temporary
@@ -136,111 +120,61 @@ pub fn load_with(
     work: &Path,
     http: &Http,
 ) -> Result<Repository, RepoError> {
+    load_from(conf, trust, work, http, Sources::default())
+}
+
+/// [`load_with`], reading what `sources` kept and finding mirrors with
+/// its resolver.
+pub fn load_from(
+    conf: &RepoConfig,
+    trust: &Trust,
+    work: &Path,
+    http: &Http,
+    sources: Sources<'_>,
+) -> Result<Repository, RepoError> {
     let repo = conf.name.clone();
     let url = conf
         .url
         .clone()
         .ok_or_else(|| RepoError::NoUrl { repo: repo.clone() })?;
-    let (url, place) = place_of(&repo, &url)?;
-    let fetch_err = |source| RepoError::Fetch {
-        repo: repo.clone(),
-        source,
+    let url = url.trim_end_matches('/').to_string();
+    let kept = sources
+        .kept
+        .and_then(|k| k.get(&url))
+        .filter(|f| f.intact())
+        .cloned();
+    let fetched = match kept {
+        Some(f) => f,
+        None => {
+            let system;
+            let resolver = match sources.resolver {
+                Some(r) => r,
+                None => {
+                    system = Resolver::system();
+                    &system
+                }
+            };
+            repository_files::fetch(&repo, &url, conf.mirror_type, http, resolver, work)?
+        }
     };
-    let meta = match read_meta(&repo, &place, http).map_err(fetch_err)? {
-        Some(text) => catalogue::parse_meta(&text, &format!("repository `{repo}`"))?,
+    let meta = match &fetched.meta {
+        Some(text) => catalogue::parse_meta(text, &format!("repository `{repo}`"))?,
         None => Meta::default(),
     };
-    let mut tried = Vec::new();
-    let generations = [
-        (
-            meta.data_archive.clone(),
-            meta.data.clone(),
-            Generation::Data,
-        ),
-        (
-            meta.manifests_archive.clone(),
-            meta.manifests.clone(),
-            Generation::Packagesite,
-        ),
-    ];
-    for (archive, member, generation) in generations {
-        for name in catalogue::archive_names(&archive, &meta) {
-            let Some(path) = archive_file(&place, &name, work, http).map_err(fetch_err)? else {
-                tried.push(name);
-                continue;
-            };
-            let what = format!("repository `{repo}`: {name}");
-            let mut ex = catalogue::extract(&path, &member, work, &what)?;
-            trust.verify(&ex, &meta, &repo)?;
-            let packages = catalogue::packages(&mut ex, generation, &what)?;
-            return Ok(Repository {
-                name: repo,
-                priority: conf.priority,
-                url,
-                meta,
-                generation,
-                archive: name,
-                catalogue_sha256: ex.sha256_hex,
-                packages,
-            });
-        }
-    }
-    let dir = match place {
-        Place::Dir(d) => d,
-        Place::Remote(u) => PathBuf::from(u),
-    };
-    Err(RepoError::NoCatalogue { repo, dir, tried })
-}
-
-/// The text of the repository's `meta.conf`; `None` when it has none.
-fn read_meta(repo: &str, place: &Place, http: &Http) -> Result<Option<String>, HttpError> {
-    let url = match place {
-        Place::Dir(dir) => match reqwest::Url::from_file_path(dir.join("meta.conf")) {
-            Ok(u) => u.to_string(),
-            Err(()) => {
-                return Err(HttpError::Url {
-                    url: dir.display().to_string(),
-                    reason: "not an absolute path".into(),
-                })
-            }
-        },
-        Place::Remote(base) => format!("{base}/meta.conf"),
-    };
-    match block_on(http.get_bytes(&url, MAX_META)) {
-        Ok(bytes) => String::from_utf8(bytes)
-            .map(Some)
-            .map_err(|_| HttpError::Protocol {
-                url,
-                reason: format!("repository `{repo}`: meta.conf is not text"),
-            }),
-        Err(e) if e.is_not_found() => Ok(None),
-        Err(e) => Err(e),
-    }
-}
-
-/// The catalogue archive `name` as a local file (downloaded into `work`
-/// for a remote repository); `None` when the repository has none.
-fn archive_file(
-    place: &Place,
-    name: &str,
-    work: &Path,
-    http: &Http,
-) -> Result<Option<PathBuf>, HttpError> {
-    match place {
-        Place::Dir(dir) => {
-            let path = dir.join(name);
-            Ok(path.is_file().then_some(path))
-        }
-        Place::Remote(base) => {
-            let dest = work.join(format!("catalogue-{name}"));
-            let url = format!("{base}/{name}");
-            match block_on(http.get_to_file(&url, &dest, None, Limits::at_most(MAX_ARCHIVE))) {
-                Ok(_) => Ok(Some(dest)),
-                Err(e) if e.is_not_found() => Ok(None),
-                Err(e) => Err(e),
-            }
-        }
-    }
+    let what = format!("repository `{repo}`: {}", fetched.archive);
+    let mut ex = catalogue::extract(&fetched.path, &fetched.member, work, &what)?;
+    trust.verify(&ex, &meta, &repo)?;
+    let packages = catalogue::packages(&mut ex, fetched.generation, &what)?;
+    Ok(Repository {
+        name: repo,
+        priority: conf.priority,
+        url: fetched.base,
+        meta,
+        generation: fetched.generation,
+        archive: fetched.archive,
+        catalogue_sha256: ex.sha256_hex,
+        packages,
+    })
 }
 
 /// The largest catalogue archive downloaded (FreeBSD's whole ports tree

@@ -15,6 +15,7 @@ mod ignore_files;
 mod mounts;
 mod native;
 mod pkg;
+mod pkg_repo;
 mod pkgbase;
 mod platform_args;
 mod recipe_names;

@@ -57,6 +57,7 @@ fn run(f: &Fixture, packages: &[&str], bootstrap: bool) -> Result<Vec<Event>, In
         bootstrap,
         limits: jbuild::layer::Limits::default(),
         file_flags: jbuild::fsutil::flags::host(),
+        sources: Default::default(),
     };
     let mut events = Vec::new();
     install(&req, &mut |e| events.push(e))?;

@@ -174,8 +174,10 @@ fn jail_parameters_that_weaken_the_build_jail_need_consent() {
 
 /// PKG keys follow an HTTP repository's catalogue by its content's
 /// digest (not an ETag): a new `packagesite.pkg` is a new key; the
-/// archives are asked in pkg's order (`data.pkg` first), `packagesite.txz`
-/// when there is no other.
+/// archives are asked in pkg's order (`meta.conf`, then `data.pkg`,
+/// `data.<packing_format>`, `packagesite.pkg`,
+/// `packagesite.<packing_format>`), as the step reads them:
+/// `packagesite.txz` when `meta.conf` says `txz`.
 #[test]
 fn an_http_repository_is_keyed_on_its_catalogue_digest() {
     let t = tempfile::tempdir().unwrap();
@@ -205,6 +207,7 @@ fn an_http_repository_is_keyed_on_its_catalogue_digest() {
     let second = env.pkg_repositories(abi).unwrap();
     assert_ne!(first, second);
     fs::remove_file(repo.join("packagesite.pkg")).unwrap();
+    fs::write(repo.join("meta.conf"), "packing_format = \"txz\";\n").unwrap();
     fs::write(repo.join("packagesite.txz"), "old style").unwrap();
     let third = env.pkg_repositories(abi).unwrap();
     assert_ne!(second, third);
@@ -218,9 +221,10 @@ fn an_http_repository_is_keyed_on_its_catalogue_digest() {
             .all(|r| r.starts_with("GET /repo/FreeBSD:14:amd64/latest/")),
         "{asked:?}"
     );
-    // data.pkg and packagesite.pkg three times, then data.pkg,
-    // packagesite.pkg, packagesite.tzst and packagesite.txz twice.
-    assert_eq!(asked.len(), 14, "{asked:?}");
+    // meta.conf (none), data.pkg, data.tzst and packagesite.pkg three
+    // times; then meta.conf (txz), data.pkg, data.txz, packagesite.pkg and
+    // packagesite.txz twice.
+    assert_eq!(asked.len(), 22, "{asked:?}");
 }
 
 /// Stands in for pkg(8) on the host (the real one runs on FreeBSD only):
