@@ -10,9 +10,7 @@ use super::common::{done, stdout_free, write_file, DestinationFull};
 use super::{CmdResult, Ctx, Failure};
 use jbuild::engine::publish::{self, PushOptions};
 use jbuild::image::{self, Platform};
-use jbuild::transport::{
-    CopyOptions, LayoutTransport, Location, OpenOptions, Transport,
-};
+use jbuild::transport::{CopyOptions, LayoutTransport, Location, OpenOptions, Transport};
 
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:\n  \
@@ -136,10 +134,7 @@ pub fn pull(ctx: &Ctx, args: PullArgs) -> CmdResult {
     };
     let want = platform(&args.platform)?.unwrap_or_else(Platform::default_for_host);
     let source = args.pull.source(ctx, args.jobs.jobs.into())?;
-    let unpacking = Unpacking::open(
-        ctx,
-        ctx.layer_policy(args.allow_setuid, args.allow_devices),
-    )?;
+    let unpacking = Unpacking::open(ctx, ctx.layer_policy(args.allow_setuid, args.allow_devices))?;
     // Named only once its layers are unpacked: a refused image gets no name.
     let pulled =
         image::pull(&unpacking.unpacker(), &source, &reference, &want).map_err(Failure::from)?;
