@@ -176,9 +176,7 @@ fn a_trusted_local_manifest_that_disagrees_stops_the_build() {
     .unwrap();
     let root = t.path().join("root");
     let ctx = context(t.path(), "FROM freebsd:14.3\n");
-    let out = run(&mut build_cmd(&root, &server, &ctx, &config));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
+    let stderr = refused(&root, &server, &ctx, &config);
     assert!(
         stderr.contains("does not match")
             && stderr.contains(&other)
@@ -218,9 +216,7 @@ fn a_hostile_set_is_refused_and_nothing_escapes() {
     fs::write(&config, "").unwrap();
     let root = t.path().join("root");
     let ctx = context(t.path(), "FROM freebsd:14.3\n");
-    let out = run(&mut build_cmd(&root, &server, &ctx, &config));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
+    let stderr = refused(&root, &server, &ctx, &config);
     assert!(
         stderr.contains("base.txz") && stderr.contains("jbuild-escaped"),
         "{stderr}"
@@ -306,4 +302,12 @@ fn the_bootstrap_stores_the_blob_a_re_export_of_its_snapshot_makes() {
     let checked = ok(jbuild(&root).args(["check", "--deep"]));
     assert!(checked.contains("1 layers diffed again"), "{checked}");
     assert!(!checked.contains("damaged"), "{checked}");
+}
+
+/// The build of `ctx` fails; its standard error.
+fn refused(root: &Path, server: &Server, ctx: &Path, config: &Path) -> String {
+    let out = run(&mut build_cmd(root, server, ctx, config));
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "{stderr}");
+    stderr
 }
