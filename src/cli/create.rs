@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::Args;
 use serde_json::json;
 
+use super::common::pulling::{PullFlags, Unpacking};
 use super::{CmdResult, Ctx, Failure};
 use jbuild::create::bundle::BundleOptions;
 use jbuild::create::{self, CreateOptions, RootFrom};
@@ -55,9 +56,7 @@ pub struct CreateArgs {
     dataset: Option<String>,
     /// How a `docker://` image is pulled.
     #[command(flatten)]
-    registry: super::common::access::RegistryArgs,
-    #[command(flatten)]
-    policy: super::common::access::PolicyArg,
+    pull: PullFlags,
 }
 
 pub fn run(ctx: &Ctx, a: CreateArgs) -> CmdResult {
@@ -72,15 +71,8 @@ pub fn run(ctx: &Ctx, a: CreateArgs) -> CmdResult {
             .clone()
             .unwrap_or_else(|| PathBuf::from(create::BASTILLE_PREFIX))
     });
-    let store = ctx.store()?;
-    let snapshotter = ctx.snapshotter()?;
-    let reporter = ctx.reporter();
-    let unpacker = Unpacker::new(
-        &store,
-        snapshotter.as_ref(),
-        reporter.as_ref(),
-        ctx.layer_policy(false, false),
-    );
+    let unpacking = Unpacking::open(ctx, ctx.layer_policy(false, false))?;
+    let unpacker = unpacking.unpacker();
     let image = pulled(ctx, &a, &unpacker)?;
     let mut opts = CreateOptions::new(&image, &name, a.path, a.conf, prefix);
     opts.allowed_jail_params = allowed_jail_params(ctx, &a.allow_jail_params);
@@ -122,13 +114,7 @@ pub fn run(ctx: &Ctx, a: CreateArgs) -> CmdResult {
 /// The store's name of the image, pulled first if it is a `docker://`
 /// reference the store does not hold.
 fn pulled(ctx: &Ctx, a: &CreateArgs, unpacker: &Unpacker<'_>) -> Result<String, Failure> {
-    let source = a.policy.guard(
-        ctx,
-        jbuild::transport::RegistryPuller {
-            options: a.registry.options(ctx)?,
-            jobs: 4,
-        },
-    );
+    let source = a.pull.source(ctx, 4)?;
     create::pull_missing(unpacker, &source, &a.image).map_err(Failure::from)
 }
 
@@ -139,15 +125,8 @@ fn allowed_jail_params(ctx: &Ctx, given: &[String]) -> Vec<String> {
 
 /// `create --bundle DIR IMAGE [NAME]`.
 fn bundle(ctx: &Ctx, a: &CreateArgs, dir: &std::path::Path) -> CmdResult {
-    let store = ctx.store()?;
-    let snapshotter = ctx.snapshotter()?;
-    let reporter = ctx.reporter();
-    let unpacker = Unpacker::new(
-        &store,
-        snapshotter.as_ref(),
-        reporter.as_ref(),
-        ctx.layer_policy(false, false),
-    );
+    let unpacking = Unpacking::open(ctx, ctx.layer_policy(false, false))?;
+    let unpacker = unpacking.unpacker();
     let opts = BundleOptions {
         image: pulled(ctx, a, &unpacker)?,
         dir: dir.to_path_buf(),

@@ -1,11 +1,14 @@
-//! `jbuild diff A B`: what changed between two stored images.
+//! `jbuild diff A B`: what changed between two images, each in the store
+//! or in a registry (`docker://REF`).
 
 use anyhow::anyhow;
 use clap::{Args, ValueEnum};
 
+use super::common::pulling::PullFlags;
 use super::{CmdResult, Ctx, Failure};
-use jbuild::compare::{self, Options};
+use jbuild::compare::{self, Options, Sources};
 use jbuild::image::Platform;
+use jbuild::report::{PlainReporter, Reporter, SilentReporter};
 
 #[derive(Args, Debug)]
 #[command(
@@ -14,13 +17,18 @@ mode, owner, size, content, link target, device, flags) from image A to image B,
 their layers without unpacking either; then, when both have a pkg database, packages added \
 (+), removed (-), upgraded (↑), downgraded (↓) or from another origin (~). Modification \
 times and extended attributes are not compared.\n\n\
+An image written `docker://REF` is read from the registry (through the pull policy, \
+docs/policy.md) into the store's blobs for the comparison, not unpacked and not named, and \
+taken away after it (blobs the store already held are not downloaded).\n\n\
 Exit status, as diff(1): 0 the images are the same, 1 they differ, 2 trouble (an image not \
 found, a damaged layer...).\n\n\
 Examples:\n  jbuild diff base:14.1-p4 base:14.1-p5\n  \
-jbuild diff --packages base:old base:new\n  jbuild diff --format json web:1 web:2 | jq .packages"
+jbuild diff --packages base:old base:new\n  jbuild diff --format json web:1 web:2 | jq .packages\n  \
+jbuild diff web:1 docker://registry.example.org/web:2"
 )]
 pub struct DiffArgs {
-    /// The image compared from: a name, digest or digest prefix in the store.
+    /// The image compared from: a name, digest or digest prefix in the
+    /// store, or `docker://REF` in a registry.
     a: String,
     /// The image compared to.
     b: String,
@@ -33,6 +41,9 @@ pub struct DiffArgs {
     /// Platform to pick from multi-platform images.
     #[arg(long, value_name = "OS/ARCH")]
     platform: Option<String>,
+    /// How a `docker://` image is fetched.
+    #[command(flatten)]
+    pull: PullFlags,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -63,9 +74,24 @@ pub fn run(ctx: &Ctx, args: DiffArgs) -> CmdResult {
     let options = Options {
         packages_only: args.packages,
     };
+    let registry = args.pull.source(ctx, 4)?;
+    let json = ctx.json || args.format == FormatArg::Json;
+    // Standard output is the comparison's: a fetch's progress goes to
+    // standard error, never as --json events.
+    let reporter: Box<dyn Reporter> = match (ctx.quiet, json) {
+        (true, _) => Box::new(SilentReporter),
+        (false, true) => Box::new(PlainReporter::stderr()),
+        (false, false) => ctx.reporter(),
+    };
+    let sources = Sources {
+        store: &store,
+        registry: Some(&registry),
+        reporter: reporter.as_ref(),
+    };
     let cmp =
-        compare::images(&store, &args.a, &args.b, &platform, options).map_err(Failure::from)?;
-    if ctx.json || args.format == FormatArg::Json {
+        compare::images(&sources, &args.a, &args.b, &platform, options).map_err(Failure::from)?;
+    drop(reporter);
+    if json {
         outln!(
             "{}",
             serde_json::to_string_pretty(&cmp).map_err(Failure::internal)?

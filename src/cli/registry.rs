@@ -4,14 +4,13 @@
 use anyhow::anyhow;
 use clap::Args;
 
-use super::common::access::{JobsArg, PolicyArg, RegistryArgs};
+use super::common::access::{JobsArg, RegistryArgs};
+use super::common::pulling::{PullFlags, Unpacking};
 use super::common::{done, stdout_free, write_file, DestinationFull};
 use super::{CmdResult, Ctx, Failure};
 use jbuild::engine::publish::{self, PushOptions};
-use jbuild::image::{self, Platform, Unpacker};
-use jbuild::transport::{
-    CopyOptions, LayoutTransport, Location, OpenOptions, RegistryPuller, Transport,
-};
+use jbuild::image::{self, Platform};
+use jbuild::transport::{CopyOptions, LayoutTransport, Location, OpenOptions, Transport};
 
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:\n  \
@@ -60,9 +59,7 @@ pub struct PullArgs {
     #[arg(long)]
     allow_devices: bool,
     #[command(flatten)]
-    registry: RegistryArgs,
-    #[command(flatten)]
-    policy: PolicyArg,
+    pull: PullFlags,
 }
 
 #[derive(Args, Debug)]
@@ -136,25 +133,12 @@ pub fn pull(ctx: &Ctx, args: PullArgs) -> CmdResult {
         )));
     };
     let want = platform(&args.platform)?.unwrap_or_else(Platform::default_for_host);
-    let source = args.policy.guard(
-        ctx,
-        RegistryPuller {
-            options: args.registry.options(ctx)?,
-            jobs: args.jobs.jobs.into(),
-        },
-    );
-    let store = ctx.store()?;
-    let snapshotter = ctx.snapshotter()?;
-    let reporter = ctx.reporter();
-    let unpacker = Unpacker::new(
-        &store,
-        snapshotter.as_ref(),
-        reporter.as_ref(),
-        ctx.layer_policy(args.allow_setuid, args.allow_devices),
-    );
+    let source = args.pull.source(ctx, args.jobs.jobs.into())?;
+    let unpacking = Unpacking::open(ctx, ctx.layer_policy(args.allow_setuid, args.allow_devices))?;
     // Named only once its layers are unpacked: a refused image gets no name.
-    let pulled = image::pull(&unpacker, &source, &reference, &want).map_err(Failure::from)?;
-    drop(reporter);
+    let pulled =
+        image::pull(&unpacking.unpacker(), &source, &reference, &want).map_err(Failure::from)?;
+    drop(unpacking);
     done(
         ctx,
         pulled.descriptor.digest().as_ref(),

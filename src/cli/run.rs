@@ -4,6 +4,7 @@
 use anyhow::anyhow;
 use clap::{Args, ValueEnum};
 
+use super::common::pulling::Unpacking;
 use super::{Ctx, Failure};
 use jbuild::create::run::{Network, RunRequest, Volume};
 use jbuild::image::Unpacker;
@@ -91,16 +92,8 @@ pub fn run(ctx: &Ctx, a: RunArgs) -> Result<i32, Failure> {
         },
         allowed_jail_params: allowed,
     };
-    let store = ctx.store()?;
-    let snapshotter = ctx.snapshotter()?;
-    let reporter = ctx.reporter();
-    let unpacker = Unpacker::new(
-        &store,
-        snapshotter.as_ref(),
-        reporter.as_ref(),
-        ctx.layer_policy(false, false),
-    );
-    let ran = on_this_host(&unpacker, &req).map_err(Failure::from)?;
+    let unpacking = Unpacking::open(ctx, ctx.layer_policy(false, false))?;
+    let ran = on_this_host(&unpacking.unpacker(), &req).map_err(Failure::from)?;
     if !ctx.quiet {
         for note in &ran.notes {
             eprintln!("note: {note}");

@@ -11,17 +11,20 @@
 //! about); extended attributes are not either.
 
 pub mod packages;
+pub mod source;
 pub mod tree;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use crate::image::{self, ImageError, LoadedImage, Platform};
+use crate::image::pull::FetchError;
+use crate::image::{ImageError, Platform};
 use crate::layer::LayerError;
 use crate::sbom::DbLimits;
-use crate::store::{Store, StoreError};
+use crate::store::StoreError;
 
 pub use packages::{PackageChange, Packages};
+pub use source::Sources;
 pub use tree::{Entry, Kind};
 
 /// Why two images cannot be compared.
@@ -31,6 +34,16 @@ pub enum CompareError {
     Find(StoreError),
     #[error(transparent)]
     Image(ImageError),
+    #[error("cannot fetch `{image}`")]
+    Fetch {
+        image: String,
+        #[source]
+        source: FetchError,
+    },
+    #[error("`{image}` is in a registry, and this comparison reads only the store")]
+    NoRegistry { image: String },
+    #[error("cannot hold the store for the images fetched to compare")]
+    Pin(#[source] StoreError),
     #[error("image `{image}`: cannot read its layers from the store")]
     Store {
         image: String,
@@ -72,6 +85,9 @@ impl crate::blame::Blame for CompareError {
             CompareError::Find(e) => e.is_user_error(),
             CompareError::Image(e) => !e.is_malformed() && e.is_user_error(),
             CompareError::Packages { source, .. } => source.is_user_error(),
+            CompareError::Fetch { source, .. } => source.user,
+            CompareError::NoRegistry { .. } => true,
+            CompareError::Pin(e) => e.is_user_error(),
             CompareError::BadLink { .. }
             | CompareError::TooManyEntries { .. }
             | CompareError::NoPackages { .. } => true,
@@ -167,23 +183,21 @@ impl Comparison {
     }
 }
 
-/// Compares the stored images `a` and `b` (names, digests or digest
-/// prefixes; `platform` picks from an index).
+/// Compares the images `a` and `b`: each a name, digest or digest prefix
+/// in the store, or a `docker://` reference fetched (not unpacked) from
+/// the registry `sources` has ([`source`]); `platform` picks from an
+/// index.
 pub fn images(
-    store: &Store,
+    sources: &Sources<'_>,
     a: &str,
     b: &str,
     platform: &Platform,
     options: Options,
 ) -> Result<Comparison, CompareError> {
-    let load = |reference: &str| -> Result<LoadedImage, CompareError> {
-        let desc = store
-            .find(reference)
-            .map_err(CompareError::Find)?
-            .descriptor;
-        image::load_descriptor(store, &desc, platform, reference).map_err(CompareError::Image)
-    };
-    let (ia, ib) = (load(a)?, load(b)?);
+    let store = sources.store;
+    // Dropped last: what it fetched is read until the comparison is done.
+    let mut loading = source::Loading::new(sources, platform);
+    let (ia, ib) = (loading.load(a)?, loading.load(b)?);
     let files = if options.packages_only {
         None
     } else {

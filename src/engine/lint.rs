@@ -33,7 +33,7 @@ use super::env::{BuildEnv, BuildOptions};
 use super::error::BuildError;
 use super::native::Ignore;
 use crate::exec::Stream;
-use crate::jailfile::{self, AddSource, Build, CopySource, Location, Op};
+use crate::jailfile::{self, AddSource, Build, CopyOp, CopySource, Location, Op};
 use crate::report::{Level, Reporter, StepInfo, StepResult};
 
 /// How bad a problem is.
@@ -321,11 +321,11 @@ fn lints(build: &Build, has_ignore_file: bool) -> Vec<Problem> {
                         ));
                     }
                 }
-                Op::Copy {
+                Op::Copy(CopyOp {
                     from: None,
                     sources,
                     ..
-                } if !has_ignore_file && sources.iter().any(whole_context) => {
+                }) if !has_ignore_file && sources.iter().any(whole_context) => {
                     out.push(copy_all(&step.location, "COPY"));
                 }
                 Op::Add { sources, .. }

@@ -49,28 +49,20 @@ impl Run<'_, '_> {
                 }
                 PkgInstaller::Pkg => self.pkg(packages, args, ctx, root, info),
             },
-            Op::Copy {
-                from,
-                sources,
-                dest,
-                chown,
-                chmod,
-                parents,
-                exclude,
-            } => {
+            Op::Copy(copy) => {
                 let copy_opts = CopyOptions {
-                    chown: owner_in(root, chown.as_deref())?,
-                    chmod: *chmod,
-                    parents: *parents,
-                    exclude: exclude.clone(),
+                    chown: owner_in(root, copy.chown.as_deref())?,
+                    chmod: copy.chmod,
+                    parents: copy.parents,
+                    exclude: copy.exclude.clone(),
                     ..CopyOptions::default()
                 };
                 let (src_root, ignore) =
-                    self.source_root(from.as_ref(), "COPY --from", &ctx.platform)?;
+                    self.source_root(copy.from.as_ref(), "COPY --from", &ctx.platform)?;
                 native::copy(
                     &src_root,
-                    sources,
-                    dest,
+                    &copy.sources,
+                    &copy.dest,
                     root,
                     &ctx.workdir,
                     ignore,

@@ -8,7 +8,7 @@ use super::ast::{Body, CommandSrc, CopySrc, HealthSrc, Instruction, Keyword, Sou
 use super::diagnostic::{Error, Result};
 use super::resolve::{Resolver, Scope};
 use super::resolved::{
-    url_file_name, AddSource, Command, CopyFrom, CopySource, Healthcheck, Op, Step, SysrcOp,
+    url_file_name, AddSource, Command, CopyFrom, CopyOp, CopySource, Healthcheck, Op, Step, SysrcOp,
 };
 use super::text::Text;
 use super::{forms, subst, validate};
@@ -428,7 +428,7 @@ impl Resolver<'_> {
             return Err(Error::new(c.dest.span(), format!("COPY has {} sources, so the destination `{dest}` must be a directory ending in `/`", sources.len()))
                 .with_help(format!("write `{dest}/`")));
         }
-        Ok(Op::Copy {
+        Ok(Op::Copy(CopyOp {
             from,
             sources,
             dest,
@@ -436,21 +436,21 @@ impl Resolver<'_> {
             chmod,
             parents: c.parents,
             exclude,
-        })
+        }))
     }
 
     /// ADD: COPY's sources told apart ([`AddSource::classify`]) and its
     /// flags checked as BuildKit checks them.
     fn add(&mut self, c: &CopySrc, ins: &Instruction) -> Result<Op> {
         let esc = ins.escape;
-        let Op::Copy {
+        let Op::Copy(CopyOp {
             sources,
             dest,
             chown,
             chmod,
             exclude,
             ..
-        } = self.copy(c, ins)?
+        }) = self.copy(c, ins)?
         else {
             return Err(Error::new(ins.span(), "internal error: ADD is not a copy"));
         };

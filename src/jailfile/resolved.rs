@@ -176,22 +176,8 @@ pub enum Op {
         /// would (off with `--no-bootstrap`).
         bootstrap: bool,
     },
-    Copy {
-        /// `--from=<stage name or index or image>`; `None` is the context.
-        from: Option<CopyFrom>,
-        sources: Vec<CopySource>,
-        dest: String,
-        /// `--chown=user[:group]` as written.
-        chown: Option<String>,
-        /// `--chmod=0644` (octal).
-        chmod: Option<u32>,
-        /// `--parents`: each source keeps its path (from the context's
-        /// root, or from a `/./` in it) under the destination.
-        parents: bool,
-        /// `--exclude=PATTERN`: sources left out, patterns as in an
-        /// ignore file.
-        exclude: Vec<String>,
-    },
+    /// COPY: files from the context, a stage or an image.
+    Copy(CopyOp),
     /// ADD: COPY from the build context, with its tar archives extracted;
     /// files from URLs; git repositories at a commit.
     Add {
@@ -332,6 +318,26 @@ impl Sharing {
     }
 }
 
+/// What a COPY does, one struct so that the step runner and the key
+/// encoder read its parts by name rather than each listing them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CopyOp {
+    /// `--from=<stage name or index or image>`; `None` is the context.
+    pub from: Option<CopyFrom>,
+    pub sources: Vec<CopySource>,
+    pub dest: String,
+    /// `--chown=user[:group]` as written.
+    pub chown: Option<String>,
+    /// `--chmod=0644` (octal).
+    pub chmod: Option<u32>,
+    /// `--parents`: each source keeps its path (from the context's
+    /// root, or from a `/./` in it) under the destination.
+    pub parents: bool,
+    /// `--exclude=PATTERN`: sources left out, patterns as in an
+    /// ignore file.
+    pub exclude: Vec<String>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CopyFrom {
     Stage(usize),
@@ -345,7 +351,7 @@ impl Op {
             self,
             Op::Run { .. }
                 | Op::Pkg { .. }
-                | Op::Copy { .. }
+                | Op::Copy(_)
                 | Op::Add { .. }
                 | Op::Sysrc { .. }
                 | Op::Service { .. }

@@ -188,23 +188,15 @@ pub fn encode_op(e: &mut KeyEncoder, op: &Op) {
                 e.str("pkg.bootstrap", "no");
             }
         }
-        Op::Copy {
-            from,
-            sources,
-            dest,
-            chown,
-            chmod,
-            parents,
-            exclude,
-        } => {
+        Op::Copy(c) => {
             e.str("op", "copy");
-            match from {
+            match &c.from {
                 None => e.str("from", "context"),
                 Some(CopyFrom::Stage(i)) => e.str("from.stage", &i.to_string()),
                 Some(CopyFrom::Image(r)) => e.str("from.image", r),
             };
-            e.str("sources.count", &sources.len().to_string());
-            for s in sources {
+            e.str("sources.count", &c.sources.len().to_string());
+            for s in &c.sources {
                 match s {
                     CopySource::Path(p) => e.str("source.path", p),
                     CopySource::Inline { name, content } => e
@@ -212,16 +204,16 @@ pub fn encode_op(e: &mut KeyEncoder, op: &Op) {
                         .str("source.inline.content", content),
                 };
             }
-            e.str("dest", dest);
-            e.opt("chown", chown.as_deref());
-            e.opt("chmod", chmod.map(|m| format!("{m:o}")).as_deref());
+            e.str("dest", &c.dest);
+            e.opt("chown", c.chown.as_deref());
+            e.opt("chmod", c.chmod.map(|m| format!("{m:o}")).as_deref());
             // Only when given, so the keys of COPY steps without them stay
             // what they were in version 2.
-            if *parents {
+            if c.parents {
                 e.str("parents", "true");
             }
-            if !exclude.is_empty() {
-                e.list("exclude", exclude.iter().map(String::as_str));
+            if !c.exclude.is_empty() {
+                e.list("exclude", c.exclude.iter().map(String::as_str));
             }
         }
         Op::Add {

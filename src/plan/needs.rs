@@ -26,7 +26,7 @@ use std::fmt;
 use super::select::{planned_stages, stage_platform};
 use super::{FreeBsdVersion, PlanOptions};
 use crate::image::Platform;
-use crate::jailfile::{AddSource, Base, Build, CopyFrom, CopySource, MountKind, Op};
+use crate::jailfile::{AddSource, Base, Build, CopyFrom, CopyOp, CopySource, MountKind, Op};
 
 /// An image or a release as a build reads it: the reference as the
 /// recipe wrote it (or the release's name), and the platform.
@@ -187,9 +187,9 @@ fn step_needs(op: &Op, platform: &Platform, freebsd: Option<&FreeBsdVersion>, ou
                 abi: freebsd.map(|v| v.abi.clone()),
             },
         ),
-        Op::Copy {
+        Op::Copy(CopyOp {
             from: f, sources, ..
-        } => match f {
+        }) => match f {
             None => add(out, Need::Context(sources.clone())),
             Some(f) => from(f).into_iter().for_each(|n| add(out, n)),
         },

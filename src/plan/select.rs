@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use super::PlanOptions;
 use crate::image::platform::BadPlatform;
 use crate::image::Platform;
-use crate::jailfile::{Base, Build, CopyFrom, MountKind, Op, Stage};
+use crate::jailfile::{Base, Build, CopyFrom, CopyOp, MountKind, Op, Stage};
 
 /// A `--target` that names no stage of the Jailfile.
 #[derive(Debug, thiserror::Error)]
@@ -72,10 +72,10 @@ pub fn needed_stages(build: &Build, target: usize) -> BTreeSet<usize> {
         }
         for step in &stage.steps {
             match &step.op {
-                Op::Copy {
+                Op::Copy(CopyOp {
                     from: Some(CopyFrom::Stage(s)),
                     ..
-                } => todo.push(*s),
+                }) => todo.push(*s),
                 Op::Run { mounts, .. } => {
                     todo.extend(mounts.iter().filter_map(|m| match &m.kind {
                         MountKind::Bind {

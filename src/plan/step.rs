@@ -7,7 +7,7 @@ use super::key::{self, KeyEncoder};
 use super::{ExecContext, FreeBsdVersion, PlanOptions, PlannedBase, PlannedStage};
 use crate::digest::Digest;
 use crate::image::Platform;
-use crate::jailfile::{AddSource, CopyFrom, MountKind, Op, Step};
+use crate::jailfile::{AddSource, CopyFrom, CopyOp, MountKind, Op, Step};
 
 /// The step's text as history keeps it: an ADD of a git repository says
 /// the commit each repository was pinned to (the inputs answer from what
@@ -143,7 +143,7 @@ pub(super) fn step_key(
                 }
             }
         }
-        Op::Copy { from, sources, .. } => {
+        Op::Copy(CopyOp { from, sources, .. }) => {
             e.str("workdir", &exec.workdir);
             let digest = match from {
                 None => inputs.context_sources(sources)?.clone(),

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::*;
 use crate::blame::Blame;
-use crate::jailfile::{Base, Build, Command, CopyFrom, CopySource, Op, Stage, SysrcOp};
+use crate::jailfile::{Base, Build, Command, CopyFrom, CopyOp, CopySource, Op, Stage, SysrcOp};
 
 /// Plans `b` as a build does: its needs gathered from `source` first,
 /// then planned from what was gathered.
@@ -111,7 +111,7 @@ fn build(steps: Vec<Step>) -> Build {
 }
 
 fn copy() -> Op {
-    Op::Copy {
+    Op::Copy(CopyOp {
         from: None,
         sources: vec![CopySource::Path("site".into())],
         dest: "/www/".into(),
@@ -119,7 +119,7 @@ fn copy() -> Op {
         chmod: None,
         parents: false,
         exclude: vec![],
-    }
+    })
 }
 
 fn sysrc() -> Op {
@@ -282,7 +282,7 @@ fn unused_stages_are_not_planned_and_copy_from_pulls_them_in() {
         Base::Scratch,
         vec![step(4, "RUN y", run("y"))],
     );
-    let c = Op::Copy {
+    let c = Op::Copy(CopyOp {
         from: Some(CopyFrom::Stage(1)),
         sources: vec![CopySource::Path("/out".into())],
         dest: "/".into(),
@@ -290,7 +290,7 @@ fn unused_stages_are_not_planned_and_copy_from_pulls_them_in() {
         chmod: None,
         parents: false,
         exclude: vec![],
-    };
+    });
     let s2 = stage(
         2,
         None,

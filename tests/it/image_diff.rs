@@ -7,6 +7,7 @@
 
 use crate::support::common::{self, jbuild, ok, run};
 use crate::support::hostile::{documents, Layer, Tar};
+use crate::support::registry::Registry;
 use crate::support::tar::{Fields, Header};
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -88,8 +89,9 @@ fn import(root: &Path, dir: &Path, name: &str, layers: &[Vec<u8>]) {
         .arg(name));
 }
 
-/// The base layer both images share.
-fn base(work: &Path) -> Vec<u8> {
+/// The two base layers both images share: the second removes a file of
+/// the first (a whiteout) and adds the pkg database.
+fn base(work: &Path) -> [Vec<u8>; 2] {
     let db = pkg_db(
         work,
         &[("curl", "8.9.1"), ("wget", "1.21"), ("zlib", "1.3")],
@@ -97,8 +99,9 @@ fn base(work: &Path) -> Vec<u8> {
     let t = Tar::new()
         .dir(b"etc/")
         .file(b"etc/rc.conf", b"x=1\n")
-        .file(b"etc/motd", b"hello\n");
-    owned(t, "etc/owned", 0, b"mine\n")
+        .file(b"etc/motd", b"hello\n")
+        .file(b"etc/gone", b"removed by the next layer\n");
+    let first = owned(t, "etc/owned", 0, b"mine\n")
         .dir(b"usr/")
         .dir(b"usr/local/")
         .dir(b"usr/local/bin/")
@@ -108,11 +111,15 @@ fn base(work: &Path) -> Vec<u8> {
         .dir(b"usr/local/share/doc/")
         .file(b"usr/local/share/doc/a", b"a\n")
         .file(b"usr/local/share/doc/b", b"b\n")
+        .finish();
+    let second = Tar::new()
+        .file(b"etc/.wh.gone", b"")
         .dir(b"var/")
         .dir(b"var/db/")
         .dir(b"var/db/pkg/")
         .file(b"var/db/pkg/local.sqlite", &db)
-        .finish()
+        .finish();
+    [first, second]
 }
 
 /// Two layers on the base: every kind of change.
@@ -139,34 +146,35 @@ struct World {
 }
 
 impl World {
-    /// The store with `a:1` (the base) and `b:1` (the base and the changes).
+    /// The store with `a:1` (the two base layers) and `b:1` (the base and
+    /// the changes, four layers).
     fn new() -> World {
         let w = World {
             tmp: tempfile::tempdir().unwrap(),
         };
         let work = w.tmp.path();
-        let base = base(work);
+        let [b1, b2] = base(work);
         let (l2, l3) = changes(work);
-        import(
-            &w.root(),
-            &work.join("a"),
-            "a:1",
-            std::slice::from_ref(&base),
-        );
-        import(&w.root(), &work.join("b"), "b:1", &[base, l2, l3]);
+        import(&w.root(), &work.join("a"), "a:1", &[b1.clone(), b2.clone()]);
+        import(&w.root(), &work.join("b"), "b:1", &[b1, b2, l2, l3]);
         w
     }
     fn root(&self) -> std::path::PathBuf {
         self.tmp.path().join("root")
     }
     fn diff(&self, args: &[&str]) -> (i32, String, String) {
-        let out = run(jbuild(&self.root()).arg("diff").args(args));
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        diff_in(&self.root(), args)
     }
+}
+
+/// `jbuild diff ARGS` with the state root `root`: exit code, stdout, stderr.
+fn diff_in(root: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = run(jbuild(root).arg("diff").args(args));
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 #[test]
@@ -307,4 +315,84 @@ fn diff_agrees_with_comparing_the_unpacked_trees() {
         .map(|c| c["path"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(changed, want_changed);
+}
+
+/// The files and packages parts of a JSON comparison (its `a` and `b`
+/// name the images as written).
+fn parts(json: &str) -> (Value, Value, Value) {
+    let v: Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {json}"));
+    (
+        v["files"].clone(),
+        v["packages"].clone(),
+        v["without_database"].clone(),
+    )
+}
+
+/// Both images pushed to a Distribution registry: `docker://` references,
+/// both remote (from a store that holds neither) and one remote against a
+/// stored one, compare exactly as the stored images do, in both formats;
+/// the fetched blobs do not stay in the store.
+#[test]
+fn docker_references_compare_as_the_stored_images_do() {
+    let w = World::new();
+    let reg = Registry::start();
+    let mut remote = Vec::new();
+    for name in ["a:1", "b:1"] {
+        let to = format!("{}/diff/{name}", reg.host());
+        ok(jbuild(&w.root()).args(["push", "-q", name, &to]));
+        remote.push(format!("docker://{to}"));
+    }
+    let (ra, rb) = (remote[0].as_str(), remote[1].as_str());
+    let elsewhere = w.tmp.path().join("elsewhere");
+
+    let (code, want_table, stderr) = w.diff(&["a:1", "b:1"]);
+    assert_eq!(code, 1, "{stderr}");
+    let (code, want_json, stderr) = w.diff(&["--format", "json", "a:1", "b:1"]);
+    assert_eq!(code, 1, "{stderr}");
+    for (root, a, b) in [
+        (elsewhere.as_path(), ra, rb),
+        (w.root().as_path(), "a:1", rb),
+        (w.root().as_path(), ra, "b:1"),
+    ] {
+        let (code, table, stderr) = diff_in(root, &[a, b]);
+        assert_eq!(
+            (code, table.as_str()),
+            (1, want_table.as_str()),
+            "{a} {b}: {stderr}"
+        );
+        let (code, json, stderr) = diff_in(root, &["--format", "json", a, b]);
+        assert_eq!(code, 1, "{a} {b}: {stderr}");
+        assert_eq!(parts(&json), parts(&want_json), "{a} {b}");
+        let (code, only, stderr) = diff_in(root, &["--packages", a, b]);
+        assert_eq!(
+            (code, only.lines().collect::<Vec<_>>()),
+            (1, vec!["↑ curl 8.9.1 → 8.10.0", "+ jq 1.7", "- wget 1.21"]),
+            "{a} {b}: {stderr}"
+        );
+    }
+    let (code, same, stderr) = diff_in(&elsewhere, &[rb, rb]);
+    assert_eq!((code, same.as_str()), (0, ""), "{stderr}");
+    let (code, same, stderr) = diff_in(&w.root(), &["b:1", rb]);
+    assert_eq!((code, same.as_str()), (0, ""), "{stderr}");
+
+    // Nothing fetched was kept: the store that held neither has no blob
+    // and no image; the other has the blobs it had.
+    let blobs = |root: &Path| -> BTreeSet<String> {
+        match fs::read_dir(root.join("store/blobs/sha256")) {
+            Ok(d) => d
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect(),
+            Err(_) => BTreeSet::new(),
+        }
+    };
+    assert_eq!(blobs(&elsewhere), BTreeSet::new());
+    let index = fs::read_to_string(elsewhere.join("store/index.json")).unwrap();
+    let v: Value = serde_json::from_str(&index).unwrap();
+    assert_eq!(v["manifests"], serde_json::json!([]), "{index}");
+
+    // A reference the registry does not have is trouble, named.
+    let missing = format!("docker://{}/diff/nosuch:1", reg.host());
+    let (code, _, stderr) = diff_in(&elsewhere, &[ra, &missing]);
+    assert_eq!(code, 2, "as diff(1), trouble is 2: {stderr}");
+    assert!(stderr.contains("nosuch"), "{stderr}");
 }

@@ -13,6 +13,7 @@ use crate::support::registry as registry_support;
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use crate::support::origins::{file_server, git_repo};
 use common::*;
 use registry_support::Registry;
 
@@ -501,43 +502,13 @@ fn an_image_in_a_registry_verifies_on_another_machine_storing_nothing() {
     assert_eq!(ok(jbuild(&other).args(["images", "-q"])).trim(), "");
 }
 
-/// Runs `git args` in `dir` with no configuration of the machine's.
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = std::process::Command::new("git")
-        .current_dir(dir)
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.org"])
-        .args(args)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("HOME", dir)
-        .output()
-        .expect("run git");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
 #[test]
 fn an_image_with_url_and_git_adds_verifies() {
-    use crate::support::limits::{Answer, Server};
-    let server = Server::start(move |req| match req.path.as_str() {
-        "/app.conf" => Answer::Reply {
-            status: "200 OK",
-            headers: vec![],
-            body: b"listen 80\n".to_vec(),
-        },
-        _ => Answer::status("404 Not Found"),
-    });
+    let server = file_server(&[("/app.conf", b"listen 80\n")]);
     let t = tempfile::tempdir().unwrap();
     let root = t.path().join("root");
     let repo = t.path().join("repo");
-    fs::create_dir_all(&repo).unwrap();
-    git(&repo, &["init", "-q", "-b", "main"]);
-    fs::write(repo.join("app.txt"), "v1\n").unwrap();
-    git(&repo, &["add", "."]);
-    git(&repo, &["commit", "-q", "-m", "one"]);
+    git_repo(&repo, &[("app.txt", b"v1\n")]);
     let conf = format!("http://{}/app.conf", server.host());
     let ctx = write(
         &t.path().join("ctx"),

@@ -16,6 +16,7 @@ pub mod hostile;
 pub mod jailconf_reader;
 pub mod layer;
 pub mod limits;
+pub mod origins;
 pub mod pkgrepo;
 pub mod registry;
 pub mod tar;

@@ -10,6 +10,7 @@ pub mod access;
 pub mod context;
 pub mod keys;
 pub mod prompt;
+pub mod pulling;
 pub mod template;
 
 use std::collections::BTreeMap;

@@ -8,11 +8,12 @@
 
 use crate::support::common::*;
 use crate::support::hostile::Tar;
+use crate::support::limits::Server;
+use crate::support::origins::{file_server, git, git_repo};
 
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde_json::Value;
 
@@ -194,23 +195,6 @@ fn add_refuses_hostile_archives_as_a_hostile_layer_is() {
     }
 }
 
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .current_dir(dir)
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.org"])
-        .args(args)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("HOME", dir)
-        .output()
-        .expect("run git");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
 #[test]
 fn add_of_a_local_git_repository_is_pinned_to_its_commit() {
     let t = tempfile::tempdir().unwrap();
@@ -219,13 +203,8 @@ fn add_of_a_local_git_repository_is_pinned_to_its_commit() {
         t.path().join("ctx"),
         t.path().join("repo"),
     );
-    fs::create_dir_all(&repo).unwrap();
-    git(&repo, &["init", "-q", "-b", "main"]);
-    write(&repo.join("src/app.txt"), b"v1\n");
-    git(&repo, &["add", "."]);
-    git(&repo, &["commit", "-q", "-m", "one"]);
+    let first = git_repo(&repo, &[("src/app.txt", b"v1\n")]);
     git(&repo, &["tag", "v1"]);
-    let first = git(&repo, &["rev-parse", "HEAD"]);
     let url = format!("file://{}", repo.display());
     write(
         &ctx.join("Jailfile"),
@@ -316,22 +295,9 @@ fn cached_downloads(root: &Path) -> Vec<String> {
 
 #[test]
 fn add_of_a_url_is_checked_against_its_checksum_and_cached_by_it() {
-    use crate::support::limits::{Answer, Server};
     let archive = crate::support::hostile::gzip(&archive("remote"));
     let conf = b"listen 80\n".to_vec();
-    let (a, c) = (archive.clone(), conf.clone());
-    let server = Server::start(move |req| {
-        let body = match req.path.as_str() {
-            "/files/app.tar.gz" => a.clone(),
-            "/files/app.conf" => c.clone(),
-            _ => return Answer::status("404 Not Found"),
-        };
-        Answer::Reply {
-            status: "200 OK",
-            headers: vec![],
-            body,
-        }
-    });
+    let server = file_server(&[("/files/app.tar.gz", &archive), ("/files/app.conf", &conf)]);
     let base = format!("http://{}/files", server.host());
     let t = tempfile::tempdir().unwrap();
     let (root, ctx) = (t.path().join("root"), t.path().join("ctx"));

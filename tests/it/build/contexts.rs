@@ -10,34 +10,18 @@
 use crate::support::common::*;
 use crate::support::hostile::{gzip, Tar};
 use crate::support::limits::{Answer, Server};
+use crate::support::origins::{file_server, git, git_repo};
 
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 
 use serde_json::Value;
 
 fn write(path: &Path, bytes: &[u8]) {
     fs::create_dir_all(path.parent().unwrap()).unwrap();
     fs::write(path, bytes).unwrap();
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .current_dir(dir)
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.org"])
-        .args(args)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("HOME", dir)
-        .output()
-        .expect("run git");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
 fn stderr(out: &Output) -> String {
@@ -76,17 +60,17 @@ fn tree(root: &Path, image: &str, work: &Path) -> PathBuf {
 fn a_git_context_is_pinned_to_its_commit_in_the_provenance_and_the_keys() {
     let t = tempfile::tempdir().unwrap();
     let (root, repo) = (t.path().join("root"), t.path().join("repo.git"));
-    fs::create_dir_all(&repo).unwrap();
-    git(&repo, &["init", "-q", "-b", "main"]);
-    write(
-        &repo.join("app/Containerfile"),
-        b"FROM scratch\nCOPY app.txt /srv/app.txt\n",
+    let first = git_repo(
+        &repo,
+        &[
+            (
+                "app/Containerfile",
+                b"FROM scratch\nCOPY app.txt /srv/app.txt\n",
+            ),
+            ("app/app.txt", b"v1\n"),
+            ("README", b"one\n"),
+        ],
     );
-    write(&repo.join("app/app.txt"), b"v1\n");
-    write(&repo.join("README"), b"one\n");
-    git(&repo, &["add", "."]);
-    git(&repo, &["commit", "-q", "-m", "one"]);
-    let first = git(&repo, &["rev-parse", "HEAD"]);
     let url = format!("file://{}", repo.display());
     let context = format!("{url}#main:app");
     let prov = t.path().join("prov.json");
@@ -236,20 +220,10 @@ fn archives_from_a_url_and_standard_input_are_contexts() {
     let t = tempfile::tempdir().unwrap();
     let root = t.path().join("root");
     let archive = gzip(&context_tar());
-    let served = archive.clone();
-    let server = Server::start(move |req| match req.path.as_str() {
-        "/ctx.tar.gz" => Answer::Reply {
-            status: "200 OK",
-            headers: vec![],
-            body: served.clone(),
-        },
-        "/Containerfile" => Answer::Reply {
-            status: "200 OK",
-            headers: vec![],
-            body: b"FROM scratch\nLABEL from=url\n".to_vec(),
-        },
-        _ => Answer::status("404 Not Found"),
-    });
+    let server = file_server(&[
+        ("/ctx.tar.gz", &archive),
+        ("/Containerfile", b"FROM scratch\nLABEL from=url\n"),
+    ]);
     let url = format!("http://{}/ctx.tar.gz", server.host());
     let out = run(jbuild(&root).args(["build", "-t", "url:1", &url]));
     assert!(out.status.success(), "{}", stderr(&out));

@@ -4,7 +4,9 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use jbuild::jailfile::{load_str, Base, Build, Command, CopyFrom, CopySource, Op, Step, SysrcOp};
+use jbuild::jailfile::{
+    load_str, Base, Build, Command, CopyFrom, CopyOp, CopySource, Op, Step, SysrcOp,
+};
 
 fn build(src: &str) -> Build {
     load_str(Path::new("Jailfile"), src, &BTreeMap::new()).unwrap_or_else(|e| panic!("{e}"))
@@ -207,7 +209,7 @@ fn copy_forms() {
     let s = steps("COPY --chown=www:www --chmod=0640 site/ /usr/local/www/");
     assert_eq!(
         s[0].op,
-        Op::Copy {
+        Op::Copy(CopyOp {
             from: None,
             sources: vec![CopySource::Path("site/".into())],
             dest: "/usr/local/www/".into(),
@@ -215,13 +217,14 @@ fn copy_forms() {
             chmod: Some(0o640),
             parents: false,
             exclude: vec![],
-        }
+        })
     );
     assert_eq!(
         s[0].text,
         "COPY --chown=www:www --chmod=0640 site/ /usr/local/www/"
     );
-    let Op::Copy { sources, dest, .. } = op("COPY [\"my file\", \"b\", \"/dst dir/\"]") else {
+    let Op::Copy(CopyOp { sources, dest, .. }) = op("COPY [\"my file\", \"b\", \"/dst dir/\"]")
+    else {
         panic!()
     };
     assert_eq!(
@@ -232,7 +235,7 @@ fn copy_forms() {
         ]
     );
     assert_eq!(dest, "/dst dir/");
-    let Op::Copy { sources, .. } = op("COPY \"a b\" 'c d' *.conf /etc/") else {
+    let Op::Copy(CopyOp { sources, .. }) = op("COPY \"a b\" 'c d' *.conf /etc/") else {
         panic!()
     };
     assert_eq!(sources.len(), 3);
@@ -248,7 +251,7 @@ fn copy_from_stage_index_and_image() {
         .steps
         .iter()
         .map(|s| match &s.op {
-            Op::Copy { from, .. } => from.clone(),
+            Op::Copy(CopyOp { from, .. }) => from.clone(),
             _ => panic!(),
         })
         .collect();
@@ -570,7 +573,7 @@ fn the_instructions_docker_and_podman_accept() {
                 "org.opencontainers.image.authors",
                 "Jane <jane@example.org>"
             )])),
-            Op::Copy {
+            Op::Copy(CopyOp {
                 from: None,
                 sources: vec![CopySource::Path("src/./lib".into())],
                 dest: "/dst/".into(),
@@ -578,7 +581,7 @@ fn the_instructions_docker_and_podman_accept() {
                 chmod: None,
                 parents: true,
                 exclude: strings(&["*.o", "SIGQUIT"]),
-            },
+            }),
         ]
     );
     let b = build("FROM scratch\nMAINTAINER me\n");

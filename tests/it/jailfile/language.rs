@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
 
-use jbuild::jailfile::{load, load_str, Base, Build, Command, CopySource, Op};
+use jbuild::jailfile::{load, load_str, Base, Build, Command, CopyOp, CopySource, Op};
 
 fn build_with(src: &str, args: &[(&str, &str)]) -> Build {
     let args: BTreeMap<String, String> = args
@@ -283,12 +283,12 @@ fn run_heredoc_as_stdin_keeps_the_whole_text() {
 fn copy_heredocs_inline_files() {
     let src = "FROM scratch\nARG NAME=web\nCOPY --chmod=0644 <<a.conf <<\"b.conf\" <<-c.conf /etc/\nname=$NAME \\$x 'q'\na.conf\nraw $NAME\nb.conf\n\t\tindented $NAME\n\tc.conf\n";
     let s = build(src).stages[0].steps[0].clone();
-    let Op::Copy {
+    let Op::Copy(CopyOp {
         sources,
         dest,
         chmod,
         ..
-    } = &s.op
+    }) = &s.op
     else {
         panic!()
     };
@@ -317,7 +317,7 @@ fn copy_heredocs_inline_files() {
     );
     let s = build("FROM scratch\nCOPY <<EOF /etc/empty\nEOF").stages[0].steps[0].clone();
     assert!(
-        matches!(&s.op, Op::Copy { sources, .. } if sources == &[CopySource::Inline { name: "EOF".into(), content: String::new() }])
+        matches!(&s.op, Op::Copy(CopyOp { sources, .. }) if sources == &[CopySource::Inline { name: "EOF".into(), content: String::new() }])
     );
 }
 
@@ -392,10 +392,10 @@ fn include_may_bring_args_and_stages() {
     );
     assert!(matches!(
         &b.stages[1].steps[0].op,
-        Op::Copy {
+        Op::Copy(CopyOp {
             from: Some(jbuild::jailfile::CopyFrom::Stage(0)),
             ..
-        }
+        })
     ));
 }
 
