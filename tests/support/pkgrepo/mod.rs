@@ -13,6 +13,7 @@ pub mod elf;
 pub mod full;
 pub mod image;
 pub mod pkgfile;
+pub mod platform;
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -326,6 +327,8 @@ pub struct RepoSpec {
     /// An ECDSA `signature` member made over the SHA-256 hex (what the
     /// fingerprints mode signs) instead of the BLAKE2b-512: a mistake.
     pub ecdsa_over_hex: bool,
+    /// The ABI every package says it is for (`FreeBSD:14:amd64`).
+    pub abi: String,
 }
 
 impl RepoSpec {
@@ -341,6 +344,7 @@ impl RepoSpec {
             legacy: false,
             pub_head: false,
             ecdsa_over_hex: false,
+            abi: "FreeBSD:14:amd64".into(),
         }
     }
 
@@ -367,8 +371,8 @@ impl RepoSpec {
             let compact = json!({
                 "name": p.name, "origin": p.origin, "version": p.version,
                 "comment": format!("{} for tests", p.name), "maintainer": "tests@example.invalid",
-                "www": "https://example.invalid", "abi": "FreeBSD:14:amd64",
-                "arch": "freebsd:14:x86:64", "prefix": "/usr/local", "flatsize": 3,
+                "www": "https://example.invalid", "abi": self.abi,
+                "arch": old_arch(&self.abi), "prefix": "/usr/local", "flatsize": 3,
                 "licenselogic": "single", "licenses": ["BSD2CLAUSE"], "desc": "a test package",
                 "deps": deps, "categories": ["test"], "conflicts": p.conflicts,
                 "annotations": {"FreeBSD_version": "1403000"},
@@ -483,6 +487,24 @@ impl RepoSpec {
             .collect();
         fs::write(dir.join(archive), compress(&ustar(&files), program)).unwrap();
     }
+}
+
+/// pkg's older form of an ABI (`freebsd:14:x86:64`), which it still
+/// writes as `arch` beside `abi`.
+pub fn old_arch(abi: &str) -> String {
+    let mut parts = abi.splitn(3, ':');
+    let (os, major, arch) = (
+        parts.next().unwrap_or(""),
+        parts.next().unwrap_or(""),
+        parts.next().unwrap_or(""),
+    );
+    let arch = match arch {
+        "amd64" => "x86:64",
+        "aarch64" => "aarch64:64",
+        "i386" => "x86:32",
+        other => other,
+    };
+    format!("{}:{major}:{arch}", os.to_lowercase())
 }
 
 /// `data` compressed by the `zstd` or `xz` program.

@@ -11,6 +11,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod platforms;
+
 use crate::support::common::{export_unpacked, jbuild, ok, run};
 use crate::support::limits::{Answer, Server};
 use crate::support::pkgrepo::image::{freebsd_tree, write_repo, UID};
