@@ -10,6 +10,7 @@
 //! -sign`); BLAKE2b sums by the `b2sum` program.
 
 pub mod elf;
+pub mod entries;
 pub mod full;
 pub mod image;
 pub mod pkgfile;
