@@ -14,6 +14,7 @@ use std::process::Command;
 mod entries;
 mod hostile;
 mod platforms;
+mod signatures;
 
 use crate::support::common::{export_unpacked, jbuild, ok, run};
 use crate::support::limits::{Answer, Server};
@@ -115,6 +116,7 @@ fn stored(root: &Path) -> Vec<String> {
     }
     let mut out = Vec::new();
     for top in ["store", "snapshots"] {
+        assert!(root.join(top).is_dir(), "{}: no {top}", root.display());
         walk(&root.join(top), root, &mut out);
     }
     out
