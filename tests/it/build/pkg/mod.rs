@@ -14,6 +14,7 @@ use std::process::Command;
 mod entries;
 mod hostile;
 mod platforms;
+mod resolve;
 mod signatures;
 
 use crate::support::common::{export_unpacked, jbuild, ok, run};

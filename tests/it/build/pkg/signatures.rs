@@ -72,7 +72,10 @@ fn cases() -> Vec<Case> {
             signing: |k| fingerprints(&k.trusted),
             tamper: false,
             tamper_package: false,
-            tree: |tree, k| k.trusted.trust_in(&tree.join("usr/share/keys/pkg/revoked"), "test"),
+            tree: |tree, k| {
+                k.trusted
+                    .trust_in(&tree.join("usr/share/keys/pkg/revoked"), "test")
+            },
             says: "is revoked",
         },
         Case {
@@ -91,12 +94,10 @@ fn cases() -> Vec<Case> {
             tree: |tree, k| {
                 fs::copy(&k.trusted.public, tree.join("usr/share/keys/repo.pub")).unwrap();
                 let conf = fs::read_to_string(tree.join("etc/pkg/FreeBSD.conf")).unwrap();
-                let conf = conf
-                    .replace("\"fingerprints\"", "\"pubkey\"")
-                    .replace(
-                        "fingerprints: \"/usr/share/keys/pkg\"",
-                        "pubkey: \"/usr/share/keys/repo.pub\"",
-                    );
+                let conf = conf.replace("\"fingerprints\"", "\"pubkey\"").replace(
+                    "fingerprints: \"/usr/share/keys/pkg\"",
+                    "pubkey: \"/usr/share/keys/repo.pub\"",
+                );
                 fs::write(tree.join("etc/pkg/FreeBSD.conf"), conf).unwrap();
             },
             says: "does not match the catalogue",
@@ -106,7 +107,10 @@ fn cases() -> Vec<Case> {
             signing: |k| fingerprints(&k.ecdsa),
             tamper: true,
             tamper_package: false,
-            tree: |tree, k| k.ecdsa.trust_in(&tree.join("usr/share/keys/pkg/trusted"), "test"),
+            tree: |tree, k| {
+                k.ecdsa
+                    .trust_in(&tree.join("usr/share/keys/pkg/trusted"), "test")
+            },
             says: "does not match the catalogue",
         },
     ]
@@ -139,7 +143,10 @@ fn each_signature_failure_exits_1_naming_the_repository_and_stores_nothing() {
     let server = serve(www);
     let root = t.path().join("root");
     for c in &cases {
-        let url = format!("http://127.0.0.1:{}/{}/${{ABI}}/latest", server.port, c.name);
+        let url = format!(
+            "http://127.0.0.1:{}/{}/${{ABI}}/latest",
+            server.port, c.name
+        );
         let base = t.path().join("base").join(c.name);
         freebsd_tree(&base.join("tree"), "amd64", &url, &keys.trusted);
         (c.tree)(&base.join("tree"), &keys);
