@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 mod entries;
+mod generations;
 mod hostile;
 mod platforms;
 mod resolve;
