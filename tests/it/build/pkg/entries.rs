@@ -175,4 +175,27 @@ fn every_entry_type_reaches_the_layer_as_pkg_installs_it() {
         "entries\npkg\nsecond\n"
     );
     assert!(!outside.exists());
+    // pkg info -a and pkg check -s/-d, with pkg's own statements.
+    let info = sqlite(&db, super::pkgcheck::INFO);
+    let rows: Vec<Vec<&str>> = info.lines().map(|l| l.split('|').collect()).collect();
+    assert_eq!(rows.len(), 3, "{info}");
+    assert_eq!(
+        &rows[0][1..],
+        [
+            "test/entries",
+            "entries",
+            "1.0",
+            "entries for tests",
+            "FreeBSD:14:amd64",
+            "0",
+            "0",
+            "1700000000",
+            "0"
+        ]
+    );
+    // Every file of every package (app, its hard link, the symlinks, the
+    // setuid file, the flagged one, app.conf, state, pkg's) has the sum
+    // recorded; second.conf, which the recipe changed, does not.
+    let checked = super::pkgcheck::pkg_check(&db, &rootfs, &["/usr/local/etc/second.conf"]);
+    assert_eq!(checked, 10);
 }

@@ -171,6 +171,13 @@ fn pkg_gives_each_platform_one_image_on_every_backend() {
             "{platform}: {files}"
         );
         assert_eq!(sqlite(&db, "PRAGMA integrity_check"), "ok\n");
+        // pkg check -s/-d: pkg, libfoo, app's 5 files and the sample copy
+        // (not recorded: the Lua script made it).
+        assert_eq!(
+            super::pkgcheck::pkg_check(&db, &rootfs, &[]),
+            7,
+            "{platform}"
+        );
     }
 }
 

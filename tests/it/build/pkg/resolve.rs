@@ -127,6 +127,7 @@ fn chains_diamonds_conflicts_and_missing_names_through_a_build() {
         ),
         "a|b\nb|c\nd|e\nd|f\ne|g\nf|g\n"
     );
+    assert_eq!(super::pkgcheck::pkg_check(&db, &rootfs, &[]), 7);
 
     let before = stored(&root);
     let err = refused(&build(&root, t.path(), "conflict:1", "top"));
