@@ -281,6 +281,7 @@ pub fn install(req: &Request<'_>, events: &mut dyn FnMut(Event)) -> Result<Outco
     let opts = extract::Options {
         clamp_mtime: req.clamp_mtime,
         limits: req.limits,
+        abi: Some(abi.to_string()),
         ..extract::Options::default()
     };
     let mut hooks = DbAndLua {

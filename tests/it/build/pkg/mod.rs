@@ -21,7 +21,8 @@ mod signatures;
 
 use crate::support::common::{export_unpacked, jbuild, ok, run};
 use crate::support::limits::{Answer, Server};
-use crate::support::pkgrepo::image::{freebsd_tree, write_repo, UID};
+use crate::support::pkgrepo::image::{freebsd_tree, UID};
+use crate::support::pkgrepo::platform::write_repo_for;
 use crate::support::pkgrepo::Key;
 
 /// Serves the files under `dir`.
@@ -44,8 +45,10 @@ fn serve(dir: PathBuf) -> Server {
 fn setup(t: &Path) -> (Server, PathBuf) {
     let key = Key::new(t, "repo");
     let www = t.join("www");
+    // Packages for any FreeBSD 14 (`FreeBSD:14:*`, as architecture-free
+    // packages say): the same bytes under both ABIs' paths.
     for abi in ["FreeBSD:14:amd64", "FreeBSD:14:aarch64"] {
-        write_repo(&www.join(abi).join("latest"), &key, false);
+        write_repo_for(&www.join(abi).join("latest"), &key, "FreeBSD:14:*");
     }
     let server = serve(www);
     let url = format!("http://127.0.0.1:{}/${{ABI}}/latest", server.port);

@@ -208,3 +208,39 @@ fn name_children(layout: &Path) {
     index["manifests"].as_array_mut().unwrap().extend(children);
     fs::write(layout.join("index.json"), index.to_string()).unwrap();
 }
+
+/// A repository that serves amd64 packages under the arm64 ABI's path:
+/// the arm64 build refuses them, as pkg does ("wrong architecture"),
+/// instead of making an arm64 image of amd64 programs.
+#[test]
+fn packages_of_another_abi_are_refused() {
+    let t = tempfile::tempdir().unwrap();
+    let key = Key::new(t.path(), "repo");
+    let www = t.path().join("www");
+    write_repo_for(
+        &www.join("FreeBSD:14:aarch64/latest"),
+        &key,
+        "FreeBSD:14:amd64",
+    );
+    let server = serve(www);
+    let url = format!("http://127.0.0.1:{}/${{ABI}}/latest", server.port);
+    let ctx = t.path().join("ctx");
+    freebsd_tree(&ctx.join("tree"), "arm64", &url, &key);
+    fs::write(
+        ctx.join("Jailfile"),
+        "FROM scratch\nCOPY tree/ /\nPKG --no-bootstrap other\n",
+    )
+    .unwrap();
+    let root = t.path().join("root");
+    let out = crate::support::common::run(
+        jbuild(&root)
+            .args(["build", "-q", "-t", "x:1", "--platform", "freebsd/arm64"])
+            .arg(&ctx),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("libfoo-1.0 is for `FreeBSD:14:amd64`, not the image's `FreeBSD:14:aarch64`"),
+        "{err}"
+    );
+}
