@@ -310,6 +310,7 @@ pub fn install_for(
     let opts = extract::Options {
         clamp_mtime: req.clamp_mtime,
         limits: req.limits,
+        abi: Some(abi.to_string()),
         ..extract::Options::default()
     };
     let mut hooks = DbAndLua {

@@ -41,6 +41,7 @@
 //! A failure stops the install where it is: the root is then partly
 //! written, and the caller (a build step) discards it.
 
+mod abi_match;
 mod contents;
 mod owners;
 
@@ -74,6 +75,9 @@ pub struct Options {
     pub same_owner: bool,
     /// Bounds on each package's decompressed size, entries and paths.
     pub limits: Limits,
+    /// The ABI installed for (`FreeBSD:14:amd64`): a package for another
+    /// is refused, as pkg refuses it ([`abi_match`]). `None`: not checked.
+    pub abi: Option<String>,
 }
 
 impl Default for Options {
@@ -82,6 +86,7 @@ impl Default for Options {
             clamp_mtime: None,
             same_owner: nix::unistd::geteuid().is_root(),
             limits: Limits::default(),
+            abi: None,
         }
     }
 }
@@ -226,6 +231,15 @@ pub enum ExtractError {
          (pkg refuses it too)"
     )]
     Conflict { path: String, a: String, b: String },
+    #[error(
+        "package {package} is for `{pkg_abi}`, not the image's `{abi}`: its repository serves \
+         another architecture or release (pkg refuses it too: wrong architecture)"
+    )]
+    WrongAbi {
+        package: String,
+        pkg_abi: String,
+        abi: String,
+    },
     #[error("package {package} is refused")]
     Hostile {
         package: String,
@@ -283,6 +297,15 @@ pub fn install(
     let mut opened = Vec::with_capacity(packages.len());
     for p in packages {
         let (o, _) = open(p, &opts.limits)?;
+        if let Some(abi) = &opts.abi {
+            if !abi_match::installs_on(&o.manifest.abi, abi) {
+                return Err(ExtractError::WrongAbi {
+                    package: o.label(),
+                    pkg_abi: o.manifest.abi.clone(),
+                    abi: abi.clone(),
+                });
+            }
+        }
         opened.push(o);
     }
     conflicts(&opened, owned)?;

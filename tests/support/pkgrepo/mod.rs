@@ -10,9 +10,11 @@
 //! -sign`); BLAKE2b sums by the `b2sum` program.
 
 pub mod elf;
+pub mod entries;
 pub mod full;
 pub mod image;
 pub mod pkgfile;
+pub mod platform;
 
 use std::collections::BTreeMap;
 use std::fs;

@@ -11,9 +11,18 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod entries;
+mod generations;
+mod hostile;
+mod pkgcheck;
+mod platforms;
+mod resolve;
+mod signatures;
+
 use crate::support::common::{export_unpacked, jbuild, ok, run};
 use crate::support::limits::{Answer, Server};
-use crate::support::pkgrepo::image::{freebsd_tree, write_repo, UID};
+use crate::support::pkgrepo::image::{freebsd_tree, UID};
+use crate::support::pkgrepo::platform::write_repo_for;
 use crate::support::pkgrepo::Key;
 
 /// Serves the files under `dir`.
@@ -36,8 +45,10 @@ pub(super) fn serve(dir: PathBuf) -> Server {
 fn setup(t: &Path) -> (Server, PathBuf) {
     let key = Key::new(t, "repo");
     let www = t.join("www");
+    // Packages for any FreeBSD 14 (`FreeBSD:14:*`, as architecture-free
+    // packages say): the same bytes under both ABIs' paths.
     for abi in ["FreeBSD:14:amd64", "FreeBSD:14:aarch64"] {
-        write_repo(&www.join(abi).join("latest"), &key, false);
+        write_repo_for(&www.join(abi).join("latest"), &key, "FreeBSD:14:*");
     }
     let server = serve(www);
     let url = format!("http://127.0.0.1:{}/${{ABI}}/latest", server.port);
@@ -51,6 +62,70 @@ fn setup(t: &Path) -> (Server, PathBuf) {
     )
     .unwrap();
     (server, base)
+}
+
+/// A repository at `www/FreeBSD:14:amd64/latest` under `t`, written by
+/// `write` (given the directory and the signing key), served from
+/// 127.0.0.1; and the image `base:1` (freebsd/amd64) built in `root`,
+/// whose repository configuration names it (fingerprints, the key in
+/// the image).
+fn amd64_base(t: &Path, root: &Path, write: impl FnOnce(&Path, &Key)) -> (Server, Key) {
+    let key = Key::new(t, "repo");
+    let www = t.join("www");
+    write(&www.join("FreeBSD:14:amd64/latest"), &key);
+    let server = serve(www);
+    let url = format!("http://127.0.0.1:{}/${{ABI}}/latest", server.port);
+    let base = t.join("base");
+    freebsd_tree(&base.join("tree"), "amd64", &url, &key);
+    fs::write(base.join("Jailfile"), "FROM scratch\nCOPY tree/ /\n").unwrap();
+    ok(jbuild(root)
+        .args(["build", "-q", "-t", "base:1", "--platform", "freebsd/amd64"])
+        .arg(&base));
+    (server, key)
+}
+
+/// The layer blobs of the OCI layout's (only) image, lowest first.
+fn layer_blobs(layout: &Path) -> Vec<PathBuf> {
+    let read = |p: PathBuf| -> serde_json::Value {
+        serde_json::from_slice(&fs::read(p).unwrap()).unwrap()
+    };
+    let blob = |d: &str| {
+        layout
+            .join("blobs/sha256")
+            .join(d.trim_start_matches("sha256:"))
+    };
+    let index = read(layout.join("index.json"));
+    let manifest = read(blob(index["manifests"][0]["digest"].as_str().unwrap()));
+    manifest["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| blob(l["digest"].as_str().unwrap()))
+        .collect()
+}
+
+/// What a state root holds that a failed build must leave as it was:
+/// the store's index and blobs, and the snapshots (`dir` backend).
+fn stored(root: &Path) -> Vec<String> {
+    fn walk(dir: &Path, root: &Path, out: &mut Vec<String>) {
+        let Ok(entries) = fs::read_dir(dir) else {
+            return;
+        };
+        let mut entries: Vec<_> = entries.map(|e| e.unwrap().path()).collect();
+        entries.sort();
+        for p in entries {
+            out.push(p.strip_prefix(root).unwrap().display().to_string());
+            if p.is_dir() && !p.is_symlink() {
+                walk(&p, root, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for top in ["store", "snapshots"] {
+        assert!(root.join(top).is_dir(), "{}: no {top}", root.display());
+        walk(&root.join(top), root, &mut out);
+    }
+    out
 }
 
 pub(super) fn sqlite(db: &Path, query: &str) -> String {
