@@ -19,6 +19,7 @@ pub mod apply;
 pub mod archive;
 pub mod compare;
 mod compress;
+mod pgzip;
 mod error;
 pub mod fflags;
 pub mod header;
