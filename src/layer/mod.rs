@@ -19,11 +19,11 @@ pub mod apply;
 pub mod archive;
 pub mod compare;
 mod compress;
-mod pgzip;
 mod error;
 pub mod fflags;
 pub mod header;
 pub mod limits;
+mod pgzip;
 mod reader;
 pub mod tar;
 

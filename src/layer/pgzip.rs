@@ -113,7 +113,10 @@ impl<W: Write> ParallelGz<W> {
         while self.in_flight >= self.limit {
             self.collect_one()?;
         }
-        let mut data = self.spare.pop().unwrap_or_else(|| Vec::with_capacity(BLOCK));
+        let mut data = self
+            .spare
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(BLOCK));
         data.clear();
         std::mem::swap(&mut data, &mut self.pending);
         let dict = self.window.clone();
@@ -216,7 +219,12 @@ fn worker(jobs: &Mutex<Receiver<Job>>, done: &Sender<Done>, level: u32) {
 
 /// One block as raw deflate, primed with `dict`, ended by a sync flush
 /// (or, for the last block, the end of the stream).
-fn deflate_block(deflate: &mut Compress, dict: &[u8], data: &[u8], last: bool) -> io::Result<Vec<u8>> {
+fn deflate_block(
+    deflate: &mut Compress,
+    dict: &[u8],
+    data: &[u8],
+    last: bool,
+) -> io::Result<Vec<u8>> {
     deflate.reset();
     if !dict.is_empty() {
         deflate.set_dictionary(dict).map_err(io::Error::other)?;
@@ -280,11 +288,22 @@ mod tests {
 
     #[test]
     fn gunzip_gives_back_the_input_whatever_the_size() {
-        for n in [0, 1, WINDOW - 1, BLOCK - 1, BLOCK, BLOCK + 1, 3 * BLOCK + 777, 1 << 20] {
+        for n in [
+            0,
+            1,
+            WINDOW - 1,
+            BLOCK - 1,
+            BLOCK,
+            BLOCK + 1,
+            3 * BLOCK + 777,
+            1 << 20,
+        ] {
             let data = sample(n);
             let blob = gz(&data, 2, 10_000);
             let mut back = Vec::new();
-            MultiGzDecoder::new(&blob[..]).read_to_end(&mut back).unwrap();
+            MultiGzDecoder::new(&blob[..])
+                .read_to_end(&mut back)
+                .unwrap();
             assert_eq!(back.len(), data.len(), "size {n}");
             assert!(back == data, "size {n}: the bytes differ");
         }
@@ -297,6 +316,11 @@ mod tests {
         assert_eq!(one, gz(&data, 2, 4096));
         assert_eq!(one, gz(&data, 5, 333));
         // And it compresses: the text half shrinks a lot.
-        assert!(one.len() < data.len() * 3 / 4, "{} of {}", one.len(), data.len());
+        assert!(
+            one.len() < data.len() * 3 / 4,
+            "{} of {}",
+            one.len(),
+            data.len()
+        );
     }
 }
