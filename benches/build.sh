@@ -49,7 +49,10 @@
 #
 # Environment: JBUILD_BENCH_FILES (default 50000; 2000 for a quick try),
 # AGE (default 370), ROUNDS (default 3), DIR_ROUNDS (rounds that also time `dir`, default
-# ROUNDS: the dir backend copies the tree for every step), JBUILD.
+# ROUNDS: the dir backend copies the tree for every step), JBUILD,
+# JBUILD_BEFORE (an older binary: its first build and cached rebuild are
+# timed too, right before jbuild's in each round; tool "before-BACKEND"),
+# NO_PUSH=1 (leave out the build-then-push case).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -205,9 +208,16 @@ timed() {
 jbuild_round() {
   local backend=$1 round=$2 root=$work/root tag
   retire "$root"
+  if [ -n "${JBUILD_BEFORE:-}" ]; then
+    # An older binary, first build and cached rebuild only (a before/after).
+    timed "before-$backend" first "$round" env JBUILD_ROOT="$root" "$JBUILD_BEFORE" -q --backend "$backend" build -t bench:1 "$work/ctx"
+    timed "before-$backend" cached "$round" env JBUILD_ROOT="$root" "$JBUILD_BEFORE" -q --backend "$backend" build -t bench:1 "$work/ctx"
+    retire "$root"
+  fi
   timed "jbuild-$backend" first "$round" env JBUILD_ROOT="$root" "$jbuild" -q --backend "$backend" build -t bench:1 "$work/ctx"
   timed "jbuild-$backend" cached "$round" env JBUILD_ROOT="$root" "$jbuild" -q --backend "$backend" build -t bench:1 "$work/ctx"
   retire "$root"
+  [ "${NO_PUSH:-0}" = 1 ] && return 0
   registry_start
   tag=$reg/jbuild-$backend-$round/bench:1
   timed "jbuild-$backend" push "$round" env JBUILD_ROOT="$root" "$jbuild" -q --backend "$backend" build --push -t "$tag" "$work/ctx"
@@ -240,6 +250,7 @@ podman_round() {
   timed podman first "$round" podman_ build --layers -f "$work/ctx/Containerfile" -t bench:1 "$work/ctx"
   timed podman cached "$round" podman_ build --layers -f "$work/ctx/Containerfile" -t bench:1 "$work/ctx"
   podman_reset
+  [ "${NO_PUSH:-0}" = 1 ] && return 0
   registry_start
   tag=$reg/podman-$round/bench:1
   timed podman push "$round" podman_build_push "$tag"
@@ -279,12 +290,15 @@ for line in open(sys.argv[1]):
 cases = [("first", "first build, empty store", 0.5),
          ("cached", "fully cached rebuild", 0.05),
          ("push", "build, then push to an empty registry", 0.5)]
-tools = ["limit", "jbuild-overlay", "podman", "jbuild-dir"]
+tools = ["limit"] + [k for k in ("before-overlay", "jbuild-overlay", "podman", "before-dir", "jbuild-dir")
+                     if any(tool == k for tool, _ in t)]
 print()
-print("| | " + " | ".join(tools) + " | overlay / limit | overlay / podman | dir / podman |")
-print("|---|" + "---|" * (len(tools) + 3))
+print("| | " + " | ".join(tools) + " | before / limit | overlay / limit | overlay / podman | dir / podman |")
+print("|---|" + "---|" * (len(tools) + 4))
 for case, name, target in cases:
     med = {k: statistics.median(t[(k, case)]) for k in tools if (k, case) in t}
+    if "jbuild-overlay" not in med:
+        continue
     def cell(k):
         if k not in med:
             return "–"
@@ -300,5 +314,5 @@ for case, name, target in cases:
     if "limit" in med:
         lim = f"**{lim}** (target ≤ 1.5x: {'met' if med['jbuild-overlay'] / med['limit'] <= 1.5 else 'NOT met'})"
     print(f"| {name} | " + " | ".join(cell(k) for k in tools)
-          + f" | {lim} | {pod} | {ratio('jbuild-dir', 'podman')} |")
+          + f" | {ratio('before-overlay', 'limit')} | {lim} | {pod} | {ratio('jbuild-dir', 'podman')} |")
 PY
