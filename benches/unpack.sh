@@ -1,27 +1,40 @@
 #!/usr/bin/env bash
-# Pull of a many-file layer: `jbuild pull` (download, unpacked as it
-# arrives, verified, committed) side by side with `gzip -dc BLOB | tar -x`
-# (and `zstd -dc`) of the very same blob, in one interleaved run. Run by
+# Pull + unpack: `jbuild pull` (download, unpacked as it arrives, verified,
+# committed: what `jbuild create` and `run` do for an image they lack) side
+# by side with `curl BLOB-URL | gzip -dc | tar -x` (and `zstd -dc`) of the
+# very same blob from the same registry, in one interleaved run. Run by
 # hand, as root, not in CI:
 #
 #   cargo build --release && bash benches/unpack.sh [WORKDIR]
 #
-# (FILES=2000 ROUNDS=1 for a quick try of the script itself.)
+# (FILES=2000 BIG_MIB=64 ROUNDS=1 for a quick try of the script itself.)
 #
-# One tar of FILES (default 50,000) files of 0-16 KiB (half random bytes,
-# half text, so it compresses as real trees do) in 50 directories, each
-# directory's files together as a tree walk lists them (SPREAD=1: the
-# files dealt round-robin over the directories instead), stored
-# in a jbuild store twice: gzip -6 (image gz:1) and zstd -3 (image zst:1),
-# pushed once to a local Distribution (registry/start). Each round then
-# runs, for each compression: `jbuild pull` into an empty state root with
-# `--backend dir` and `--backend overlay`, and the reference into an empty
-# directory. Every timing ends with `sync`, so the reference pays for
+# Two layers (SETS, default "many big"):
+#   many  one tar of FILES (default 50,000) files of 0-16 KiB (half random
+#         bytes, half text, so it compresses as real trees do) in 50
+#         directories, each directory's files together as a tree walk lists
+#         them (SPREAD=1: the files dealt round-robin over the directories
+#         instead); about 410 MB;
+#   big   BIG_MIB (default 1024) MiB in 16 files, half random, half text:
+#         the 1 GiB image of issue 34.
+# Each is stored in a jbuild store twice, gzip -6 (image SET-gz:1) and zstd
+# -3 (SET-zst:1), and pushed once to a local Distribution (registry/start).
+# Each round then runs, for each set and compression: `jbuild pull` into an
+# empty state root with `--backend dir` and `--backend overlay`, and the
+# reference (curl from the registry into the decoder into tar) into an
+# empty directory. Every timing ends with `sync`, so the reference pays for
 # durability too (jbuild makes the layer durable before it commits it).
 # Printed: per-run times, then medians and the ratio to the reference of
-# the same compression, and the load average before and after.
+# the same set and compression (issue 34's target: ≤ 1.1x), and the load
+# average before and after.
 #
-# Disk: about 3 GiB in WORKDIR at the peak (default: a temp dir under /var/tmp).
+# Trees of finished runs: retired into WORKDIR/graveyard (on ext4 without a
+# journal a deletion bills the next run; see build.sh), or deleted, untimed,
+# before the next run with DELETE=1 (a journaled filesystem has no such
+# cost, and the big set's 18 trees would not fit a small one).
+#
+# Disk: about 3 GiB in WORKDIR at the peak with DELETE=1 (default WORKDIR: a
+# temp dir under /var/tmp).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -29,7 +42,10 @@ jbuild=${JBUILD:-$repo/target/release/jbuild}
 [ -x "$jbuild" ] || { echo "build jbuild first: cargo build --release" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || { echo "run as root (overlay mounts, owners)" >&2; exit 1; }
 command -v zstd >/dev/null || { echo "zstd is needed (apt-get install zstd)" >&2; exit 1; }
+command -v curl >/dev/null || { echo "curl is needed" >&2; exit 1; }
 files=${FILES:-50000}
+big_mib=${BIG_MIB:-1024}
+sets=${SETS:-many big}
 rounds=${ROUNDS:-5}
 
 work=${1:-$(mktemp -d /var/tmp/jbuild-bench-unpack.XXXXXX)}
@@ -44,31 +60,45 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "== making the layer ($files files) and the images in $JBUILD_ROOT/store"
-FILES=$files python3 - "$work/layer.tar" <<'PY'
+mkdir -p "$JBUILD_ROOT/store"
+for set in $sets; do
+echo "== making the $set layer and its images in $JBUILD_ROOT/store"
+FILES=$files BIG_MIB=$big_mib python3 - "$set" "$work/$set.tar" <<'PY'
 import io, os, random, sys, tarfile
 rnd = random.Random(16)
 words = b"the quick brown fox jumps over a lazy dog while jails build images\n"
-with tarfile.open(sys.argv[1], "w", format=tarfile.PAX_FORMAT) as t:
-    for d in range(50):
-        ti = tarfile.TarInfo("srv/d%02d" % d); ti.type = tarfile.DIRTYPE; ti.mode = 0o755; ti.mtime = 1700000000
+kind, path = sys.argv[1], sys.argv[2]
+def text(size):
+    return (words * (size // len(words) + 1))[:size]
+with tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as t:
+    def add_dir(name):
+        ti = tarfile.TarInfo(name); ti.type = tarfile.DIRTYPE; ti.mode = 0o755; ti.mtime = 1700000000
         t.addfile(ti)
-    n = int(os.environ["FILES"])
-    for i in range(n):
-        size = rnd.randrange(0, 16 << 10)
-        data = os.urandom(size) if i % 2 else (words * (size // len(words) + 1))[:size]
-        # A directory's files together, as a tree walk lists them (and
-        # os.environ["SPREAD"] set: round-robin over the directories).
-        d = i % 50 if os.environ.get("SPREAD") else i * 50 // n
-        ti = tarfile.TarInfo("srv/d%02d/f%06d" % (d, i)); ti.size = size; ti.mode = 0o644
-        ti.mtime = 1700000000
+    def add_file(name, data):
+        ti = tarfile.TarInfo(name); ti.size = len(data); ti.mode = 0o644; ti.mtime = 1700000000
         t.addfile(ti, io.BytesIO(data))
+    if kind == "many":
+        for d in range(50):
+            add_dir("srv/d%02d" % d)
+        n = int(os.environ["FILES"])
+        for i in range(n):
+            size = rnd.randrange(0, 16 << 10)
+            data = os.urandom(size) if i % 2 else text(size)
+            # A directory's files together, as a tree walk lists them (and
+            # os.environ["SPREAD"] set: round-robin over the directories).
+            d = i % 50 if os.environ.get("SPREAD") else i * 50 // n
+            add_file("srv/d%02d/f%06d" % (d, i), data)
+    else:
+        add_dir("srv")
+        size = int(os.environ["BIG_MIB"]) * (1 << 20) // 16
+        for i in range(16):
+            add_file("srv/big%02d" % i, os.urandom(size) if i % 2 else text(size))
 PY
-gzip -6 -n -c "$work/layer.tar" > "$work/layer.tar.gz"
-zstd -q -3 -c "$work/layer.tar" > "$work/layer.tar.zst"
-python3 - "$JBUILD_ROOT/store" "$work" <<'PY'
+gzip -6 -n -c "$work/$set.tar" > "$work/$set.tar.gz"
+zstd -q -3 -c "$work/$set.tar" > "$work/$set.tar.zst"
+python3 - "$JBUILD_ROOT/store" "$work" "$set" <<'PY'
 import hashlib, json, os, shutil, sys
-store, work = sys.argv[1], sys.argv[2]
+store, work, kind = sys.argv[1], sys.argv[2], sys.argv[3]
 blobs = os.path.join(store, "blobs", "sha256")
 os.makedirs(blobs, exist_ok=True)
 def digest_of(path):
@@ -82,12 +112,18 @@ def put(data):
     with open(os.path.join(blobs, d), "wb") as f:
         f.write(data)
     return "sha256:" + d, len(data)
-diff_id = "sha256:" + digest_of(os.path.join(work, "layer.tar"))
+diff_id = "sha256:" + digest_of(os.path.join(work, kind + ".tar"))
+index_path = os.path.join(store, "index.json")
 index = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": []}
-for name, ext, mt in (("gz:1", "gz", "gzip"), ("zst:1", "zst", "zstd")):
-    path = os.path.join(work, "layer.tar." + ext)
+if os.path.exists(index_path):
+    index = json.load(open(index_path))
+for ext, mt in (("gz", "gzip"), ("zst", "zstd")):
+    name = "%s-%s:1" % (kind, ext)
+    path = os.path.join(work, kind + ".tar." + ext)
     d = digest_of(path)
     shutil.copyfile(path, os.path.join(blobs, d))
+    with open(path + ".digest", "w") as f:
+        f.write("sha256:" + d)
     config = json.dumps({"architecture": "amd64", "os": "freebsd", "config": {},
                          "rootfs": {"type": "layers", "diff_ids": [diff_id]}},
                         separators=(",", ":"), sort_keys=True).encode()
@@ -100,13 +136,15 @@ for name, ext, mt in (("gz:1", "gz", "gzip"), ("zst:1", "zst", "zstd")):
     md, mn = put(manifest)
     index["manifests"].append({"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": md, "size": mn,
                                "annotations": {"org.opencontainers.image.ref.name": name}})
-    print("  %-6s layer sha256:%s…, %.1f MB" % (name, d[:12], os.path.getsize(path) / 1e6))
+    print("  %-10s layer sha256:%s…, %.1f MB" % (name, d[:12], os.path.getsize(path) / 1e6))
 with open(os.path.join(store, "oci-layout"), "w") as f:
     f.write('{"imageLayoutVersion":"1.0.0"}')
-with open(os.path.join(store, "index.json"), "w") as f:
+with open(index_path, "w") as f:
     json.dump(index, f)
 PY
-printf '  tar %.1f MB\n' "$(($(stat -c %s "$work/layer.tar") / 100000))e-1"
+printf '  tar %.1f MB\n' "$(($(stat -c %s "$work/$set.tar") / 100000))e-1"
+rm -f "$work/$set.tar"
+done
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 "$repo/registry/start" "$port" "$work/registry" >"$work/registry.log" 2>&1 &
@@ -115,8 +153,10 @@ for _ in $(seq 100); do
   curl -fs "http://127.0.0.1:$port/v2/" >/dev/null 2>&1 && break
   sleep 0.1
 done
-for image in gz zst; do
-  "$jbuild" -q push "$image:1" "127.0.0.1:$port/bench/$image:1" >/dev/null
+for set in $sets; do
+  for image in gz zst; do
+    "$jbuild" -q push "$set-$image:1" "127.0.0.1:$port/bench/$set-$image:1" >/dev/null
+  done
 done
 echo "== default backend as root here: $(env JBUILD_ROOT="$work/probe" "$jbuild" info 2>/dev/null | grep -i backend | head -1)"
 rm -rf "$work/probe"
@@ -144,22 +184,31 @@ run() {
 }
 cleanup_mounts() {
   for m in $(awk -v d="$work/dest" 'index($2, d) == 1 {print $2}' /proc/mounts | sort -r); do umount "$m"; done
-  if [ -e "$work/dest" ]; then
+  if [ -e "$work/dest" ] && [ "${DELETE:-0}" = 1 ]; then
+    rm -rf "$work/dest"
+  elif [ -e "$work/dest" ]; then
     mkdir -p "$work/graveyard"
     mv "$work/dest" "$(mktemp -u "$work/graveyard/t.XXXXXX")"
   fi
 }
-untar() { mkdir -p "$work/dest" && "$@" | tar -x -C "$work/dest"; }
+# fetch_untar URL DECODER...: the reference, curl into the decoder into tar.
+fetch_untar() {
+  local url=$1; shift
+  mkdir -p "$work/dest" && curl -sfL "$url" | "$@" | tar -x -C "$work/dest"
+}
 
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 for r in $(seq "$rounds"); do
   echo "== round $r/$rounds (load $(cut -d' ' -f1-3 /proc/loadavg))"
-  for image in gz zst; do
-    ref=127.0.0.1:$port/bench/$image:1
-    case $image in gz) dec=(gzip -dc "$work/layer.tar.gz") ;; zst) dec=(zstd -dc "$work/layer.tar.zst") ;; esac
-    run "$image-reference" untar "${dec[@]}"
-    run "$image-jbuild-dir" env JBUILD_ROOT="$work/dest" "$jbuild" -q --backend dir pull "$ref"
-    run "$image-jbuild-overlay" env JBUILD_ROOT="$work/dest" "$jbuild" -q --backend overlay pull "$ref"
+  for set in $sets; do
+    for image in gz zst; do
+      ref=127.0.0.1:$port/bench/$set-$image:1
+      url=http://127.0.0.1:$port/v2/bench/$set-$image/blobs/$(cat "$work/$set.tar.$image.digest")
+      case $image in gz) dec=(gzip -dc) ;; zst) dec=(zstd -dc) ;; esac
+      run "$set-$image-reference" fetch_untar "$url" "${dec[@]}"
+      run "$set-$image-jbuild-dir" env JBUILD_ROOT="$work/dest" "$jbuild" -q --backend dir pull "$ref"
+      run "$set-$image-jbuild-overlay" env JBUILD_ROOT="$work/dest" "$jbuild" -q --backend overlay pull "$ref"
+    done
   done
 done
 cleanup_mounts
@@ -173,14 +222,14 @@ runs = {}
 for line in open(sys.argv[1]):
     name, secs = line.split()
     runs.setdefault(name, []).append(float(secs))
-for image in ("gz", "zst"):
+for image in sorted({n.rsplit("-", 1)[0] for n in runs if n.endswith("-reference")}):
     ref = statistics.median(runs.get(image + "-reference", [float("nan")]))
     for tool in ("reference", "jbuild-dir", "jbuild-overlay"):
         v = runs.get(image + "-" + tool)
         if not v:
             continue
         m = statistics.median(v)
-        print("%-4s %-15s %7.2f s (%.2f-%.2f)  %.2fx" % (image, tool, m, min(v), max(v), m / ref))
+        print("%-9s %-15s %7.2f s (%.2f-%.2f)  %.2fx" % (image, tool, m, min(v), max(v), m / ref))
 PY
 [ -z "${1:-}" ] && rm -rf "$work"
 exit 0

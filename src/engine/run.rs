@@ -424,7 +424,11 @@ impl Run<'_, '_> {
             let step_flags =
                 SnapshotFlags::for_step(self.env.snapshotter, parent.as_deref(), &root);
             let outcome = step_flags.map_err(BuildError::from).and_then(|step_flags| {
+                // The disk writes the step's files while it runs (the
+                // commit's sync then finds little to do).
+                let flusher = crate::snapshot::flush::Flusher::start(&root);
                 self.execute(&ps.step.op, &ps.step.args, exec, &root, &info, &step_flags)?;
+                drop(flusher);
                 Ok(step_flags)
             });
             let outcome = outcome.and_then(|step_flags| {

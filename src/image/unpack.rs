@@ -42,6 +42,10 @@ impl LayerPolicy {
             options: ApplyOptions {
                 allow_setuid: allow_setuid || settings.allow_setuid,
                 allow_devices: allow_devices || settings.allow_devices,
+                // An unpacked layer is synced whole at its commit: the disk
+                // writes while the rest is decoded (issue 34: pull + unpack
+                // against `curl | gzip -dc | tar -x` then `sync`).
+                start_writeback: true,
                 ..ApplyOptions::default()
             },
             limits: Limits::from_settings(settings),

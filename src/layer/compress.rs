@@ -5,13 +5,15 @@
 //! one after the other leaves a core idle. So [`export`] runs two threads
 //! joined by a bounded queue of 1 MiB buffers: the caller's thread writes the
 //! tar and hashes it (diff ID); a second thread compresses and hashes the
-//! compressed bytes (digest) as they reach `out`. zstd adds its own workers.
+//! compressed bytes (digest) as they reach `out`. Both compressors add their
+//! own workers, one per core: zstd's, and gzip's blocks ([`super::pgzip`]).
 //! An uncompressed layer is hashed once, on the second thread.
 //! At most a few buffers are in flight, so memory stays bounded whatever the
 //! layer's size.
 //!
 //! Both compressors are deterministic: gzip with no file name, mtime 0 and
-//! OS byte 255 ("unknown"); zstd with at least one worker always, because
+//! OS byte 255 ("unknown"), its blocks' bytes independent of the number of
+//! workers; zstd with at least one worker always, because
 //! zstd's multi-threaded output depends on its job size, never on the number
 //! of workers, but differs from its single-threaded output.
 
@@ -21,8 +23,8 @@ use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::thread;
 
 use flate2::read::MultiGzDecoder;
-use flate2::GzBuilder;
 
+use super::pgzip::ParallelGz;
 use super::tar::{write_tar_with_flags, CHUNK};
 use super::{Compression, ExportedLayer, LayerError, TarOptions};
 use crate::diff::Change;
@@ -35,8 +37,8 @@ const ZSTD_LEVEL: i32 = 3;
 const QUEUE: usize = 4;
 
 /// Writes the layer for `changes` from `root` to `out`, compressed, and
-/// returns its digests, size and media type with `out`. zstd uses as many
-/// workers as there are cores (which does not change its output).
+/// returns its digests, size and media type with `out`. The compressor uses
+/// as many workers as there are cores (which does not change its output).
 pub fn export<W: Write + Send>(
     root: &Path,
     changes: &[Change],
@@ -61,13 +63,13 @@ pub fn export_with_flags<W: Write + Send>(
     export_inner(root, changes, opts, compression, workers, file_flags, out)
 }
 
-/// [`export`] with a chosen number of zstd workers (at least 1 is used).
+/// [`export`] with a chosen number of compression workers (at least 1 is used).
 pub fn export_with_workers<W: Write + Send>(
     root: &Path,
     changes: &[Change],
     opts: &TarOptions,
     compression: Compression,
-    zstd_workers: u32,
+    workers: u32,
     out: W,
 ) -> Result<(ExportedLayer, W), LayerError> {
     export_inner(
@@ -75,7 +77,7 @@ pub fn export_with_workers<W: Write + Send>(
         changes,
         opts,
         compression,
-        zstd_workers,
+        workers,
         flags::host(),
         out,
     )
@@ -86,7 +88,7 @@ fn export_inner<W: Write + Send>(
     changes: &[Change],
     opts: &TarOptions,
     compression: Compression,
-    zstd_workers: u32,
+    workers: u32,
     file_flags: &dyn FileFlags,
     out: W,
 ) -> Result<(ExportedLayer, W), LayerError> {
@@ -94,7 +96,7 @@ fn export_inner<W: Write + Send>(
     let (tx, rx) = mpsc::sync_channel::<Vec<u8>>(QUEUE);
     let (recycle_tx, recycle_rx) = mpsc::channel::<Vec<u8>>();
     thread::scope(|s| {
-        let compressor = s.spawn(move || compress(rx, recycle_tx, compression, zstd_workers, out));
+        let compressor = s.spawn(move || compress(rx, recycle_tx, compression, workers, out));
         let sink = ChunkSender {
             tx,
             recycle: recycle_rx,
@@ -132,20 +134,18 @@ fn compress<W: Write>(
     rx: Receiver<Vec<u8>>,
     recycle: Sender<Vec<u8>>,
     compression: Compression,
-    zstd_workers: u32,
+    workers: u32,
     out: W,
 ) -> io::Result<(crate::digest::Digest, u64, W)> {
     let hashed = HashingWriter::new(out);
     let hashed = match compression {
-        Compression::Gzip => {
-            let mut enc = GzBuilder::new()
-                .operating_system(255)
-                .write(hashed, flate2::Compression::new(GZIP_LEVEL));
+        Compression::Gzip => thread::scope(|s| {
+            let mut enc = ParallelGz::new(s, GZIP_LEVEL, workers as usize, hashed)?;
             pump(&rx, &recycle, &mut enc)?;
-            enc.finish()?
-        }
+            enc.finish()
+        })?,
         Compression::Zstd => {
-            let mut enc = zstd_encoder(hashed, zstd_workers)?;
+            let mut enc = zstd_encoder(hashed, workers)?;
             pump(&rx, &recycle, &mut enc)?;
             enc.finish()?
         }

@@ -23,6 +23,7 @@ mod error;
 pub mod fflags;
 pub mod header;
 pub mod limits;
+mod pgzip;
 mod reader;
 pub mod tar;
 

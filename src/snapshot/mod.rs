@@ -42,6 +42,7 @@ pub mod choose;
 pub mod clones;
 pub mod dir;
 pub mod fflags;
+pub mod flush;
 pub mod overlay;
 pub mod testsuite;
 pub mod zfs;

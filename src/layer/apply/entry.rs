@@ -78,22 +78,33 @@ impl<'a> Applier<'a> {
     }
 }
 
-/// Asks the kernel to start writing `file`'s data to disk now, and returns
-/// without waiting ([`ApplyOptions::start_writeback`]). Best effort: a
-/// failure only means the data is written later, by the sync that makes it
-/// durable.
+/// Bytes of one file after which their writeback is started while the
+/// file is still being written (a large file does not wait for its end).
+const WRITEBACK_STEP: u64 = 8 << 20;
+
+/// Asks the kernel to start writing `len` bytes of `file`'s data from
+/// `offset` (0: to the end) to disk now, and returns without waiting
+/// ([`ApplyOptions::start_writeback`]). Best effort: a failure only means
+/// the data is written later, by the sync that makes it durable.
 #[cfg(any(target_os = "linux", target_os = "android"))]
-fn start_writeback(file: &File) {
+fn start_writeback_range(file: &File, offset: u64, len: u64) {
     use std::os::fd::AsRawFd;
     // SAFETY: the descriptor is open for as long as `file` is borrowed;
     // sync_file_range reads no memory of ours.
-    unsafe { libc::sync_file_range(file.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE) };
+    unsafe {
+        libc::sync_file_range(
+            file.as_raw_fd(),
+            offset as libc::off64_t,
+            len as libc::off64_t,
+            libc::SYNC_FILE_RANGE_WRITE,
+        )
+    };
 }
 
 /// No such call here (on FreeBSD a base lives on ZFS, whose snapshot
 /// commits its transaction group itself).
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
-fn start_writeback(_file: &File) {}
+fn start_writeback_range(_file: &File, _offset: u64, _len: u64) {}
 
 /// `path` as a clean relative path, or why it cannot be one.
 fn normalize(path: &[u8]) -> Result<PathBuf, EntryProblem> {
@@ -350,7 +361,14 @@ impl Applier<'_> {
         }
         .map_err(LayerError::fs("create", host))?;
         let mut content = tar.content();
+        // Of a large file, the writeback of each WRITEBACK_STEP is started
+        // as soon as it is written (the rest when the file is whole).
+        let (mut written, mut started) = (0u64, 0u64);
         loop {
+            if self.opts.start_writeback && written - started >= WRITEBACK_STEP {
+                start_writeback_range(&file, started, written - started);
+                started = written;
+            }
             let n = match content.read(&mut self.buf) {
                 Ok(0) => break,
                 Ok(n) => n,
@@ -364,9 +382,10 @@ impl Applier<'_> {
                     .map_err(LayerError::fs("check the content of", host))?;
             }
             self.bytes += n as u64;
+            written += n as u64;
         }
         if self.opts.start_writeback {
-            start_writeback(&file);
+            start_writeback_range(&file, started, 0);
         }
         self.metadata(h, host, Some(&file))
     }

@@ -69,7 +69,9 @@ pub struct ApplyOptions {
     /// wait). A root that is synced once it is whole (a snapshot commit)
     /// then finds most of its data on disk already: the disk works while
     /// the rest of the layer is decoded, instead of after it, with the
-    /// CPU idle. Off by default: measured for the release bootstrap only.
+    /// CPU idle. A large file's writeback starts every 8 MiB. On for a
+    /// release set and an image's layers (`image::unpack`); off by
+    /// default (ADD's archives and PKG are not measured).
     pub start_writeback: bool,
     /// Hash the uncompressed stream for its diff ID ([`ApplyStats::diff_id`]).
     /// On by default; off only where nothing compares it: a release set,
