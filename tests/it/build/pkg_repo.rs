@@ -16,7 +16,8 @@ use std::path::{Path, PathBuf};
 use crate::support::common::{jbuild, ok, run};
 use crate::support::dns::{DnsServer, Quirks};
 use crate::support::limits::{Answer, Server};
-use crate::support::pkgrepo::image::{freebsd_tree, write_repo};
+use crate::support::pkgrepo::image::freebsd_tree;
+use crate::support::pkgrepo::platform::write_repo_for;
 use crate::support::pkgrepo::Key;
 
 const AMD64: &str = "FreeBSD:14:amd64";
@@ -50,7 +51,9 @@ fn asked(server: &Server, path: &str) -> usize {
 fn base(t: &Path, root: &Path, url: &str, platforms: &[&str]) -> Server {
     let key = Key::new(t, "repo");
     let www = t.join("www");
-    write_repo(&www.join(AMD64).join("latest"), &key, false);
+    // Packages for any FreeBSD 14 (`FreeBSD:14:*`): the one repository
+    // serves both platforms' builds, as its packages say.
+    write_repo_for(&www.join(AMD64).join("latest"), &key, "FreeBSD:14:*");
     let server = serve(www);
     let url = url.replace("PORT", &server.port.to_string());
     let ctx = t.join("base");
