@@ -268,8 +268,7 @@ pub fn install(req: &Request<'_>, events: &mut dyn FnMut(Event)) -> Result<Outco
             cached: f.cached,
         });
     }
-    let files: Vec<PackageFile> = fetched.iter().map(PackageFile::from).collect();
-    refuse_shell_scripts(&files, &req.limits)?;
+    let opened = open_all(&fetched, &req.limits)?;
     let automatic: BTreeMap<String, (bool, String)> = todo
         .iter()
         .map(|c| {
@@ -291,9 +290,9 @@ pub fn install(req: &Request<'_>, events: &mut dyn FnMut(Event)) -> Result<Outco
     // Files of packages already installed are checked by the database
     // when a new package is recorded (it refuses a path another package
     // owns, naming both).
-    let done = extract::install(
+    let done = extract::install_opened(
         req.root,
-        &files,
+        &opened,
         &BTreeMap::new(),
         &opts,
         req.file_flags,
@@ -320,11 +319,13 @@ pub fn install(req: &Request<'_>, events: &mut dyn FnMut(Event)) -> Result<Outco
     })
 }
 
-/// Refuses the install when a package has a shell script pkg would run
-/// now, before anything is written.
-fn refuse_shell_scripts(files: &[PackageFile], limits: &Limits) -> Result<(), InstallError> {
-    for f in files {
-        let (o, _) = extract::open(f, limits)?;
+/// Every package's manifests, read once; refuses the install when a
+/// package has a shell script pkg would run now, before anything is
+/// written.
+fn open_all(fetched: &[fetch::Fetched], limits: &Limits) -> Result<Vec<Opened>, InstallError> {
+    let mut opened = Vec::with_capacity(fetched.len());
+    for f in fetched {
+        let (o, _) = extract::open(&PackageFile::from(f), limits)?;
         let runs = [
             ScriptType::PreInstall,
             ScriptType::Install,
@@ -336,8 +337,9 @@ fn refuse_shell_scripts(files: &[PackageFile], limits: &Limits) -> Result<(), In
                 script: t.key(),
             });
         }
+        opened.push(o);
     }
-    Ok(())
+    Ok(opened)
 }
 
 /// The hooks of [`extract::install`] joined to the package database and
