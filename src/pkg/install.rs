@@ -107,6 +107,24 @@ pub enum Event {
     /// A line a package says to the user (its messages, its Lua output, a
     /// warning).
     Message { package: String, text: String },
+    /// How far a phase that moves many bytes is, for a progress bar:
+    /// `done` of about `total` bytes (downloads: the packages' sizes;
+    /// installing: their content's, as their manifests' `flatsize` say).
+    /// A phase's last event has `done == total`.
+    Progress {
+        phase: Phase,
+        done: u64,
+        total: u64,
+    },
+}
+
+/// The phases [`Event::Progress`] follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Packages downloaded into the package cache.
+    Fetch,
+    /// Package content written into the root.
+    Install,
 }
 
 /// What [`install`] did.
@@ -259,7 +277,7 @@ pub fn install(req: &Request<'_>, events: &mut dyn FnMut(Event)) -> Result<Outco
             }
         })
         .collect();
-    let fetched = fetch::fetch_all(&todo, req.cache, req.http, req.jobs)?;
+    let fetched = fetch_with_progress(&todo, req, events)?;
     for f in &fetched {
         events(Event::Fetched {
             name: f.name.clone(),
@@ -286,6 +304,10 @@ pub fn install(req: &Request<'_>, events: &mut dyn FnMut(Event)) -> Result<Outco
         db: &mut db,
         automatic: &automatic,
         events,
+        total: opened
+            .iter()
+            .map(|o| u64::try_from(o.manifest.flatsize).unwrap_or(0))
+            .sum(),
     };
     // Files of packages already installed are checked by the database
     // when a new package is recorded (it refuses a path another package
@@ -298,6 +320,14 @@ pub fn install(req: &Request<'_>, events: &mut dyn FnMut(Event)) -> Result<Outco
         req.file_flags,
         &mut hooks,
     )?;
+    let written = done.iter().map(|d| d.bytes).sum::<u64>();
+    if !done.is_empty() {
+        (hooks.events)(Event::Progress {
+            phase: Phase::Install,
+            done: written,
+            total: written,
+        });
+    }
     for d in &done {
         (hooks.events)(Event::Installed {
             name: d.name.clone(),
@@ -317,6 +347,43 @@ pub fn install(req: &Request<'_>, events: &mut dyn FnMut(Event)) -> Result<Outco
             .map(|d| format!("{}-{}", d.name, d.version))
             .collect(),
     })
+}
+
+/// [`fetch::fetch_all_watched`] with [`Event::Progress`] of the bytes
+/// downloaded (against the sizes the catalogue gives of the packages the
+/// cache does not have).
+fn fetch_with_progress(
+    todo: &[resolve::Chosen<'_>],
+    req: &Request<'_>,
+    events: &mut dyn FnMut(Event),
+) -> Result<Vec<fetch::Fetched>, InstallError> {
+    let total: u64 = todo
+        .iter()
+        .filter(|c| {
+            super::checksum::Checksum::parse(&c.package.sum)
+                .map_or(true, |sum| !req.cache.path_of(&sum).is_file())
+        })
+        .map(|c| c.package.pkgsize)
+        .sum();
+    let mut last = None;
+    let fetched = fetch::fetch_all_watched(todo, req.cache, req.http, req.jobs, &mut |done| {
+        if total > 0 && last != Some(done) && done < total {
+            last = Some(done);
+            events(Event::Progress {
+                phase: Phase::Fetch,
+                done,
+                total,
+            });
+        }
+    })?;
+    if total > 0 {
+        events(Event::Progress {
+            phase: Phase::Fetch,
+            done: total,
+            total,
+        });
+    }
+    Ok(fetched)
 }
 
 /// Every package's manifests, read once; refuses the install when a
@@ -350,6 +417,8 @@ pub struct DbAndLua<'a, 'e> {
     /// repository.
     pub automatic: &'a BTreeMap<String, (bool, String)>,
     pub events: &'a mut (dyn FnMut(Event) + 'e),
+    /// What [`Event::Progress`] of [`Phase::Install`] counts to.
+    pub total: u64,
 }
 
 impl DbAndLua<'_, '_> {
@@ -425,6 +494,17 @@ impl Hooks for DbAndLua<'_, '_> {
             });
         }
         Ok(())
+    }
+
+    /// Short of the total: the end is said once every package is in.
+    fn written(&mut self, bytes: u64) {
+        if bytes < self.total {
+            (self.events)(Event::Progress {
+                phase: Phase::Install,
+                done: bytes,
+                total: self.total,
+            });
+        }
     }
 
     fn messages(&mut self, pkg: &Opened) {

@@ -184,7 +184,14 @@ pub trait Hooks {
         Ok(())
     }
     fn messages(&mut self, _pkg: &Opened) {}
+    /// `bytes` of file content written so far by this install (all its
+    /// packages together), for a progress bar: at least every
+    /// [`PROGRESS_STEP`] bytes and at the end of each package.
+    fn written(&mut self, _bytes: u64) {}
 }
+
+/// Bytes of content between two calls to [`Hooks::written`].
+pub const PROGRESS_STEP: u64 = 1 << 20;
 
 /// Hooks that do nothing: extraction alone.
 #[derive(Debug, Default, Clone, Copy)]
@@ -313,9 +320,10 @@ pub fn install_opened(
         // `ahead` is dropped before the scope joins the decoder, which
         // then stops at its next hand-over.
         let ahead = ahead;
-        let mut out = Vec::with_capacity(opened.len());
+        let mut out: Vec<Installed> = Vec::with_capacity(opened.len());
         for o in opened {
-            out.push(install_one(root, o, &ahead, opts, file_flags, hooks)?);
+            let before = out.iter().map(|i| i.bytes).sum();
+            out.push(install_one(root, o, &ahead, opts, file_flags, hooks, before)?);
         }
         Ok(out)
     })
@@ -329,6 +337,7 @@ fn install_one(
     opts: &Options,
     file_flags: &dyn FileFlags,
     hooks: &mut dyn Hooks,
+    before: u64,
 ) -> Result<Installed, ExtractError> {
     let package = o.label();
     let hook = |stage| {
@@ -356,7 +365,7 @@ fn install_one(
         opts,
         file_flags,
     }
-    .run(&mut reader)?;
+    .run(&mut reader, &mut |bytes| hooks.written(before + bytes))?;
     ahead.finish().map_err(|source| ExtractError::Open {
         path: o.path.clone(),
         source,
@@ -543,7 +552,13 @@ struct Extraction<'a> {
 }
 
 impl Extraction<'_> {
-    fn run(&self, r: &mut Reader) -> Result<Installed, ExtractError> {
+    /// Extracts the package's files; `written` hears the bytes of
+    /// content written so far (see [`Hooks::written`]).
+    fn run(
+        &self,
+        r: &mut Reader,
+        written: &mut dyn FnMut(u64),
+    ) -> Result<Installed, ExtractError> {
         let package = self.opened.label();
         let apply_opts = ApplyOptions {
             allow_devices: false,
@@ -564,6 +579,7 @@ impl Extraction<'_> {
             package: package.clone(),
             source: r.layer_error(e),
         };
+        let mut said = 0;
         loop {
             let h = match r.first.take() {
                 Some(h) => h,
@@ -575,8 +591,13 @@ impl Extraction<'_> {
             a.entries += 1;
             a.within_limits(&h).map_err(|e| hostile(r, e))?;
             self.entry(r, &mut a, h, &mut out)?;
+            if a.bytes - said >= PROGRESS_STEP {
+                said = a.bytes;
+                written(said);
+            }
         }
         a.finish().map_err(|e| hostile(r, e))?;
+        written(a.bytes);
         out.entries = a.entries;
         out.bytes = a.bytes;
         Ok(out)
