@@ -111,11 +111,7 @@ pub enum Event {
     /// `done` of about `total` bytes (downloads: the packages' sizes;
     /// installing: their content's, as their manifests' `flatsize` say).
     /// A phase's last event has `done == total`.
-    Progress {
-        phase: Phase,
-        done: u64,
-        total: u64,
-    },
+    Progress { phase: Phase, done: u64, total: u64 },
 }
 
 /// The phases [`Event::Progress`] follows.

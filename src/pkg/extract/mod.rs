@@ -323,7 +323,9 @@ pub fn install_opened(
         let mut out: Vec<Installed> = Vec::with_capacity(opened.len());
         for o in opened {
             let before = out.iter().map(|i| i.bytes).sum();
-            out.push(install_one(root, o, &ahead, opts, file_flags, hooks, before)?);
+            out.push(install_one(
+                root, o, &ahead, opts, file_flags, hooks, before,
+            )?);
         }
         Ok(out)
     })
@@ -554,11 +556,7 @@ struct Extraction<'a> {
 impl Extraction<'_> {
     /// Extracts the package's files; `written` hears the bytes of
     /// content written so far (see [`Hooks::written`]).
-    fn run(
-        &self,
-        r: &mut Reader,
-        written: &mut dyn FnMut(u64),
-    ) -> Result<Installed, ExtractError> {
+    fn run(&self, r: &mut Reader, written: &mut dyn FnMut(u64)) -> Result<Installed, ExtractError> {
         let package = self.opened.label();
         let apply_opts = ApplyOptions {
             allow_devices: false,
