@@ -386,6 +386,25 @@ fn fetch_with_progress(
 /// package has a shell script pkg would run now, before anything is
 /// written.
 fn open_all(fetched: &[fetch::Fetched], limits: &Limits) -> Result<Vec<Opened>, InstallError> {
+    // Two at a time (decompressing a package's head and parsing its
+    // manifest is CPU work); the first error in install order wins.
+    let half = fetched.len().div_ceil(2);
+    let (a, b) = fetched.split_at(half);
+    let (a, b) = std::thread::scope(|s| {
+        let b = s.spawn(|| open_some(b, limits));
+        let a = open_some(a, limits);
+        (a, b.join())
+    });
+    let mut opened = a?;
+    match b {
+        Ok(b) => opened.extend(b?),
+        Err(panic) => std::panic::resume_unwind(panic),
+    }
+    Ok(opened)
+}
+
+/// [`open_all`] of some of the packages, in their order.
+fn open_some(fetched: &[fetch::Fetched], limits: &Limits) -> Result<Vec<Opened>, InstallError> {
     let mut opened = Vec::with_capacity(fetched.len());
     for f in fetched {
         let (o, _) = extract::open(&PackageFile::from(f), limits)?;
