@@ -27,10 +27,13 @@
 #           (zstd -3: jbuild has no uncompressed layers; the limit compresses
 #           nothing, so this row pays for it), then `sync`;
 #           its peak RSS by GNU time.
-# Prints both times, jbuild ÷ limit (the issue's target: at most 1.2x) and
-# the peak RSS (target: at most 128 MiB). ONLY=limit skips the jbuild row
-# (which needs PKG to run jbuild's own installer: with pkg(8) it fails on
-# Linux). JBUILD names the binary (default target/release/jbuild).
+# Prints the best and the median of each row, jbuild ÷ limit (the issue's
+# target: at most 1.2x) and the peak RSS (target: at most 128 MiB), and the
+# load average of each round (the machine may be shared). ONLY=limit skips
+# the jbuild row (which needs PKG to run jbuild's own installer: with
+# pkg(8) it fails on Linux). JBUILD names the binary (default
+# target/release/jbuild); BEFORE=BINARY adds a row for another binary (the
+# code before a change), run in the same rounds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${JBUILD:-$PWD/target/release/jbuild}
@@ -38,6 +41,7 @@ packages=${PACKAGES:-150}
 megabytes=${MEGABYTES:-400}
 rounds=${ROUNDS:-3}
 only=${ONLY:-}
+before=${BEFORE:-}
 work=${1:-$(mktemp -d /var/tmp/jbuild-pkg-bench.XXXXXX)}
 mkdir -p "$work"
 work=$(cd "$work" && pwd)
@@ -101,7 +105,7 @@ printf 'FROM freebsd:14.3\nPKG %s\n' "$top" > "$work/ctx/Jailfile"
 now() { date +%s.%N; }
 retire() { if [ -e "$1" ]; then mkdir -p "$work/grave" && mv "$1" "$(mktemp -u "$work/grave/t.XXXXXX")"; fi; }
 jb() {
-  JBUILD_ROOT=$work/root JBUILD_CONFIG=/dev/null "$bin" -q build --compression zstd \
+  JBUILD_ROOT=$work/root JBUILD_CONFIG=/dev/null "${JBUILD:-$bin}" -q build --compression zstd \
     --platform freebsd/amd64 --mirror "$url" --pkg-repos "$work/repos" "$@"
 }
 
@@ -119,14 +123,17 @@ limit_round() {
   echo "$t1 - $t0" | bc
 }
 
+# One timed jbuild build of the PKG step with binary $1; its peak RSS (KiB)
+# goes to $work/rss.
 jbuild_round() {
+  local b=$1
   retire "$work/root"
-  jb "$work/ctx-base" >/dev/null || { echo "the base build failed" >&2; exit 1; }
+  JBUILD=$b jb "$work/ctx-base" >/dev/null || { echo "the base build failed" >&2; exit 1; }
   sync
   local t0 t1
   t0=$(now)
   /usr/bin/time -f %M -o "$work/rss" env JBUILD_ROOT="$work/root" JBUILD_CONFIG=/dev/null \
-    "$bin" -q build --compression zstd --platform freebsd/amd64 --mirror "$url" \
+    "$b" -q build --compression zstd --platform freebsd/amd64 --mirror "$url" \
     --pkg-repos "$work/repos" "$work/ctx" >"$work/jbuild.out" 2>&1 ||
     { echo "jbuild failed:" >&2; tail -20 "$work/jbuild.out" >&2; exit 1; }
   sync
@@ -134,19 +141,42 @@ jbuild_round() {
   echo "$t1 - $t0" | bc
 }
 
-best_l=999999 best_j=999999 rss=0
-for _ in $(seq "$rounds"); do
+# Best and median of the numbers on stdin, one a line.
+best_median() {
+  sort -g | awk '{ v[NR] = $1 } END {
+    m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+    printf "best %.2f s, median %.2f s", v[1], m }'
+}
+
+: >"$work/times"
+for i in $(seq "$rounds"); do
+  # What the last round left goes now, untimed, with its writeback.
+  rm -rf "$work/grave"
+  sync
+  echo "round $i: load $(cut -d' ' -f1-3 /proc/loadavg)"
   l=$(limit_round)
-  best_l=$(echo "if ($l < $best_l) $l else $best_l" | bc)
+  echo "limit $l" >>"$work/times"
   if [ "$only" != limit ]; then
-    j=$(jbuild_round)
-    best_j=$(echo "if ($j < $best_j) $j else $best_j" | bc)
-    r=$(tail -1 "$work/rss")
-    [ "$r" -gt "$rss" ] && rss=$r
+    j=$(jbuild_round "$bin")
+    echo "jbuild $j $(tail -1 "$work/rss")" >>"$work/times"
+    if [ -n "$before" ]; then
+      j=$(jbuild_round "$before")
+      echo "before $j $(tail -1 "$work/rss")" >>"$work/times"
+    fi
   fi
+  grep -v '^#' "$work/times" | tail -n "$([ -n "$before" ] && echo 3 || echo 2)" | sed 's/^/  /'
 done
-printf 'limit (zstd -dc | tar -x, two at a time): %.2f s, %s MB unpacked\n' "$best_l" "$(du -sm "$work/limit" | cut -f1)"
-if [ "$only" != limit ]; then
-  printf 'jbuild PKG: %.2f s\nratio jbuild / limit: %.2fx (target <= 1.2x)\npeak RSS: %.1f MiB (target <= 128 MiB)\n' \
-    "$best_j" "$(echo "$best_j / $best_l" | bc -l)" "$(echo "$rss / 1024" | bc -l)"
-fi
+echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+row() { awk -v k="$1" '$1 == k { print $2 }' "$work/times" | best_median; }
+rss() { awk -v k="$1" '$1 == k && $3 > m { m = $3 } END { printf "%.1f", m / 1024 }' "$work/times"; }
+best() { awk -v k="$1" '$1 == k { print $2 }' "$work/times" | sort -g | head -1; }
+median() { awk -v k="$1" '$1 == k { print $2 }' "$work/times" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+printf 'limit (zstd -dc | tar -x, two at a time): %s; %s MB unpacked\n' "$(row limit)" \
+  "$(du -sm "$work/limit" | cut -f1)"
+for k in jbuild before; do
+  [ "$only" = limit ] && break
+  [ "$k" = before ] && [ -z "$before" ] && break
+  printf '%s PKG: %s; ratio to the limit: best %.2fx, median %.2fx (target <= 1.2x); peak RSS %s MiB (target <= 128 MiB)\n' \
+    "$k" "$(row "$k")" "$(echo "$(best "$k") / $(best limit)" | bc -l)" \
+    "$(echo "$(median "$k") / $(median limit)" | bc -l)" "$(rss "$k")"
+done

@@ -10,7 +10,7 @@ use std::path::Path;
 use super::error::BuildError;
 use super::run::Run;
 use crate::pkg::fetch::Cache;
-use crate::pkg::install::{self, Event, InstallError, Outcome, Request};
+use crate::pkg::install::{self, Event, InstallError, Outcome, Phase, Request};
 use crate::pkg::repository::Sources;
 use crate::plan::ExecContext;
 use crate::report::{Level, StepInfo, Stream};
@@ -82,7 +82,31 @@ pub(super) fn reported(
 ) -> Result<(), BuildError> {
     let reporter = run.env.reporter;
     let say = |line: String| reporter.step_output(info, Stream::Stdout, line.as_bytes());
+    // A bar per phase (downloads, then extraction) through the reporter's
+    // transfers: on a terminal a bar, in a pipe a line now and then, with
+    // --json its `transfer_*` events.
+    let bar_id = |phase| format!("{}:pkg-{}", info.index, bar_name(phase));
+    let mut open_bar: Option<Phase> = None;
     let mut events = |e: Event| match e {
+        Event::Progress { phase, done, total } => {
+            let id = bar_id(phase);
+            if open_bar != Some(phase) {
+                if let Some(old) = open_bar.take() {
+                    reporter.transfer_done(&bar_id(old), false);
+                }
+                let what = match phase {
+                    Phase::Fetch => "fetching packages",
+                    Phase::Install => "installing packages",
+                };
+                reporter.transfer_start(&id, what, (total > 0).then_some(total));
+                open_bar = Some(phase);
+            }
+            reporter.transfer_progress(&id, done);
+            if done >= total {
+                reporter.transfer_done(&id, false);
+                open_bar = None;
+            }
+        }
         Event::Repository {
             name,
             url,
@@ -124,9 +148,21 @@ pub(super) fn reported(
             }
         }
     };
-    let done = install(&mut events).map_err(BuildError::from)?;
+    let done = install(&mut events);
+    if let Some(phase) = open_bar {
+        // Stopped by an error: the bar ends where it stood.
+        reporter.transfer_done(&bar_id(phase), false);
+    }
+    let done = done.map_err(BuildError::from)?;
     if done.installed.is_empty() {
         reporter.message(Level::Info, &format!("{}: nothing to install", info.text));
     }
     Ok(())
+}
+
+fn bar_name(phase: Phase) -> &'static str {
+    match phase {
+        Phase::Fetch => "fetch",
+        Phase::Install => "install",
+    }
 }

@@ -31,7 +31,7 @@
 use std::fs;
 use std::io::{self, Write};
 use std::path::{Component, Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use super::checksum::{BadChecksum, Checksum, Hasher, Kind};
@@ -186,6 +186,9 @@ impl Cache {
     }
 }
 
+/// How often [`fetch_all_watched`] says how far the downloads are.
+pub const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// Puts every package of `closure` into `cache`, `jobs` at a time (at
 /// least one), and returns them in the closure's order. The first error
 /// (in the closure's order) is returned once the downloads under way have
@@ -196,6 +199,19 @@ pub fn fetch_all(
     http: &Http,
     jobs: usize,
 ) -> Result<Vec<Fetched>, FetchError> {
+    fetch_all_watched(closure, cache, http, jobs, &mut |_| {})
+}
+
+/// [`fetch_all`], telling `progress` the bytes downloaded so far (all
+/// packages together) every [`PROGRESS_EVERY`] and once at the end, on
+/// the calling thread.
+pub fn fetch_all_watched(
+    closure: &[Chosen<'_>],
+    cache: &Cache,
+    http: &Http,
+    jobs: usize,
+    progress: &mut dyn FnMut(u64),
+) -> Result<Vec<Fetched>, FetchError> {
     fs::create_dir_all(&cache.dir).map_err(|source| FetchError::Cache {
         what: "create",
         path: cache.dir.clone(),
@@ -203,23 +219,38 @@ pub fn fetch_all(
     })?;
     let next = AtomicUsize::new(0);
     let failed = std::sync::atomic::AtomicBool::new(false);
+    let arrived = AtomicU64::new(0);
     let results: Mutex<Vec<Option<Result<Fetched, FetchError>>>> =
         Mutex::new((0..closure.len()).map(|_| None).collect());
     std::thread::scope(|s| {
+        let (alive, ended) = std::sync::mpsc::channel::<()>();
         for _ in 0..jobs.clamp(1, closure.len().max(1)) {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= closure.len() || failed.load(Ordering::Relaxed) {
-                    break;
+            let alive = alive.clone();
+            let (next, failed, arrived, results) = (&next, &failed, &arrived, &results);
+            s.spawn(move || {
+                let _alive = alive;
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= closure.len() || failed.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let r = fetch_counted(&closure[i], cache, http, arrived);
+                    if r.is_err() {
+                        failed.store(true, Ordering::Relaxed);
+                    }
+                    results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
                 }
-                let r = fetch_one(&closure[i], cache, http);
-                if r.is_err() {
-                    failed.store(true, Ordering::Relaxed);
-                }
-                results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
             });
         }
+        drop(alive);
+        // Every worker gone: the channel is closed.
+        while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+            ended.recv_timeout(PROGRESS_EVERY)
+        {
+            progress(arrived.load(Ordering::Relaxed));
+        }
     });
+    progress(arrived.load(Ordering::Relaxed));
     let results = results.into_inner().unwrap_or_else(|e| e.into_inner());
     // Packages not started (an error stopped the rest) are `None`: the
     // error is returned, the first in the closure's order.
@@ -241,6 +272,16 @@ pub fn fetch_all(
 
 /// One package into the cache.
 pub fn fetch_one(c: &Chosen<'_>, cache: &Cache, http: &Http) -> Result<Fetched, FetchError> {
+    fetch_counted(c, cache, http, &AtomicU64::new(0))
+}
+
+/// [`fetch_one`], adding the bytes that arrive to `arrived`.
+fn fetch_counted(
+    c: &Chosen<'_>,
+    cache: &Cache,
+    http: &Http,
+    arrived: &AtomicU64,
+) -> Result<Fetched, FetchError> {
     let (repo, p) = (&c.repository.name, c.package);
     let package = format!("{}-{}", p.name, p.version);
     let sum = Checksum::parse(&p.sum).map_err(|source| FetchError::BadSum {
@@ -300,7 +341,7 @@ pub fn fetch_one(c: &Chosen<'_>, cache: &Cache, http: &Http) -> Result<Fetched, 
         } else {
             MAX_PACKAGE
         };
-        let mut watch = Hashing(sum.hasher());
+        let mut watch = Hashing(sum.hasher(), arrived);
         let got = crate::transport::block_on(http.get_to_file_resuming(
             &url,
             &tmp,
@@ -358,11 +399,13 @@ pub fn fetch_one(c: &Chosen<'_>, cache: &Cache, http: &Http) -> Result<Fetched, 
     Ok(fetched(size, false))
 }
 
-/// Hashes a download as it arrives, in pkg's checksum of the package.
-struct Hashing(Hasher);
+/// Hashes a download as it arrives, in pkg's checksum of the package, and
+/// counts its bytes.
+struct Hashing<'a>(Hasher, &'a AtomicU64);
 
-impl Watch for Hashing {
+impl Watch for Hashing<'_> {
     fn bytes(&mut self, chunk: &[u8]) {
         self.0.write_all(chunk).expect("hashing cannot fail");
+        self.1.fetch_add(chunk.len() as u64, Ordering::Relaxed);
     }
 }

@@ -110,6 +110,20 @@ pub enum Event {
     /// A line a package says to the user (its messages, its Lua output, a
     /// warning).
     Message { package: String, text: String },
+    /// How far a phase that moves many bytes is, for a progress bar:
+    /// `done` of about `total` bytes (downloads: the packages' sizes;
+    /// installing: their content's, as their manifests' `flatsize` say).
+    /// A phase's last event has `done == total`.
+    Progress { phase: Phase, done: u64, total: u64 },
+}
+
+/// The phases [`Event::Progress`] follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Packages downloaded into the package cache.
+    Fetch,
+    /// Package content written into the root.
+    Install,
 }
 
 /// What [`install`] did.
@@ -288,7 +302,7 @@ pub fn install_for(
             }
         })
         .collect();
-    let fetched = fetch::fetch_all(&todo, req.cache, req.http, req.jobs)?;
+    let fetched = fetch_with_progress(&todo, req, events)?;
     for f in &fetched {
         events(Event::Fetched {
             name: f.name.clone(),
@@ -297,8 +311,7 @@ pub fn install_for(
             cached: f.cached,
         });
     }
-    let files: Vec<PackageFile> = fetched.iter().map(PackageFile::from).collect();
-    refuse_shell_scripts(&files, &req.limits)?;
+    let opened = open_all(&fetched, &req.limits)?;
     let automatic: BTreeMap<String, (bool, String)> = todo
         .iter()
         .map(|c| {
@@ -317,18 +330,30 @@ pub fn install_for(
         db: &mut db,
         automatic: &automatic,
         events,
+        total: opened
+            .iter()
+            .map(|o| u64::try_from(o.manifest.flatsize).unwrap_or(0))
+            .sum(),
     };
     // Files of packages already installed are checked by the database
     // when a new package is recorded (it refuses a path another package
     // owns, naming both).
-    let done = extract::install(
+    let done = extract::install_opened(
         req.root,
-        &files,
+        &opened,
         &BTreeMap::new(),
         &opts,
         req.file_flags,
         &mut hooks,
     )?;
+    let written = done.iter().map(|d| d.bytes).sum::<u64>();
+    if !done.is_empty() {
+        (hooks.events)(Event::Progress {
+            phase: Phase::Install,
+            done: written,
+            total: written,
+        });
+    }
     for d in &done {
         (hooks.events)(Event::Installed {
             name: d.name.clone(),
@@ -350,11 +375,69 @@ pub fn install_for(
     })
 }
 
-/// Refuses the install when a package has a shell script pkg would run
-/// now, before anything is written.
-fn refuse_shell_scripts(files: &[PackageFile], limits: &Limits) -> Result<(), InstallError> {
-    for f in files {
-        let (o, _) = extract::open(f, limits)?;
+/// [`fetch::fetch_all_watched`] with [`Event::Progress`] of the bytes
+/// downloaded (against the sizes the catalogue gives of the packages the
+/// cache does not have).
+fn fetch_with_progress(
+    todo: &[resolve::Chosen<'_>],
+    req: &Request<'_>,
+    events: &mut dyn FnMut(Event),
+) -> Result<Vec<fetch::Fetched>, InstallError> {
+    let total: u64 = todo
+        .iter()
+        .filter(|c| {
+            super::checksum::Checksum::parse(&c.package.sum)
+                .map_or(true, |sum| !req.cache.path_of(&sum).is_file())
+        })
+        .map(|c| c.package.pkgsize)
+        .sum();
+    let mut last = None;
+    let fetched = fetch::fetch_all_watched(todo, req.cache, req.http, req.jobs, &mut |done| {
+        if total > 0 && last != Some(done) && done < total {
+            last = Some(done);
+            events(Event::Progress {
+                phase: Phase::Fetch,
+                done,
+                total,
+            });
+        }
+    })?;
+    if total > 0 {
+        events(Event::Progress {
+            phase: Phase::Fetch,
+            done: total,
+            total,
+        });
+    }
+    Ok(fetched)
+}
+
+/// Every package's manifests, read once; refuses the install when a
+/// package has a shell script pkg would run now, before anything is
+/// written.
+fn open_all(fetched: &[fetch::Fetched], limits: &Limits) -> Result<Vec<Opened>, InstallError> {
+    // Two at a time (decompressing a package's head and parsing its
+    // manifest is CPU work); the first error in install order wins.
+    let half = fetched.len().div_ceil(2);
+    let (a, b) = fetched.split_at(half);
+    let (a, b) = std::thread::scope(|s| {
+        let b = s.spawn(|| open_some(b, limits));
+        let a = open_some(a, limits);
+        (a, b.join())
+    });
+    let mut opened = a?;
+    match b {
+        Ok(b) => opened.extend(b?),
+        Err(panic) => std::panic::resume_unwind(panic),
+    }
+    Ok(opened)
+}
+
+/// [`open_all`] of some of the packages, in their order.
+fn open_some(fetched: &[fetch::Fetched], limits: &Limits) -> Result<Vec<Opened>, InstallError> {
+    let mut opened = Vec::with_capacity(fetched.len());
+    for f in fetched {
+        let (o, _) = extract::open(&PackageFile::from(f), limits)?;
         let runs = [
             ScriptType::PreInstall,
             ScriptType::Install,
@@ -366,8 +449,9 @@ fn refuse_shell_scripts(files: &[PackageFile], limits: &Limits) -> Result<(), In
                 script: t.key(),
             });
         }
+        opened.push(o);
     }
-    Ok(())
+    Ok(opened)
 }
 
 /// The hooks of [`extract::install`] joined to the package database and
@@ -378,6 +462,8 @@ pub struct DbAndLua<'a, 'e> {
     /// repository.
     pub automatic: &'a BTreeMap<String, (bool, String)>,
     pub events: &'a mut (dyn FnMut(Event) + 'e),
+    /// What [`Event::Progress`] of [`Phase::Install`] counts to.
+    pub total: u64,
 }
 
 impl DbAndLua<'_, '_> {
@@ -453,6 +539,17 @@ impl Hooks for DbAndLua<'_, '_> {
             });
         }
         Ok(())
+    }
+
+    /// Short of the total: the end is said once every package is in.
+    fn written(&mut self, bytes: u64) {
+        if bytes < self.total {
+            (self.events)(Event::Progress {
+                phase: Phase::Install,
+                done: bytes,
+                total: self.total,
+            });
+        }
     }
 
     fn messages(&mut self, pkg: &Opened) {

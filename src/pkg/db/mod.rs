@@ -173,6 +173,11 @@ impl LocalDb {
                 reason: format!("its journal mode stays `{mode}`"),
             });
         }
+        // No sync per transaction: the database is in a build step's
+        // root, which the step's snapshot commit makes durable whole (a
+        // step that dies is discarded). The file written is the same.
+        conn.pragma_update(None, "synchronous", "OFF")
+            .map_err(not_sqlite)?;
         let mut db = LocalDb {
             conn,
             path,

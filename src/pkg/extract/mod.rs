@@ -42,6 +42,7 @@
 //! written, and the caller (a build step) discards it.
 
 mod abi_match;
+mod ahead;
 mod contents;
 mod owners;
 
@@ -188,7 +189,14 @@ pub trait Hooks {
         Ok(())
     }
     fn messages(&mut self, _pkg: &Opened) {}
+    /// `bytes` of file content written so far by this install (all its
+    /// packages together), for a progress bar: at least every
+    /// [`PROGRESS_STEP`] bytes and at the end of each package.
+    fn written(&mut self, _bytes: u64) {}
 }
+
+/// Bytes of content between two calls to [`Hooks::written`].
+pub const PROGRESS_STEP: u64 = 1 << 20;
 
 /// Hooks that do nothing: extraction alone.
 #[derive(Debug, Default, Clone, Copy)]
@@ -297,6 +305,23 @@ pub fn install(
     let mut opened = Vec::with_capacity(packages.len());
     for p in packages {
         let (o, _) = open(p, &opts.limits)?;
+        opened.push(o);
+    }
+    install_opened(root, &opened, owned, opts, file_flags, hooks)
+}
+
+/// [`install`] of packages whose manifests the caller has read already
+/// ([`open`]). Their files are decompressed ahead on a thread of their own
+/// ([`ahead`]) while the extraction writes them.
+pub fn install_opened(
+    root: &Path,
+    opened: &[Opened],
+    owned: &BTreeMap<String, String>,
+    opts: &Options,
+    file_flags: &dyn FileFlags,
+    hooks: &mut dyn Hooks,
+) -> Result<Vec<Installed>, ExtractError> {
+    for o in opened {
         if let Some(abi) = &opts.abi {
             if !abi_match::installs_on(&o.manifest.abi, abi) {
                 return Err(ExtractError::WrongAbi {
@@ -306,51 +331,80 @@ pub fn install(
                 });
             }
         }
-        opened.push(o);
     }
-    conflicts(&opened, owned)?;
-    let mut out = Vec::with_capacity(opened.len());
-    for o in &opened {
-        let package = o.label();
-        let hook = |stage| {
-            let package = package.clone();
-            move |source| ExtractError::Hook {
-                package,
-                stage,
+    conflicts(opened, owned)?;
+    let (decoder, ahead) = ahead::pair(opened.iter().map(|o| o.path.clone()).collect());
+    std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .name("pkg-decode".into())
+            .spawn_scoped(s, || decoder.run())
+            .map_err(|source| ExtractError::Open {
+                path: PathBuf::from("(a decoder thread)"),
                 source,
-            }
-        };
-        hooks
-            .register(o, root)
-            .map_err(hook("registering it in the package database"))?;
-        hooks
-            .lua_pre_install(o, root)
-            .map_err(hook("its pre-install Lua script"))?;
-        let owners =
-            Owners::read(root).map_err(|(path, source)| ExtractError::Accounts { path, source })?;
-        let again = PackageFile {
-            label: package.clone(),
-            path: o.path.clone(),
-        };
-        let (_, mut reader) = open(&again, &opts.limits)?;
-        let installed = Extraction {
-            root,
-            opened: o,
-            owners: &owners,
-            opts,
-            file_flags,
+            })?;
+        // `ahead` is dropped before the scope joins the decoder, which
+        // then stops at its next hand-over.
+        let ahead = ahead;
+        let mut out: Vec<Installed> = Vec::with_capacity(opened.len());
+        for o in opened {
+            let before = out.iter().map(|i| i.bytes).sum();
+            out.push(install_one(
+                root, o, &ahead, opts, file_flags, hooks, before,
+            )?);
         }
-        .run(&mut reader)?;
-        hooks
-            .commit(o, &installed, root)
-            .map_err(hook("committing it to the package database"))?;
-        hooks
-            .lua_post_install(o, root)
-            .map_err(hook("its post-install Lua script"))?;
-        hooks.messages(o);
-        out.push(installed);
+        Ok(out)
+    })
+}
+
+/// One package of [`install_opened`], in pkg's order.
+fn install_one(
+    root: &Path,
+    o: &Opened,
+    ahead: &std::rc::Rc<ahead::Ahead>,
+    opts: &Options,
+    file_flags: &dyn FileFlags,
+    hooks: &mut dyn Hooks,
+    before: u64,
+) -> Result<Installed, ExtractError> {
+    let package = o.label();
+    let hook = |stage| {
+        let package = package.clone();
+        move |source| ExtractError::Hook {
+            package,
+            stage,
+            source,
+        }
+    };
+    hooks
+        .register(o, root)
+        .map_err(hook("registering it in the package database"))?;
+    hooks
+        .lua_pre_install(o, root)
+        .map_err(hook("its pre-install Lua script"))?;
+    let owners =
+        Owners::read(root).map_err(|(path, source)| ExtractError::Accounts { path, source })?;
+    let mut reader = Reader::over(Box::new(ahead.next_package()), &opts.limits);
+    reader.skip_meta(&package)?;
+    let installed = Extraction {
+        root,
+        opened: o,
+        owners: &owners,
+        opts,
+        file_flags,
     }
-    Ok(out)
+    .run(&mut reader, &mut |bytes| hooks.written(before + bytes))?;
+    ahead.finish().map_err(|source| ExtractError::Open {
+        path: o.path.clone(),
+        source,
+    })?;
+    hooks
+        .commit(o, &installed, root)
+        .map_err(hook("committing it to the package database"))?;
+    hooks
+        .lua_post_install(o, root)
+        .map_err(hook("its post-install Lua script"))?;
+    hooks.messages(o);
+    Ok(installed)
 }
 
 /// A file of two packages (or of a package and one in the image).
@@ -399,6 +453,45 @@ impl Reader {
     }
 }
 
+impl Reader {
+    /// A reader of the package tar `stream` (decompressed), capped by
+    /// `limits`.
+    fn over(stream: Box<dyn Read>, limits: &Limits) -> Reader {
+        let (capped, tripped) = Capped::new(stream, limits.max_size);
+        Reader {
+            tar: TarReader::new(Box::new(capped) as Box<dyn Read>)
+                .with_max_header(limits.max_header),
+            tripped,
+            limits: *limits,
+            first: None,
+        }
+    }
+
+    /// Passes the `+` members (read before, by [`open`]) up to the first
+    /// file.
+    fn skip_meta(&mut self, package: &str) -> Result<(), ExtractError> {
+        for _ in 0..=MAX_META_MEMBERS {
+            let h = self.tar.next().map_err(|e| ExtractError::Hostile {
+                package: package.to_string(),
+                source: self.layer_error(e),
+            })?;
+            match h {
+                Some(h)
+                    if !String::from_utf8_lossy(&h.path)
+                        .trim_start_matches("./")
+                        .starts_with('+') =>
+                {
+                    self.first = Some(h);
+                    break;
+                }
+                Some(_) => {}
+                None => break,
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Opens the package file at `path` and reads its manifests.
 pub fn open(p: &PackageFile, limits: &Limits) -> Result<(Opened, Reader), ExtractError> {
     let (path, name) = (p.path.as_path(), p.label.clone());
@@ -412,13 +505,7 @@ pub fn open(p: &PackageFile, limits: &Limits) -> Result<(Opened, Reader), Extrac
             source,
         },
     )?;
-    let (capped, tripped) = Capped::new(stream, limits.max_size);
-    let mut r = Reader {
-        tar: TarReader::new(Box::new(capped) as Box<dyn Read>).with_max_header(limits.max_header),
-        tripped,
-        limits: *limits,
-        first: None,
-    };
+    let mut r = Reader::over(stream, limits);
     let hostile = |r: &Reader, e| ExtractError::Hostile {
         package: name.clone(),
         source: r.layer_error(e),
@@ -492,13 +579,17 @@ struct Extraction<'a> {
 }
 
 impl Extraction<'_> {
-    fn run(&self, r: &mut Reader) -> Result<Installed, ExtractError> {
+    /// Extracts the package's files; `written` hears the bytes of
+    /// content written so far (see [`Hooks::written`]).
+    fn run(&self, r: &mut Reader, written: &mut dyn FnMut(u64)) -> Result<Installed, ExtractError> {
         let package = self.opened.label();
         let apply_opts = ApplyOptions {
             allow_devices: false,
             allow_setuid: true,
             same_owner: self.opts.same_owner,
-            start_writeback: false,
+            // The disk writes while the rest decodes: the step's commit
+            // (`syncfs`) then has little left to wait for.
+            start_writeback: true,
             diff_id: false,
         };
         let mut a = Applier::new(self.root, &apply_opts, &self.opts.limits, self.file_flags);
@@ -511,6 +602,7 @@ impl Extraction<'_> {
             package: package.clone(),
             source: r.layer_error(e),
         };
+        let mut said = 0;
         loop {
             let h = match r.first.take() {
                 Some(h) => h,
@@ -522,8 +614,13 @@ impl Extraction<'_> {
             a.entries += 1;
             a.within_limits(&h).map_err(|e| hostile(r, e))?;
             self.entry(r, &mut a, h, &mut out)?;
+            if a.bytes - said >= PROGRESS_STEP {
+                said = a.bytes;
+                written(said);
+            }
         }
         a.finish().map_err(|e| hostile(r, e))?;
+        written(a.bytes);
         out.entries = a.entries;
         out.bytes = a.bytes;
         Ok(out)

@@ -216,6 +216,22 @@ fn pkg_installs_packages_on_linux_into_the_image_and_its_database() {
         ["pkg-2.1.2", "libfoo-1.0", "app-2.1_3,1"],
         "{stdout}"
     );
+    // The bars of the downloads and the extraction end at the bytes the
+    // package events count.
+    for (bar, what) in [("pkg-fetch", "fetched"), ("pkg-install", "installed")] {
+        let bytes: u64 = events
+            .iter()
+            .filter(|e| e["event"] == "package" && e["what"] == what)
+            .map(|e| e["bytes"].as_u64().unwrap())
+            .sum();
+        let ends: Vec<u64> = events
+            .iter()
+            .filter(|e| e["event"] == "transfer_done")
+            .filter(|e| e["id"].as_str().unwrap().ends_with(&format!(":{bar}")))
+            .map(|e| e["done"].as_u64().unwrap())
+            .collect();
+        assert_eq!(ends, [bytes], "{bar}: {stdout}");
+    }
     let said: String = events
         .iter()
         .filter(|e| e["event"] == "output")
