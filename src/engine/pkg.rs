@@ -75,6 +75,7 @@ pub(super) fn install(
         Event::Kept { name, version } => {
             say(format!("{name}-{version} is installed already: kept"))
         }
+        Event::Upgrading { name, from, to } => say(format!("{name}-{from}: upgrading to {to}")),
         Event::Fetched {
             name,
             version,

@@ -74,6 +74,11 @@ pub struct Options {
     pub same_owner: bool,
     /// Bounds on each package's decompressed size, entries and paths.
     pub limits: Limits,
+    /// For an upgrade: the `@config` contents the old versions installed,
+    /// by path. A file still holding its old content was not changed by
+    /// the user and is replaced; one that differs stays, the package's
+    /// beside it as `.pkgnew`, as pkg does when it cannot merge.
+    pub previous_config: BTreeMap<String, Vec<u8>>,
 }
 
 impl Default for Options {
@@ -82,6 +87,7 @@ impl Default for Options {
             clamp_mtime: None,
             same_owner: nix::unistd::geteuid().is_root(),
             limits: Limits::default(),
+            previous_config: BTreeMap::new(),
         }
     }
 }
@@ -657,7 +663,8 @@ impl Extraction<'_> {
         let content = read_bounded(&host).map_err(self.config_err(key, "read"))?;
         let mut pkgnew = false;
         if let Some(old) = kept {
-            let same = read_bounded(&old).is_ok_and(|o| o == content);
+            let same = read_bounded(&old)
+                .is_ok_and(|o| o == content || self.opts.previous_config.get(key) == Some(&o));
             if same {
                 fs::rename(&host, &old).map_err(self.config_err(key, "replace"))?;
             } else {
