@@ -117,6 +117,7 @@ pub(super) fn reported(
         Event::Kept { name, version } => {
             say(format!("{name}-{version} is installed already: kept"))
         }
+        Event::Upgrading { name, from, to } => say(format!("{name}-{from}: upgrading to {to}")),
         Event::Fetched {
             name,
             version,

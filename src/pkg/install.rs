@@ -13,10 +13,14 @@
 //!    `pkg+https://` by SRV mirrors then the host; a catalogue the fetch
 //!    phase kept is read, not downloaded again).
 //! 4. Resolution ([`resolve`]) against what the image's `local.sqlite`
-//!    already has: an installed package is kept as it is (requested or a
-//!    dependency), never installed twice. pkg would upgrade an installed
-//!    dependency whose shared libraries a new package needs; jbuild keeps
-//!    it (see `docs/packages.md`). When the image has no `pkg` the `pkg`
+//!    already has, as pkg's `pkg_jobs_need_upgrade` decides for each
+//!    requested name and each installed dependency: a package the
+//!    repository has at a newer version (`pkg_version_cmp`) is upgraded
+//!    unless it is locked; at the same version it is kept; at an older
+//!    one it is kept and that is said. (pkg also reinstalls the same
+//!    version when its arch, options, dependencies, conflicts, provides or
+//!    required shared libraries differ; jbuild does not compare those
+//!    yet.) When the image has no `pkg` the `pkg`
 //!    package is added to the request, as `pkg bootstrap` would have put
 //!    it there first, unless [`Request::bootstrap`] is off.
 //! 5. Each package fetched into jbuild's package cache, verified by its
@@ -30,13 +34,27 @@
 //!    database (one transaction, once its `@config` contents are known:
 //!    pkg registers before extracting and commits after, which leaves the
 //!    same rows), Lua post-install scripts (their failures reported, not
-//!    fatal, as pkg), the package's install messages.
+//!    fatal, as pkg), the package's messages.
+//!
+//! An upgrade is pkg's `pkg_add_upgrade` (`libpkg/pkg_add.c`): the same
+//! steps, with the Lua scripts seeing `pkg_upgrade` true (pkg 2 has no
+//! upgrade scripts of its own); over the old version's files, an
+//! `@config` file still as the old version installed it replaced and one
+//! the user changed kept with the new one beside it as `.pkgnew`; after
+//! extraction the old version's files the new one does not install
+//! removed, then its directories the new one does not list when empty
+//! (`pkg_add_cleanup_old`); the database's rows of the old version
+//! replaced by the new one's (keeping its `automatic` unless it is asked
+//! for now); `upgrade` messages shown instead of `install` ones, within
+//! their versions. Not yet: the old version's pre-deinstall scripts, which
+//! pkg runs before removing its files, and a three-way merge of a changed
+//! `@config` file (pkg tries one first, `AUTOMERGE`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use super::abi::{self, Abi, AbiError};
-use super::db::{DbError, LocalDb, Record};
+use super::db::{DbError, LocalDb, Previous, Record};
 use super::extract::{self, ExtractError, HookError, Hooks, Opened, PackageFile};
 use super::fetch::{self, Cache, FetchError};
 use super::lua::{self, LuaError, ScriptEnv};
@@ -45,6 +63,7 @@ use super::repo_conf::{self, RepoConfError, RepoConfig};
 use super::repository::{self, RepoError, Repository};
 use super::resolve::{self, ResolveError};
 use super::sign::{SignError, Trust};
+use super::version;
 use crate::blame::Blame;
 use crate::fsutil::flags::FileFlags;
 use crate::layer::Limits;
@@ -93,6 +112,12 @@ pub enum Event {
     },
     /// Already in the image: kept.
     Kept { name: String, version: String },
+    /// In the image at an older version than the repository's: replaced.
+    Upgrading {
+        name: String,
+        from: String,
+        to: String,
+    },
     /// In the package cache (downloaded now unless `cached`).
     Fetched {
         name: String,
@@ -272,10 +297,10 @@ pub fn install_for(
         });
     }
     let mut db = LocalDb::open_or_create(req.root, req.time)?;
-    let installed: BTreeMap<String, String> = db
+    let installed: BTreeMap<String, super::db::Installed> = db
         .installed()?
         .into_iter()
-        .map(|p| (p.name.to_ascii_lowercase(), p.version))
+        .map(|p| (p.name.to_ascii_lowercase(), p))
         .collect();
     let mut requests: Vec<String> = req.packages.to_vec();
     let has_pkg = installed.contains_key(PKG_PACKAGE) || req.packages.iter().any(|p| p == "pkg");
@@ -283,25 +308,49 @@ pub fn install_for(
         requests.insert(0, PKG_PACKAGE.to_string());
     }
     let closure = resolve::resolve(&repos, &requests)?;
-    let mut kept = BTreeSet::new();
-    let todo: Vec<_> = closure
-        .into_iter()
-        .filter(|c| {
-            let key = c.package.name.to_ascii_lowercase();
-            match installed.get(&key) {
-                Some(version) => {
-                    if kept.insert(key) {
-                        events(Event::Kept {
-                            name: c.package.name.clone(),
-                            version: version.clone(),
-                        });
-                    }
-                    false
-                }
-                None => true,
-            }
-        })
-        .collect();
+    // pkg_jobs_need_upgrade, for each requested name and each dependency
+    // the image has: replaced when the repository's version is newer,
+    // kept when it is the same, older (said), or the package is locked.
+    let mut upgrades: BTreeMap<String, Upgrade> = BTreeMap::new();
+    let mut todo = Vec::new();
+    for c in closure {
+        let Some(old) = installed.get(&c.package.name.to_ascii_lowercase()) else {
+            todo.push(c);
+            continue;
+        };
+        let newer = version::cmp(&c.package.version, &old.version) == std::cmp::Ordering::Greater;
+        if newer && !old.locked {
+            events(Event::Upgrading {
+                name: c.package.name.clone(),
+                from: old.version.clone(),
+                to: c.package.version.clone(),
+            });
+            let label = format!("{}-{}", c.package.name, c.package.version);
+            upgrades.insert(
+                label,
+                Upgrade {
+                    version: old.version.clone(),
+                    automatic: old.automatic,
+                    previous: db.previous(&old.name)?,
+                },
+            );
+            todo.push(c);
+            continue;
+        }
+        if version::cmp(&c.package.version, &old.version) == std::cmp::Ordering::Less {
+            events(Event::Message {
+                package: format!("{}-{}", old.name, old.version),
+                text: format!(
+                    "{}-{} is installed, newer than the repository's {} (`{}`): kept",
+                    old.name, old.version, c.package.version, c.repository.name
+                ),
+            });
+        }
+        events(Event::Kept {
+            name: c.package.name.clone(),
+            version: old.version.clone(),
+        });
+    }
     let fetched = fetch_with_progress(&todo, req, events)?;
     for f in &fetched {
         events(Event::Fetched {
@@ -317,18 +366,29 @@ pub fn install_for(
         .map(|c| {
             let label = format!("{}-{}", c.package.name, c.package.version);
             let asked = req.bootstrap && c.package.name == PKG_PACKAGE;
-            (label, (c.automatic && !asked, c.repository.name.clone()))
+            // An upgrade keeps the old version's flag unless it is asked
+            // for now.
+            let automatic = match upgrades.get(&label) {
+                Some(u) => u.automatic && c.automatic,
+                None => c.automatic && !asked,
+            };
+            (label, (automatic, c.repository.name.clone()))
         })
         .collect();
     let opts = extract::Options {
         clamp_mtime: req.clamp_mtime,
         limits: req.limits,
         abi: Some(abi.to_string()),
+        previous_config: upgrades
+            .values()
+            .flat_map(|u| u.previous.config.clone())
+            .collect(),
         ..extract::Options::default()
     };
     let mut hooks = DbAndLua {
         db: &mut db,
         automatic: &automatic,
+        upgrades: &upgrades,
         events,
         total: opened
             .iter()
@@ -454,6 +514,16 @@ fn open_some(fetched: &[fetch::Fetched], limits: &Limits) -> Result<Vec<Opened>,
     Ok(opened)
 }
 
+/// An installed package the new version replaces.
+#[derive(Debug, Clone)]
+pub struct Upgrade {
+    /// The installed version.
+    pub version: String,
+    pub automatic: bool,
+    /// Its files, directories and config contents in the database.
+    pub previous: Previous,
+}
+
 /// The hooks of [`extract::install`] joined to the package database and
 /// the Lua interpreter.
 pub struct DbAndLua<'a, 'e> {
@@ -461,6 +531,8 @@ pub struct DbAndLua<'a, 'e> {
     /// By `name-version`: installed as a dependency, and from which
     /// repository.
     pub automatic: &'a BTreeMap<String, (bool, String)>,
+    /// By the new `name-version`: what it replaces.
+    pub upgrades: &'a BTreeMap<String, Upgrade>,
     pub events: &'a mut (dyn FnMut(Event) + 'e),
     /// What [`Event::Progress`] of [`Phase::Install`] counts to.
     pub total: u64,
@@ -475,7 +547,7 @@ impl DbAndLua<'_, '_> {
                 package: pkg.manifest.name.clone(),
                 prefix: pkg.manifest.prefix.clone(),
                 script: t.key().to_string(),
-                upgrade: false,
+                upgrade: self.upgrades.contains_key(&pkg.label()),
             };
             for m in lua::run(root, script, &env, lua::Limits::default())? {
                 (self.events)(Event::Message {
@@ -499,8 +571,11 @@ impl Hooks for DbAndLua<'_, '_> {
         &mut self,
         pkg: &Opened,
         installed: &extract::Installed,
-        _root: &Path,
+        root: &Path,
     ) -> Result<(), HookError> {
+        if let Some(u) = self.upgrades.get(&pkg.label()) {
+            remove_old(root, &u.previous, &pkg.manifest)?;
+        }
         let (automatic, repository) = self
             .automatic
             .get(&pkg.label())
@@ -552,9 +627,28 @@ impl Hooks for DbAndLua<'_, '_> {
         }
     }
 
+    /// pkg's choice (`pkg_add_common`): messages always shown, then
+    /// `install` ones for an install, `upgrade` ones (within their
+    /// versions, compared with the old version) for an upgrade.
     fn messages(&mut self, pkg: &Opened) {
+        let old = self.upgrades.get(&pkg.label()).map(|u| u.version.as_str());
         for m in &pkg.manifest.messages {
-            if matches!(m.kind, MessageType::Always | MessageType::Install) {
+            let show = match (m.kind, old) {
+                (MessageType::Always, _) | (MessageType::Install, None) => true,
+                (MessageType::Upgrade, Some(old)) => {
+                    let above = |v: &Option<String>| {
+                        v.as_deref()
+                            .is_none_or(|v| version::cmp(old, v) == std::cmp::Ordering::Greater)
+                    };
+                    let below = |v: &Option<String>| {
+                        v.as_deref()
+                            .is_none_or(|v| version::cmp(old, v) == std::cmp::Ordering::Less)
+                    };
+                    above(&m.minimum_version) && below(&m.maximum_version)
+                }
+                _ => false,
+            };
+            if show {
                 (self.events)(Event::Message {
                     package: pkg.label(),
                     text: m.text.clone(),
@@ -562,4 +656,42 @@ impl Hooks for DbAndLua<'_, '_> {
             }
         }
     }
+}
+
+/// What `pkg_add_cleanup_old` does once the new version is extracted: the
+/// old version's files the new one does not install are removed, then its
+/// directories the new one does not list, when they are empty
+/// (`pkg_delete_dirs`). Paths are resolved inside the root.
+fn remove_old(
+    root: &Path,
+    old: &Previous,
+    new: &super::manifest::Manifest,
+) -> Result<(), HookError> {
+    let keep: BTreeSet<&str> = new
+        .files
+        .iter()
+        .map(|f| f.path.as_str())
+        .chain(new.config.iter().map(String::as_str))
+        .collect();
+    for path in old.files.iter().filter(|p| !keep.contains(p.as_str())) {
+        let rel = Path::new(path.trim_start_matches('/'));
+        let Ok(host) = crate::fsutil::resolve_in_root(root, rel, false) else {
+            continue;
+        };
+        match std::fs::symlink_metadata(&host) {
+            Ok(m) if !m.is_dir() => std::fs::remove_file(&host).map_err(|e| {
+                format!("removing {path}, which the new version does not install: {e}")
+            })?,
+            _ => {}
+        }
+    }
+    let dirs: BTreeSet<&str> = new.directories.iter().map(|d| d.path.as_str()).collect();
+    for path in old.dirs.iter().rev().filter(|p| !dirs.contains(p.as_str())) {
+        let rel = Path::new(path.trim_start_matches('/'));
+        if let Ok(host) = crate::fsutil::resolve_in_root(root, rel, false) {
+            // Not empty (another package's files, or the user's): kept.
+            let _ = std::fs::remove_dir(host);
+        }
+    }
+    Ok(())
 }

@@ -20,9 +20,10 @@
 //! - the catalogue's `conflicts` (globs over names) between two packages
 //!   of the closure refuse the install, naming both.
 //!
-//! Not yet: packages already in the image's `local.sqlite`, and conflicts
-//! between files (two packages owning one path), which need the packages'
-//! contents.
+//! Packages already in the image's `local.sqlite` are weighed by the
+//! caller ([`super::install`]: kept or upgraded); conflicts between files
+//! (two packages owning one path) need the packages' contents and are
+//! found by [`super::extract`] and [`super::db`].
 
 use crate::blame::Blame;
 use std::cmp::Ordering;

@@ -20,6 +20,7 @@
 //!   SQLite, fails `quick_check`, lacks pkg's tables, or has a trigger or
 //!   view where jbuild writes.
 
+mod previous;
 mod record;
 pub mod schema;
 
@@ -30,6 +31,7 @@ use std::sync::Arc;
 
 use rusqlite::{Connection, OpenFlags};
 
+pub use previous::Previous;
 pub use record::Record;
 
 /// Where pkg keeps it, under the root.

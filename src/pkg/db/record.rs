@@ -36,6 +36,11 @@ impl LocalDb {
             move |source| DbError::Write { path, what, source }
         };
         let tx = self.conn.transaction().map_err(write("a transaction"))?;
+        // An upgrade: the old version's rows go first, with everything
+        // that hangs on its `packages` row (files, deps, scripts, ...), as
+        // pkg's `INSERT OR REPLACE` of the row does.
+        tx.execute("DELETE FROM packages WHERE name = ?1", params![m.name])
+            .map_err(write("packages"))?;
         let id = insert_package(&tx, m, rec, time).map_err(write("packages"))?;
         // Packages that depend on this one learn its origin and version.
         tx.execute(

@@ -79,6 +79,11 @@ pub struct Options {
     /// The ABI installed for (`FreeBSD:14:amd64`): a package for another
     /// is refused, as pkg refuses it ([`abi_match`]). `None`: not checked.
     pub abi: Option<String>,
+    /// For an upgrade: the `@config` contents the old versions installed,
+    /// by path. A file still holding its old content was not changed by
+    /// the user and is replaced; one that differs stays, the package's
+    /// beside it as `.pkgnew`, as pkg does when it cannot merge.
+    pub previous_config: BTreeMap<String, Vec<u8>>,
 }
 
 impl Default for Options {
@@ -88,6 +93,7 @@ impl Default for Options {
             same_owner: nix::unistd::geteuid().is_root(),
             limits: Limits::default(),
             abi: None,
+            previous_config: BTreeMap::new(),
         }
     }
 }
@@ -777,7 +783,8 @@ impl Extraction<'_> {
         let content = read_bounded(&host).map_err(self.config_err(key, "read"))?;
         let mut pkgnew = false;
         if let Some(old) = kept {
-            let same = read_bounded(&old).is_ok_and(|o| o == content);
+            let same = read_bounded(&old)
+                .is_ok_and(|o| o == content || self.opts.previous_config.get(key) == Some(&o));
             if same {
                 fs::rename(&host, &old).map_err(self.config_err(key, "replace"))?;
             } else {
