@@ -119,8 +119,10 @@ pub fn wait(file: &File, offset: u64, len: u64) {
 #[cfg(target_os = "linux")]
 fn range(file: &File, offset: u64, len: u64, flags: libc::c_uint) {
     use std::os::fd::AsRawFd;
-    let (Ok(offset), Ok(len)) = (libc::off64_t::try_from(offset), libc::off64_t::try_from(len))
-    else {
+    let (Ok(offset), Ok(len)) = (
+        libc::off64_t::try_from(offset),
+        libc::off64_t::try_from(len),
+    ) else {
         return;
     };
     // SAFETY: the descriptor is open while `file` is borrowed, and

@@ -68,10 +68,7 @@ impl BlobSink {
     /// Queues `chunk` to be hashed and appended.
     pub async fn write(&mut self, chunk: Bytes) -> io::Result<()> {
         self.pending = true;
-        self.tx
-            .send(Cmd::Write(chunk))
-            .await
-            .map_err(|_| gone())
+        self.tx.send(Cmd::Write(chunk)).await.map_err(|_| gone())
     }
 
     /// Whether chunks were queued since the last flush.
