@@ -122,7 +122,7 @@ impl RegistryTransport {
             file.seek(SeekFrom::Start(have)).await.map_err(io)?;
             progress(have);
         }
-        let file = BlobSink::new(file.into_std().await, have, hasher).map_err(io)?;
+        let file = BlobSink::new(file.into_std().await, have, hasher, desc.size()).map_err(io)?;
         let mut fetch = Fetch {
             c,
             desc,
