@@ -15,7 +15,17 @@
 # destination. Printed: wall time, MB/s (blob bytes moved / wall time), max
 # RSS, and the time as a ratio to the fastest tool for that row.
 #
-# Disk: about 3.5 GiB in WORKDIR at the peak (default: a temp dir).
+# Then, per image, `copy` rows: registry → a new OCI layout, ROUNDS (3)
+# rounds alternated in one order, medians printed with the load average:
+#   jbuild  jbuild copy docker://REF oci:DIR:1 (durable: synced before it exits)
+#   crane   crane pull --format=oci REF DIR (not synced)
+#   crane+sync  the same, then `sync -f DIR`: crane made as durable as jbuild
+#   before  JBUILD_BEFORE's copy, when set (another jbuild binary)
+#
+# Disk: about 3.5 GiB in WORKDIR at the peak (default: a temp dir). WORKDIR
+# should be on a journaled filesystem, as users' disks are (a sync waits for
+# a journal commit); benches/README.md says how to make one on a loop
+# device, and the script says what WORKDIR is on.
 # Environment: JBUILD (default target/release/jbuild), CRANE (default:
 # crane in $PATH or ~/go/bin; install with
 # `go install github.com/google/go-containerregistry/cmd/crane@latest`).
@@ -31,6 +41,8 @@ command -v skopeo >/dev/null || { echo "skopeo is needed (apt-get install skopeo
 
 work=${1:-$(mktemp -d /tmp/jbuild-bench-registry.XXXXXX)}
 mkdir -p "$work"
+. "$repo/benches/fs.sh"
+describe_fs "$work"
 free_kib=$(df -Pk "$work" | awk 'NR==2 {print $4}')
 if [ "$free_kib" -lt $((4 * 1024 * 1024)) ]; then
   echo "need about 4 GiB free in $work (have $((free_kib / 1024)) MiB)" >&2
@@ -163,6 +175,41 @@ print(json.dumps(i))
 PY
 done
 
+# copy_rounds IMAGE REF: registry → new layout, ROUNDS rounds of every row
+# in one order, medians (see the head of this file).
+copy_rounds() {
+  local image=$1 ref=$2 rows=(jbuild crane crane+sync) r row t0 t1
+  [ -n "$crane" ] || rows=(jbuild)
+  [ -n "${JBUILD_BEFORE:-}" ] && rows+=(before)
+  local load0; load0=$(cut -d' ' -f1-3 /proc/loadavg)
+  mkdir -p "$work/copy-times"; rm -f "$work/copy-times/"*
+  for r in $(seq "${ROUNDS:-3}"); do
+    for row in "${rows[@]}"; do
+      rm -rf "$work/copy"
+      t0=$EPOCHREALTIME
+      case $row in
+        jbuild) "$jbuild" -q copy "docker://$ref" "oci:$work/copy:1" ;;
+        before) "$JBUILD_BEFORE" -q copy "docker://$ref" "oci:$work/copy:1" ;;
+        crane) "$crane" pull --insecure --format=oci "$ref" "$work/copy" ;;
+        crane+sync) "$crane" pull --insecure --format=oci "$ref" "$work/copy" && sync -f "$work/copy" ;;
+      esac >/dev/null 2>"$work/err" || { echo "  $row copy $image FAILED:"; tail -5 "$work/err"; }
+      t1=$EPOCHREALTIME
+      echo "$t1 - $t0" | bc >> "$work/copy-times/$row"
+    done
+  done
+  rm -rf "$work/copy"
+  python3 - "$work/copy-times" "$image" "$load0" "$(cut -d' ' -f1-3 /proc/loadavg)" "${rows[@]}" <<'PY'
+import os, statistics, sys
+d, image, l0, l1, rows = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:]
+med = {r: statistics.median(float(x) for x in open(os.path.join(d, r))) for r in rows}
+for r in rows:
+    ratios = "  ".join("%.2fx %s" % (med[r] / med[p], p) for p in ("crane", "crane+sync") if p in med and p != r)
+    print("  %-6s copy  %-10s median %7.3f s   %s" % (image, r, med[r], ratios))
+print("  (copy registry -> new layout, medians of %d rounds; load average %s -> %s)"
+      % (len(open(os.path.join(d, rows[0])).readlines()), l0, l1))
+PY
+}
+
 tools=(jbuild skopeo)
 [ -n "$crane" ] && tools+=(crane)
 echo "== tools: ${tools[*]} (registry: $(/usr/bin/docker-registry --version))"
@@ -189,6 +236,7 @@ for image in big small; do
     esac
   done
   rm -rf "$work/pull"
+  copy_rounds "$image" "$ref"
 done
 cleanup; reg_pid=
 

@@ -5,6 +5,10 @@
 #
 #   cargo build --release && bash benches/small.sh [ROUNDS] [WORKDIR]
 #
+# WORKDIR should be on a journaled filesystem, as users' disks are (a
+# journal commit is what a sync waits for): benches/README.md says how to
+# make one on a loop device. The script says what WORKDIR is on.
+#
 # One CNCF Distribution (Debian's docker-registry, through registry/start) on
 # 127.0.0.1, plain HTTP. The image (2 MiB of random bytes in one gzip layer,
 # made here with python3) is put in the registry once, by crane. Then ROUNDS
@@ -15,6 +19,8 @@
 #
 #   pull  jbuild copy docker://127.0.0.1:PORT/src:1 oci:DIR:1
 #         crane pull --format=oci 127.0.0.1:PORT/src:1 DIR
+#         the same crane pull, then `sync -f DIR` (crane+sync: crane made
+#         as durable as jbuild is, by syncing WORKDIR's filesystem)
 #   push  jbuild copy oci:DIR:1 docker://127.0.0.1:PORT/jN/x:1
 #         crane push DIR 127.0.0.1:PORT/cN/x:1
 #
@@ -42,6 +48,8 @@ command -v python3 >/dev/null || { echo "python3 is needed" >&2; exit 1; }
 
 work=${2:-$(mktemp -d /tmp/jbuild-bench-small.XXXXXX)}
 mkdir -p "$work"
+. "$repo/benches/fs.sh"
+describe_fs "$work"
 # jbuild on a throwaway state root and an empty configuration: what it reads
 # there is part of what is measured.
 export JBUILD_ROOT=$work/root JBUILD_CONFIG=$work/jbuild.toml
@@ -112,6 +120,8 @@ run() { # one row of one round
     jbuild-pull) rm -rf "$work/jdst"; timed "$1" "$jbuild" --quiet copy "docker://$reg/src:1" "oci:$work/jdst:1" ;;
     before-pull) rm -rf "$work/bdst"; timed "$1" "$before" --quiet copy "docker://$reg/src:1" "oci:$work/bdst:1" ;;
     crane-pull) rm -rf "$work/cdst"; timed "$1" "$crane" pull --insecure --format=oci "$reg/src:1" "$work/cdst" ;;
+    crane+sync-pull) rm -rf "$work/sdst"
+      timed "$1" sh -c '"$0" pull --insecure --format=oci "$1" "$2" && sync -f "$2"' "$crane" "$reg/src:1" "$work/sdst" ;;
     jbuild-push) timed "$1" "$jbuild" --quiet copy "oci:$work/jsrc:1" "docker://$reg/j$2/x:1" ;;
     crane-push) timed "$1" "$crane" push --insecure "$work/csrc" "$reg/c$2/x:1" ;;
     jbuild-version) timed "$1" "$jbuild" --version ;;
@@ -119,12 +129,12 @@ run() { # one row of one round
   esac
 }
 
-rows=(jbuild-pull crane-pull jbuild-push crane-push jbuild-version crane-version)
+rows=(jbuild-pull crane-pull crane+sync-pull jbuild-push crane-push jbuild-version crane-version)
 before=${JBUILD_BEFORE:-}
 if [ -n "$before" ]; then
   [ -x "$before" ] || { echo "JBUILD_BEFORE=$before is not an executable" >&2; exit 1; }
   "$before" --version
-  rows=(jbuild-pull crane-pull before-pull jbuild-push crane-push jbuild-version crane-version)
+  rows=(jbuild-pull crane-pull crane+sync-pull before-pull jbuild-push crane-push jbuild-version crane-version)
 fi
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "== $rounds rounds (load average before: $load_before)"
@@ -150,11 +160,12 @@ d, rounds = sys.argv[1], sys.argv[2]
 t = {n: [float(x) for x in open(os.path.join(d, n))] for n in os.listdir(d)}
 med = {n: statistics.median(v) for n, v in t.items()}
 print("%-16s %10s %10s %10s" % ("", "median s", "min s", "max s"))
-for n in ("jbuild-pull", "crane-pull", "before-pull", "jbuild-push", "crane-push", "jbuild-version", "crane-version"):
+for n in ("jbuild-pull", "crane-pull", "crane+sync-pull", "before-pull", "jbuild-push", "crane-push", "jbuild-version", "crane-version"):
     if n in t:
         print("%-16s %10.4f %10.4f %10.4f" % (n, med[n], min(t[n]), max(t[n])))
 for what in ("pull", "push", "version"):
     print("jbuild / crane, %-8s %.2fx" % (what + ":", med["jbuild-" + what] / med["crane-" + what]))
+print("jbuild / crane+sync, pull: %.2fx" % (med["jbuild-pull"] / med["crane+sync-pull"]))
 if "before-pull" in t:
     print("before / crane, pull:    %.2fx" % (med["before-pull"] / med["crane-pull"]))
     print("jbuild / before, pull:   %.2fx" % (med["jbuild-pull"] / med["before-pull"]))

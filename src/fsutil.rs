@@ -7,6 +7,7 @@
 //! through [`output`]; jbuild's own directories under its root are
 //! checked to be real directories before they are used ([`places`]).
 
+pub mod durable;
 pub mod flags;
 pub mod input;
 pub mod output;

@@ -11,11 +11,12 @@ use oci_spec::image::Descriptor;
 use reqwest::header::{CONTENT_LENGTH, CONTENT_RANGE, RANGE};
 use reqwest::StatusCode;
 use sha2::{Digest as _, Sha256};
-use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
 use super::blob::{range_start, range_total, CHUNK};
 use super::conn::Conn;
 use super::pace::Pace;
+use super::sink::BlobSink;
 use super::{RegistryOperation, RegistryTransport};
 use crate::digest::Digest;
 use crate::transport::{digest_of, Progress, TransportError};
@@ -34,8 +35,8 @@ fn fetch_what(desc: &Descriptor) -> String {
     format!("fetch blob {}", desc.digest())
 }
 
-/// How long a blob's body may pause before what came so far is written
-/// out of the buffer into the file.
+/// How long a blob's body may pause before what came so far is waited
+/// for in the file.
 const IDLE_FLUSH: std::time::Duration = std::time::Duration::from_millis(20);
 
 impl RegistryTransport {
@@ -89,6 +90,8 @@ impl RegistryTransport {
     /// whatever casts doubt on the kept bytes — a `200` (no ranges), a
     /// `206` for another range or size, a `416`, or a blob whose whole
     /// digest is wrong — starts the file again from its first byte, once.
+    /// The bytes are hashed and written by the file's own thread
+    /// ([`BlobSink`]), which also pushes them to the disk as they come.
     async fn download_paced(
         &self,
         c: &Conn,
@@ -119,31 +122,27 @@ impl RegistryTransport {
             file.seek(SeekFrom::Start(have)).await.map_err(io)?;
             progress(have);
         }
-        let mut file = tokio::io::BufWriter::with_capacity(CHUNK, file);
+        let file = BlobSink::new(file.into_std().await, have, hasher, desc.size()).map_err(io)?;
+        let mut fetch = Fetch {
+            c,
+            desc,
+            file,
+            // No one reads a file that held a kept prefix as it grows.
+            rewrite: kept > 0,
+            progress,
+            pace,
+        };
         // Bytes of an earlier pull in the file, not yet vouched for.
         let mut unchecked = have > 0;
-        // No one reads a file that held a kept prefix as it grows.
-        let rewrite = kept > 0;
         loop {
-            let fetched = self
-                .fetch_rest(
-                    c,
-                    desc,
-                    &mut file,
-                    &mut hasher,
-                    have,
-                    rewrite,
-                    progress,
-                    pace,
-                )
-                .await;
+            let fetched = self.fetch_rest(&mut fetch, have).await;
             if let Err(e) = fetched {
                 // What came is in the file, for a later pull to continue.
-                let _ = file.flush().await;
+                let _ = fetch.file.flush().await;
                 return Err(e);
             }
-            file.flush().await.map_err(io)?;
-            let actual = Digest::from_sha(hasher.clone().finalize().into());
+            let hasher = fetch.file.flush().await.map_err(io)?;
+            let actual = Digest::from_sha(hasher.finalize().into());
             if actual == expected {
                 return Ok(());
             }
@@ -154,27 +153,16 @@ impl RegistryTransport {
                 "the part of blob {} an earlier pull kept was not right; fetching it whole",
                 desc.digest()
             );
-            restart(&mut file, &mut hasher).await.map_err(io)?;
+            fetch.file.restart().await.map_err(io)?;
             have = 0;
             unchecked = false;
         }
     }
 
     /// Fetches from byte `have` to the blob's end, with as many requests
-    /// as the connection needs. `rewrite`: no one reads the file as it
-    /// grows, so an answer that cannot continue it starts it again.
-    #[allow(clippy::too_many_arguments)]
-    async fn fetch_rest(
-        &self,
-        c: &Conn,
-        desc: &Descriptor,
-        file: &mut tokio::io::BufWriter<tokio::fs::File>,
-        hasher: &mut Sha256,
-        mut have: u64,
-        rewrite: bool,
-        progress: Progress<'_>,
-        pace: &mut Pace,
-    ) -> Result<(), TransportError> {
+    /// as the connection needs.
+    async fn fetch_rest(&self, f: &mut Fetch<'_>, mut have: u64) -> Result<(), TransportError> {
+        let desc = f.desc;
         let io = |e| TransportError::io(format!("cannot write blob {}", desc.digest()), e);
         // Each resumption must make progress; a body cut at the same
         // place again and again ends as an error after a few tries.
@@ -184,10 +172,7 @@ impl RegistryTransport {
         let mut ask = have == 0;
         while ask || have < desc.size() {
             ask = false;
-            match self
-                .fetch_once(c, desc, file, hasher, have, rewrite, progress, pace)
-                .await
-            {
+            match self.fetch_once(f, have).await {
                 Ok(n) => {
                     have = n;
                     if have == desc.size() {
@@ -205,8 +190,9 @@ impl RegistryTransport {
                     have = n;
                 }
             }
-            pace.check(Instant::now(), true)
-                .map_err(|s| c.too_slow(&fetch_what(desc), s))?;
+            f.pace
+                .check(Instant::now(), true)
+                .map_err(|s| f.c.too_slow(&fetch_what(desc), s))?;
             if stalls >= self.options.retry.max_attempts.max(1) {
                 return Err(TransportError::Registry {
                     location: self.location(),
@@ -220,28 +206,22 @@ impl RegistryTransport {
                 });
             }
             stalls += 1;
-            file.flush().await.map_err(io)?;
+            f.file.flush().await.map_err(io)?;
         }
         Ok(())
     }
 
-    /// Streams the blob into `file` from byte `have` on, hashing into
-    /// `hasher`; returns the new count. A cut connection returns what was
-    /// written so far as `Err((have, error))`. A whole answer (not a
-    /// range) that ends cleanly at another size than the blob's is the
-    /// wrong content, not a cut to resume.
-    #[allow(clippy::too_many_arguments)]
+    /// Streams the blob into the file from byte `have` on; returns the
+    /// new count. A cut connection returns what was written so far as
+    /// `Err((have, error))`. A whole answer (not a range) that ends
+    /// cleanly at another size than the blob's is the wrong content, not
+    /// a cut to resume.
     async fn fetch_once(
         &self,
-        c: &Conn,
-        desc: &Descriptor,
-        file: &mut tokio::io::BufWriter<tokio::fs::File>,
-        hasher: &mut Sha256,
+        f: &mut Fetch<'_>,
         mut have: u64,
-        rewrite: bool,
-        progress: Progress<'_>,
-        pace: &mut Pace,
     ) -> Result<u64, (u64, Option<TransportError>)> {
+        let (c, desc, progress) = (f.c, f.desc, f.progress);
         let url = c.url("blobs", desc.digest().as_ref());
         let what = fetch_what(desc);
         let resp = c
@@ -255,7 +235,7 @@ impl RegistryTransport {
             })
             .await
             .map_err(|e| (have, Some(e)))?;
-        pace.start_floor(Instant::now());
+        f.pace.start_floor(Instant::now());
         let status = resp.status();
         if status == StatusCode::NOT_FOUND {
             return Err((
@@ -277,7 +257,11 @@ impl RegistryTransport {
             .map(str::to_string);
         let resumed = status == StatusCode::PARTIAL_CONTENT
             && range.as_deref().and_then(range_start) == Some(have);
-        if have > 0 && rewrite {
+        let cannot_write = |have, e| {
+            let context = format!("cannot write blob {}", desc.digest());
+            (have, Some(TransportError::io(context, e)))
+        };
+        if have > 0 && f.rewrite {
             // What the file holds came from an earlier pull: an answer that
             // does not continue it exactly is no reason to trust it.
             let other_size = range
@@ -288,11 +272,7 @@ impl RegistryTransport {
                 || (status == StatusCode::PARTIAL_CONTENT && (!resumed || other_size));
             if unusable || status == StatusCode::OK {
                 tracing::debug!(%status, ?range, have, "the registry did not continue the blob: starting it again");
-                let cannot = |e| {
-                    let context = format!("cannot write blob {}", desc.digest());
-                    (have, Some(TransportError::io(context, e)))
-                };
-                restart(file, hasher).await.map_err(cannot)?;
+                f.file.restart().await.map_err(|e| cannot_write(have, e))?;
                 have = 0;
                 progress(0);
                 if unusable {
@@ -319,30 +299,27 @@ impl RegistryTransport {
         if let Some(n) = resp.headers().get(CONTENT_LENGTH) {
             tracing::debug!(?n, have, "blob body");
         }
-        let cannot_write = |have, e| {
-            let context = format!("cannot write blob {}", desc.digest());
-            (have, Some(TransportError::io(context, e)))
-        };
         let too_slow = |have, s| (have, Some(c.too_slow(&what, s)));
         let mut stream = resp.bytes_stream();
         loop {
-            // When the body pauses, what came so far goes from the buffer
-            // to the file, where a pull reading the blob as it arrives
-            // finds it (a slow registry does not hold back its first
-            // bytes); and the pace is looked at, bytes or none.
-            let wait = if file.buffer().is_empty() {
-                pace.tick()
+            // When the body pauses, what came so far goes to the file,
+            // where a pull reading the blob as it arrives finds it (a slow
+            // registry does not hold back its first bytes); and the pace
+            // is looked at, bytes or none.
+            let wait = if f.file.pending() {
+                IDLE_FLUSH.min(f.pace.tick())
             } else {
-                IDLE_FLUSH.min(pace.tick())
+                f.pace.tick()
             };
             let next = match tokio::time::timeout(wait, stream.next()).await {
                 Ok(next) => next,
                 Err(_) => {
-                    if !file.buffer().is_empty() {
-                        file.flush().await.map_err(|e| cannot_write(have, e))?;
+                    if f.file.pending() {
+                        f.file.flush().await.map_err(|e| cannot_write(have, e))?;
                         progress(have);
                     }
-                    pace.check(Instant::now(), true)
+                    f.pace
+                        .check(Instant::now(), true)
                         .map_err(|s| too_slow(have, s))?;
                     continue;
                 }
@@ -355,8 +332,9 @@ impl RegistryTransport {
                     return Err((have, None));
                 }
             };
-            pace.add(chunk.len() as u64, Instant::now());
-            pace.check(Instant::now(), true)
+            f.pace.add(chunk.len() as u64, Instant::now());
+            f.pace
+                .check(Instant::now(), true)
                 .map_err(|s| too_slow(have, s))?;
             body_len += chunk.len() as u64;
             if let Some(h) = body_hasher.as_mut() {
@@ -381,16 +359,21 @@ impl RegistryTransport {
                     }),
                 ));
             }
-            hasher.update(&chunk);
-            file.write_all(&chunk)
+            let n = chunk.len() as u64;
+            f.file
+                .write(chunk)
                 .await
                 .map_err(|e| cannot_write(have, e))?;
-            have += chunk.len() as u64;
+            have += n;
             progress(have);
         }
         if whole && body_len != desc.size() {
             // The registry's whole answer, complete, and not this blob.
-            let served = body_hasher.unwrap_or_else(|| hasher.clone()).finalize();
+            let served = match body_hasher {
+                Some(h) => h,
+                None => f.file.flush().await.map_err(|e| cannot_write(have, e))?,
+            }
+            .finalize();
             let expected = digest_of(desc, &self.location()).map_err(|e| (have, Some(e)))?;
             let detail = format!(", {body_len} bytes where the manifest says {}", desc.size());
             return Err((
@@ -400,6 +383,19 @@ impl RegistryTransport {
         }
         Ok(have)
     }
+}
+
+/// One blob's download under way: what each request of it shares.
+struct Fetch<'a> {
+    c: &'a Conn,
+    desc: &'a Descriptor,
+    /// The blob's file, hashed as it is written.
+    file: BlobSink,
+    /// No one reads the file as it grows (it held a kept prefix), so an
+    /// answer that cannot continue it starts it again.
+    rewrite: bool,
+    progress: Progress<'a>,
+    pace: &'a mut Pace,
 }
 
 /// Hashes the first `len` bytes of `path` into `hasher`, a buffer at a
@@ -420,16 +416,4 @@ async fn hash_prefix(path: &Path, len: u64, hasher: &mut Sha256) -> std::io::Res
         done += n as u64;
     }
     Ok(done)
-}
-
-/// Empties the file and the hasher: the blob starts again at byte 0.
-async fn restart(
-    file: &mut tokio::io::BufWriter<tokio::fs::File>,
-    hasher: &mut Sha256,
-) -> std::io::Result<()> {
-    file.flush().await?;
-    file.get_mut().set_len(0).await?;
-    file.seek(SeekFrom::Start(0)).await?;
-    *hasher = Sha256::new();
-    Ok(())
 }

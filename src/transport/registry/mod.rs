@@ -38,6 +38,7 @@ mod pull;
 pub mod reference;
 pub mod retry;
 mod signin;
+mod sink;
 mod tags;
 mod upload;
 mod verifier;
