@@ -95,7 +95,7 @@ impl Writeback {
     }
 }
 
-/// Starts writing `len` bytes of `file` from `offset` to the disk and
+/// Starts writing `len` bytes of `file` from `offset` (0: to its end) to the disk and
 /// returns without waiting for them.
 #[cfg(target_os = "linux")]
 pub fn start(file: &File, offset: u64, len: u64) {

@@ -82,30 +82,6 @@ impl<'a> Applier<'a> {
 /// file is still being written (a large file does not wait for its end).
 const WRITEBACK_STEP: u64 = 8 << 20;
 
-/// Asks the kernel to start writing `len` bytes of `file`'s data from
-/// `offset` (0: to the end) to disk now, and returns without waiting
-/// ([`ApplyOptions::start_writeback`]). Best effort: a failure only means
-/// the data is written later, by the sync that makes it durable.
-#[cfg(any(target_os = "linux", target_os = "android"))]
-fn start_writeback_range(file: &File, offset: u64, len: u64) {
-    use std::os::fd::AsRawFd;
-    // SAFETY: the descriptor is open for as long as `file` is borrowed;
-    // sync_file_range reads no memory of ours.
-    unsafe {
-        libc::sync_file_range(
-            file.as_raw_fd(),
-            offset as libc::off64_t,
-            len as libc::off64_t,
-            libc::SYNC_FILE_RANGE_WRITE,
-        )
-    };
-}
-
-/// No such call here (on FreeBSD a base lives on ZFS, whose snapshot
-/// commits its transaction group itself).
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-fn start_writeback_range(_file: &File, _offset: u64, _len: u64) {}
-
 /// `path` as a clean relative path, or why it cannot be one.
 fn normalize(path: &[u8]) -> Result<PathBuf, EntryProblem> {
     if path.starts_with(b"/") {
@@ -366,7 +342,7 @@ impl Applier<'_> {
         let (mut written, mut started) = (0u64, 0u64);
         loop {
             if self.opts.start_writeback && written - started >= WRITEBACK_STEP {
-                start_writeback_range(&file, started, written - started);
+                crate::fsutil::durable::start(&file, started, written - started);
                 started = written;
             }
             let n = match content.read(&mut self.buf) {
@@ -385,7 +361,7 @@ impl Applier<'_> {
             written += n as u64;
         }
         if self.opts.start_writeback {
-            start_writeback_range(&file, started, 0);
+            crate::fsutil::durable::start(&file, started, 0);
         }
         self.metadata(h, host, Some(&file))
     }
