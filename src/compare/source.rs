@@ -4,7 +4,7 @@
 //!
 //! A registry image is fetched into the store, not unpacked: its manifest,
 //! config and layer blobs are copied in untagged, as the first half of a
-//! pull ([`crate::image::pull`]), and the comparison reads the layers from
+//! pull ([`crate::image::pull()`]), and the comparison reads the layers from
 //! there as it reads a stored image's. While the blobs arrive nothing in
 //! `index.json` reaches them, so the fetch runs under the pull's *pin*, the
 //! store lock held shared, which keeps `prune` from taking them; the pin is

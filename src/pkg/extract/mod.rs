@@ -77,7 +77,7 @@ pub struct Options {
     /// Bounds on each package's decompressed size, entries and paths.
     pub limits: Limits,
     /// The ABI installed for (`FreeBSD:14:amd64`): a package for another
-    /// is refused, as pkg refuses it ([`abi_match`]). `None`: not checked.
+    /// is refused, as pkg refuses it (`abi_match`). `None`: not checked.
     pub abi: Option<String>,
     /// For an upgrade: the `@config` contents the old versions installed,
     /// by path. A file still holding its old content was not changed by
@@ -318,7 +318,7 @@ pub fn install(
 
 /// [`install`] of packages whose manifests the caller has read already
 /// ([`open`]). Their files are decompressed ahead on a thread of their own
-/// ([`ahead`]) while the extraction writes them.
+/// (`ahead`) while the extraction writes them.
 pub fn install_opened(
     root: &Path,
     opened: &[Opened],
