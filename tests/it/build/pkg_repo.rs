@@ -13,29 +13,15 @@ use std::fs;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 
+use super::pkg::serve;
 use crate::support::common::{jbuild, ok, run};
 use crate::support::dns::{DnsServer, Quirks};
-use crate::support::limits::{Answer, Server};
+use crate::support::limits::Server;
 use crate::support::pkgrepo::image::freebsd_tree;
 use crate::support::pkgrepo::platform::write_repo_for;
 use crate::support::pkgrepo::Key;
 
 const AMD64: &str = "FreeBSD:14:amd64";
-
-/// Serves the files under `dir`.
-fn serve(dir: PathBuf) -> Server {
-    Server::start(move |r| {
-        let path = r.path.replace("%3A", ":");
-        match fs::read(dir.join(path.trim_start_matches('/'))) {
-            Ok(body) => Answer::Reply {
-                status: "200 OK",
-                headers: vec![],
-                body,
-            },
-            Err(_) => Answer::status("404 Not Found"),
-        }
-    })
-}
 
 /// How many requests `server` saw for `path`.
 fn asked(server: &Server, path: &str) -> usize {
