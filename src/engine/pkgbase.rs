@@ -9,7 +9,7 @@
 //! directory), is written outside the root and read in place of the
 //! image's `/usr/local/etc/pkg/repos`; the empty root has no `/etc/pkg`
 //! of its own, so it is the only repository. The ABI is the release's
-//! and the platform's ([`PkgBase::pkg_abi`]): the root has no userland
+//! and the platform's (`pkg_abi`): the root has no userland
 //! to read it from, and the host's never counts.
 //!
 //! **No pkg bootstrap.** The sets are installed and nothing else: the
@@ -32,13 +32,29 @@ use super::error::BuildError;
 use super::pkg::{reported, scratch, JOBS};
 use super::run::Run;
 use crate::fsutil::flags::FileFlags;
+use crate::pkg::abi::Abi;
 use crate::pkg::install::{self, Request};
 use crate::pkg::repository::Sources;
 use crate::release::PkgBase;
 use crate::report::StepInfo;
 
+impl Run<'_, '_> {
+    /// Installs `base` into the empty `root` (see the module docs); a
+    /// method, so that the build loop reaches it without naming this file.
+    pub(super) fn install_pkgbase(
+        &self,
+        base: &PkgBase,
+        platform_arch: &str,
+        root: &Path,
+        info: &StepInfo,
+        file_flags: &dyn FileFlags,
+    ) -> Result<(), BuildError> {
+        install(self, base, platform_arch, root, info, file_flags)
+    }
+}
+
 /// Installs `base` into the empty `root` (see the module docs).
-pub(super) fn install(
+fn install(
     run: &Run<'_, '_>,
     base: &PkgBase,
     platform_arch: &str,
@@ -72,6 +88,19 @@ pub(super) fn install(
         },
     };
     reported(run, info, |events| {
-        install::install_for(&req, base.pkg_abi(), events)
+        install::install_for(&req, pkg_abi(base), events)
     })
+}
+
+/// The ABI the packages are chosen by: the release's version and the
+/// platform's architecture (an empty root has no userland to read it
+/// from), `__FreeBSD_version` as freebsd-version(1) gives a release's.
+fn pkg_abi(base: &PkgBase) -> Abi {
+    let (major, minor) = base.version();
+    Abi {
+        major,
+        minor,
+        arch: base.pkg_arch().to_string(),
+        osversion: major * 100_000 + minor * 1_000,
+    }
 }

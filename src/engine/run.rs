@@ -555,7 +555,7 @@ impl Run<'_, '_> {
                 (None, Some(base)) => match &base.installer {
                     Installer::Jbuild => {
                         let arch = &platform.architecture;
-                        super::pkgbase::install(self, base, arch, &root, info, &flags)?
+                        self.install_pkgbase(base, arch, &root, info, &flags)?
                     }
                     Installer::Pkg(program) => {
                         let reporter = self.env.reporter;

@@ -52,6 +52,7 @@ pub mod lua;
 pub mod manifest;
 pub mod mirror;
 pub mod repo_conf;
+pub mod repo_error;
 pub mod repository;
 pub mod repository_files;
 pub mod resolve;

@@ -17,20 +17,15 @@
 //! ([`Sources::kept`]) is read from jbuild's package cache instead of
 //! being downloaded again; its signatures are checked here all the same.
 
-use crate::blame::Blame;
+use std::path::Path;
 
-use std::io;
-use std::path::{Path, PathBuf};
-
-use super::catalogue::{self, CatalogueError, Generation, Meta, Package};
+use super::catalogue::{self, Generation, Meta, Package};
 use super::mirror::Resolver;
 use super::repo_conf::RepoConfig;
+pub use super::repo_error::{RepoError, MAX_ARCHIVE, MAX_META};
 use super::repository_files::{self, Kept};
-use super::sign::{SignError, Trust};
-use crate::transport::http::{Http, HttpError};
-
-/// The largest `meta.conf` read.
-pub const MAX_META: u64 = 1 << 20;
+use super::sign::Trust;
+use crate::transport::http::Http;
 
 /// A repository's catalogue, verified and parsed.
 #[derive(Debug, Clone)]
@@ -48,50 +43,6 @@ pub struct Repository {
     /// what a build step's key can hold.
     pub catalogue_sha256: String,
     pub packages: Vec<Package>,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum RepoError {
-    #[error("repository `{repo}`: {url}: jbuild reads file://, http://, https://, pkg+http:// and pkg+https:// repositories")]
-    UnsupportedUrl { repo: String, url: String },
-    /// A file of a remote repository that could not be fetched.
-    #[error("repository `{repo}`")]
-    Fetch {
-        repo: String,
-        #[source]
-        source: HttpError,
-    },
-    #[error("repository `{repo}` has no url")]
-    NoUrl { repo: String },
-    #[error("repository `{repo}`: no catalogue in {} (tried {})", dir.display(), tried.join(", "))]
-    NoCatalogue {
-        repo: String,
-        dir: PathBuf,
-        tried: Vec<String>,
-    },
-    #[error(transparent)]
-    Catalogue(#[from] CatalogueError),
-    #[error(transparent)]
-    Sign(#[from] SignError),
-    #[error("repository `{repo}`: reading {}", path.display())]
-    Read {
-        repo: String,
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-}
-
-impl Blame for RepoError {
-    fn is_user_error(&self) -> bool {
-        match self {
-            RepoError::Catalogue(e) => e.is_user_error(),
-            RepoError::Sign(e) => e.is_user_error(),
-            RepoError::Read { .. } => false,
-            RepoError::Fetch { source, .. } => source.is_user_error(),
-            _ => true,
-        }
-    }
 }
 
 /// Where a repository's files may come from besides a fresh download, and
@@ -176,7 +127,3 @@ pub fn load_from(
         packages,
     })
 }
-
-/// The largest catalogue archive downloaded (FreeBSD's whole ports tree
-/// is about 10 MiB compressed).
-pub const MAX_ARCHIVE: u64 = 512 << 20;

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use super::catalogue::{self, Generation, Meta};
 use super::mirror::{self, Resolver};
 use super::repo_conf::MirrorType;
-use super::repository::{RepoError, MAX_ARCHIVE, MAX_META};
+use super::repo_error::{RepoError, MAX_ARCHIVE, MAX_META};
 use crate::digest::{Digest, HashingReader};
 use crate::transport::block_on;
 use crate::transport::http::{Http, HttpError, Limits};

@@ -35,7 +35,7 @@
 //! ([`crate::pkg::install`], through `engine::pkgbase`), on every host
 //! and for every architecture: the repository configuration is read in
 //! place of the image's `/usr/local/etc/pkg/repos`, the ABI is given
-//! ([`PkgBase::pkg_abi`]) since the empty root has no userland to read it
+//! ([`PkgBase::version`], [`PkgBase::pkg_arch`]) since the empty root has no userland to read it
 //! from, and the catalogue and packages go to a scratch directory and
 //! jbuild's package cache. pkg(8) on the host installs it instead when
 //! `[freebsd] pkg` names a program, or `[pkg] installer = "pkg"` is set
@@ -70,7 +70,6 @@ use super::{arch_dir, ReleaseError};
 use crate::digest::Digest;
 use crate::exec::output::collect;
 use crate::image::Platform;
-use crate::pkg::abi::Abi;
 use crate::report::Stream;
 
 /// The release repository of pkgbase, as FreeBSD 15's `/etc/pkg/FreeBSD.conf`
@@ -502,19 +501,17 @@ impl PkgBase {
         )
     }
 
-    /// The ABI the packages are chosen by, for jbuild's installer: the
-    /// release's version and the platform's architecture (an empty root
-    /// has no userland to read it from).
-    pub fn pkg_abi(&self) -> Abi {
-        let name = ReleaseName::parse(&self.release);
-        let (major, minor) = name.map_or((0, 0), |n| (n.major, n.minor));
-        let arch = self.abi.rsplit(':').next().unwrap_or_default().to_string();
-        Abi {
-            major,
-            minor,
-            arch,
-            osversion: major * 100_000 + minor * 1_000,
-        }
+    /// The release's major and minor version (`15.0-RELEASE`: 15, 0), of
+    /// which jbuild's installer makes the ABI packages are chosen by (an
+    /// empty root has no userland to read it from).
+    pub fn version(&self) -> (u32, u32) {
+        ReleaseName::parse(&self.release).map_or((0, 0), |n| (n.major, n.minor))
+    }
+
+    /// pkg's name of the platform's architecture (`aarch64` for arm64),
+    /// the last part of [`PkgBase::abi`].
+    pub fn pkg_arch(&self) -> &str {
+        self.abi.rsplit(':').next().unwrap_or_default()
     }
 
     /// Puts the signing keys in the empty `root`, where the repository
