@@ -44,23 +44,24 @@
 mod abi_match;
 mod ahead;
 mod contents;
+mod extraction;
 mod owners;
 
 use std::collections::BTreeMap;
-use std::fs::{self, File};
+use std::fs::File;
 use std::io::{self, BufReader, Read};
 use std::path::{Path, PathBuf};
 
 pub use contents::{Contents, FileMeta};
 pub use owners::{Owners, MAX_ACCOUNTS};
 
-use super::checksum::Checksum;
+use extraction::Extraction;
+
 use super::manifest::{self, Manifest};
 use crate::fsutil::flags::FileFlags;
-use crate::layer::apply::{Applier, ApplyOptions};
 use crate::layer::header;
 use crate::layer::limits::Capped;
-use crate::layer::{fflags, LayerError, Limits, TarHeader, TarReader};
+use crate::layer::{LayerError, Limits, TarHeader, TarReader};
 
 /// The most `+` members before the files.
 pub const MAX_META_MEMBERS: usize = 16;
@@ -574,241 +575,4 @@ pub fn open(p: &PackageFile, limits: &Limits) -> Result<(Opened, Reader), Extrac
         },
         r,
     ))
-}
-
-struct Extraction<'a> {
-    root: &'a Path,
-    opened: &'a Opened,
-    owners: &'a Owners,
-    opts: &'a Options,
-    file_flags: &'a dyn FileFlags,
-}
-
-impl Extraction<'_> {
-    /// Extracts the package's files; `written` hears the bytes of
-    /// content written so far (see [`Hooks::written`]).
-    fn run(&self, r: &mut Reader, written: &mut dyn FnMut(u64)) -> Result<Installed, ExtractError> {
-        let package = self.opened.label();
-        let apply_opts = ApplyOptions {
-            allow_devices: false,
-            allow_setuid: true,
-            same_owner: self.opts.same_owner,
-            // The disk writes while the rest decodes: the step's commit
-            // (`syncfs`) then has little left to wait for.
-            start_writeback: true,
-            diff_id: false,
-        };
-        let mut a = Applier::new(self.root, &apply_opts, &self.opts.limits, self.file_flags);
-        let mut out = Installed {
-            name: self.opened.manifest.name.clone(),
-            version: self.opened.manifest.version.clone(),
-            ..Installed::default()
-        };
-        let hostile = |r: &Reader, e: LayerError| ExtractError::Hostile {
-            package: package.clone(),
-            source: r.layer_error(e),
-        };
-        let mut said = 0;
-        loop {
-            let h = match r.first.take() {
-                Some(h) => h,
-                None => match r.tar.next().map_err(|e| hostile(r, e))? {
-                    Some(h) => h,
-                    None => break,
-                },
-            };
-            a.entries += 1;
-            a.within_limits(&h).map_err(|e| hostile(r, e))?;
-            self.entry(r, &mut a, h, &mut out)?;
-            if a.bytes - said >= PROGRESS_STEP {
-                said = a.bytes;
-                written(said);
-            }
-        }
-        a.finish().map_err(|e| hostile(r, e))?;
-        written(a.bytes);
-        out.entries = a.entries;
-        out.bytes = a.bytes;
-        Ok(out)
-    }
-
-    fn entry(
-        &self,
-        r: &mut Reader,
-        a: &mut Applier<'_>,
-        mut h: TarHeader,
-        out: &mut Installed,
-    ) -> Result<(), ExtractError> {
-        let c = &self.opened.contents;
-        let package = self.opened.label();
-        let raw = String::from_utf8_lossy(&h.path).into_owned();
-        let trimmed = raw.trim_start_matches("./").trim_end_matches('/');
-        let key = format!("/{}", trimmed.trim_start_matches('/'));
-        let meta = match h.typeflag {
-            header::DIRECTORY => c.dirs.get(&key).or_else(|| c.files.get(&key)),
-            _ => c.files.get(&key),
-        };
-        let Some(meta) = meta else {
-            return Err(ExtractError::NotInManifest { package, path: raw });
-        };
-        h.path = key.as_bytes()[1..].to_vec();
-        if h.typeflag == header::HARD_LINK {
-            let link = String::from_utf8_lossy(&h.linkname).into_owned();
-            h.linkname = link.trim_start_matches('/').as_bytes().to_vec();
-        }
-        self.owner(&mut h, meta, &key, out);
-        if let Some(m) = meta.mtime {
-            (h.mtime, h.mtime_nsec) = (m, 0);
-        }
-        if let Some(clamp) = self.opts.clamp_mtime.and_then(|c| i64::try_from(c).ok()) {
-            if h.mtime > clamp {
-                (h.mtime, h.mtime_nsec) = (clamp, 0);
-            }
-        }
-        if h.fflags.is_none() {
-            h.fflags = meta.fflags.and_then(fflags::to_text);
-        }
-        if let Some(f) = h
-            .fflags
-            .as_deref()
-            .map(fflags::from_text)
-            .filter(|f| *f != 0)
-        {
-            out.flags.insert(key.clone(), f);
-        }
-        let is_file = h.typeflag == header::REGULAR;
-        let config = is_file && c.config.contains(&key);
-        // The image's own file at a config path stays: the package's goes
-        // beside it.
-        let mut kept = None;
-        if config {
-            let host = crate::fsutil::resolve_in_root(self.root, Path::new(&key[1..]), false)
-                .map_err(self.config_err(&key, "look for"))?;
-            if fs::symlink_metadata(&host).is_ok_and(|m| m.is_file()) {
-                h.path = format!("{}.pkgnew", &key[1..]).into_bytes();
-                kept = Some(host);
-            }
-        }
-        let hostile = |r: &Reader, e: LayerError| ExtractError::Hostile {
-            package: package.clone(),
-            source: r.layer_error(e),
-        };
-        let sum = match (&meta.sum, is_file) {
-            (Some(s), true) => Some(Checksum::parse(s).map_err(|e| ExtractError::Manifest {
-                package: package.clone(),
-                reason: format!("`{key}`: {e}"),
-            })?),
-            _ => None,
-        };
-        match &sum {
-            Some(sum) => {
-                let mut hasher = sum.hasher();
-                a.entry_teed(&mut r.tar, &h, Some(&mut hasher))
-                    .map_err(|e| hostile(r, e))?;
-                let got = hasher.finish();
-                if got != *sum {
-                    return Err(ExtractError::Content {
-                        package,
-                        path: key,
-                        want: sum.to_string(),
-                        got: got.to_string(),
-                    });
-                }
-            }
-            None => a
-                .entry_teed(&mut r.tar, &h, None)
-                .map_err(|e| hostile(r, e))?,
-        }
-        if config {
-            out.config.push(self.config(&key, &h, kept)?);
-        }
-        Ok(())
-    }
-
-    /// The image's numbers for the entry's owner and group names (the
-    /// tar's, else the manifest's, else root and wheel).
-    fn owner(&self, h: &mut TarHeader, meta: &FileMeta, key: &str, out: &mut Installed) {
-        let name = |tar: &[u8], manifest: &Option<String>, default: &str| {
-            if !tar.is_empty() {
-                String::from_utf8_lossy(tar).into_owned()
-            } else {
-                manifest.clone().unwrap_or_else(|| default.to_string())
-            }
-        };
-        let user = name(&h.uname, &meta.uname, "root");
-        let group = name(&h.gname, &meta.gname, "wheel");
-        h.uid = match self.owners.uid(&user) {
-            Some(id) => id.into(),
-            None => {
-                out.warnings.push(format!(
-                    "`{key}`: the image has no user `{user}`: owned by root"
-                ));
-                0
-            }
-        };
-        h.gid = match self.owners.gid(&group) {
-            Some(id) => id.into(),
-            None => {
-                out.warnings.push(format!(
-                    "`{key}`: the image has no group `{group}`: group wheel"
-                ));
-                0
-            }
-        };
-    }
-
-    fn config_err(&self, path: &str, what: &'static str) -> impl FnOnce(io::Error) -> ExtractError {
-        let (package, path) = (self.opened.label(), path.to_string());
-        move |source| ExtractError::Config {
-            package,
-            path,
-            what,
-            source,
-        }
-    }
-
-    /// The configuration file just written (at `h.path`): its content, and
-    /// where the image's own file was kept (`kept`), whether the package's
-    /// stays beside it as `.pkgnew` (it differs) or replaces it (it is the
-    /// same).
-    fn config(
-        &self,
-        key: &str,
-        h: &TarHeader,
-        kept: Option<PathBuf>,
-    ) -> Result<ConfigFile, ExtractError> {
-        let written = String::from_utf8_lossy(&h.path).into_owned();
-        let host = crate::fsutil::resolve_in_root(self.root, Path::new(&written), false)
-            .map_err(self.config_err(key, "find"))?;
-        let content = read_bounded(&host).map_err(self.config_err(key, "read"))?;
-        let mut pkgnew = false;
-        if let Some(old) = kept {
-            let same = read_bounded(&old)
-                .is_ok_and(|o| o == content || self.opts.previous_config.get(key) == Some(&o));
-            if same {
-                fs::rename(&host, &old).map_err(self.config_err(key, "replace"))?;
-            } else {
-                pkgnew = true;
-            }
-        }
-        Ok(ConfigFile {
-            path: key.to_string(),
-            content,
-            pkgnew,
-        })
-    }
-}
-
-fn read_bounded(path: &Path) -> io::Result<Vec<u8>> {
-    let mut bytes = Vec::new();
-    File::open(path)?
-        .take(MAX_CONFIG + 1)
-        .read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > MAX_CONFIG {
-        return Err(io::Error::new(
-            io::ErrorKind::FileTooLarge,
-            format!("larger than {MAX_CONFIG} bytes"),
-        ));
-    }
-    Ok(bytes)
 }
