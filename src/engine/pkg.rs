@@ -54,6 +54,13 @@ pub(super) fn install(
             resolver: Some(&resolver),
             kept: Some(&kept),
         },
+        // pkg(8) reads it from its environment: the step's.
+        ignore_osversion: ctx
+            .env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == crate::pkg::osversion::IGNORE_OSVERSION)
+            .map(|(_, v)| v.as_str()),
     };
     reported(run, info, |events| install::install(&req, events))
 }

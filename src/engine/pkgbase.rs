@@ -86,6 +86,10 @@ fn install(
             resolver: Some(&resolver),
             kept: Some(&kept),
         },
+        // The ABI's OSVERSION is the release's x.y000 (no userland yet);
+        // its packages carry the patch level: ignored, as FreeBSD's own
+        // pkgbase tooling runs pkg with IGNORE_OSVERSION=yes.
+        ignore_osversion: Some("yes"),
     };
     reported(run, info, |events| {
         install::install_for(&req, pkg_abi(base), events)

@@ -59,6 +59,7 @@ use super::extract::{self, ExtractError, HookError, Hooks, Opened, PackageFile};
 use super::fetch::{self, Cache, FetchError};
 use super::lua::{self, LuaError, ScriptEnv};
 use super::manifest::{LuaScriptType, MessageType, ScriptType};
+use super::osversion::{self, OsVersionError};
 use super::repo_conf::{self, RepoConfError, RepoConfig};
 use super::repository::{self, RepoError, Repository};
 use super::resolve::{self, ResolveError};
@@ -99,6 +100,9 @@ pub struct Request<'a> {
     pub file_flags: &'a dyn FileFlags,
     /// Catalogues the fetch phase kept, and who finds SRV mirrors.
     pub sources: repository::Sources<'a>,
+    /// `IGNORE_OSVERSION` as pkg's environment would set it (a PKG step's
+    /// `ENV`), over the image's pkg.conf ([`osversion`]).
+    pub ignore_osversion: Option<&'a str>,
 }
 
 /// What happened, in order, for the caller to show.
@@ -179,6 +183,8 @@ pub enum InstallError {
     Db(#[from] DbError),
     #[error(transparent)]
     Extract(#[from] ExtractError),
+    #[error(transparent)]
+    OsVersion(#[from] OsVersionError),
     #[error(
         "package {package} has a `{script}` shell script, which jbuild does not run yet; on a \
          FreeBSD host `[pkg] installer = \"pkg\"` installs it with pkg(8) in the build jail"
@@ -214,6 +220,7 @@ impl Blame for InstallError {
             InstallError::Fetch(e) => e.is_user_error(),
             InstallError::Db(e) => e.is_user_error(),
             InstallError::Extract(e) => e.is_user_error(),
+            InstallError::OsVersion(e) => e.is_user_error(),
             InstallError::ShellScript { .. } | InstallError::NoRepositories { .. } => true,
         }
     }
@@ -295,6 +302,22 @@ pub fn install_for(
             url: r.url.clone(),
             catalogue_sha256: r.catalogue_sha256.clone(),
         });
+    }
+    // pkg's is_valid_os_version, over every package of every catalogue.
+    let (ignore, said) = osversion::ignore_setting(req.ignore_osversion, req.root);
+    for text in said {
+        events(Event::Message {
+            package: osversion::IGNORE_OSVERSION.into(),
+            text,
+        });
+    }
+    if !ignore {
+        if let Some(newer) = osversion::check(&repos, abi.osversion)? {
+            events(Event::Message {
+                package: format!("repository {}", newer.repo),
+                text: newer.message(),
+            });
+        }
     }
     let mut db = LocalDb::open_or_create(req.root, req.time)?;
     let installed: BTreeMap<String, super::db::Installed> = db

@@ -6,7 +6,8 @@
 //!
 //! - [`ucl`]: the bounded subset of UCL pkg's files are written in;
 //! - [`abi`]: `FreeBSD:14:amd64` and OSVERSION from the image's userland
-//!   and the build's platform, never the host;
+//!   and the build's platform, never the host; [`osversion`]: packages
+//!   newer than that OSVERSION refused as pkg refuses them;
 //! - [`repo_conf`]: the image's repository configurations, later files
 //!   overriding earlier ones per key, `${ABI}` and the other variables;
 //! - [`catalogue`]: `meta.conf` and the catalogue in each generation pkg
@@ -51,6 +52,7 @@ pub mod install;
 pub mod lua;
 pub mod manifest;
 pub mod mirror;
+pub mod osversion;
 pub mod repo_conf;
 pub mod repo_error;
 pub mod repository;

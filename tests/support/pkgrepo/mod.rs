@@ -330,6 +330,8 @@ pub struct RepoSpec {
     pub ecdsa_over_hex: bool,
     /// The ABI every package says it is for (`FreeBSD:14:amd64`).
     pub abi: String,
+    /// Every package's `FreeBSD_version` annotation (`1403000`).
+    pub freebsd_version: String,
 }
 
 impl RepoSpec {
@@ -346,6 +348,7 @@ impl RepoSpec {
             pub_head: false,
             ecdsa_over_hex: false,
             abi: "FreeBSD:14:amd64".into(),
+            freebsd_version: "1403000".into(),
         }
     }
 
@@ -376,7 +379,7 @@ impl RepoSpec {
                 "arch": old_arch(&self.abi), "prefix": "/usr/local", "flatsize": 3,
                 "licenselogic": "single", "licenses": ["BSD2CLAUSE"], "desc": "a test package",
                 "deps": deps, "categories": ["test"], "conflicts": p.conflicts,
-                "annotations": {"FreeBSD_version": "1403000"},
+                "annotations": {"FreeBSD_version": self.freebsd_version},
             });
             let file = format!("All/{}-{}.pkg", p.name, p.version);
             let contents = p.contents.clone().unwrap_or_else(|| pkgfile::Contents {
