@@ -198,6 +198,7 @@ impl FreeBsdEnv {
     ) -> Result<String, PkgRepoError> {
         let mut out = String::new();
         let mut urls = Vec::new();
+        let mut http_mirrored = Vec::new();
         match &self.pkg_repos_dir {
             Some(dir) => {
                 let files = repo_files(dir)?;
@@ -205,6 +206,7 @@ impl FreeBsdEnv {
                 for (name, text) in &files {
                     e.str("file", name).str("content", text);
                     urls.extend(repo_urls(text));
+                    http_mirrored.extend(crate::pkg::repo_conf::http_mirrored_urls(text));
                 }
                 out.push_str(&format!("repos {}", e.finish()));
             }
@@ -218,6 +220,11 @@ impl FreeBsdEnv {
             return Ok(out);
         }
         for url in urls {
+            let mirror_type = if http_mirrored.contains(&url) {
+                MirrorType::Http
+            } else {
+                MirrorType::Srv
+            };
             let url = match (url.contains("${ABI}"), abi) {
                 (true, Some(abi)) => url.replace("${ABI}", abi),
                 // The stage's FreeBSD version is not known (a base image):
@@ -233,7 +240,7 @@ impl FreeBsdEnv {
             let digest = match kept.get(&url) {
                 Some(f) => f.digest.clone(),
                 None => {
-                    let f = self.fetch_catalogue(&url)?;
+                    let f = self.fetch_catalogue(&url, mirror_type)?;
                     let digest = f.digest.clone();
                     kept.insert(url.clone(), f);
                     digest
@@ -254,7 +261,7 @@ impl FreeBsdEnv {
     /// reads it ([`repository_files::fetch`]: `meta.conf`, then the
     /// archive; a `pkg+` url from its SRV mirrors, then the host) and kept
     /// in the package cache.
-    fn fetch_catalogue(&self, url: &str) -> Result<Fetched, PkgRepoError> {
+    fn fetch_catalogue(&self, url: &str, mirror_type: MirrorType) -> Result<Fetched, PkgRepoError> {
         let fail = |source| PkgRepoError::Repository {
             url: url.to_string(),
             source: Box::new(source),
@@ -272,12 +279,13 @@ impl FreeBsdEnv {
             .prefix(".catalogue-")
             .tempdir_in(&scratch_in)
             .map_err(io_fail(&scratch_in))?;
-        // The fetch phase reads the override's urls, not its mirror_type:
-        // a `pkg+` url is looked up by SRV, as FreeBSD's files pair them.
+        // The fetch phase reads the override's urls and which of them say
+        // `mirror_type: http`: any other `pkg+` url is looked up by SRV,
+        // as FreeBSD's files pair them.
         let fetched = repository_files::fetch(
             url,
             url,
-            MirrorType::Srv,
+            mirror_type,
             &self.http,
             &self.pkg_resolver(),
             work.path(),

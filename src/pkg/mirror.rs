@@ -13,7 +13,8 @@
 //! retry the mirrors instead).
 //!
 //! [`candidates`] gives that list; the caller tries each in turn. A url
-//! without `pkg+` is its own only candidate.
+//! without `pkg+` is its own only candidate. `mirror_type: http` (a list
+//! of mirrors served at the url) is [`list`].
 //!
 //! The lookup is a small query of jbuild's own ([`dns`]) rather than a DNS
 //! library: the well-kept Rust resolvers (hickory) bring a runtime of
@@ -24,6 +25,7 @@
 //! pkg's `res_query` reads them.
 
 pub mod dns;
+pub mod list;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;

@@ -314,6 +314,35 @@ pub fn from_texts(
     Ok(out)
 }
 
+/// The `url`s (as written, variables unexpanded) of the repositories of
+/// one configuration text that say `mirror_type: http`: what the fetch
+/// phase, which reads `--pkg-repos` files for their urls only, asks
+/// through a mirror list. A text that does not parse names none (the step
+/// reports it).
+pub fn http_mirrored_urls(text: &str) -> Vec<String> {
+    let Ok(top) = ucl::parse(text) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (_, body) in top.pairs() {
+        let Value::Object(keys) = body else {
+            continue;
+        };
+        let get = |k: &str| {
+            keys.iter()
+                .rev()
+                .find(|(key, _)| key.eq_ignore_ascii_case(k))
+                .and_then(|(_, v)| v.as_str())
+        };
+        if let (Some(url), Some(m)) = (get("url"), get("mirror_type")) {
+            if m.eq_ignore_ascii_case("http") {
+                out.push(url.to_string());
+            }
+        }
+    }
+    out
+}
+
 fn bad(path: &Path, repo: &str, key: &str, reason: &str) -> RepoConfError {
     RepoConfError::BadValue {
         path: path.to_path_buf(),

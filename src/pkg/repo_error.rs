@@ -22,6 +22,8 @@ pub const MAX_ARCHIVE: u64 = 512 << 20;
 pub enum RepoError {
     #[error("repository `{repo}`: {url}: jbuild reads file://, http://, https://, pkg+http:// and pkg+https:// repositories")]
     UnsupportedUrl { repo: String, url: String },
+    #[error("repository `{repo}`: {url}: `mirror_type: http` wants the http:// or https:// url of the mirror list; `pkg+` urls are for `mirror_type: srv` (pkg refuses this pairing too)")]
+    HttpMirrorPkgUrl { repo: String, url: String },
     /// A file of a remote repository that could not be fetched.
     #[error("repository `{repo}`")]
     Fetch {

@@ -2,7 +2,9 @@
 //! its `meta.conf` and its catalogue archive, from the first place that
 //! serves them — for a `pkg+http(s)://` url with `mirror_type: srv`, the
 //! mirrors its DNS SRV records name, then the host itself
-//! ([`super::mirror::candidates`]); for any other url, the url.
+//! ([`super::mirror::candidates`]); with `mirror_type: http`, the mirrors
+//! the list at the url names, in its order ([`super::mirror::list`]); for
+//! any other url, the url.
 //!
 //! pkg's order (`libpkg/pkg_repo.c`): `meta.conf` (pkg's defaults when a
 //! repository has none); then `data.pkg`, `data.<packing_format>`, and
@@ -77,10 +79,23 @@ pub fn fetch(
             url: url.to_string(),
         });
     }
-    let bases = if url.starts_with("pkg+") && mirror_type == MirrorType::Srv {
-        mirror::candidates(url, resolver)
-    } else {
-        vec![plain.to_string()]
+    let bases = match (url.starts_with("pkg+"), mirror_type) {
+        (true, MirrorType::Srv) => mirror::candidates(url, resolver),
+        (true, MirrorType::Http) => {
+            return Err(RepoError::HttpMirrorPkgUrl {
+                repo: repo.to_string(),
+                url: url.to_string(),
+            })
+        }
+        (false, MirrorType::Http) => {
+            let mirrors = mirror::list::fetch(repo, plain, http);
+            if mirrors.is_empty() {
+                vec![plain.to_string()]
+            } else {
+                mirrors
+            }
+        }
+        _ => vec![plain.to_string()],
     };
     let mut last = None;
     for base in bases {

@@ -14,6 +14,7 @@ use std::process::Command;
 mod entries;
 mod generations;
 mod hostile;
+mod mirrors;
 mod osversion;
 mod pkgcheck;
 mod platforms;
