@@ -108,9 +108,18 @@ pub fn load_from(
             repository_files::fetch(&repo, &url, conf.mirror_type, http, resolver, work)?
         }
     };
-    let meta = match &fetched.meta {
-        Some(text) => catalogue::parse_meta(text, &format!("repository `{repo}`"))?,
-        None => Meta::default(),
+    let meta = match (&fetched.meta, &fetched.meta_txz) {
+        (Some(text), _) => catalogue::parse_meta(text, &format!("repository `{repo}`"))?,
+        // pkg's older meta: signed as a catalogue is, and checked before
+        // it is used (a `.sig` may take its key from the meta's own
+        // certs, as pkg lets it; the fingerprint still decides).
+        (None, Some(bytes)) => {
+            let (ex, text) = repository_files::meta_txz(&repo, bytes, work)?;
+            let meta = catalogue::parse_meta(&text, &format!("repository `{repo}`: meta.txz"))?;
+            trust.verify(&ex, &meta, &repo)?;
+            meta
+        }
+        (None, None) => Meta::default(),
     };
     let what = format!("repository `{repo}`: {}", fetched.archive);
     let mut ex = catalogue::extract(&fetched.path, &fetched.member, work, &what)?;

@@ -6,8 +6,9 @@
 //! the list at the url names, in its order ([`super::mirror::list`]); for
 //! any other url, the url.
 //!
-//! pkg's order (`libpkg/pkg_repo.c`): `meta.conf` (pkg's defaults when a
-//! repository has none); then `data.pkg`, `data.<packing_format>`, and
+//! pkg's order (`libpkg/pkg_repo.c`): `meta.conf`, else the older
+//! `meta.txz` (a tar, xz, holding `meta` and signature members like a
+//! catalogue's: [`meta_txz`]), else pkg's defaults; then `data.pkg`, `data.<packing_format>`, and
 //! only when neither is there `packagesite.pkg`,
 //! `packagesite.<packing_format>`. A mirror that fails (it cannot be
 //! reached, or answers with an error other than "not found") is left for
@@ -44,6 +45,9 @@ pub struct Fetched {
     pub base: String,
     /// The text of `meta.conf`; `None` when the repository has none.
     pub meta: Option<String>,
+    /// Without `meta.conf`, pkg's older `meta.txz` as served (its `meta`
+    /// member and signatures, checked by the reader: [`meta_txz`]).
+    pub meta_txz: Option<Vec<u8>>,
     /// The archive's name (`data.pkg`, `packagesite.txz`, ...).
     pub archive: String,
     /// Which catalogue generation the archive holds, and its member.
@@ -151,6 +155,56 @@ fn parse_meta(repo: &str, text: Option<&str>) -> Result<Meta, RepoError> {
     }
 }
 
+/// The meta a repository's files say, to find its catalogue by: its
+/// `meta.conf`, else its `meta.txz`'s `meta` (not yet checked: the reader
+/// checks it before the meta is trusted), else pkg's defaults.
+fn parsed_meta(
+    repo: &str,
+    text: Option<&str>,
+    txz: Option<&[u8]>,
+    work: &Path,
+) -> Result<Meta, RepoError> {
+    match (text, txz) {
+        (None, Some(bytes)) => {
+            let (_, text) = meta_txz(repo, bytes, work)?;
+            parse_meta(repo, Some(&text))
+        }
+        _ => parse_meta(repo, text),
+    }
+}
+
+/// pkg's older meta file.
+pub const META_TXZ: &str = "meta.txz";
+
+/// The `meta` member of a `meta.txz` (`bytes`), extracted into `work` with
+/// the archive's signature members (for [`crate::pkg::sign::Trust`] to
+/// check, as pkg checks a catalogue's), and its text.
+pub fn meta_txz(
+    repo: &str,
+    bytes: &[u8],
+    work: &Path,
+) -> Result<(catalogue::Extracted, String), RepoError> {
+    let read_err = |path: PathBuf| {
+        let repo = repo.to_string();
+        move |source| RepoError::Read { repo, path, source }
+    };
+    let path = work.join(META_TXZ);
+    fs::write(&path, bytes).map_err(read_err(path.clone()))?;
+    let what = format!("repository `{repo}`: {META_TXZ}");
+    let mut ex = catalogue::extract(&path, "meta", work, &what)?;
+    let mut text = Vec::new();
+    io::Seek::seek(&mut ex.file, io::SeekFrom::Start(0)).map_err(read_err(path.clone()))?;
+    io::Read::read_to_end(&mut io::Read::take(&ex.file, MAX_META), &mut text)
+        .map_err(read_err(path.clone()))?;
+    let text = String::from_utf8(text).map_err(|_| {
+        read_err(path)(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "the meta of meta.txz is not text",
+        ))
+    })?;
+    Ok((ex, text))
+}
+
 fn from_dir(repo: &str, url: &str, dir: &Path) -> Result<Fetched, RepoError> {
     let read_err = |path: PathBuf| {
         let repo = repo.to_string();
@@ -172,7 +226,23 @@ fn from_dir(repo: &str, url: &str, dir: &Path) -> Result<Fetched, RepoError> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => None,
         Err(e) => return Err(read_err(meta_path)(e)),
     };
-    let parsed = parse_meta(repo, meta.as_deref())?;
+    let meta_txz = match &meta {
+        Some(_) => None,
+        None => {
+            let path = dir.join(META_TXZ);
+            match fs::File::open(&path) {
+                Ok(f) => {
+                    let mut bytes = Vec::new();
+                    io::Read::read_to_end(&mut io::Read::take(f, MAX_META), &mut bytes)
+                        .map_err(read_err(path))?;
+                    Some(bytes)
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+                Err(e) => return Err(read_err(path)(e)),
+            }
+        }
+    };
+    let parsed = parsed_meta(repo, meta.as_deref(), meta_txz.as_deref(), dir)?;
     for (name, generation, member) in archives(&parsed) {
         let path = dir.join(&name);
         if !path.is_file() {
@@ -183,6 +253,7 @@ fn from_dir(repo: &str, url: &str, dir: &Path) -> Result<Fetched, RepoError> {
             url: url.to_string(),
             base: format!("file://{}", dir.display()),
             meta,
+            meta_txz,
             archive: name,
             generation,
             member,
@@ -211,7 +282,15 @@ fn from_remote(
         source,
     };
     let meta = read_meta(repo, base, http).map_err(fetch_err)?;
-    let parsed = parse_meta(repo, meta.as_deref())?;
+    let meta_txz = match &meta {
+        Some(_) => None,
+        None => match block_on(http.get_bytes(&format!("{base}/{META_TXZ}"), MAX_META)) {
+            Ok(bytes) => Some(bytes),
+            Err(e) if e.is_not_found() => None,
+            Err(e) => return Err(fetch_err(e)),
+        },
+    };
+    let parsed = parsed_meta(repo, meta.as_deref(), meta_txz.as_deref(), work)?;
     for (name, generation, member) in archives(&parsed) {
         let dest = work.join(format!("catalogue-{name}"));
         let file = format!("{base}/{name}");
@@ -229,6 +308,7 @@ fn from_remote(
             url: url.to_string(),
             base: base.to_string(),
             meta,
+            meta_txz,
             archive: name,
             generation,
             member,

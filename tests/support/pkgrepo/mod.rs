@@ -332,6 +332,11 @@ pub struct RepoSpec {
     pub abi: String,
     /// Every package's `FreeBSD_version` annotation (`1403000`).
     pub freebsd_version: String,
+    /// `meta.txz` (the meta in a signed tar, pkg's older form) instead
+    /// of `meta.conf`.
+    pub meta_txz: bool,
+    /// Change a byte of `meta.txz`'s `meta` after signing it.
+    pub tamper_meta: bool,
 }
 
 impl RepoSpec {
@@ -349,6 +354,8 @@ impl RepoSpec {
             ecdsa_over_hex: false,
             abi: "FreeBSD:14:amd64".into(),
             freebsd_version: "1403000".into(),
+            meta_txz: false,
+            tamper_meta: false,
         }
     }
 
@@ -422,16 +429,59 @@ impl RepoSpec {
             Layout::PackagesiteTzst => ("packagesite.tzst", "tzst", "zstd"),
             Layout::PackagesiteTxz => ("packagesite.txz", "txz", "xz"),
         };
-        fs::write(
-            dir.join("meta.conf"),
-            format!(
-                "version = 2;\npacking_format = \"{format}\";\nmanifests = \"packagesite.yaml\";\n\
-                 data = \"data\";\nfilesite = \"files\";\nmanifests_archive = \"packagesite\";\n\
-                 filesite_archive = \"files\";\ndata_archive = \"data\";\n"
-            ),
-        )
-        .unwrap();
-        let digest = hex(&Sha256::digest(text.as_bytes()));
+        let meta = format!(
+            "version = 2;\npacking_format = \"{format}\";\nmanifests = \"packagesite.yaml\";\n\
+             data = \"data\";\nfilesite = \"files\";\nmanifests_archive = \"packagesite\";\n\
+             filesite_archive = \"files\";\ndata_archive = \"data\";\n"
+        );
+        if self.meta_txz {
+            // pkg's older form: `meta` in a tar compressed by xz, signed
+            // as a catalogue is.
+            let mut members = self.signed_members(meta.as_bytes());
+            let mut bytes = meta.into_bytes();
+            if self.tamper_meta {
+                // `filesite = "files"` becomes "giles": harmless, but
+                // not what was signed.
+                let at = bytes.windows(7).position(|w| w == b"\"files\"").unwrap() + 1;
+                bytes[at] = b'g';
+            }
+            members.push(("meta".into(), bytes));
+            let files: Vec<(&str, u32, &[u8])> = members
+                .iter()
+                .map(|(n, b)| (n.as_str(), 0o644, b.as_slice()))
+                .collect();
+            fs::write(dir.join("meta.txz"), compress(&ustar(&files), "xz")).unwrap();
+        } else {
+            fs::write(dir.join("meta.conf"), meta).unwrap();
+        }
+        let mut members = self.signed_members(text.as_bytes());
+        for i in 0..self.extra_sigs {
+            members.push((format!("extra{i}.sig"), vec![0; 256]));
+        }
+        let mut text = text.into_bytes();
+        if self.tamper {
+            // One package's version changes after signing.
+            let at = text
+                .windows(11)
+                .position(|w| w == b"\"version\":\"")
+                .unwrap()
+                + 11;
+            text[at] = if text[at] == b'9' { b'8' } else { b'9' };
+        }
+        members.push((member.into(), text));
+        let files: Vec<(&str, u32, &[u8])> = members
+            .iter()
+            .map(|(n, b)| (n.as_str(), 0o644, b.as_slice()))
+            .collect();
+        fs::write(dir.join(archive), compress(&ustar(&files), program)).unwrap();
+    }
+}
+
+impl RepoSpec {
+    /// The signature members of an archive holding `text`, as the spec
+    /// signs: `signature`, or `<name>.sig`/`.pub` pairs.
+    fn signed_members(&self, text: &[u8]) -> Vec<(String, Vec<u8>)> {
+        let digest = hex(&Sha256::digest(text));
         // pkg heads every signature but RSA's with its type.
         let head = |k: &Key, bytes: Vec<u8>| {
             let kind = match (&self.sig_type, &k.curve) {
@@ -448,7 +498,7 @@ impl RepoSpec {
             if self.legacy {
                 k.sign_legacy(&digest)
             } else {
-                k.sign_member(text.as_bytes(), fingerprints)
+                k.sign_member(text, fingerprints)
             }
         };
         let mut members: Vec<(String, Vec<u8>)> = Vec::new();
@@ -471,25 +521,7 @@ impl RepoSpec {
                 }
             }
         }
-        for i in 0..self.extra_sigs {
-            members.push((format!("extra{i}.sig"), vec![0; 256]));
-        }
-        let mut text = text.into_bytes();
-        if self.tamper {
-            // One package's version changes after signing.
-            let at = text
-                .windows(11)
-                .position(|w| w == b"\"version\":\"")
-                .unwrap()
-                + 11;
-            text[at] = if text[at] == b'9' { b'8' } else { b'9' };
-        }
-        members.push((member.into(), text));
-        let files: Vec<(&str, u32, &[u8])> = members
-            .iter()
-            .map(|(n, b)| (n.as_str(), 0o644, b.as_slice()))
-            .collect();
-        fs::write(dir.join(archive), compress(&ustar(&files), program)).unwrap();
+        members
     }
 }
 

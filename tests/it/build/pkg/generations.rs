@@ -89,3 +89,76 @@ fn each_catalogue_generation_and_checksum_form_builds() {
         assert!(sums_kept.starts_with(prefix), "{what}: {sums_kept}");
     }
 }
+
+/// pkg's older meta: without `meta.conf`, `meta.txz` (a tar, xz, holding
+/// `meta` and its signature members) says how the catalogue is packed
+/// (`packagesite.txz` here, which pkg's defaults would not find), and is
+/// refused when its `meta` was changed after signing; over file:// (the
+/// files read where they are) and http:// (fetched).
+#[test]
+fn meta_txz_is_read_where_a_repository_has_no_meta_conf() {
+    let t = tempfile::tempdir().unwrap();
+    let key = Key::new(t.path(), "repo");
+    let www = t.path().join("www");
+    for (name, tamper) in [("good", false), ("tampered", true)] {
+        let mut spec = RepoSpec::new(Layout::PackagesiteTxz, packages());
+        spec.signing = Signing::Fingerprints(vec![("test".into(), key.clone())]);
+        spec.meta_txz = true;
+        spec.tamper_meta = tamper;
+        spec.write(&www.join(name).join("FreeBSD:14:amd64/latest"));
+    }
+    assert!(!www.join("good/FreeBSD:14:amd64/latest/meta.conf").exists());
+    let server = serve(www.clone());
+    let root = t.path().join("root");
+    let cases = [
+        (
+            format!("http://127.0.0.1:{}/good/${{ABI}}/latest", server.port),
+            0,
+        ),
+        (format!("file://{}/good/${{ABI}}/latest", www.display()), 0),
+        (
+            format!("http://127.0.0.1:{}/tampered/${{ABI}}/latest", server.port),
+            1,
+        ),
+    ];
+    for (i, (url, code)) in cases.iter().enumerate() {
+        let ctx = t.path().join(format!("meta-{i}"));
+        freebsd_tree(&ctx.join("tree"), "amd64", url, &key);
+        fs::write(
+            ctx.join("Jailfile"),
+            "FROM scratch\nCOPY tree/ /\nPKG --no-bootstrap other\n",
+        )
+        .unwrap();
+        let tag = format!("meta:{i}");
+        let out = crate::support::common::run(
+            jbuild(&root)
+                .args(["build", "-q", "-t", &tag, "--platform", "freebsd/amd64"])
+                .arg(&ctx),
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(*code), "case {i}: {err}");
+        if *code == 1 {
+            assert!(
+                err.contains("repository `FreeBSD`") && err.contains("does not match"),
+                "case {i}: {err}"
+            );
+            continue;
+        }
+        let (_, rootfs) = crate::support::common::export_unpacked(&root, &tag, t.path());
+        let db = rootfs.join("var/db/pkg/local.sqlite");
+        assert_eq!(
+            sqlite(&db, "SELECT name, version FROM packages ORDER BY name"),
+            "libfoo|1.0\nother|0.5\n",
+            "case {i}"
+        );
+    }
+    let asked: Vec<String> = server
+        .requests()
+        .iter()
+        .map(|r| r.path.replace("%3A", ":"))
+        .collect();
+    for file in ["meta.conf", "meta.txz", "packagesite.txz"] {
+        let want = format!("/good/FreeBSD:14:amd64/latest/{file}");
+        assert!(asked.contains(&want), "{want} in {asked:?}");
+    }
+}
