@@ -303,22 +303,7 @@ pub fn install_for(
             catalogue_sha256: r.catalogue_sha256.clone(),
         });
     }
-    // pkg's is_valid_os_version, over every package of every catalogue.
-    let (ignore, said) = osversion::ignore_setting(req.ignore_osversion, req.root);
-    for text in said {
-        events(Event::Message {
-            package: osversion::IGNORE_OSVERSION.into(),
-            text,
-        });
-    }
-    if !ignore {
-        if let Some(newer) = osversion::check(&repos, abi.osversion)? {
-            events(Event::Message {
-                package: format!("repository {}", newer.repo),
-                text: newer.message(),
-            });
-        }
-    }
+    check_osversion(req, &repos, abi.osversion, events)?;
     let mut db = LocalDb::open_or_create(req.root, req.time)?;
     let installed: BTreeMap<String, super::db::Installed> = db
         .installed()?
@@ -456,6 +441,34 @@ pub fn install_for(
             .map(|d| format!("{}-{}", d.name, d.version))
             .collect(),
     })
+}
+
+/// pkg's `is_valid_os_version` over every package of every catalogue
+/// ([`osversion`]), unless `IGNORE_OSVERSION`; what is left out or
+/// installed anyway said through `events`.
+fn check_osversion(
+    req: &Request<'_>,
+    repos: &[Repository],
+    image_osversion: u32,
+    events: &mut dyn FnMut(Event),
+) -> Result<(), InstallError> {
+    let (ignore, said) = osversion::ignore_setting(req.ignore_osversion, req.root);
+    for text in said {
+        events(Event::Message {
+            package: osversion::IGNORE_OSVERSION.into(),
+            text,
+        });
+    }
+    if ignore {
+        return Ok(());
+    }
+    if let Some(newer) = osversion::check(repos, image_osversion)? {
+        events(Event::Message {
+            package: format!("repository {}", newer.repo),
+            text: newer.message(),
+        });
+    }
+    Ok(())
 }
 
 /// [`fetch::fetch_all_watched`] with [`Event::Progress`] of the bytes
