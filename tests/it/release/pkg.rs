@@ -221,10 +221,10 @@ fn an_http_repository_is_keyed_on_its_catalogue_digest() {
             .all(|r| r.starts_with("GET /repo/FreeBSD:14:amd64/latest/")),
         "{asked:?}"
     );
-    // meta.conf (none), data.pkg, data.tzst and packagesite.pkg three
-    // times; then meta.conf (txz), data.pkg, data.txz, packagesite.pkg and
-    // packagesite.txz twice.
-    assert_eq!(asked.len(), 22, "{asked:?}");
+    // meta.conf (none), meta.txz (none: pkg's older meta), data.pkg,
+    // data.tzst and packagesite.pkg three times; then meta.conf (txz),
+    // data.pkg, data.txz, packagesite.pkg and packagesite.txz twice.
+    assert_eq!(asked.len(), 25, "{asked:?}");
 }
 
 /// Stands in for pkg(8) on the host (the real one runs on FreeBSD only):
