@@ -220,6 +220,14 @@ fn asked(s: &Setup) -> Vec<String> {
         .collect()
 }
 
+/// How many times each of `paths` is in `asked`.
+fn times(asked: &[String], paths: &[&str]) -> Vec<usize> {
+    paths
+        .iter()
+        .map(|p| asked.iter().filter(|a| a == p).count())
+        .collect()
+}
+
 #[test]
 fn a_pkgbase_base_builds_on_linux_with_jbuilds_installer() {
     let t = tempfile::tempdir().unwrap();
@@ -245,6 +253,16 @@ fn a_pkgbase_base_builds_on_linux_with_jbuilds_installer() {
         "only the amd64 repository is read: {asked_first:?}"
     );
     assert!(!asked_first.iter().any(|p| p.contains("FreeBSD-src")));
+    // The catalogue is fetched once, as pkg reads it (meta.conf, then
+    // data.pkg): the fetch phase keys the base on it and keeps it, and the
+    // install reads the kept copy.
+    let meta = format!("{repo}/meta.conf");
+    let catalogue = format!("{repo}/data.pkg");
+    assert_eq!(
+        times(&asked_first, &[&meta, &catalogue]),
+        [1, 1],
+        "{asked_first:?}"
+    );
 
     let (layout, rootfs) = export_unpacked(&root, "base:15", t.path());
     assert_eq!(
@@ -309,17 +327,21 @@ fn a_pkgbase_base_builds_on_linux_with_jbuilds_installer() {
     assert_eq!(flags.get("bin/sh").map(String::as_str), Some(""));
 
     // Built again: the catalogue is asked once (its digest is the key) and
-    // the base is reused; in another root, the same image.
+    // the base is reused; in another root, the same image, the catalogue
+    // asked once again.
     let (code, again, stderr) = build(&s, &root, "freebsd/amd64", "base:15");
     assert_eq!(code, Some(0), "{stderr}");
     assert!(packages(&again, "fetched").is_empty(), "{again:?}");
     assert_eq!(result(&again)["manifest"], first);
     let since: Vec<String> = asked(&s)[asked_first.len()..].to_vec();
-    assert_eq!(since, [format!("{repo}/data.pkg")]);
+    assert_eq!(since, [meta.clone(), catalogue.clone()]);
+    let before_other = asked(&s).len();
     let (code, other, stderr) = build(&s, &t.path().join("root2"), "freebsd/amd64", "base:15");
     assert_eq!(code, Some(0), "{stderr}");
     assert_eq!(packages(&other, "installed"), closure, "{other:?}");
     assert_eq!(result(&other)["manifest"], first);
+    let since = asked(&s)[before_other..].to_vec();
+    assert_eq!(times(&since, &[&meta, &catalogue]), [1, 1], "{since:?}");
 }
 
 #[test]
