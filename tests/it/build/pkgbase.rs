@@ -211,6 +211,15 @@ fn packages(events: &[Value], what: &str) -> Vec<String> {
         .collect()
 }
 
+/// The lines the steps printed.
+fn output(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| e["event"] == "output")
+        .filter_map(|e| e["line"].as_str().map(str::to_string))
+        .collect()
+}
+
 /// The paths asked of the server, `:` unescaped.
 fn asked(s: &Setup) -> Vec<String> {
     s.server
@@ -263,6 +272,21 @@ fn a_pkgbase_base_builds_on_linux_with_jbuilds_installer() {
         [1, 1],
         "{asked_first:?}"
     );
+    // FreeBSD-runtime's files (root's, wheel's) go into a root with no
+    // accounts yet: no warning for them, nor for any later file (every
+    // name resolves once FreeBSD-runtime is in).
+    let said = output(&events);
+    assert!(
+        said.iter()
+            .any(|l| l.contains("FreeBSD-runtime-15.0: installed")),
+        "{said:?}"
+    );
+    let noise: Vec<&String> = said
+        .iter()
+        .filter(|l| l.contains("the image has no"))
+        .collect();
+    assert!(noise.is_empty(), "{noise:?}");
+    assert!(!stderr.contains("the image has no"), "{stderr}");
 
     let (layout, rootfs) = export_unpacked(&root, "base:15", t.path());
     assert_eq!(
