@@ -517,14 +517,19 @@ mod tests {
         let url = format!("file://{}", t.path().display());
         let mut env = FreeBsdEnv::default();
         let mut kept = Kept::new();
-        let first = env.pkgbase_catalogue(&format!("{url}/"), &mut kept).unwrap();
+        let first = env
+            .pkgbase_catalogue(&format!("{url}/"), &mut kept)
+            .unwrap();
         assert!(first.starts_with("content sha256:"), "{first}");
         // Kept by the url the install looks it up by (no trailing `/`),
         // and not asked again while kept.
         assert_eq!(kept[&url].archive, "packagesite.pkg");
         fs::write(t.path().join("packagesite.pkg"), b"catalogue 2").unwrap();
         assert_eq!(first, env.pkgbase_catalogue(&url, &mut kept).unwrap());
-        assert_ne!(first, env.pkgbase_catalogue(&url, &mut Kept::new()).unwrap());
+        assert_ne!(
+            first,
+            env.pkgbase_catalogue(&url, &mut Kept::new()).unwrap()
+        );
         env.pkg_offline = true;
         assert_eq!(
             env.pkgbase_catalogue(&url, &mut Kept::new()).unwrap(),
