@@ -19,28 +19,17 @@ use serde_json::Value;
 
 use super::pkg::{last_layer, last_layer_listing, serve, sqlite};
 use crate::support::common::{export_unpacked, jbuild, run};
+use crate::support::layer::bsdtar_flags;
 use crate::support::limits::Server;
 use crate::support::pkgrepo::elf::{freebsd_elf, EM_AARCH64, EM_X86_64};
 use crate::support::pkgrepo::image::with;
-use crate::support::pkgrepo::pkgfile::{dir, file, Item};
+use crate::support::pkgrepo::pkgfile::{config, dir, file, owned, Item};
 use crate::support::pkgrepo::{Key, Layout, RepoSpec, Signing, TestPkg};
 
 /// FreeBSD's numbers for accounts a Debian host has other numbers for
 /// (`mail` is 8 there) or lacks (`unbound`).
 const UNBOUND: u32 = 59;
 const MAIL: u32 = 6;
-
-fn owned(path: &str, mode: u32, user: &str, group: &str, content: &[u8]) -> Item {
-    Item::File {
-        path: path.into(),
-        mode,
-        uname: user.into(),
-        gname: group.into(),
-        content: content.to_vec(),
-        flags: None,
-        config: false,
-    }
-}
 
 /// The base packages for `arch` (`amd64`, `arm64`): the set's closure and
 /// one package outside it.
@@ -49,15 +38,6 @@ fn base_packages(arch: &str) -> Vec<TestPkg> {
         EM_AARCH64
     } else {
         EM_X86_64
-    };
-    let config = |path: &str, mode: u32, content: String| Item::File {
-        path: path.into(),
-        mode,
-        uname: "root".into(),
-        gname: "wheel".into(),
-        content: content.into_bytes(),
-        flags: None,
-        config: true,
     };
     let libc = Item::File {
         path: "/lib/libc.so.7".into(),
@@ -73,7 +53,8 @@ fn base_packages(arch: &str) -> Vec<TestPkg> {
         config(
             "/etc/master.passwd",
             0o600,
-            format!("root:*:0:0::0:0:Charlie &:/root:/bin/sh\nunbound:*:{UNBOUND}:{UNBOUND}::0:0:Unbound DNS Resolver:/var/unbound:/usr/sbin/nologin\n"),
+            "wheel",
+            format!("root:*:0:0::0:0:Charlie &:/root:/bin/sh\nunbound:*:{UNBOUND}:{UNBOUND}::0:0:Unbound DNS Resolver:/var/unbound:/usr/sbin/nologin\n").as_bytes(),
         ),
         file(
             "/etc/passwd",
@@ -83,7 +64,8 @@ fn base_packages(arch: &str) -> Vec<TestPkg> {
         config(
             "/etc/group",
             0o644,
-            format!("wheel:*:0:root\nmail:*:{MAIL}:\nunbound:*:{UNBOUND}:\n"),
+            "wheel",
+            format!("wheel:*:0:root\nmail:*:{MAIL}:\nunbound:*:{UNBOUND}:\n").as_bytes(),
         ),
         file("/bin/sh", 0o555, &freebsd_elf(machine, true, 1_500_000, "FreeBSD")),
         libc,
@@ -346,7 +328,7 @@ fn a_pkgbase_base_builds_on_linux_with_jbuilds_installer() {
     assert!(line("var/unbound/").starts_with(&format!("drwxr-xr-x {unbound}")));
     assert!(line("usr/libexec/dma").starts_with(&format!("-r-xr-sr-x 0/{MAIL} ")));
     assert!(line("etc/master.passwd").starts_with("-rw------- 0/0 "));
-    let flags = crate::pkg::flags::bsdtar_flags(&last_layer(&layout));
+    let flags = bsdtar_flags(&last_layer(&layout));
     assert_eq!(flags.get("lib/libc.so.7").map(String::as_str), Some("schg"));
     assert_eq!(flags.get("bin/sh").map(String::as_str), Some(""));
 
