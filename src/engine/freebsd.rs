@@ -30,7 +30,6 @@ use std::sync::Arc;
 
 use super::error::BuildError;
 use super::mounts::StepMounts;
-use crate::digest::Digest;
 use crate::exec::{jail_params, BindMount, Mount};
 use crate::jailfile::Op;
 use crate::jailfile::Sharing;
@@ -217,7 +216,15 @@ impl FreeBsdEnv {
                 (false, _) => url,
             };
             let url = url.trim_end_matches('/').to_string();
-            let digest = self.kept_catalogue(&url, kept)?;
+            let digest = match kept.get(&url) {
+                Some(f) => f.digest.clone(),
+                None => {
+                    let f = self.fetch_catalogue(&url)?;
+                    let digest = f.digest.clone();
+                    kept.insert(url.clone(), f);
+                    digest
+                }
+            };
             out.push_str(&format!("; {url} content {digest}"));
         }
         Ok(out)
@@ -281,22 +288,16 @@ impl FreeBsdEnv {
         if self.pkg_offline {
             return Ok("offline".into());
         }
-        let digest = self.kept_catalogue(url.trim_end_matches('/'), kept)?;
-        Ok(format!("content {digest}"))
-    }
-
-    /// The digest of the catalogue of the repository at `url` (no
-    /// trailing `/`): the one in `kept`, else fetched
-    /// ([`FreeBsdEnv::fetch_catalogue`]) and kept there by `url`, where
-    /// the install looks it up ([`crate::pkg::repository::Sources::kept`]).
-    fn kept_catalogue(&self, url: &str, kept: &mut Kept) -> Result<Digest, PkgRepoError> {
+        // Kept by the url the install looks it up by
+        // (`repository::load_from`: no trailing `/`).
+        let url = url.trim_end_matches('/');
         if let Some(f) = kept.get(url) {
-            return Ok(f.digest.clone());
+            return Ok(format!("content {}", f.digest));
         }
         let f = self.fetch_catalogue(url)?;
-        let digest = f.digest.clone();
+        let identity = format!("content {}", f.digest);
         kept.insert(url.to_string(), f);
-        Ok(digest)
+        Ok(identity)
     }
 }
 

@@ -66,7 +66,13 @@ impl Owners {
     /// The image's numbers for the user and group names of the entry at
     /// `path`; a name it lacks is 0 (see the module docs), noted in
     /// `unresolved`.
-    pub fn ids(&self, user: &str, group: &str, path: &str, unresolved: &mut Unresolved) -> (u32, u32) {
+    pub fn ids(
+        &self,
+        user: &str,
+        group: &str,
+        path: &str,
+        unresolved: &mut Unresolved,
+    ) -> (u32, u32) {
         let uid = self.uid(user).unwrap_or_else(|| {
             if !(user == "root" && self.users.is_empty()) {
                 unresolved.note(Kind::User, user, path);
