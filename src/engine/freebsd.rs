@@ -30,7 +30,6 @@ use std::sync::Arc;
 
 use super::error::BuildError;
 use super::mounts::StepMounts;
-use crate::digest::Digest;
 use crate::exec::{jail_params, BindMount, Mount};
 use crate::jailfile::Op;
 use crate::jailfile::Sharing;
@@ -39,7 +38,7 @@ use crate::pkg::repo_conf::MirrorType;
 use crate::pkg::repository_files::{self, Fetched, Kept};
 use crate::plan::{Plan, StepKind};
 use crate::release::ReleaseSource;
-use crate::transport::http::{Http, HttpError};
+use crate::transport::http::Http;
 
 /// Where pkg(8) keeps downloaded packages in the jail.
 pub const PKG_CACHE_TARGET: &str = "/var/cache/pkg";
@@ -64,16 +63,7 @@ pub enum PkgRepoError {
         #[source]
         source: std::io::Error,
     },
-    #[error("the pkg repository {url} has no packagesite.pkg (run `pkg repo` there), or use --pkg-offline")]
-    NoLocalCatalogue { url: String },
-    #[error("cannot ask the pkg repository for its catalogue: PKG steps are keyed on it; build with --pkg-offline to key on the configuration only")]
-    Ask {
-        #[source]
-        source: HttpError,
-    },
-    #[error("the pkg repository {base} has no packagesite.pkg; check the repository url, or build with --pkg-offline")]
-    NoCatalogue { base: String },
-    #[error("cannot read the catalogue of the pkg repository {url}, which PKG steps are keyed on (check the repository url, or build with --pkg-offline to key on the configuration only)")]
+    #[error("cannot read the catalogue of the pkg repository {url}, which PKG steps and pkgbase bases are keyed on (check the repository url, or build with --pkg-offline to key on the configuration only)")]
     Repository {
         url: String,
         #[source]
@@ -87,12 +77,8 @@ impl Blame for PkgRepoError {
     /// cannot be made is jbuild's fault.
     fn is_user_error(&self) -> bool {
         match self {
-            PkgRepoError::Ask { source } => source.is_user_error(),
             PkgRepoError::Repository { source, .. } => source.is_user_error(),
-            PkgRepoError::ReadDir { .. }
-            | PkgRepoError::Read { .. }
-            | PkgRepoError::NoLocalCatalogue { .. }
-            | PkgRepoError::NoCatalogue { .. } => true,
+            PkgRepoError::ReadDir { .. } | PkgRepoError::Read { .. } => true,
         }
     }
 }
@@ -301,13 +287,25 @@ impl FreeBsdEnv {
 
 impl FreeBsdEnv {
     /// The identity of a pkgbase repository's catalogue, which a
-    /// `FROM freebsd:<release>` built from it is keyed on (asked as for
-    /// PKG steps); `offline` with `--pkg-offline`.
-    pub fn pkgbase_catalogue(&self, url: &str) -> Result<String, PkgRepoError> {
+    /// `FROM freebsd:<release>` built from it is keyed on: fetched as for
+    /// PKG steps ([`FreeBsdEnv::fetch_catalogue`]: `meta.conf`, then the
+    /// archive pkg would read) and kept in `kept`, so that the install
+    /// reads the same archive instead of downloading it again; `offline`
+    /// with `--pkg-offline`.
+    pub fn pkgbase_catalogue(&self, url: &str, kept: &mut Kept) -> Result<String, PkgRepoError> {
         if self.pkg_offline {
             return Ok("offline".into());
         }
-        catalogue_identity(url, &self.http)
+        // Kept by the url the install looks it up by
+        // (`repository::load_from`: no trailing `/`).
+        let url = url.trim_end_matches('/');
+        if let Some(f) = kept.get(url) {
+            return Ok(format!("content {}", f.digest));
+        }
+        let f = self.fetch_catalogue(url)?;
+        let identity = format!("content {}", f.digest);
+        kept.insert(url.to_string(), f);
+        Ok(identity)
     }
 }
 
@@ -363,71 +361,6 @@ fn repo_urls(text: &str) -> Vec<String> {
         }
     }
     v
-}
-
-/// The catalogue archives a repository may serve, in the order pkg asks
-/// for them (`pkg::repository`).
-const CATALOGUES: [&str; 4] = [
-    "data.pkg",
-    "packagesite.pkg",
-    "packagesite.tzst",
-    "packagesite.txz",
-];
-
-/// The identity of a repository's catalogue (see the module docs): the
-/// digest of its content, downloaded (never an `ETag`, which a server may
-/// keep across changes or change without one).
-fn catalogue_identity(url: &str, http: &Http) -> Result<String, PkgRepoError> {
-    let base = url
-        .strip_prefix("pkg+")
-        .unwrap_or(url)
-        .trim_end_matches('/');
-    if let Some(path) = base.strip_prefix("file://") {
-        for name in CATALOGUES {
-            let p = Path::new(path).join(name);
-            match fs::File::open(&p) {
-                Ok(f) => {
-                    let mut r = crate::digest::HashingReader::new(f);
-                    std::io::copy(&mut r, &mut std::io::sink())
-                        .map_err(|source| PkgRepoError::Read { path: p, source })?;
-                    let (d, _, _): (Digest, _, _) = r.finish();
-                    return Ok(format!("content {d}"));
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                Err(source) => return Err(PkgRepoError::Read { path: p, source }),
-            }
-        }
-        return Err(PkgRepoError::NoLocalCatalogue {
-            url: url.to_string(),
-        });
-    }
-    let scratch = tempfile::NamedTempFile::new().map_err(|source| PkgRepoError::Read {
-        path: std::env::temp_dir(),
-        source,
-    })?;
-    for name in CATALOGUES {
-        let file = format!("{base}/{name}");
-        let limits = crate::transport::http::Limits::at_most(crate::pkg::repository::MAX_ARCHIVE);
-        match crate::transport::block_on(http.get_to_file(&file, scratch.path(), None, limits)) {
-            Ok(_) => {}
-            Err(e) if e.is_not_found() => continue,
-            Err(source) => return Err(PkgRepoError::Ask { source }),
-        }
-        let f = fs::File::open(scratch.path()).map_err(|source| PkgRepoError::Read {
-            path: scratch.path().to_path_buf(),
-            source,
-        })?;
-        let mut r = crate::digest::HashingReader::new(f);
-        std::io::copy(&mut r, &mut std::io::sink()).map_err(|source| PkgRepoError::Read {
-            path: scratch.path().to_path_buf(),
-            source,
-        })?;
-        let (d, _, _): (Digest, _, _) = r.finish();
-        return Ok(format!("content {d}"));
-    }
-    Err(PkgRepoError::NoCatalogue {
-        base: base.to_string(),
-    })
 }
 
 /// The recipe's jail parameters that apply to a build step's jail. `JAIL`
@@ -587,21 +520,38 @@ mod tests {
     }
 
     #[test]
-    fn a_pkgbase_catalogue_is_asked_unless_offline() {
+    fn a_pkgbase_catalogue_is_asked_once_and_kept_unless_offline() {
         let t = tempfile::tempdir().unwrap();
         fs::write(t.path().join("packagesite.pkg"), b"catalogue 1").unwrap();
         let url = format!("file://{}", t.path().display());
         let mut env = FreeBsdEnv::default();
-        let first = env.pkgbase_catalogue(&url).unwrap();
+        let mut kept = Kept::new();
+        let first = env
+            .pkgbase_catalogue(&format!("{url}/"), &mut kept)
+            .unwrap();
         assert!(first.starts_with("content sha256:"), "{first}");
+        // Kept by the url the install looks it up by (no trailing `/`),
+        // and not asked again while kept.
+        assert_eq!(kept[&url].archive, "packagesite.pkg");
         fs::write(t.path().join("packagesite.pkg"), b"catalogue 2").unwrap();
-        assert_ne!(first, env.pkgbase_catalogue(&url).unwrap());
+        assert_eq!(first, env.pkgbase_catalogue(&url, &mut kept).unwrap());
+        assert_ne!(
+            first,
+            env.pkgbase_catalogue(&url, &mut Kept::new()).unwrap()
+        );
         env.pkg_offline = true;
-        assert_eq!(env.pkgbase_catalogue(&url).unwrap(), "offline");
+        assert_eq!(
+            env.pkgbase_catalogue(&url, &mut Kept::new()).unwrap(),
+            "offline"
+        );
         env.pkg_offline = false;
-        let e = env.pkgbase_catalogue("file:///no/such/repo").unwrap_err();
+        let e = env
+            .pkgbase_catalogue("file:///no/such/repo", &mut kept)
+            .unwrap_err();
+        assert!(e.is_user_error(), "{e}");
+        let e = crate::report::error_chain(&e);
         assert!(
-            e.is_user_error() && e.to_string().contains("packagesite.pkg"),
+            e.contains("packagesite.pkg") && e.contains("--pkg-offline"),
             "{e}"
         );
     }

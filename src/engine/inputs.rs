@@ -157,8 +157,9 @@ impl InputSource for Fetching<'_, '_> {
                 freebsd.pkg_installer == super::freebsd::PkgInstaller::Pkg,
             )
             .map_err(|e| InputError::new(e.is_user_error(), e))?;
+        // Kept for the install to read (`engine::pkgbase`: `Sources::kept`).
         let catalogue = freebsd
-            .pkgbase_catalogue(&base.url)
+            .pkgbase_catalogue(&base.url, &mut self.catalogues.borrow_mut())
             .map_err(|e| InputError::new(e.is_user_error(), e))?;
         let contents = ReleaseContents::Packages {
             packages: base.packages.clone(),

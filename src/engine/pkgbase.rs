@@ -20,8 +20,12 @@
 //! step over it installs `pkg` from that configuration, as `pkg
 //! bootstrap` would (`PKG --no-bootstrap` to leave it out).
 //!
-//! The catalogue and the packages stay out of the root (a scratch
-//! directory and jbuild's package cache), so neither `var/db/pkg/repos`
+//! The catalogue is the one the fetch phase fetched for the base's key
+//! and kept in the package cache ([`crate::engine::freebsd`]'s
+//! `pkgbase_catalogue`): the install reads it through [`Sources::kept`]
+//! (re-hashed, its signature checked here) instead of asking the
+//! repository again. The catalogue and the packages stay out of the root
+//! (jbuild's package cache, a scratch directory), so neither `var/db/pkg/repos`
 //! nor `var/cache/pkg` is written; both are kept out of layers anyway
 //! ([`crate::image::export::EXCLUDED_FROM_LAYERS`]). Its output and
 //! `--json` `package` events are a PKG step's, as the FROM step's.

@@ -343,3 +343,43 @@ pub fn compressed(tar: &[u8], compression: jbuild::layer::Compression) -> Vec<u8
         Compression::None => tar.to_vec(),
     }
 }
+
+/// bsdtar's mtree form of the layer `tar` (`--options mtree:KEYWORDS`,
+/// e.g. `!all,type,mode,flags`): each path (without `./`) with its
+/// keywords and their values.
+pub fn bsdtar_mtree(tar: &Path, keywords: &str) -> BTreeMap<String, BTreeMap<String, String>> {
+    let out = Command::new("bsdtar")
+        .args(["-cf", "-", "--format", "mtree", "--options"])
+        .arg(format!("mtree:{keywords}"))
+        .arg(format!("@{}", tar.display()))
+        .output()
+        .expect("bsdtar (libarchive-tools) runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| {
+            let mut words = l.split(' ');
+            let path = words.next().unwrap().trim_start_matches("./").to_string();
+            let keys = words
+                .filter_map(|w| w.split_once('='))
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            (path, keys)
+        })
+        .collect()
+}
+
+/// Each entry's `flags=` in bsdtar's mtree form of the layer `tar` (none:
+/// "").
+pub fn bsdtar_flags(tar: &Path) -> BTreeMap<String, String> {
+    bsdtar_mtree(tar, "flags,type")
+        .into_iter()
+        .map(|(path, mut keys)| (path, keys.remove("flags").unwrap_or_default()))
+        .collect()
+}

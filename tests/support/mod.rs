@@ -2,14 +2,16 @@
 //! (`common`), a real Distribution registry and what goes around it
 //! (`registry`), tar streams written and read from the spec (`tar`), trees
 //! and layers (`layer`), hostile layers and archives (`hostile`), scripted
-//! servers and measured runs (`limits`), zfs-fuse pools (`zfs_fuse`), and
-//! the lanes every test declares (`lane`). Data the tests read sits beside
+//! servers and measured runs (`limits`), zfs-fuse pools (`zfs_fuse`), the
+//! snapshot backends a test builds one recipe on (`backends`), and the
+//! lanes every test declares (`lane`). Data the tests read sits beside
 //! this tree, in `tests/data/`.
 #![allow(dead_code)]
 
 #[macro_use]
 pub mod lane;
 
+pub mod backends;
 pub mod common;
 pub mod dns;
 pub mod hostile;

@@ -6,6 +6,7 @@ use std::fs::{self, File};
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
+use super::owners::Unresolved;
 use super::{
     ConfigFile, ExtractError, FileMeta, Installed, Opened, Options, Owners, Reader, MAX_CONFIG,
     PROGRESS_STEP,
@@ -52,6 +53,7 @@ impl Extraction<'_> {
             package: package.clone(),
             source: r.layer_error(e),
         };
+        let mut unresolved = Unresolved::default();
         let mut said = 0;
         loop {
             let h = match r.first.take() {
@@ -63,7 +65,7 @@ impl Extraction<'_> {
             };
             a.entries += 1;
             a.within_limits(&h).map_err(|e| hostile(r, e))?;
-            self.entry(r, &mut a, h, &mut out)?;
+            self.entry(r, &mut a, h, &mut out, &mut unresolved)?;
             if a.bytes - said >= PROGRESS_STEP {
                 said = a.bytes;
                 written(said);
@@ -73,6 +75,7 @@ impl Extraction<'_> {
         written(a.bytes);
         out.entries = a.entries;
         out.bytes = a.bytes;
+        out.warnings.extend(unresolved.warning());
         Ok(out)
     }
 
@@ -82,6 +85,7 @@ impl Extraction<'_> {
         a: &mut Applier<'_>,
         mut h: TarHeader,
         out: &mut Installed,
+        unresolved: &mut Unresolved,
     ) -> Result<(), ExtractError> {
         let c = &self.opened.contents;
         let package = self.opened.label();
@@ -100,7 +104,7 @@ impl Extraction<'_> {
             let link = String::from_utf8_lossy(&h.linkname).into_owned();
             h.linkname = link.trim_start_matches('/').as_bytes().to_vec();
         }
-        self.owner(&mut h, meta, &key, out);
+        self.owner(&mut h, meta, &key, unresolved);
         if let Some(m) = meta.mtime {
             (h.mtime, h.mtime_nsec) = (m, 0);
         }
@@ -170,8 +174,9 @@ impl Extraction<'_> {
     }
 
     /// The image's numbers for the entry's owner and group names (the
-    /// tar's, else the manifest's, else root and wheel).
-    fn owner(&self, h: &mut TarHeader, meta: &FileMeta, key: &str, out: &mut Installed) {
+    /// tar's, else the manifest's, else root and wheel); a name the image
+    /// lacks is noted in `unresolved` ([`Owners::ids`]).
+    fn owner(&self, h: &mut TarHeader, meta: &FileMeta, key: &str, unresolved: &mut Unresolved) {
         let name = |tar: &[u8], manifest: &Option<String>, default: &str| {
             if !tar.is_empty() {
                 String::from_utf8_lossy(tar).into_owned()
@@ -181,24 +186,8 @@ impl Extraction<'_> {
         };
         let user = name(&h.uname, &meta.uname, "root");
         let group = name(&h.gname, &meta.gname, "wheel");
-        h.uid = match self.owners.uid(&user) {
-            Some(id) => id.into(),
-            None => {
-                out.warnings.push(format!(
-                    "`{key}`: the image has no user `{user}`: owned by root"
-                ));
-                0
-            }
-        };
-        h.gid = match self.owners.gid(&group) {
-            Some(id) => id.into(),
-            None => {
-                out.warnings.push(format!(
-                    "`{key}`: the image has no group `{group}`: group wheel"
-                ));
-                0
-            }
-        };
+        let (uid, gid) = self.owners.ids(&user, &group, key, unresolved);
+        (h.uid, h.gid) = (uid.into(), gid.into());
     }
 
     fn config_err(&self, path: &str, what: &'static str) -> impl FnOnce(io::Error) -> ExtractError {

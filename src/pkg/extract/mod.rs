@@ -26,10 +26,12 @@
 //!    On top of it, as pkg: an entry the manifest does not list is refused;
 //!    owners and groups are the image's numbers for the names
 //!    ([`Owners`], read after the pre-install scripts, which may add
-//!    users); a name the image lacks is root's, as pkg does, with a
-//!    warning; setuid and setgid bits are kept; mtimes come from the
-//!    manifest when it has them, clamped by [`Options::clamp_mtime`]
-//!    (`SOURCE_DATE_EPOCH`); each regular file's content is checked
+//!    users); a name the image lacks is 0, as pkg does, with one
+//!    warning a package (not for root and wheel while the image has no
+//!    accounts at all: see `extract/owners.rs`); setuid and setgid bits
+//!    are kept; mtimes come from the manifest when it has them, clamped
+//!    by [`Options::clamp_mtime`] (`SOURCE_DATE_EPOCH`); each regular
+//!    file's content is checked
 //!    against the manifest's sum as it is written; file flags are set
 //!    through the [`FileFlags`] seam given (so the layer writer sees them)
 //!    and reported in [`Installed::flags`].
@@ -148,8 +150,8 @@ pub struct Installed {
     /// File flags set, by absolute path.
     pub flags: BTreeMap<String, u32>,
     pub config: Vec<ConfigFile>,
-    /// Owner or group names the image does not have (given to root, as
-    /// pkg does).
+    /// Owner or group names the image does not have (given number 0,
+    /// as pkg does): one warning for the package, naming them.
     pub warnings: Vec<String>,
 }
 

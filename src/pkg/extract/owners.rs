@@ -8,6 +8,15 @@
 //! The files are opened inside the root ([`crate::fsutil::resolve_in_root`]:
 //! a symlink in the image cannot point the lookup at the host) and read
 //! bounded.
+//!
+//! **A name the image lacks** is given number 0, as pkg's lookup gives it
+//! (`get_uid_from_uname`/`get_gid_from_gname` in `libpkg` return 0 for a
+//! name `getpwnam_r` does not find, and say nothing). jbuild says it, once
+//! a package ([`Unresolved::warning`]: each name, how many entries, the
+//! first one), not once a file. `root` and `wheel` in an image with no
+//! accounts at all are not reported: they are 0 by definition, and a base
+//! installs its first package (`FreeBSD-runtime`, which brings
+//! `/etc/passwd` and `/etc/group`) into an empty root.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -52,6 +61,80 @@ impl Owners {
 
     pub fn gid(&self, name: &str) -> Option<u32> {
         self.groups.get(name).copied()
+    }
+
+    /// The image's numbers for the user and group names of the entry at
+    /// `path`; a name it lacks is 0 (see the module docs), noted in
+    /// `unresolved`.
+    pub fn ids(
+        &self,
+        user: &str,
+        group: &str,
+        path: &str,
+        unresolved: &mut Unresolved,
+    ) -> (u32, u32) {
+        let uid = self.uid(user).unwrap_or_else(|| {
+            if !(user == "root" && self.users.is_empty()) {
+                unresolved.note(Kind::User, user, path);
+            }
+            0
+        });
+        let gid = self.gid(group).unwrap_or_else(|| {
+            if !(group == "wheel" && self.groups.is_empty()) {
+                unresolved.note(Kind::Group, group, path);
+            }
+            0
+        });
+        (uid, gid)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    User,
+    Group,
+}
+
+/// The owner and group names one package's entries had that the image
+/// does not define: each with how many entries and the first one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Unresolved {
+    names: BTreeMap<(Kind, String), (u64, String)>,
+}
+
+impl Unresolved {
+    fn note(&mut self, kind: Kind, name: &str, path: &str) {
+        self.names
+            .entry((kind, name.to_string()))
+            .or_insert_with(|| (0, path.to_string()))
+            .0 += 1;
+    }
+
+    /// The one warning for the package, `None` when every name resolved.
+    pub fn warning(&self) -> Option<String> {
+        if self.names.is_empty() {
+            return None;
+        }
+        let names: Vec<String> = self
+            .names
+            .iter()
+            .map(|((kind, name), (count, first))| {
+                let kind = match kind {
+                    Kind::User => "user",
+                    Kind::Group => "group",
+                };
+                let entries = match count {
+                    1 => format!("`{first}`"),
+                    n => format!("{n} entries, the first `{first}`"),
+                };
+                format!("{kind} `{name}` ({entries})")
+            })
+            .collect();
+        Some(format!(
+            "the image has no {}: given number 0 (root, wheel), as pkg does; \
+             add the accounts before this step (a package that creates them, or a RUN with pw)",
+            names.join(", no ")
+        ))
     }
 }
 
@@ -119,5 +202,30 @@ mod tests {
         assert_eq!(o.gid("wheel"), Some(0));
         let empty = tempfile::tempdir().unwrap();
         assert_eq!(Owners::read(empty.path()).unwrap(), Owners::default());
+    }
+
+    #[test]
+    fn a_missing_name_is_0_said_once_and_root_in_an_empty_image_not_at_all() {
+        let mut u = Unresolved::default();
+        let none = Owners::default();
+        assert_eq!(none.ids("root", "wheel", "/etc/group", &mut u), (0, 0));
+        assert_eq!(none.ids("root", "wheel", "/bin/sh", &mut u), (0, 0));
+        assert_eq!(u.warning(), None, "root and wheel of an empty image");
+
+        let mut o = Owners::default();
+        o.users.insert("www".into(), 80);
+        o.groups.insert("staff".into(), 20);
+        assert_eq!(o.ids("www", "staff", "/a", &mut u), (80, 20));
+        assert_eq!(u.warning(), None);
+        // Accounts without root: root is a name the image lacks.
+        assert_eq!(o.ids("root", "staff", "/b", &mut u), (0, 20));
+        assert_eq!(o.ids("redis", "redis", "/c", &mut u), (0, 0));
+        assert_eq!(o.ids("redis", "staff", "/d", &mut u), (0, 20));
+        assert_eq!(
+            u.warning().unwrap(),
+            "the image has no user `redis` (2 entries, the first `/c`), no user `root` (`/b`), \
+             no group `redis` (`/c`): given number 0 (root, wheel), as pkg does; \
+             add the accounts before this step (a package that creates them, or a RUN with pw)"
+        );
     }
 }

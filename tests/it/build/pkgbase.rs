@@ -19,28 +19,17 @@ use serde_json::Value;
 
 use super::pkg::{last_layer, last_layer_listing, serve, sqlite};
 use crate::support::common::{export_unpacked, jbuild, run};
+use crate::support::layer::bsdtar_flags;
 use crate::support::limits::Server;
 use crate::support::pkgrepo::elf::{freebsd_elf, EM_AARCH64, EM_X86_64};
 use crate::support::pkgrepo::image::with;
-use crate::support::pkgrepo::pkgfile::{dir, file, Item};
+use crate::support::pkgrepo::pkgfile::{config, dir, file, owned, Item};
 use crate::support::pkgrepo::{Key, Layout, RepoSpec, Signing, TestPkg};
 
 /// FreeBSD's numbers for accounts a Debian host has other numbers for
 /// (`mail` is 8 there) or lacks (`unbound`).
 const UNBOUND: u32 = 59;
 const MAIL: u32 = 6;
-
-fn owned(path: &str, mode: u32, user: &str, group: &str, content: &[u8]) -> Item {
-    Item::File {
-        path: path.into(),
-        mode,
-        uname: user.into(),
-        gname: group.into(),
-        content: content.to_vec(),
-        flags: None,
-        config: false,
-    }
-}
 
 /// The base packages for `arch` (`amd64`, `arm64`): the set's closure and
 /// one package outside it.
@@ -49,15 +38,6 @@ fn base_packages(arch: &str) -> Vec<TestPkg> {
         EM_AARCH64
     } else {
         EM_X86_64
-    };
-    let config = |path: &str, mode: u32, content: String| Item::File {
-        path: path.into(),
-        mode,
-        uname: "root".into(),
-        gname: "wheel".into(),
-        content: content.into_bytes(),
-        flags: None,
-        config: true,
     };
     let libc = Item::File {
         path: "/lib/libc.so.7".into(),
@@ -73,7 +53,8 @@ fn base_packages(arch: &str) -> Vec<TestPkg> {
         config(
             "/etc/master.passwd",
             0o600,
-            format!("root:*:0:0::0:0:Charlie &:/root:/bin/sh\nunbound:*:{UNBOUND}:{UNBOUND}::0:0:Unbound DNS Resolver:/var/unbound:/usr/sbin/nologin\n"),
+            "wheel",
+            format!("root:*:0:0::0:0:Charlie &:/root:/bin/sh\nunbound:*:{UNBOUND}:{UNBOUND}::0:0:Unbound DNS Resolver:/var/unbound:/usr/sbin/nologin\n").as_bytes(),
         ),
         file(
             "/etc/passwd",
@@ -83,7 +64,8 @@ fn base_packages(arch: &str) -> Vec<TestPkg> {
         config(
             "/etc/group",
             0o644,
-            format!("wheel:*:0:root\nmail:*:{MAIL}:\nunbound:*:{UNBOUND}:\n"),
+            "wheel",
+            format!("wheel:*:0:root\nmail:*:{MAIL}:\nunbound:*:{UNBOUND}:\n").as_bytes(),
         ),
         file("/bin/sh", 0o555, &freebsd_elf(machine, true, 1_500_000, "FreeBSD")),
         libc,
@@ -211,12 +193,29 @@ fn packages(events: &[Value], what: &str) -> Vec<String> {
         .collect()
 }
 
+/// The lines the steps printed.
+fn output(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| e["event"] == "output")
+        .filter_map(|e| e["line"].as_str().map(str::to_string))
+        .collect()
+}
+
 /// The paths asked of the server, `:` unescaped.
 fn asked(s: &Setup) -> Vec<String> {
     s.server
         .requests()
         .iter()
         .map(|r| r.path.replace("%3A", ":"))
+        .collect()
+}
+
+/// How many times each of `paths` is in `asked`.
+fn times(asked: &[String], paths: &[&str]) -> Vec<usize> {
+    paths
+        .iter()
+        .map(|p| asked.iter().filter(|a| a == p).count())
         .collect()
 }
 
@@ -245,6 +244,31 @@ fn a_pkgbase_base_builds_on_linux_with_jbuilds_installer() {
         "only the amd64 repository is read: {asked_first:?}"
     );
     assert!(!asked_first.iter().any(|p| p.contains("FreeBSD-src")));
+    // The catalogue is fetched once, as pkg reads it (meta.conf, then
+    // data.pkg): the fetch phase keys the base on it and keeps it, and the
+    // install reads the kept copy.
+    let meta = format!("{repo}/meta.conf");
+    let catalogue = format!("{repo}/data.pkg");
+    assert_eq!(
+        times(&asked_first, &[&meta, &catalogue]),
+        [1, 1],
+        "{asked_first:?}"
+    );
+    // FreeBSD-runtime's files (root's, wheel's) go into a root with no
+    // accounts yet: no warning for them, nor for any later file (every
+    // name resolves once FreeBSD-runtime is in).
+    let said = output(&events);
+    assert!(
+        said.iter()
+            .any(|l| l.contains("FreeBSD-runtime-15.0: installed")),
+        "{said:?}"
+    );
+    let noise: Vec<&String> = said
+        .iter()
+        .filter(|l| l.contains("the image has no"))
+        .collect();
+    assert!(noise.is_empty(), "{noise:?}");
+    assert!(!stderr.contains("the image has no"), "{stderr}");
 
     let (layout, rootfs) = export_unpacked(&root, "base:15", t.path());
     assert_eq!(
@@ -304,22 +328,26 @@ fn a_pkgbase_base_builds_on_linux_with_jbuilds_installer() {
     assert!(line("var/unbound/").starts_with(&format!("drwxr-xr-x {unbound}")));
     assert!(line("usr/libexec/dma").starts_with(&format!("-r-xr-sr-x 0/{MAIL} ")));
     assert!(line("etc/master.passwd").starts_with("-rw------- 0/0 "));
-    let flags = crate::pkg::flags::bsdtar_flags(&last_layer(&layout));
+    let flags = bsdtar_flags(&last_layer(&layout));
     assert_eq!(flags.get("lib/libc.so.7").map(String::as_str), Some("schg"));
     assert_eq!(flags.get("bin/sh").map(String::as_str), Some(""));
 
     // Built again: the catalogue is asked once (its digest is the key) and
-    // the base is reused; in another root, the same image.
+    // the base is reused; in another root, the same image, the catalogue
+    // asked once again.
     let (code, again, stderr) = build(&s, &root, "freebsd/amd64", "base:15");
     assert_eq!(code, Some(0), "{stderr}");
     assert!(packages(&again, "fetched").is_empty(), "{again:?}");
     assert_eq!(result(&again)["manifest"], first);
     let since: Vec<String> = asked(&s)[asked_first.len()..].to_vec();
-    assert_eq!(since, [format!("{repo}/data.pkg")]);
+    assert_eq!(since, [meta.clone(), catalogue.clone()]);
+    let before_other = asked(&s).len();
     let (code, other, stderr) = build(&s, &t.path().join("root2"), "freebsd/amd64", "base:15");
     assert_eq!(code, Some(0), "{stderr}");
     assert_eq!(packages(&other, "installed"), closure, "{other:?}");
     assert_eq!(result(&other)["manifest"], first);
+    let since = asked(&s)[before_other..].to_vec();
+    assert_eq!(times(&since, &[&meta, &catalogue]), [1, 1], "{since:?}");
 }
 
 #[test]

@@ -27,6 +27,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::support::backends::{backends, Backend};
 use crate::support::common;
 use crate::support::zfs_fuse;
 use jbuild::snapshot::testsuite::UnmountOnDrop;
@@ -174,43 +175,24 @@ fn jailfile(case: &Case) -> String {
     out
 }
 
-/// A backend the builds run on: its state root and environment.
-struct Backend {
-    name: &'static str,
-    root: PathBuf,
-    env: Vec<(&'static str, String)>,
-    /// Whether every build is followed by `prune --cache`: the test pool
-    /// (128 MiB) holds a few dozen steps, and shrinking builds many.
-    prune: bool,
-}
-
-impl Backend {
-    /// The image digest of `case` built here, or why the build failed.
-    fn build(&self, ctx: &Path, case: &Case) -> Result<String, String> {
-        // One name for every backend: the image carries its Jailfile.
-        fs::write(ctx.join("Jailfile"), jailfile(case)).unwrap();
-        let mut c = common::jbuild(&self.root);
-        c.env("SOURCE_DATE_EPOCH", "1700000000");
-        for (k, v) in &self.env {
-            c.env(k, v);
-        }
-        let out = c.args(["build", "-q"]).arg(ctx).output().unwrap();
-        if self.prune {
-            let mut c = common::jbuild(&self.root);
-            for (k, v) in &self.env {
-                c.env(k, v);
-            }
-            common::ok(c.args(["prune", "--cache"]));
-        }
-        if out.status.success() {
-            Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
-        } else {
-            Err(format!(
-                "build failed ({}): {}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
-            ))
-        }
+/// The image digest of `case` built on `b`, or why the build failed. On
+/// zfs every build is followed by `prune --cache`: the test pool (128 MiB)
+/// holds a few dozen steps, and shrinking builds many.
+fn build(b: &Backend, ctx: &Path, case: &Case) -> Result<String, String> {
+    // One name for every backend: the image carries its Jailfile.
+    fs::write(ctx.join("Jailfile"), jailfile(case)).unwrap();
+    let out = b.jbuild().args(["build", "-q"]).arg(ctx).output().unwrap();
+    if b.name == "zfs" {
+        common::ok(b.jbuild().args(["prune", "--cache"]));
+    }
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    } else {
+        Err(format!(
+            "build failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
     }
 }
 
@@ -218,7 +200,7 @@ impl Backend {
 type Outcomes = Vec<Result<String, String>>;
 
 fn outcomes(backends: &[&Backend], ctx: &Path, case: &Case) -> Outcomes {
-    backends.iter().map(|b| b.build(ctx, case)).collect()
+    backends.iter().map(|b| build(b, ctx, case)).collect()
 }
 
 /// Whether every backend built one image.
@@ -332,29 +314,10 @@ fn random_recipes_give_one_image_on_every_backend() {
     let t = tempfile::tempdir().unwrap();
     let _mounts = UnmountOnDrop(t.path().to_path_buf());
     let ctx = context(t.path());
-    let backend = |name: &'static str, env: Vec<(&'static str, String)>| Backend {
-        name,
-        root: t.path().join(name),
-        env,
-        prune: name == "zfs",
-    };
-    let mut backends = vec![
-        backend("dir", vec![("JBUILD_BACKEND", "dir".into())]),
-        backend("overlay", vec![("JBUILD_BACKEND", "overlay".into())]),
-    ];
     // Without zfs-fuse (counted as a skip in its lane) dir and overlay
     // still meet.
     let pool = zfs_fuse::Pool::new();
-    if let Some(pool) = &pool {
-        backends.push(backend(
-            "zfs",
-            vec![
-                ("JBUILD_BACKEND", "zfs".into()),
-                ("JBUILD_ZFS_DATASET", pool.dataset.clone()),
-                ("JBUILD_CONFIG", "/dev/null".into()),
-            ],
-        ));
-    }
+    let backends = backends(t.path(), true, pool.as_ref());
     let cases = env_number("JBUILD_TEST_SAME_IMAGE_CASES").map_or(CASES, |n| n as usize);
     let all: Vec<&Backend> = backends.iter().collect();
     let started = std::time::Instant::now();

@@ -23,6 +23,7 @@ use jbuild::store::Store;
 use serde_json::json;
 
 use crate::support::lane::{self, Lane};
+use crate::support::layer::bsdtar_flags;
 use crate::support::pkgrepo::pkgfile::{self, dir, file, Item};
 
 const EPOCH: u64 = 1_700_000_000;
@@ -151,41 +152,6 @@ fn build(sn: &dyn Snapshotter, t: &Path, pkg: &Path) -> (Vec<String>, PathBuf, P
     };
     let ids = refs.iter().map(|r| r.diff_id.to_string()).collect();
     (ids, blob(1), blob(2))
-}
-
-/// Each entry's `flags=` in bsdtar's mtree form of `tar` (none: "").
-pub(crate) fn bsdtar_flags(tar: &Path) -> BTreeMap<String, String> {
-    let out = Command::new("bsdtar")
-        .args([
-            "-cf",
-            "-",
-            "--format",
-            "mtree",
-            "--options",
-            "mtree:flags,type",
-        ])
-        .arg(format!("@{}", tar.display()))
-        .output()
-        .expect("bsdtar (libarchive-tools) runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .filter(|l| !l.starts_with('#') && !l.is_empty())
-        .map(|l| {
-            let mut words = l.split(' ');
-            let path = words.next().unwrap().trim_start_matches("./").to_string();
-            let flags = words
-                .find_map(|w| w.strip_prefix("flags="))
-                .unwrap_or("")
-                .to_string();
-            (path, flags)
-        })
-        .collect()
 }
 
 /// GNU tar lists the layer, owners as numbers, and says it saw the

@@ -22,7 +22,8 @@ use serde_json::json;
 
 use super::catalogue::load;
 use crate::support::layer as layer_support;
-use crate::support::pkgrepo::pkgfile::{self, dir, file, Item, Packing, Raw};
+use crate::support::pkgrepo::entries::every_entry_items;
+use crate::support::pkgrepo::pkgfile::{self, file, owned, raw, Item, Packing, Raw};
 use crate::support::pkgrepo::{conf, pkg, Layout, RepoSpec, SumStyle, TestPkg};
 use crate::support::tar;
 
@@ -69,53 +70,8 @@ fn image_root(t: &Path) -> PathBuf {
 
 /// A package with every entry type pkg installs.
 fn every_entry_type(sums: SumStyle, packing: Packing, objects: bool) -> pkgfile::Contents {
-    let owned = |path: &str, mode: u32, content: &[u8]| Item::File {
-        path: path.into(),
-        mode,
-        uname: USER.into(),
-        gname: USER.into(),
-        content: content.to_vec(),
-        flags: None,
-        config: false,
-    };
     pkgfile::Contents {
-        items: vec![
-            file("/usr/local/bin/app", 0o755, b"#!/bin/sh\necho app\n"),
-            Item::HardLink {
-                path: "/usr/local/bin/app-again".into(),
-                target: "/usr/local/bin/app".into(),
-            },
-            Item::Symlink {
-                path: "/usr/local/bin/app-link".into(),
-                target: "app".into(),
-            },
-            Item::Symlink {
-                path: "/usr/local/etc/ssl-cert.pem".into(),
-                target: "/etc/ssl/cert.pem".into(),
-            },
-            file("/usr/local/bin/app-su", 0o4755, b"setuid\n"),
-            Item::File {
-                path: "/usr/local/lib/libapp.so.1".into(),
-                mode: 0o444,
-                uname: "root".into(),
-                gname: "wheel".into(),
-                content: b"\x7fELF not really".to_vec(),
-                flags: Some("schg".into()),
-                config: false,
-            },
-            Item::File {
-                path: "/usr/local/etc/app.conf".into(),
-                mode: 0o640,
-                uname: "root".into(),
-                gname: USER.into(),
-                content: b"listen = 80\n".to_vec(),
-                flags: None,
-                config: true,
-            },
-            owned("/var/db/app/state", 0o600, b"state\n"),
-            dir("/var/db/app", 0o750, USER, USER),
-            dir("/usr/local/share/app", 0o755, "root", "wheel"),
-        ],
+        items: every_entry_items(USER),
         packing,
         objects,
         sums,
@@ -493,43 +449,27 @@ fn a_path_two_packages_install_is_refused_naming_both_before_anything_is_written
 }
 
 #[test]
-fn a_name_the_image_lacks_is_roots_with_a_warning() {
+fn a_name_the_image_lacks_is_roots_with_one_warning_a_package() {
     need!(Root);
     let t = tempfile::tempdir().unwrap();
     let root = image_root(t.path());
     let contents = pkgfile::Contents {
-        items: vec![Item::File {
-            path: "/usr/local/bin/x".into(),
-            mode: 0o755,
-            uname: "nosuchuser".into(),
-            gname: USER.into(),
-            content: b"x".to_vec(),
-            flags: None,
-            config: false,
-        }],
+        items: vec![
+            owned("/usr/local/bin/x", 0o755, "nosuchuser", USER, b"x"),
+            owned("/usr/local/bin/y", 0o755, "nosuchuser", USER, b"y"),
+        ],
         ..pkgfile::Contents::default()
     };
     let got = install_one(t.path(), &root, "x", &contents, &Options::default()).unwrap();
     let m = meta(&root.join("usr/local/bin/x"));
     assert_eq!((m.uid(), m.gid()), (0, GID));
-    assert_eq!(got[0].warnings.len(), 1);
+    // One warning for the package, not one a file.
+    assert_eq!(got[0].warnings.len(), 1, "{:?}", got[0].warnings);
     assert!(
-        got[0].warnings[0].contains("nosuchuser"),
+        got[0].warnings[0].contains("user `nosuchuser` (2 entries, the first `/usr/local/bin/x`)"),
         "{:?}",
         got[0].warnings
     );
-}
-
-fn raw(path: &str, kind: u8, link: &str, content: &[u8]) -> Raw {
-    Raw {
-        path: path.into(),
-        kind,
-        link: link.into(),
-        mode: 0o644,
-        content: content.to_vec(),
-        claimed_size: None,
-        unlisted: false,
-    }
 }
 
 /// What a hostile package holds, the limits, and what its refusal says.

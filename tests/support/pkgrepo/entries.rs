@@ -6,7 +6,7 @@
 //! root, a symlink out and a file through it, a bomb).
 
 use super::image::{packages as base_packages, USER};
-use super::pkgfile::{dir, file, Contents, Item, Raw};
+use super::pkgfile::{config, dir, file, owned, raw, Contents, Item, Raw};
 use super::{pkg, TestPkg};
 
 /// The mtime every entry has.
@@ -23,73 +23,45 @@ fn with(name: &str, items: Vec<Item>, raw: Vec<Raw>) -> TestPkg {
     p
 }
 
-fn config(path: &str, mode: u32, gname: &str, content: &[u8]) -> Item {
-    Item::File {
-        path: path.into(),
-        mode,
-        uname: "root".into(),
-        gname: gname.into(),
-        content: content.to_vec(),
-        flags: None,
-        config: true,
-    }
-}
-
-fn raw(path: &str, kind: u8, link: &str, content: &[u8]) -> Raw {
-    Raw {
-        path: path.into(),
-        kind,
-        link: link.into(),
-        mode: 0o644,
-        content: content.to_vec(),
-        claimed_size: None,
-        unlisted: false,
-    }
-}
-
 /// `entries`: every entry type.
 pub fn every_entry() -> TestPkg {
-    with(
-        "entries",
-        vec![
-            file("/usr/local/bin/app", 0o755, b"#!/bin/sh\necho app\n"),
-            Item::HardLink {
-                path: "/usr/local/bin/app-again".into(),
-                target: "/usr/local/bin/app".into(),
-            },
-            Item::Symlink {
-                path: "/usr/local/bin/app-link".into(),
-                target: "app".into(),
-            },
-            Item::Symlink {
-                path: "/usr/local/etc/ssl-cert.pem".into(),
-                target: "/etc/ssl/cert.pem".into(),
-            },
-            file("/usr/local/bin/app-su", 0o4755, b"setuid\n"),
-            Item::File {
-                path: "/usr/local/lib/libapp.so.1".into(),
-                mode: 0o444,
-                uname: "root".into(),
-                gname: "wheel".into(),
-                content: b"\x7fELF not really".to_vec(),
-                flags: Some("schg".into()),
-                config: false,
-            },
-            config("/usr/local/etc/app.conf", 0o640, USER, b"listen = 80\n"),
-            Item::File {
-                path: "/var/db/app/state".into(),
-                mode: 0o600,
-                uname: USER.into(),
-                gname: USER.into(),
-                content: b"state\n".to_vec(),
-                flags: None,
-                config: false,
-            },
-            dir("/var/db/app", 0o750, USER, USER),
-            dir("/usr/local/share/app", 0o755, "root", "wheel"),
-        ],
-        vec![],
-    )
+    with("entries", every_entry_items(USER), vec![])
+}
+
+/// Every entry type pkg installs: a file, a hard link to it, a relative
+/// and an absolute symlink, a setuid file, a file with the `schg` flag, an
+/// `@config` file of group `user`, a file and a directory of `user:user`,
+/// a directory of root's.
+pub fn every_entry_items(user: &str) -> Vec<Item> {
+    vec![
+        file("/usr/local/bin/app", 0o755, b"#!/bin/sh\necho app\n"),
+        Item::HardLink {
+            path: "/usr/local/bin/app-again".into(),
+            target: "/usr/local/bin/app".into(),
+        },
+        Item::Symlink {
+            path: "/usr/local/bin/app-link".into(),
+            target: "app".into(),
+        },
+        Item::Symlink {
+            path: "/usr/local/etc/ssl-cert.pem".into(),
+            target: "/etc/ssl/cert.pem".into(),
+        },
+        file("/usr/local/bin/app-su", 0o4755, b"setuid\n"),
+        Item::File {
+            path: "/usr/local/lib/libapp.so.1".into(),
+            mode: 0o444,
+            uname: "root".into(),
+            gname: "wheel".into(),
+            content: b"\x7fELF not really".to_vec(),
+            flags: Some("schg".into()),
+            config: false,
+        },
+        config("/usr/local/etc/app.conf", 0o640, user, b"listen = 80\n"),
+        owned("/var/db/app/state", 0o600, user, user, b"state\n"),
+        dir("/var/db/app", 0o750, user, user),
+        dir("/usr/local/share/app", 0o755, "root", "wheel"),
+    ]
 }
 
 /// `second`: one `@config` file, `/usr/local/etc/second.conf`.

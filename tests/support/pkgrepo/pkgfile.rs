@@ -58,14 +58,32 @@ pub enum Item {
 
 /// A regular file owned by root:wheel.
 pub fn file(path: &str, mode: u32, content: &[u8]) -> Item {
+    owned(path, mode, "root", "wheel", content)
+}
+
+/// A regular file owned by `uname:gname`.
+pub fn owned(path: &str, mode: u32, uname: &str, gname: &str, content: &[u8]) -> Item {
+    Item::File {
+        path: path.into(),
+        mode,
+        uname: uname.into(),
+        gname: gname.into(),
+        content: content.to_vec(),
+        flags: None,
+        config: false,
+    }
+}
+
+/// An `@config` file owned by `root:gname`.
+pub fn config(path: &str, mode: u32, gname: &str, content: &[u8]) -> Item {
     Item::File {
         path: path.into(),
         mode,
         uname: "root".into(),
-        gname: "wheel".into(),
+        gname: gname.into(),
         content: content.to_vec(),
         flags: None,
-        config: false,
+        config: true,
     }
 }
 
@@ -98,6 +116,20 @@ pub struct Raw {
     /// The size the header claims (`None`: the content's).
     pub claimed_size: Option<u64>,
     pub unlisted: bool,
+}
+
+/// A raw member `path` of tar type `kind` (`link` its link target), mode
+/// 0644, listed in the manifest, its size its content's.
+pub fn raw(path: &str, kind: u8, link: &str, content: &[u8]) -> Raw {
+    Raw {
+        path: path.into(),
+        kind,
+        link: link.into(),
+        mode: 0o644,
+        content: content.to_vec(),
+        claimed_size: None,
+        unlisted: false,
+    }
 }
 
 /// The contents of one package file.
