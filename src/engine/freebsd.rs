@@ -302,7 +302,13 @@ impl FreeBsdEnv {
         if let Some(f) = kept.get(url) {
             return Ok(format!("content {}", f.digest));
         }
-        let f = self.fetch_catalogue(url)?;
+        // What `PkgBase::repo_conf` writes: SRV for a `pkg+` url.
+        let mirror_type = if url.starts_with("pkg+") {
+            MirrorType::Srv
+        } else {
+            MirrorType::default()
+        };
+        let f = self.fetch_catalogue(url, mirror_type)?;
         let identity = format!("content {}", f.digest);
         kept.insert(url.to_string(), f);
         Ok(identity)
