@@ -9,14 +9,18 @@
 //!    processes left for PLACE are removed, and `PARENT/.NAME.jbuild-new-…/`
 //!    is made: a complete empty layout (`oci-layout`, `index.json`,
 //!    `blobs/sha256/`) and `.jbuild/lock`, held shared while it lives.
-//!    Nothing is synced.
+//!    Nothing is synced. The staging directory is kept open from its
+//!    creation, so the sync of step 3 reports a failed writeback of
+//!    anything written under it.
 //! 2. Blobs and tags go into it as into any store, but nothing is synced as
 //!    it is written ([`super::Durability::Deferred`]): no fsync per blob,
 //!    per rename, per change of `index.json`.
 //! 3. [`NewLayout::publish`]: (a) every file and directory of the staged
 //!    layout — each blob, `index.json`, `oci-layout`, `blobs/sha256/`,
-//!    `blobs/` and the staging directory itself — is fsynced, all at the
-//!    same time ([`sync_all_at_once`]): the first wait; (b) the staging
+//!    `blobs/` and the staging directory itself — is made durable at once
+//!    ([`sync_tree_of`]: on Linux one `syncfs` of the filesystem they are
+//!    on, elsewhere an fsync of each, all at the same time): the first
+//!    wait; (b) the staging
 //!    directory is renamed to PLACE (one atomic rename); (c) PARENT, and
 //!    each directory whose entry step 1 added, are fsynced at the same
 //!    time: the second wait.
@@ -53,7 +57,7 @@ use std::time::{Duration, SystemTime};
 
 use super::lock::{try_flock, StoreLock};
 use super::{Durability, Store, StoreError, STALE_TMP};
-use crate::fsutil::{parent_of, sync_all_at_once};
+use crate::fsutil::{parent_of, sync_all_at_once, sync_tree_of};
 
 /// What follows `.NAME` in a staging directory's name.
 const STAGING: &str = ".jbuild-new-";
@@ -80,6 +84,9 @@ pub struct NewLayout {
     /// Whether the staging directory stays when this is dropped (it was
     /// renamed into place, or a test left it as a killed process would).
     keep: bool,
+    /// The staging directory, open since it was made: what step 3a syncs
+    /// through (module doc).
+    top: fs::File,
 }
 
 /// The points of [`NewLayout::publish`] between its waits, where tests
@@ -123,6 +130,10 @@ impl Store {
         let prefix = format!(".{name}{STAGING}");
         remove_dead_staging(&parent, &prefix);
         let root = make_staging_dir(&parent, &prefix)?;
+        let top = fs::File::open(&root).map_err(|e| {
+            let _ = fs::remove_dir(&root);
+            StoreError::io(format!("cannot open {}", root.display()), e)
+        })?;
         let mut new = NewLayout {
             store: Store {
                 root,
@@ -132,6 +143,7 @@ impl Store {
             parents,
             lock: None,
             keep: false,
+            top,
         };
         new.lock = Some(StoreLock::shared(&new.store)?);
         new.store.create_layout()?;
@@ -189,7 +201,7 @@ impl NewLayout {
                 .iter()
                 .map(|d| self.store.blob_path(d)),
         );
-        sync_all_at_once(&paths)
+        sync_tree_of(&self.top, &root, &paths)
             .map_err(|e| StoreError::io(format!("cannot sync {}", root.display()), e))?;
         if stop == Some(Step::Synced) {
             return Ok(self.die());

@@ -116,7 +116,11 @@ fn everything_staged_is_synced_at_once_before_the_rename_and_the_parents_after()
         .iter()
         .position(|e| *e == ("rename", place.clone()))
         .unwrap_or_else(|| panic!("no rename: {events:?}"));
-    let before: Vec<&PathBuf> = events[..rename].iter().map(|(_, p)| p).collect();
+    let before: Vec<&PathBuf> = events[..rename]
+        .iter()
+        .filter(|(what, _)| *what == "sync")
+        .map(|(_, p)| p)
+        .collect();
     let after: BTreeSet<&PathBuf> = events[rename + 1..].iter().map(|(_, p)| p).collect();
     // Each entry of the staged layout once, nothing else, all before the
     // rename; then the directories whose entries changed.
@@ -132,6 +136,36 @@ fn everything_staged_is_synced_at_once_before_the_rename_and_the_parents_after()
         t.path().to_path_buf(),
     ];
     assert_eq!(after, parents.iter().collect(), "synced after the rename");
+}
+
+/// Linux: the staged layout is made durable by one `syncfs` (one wait
+/// for the journal), not by an fsync per entry on threads started one
+/// after another, whose late ones waited for a second commit (issue 34).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+#[test]
+fn a_new_layout_waits_for_the_disk_once_before_its_rename() {
+    let t = tempfile::tempdir().unwrap();
+    let place = t.path().join("layout");
+    let new = Store::create_new(&place).unwrap().unwrap();
+    let staging = new.store().path().to_path_buf();
+    write_image(new.store(), "1", 7);
+    new.publish().unwrap();
+    let events = events_under(t.path());
+    let rename = events
+        .iter()
+        .position(|e| *e == ("rename", place.clone()))
+        .unwrap_or_else(|| panic!("no rename: {events:?}"));
+    let syncfs: Vec<_> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, (what, _))| *what == "syncfs")
+        .collect();
+    assert_eq!(
+        syncfs,
+        vec![(0, &("syncfs", staging))],
+        "one syncfs of the staged layout, first: {events:?}"
+    );
+    assert!(rename > 0);
 }
 
 #[test]
