@@ -162,6 +162,8 @@ pub struct FreeBsdEnv {
     /// Who is asked for the SRV records of `pkg+` repositories (`[pkg]
     /// nameservers`); the host's resolv.conf when `None`.
     pub pkg_resolver: Option<Resolver>,
+    /// `[pkg] files_ignore_glob`/`_regex`: over the image's pkg.conf.
+    pub pkg_conf: crate::pkg::pkg_conf::Overrides,
 }
 
 impl FreeBsdEnv {
@@ -213,6 +215,9 @@ impl FreeBsdEnv {
                 urls.push(DEFAULT_PKG_REPO.to_string());
             }
         }
+        // What the configuration sets over the image's pkg.conf changes
+        // what the step leaves.
+        out.push_str(&self.pkg_conf.key_text());
         if self.pkg_offline {
             out.push_str("; offline");
             return Ok(out);
@@ -296,10 +301,11 @@ impl FreeBsdEnv {
     /// `FROM freebsd:<release>` built from it is keyed on (asked as for
     /// PKG steps); `offline` with `--pkg-offline`.
     pub fn pkgbase_catalogue(&self, url: &str) -> Result<String, PkgRepoError> {
+        let conf = self.pkg_conf.key_text();
         if self.pkg_offline {
-            return Ok("offline".into());
+            return Ok(format!("offline{conf}"));
         }
-        catalogue_identity(url, &self.http)
+        Ok(catalogue_identity(url, &self.http)? + &conf)
     }
 }
 

@@ -54,6 +54,7 @@ pub(super) fn install(
             resolver: Some(&resolver),
             kept: Some(&kept),
         },
+        pkg_conf: &env.freebsd.pkg_conf,
     };
     reported(run, info, |events| install::install(&req, events))
 }
@@ -118,6 +119,11 @@ pub(super) fn reported(
             say(format!("{name}-{version} is installed already: kept"))
         }
         Event::Upgrading { name, from, to } => say(format!("{name}-{from}: upgrading to {to}")),
+        Event::Reinstalling {
+            name,
+            version,
+            reason,
+        } => say(format!("{name}-{version}: reinstalling ({reason})")),
         Event::Fetched {
             name,
             version,

@@ -86,6 +86,7 @@ fn install(
             resolver: Some(&resolver),
             kept: Some(&kept),
         },
+        pkg_conf: &env.freebsd.pkg_conf,
     };
     reported(run, info, |events| {
         install::install_for(&req, pkg_abi(base), events)
