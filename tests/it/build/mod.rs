@@ -16,6 +16,7 @@ mod mounts;
 mod native;
 mod pkg;
 mod pkg_repo;
+mod pkg_files_ignore;
 mod pkg_upgrade;
 mod pkgbase;
 mod platform_args;

@@ -58,6 +58,7 @@ fn run(f: &Fixture, packages: &[&str], bootstrap: bool) -> Result<Vec<Event>, In
         limits: jbuild::layer::Limits::default(),
         file_flags: jbuild::fsutil::flags::host(),
         sources: Default::default(),
+        pkg_conf: &Default::default(),
     };
     let mut events = Vec::new();
     install(&req, &mut |e| events.push(e))?;

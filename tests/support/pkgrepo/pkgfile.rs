@@ -69,6 +69,15 @@ pub fn file(path: &str, mode: u32, content: &[u8]) -> Item {
     }
 }
 
+/// An `@config` file (0644, root:wheel).
+pub fn config(path: &str, content: &[u8]) -> Item {
+    let mut item = file(path, 0o644, content);
+    if let Item::File { config, .. } = &mut item {
+        *config = true;
+    }
+    item
+}
+
 pub fn dir(path: &str, mode: u32, uname: &str, gname: &str) -> Item {
     Item::Dir {
         path: path.into(),
