@@ -240,7 +240,6 @@ pub struct PkgSettings {
     pub files_ignore_regex: Option<Vec<String>>,
 }
 
-
 /// `[trust]`: which images pull, FROM and create accept, as rules of
 /// containers-policy.json(5) (`trust::policy` turns them into a policy).
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]

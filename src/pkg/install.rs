@@ -16,11 +16,9 @@
 //!    already has, as pkg's `pkg_jobs_need_upgrade` decides for each
 //!    requested name and each installed dependency: a package the
 //!    repository has at a newer version (`pkg_version_cmp`) is upgraded
-//!    unless it is locked; at the same version it is kept; at an older
-//!    one it is kept and that is said. (pkg also reinstalls the same
-//!    version when its arch, options, dependencies, conflicts, provides or
-//!    required shared libraries differ; jbuild does not compare those
-//!    yet.) When the image has no `pkg` the `pkg`
+//!    unless it is locked; at the same version it is kept, or reinstalled
+//!    when what pkg compares differs ([`super::upgrade`]); at an older
+//!    one it is kept and that is said. When the image has no `pkg` the `pkg`
 //!    package is added to the request, as `pkg bootstrap` would have put
 //!    it there first, unless [`Request::bootstrap`] is off.
 //! 5. Each package fetched into jbuild's package cache, verified by its
@@ -46,26 +44,29 @@
 //! (`pkg_add_cleanup_old`); the database's rows of the old version
 //! replaced by the new one's (keeping its `automatic` unless it is asked
 //! for now); `upgrade` messages shown instead of `install` ones, within
-//! their versions. Not yet: the old version's pre-deinstall scripts, which
-//! pkg runs before removing its files, and a three-way merge of a changed
-//! `@config` file (pkg tries one first, `AUTOMERGE`).
+//! their versions. The old version's pre-deinstall Lua scripts run
+//! before its files are removed (with `pkg_upgrade` true); a changed
+//! `@config` file is merged with the new version's when it can be
+//! (`AUTOMERGE`, [`super::merge3`]). The image's `pkg.conf`
+//! ([`super::pkg_conf`]) says which files are left out (`FILES_IGNORE_*`)
+//! and whether to merge.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use super::abi::{self, Abi, AbiError};
 use super::db::{DbError, LocalDb, Previous, Record};
-pub use super::upgrade::Upgrade;
-use super::upgrade;
-use super::pkg_conf::{self, FilesIgnore, PkgConfError};
 use super::extract::{self, ExtractError, HookError, Hooks, Opened, PackageFile};
 use super::fetch::{self, Cache, FetchError};
 use super::lua::{self, LuaError, ScriptEnv};
 use super::manifest::{LuaScriptType, MessageType, ScriptType};
+use super::pkg_conf::{self, FilesIgnore, PkgConfError};
 use super::repo_conf::{self, RepoConfError, RepoConfig};
 use super::repository::{self, RepoError, Repository};
 use super::resolve::{self, ResolveError};
 use super::sign::{SignError, Trust};
+use super::upgrade;
+pub use super::upgrade::Upgrade;
 use super::version;
 use crate::blame::Blame;
 use crate::fsutil::flags::FileFlags;
@@ -212,6 +213,17 @@ impl From<ResolveError> for InstallError {
     }
 }
 
+impl From<upgrade::WeighError> for InstallError {
+    fn from(e: upgrade::WeighError) -> Self {
+        match e {
+            upgrade::WeighError::Db(e) => InstallError::Db(e),
+            upgrade::WeighError::ShellScript { package, script } => {
+                InstallError::ShellScript { package, script }
+            }
+        }
+    }
+}
+
 impl From<FetchError> for InstallError {
     fn from(e: FetchError) -> Self {
         InstallError::Fetch(Box::new(e))
@@ -327,7 +339,10 @@ pub fn install_for(
     let closure = resolve::resolve(&repos, &requests)?;
     // pkg_jobs_need_upgrade, for each requested name and each dependency
     // the image has (`upgrade::weigh`).
-    let (todo, upgrades) = upgrade::weigh(closure, &installed, &db, events)?;
+    let (todo, upgrades, verdicts) = upgrade::weigh(closure, &installed, &db)?;
+    for v in verdicts {
+        say_verdict(v, events);
+    }
     let fetched = fetch_with_progress(&todo, req, events)?;
     for f in &fetched {
         events(Event::Fetched {
@@ -423,6 +438,41 @@ pub fn install_for(
             .map(|d| format!("{}-{}", d.name, d.version))
             .collect(),
     })
+}
+
+/// What [`upgrade::weigh`] decided of an installed package, said.
+fn say_verdict(v: upgrade::Verdict, events: &mut dyn FnMut(Event)) {
+    let kept = match v.decision {
+        upgrade::Decision::Upgrade => {
+            return events(Event::Upgrading {
+                name: v.name,
+                from: v.installed,
+                to: v.offered,
+            })
+        }
+        upgrade::Decision::Reinstall(reason) => {
+            return events(Event::Reinstalling {
+                name: v.name,
+                version: v.offered,
+                reason,
+            })
+        }
+        upgrade::Decision::KeepNewer => Some(format!(
+            "{}-{} is installed, newer than the repository's {} (`{}`): kept",
+            v.name, v.installed, v.offered, v.repository
+        )),
+        upgrade::Decision::Keep => None,
+    };
+    if let Some(text) = kept {
+        events(Event::Message {
+            package: format!("{}-{}", v.name, v.installed),
+            text,
+        });
+    }
+    events(Event::Kept {
+        name: v.name,
+        version: v.installed,
+    });
 }
 
 /// [`fetch::fetch_all_watched`] with [`Event::Progress`] of the bytes

@@ -149,19 +149,31 @@ mod tests {
     fn changes_to_different_lines_both_apply() {
         let base = "one = 1\ntwo = 2\nthree = 3\n";
         assert_eq!(
-            m(base, "one = mine\ntwo = 2\nthree = 3\n", "one = 1\ntwo = 2\nthree = 33\n")
-                .as_deref(),
+            m(
+                base,
+                "one = mine\ntwo = 2\nthree = 3\n",
+                "one = 1\ntwo = 2\nthree = 33\n"
+            )
+            .as_deref(),
             Some("one = mine\ntwo = 2\nthree = 33\n")
         );
         // Adjacent lines, an insertion, a deletion.
         assert_eq!(
-            m(base, "one = 1\ntwo = mine\nthree = 3\n", "one = 1\ntwo = 2\nthree = 33\nfour = 4\n")
-                .as_deref(),
+            m(
+                base,
+                "one = 1\ntwo = mine\nthree = 3\n",
+                "one = 1\ntwo = 2\nthree = 33\nfour = 4\n"
+            )
+            .as_deref(),
             Some("one = 1\ntwo = mine\nthree = 33\nfour = 4\n")
         );
         assert_eq!(
-            m(base, "two = 2\nthree = 3\n", "one = 1\ntwo = 2\nthree = 3\nfour = 4")
-                .as_deref(),
+            m(
+                base,
+                "two = 2\nthree = 3\n",
+                "one = 1\ntwo = 2\nthree = 3\nfour = 4"
+            )
+            .as_deref(),
             Some("two = 2\nthree = 3\nfour = 4")
         );
         // Nothing changed on one side: the other's text.
@@ -171,7 +183,10 @@ mod tests {
     #[test]
     fn the_same_change_applies_once_and_others_conflict() {
         let base = "a\nb\nc\n";
-        assert_eq!(m(base, "a\nB\nc\n", "a\nB\nc\n").as_deref(), Some("a\nB\nc\n"));
+        assert_eq!(
+            m(base, "a\nB\nc\n", "a\nB\nc\n").as_deref(),
+            Some("a\nB\nc\n")
+        );
         assert_eq!(m(base, "a\nmine\nc\n", "a\ntheirs\nc\n"), None);
         // Two insertions at one place conflict, as in pkg.
         assert_eq!(m(base, "a\nb\nc\nx\n", "a\nb\nc\ny\n"), None);

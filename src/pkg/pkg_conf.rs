@@ -72,7 +72,11 @@ pub struct FilesIgnore {
 
 impl FilesIgnore {
     /// Compiled from the lists; `what` names where they come from.
-    pub fn new(globs: &[String], regexes: &[String], what: &str) -> Result<FilesIgnore, PkgConfError> {
+    pub fn new(
+        globs: &[String],
+        regexes: &[String],
+        what: &str,
+    ) -> Result<FilesIgnore, PkgConfError> {
         let bad = |key: &str, pattern: &str, reason: String| PkgConfError::Pattern {
             what: what.to_string(),
             key: key.to_string(),
@@ -197,7 +201,11 @@ pub fn read(root: &Path, overrides: &Overrides) -> Result<PkgConf, PkgConfError>
         _ => true,
     };
     Ok(PkgConf {
-        ignore: FilesIgnore::new(&globs, &regexes, "FILES_IGNORE (the image's pkg.conf, or [pkg] in jbuild's configuration)")?,
+        ignore: FilesIgnore::new(
+            &globs,
+            &regexes,
+            "FILES_IGNORE (the image's pkg.conf, or [pkg] in jbuild's configuration)",
+        )?,
         automerge,
     })
 }

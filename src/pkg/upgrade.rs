@@ -28,8 +28,7 @@ use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::catalogue::Package;
-use super::db::{Installed, Local, LocalDb, Previous};
-use super::install::{Event, InstallError};
+use super::db::{DbError, Installed, Local, LocalDb, Previous};
 use super::manifest::ScriptType;
 use super::resolve::Chosen;
 use super::version;
@@ -81,10 +80,7 @@ fn same_version_change(
     installed: &dyn Fn(&str) -> bool,
 ) -> Option<String> {
     if local.abi != remote.abi {
-        return Some(format!(
-            "ABI changed: '{}' -> '{}'",
-            local.abi, remote.abi
-        ));
+        return Some(format!("ABI changed: '{}' -> '{}'", local.abi, remote.abi));
     }
     if local.vital != remote.vital {
         return Some(format!(
@@ -94,7 +90,12 @@ fn same_version_change(
     }
     let options = remote.options();
     let mut changes = Vec::new();
-    for key in local.options.keys().chain(options.keys()).collect::<BTreeSet<_>>() {
+    for key in local
+        .options
+        .keys()
+        .chain(options.keys())
+        .collect::<BTreeSet<_>>()
+    {
         match (local.options.get(key), options.get(key)) {
             (Some(l), Some(r)) if l != r => changes.push(format!("{key} ({l} -> {r})")),
             (Some(_), None) => changes.push(format!("{key} (removed)")),
@@ -125,10 +126,7 @@ fn same_version_change(
         }
     }
     if !changes.is_empty() {
-        return Some(format!(
-            "direct dependency changed: {}",
-            changes.join(", ")
-        ));
+        return Some(format!("direct dependency changed: {}", changes.join(", ")));
     }
     let conflicts: Vec<String> = sorted(remote.conflicts.iter().filter(|c| installed(c)));
     if conflicts != local.conflicts {
@@ -187,20 +185,58 @@ pub struct Upgrade {
     pub previous: Previous,
 }
 
-/// The closure with what the image has weighed: the packages to install
-/// (new ones, upgrades and reinstalls, in the closure's order) and, by
-/// the new `name-version`, the installed package each replaces. Each
-/// kept or replaced package is said through `events`. An installed
-/// package to be replaced whose pre-deinstall shell script pkg would run
-/// refuses the install before anything is written.
+/// What was decided of one installed package the closure names, for the
+/// installer to say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    pub name: String,
+    /// The image's version.
+    pub installed: String,
+    /// The repository's, and the repository.
+    pub offered: String,
+    pub repository: String,
+    pub decision: Decision,
+}
+
+/// Why the closure cannot be weighed.
+#[derive(Debug, thiserror::Error)]
+pub enum WeighError {
+    #[error(transparent)]
+    Db(#[from] DbError),
+    /// The installed version to be replaced has a shell script pkg would
+    /// run to remove it: `name-version` and the script.
+    #[error("package {package} has a `{script}` shell script")]
+    ShellScript {
+        package: String,
+        script: &'static str,
+    },
+}
+
+impl crate::blame::Blame for WeighError {
+    fn is_user_error(&self) -> bool {
+        match self {
+            WeighError::Db(e) => e.is_user_error(),
+            WeighError::ShellScript { .. } => true,
+        }
+    }
+}
+
+/// What [`weigh`] leaves: the packages to install (new ones, upgrades
+/// and reinstalls, in the closure's order), by the new `name-version` the
+/// installed package each replaces, and a verdict per installed package.
+pub type Weighed<'a> = (Vec<Chosen<'a>>, BTreeMap<String, Upgrade>, Vec<Verdict>);
+
+/// The closure with what the image has weighed (see [`Weighed`]). An
+/// installed package to be replaced whose pre-deinstall shell script pkg
+/// would run refuses the install before anything is written.
 pub fn weigh<'a>(
     closure: Vec<Chosen<'a>>,
     installed: &BTreeMap<String, Installed>,
     db: &LocalDb,
-    events: &mut dyn FnMut(Event),
-) -> Result<(Vec<Chosen<'a>>, BTreeMap<String, Upgrade>), InstallError> {
+) -> Result<Weighed<'a>, WeighError> {
     let mut upgrades = BTreeMap::new();
     let mut todo = Vec::new();
+    let mut verdicts = Vec::new();
     let has = |n: &str| installed.contains_key(&n.to_ascii_lowercase());
     for c in closure {
         let Some(old) = installed.get(&c.package.name.to_ascii_lowercase()) else {
@@ -208,38 +244,21 @@ pub fn weigh<'a>(
             continue;
         };
         let local = db.local(&old.name)?;
-        match need_upgrade(c.package, &local, old.locked, &has) {
-            Decision::Upgrade => events(Event::Upgrading {
-                name: c.package.name.clone(),
-                from: old.version.clone(),
-                to: c.package.version.clone(),
-            }),
-            Decision::Reinstall(reason) => events(Event::Reinstalling {
-                name: c.package.name.clone(),
-                version: c.package.version.clone(),
-                reason,
-            }),
-            kept => {
-                if kept == Decision::KeepNewer {
-                    events(Event::Message {
-                        package: format!("{}-{}", old.name, old.version),
-                        text: format!(
-                            "{}-{} is installed, newer than the repository's {} (`{}`): kept",
-                            old.name, old.version, c.package.version, c.repository.name
-                        ),
-                    });
-                }
-                events(Event::Kept {
-                    name: c.package.name.clone(),
-                    version: old.version.clone(),
-                });
-                continue;
-            }
+        let decision = need_upgrade(c.package, &local, old.locked, &has);
+        verdicts.push(Verdict {
+            name: c.package.name.clone(),
+            installed: old.version.clone(),
+            offered: c.package.version.clone(),
+            repository: c.repository.name.clone(),
+            decision: decision.clone(),
+        });
+        if matches!(decision, Decision::Keep | Decision::KeepNewer) {
+            continue;
         }
         let previous = db.previous(&old.name)?;
         let runs = [ScriptType::PreDeinstall, ScriptType::Deinstall];
         if let Some((t, _)) = previous.scripts.iter().find(|(t, _)| runs.contains(t)) {
-            return Err(InstallError::ShellScript {
+            return Err(WeighError::ShellScript {
                 package: format!("{}-{}", old.name, old.version),
                 script: t.key(),
             });
@@ -254,7 +273,7 @@ pub fn weigh<'a>(
         );
         todo.push(c);
     }
-    Ok((todo, upgrades))
+    Ok((todo, upgrades, verdicts))
 }
 
 #[cfg(test)]
@@ -314,8 +333,7 @@ mod tests {
         assert_eq!(
             decide(&r, &l),
             Decision::Reinstall(
-                "required shared library changed: libssl.so.3 (removed), libz.so.6 (added)"
-                    .into()
+                "required shared library changed: libssl.so.3 (removed), libz.so.6 (added)".into()
             )
         );
         let mut r = remote("1");

@@ -78,9 +78,7 @@ impl LocalDb {
             let rows = stmt
                 .query_map([id], |r| Ok((r.get(0)?, r.get(1)?)))
                 .map_err(hostile)?;
-            rows.take(64)
-                .collect::<Result<_, _>>()
-                .map_err(hostile)
+            rows.take(64).collect::<Result<_, _>>().map_err(hostile)
         };
         let scripts = typed(
             "SELECT p.type, s.script FROM pkg_script p JOIN script s \

@@ -57,10 +57,7 @@ fn pkg_leaves_out_the_files_pkg_conf_says_to_ignore() {
     let key = Key::new(t, "repo");
     let www = t.join("www");
     let items = FILES.iter().map(|f| file(f, 0o644, f.as_bytes())).collect();
-    let mut spec = RepoSpec::new(
-        Layout::DataPkg,
-        vec![with("docs", "1", &[], items, vec![])],
-    );
+    let mut spec = RepoSpec::new(Layout::DataPkg, vec![with("docs", "1", &[], items, vec![])]);
     spec.signing = Signing::Fingerprints(vec![("test".into(), key.clone())]);
     spec.write(&www.join("repo"));
     let server = serve(www);
@@ -84,7 +81,11 @@ fn pkg_leaves_out_the_files_pkg_conf_says_to_ignore() {
         .arg(&base));
     let app = t.join("app");
     fs::create_dir_all(&app).unwrap();
-    fs::write(app.join("Jailfile"), "FROM base:1\nPKG --no-bootstrap docs\n").unwrap();
+    fs::write(
+        app.join("Jailfile"),
+        "FROM base:1\nPKG --no-bootstrap docs\n",
+    )
+    .unwrap();
 
     let (tree, db) = build(&root, &app, "app:1", &none, t);
     assert_eq!(tree, [FILES[0], FILES[2]]);

@@ -371,13 +371,19 @@ fn pkg_reinstalls_the_same_version_when_what_pkg_compares_differs() {
     assert_eq!(sqlite(&db, "PRAGMA foreign_key_check"), "");
     // The user's changes stay (the package's own content is unchanged).
     let etc = rootfs.join("usr/local/etc");
-    assert_eq!(fs::read_to_string(etc.join("merge.conf")).unwrap(), MERGE_MINE);
+    assert_eq!(
+        fs::read_to_string(etc.join("merge.conf")).unwrap(),
+        MERGE_MINE
+    );
     assert!(!etc.join("merge.conf.pkgnew").exists());
     assert!(rootfs.join("usr/local/lib/libfoo.so.1").exists());
 
     // The same catalogue again: the digests are equal, nothing to do.
     let said = build(&s, "re:2", "FROM re:1\nPKG libfoo\n");
-    assert!(said.contains("libfoo-1 is installed already: kept"), "{said}");
+    assert!(
+        said.contains("libfoo-1 is installed already: kept"),
+        "{said}"
+    );
     assert!(!said.contains("reinstalling"), "{said}");
 }
 
