@@ -325,6 +325,12 @@ pub fn install_for(
         });
     }
     let conf = pkg_conf::read(req.root, req.pkg_conf)?;
+    if let Some(text) = &conf.warning {
+        events(Event::Message {
+            package: "pkg.conf".into(),
+            text: format!("warning: {text}"),
+        });
+    }
     let mut db = LocalDb::open_or_create(req.root, req.time)?;
     let installed: BTreeMap<String, super::db::Installed> = db
         .installed()?

@@ -52,6 +52,9 @@ impl Overrides {
 pub struct PkgConf {
     pub ignore: FilesIgnore,
     pub automerge: bool,
+    /// The image's file could not be read as UCL: pkg says so and goes
+    /// on with its defaults, and so does this (the reason, to say).
+    pub warning: Option<String>,
 }
 
 impl Default for PkgConf {
@@ -59,6 +62,7 @@ impl Default for PkgConf {
         PkgConf {
             ignore: FilesIgnore::default(),
             automerge: true,
+            warning: None,
         }
     }
 }
@@ -165,13 +169,21 @@ pub fn read(root: &Path, overrides: &Overrides) -> Result<PkgConf, PkgConfError>
         path: path.to_path_buf(),
         source,
     };
+    let mut warning = None;
     let doc = match file.filter(|p| p.is_file()) {
         Some(path) => {
             let text = read_text(&path).map_err(|e| read_err(&path, e))?;
-            Some(ucl::parse(&text).map_err(|source| PkgConfError::Ucl {
-                path: Path::new("/").join(PKG_CONF),
-                source,
-            })?)
+            match ucl::parse(&text) {
+                Ok(doc) => Some(doc),
+                Err(source) => {
+                    let e = PkgConfError::Ucl {
+                        path: Path::new("/").join(PKG_CONF),
+                        source,
+                    };
+                    warning = Some(format!("{e}: pkg's defaults are used"));
+                    None
+                }
+            }
         }
         None => None,
     };
@@ -207,6 +219,7 @@ pub fn read(root: &Path, overrides: &Overrides) -> Result<PkgConf, PkgConfError>
             "FILES_IGNORE (the image's pkg.conf, or [pkg] in jbuild's configuration)",
         )?,
         automerge,
+        warning,
     })
 }
 
@@ -256,5 +269,8 @@ mod tests {
         assert!(c.ignore.matches("/usr/local/lib/libfoo.a"));
         let none = read(&t.path().join("nothing"), &Overrides::default()).unwrap();
         assert!(none.automerge && none.ignore.is_empty());
+        std::fs::write(etc.join("pkg.conf"), "FILES_IGNORE_GLOB = [\n").unwrap();
+        let bad = read(t.path(), &Overrides::default()).unwrap();
+        assert!(bad.warning.is_some() && bad.ignore.is_empty() && bad.automerge);
     }
 }
