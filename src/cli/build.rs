@@ -323,6 +323,10 @@ fn freebsd_env(ctx: &Ctx, args: &BuildArgs) -> Result<FreeBsdEnv, Failure> {
         http,
         pkg_resolver: jbuild::pkg::mirror::Resolver::of_servers(&pkg.nameservers)
             .map_err(|e| Failure::user(anyhow!(e)))?,
+        pkg_conf: jbuild::pkg::pkg_conf::Overrides {
+            files_ignore_glob: pkg.files_ignore_glob.clone(),
+            files_ignore_regex: pkg.files_ignore_regex.clone(),
+        },
     })
 }
 

@@ -111,6 +111,10 @@ pub fn run(ctx: &Ctx, args: VerifyArgs) -> CmdResult {
             http: http.clone(),
             pkg_resolver: jbuild::pkg::mirror::Resolver::of_servers(&settings.pkg.nameservers)
                 .map_err(|e| Failure::user(anyhow!(e)))?,
+            pkg_conf: jbuild::pkg::pkg_conf::Overrides {
+                files_ignore_glob: settings.pkg.files_ignore_glob.clone(),
+                files_ignore_regex: settings.pkg.files_ignore_regex.clone(),
+            },
         },
         layer_policy: ctx.layer_policy(false, false),
         registry: Some(&puller),

@@ -43,6 +43,8 @@
 //! installer = "jbuild"                            # or "pkg": pkg(8) in the jail
 //! offline = false
 //! nameservers = []              # asked for pkg+https:// SRV mirrors (else /etc/resolv.conf)
+//! files_ignore_glob = ["/usr/local/share/doc/*"]  # not installed (over the image's pkg.conf)
+//! files_ignore_regex = []
 //!
 //! [layers]                      # layers unpacked by pull, FROM and create
 //! allow_setuid = false          # keep setuid/setgid files (FreeBSD's base has su, passwd)
@@ -231,6 +233,11 @@ pub struct PkgSettings {
     /// repositories (`IP`, `IP:PORT`); the host's `/etc/resolv.conf` when
     /// empty.
     pub nameservers: Vec<String>,
+    /// pkg.conf's `FILES_IGNORE_GLOB` for jbuild's installer: when set,
+    /// in place of the image's (as pkg's environment variable is).
+    pub files_ignore_glob: Option<Vec<String>>,
+    /// pkg.conf's `FILES_IGNORE_REGEX`, likewise.
+    pub files_ignore_regex: Option<Vec<String>>,
 }
 
 /// `[trust]`: which images pull, FROM and create accept, as rules of

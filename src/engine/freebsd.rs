@@ -148,6 +148,8 @@ pub struct FreeBsdEnv {
     /// Who is asked for the SRV records of `pkg+` repositories (`[pkg]
     /// nameservers`); the host's resolv.conf when `None`.
     pub pkg_resolver: Option<Resolver>,
+    /// `[pkg] files_ignore_glob`/`_regex`: over the image's pkg.conf.
+    pub pkg_conf: crate::pkg::pkg_conf::Overrides,
 }
 
 impl FreeBsdEnv {
@@ -201,6 +203,9 @@ impl FreeBsdEnv {
                 urls.push(DEFAULT_PKG_REPO.to_string());
             }
         }
+        // What the configuration sets over the image's pkg.conf changes
+        // what the step leaves.
+        out.push_str(&self.pkg_conf.key_text());
         if self.pkg_offline {
             out.push_str("; offline");
             return Ok(out);
@@ -291,16 +296,18 @@ impl FreeBsdEnv {
     /// PKG steps ([`FreeBsdEnv::fetch_catalogue`]: `meta.conf`, then the
     /// archive pkg would read) and kept in `kept`, so that the install
     /// reads the same archive instead of downloading it again; `offline`
-    /// with `--pkg-offline`.
+    /// with `--pkg-offline`. The `[pkg]` settings that change what is
+    /// installed (`files_ignore_*`) follow the catalogue's identity.
     pub fn pkgbase_catalogue(&self, url: &str, kept: &mut Kept) -> Result<String, PkgRepoError> {
+        let conf = self.pkg_conf.key_text();
         if self.pkg_offline {
-            return Ok("offline".into());
+            return Ok(format!("offline{conf}"));
         }
         // Kept by the url the install looks it up by
         // (`repository::load_from`: no trailing `/`).
         let url = url.trim_end_matches('/');
         if let Some(f) = kept.get(url) {
-            return Ok(format!("content {}", f.digest));
+            return Ok(format!("content {}", f.digest) + &conf);
         }
         // What `PkgBase::repo_conf` writes: SRV for a `pkg+` url.
         let mirror_type = if url.starts_with("pkg+") {
@@ -311,7 +318,7 @@ impl FreeBsdEnv {
         let f = self.fetch_catalogue(url, mirror_type)?;
         let identity = format!("content {}", f.digest);
         kept.insert(url.to_string(), f);
-        Ok(identity)
+        Ok(identity + &conf)
     }
 }
 

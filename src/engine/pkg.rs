@@ -61,6 +61,7 @@ pub(super) fn install(
             .rev()
             .find(|(k, _)| k == crate::pkg::osversion::IGNORE_OSVERSION)
             .map(|(_, v)| v.as_str()),
+        pkg_conf: &env.freebsd.pkg_conf,
     };
     reported(run, info, |events| install::install(&req, events))
 }
@@ -125,6 +126,11 @@ pub(super) fn reported(
             say(format!("{name}-{version} is installed already: kept"))
         }
         Event::Upgrading { name, from, to } => say(format!("{name}-{from}: upgrading to {to}")),
+        Event::Reinstalling {
+            name,
+            version,
+            reason,
+        } => say(format!("{name}-{version}: reinstalling ({reason})")),
         Event::Fetched {
             name,
             version,

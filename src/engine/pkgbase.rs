@@ -94,6 +94,7 @@ fn install(
         // its packages carry the patch level: ignored, as FreeBSD's own
         // pkgbase tooling runs pkg with IGNORE_OSVERSION=yes.
         ignore_osversion: Some("yes"),
+        pkg_conf: &env.freebsd.pkg_conf,
     };
     reported(run, info, |events| {
         install::install_for(&req, pkg_abi(base), events)

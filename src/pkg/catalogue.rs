@@ -414,6 +414,32 @@ pub struct Package {
     pub shlibs_provided: Vec<String>,
     pub vital: bool,
     pub annotations: BTreeMap<String, String>,
+    /// The port's options (`on`/`off`, or booleans in some catalogues):
+    /// what `pkg_jobs_need_upgrade` compares with the installed
+    /// package's ([`Package::options`]).
+    #[serde(rename = "options")]
+    pub raw_options: BTreeMap<String, serde_json::Value>,
+    /// pkg's digest of the manifest (`manifestdigest` once installed):
+    /// the same digest on both sides means the same package.
+    pub digest: String,
+}
+
+impl Package {
+    /// The options as pkg stores them: `on` or `off`.
+    pub fn options(&self) -> BTreeMap<String, String> {
+        self.raw_options
+            .iter()
+            .map(|(k, v)| {
+                let v = match v {
+                    serde_json::Value::Bool(true) => "on".to_string(),
+                    serde_json::Value::Bool(false) => "off".to_string(),
+                    serde_json::Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                (k.clone(), v)
+            })
+            .collect()
+    }
 }
 
 /// A dependency: by name, with the origin and version it was built with.

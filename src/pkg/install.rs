@@ -16,11 +16,9 @@
 //!    already has, as pkg's `pkg_jobs_need_upgrade` decides for each
 //!    requested name and each installed dependency: a package the
 //!    repository has at a newer version (`pkg_version_cmp`) is upgraded
-//!    unless it is locked; at the same version it is kept; at an older
-//!    one it is kept and that is said. (pkg also reinstalls the same
-//!    version when its arch, options, dependencies, conflicts, provides or
-//!    required shared libraries differ; jbuild does not compare those
-//!    yet.) When the image has no `pkg` the `pkg`
+//!    unless it is locked; at the same version it is kept, or reinstalled
+//!    when what pkg compares differs ([`super::upgrade`]); at an older
+//!    one it is kept and that is said. When the image has no `pkg` the `pkg`
 //!    package is added to the request, as `pkg bootstrap` would have put
 //!    it there first, unless [`Request::bootstrap`] is off.
 //! 5. Each package fetched into jbuild's package cache, verified by its
@@ -46,9 +44,12 @@
 //! (`pkg_add_cleanup_old`); the database's rows of the old version
 //! replaced by the new one's (keeping its `automatic` unless it is asked
 //! for now); `upgrade` messages shown instead of `install` ones, within
-//! their versions. Not yet: the old version's pre-deinstall scripts, which
-//! pkg runs before removing its files, and a three-way merge of a changed
-//! `@config` file (pkg tries one first, `AUTOMERGE`).
+//! their versions. The old version's pre-deinstall Lua scripts run
+//! before its files are removed (with `pkg_upgrade` true); a changed
+//! `@config` file is merged with the new version's when it can be
+//! (`AUTOMERGE`, [`super::merge3`]). The image's `pkg.conf`
+//! ([`super::pkg_conf`]) says which files are left out (`FILES_IGNORE_*`)
+//! and whether to merge.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -60,10 +61,13 @@ use super::fetch::{self, Cache, FetchError};
 use super::lua::{self, LuaError, ScriptEnv};
 use super::manifest::{LuaScriptType, MessageType, ScriptType};
 use super::osversion::{self, OsVersionError};
+use super::pkg_conf::{self, FilesIgnore, PkgConfError};
 use super::repo_conf::{self, RepoConfError, RepoConfig};
 use super::repository::{self, RepoError, Repository};
 use super::resolve::{self, ResolveError};
 use super::sign::{SignError, Trust};
+use super::upgrade;
+pub use super::upgrade::Upgrade;
 use super::version;
 use crate::blame::Blame;
 use crate::fsutil::flags::FileFlags;
@@ -103,6 +107,8 @@ pub struct Request<'a> {
     /// `IGNORE_OSVERSION` as pkg's environment would set it (a PKG step's
     /// `ENV`), over the image's pkg.conf ([`osversion`]).
     pub ignore_osversion: Option<&'a str>,
+    /// What jbuild's configuration sets over the image's `pkg.conf`.
+    pub pkg_conf: &'a pkg_conf::Overrides,
 }
 
 /// What happened, in order, for the caller to show.
@@ -121,6 +127,14 @@ pub enum Event {
         name: String,
         from: String,
         to: String,
+    },
+    /// In the image at the repository's version, but what pkg compares
+    /// (options, dependencies, shared libraries, …) differs: replaced.
+    Reinstalling {
+        name: String,
+        version: String,
+        /// pkg's words for what differs.
+        reason: String,
     },
     /// In the package cache (downloaded now unless `cached`).
     Fetched {
@@ -185,6 +199,8 @@ pub enum InstallError {
     Extract(#[from] ExtractError),
     #[error(transparent)]
     OsVersion(#[from] OsVersionError),
+    #[error(transparent)]
+    PkgConf(#[from] PkgConfError),
     #[error(
         "package {package} has a `{script}` shell script, which jbuild does not run yet; on a \
          FreeBSD host `[pkg] installer = \"pkg\"` installs it with pkg(8) in the build jail"
@@ -200,6 +216,17 @@ pub enum InstallError {
 impl From<ResolveError> for InstallError {
     fn from(e: ResolveError) -> Self {
         InstallError::Resolve(Box::new(e))
+    }
+}
+
+impl From<upgrade::WeighError> for InstallError {
+    fn from(e: upgrade::WeighError) -> Self {
+        match e {
+            upgrade::WeighError::Db(e) => InstallError::Db(e),
+            upgrade::WeighError::ShellScript { package, script } => {
+                InstallError::ShellScript { package, script }
+            }
+        }
     }
 }
 
@@ -221,6 +248,7 @@ impl Blame for InstallError {
             InstallError::Db(e) => e.is_user_error(),
             InstallError::Extract(e) => e.is_user_error(),
             InstallError::OsVersion(e) => e.is_user_error(),
+            InstallError::PkgConf(e) => e.is_user_error(),
             InstallError::ShellScript { .. } | InstallError::NoRepositories { .. } => true,
         }
     }
@@ -304,6 +332,13 @@ pub fn install_for(
         });
     }
     check_osversion(req, &repos, abi.osversion, events)?;
+    let conf = pkg_conf::read(req.root, req.pkg_conf)?;
+    if let Some(text) = &conf.warning {
+        events(Event::Message {
+            package: "pkg.conf".into(),
+            text: format!("warning: {text}"),
+        });
+    }
     let mut db = LocalDb::open_or_create(req.root, req.time)?;
     let installed: BTreeMap<String, super::db::Installed> = db
         .installed()?
@@ -317,47 +352,10 @@ pub fn install_for(
     }
     let closure = resolve::resolve(&repos, &requests)?;
     // pkg_jobs_need_upgrade, for each requested name and each dependency
-    // the image has: replaced when the repository's version is newer,
-    // kept when it is the same, older (said), or the package is locked.
-    let mut upgrades: BTreeMap<String, Upgrade> = BTreeMap::new();
-    let mut todo = Vec::new();
-    for c in closure {
-        let Some(old) = installed.get(&c.package.name.to_ascii_lowercase()) else {
-            todo.push(c);
-            continue;
-        };
-        let newer = version::cmp(&c.package.version, &old.version) == std::cmp::Ordering::Greater;
-        if newer && !old.locked {
-            events(Event::Upgrading {
-                name: c.package.name.clone(),
-                from: old.version.clone(),
-                to: c.package.version.clone(),
-            });
-            let label = format!("{}-{}", c.package.name, c.package.version);
-            upgrades.insert(
-                label,
-                Upgrade {
-                    version: old.version.clone(),
-                    automatic: old.automatic,
-                    previous: db.previous(&old.name)?,
-                },
-            );
-            todo.push(c);
-            continue;
-        }
-        if version::cmp(&c.package.version, &old.version) == std::cmp::Ordering::Less {
-            events(Event::Message {
-                package: format!("{}-{}", old.name, old.version),
-                text: format!(
-                    "{}-{} is installed, newer than the repository's {} (`{}`): kept",
-                    old.name, old.version, c.package.version, c.repository.name
-                ),
-            });
-        }
-        events(Event::Kept {
-            name: c.package.name.clone(),
-            version: old.version.clone(),
-        });
+    // the image has (`upgrade::weigh`).
+    let (todo, upgrades, verdicts) = upgrade::weigh(closure, &installed, &db)?;
+    for v in verdicts {
+        say_verdict(v, events);
     }
     let fetched = fetch_with_progress(&todo, req, events)?;
     for f in &fetched {
@@ -391,11 +389,24 @@ pub fn install_for(
             .values()
             .flat_map(|u| u.previous.config.clone())
             .collect(),
+        automerge: conf.automerge,
+        ignore: conf.ignore.clone(),
         ..extract::Options::default()
     };
+    let digests: BTreeMap<String, String> = todo
+        .iter()
+        .map(|c| {
+            (
+                format!("{}-{}", c.package.name, c.package.version),
+                c.package.digest.clone(),
+            )
+        })
+        .collect();
     let mut hooks = DbAndLua {
         db: &mut db,
         automatic: &automatic,
+        digests: &digests,
+        ignore: &conf.ignore,
         upgrades: &upgrades,
         events,
         total: opened
@@ -469,6 +480,41 @@ fn check_osversion(
         });
     }
     Ok(())
+}
+
+/// What [`upgrade::weigh`] decided of an installed package, said.
+fn say_verdict(v: upgrade::Verdict, events: &mut dyn FnMut(Event)) {
+    let kept = match v.decision {
+        upgrade::Decision::Upgrade => {
+            return events(Event::Upgrading {
+                name: v.name,
+                from: v.installed,
+                to: v.offered,
+            })
+        }
+        upgrade::Decision::Reinstall(reason) => {
+            return events(Event::Reinstalling {
+                name: v.name,
+                version: v.offered,
+                reason,
+            })
+        }
+        upgrade::Decision::KeepNewer => Some(format!(
+            "{}-{} is installed, newer than the repository's {} (`{}`): kept",
+            v.name, v.installed, v.offered, v.repository
+        )),
+        upgrade::Decision::Keep => None,
+    };
+    if let Some(text) = kept {
+        events(Event::Message {
+            package: format!("{}-{}", v.name, v.installed),
+            text,
+        });
+    }
+    events(Event::Kept {
+        name: v.name,
+        version: v.installed,
+    });
 }
 
 /// [`fetch::fetch_all_watched`] with [`Event::Progress`] of the bytes
@@ -550,16 +596,6 @@ fn open_some(fetched: &[fetch::Fetched], limits: &Limits) -> Result<Vec<Opened>,
     Ok(opened)
 }
 
-/// An installed package the new version replaces.
-#[derive(Debug, Clone)]
-pub struct Upgrade {
-    /// The installed version.
-    pub version: String,
-    pub automatic: bool,
-    /// Its files, directories and config contents in the database.
-    pub previous: Previous,
-}
-
 /// The hooks of [`extract::install`] joined to the package database and
 /// the Lua interpreter.
 pub struct DbAndLua<'a, 'e> {
@@ -567,6 +603,10 @@ pub struct DbAndLua<'a, 'e> {
     /// By `name-version`: installed as a dependency, and from which
     /// repository.
     pub automatic: &'a BTreeMap<String, (bool, String)>,
+    /// By `name-version`: the catalogue's digest of the package.
+    pub digests: &'a BTreeMap<String, String>,
+    /// `FILES_IGNORE_*`: paths not recorded, and removed on upgrade.
+    pub ignore: &'a FilesIgnore,
     /// By the new `name-version`: what it replaces.
     pub upgrades: &'a BTreeMap<String, Upgrade>,
     pub events: &'a mut (dyn FnMut(Event) + 'e),
@@ -596,11 +636,52 @@ impl DbAndLua<'_, '_> {
     }
 }
 
+impl DbAndLua<'_, '_> {
+    /// The replaced version's pre-deinstall Lua scripts, from the
+    /// database, with `pkg_upgrade` true, as `pkg_add_cleanup_old` runs
+    /// them before it removes the old files (pkg extracts the new files
+    /// to temporary names first, so the scripts see the old version's;
+    /// run before extraction, they see the same). pkg goes on when one
+    /// fails, and so does this, saying so. pkg runs no post-deinstall
+    /// script on an upgrade.
+    fn old_pre_deinstall(&mut self, pkg: &Opened, root: &Path) {
+        let Some(u) = self.upgrades.get(&pkg.label()) else {
+            return;
+        };
+        let label = format!("{}-{}", pkg.manifest.name, u.version);
+        let scripts = u.previous.lua_scripts.iter();
+        for (_, script) in scripts.filter(|(t, _)| *t == LuaScriptType::PreDeinstall) {
+            let env = ScriptEnv {
+                package: pkg.manifest.name.clone(),
+                prefix: u.previous.prefix.clone(),
+                script: LuaScriptType::PreDeinstall.key().to_string(),
+                upgrade: true,
+            };
+            match lua::run(root, script, &env, lua::Limits::default()) {
+                Ok(messages) => {
+                    for m in messages {
+                        (self.events)(Event::Message {
+                            package: label.clone(),
+                            text: m.text,
+                        });
+                    }
+                }
+                Err(e) => (self.events)(Event::Message {
+                    package: label.clone(),
+                    text: format!("warning: {}", crate::report::error_chain(&e)),
+                }),
+            }
+        }
+    }
+}
+
 impl Hooks for DbAndLua<'_, '_> {
     fn lua_pre_install(&mut self, pkg: &Opened, root: &Path) -> Result<(), HookError> {
         // mlua's errors are not `Send`: the chain is kept as text.
         self.lua(pkg, root, LuaScriptType::PreInstall)
-            .map_err(|e| crate::report::error_chain(&e).into())
+            .map_err(|e| HookError::from(crate::report::error_chain(&e)))?;
+        self.old_pre_deinstall(pkg, root);
+        Ok(())
     }
 
     fn commit(
@@ -610,7 +691,7 @@ impl Hooks for DbAndLua<'_, '_> {
         root: &Path,
     ) -> Result<(), HookError> {
         if let Some(u) = self.upgrades.get(&pkg.label()) {
-            remove_old(root, &u.previous, &pkg.manifest)?;
+            remove_old(root, &u.previous, &pkg.manifest, self.ignore)?;
         }
         let (automatic, repository) = self
             .automatic
@@ -630,8 +711,26 @@ impl Hooks for DbAndLua<'_, '_> {
                     )
                 })
                 .collect(),
+            digest: self.digests.get(&pkg.label()).cloned(),
         };
-        self.db.record(&pkg.manifest, &record)?;
+        if self.ignore.is_empty() {
+            self.db.record(&pkg.manifest, &record)?;
+        } else {
+            // pkg records no row for an ignored file.
+            let mut m = pkg.manifest.clone();
+            m.files.retain(|f| !self.ignore.matches(&f.path));
+            m.config.retain(|c| !self.ignore.matches(c));
+            self.db.record(&m, &record)?;
+        }
+        for c in installed.config.iter().filter(|c| c.merged == Some(false)) {
+            (self.events)(Event::Message {
+                package: pkg.label(),
+                text: format!(
+                    "Impossible to merge configuration file: {}: the new version is {}.pkgnew",
+                    c.path, c.path
+                ),
+            });
+        }
         for w in &installed.warnings {
             (self.events)(Event::Message {
                 package: pkg.label(),
@@ -702,12 +801,15 @@ fn remove_old(
     root: &Path,
     old: &Previous,
     new: &super::manifest::Manifest,
+    ignore: &FilesIgnore,
 ) -> Result<(), HookError> {
+    // An ignored path the new version lists is removed too, as pkg does.
     let keep: BTreeSet<&str> = new
         .files
         .iter()
         .map(|f| f.path.as_str())
         .chain(new.config.iter().map(String::as_str))
+        .filter(|p| !ignore.matches(p))
         .collect();
     for path in old.files.iter().filter(|p| !keep.contains(p.as_str())) {
         let rel = Path::new(path.trim_start_matches('/'));

@@ -20,6 +20,7 @@
 //!   SQLite, fails `quick_check`, lacks pkg's tables, or has a trigger or
 //!   view where jbuild writes.
 
+mod local;
 mod previous;
 mod record;
 pub mod schema;
@@ -31,6 +32,7 @@ use std::sync::Arc;
 
 use rusqlite::{Connection, OpenFlags};
 
+pub use local::Local;
 pub use previous::Previous;
 pub use record::Record;
 

@@ -2,11 +2,14 @@
 //! upgrade: pkg loads the same (`pkgdb_ensure_loaded` with files,
 //! directories and scripts, in `pkg_add_upgrade`) to remove what the new
 //! version no longer installs and to tell a configuration file the user
-//! changed from one the old version left as it was.
+//! changed from one the old version left as it was; and its scripts,
+//! whose pre-deinstall ones pkg runs before it removes the old files
+//! (`pkg_add_cleanup_old`).
 
 use std::collections::BTreeMap;
 
 use super::{DbError, LocalDb, MAX_PACKAGES};
+use crate::pkg::manifest::{LuaScriptType, ScriptType};
 
 /// A path and, for a config file, its content.
 type Rows = Vec<(String, Option<Vec<u8>>)>;
@@ -20,6 +23,12 @@ pub struct Previous {
     pub dirs: Vec<String>,
     /// `config_files`: the content the package installed, by path.
     pub config: BTreeMap<String, Vec<u8>>,
+    /// `packages.prefix`: where its Lua scripts' relative paths are.
+    pub prefix: String,
+    /// Its shell scripts by type (`pkg_script`).
+    pub scripts: Vec<(ScriptType, String)>,
+    /// Its Lua scripts by type, in the order recorded (`pkg_lua_script`).
+    pub lua_scripts: Vec<(LuaScriptType, String)>,
 }
 
 impl LocalDb {
@@ -29,11 +38,13 @@ impl LocalDb {
             path: self.path.clone(),
             reason: format!("reading the files of {name}: {source}"),
         };
-        let id: i64 = self
+        let (id, prefix): (i64, String) = self
             .conn
-            .query_row("SELECT id FROM packages WHERE name = ?1", [name], |r| {
-                r.get(0)
-            })
+            .query_row(
+                "SELECT id, prefix FROM packages WHERE name = ?1",
+                [name],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
             .map_err(hostile)?;
         let list = |sql: &str| -> Result<Rows, DbError> {
             let mut stmt = self.conn.prepare(sql).map_err(hostile)?;
@@ -62,6 +73,27 @@ impl LocalDb {
              ON d.id = p.directory_id WHERE p.package_id = ?1 ORDER BY d.path",
         )?;
         let config = list("SELECT path, content FROM config_files WHERE package_id = ?1")?;
+        let typed = |sql: &str| -> Result<Vec<(i64, String)>, DbError> {
+            let mut stmt = self.conn.prepare(sql).map_err(hostile)?;
+            let rows = stmt
+                .query_map([id], |r| Ok((r.get(0)?, r.get(1)?)))
+                .map_err(hostile)?;
+            rows.take(64).collect::<Result<_, _>>().map_err(hostile)
+        };
+        let scripts = typed(
+            "SELECT p.type, s.script FROM pkg_script p JOIN script s \
+             ON s.script_id = p.script_id WHERE p.package_id = ?1 ORDER BY p.rowid",
+        )?
+        .into_iter()
+        .filter_map(|(t, body)| ScriptType::from_db(t).map(|t| (t, body)))
+        .collect();
+        let lua_scripts = typed(
+            "SELECT p.type, s.lua_script FROM pkg_lua_script p JOIN lua_script s \
+             ON s.lua_script_id = p.lua_script_id WHERE p.package_id = ?1 ORDER BY p.rowid",
+        )?
+        .into_iter()
+        .filter_map(|(t, body)| LuaScriptType::from_db(t).map(|t| (t, body)))
+        .collect();
         Ok(Previous {
             files: files.into_iter().map(|(p, _)| p).collect(),
             dirs: dirs.into_iter().map(|(p, _)| p).collect(),
@@ -69,6 +101,9 @@ impl LocalDb {
                 .into_iter()
                 .filter_map(|(p, c)| c.map(|c| (p, c)))
                 .collect(),
+            prefix,
+            scripts,
+            lua_scripts,
         })
     }
 }

@@ -20,6 +20,9 @@ pub struct Record {
     /// The contents of the package's config files as installed, by path
     /// (`config_files.content`, for pkg's three-way merge on upgrade).
     pub config_contents: BTreeMap<String, String>,
+    /// The catalogue's digest of the package (`packages.manifestdigest`),
+    /// which pkg copies from the repository's entry when it installs.
+    pub digest: Option<String>,
 }
 
 impl LocalDb {
@@ -307,7 +310,7 @@ fn insert_package(
             i64::from(rec.automatic),
             m.licenselogic.db_value(),
             time,
-            Option::<String>::None,
+            rec.digest.as_deref().filter(|d| !d.is_empty()),
             m.dep_formula,
             i64::from(m.vital),
         ],

@@ -92,6 +92,10 @@ impl Extraction<'_> {
         let raw = String::from_utf8_lossy(&h.path).into_owned();
         let trimmed = raw.trim_start_matches("./").trim_end_matches('/');
         let key = format!("/{}", trimmed.trim_start_matches('/'));
+        // FILES_IGNORE: not extracted (its content is passed over).
+        if self.opts.ignore.matches(&key) {
+            return Ok(());
+        }
         let meta = match h.typeflag {
             header::DIRECTORY => c.dirs.get(&key).or_else(|| c.files.get(&key)),
             _ => c.files.get(&key),
@@ -214,12 +218,27 @@ impl Extraction<'_> {
         let host = crate::fsutil::resolve_in_root(self.root, Path::new(&written), false)
             .map_err(self.config_err(key, "find"))?;
         let content = read_bounded(&host).map_err(self.config_err(key, "read"))?;
-        let mut pkgnew = false;
+        let (mut pkgnew, mut merged) = (false, None);
         if let Some(old) = kept {
-            let same = read_bounded(&old)
-                .is_ok_and(|o| o == content || self.opts.previous_config.get(key) == Some(&o));
+            let mine = read_bounded(&old);
+            let base = self.opts.previous_config.get(key);
+            let same = mine
+                .as_ref()
+                .is_ok_and(|o| *o == content || base == Some(o));
             if same {
                 fs::rename(&host, &old).map_err(self.config_err(key, "replace"))?;
+            } else if let (true, Some(base), Ok(mine)) = (self.opts.automerge, base, &mine) {
+                // AUTOMERGE: the user's changes and the new version's
+                // together, in the file, with the package's owner and
+                // mode (written over the `.pkgnew` first).
+                match crate::pkg::merge3::merge(base, mine, &content) {
+                    Some(text) => {
+                        fs::write(&host, text).map_err(self.config_err(key, "merge"))?;
+                        fs::rename(&host, &old).map_err(self.config_err(key, "replace"))?;
+                        merged = Some(true);
+                    }
+                    None => (pkgnew, merged) = (true, Some(false)),
+                }
             } else {
                 pkgnew = true;
             }
@@ -228,6 +247,7 @@ impl Extraction<'_> {
             path: key.to_string(),
             content,
             pkgnew,
+            merged,
         })
     }
 }

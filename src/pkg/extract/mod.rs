@@ -87,6 +87,13 @@ pub struct Options {
     /// the user and is replaced; one that differs stays, the package's
     /// beside it as `.pkgnew`, as pkg does when it cannot merge.
     pub previous_config: BTreeMap<String, Vec<u8>>,
+    /// pkg.conf's `AUTOMERGE`: a changed config file with an old content
+    /// in `previous_config` is merged with the package's (`merge3`)
+    /// before `.pkgnew` is the answer.
+    pub automerge: bool,
+    /// pkg.conf's `FILES_IGNORE_GLOB`/`_REGEX`: paths neither extracted
+    /// nor counted as installed.
+    pub ignore: crate::pkg::pkg_conf::FilesIgnore,
 }
 
 impl Default for Options {
@@ -97,6 +104,8 @@ impl Default for Options {
             limits: Limits::default(),
             abi: None,
             previous_config: BTreeMap::new(),
+            automerge: true,
+            ignore: Default::default(),
         }
     }
 }
@@ -165,6 +174,8 @@ pub struct ConfigFile {
     /// The image had another file there: the package's went to
     /// `<path>.pkgnew`.
     pub pkgnew: bool,
+    /// A three-way merge was tried (`AUTOMERGE`): whether it merged.
+    pub merged: Option<bool>,
 }
 
 /// What a hook returns when it fails.
@@ -341,7 +352,7 @@ pub fn install_opened(
             }
         }
     }
-    conflicts(opened, owned)?;
+    conflicts(opened, owned, &opts.ignore)?;
     let (decoder, ahead) = ahead::pair(opened.iter().map(|o| o.path.clone()).collect());
     std::thread::scope(|s| {
         std::thread::Builder::new()
@@ -417,12 +428,19 @@ fn install_one(
 }
 
 /// A file of two packages (or of a package and one in the image).
-fn conflicts(opened: &[Opened], owned: &BTreeMap<String, String>) -> Result<(), ExtractError> {
+fn conflicts(
+    opened: &[Opened],
+    owned: &BTreeMap<String, String>,
+    ignore: &crate::pkg::pkg_conf::FilesIgnore,
+) -> Result<(), ExtractError> {
     let mut by_path: BTreeMap<&str, String> =
         owned.iter().map(|(p, n)| (p.as_str(), n.clone())).collect();
     for o in opened {
         let me = o.label();
         for path in o.contents.files.keys() {
+            if ignore.matches(path) {
+                continue;
+            }
             if let Some(other) = by_path.get(path.as_str()) {
                 if *other != me {
                     return Err(ExtractError::Conflict {

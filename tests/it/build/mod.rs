@@ -15,6 +15,7 @@ mod ignore_files;
 mod mounts;
 mod native;
 mod pkg;
+mod pkg_files_ignore;
 mod pkg_repo;
 mod pkg_upgrade;
 mod pkgbase;

@@ -5,8 +5,12 @@
 //! new one lacks removed, a configuration file the user changed kept with
 //! the new one beside it as `.pkgnew`, one left as installed replaced, the
 //! database's rows those of the new version, Lua scripts run with
-//! `pkg_upgrade` true, `upgrade` messages shown); an installed version
-//! newer than the repository's is kept, and said. The catalogue changes
+//! `pkg_upgrade` true, `upgrade` messages shown, the old version's
+//! pre-deinstall Lua script run, a configuration file changed on other
+//! lines than the new version's merged); an installed version newer than
+//! the repository's is kept, and said; the same version is reinstalled
+//! when its options differ, and an old version with a pre-deinstall
+//! shell script is refused. The catalogue changes
 //! between two builds; the tree is read after export, `local.sqlite` with
 //! the `sqlite3` program, the upgrade step's layer with GNU tar.
 #![cfg(target_os = "linux")]
@@ -16,44 +20,43 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use super::pkg::{last_layer_listing, serve, sqlite};
+use super::pkg::{build_json, last_layer_listing, said, serve, sqlite};
 use crate::support::common::{export_unpacked, jbuild, ok, run};
 use crate::support::limits::Server;
 use crate::support::pkgrepo::image::{freebsd_tree, with};
-use crate::support::pkgrepo::pkgfile::{file, Item};
+use crate::support::pkgrepo::pkgfile::{config, file};
 use crate::support::pkgrepo::{Key, Layout, RepoSpec, Signing, TestPkg};
 
-fn config(path: &str, content: &[u8]) -> Item {
-    let Item::File {
-        path,
-        mode,
-        uname,
-        gname,
-        content,
-        flags,
-        ..
-    } = file(path, 0o644, content)
-    else {
-        unreachable!()
-    };
-    Item::File {
-        path,
-        mode,
-        uname,
-        gname,
-        content,
-        flags,
-        config: true,
-    }
-}
+/// merge.conf as libfoo-1 installs it, as the recipe changes it (its
+/// first line), and as libfoo-2 has it (its last line).
+const MERGE_1: &str = "one = 1\ntwo = 2\nthree = 3\n";
+const MERGE_MINE: &str = "one = mine\ntwo = 2\nthree = 3\n";
+const MERGE_2: &str = "one = 1\ntwo = 2\nthree = 33\n";
 
-/// libfoo at `version` (1 or 2): what each installs differs.
+/// libfoo at `version` (1 or 2): what each installs differs; its
+/// options are `SSL: on`.
 fn libfoo(version: &str) -> TestPkg {
     let v = version.as_bytes();
     let mut items = vec![
         file(&format!("/usr/local/lib/libfoo.so.{version}"), 0o644, v),
-        config("/usr/local/etc/foo.conf", &[b"a = ", v, b"\n"].concat()),
-        config("/usr/local/etc/bar.conf", &[b"b = ", v, b"\n"].concat()),
+        config(
+            "/usr/local/etc/foo.conf",
+            0o644,
+            "wheel",
+            &[b"a = ", v, b"\n"].concat(),
+        ),
+        config(
+            "/usr/local/etc/bar.conf",
+            0o644,
+            "wheel",
+            &[b"b = ", v, b"\n"].concat(),
+        ),
+        config(
+            "/usr/local/etc/merge.conf",
+            0o644,
+            "wheel",
+            if version == "1" { MERGE_1 } else { MERGE_2 }.as_bytes(),
+        ),
         file("/usr/local/share/foo/same", 0o644, &[b"same ", v].concat()),
     ];
     items.push(if version == "1" {
@@ -61,7 +64,13 @@ fn libfoo(version: &str) -> TestPkg {
     } else {
         file("/usr/local/share/foo/new", 0o644, b"new")
     });
-    with(
+    // Each version says which it is from every Lua script it has; the
+    // pre-deinstall one also whether its library is still there.
+    let deinstall = format!(
+        "pkg.print_msg(\"libfoo {version} pre-deinstall upgrade=\" .. tostring(pkg_upgrade) \
+         .. \" lib=\" .. tostring(pkg.stat(pkg.prefixed_path(\"lib/libfoo.so.{version}\")) ~= nil))"
+    );
+    let mut p = with(
         "libfoo",
         version,
         &[],
@@ -69,7 +78,11 @@ fn libfoo(version: &str) -> TestPkg {
         vec![
             (
                 "lua_scripts",
-                json!({"post-install": ["pkg.print_msg(\"libfoo upgrade=\" .. tostring(pkg_upgrade))"]}),
+                json!({
+                    "post-install": ["pkg.print_msg(\"libfoo upgrade=\" .. tostring(pkg_upgrade))"],
+                    "pre-deinstall": [deinstall],
+                    "post-deinstall": [format!("pkg.print_msg(\"libfoo {version} post-deinstall\")")],
+                }),
             ),
             (
                 "messages",
@@ -79,13 +92,27 @@ fn libfoo(version: &str) -> TestPkg {
                 ]),
             ),
         ],
+    );
+    p.compact_extra = vec![("options".into(), json!({"SSL": "on"}))];
+    p
+}
+
+/// `tool` at `version`, with a pre-deinstall shell script.
+fn tool(version: &str) -> TestPkg {
+    with(
+        "tool",
+        version,
+        &[],
+        vec![file("/usr/local/bin/tool", 0o755, version.as_bytes())],
+        vec![("scripts", json!({"pre-deinstall": "echo bye"}))],
     )
 }
 
-/// (Re)writes the repository under `dir` with libfoo at `version`.
-fn repo(dir: &Path, key: &Key, version: &str) {
+/// (Re)writes the repository under `dir`: `pkg`, `app` (depending on
+/// libfoo) and `packages`.
+fn repo(dir: &Path, key: &Key, packages: Vec<TestPkg>) {
     let _ = fs::remove_dir_all(dir);
-    let packages = vec![
+    let mut all = vec![
         with(
             "pkg",
             "2.1.2",
@@ -93,7 +120,6 @@ fn repo(dir: &Path, key: &Key, version: &str) {
             vec![file("/usr/local/sbin/pkg", 0o755, b"pkg")],
             vec![],
         ),
-        libfoo(version),
         with(
             "app",
             "1",
@@ -102,7 +128,8 @@ fn repo(dir: &Path, key: &Key, version: &str) {
             vec![],
         ),
     ];
-    let mut spec = RepoSpec::new(Layout::DataPkg, packages);
+    all.extend(packages);
+    let mut spec = RepoSpec::new(Layout::DataPkg, all);
     spec.signing = Signing::Fingerprints(vec![("test".into(), key.clone())]);
     spec.write(dir);
 }
@@ -116,20 +143,23 @@ struct Setup {
 }
 
 /// `old:1`: a base with libfoo-1 installed by a PKG step, its foo.conf
-/// then changed by the recipe (bar.conf left as installed).
+/// then changed by the recipe, merge.conf's first line too (bar.conf left
+/// as installed).
 fn setup(t: &Path) -> Setup {
     let key = Key::new(t, "repo");
     let www = t.join("www");
     let repo_dir = www.join("repo");
-    repo(&repo_dir, &key, "1");
+    repo(&repo_dir, &key, vec![libfoo("1"), tool("1")]);
     let server = serve(www);
     let url = format!("http://127.0.0.1:{}/repo", server.port);
     let base = t.join("base");
     freebsd_tree(&base.join("tree"), "amd64", &url, &key);
     fs::write(base.join("foo.conf"), "a = mine\n").unwrap();
+    fs::write(base.join("merge.conf"), MERGE_MINE).unwrap();
     fs::write(
         base.join("Jailfile"),
-        "FROM scratch\nCOPY tree/ /\nPKG libfoo\nCOPY foo.conf /usr/local/etc/foo.conf\n",
+        "FROM scratch\nCOPY tree/ /\nPKG libfoo\nCOPY foo.conf /usr/local/etc/foo.conf\n\
+         COPY merge.conf /usr/local/etc/merge.conf\n",
     )
     .unwrap();
     let root = t.join("root");
@@ -145,35 +175,33 @@ fn setup(t: &Path) -> Setup {
     }
 }
 
-/// Builds `recipe` as `tag`: the step's output lines.
-fn build(s: &Setup, tag: &str, recipe: &str) -> String {
+/// Writes `recipe` in a directory of its own.
+fn recipe(s: &Setup, tag: &str, recipe: &str) -> PathBuf {
     let dir = s.t.join(tag.replace(':', "-"));
     fs::create_dir_all(&dir).unwrap();
     fs::write(dir.join("Jailfile"), recipe).unwrap();
-    let out = run(jbuild(&s.root)
-        .args(["--json", "build", "-t", tag])
-        .arg(&dir));
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|e| e["event"] == "output")
-        .map(|e| e["line"].as_str().unwrap_or_default().to_string() + "\n")
-        .collect()
+    dir
+}
+
+/// Builds `recipe` as `tag`: the steps' output lines.
+fn build(s: &Setup, tag: &str, text: &str) -> String {
+    said(&build_json(&s.root, &recipe(s, tag, text), tag))
+}
+
+/// `old:1`, then the repository at libfoo-2 and `recipe` built as
+/// `tag`, which upgrades libfoo: the setup and what the build said.
+fn upgraded(t: &Path, tag: &str, text: &str) -> (Setup, String) {
+    let s = setup(t);
+    repo(&s.repo, &s.key, vec![libfoo("2"), tool("1")]);
+    let said = build(&s, tag, text);
+    assert!(said.contains("libfoo-1: upgrading to 2"), "{said}");
+    (s, said)
 }
 
 #[test]
 fn pkg_upgrades_an_installed_package_the_repository_has_newer() {
     let t = tempfile::tempdir().unwrap();
-    let s = setup(t.path());
-    repo(&s.repo, &s.key, "2");
-    let said = build(&s, "new:1", "FROM old:1\nPKG libfoo\n");
-    assert!(said.contains("libfoo-1: upgrading to 2"), "{said}");
+    let (s, said) = upgraded(t.path(), "new:1", "FROM old:1\nPKG libfoo\n");
     assert!(said.contains("libfoo upgrade=true"), "{said}");
     assert!(said.contains("libfoo upgraded"), "{said}");
     assert!(!said.contains("libfoo installed"), "{said}");
@@ -214,12 +242,15 @@ fn pkg_upgrades_an_installed_package_the_repository_has_newer() {
             "SELECT f.path FROM files f JOIN packages p ON p.id = f.package_id \
              WHERE p.name = 'libfoo' ORDER BY f.path"
         ),
-        "/usr/local/etc/bar.conf\n/usr/local/etc/foo.conf\n/usr/local/lib/libfoo.so.2\n\
-         /usr/local/share/foo/new\n/usr/local/share/foo/same\n"
+        "/usr/local/etc/bar.conf\n/usr/local/etc/foo.conf\n/usr/local/etc/merge.conf\n\
+         /usr/local/lib/libfoo.so.2\n/usr/local/share/foo/new\n/usr/local/share/foo/same\n"
     );
     assert_eq!(
         sqlite(&db, "SELECT path, content FROM config_files ORDER BY path"),
-        "/usr/local/etc/bar.conf|b = 2\n\n/usr/local/etc/foo.conf|a = 2\n\n"
+        format!(
+            "/usr/local/etc/bar.conf|b = 2\n\n/usr/local/etc/foo.conf|a = 2\n\n\
+             /usr/local/etc/merge.conf|{MERGE_2}\n"
+        )
     );
     assert_eq!(sqlite(&db, "PRAGMA foreign_key_check"), "");
     assert_eq!(sqlite(&db, "PRAGMA integrity_check"), "ok\n");
@@ -247,7 +278,7 @@ fn pkg_upgrades_an_installed_package_the_repository_has_newer() {
 
     // The repository goes back to libfoo-1: the image's newer one is kept,
     // and said.
-    repo(&s.repo, &s.key, "1");
+    repo(&s.repo, &s.key, vec![libfoo("1")]);
     let said = build(&s, "back:1", "FROM new:1\nPKG libfoo\n");
     assert!(
         said.contains("libfoo-2 is installed, newer than the repository's 1"),
@@ -259,10 +290,7 @@ fn pkg_upgrades_an_installed_package_the_repository_has_newer() {
 #[test]
 fn pkg_upgrades_an_installed_dependency_the_repository_has_newer() {
     let t = tempfile::tempdir().unwrap();
-    let s = setup(t.path());
-    repo(&s.repo, &s.key, "2");
-    let said = build(&s, "app:1", "FROM old:1\nPKG app\n");
-    assert!(said.contains("libfoo-1: upgrading to 2"), "{said}");
+    let (s, _) = upgraded(t.path(), "app:1", "FROM old:1\nPKG app\n");
     let (_, rootfs) = export_unpacked(&s.root, "app:1", t.path());
     let db = rootfs.join("var/db/pkg/local.sqlite");
     assert_eq!(
@@ -279,4 +307,110 @@ fn pkg_upgrades_an_installed_dependency_the_repository_has_newer() {
     assert!(!rootfs.join("usr/local/lib/libfoo.so.1").exists());
     assert!(rootfs.join("usr/local/lib/libfoo.so.2").exists());
     assert!(rootfs.join("usr/local/bin/app").exists());
+}
+
+#[test]
+fn pkg_upgrade_runs_the_old_versions_pre_deinstall_lua_script() {
+    let t = tempfile::tempdir().unwrap();
+    let (_, said) = upgraded(t.path(), "new:1", "FROM old:1\nPKG libfoo\n");
+    // From the database, with pkg_upgrade true, while the old files are
+    // there; pkg runs no post-deinstall script on an upgrade, nor the new
+    // version's deinstall ones.
+    assert!(
+        said.contains("libfoo-1: libfoo 1 pre-deinstall upgrade=true lib=true"),
+        "{said}"
+    );
+    assert!(!said.contains("post-deinstall"), "{said}");
+    assert!(!said.contains("libfoo 2 pre-deinstall"), "{said}");
+}
+
+#[test]
+fn pkg_upgrade_merges_a_config_file_changed_on_other_lines_than_the_new_versions() {
+    let t = tempfile::tempdir().unwrap();
+    let (s, said) = upgraded(t.path(), "new:1", "FROM old:1\nPKG libfoo\n");
+    let (_, rootfs) = export_unpacked(&s.root, "new:1", t.path());
+    let etc = rootfs.join("usr/local/etc");
+    // The recipe's first line and libfoo-2's last, in the file.
+    assert_eq!(
+        fs::read_to_string(etc.join("merge.conf")).unwrap(),
+        "one = mine\ntwo = 2\nthree = 33\n"
+    );
+    assert!(!etc.join("merge.conf.pkgnew").exists());
+    // foo.conf's one line changed on both sides: no merge, said as pkg.
+    assert_eq!(
+        fs::read_to_string(etc.join("foo.conf")).unwrap(),
+        "a = mine\n"
+    );
+    assert!(
+        said.contains("Impossible to merge configuration file: /usr/local/etc/foo.conf"),
+        "{said}"
+    );
+    assert!(!said.contains("configuration file: /usr/local/etc/merge.conf"));
+}
+
+#[test]
+fn pkg_reinstalls_the_same_version_when_what_pkg_compares_differs() {
+    let t = tempfile::tempdir().unwrap();
+    let s = setup(t.path());
+    // libfoo-1 again, built with other options: pkg reinstalls it.
+    let mut again = libfoo("1");
+    again.compact_extra = vec![
+        ("options".into(), json!({"SSL": "off"})),
+        ("digest".into(), json!("2$2$otheroptions")),
+    ];
+    repo(&s.repo, &s.key, vec![again, tool("1")]);
+    let said = build(&s, "re:1", "FROM old:1\nPKG libfoo\n");
+    assert!(
+        said.contains("libfoo-1: reinstalling (option changed: SSL (on -> off))"),
+        "{said}"
+    );
+    assert!(
+        said.contains("libfoo-1: libfoo 1 pre-deinstall upgrade=true"),
+        "{said}"
+    );
+    assert!(said.contains("libfoo-1: installed ("), "{said}");
+    let (_, rootfs) = export_unpacked(&s.root, "re:1", t.path());
+    let db = rootfs.join("var/db/pkg/local.sqlite");
+    assert_eq!(
+        sqlite(
+            &db,
+            "SELECT p.name, p.version, p.manifestdigest, o.option, po.value FROM packages p \
+             JOIN pkg_option po ON po.package_id = p.id JOIN option o \
+             ON o.option_id = po.option_id WHERE p.name = 'libfoo'"
+        ),
+        "libfoo|1|2$2$otheroptions|SSL|off\n"
+    );
+    assert_eq!(sqlite(&db, "PRAGMA foreign_key_check"), "");
+    // The user's changes stay (the package's own content is unchanged).
+    let etc = rootfs.join("usr/local/etc");
+    assert_eq!(
+        fs::read_to_string(etc.join("merge.conf")).unwrap(),
+        MERGE_MINE
+    );
+    assert!(!etc.join("merge.conf.pkgnew").exists());
+    assert!(rootfs.join("usr/local/lib/libfoo.so.1").exists());
+
+    // The same catalogue again: the digests are equal, nothing to do.
+    let said = build(&s, "re:2", "FROM re:1\nPKG libfoo\n");
+    assert!(
+        said.contains("libfoo-1 is installed already: kept"),
+        "{said}"
+    );
+    assert!(!said.contains("reinstalling"), "{said}");
+}
+
+#[test]
+fn pkg_refuses_to_replace_a_package_whose_old_version_has_a_pre_deinstall_shell_script() {
+    let t = tempfile::tempdir().unwrap();
+    let s = setup(t.path());
+    build(&s, "tool:1", "FROM old:1\nPKG tool\n");
+    repo(&s.repo, &s.key, vec![libfoo("1"), tool("2")]);
+    let dir = recipe(&s, "tool:2", "FROM tool:1\nPKG tool\n");
+    let out = run(jbuild(&s.root).args(["build", "-t", "tool:2"]).arg(&dir));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("package tool-1 has a `pre-deinstall` shell script"),
+        "{stderr}"
+    );
 }

@@ -59,6 +59,7 @@ fn run(f: &Fixture, packages: &[&str], bootstrap: bool) -> Result<Vec<Event>, In
         file_flags: jbuild::fsutil::flags::host(),
         sources: Default::default(),
         ignore_osversion: None,
+        pkg_conf: &Default::default(),
     };
     let mut events = Vec::new();
     install(&req, &mut |e| events.push(e))?;

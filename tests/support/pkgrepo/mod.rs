@@ -39,6 +39,9 @@ pub struct TestPkg {
     /// What the package file holds (else one file,
     /// `/usr/local/share/<name>/file`).
     pub contents: Option<pkgfile::Contents>,
+    /// More keys of the compact manifest (`options`, `shlibs_required`,
+    /// …): in the catalogue and in both of the package's manifests.
+    pub compact_extra: Vec<(String, Value)>,
 }
 
 /// `name-version` with origin `test/<name>`, depending on `deps`.
@@ -50,6 +53,7 @@ pub fn pkg(name: &str, version: &str, deps: &[&str]) -> TestPkg {
         deps: deps.iter().map(|d| d.to_string()).collect(),
         conflicts: Vec::new(),
         contents: None,
+        compact_extra: Vec::new(),
     }
 }
 
@@ -379,7 +383,7 @@ impl RepoSpec {
                     )
                 })
                 .collect();
-            let compact = json!({
+            let mut compact = json!({
                 "name": p.name, "origin": p.origin, "version": p.version,
                 "comment": format!("{} for tests", p.name), "maintainer": "tests@example.invalid",
                 "www": "https://example.invalid", "abi": self.abi,
@@ -388,6 +392,9 @@ impl RepoSpec {
                 "deps": deps, "categories": ["test"], "conflicts": p.conflicts,
                 "annotations": {"FreeBSD_version": self.freebsd_version},
             });
+            for (k, v) in &p.compact_extra {
+                compact[k.as_str()] = v.clone();
+            }
             let file = format!("All/{}-{}.pkg", p.name, p.version);
             let contents = p.contents.clone().unwrap_or_else(|| pkgfile::Contents {
                 items: vec![pkgfile::file(

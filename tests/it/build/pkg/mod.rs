@@ -130,6 +130,29 @@ fn stored(root: &Path) -> Vec<String> {
     out
 }
 
+/// Builds the recipe in `dir` as `tag` with `--json` in `root`: its
+/// stdout; the build must succeed.
+pub(super) fn build_json(root: &Path, dir: &Path, tag: &str) -> String {
+    let out = run(jbuild(root).args(["--json", "build", "-t", tag]).arg(dir));
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// The lines the steps said (`output` events) in a `--json` stdout.
+pub(super) fn said(stdout: &str) -> String {
+    stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["event"] == "output")
+        .map(|e| e["line"].as_str().unwrap_or_default().to_string() + "\n")
+        .collect()
+}
+
 pub(super) fn sqlite(db: &Path, query: &str) -> String {
     let out = Command::new("sqlite3").arg(db).arg(query).output().unwrap();
     assert!(
@@ -185,18 +208,7 @@ fn pkg_installs_packages_on_linux_into_the_image_and_its_database() {
     let app = t.path().join("app");
     fs::create_dir_all(&app).unwrap();
     fs::write(app.join("Jailfile"), "FROM base:1\nPKG app\n").unwrap();
-    let build = || {
-        let out = run(jbuild(&root)
-            .args(["--json", "build", "-t", "app:1"])
-            .arg(&app));
-        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-        assert!(
-            out.status.success(),
-            "{stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        stdout
-    };
+    let build = || build_json(&root, &app, "app:1");
     let stdout = build();
     let events: Vec<serde_json::Value> = stdout
         .lines()
@@ -234,11 +246,7 @@ fn pkg_installs_packages_on_linux_into_the_image_and_its_database() {
             .collect();
         assert_eq!(ends, [bytes], "{bar}: {stdout}");
     }
-    let said: String = events
-        .iter()
-        .filter(|e| e["event"] == "output")
-        .map(|e| e["line"].as_str().unwrap().to_string() + "\n")
-        .collect();
+    let said = said(&stdout);
     assert!(said.contains("app-2.1_3,1: app says thanks"), "{said}");
     let asked: Vec<String> = server.requests().iter().map(|r| r.path.clone()).collect();
     assert!(

@@ -1,0 +1,350 @@
+//! Which packages the image already has are replaced, as pkg decides it
+//! for each requested name and each installed dependency
+//! (`pkg_jobs_need_upgrade`, `libpkg/pkg_jobs.c`), and what an upgrade
+//! needs of the old version (`pkg_add_upgrade`, `libpkg/pkg_add.c`).
+//!
+//! pkg's order of tests, first answer wins:
+//!
+//! 1. the installed package is locked: kept;
+//! 2. the installed package's digest (`manifestdigest`) is the
+//!    catalogue's: the same package, kept;
+//! 3. the versions (`pkg_version_cmp`): the installed one newer, kept
+//!    (and said); older, **upgraded**;
+//! 4. the same version: **reinstalled** when its ABI, `vital` flag,
+//!    options (pkg's `PKG_REINSTALL_ON_OPTIONS_CHANGE`, on by default),
+//!    direct dependencies (names and origins), conflicts, provides,
+//!    requires, provided or required shared libraries differ, with
+//!    pkg's reason (`option changed: SSL (on -> off)`); else kept.
+//!
+//! Two departures, both so that a package is never reinstalled for
+//! nothing: the catalogue's conflicts are compared with the installed
+//! ones only among packages the image has (pkg records an installed
+//! package's conflicts by the other's row, so only installed ones are
+//! there to compare); and the required shared libraries are compared
+//! whole (pkg first drops those the base system provides, which it finds
+//! by scanning the host's libraries).
+
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::catalogue::Package;
+use super::db::{DbError, Installed, Local, LocalDb, Previous};
+use super::manifest::ScriptType;
+use super::resolve::Chosen;
+use super::version;
+
+/// What becomes of an installed package the closure names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// The same package, or locked: nothing to do.
+    Keep,
+    /// The image's version is newer than the repository's: kept.
+    KeepNewer,
+    /// The repository's version is newer.
+    Upgrade,
+    /// The same version, but what pkg compares differs: why.
+    Reinstall(String),
+}
+
+/// `pkg_jobs_need_upgrade` for the repository's `remote` over the
+/// installed `local` (see the module docs); `installed` says whether a
+/// package of that name is in the image.
+pub fn need_upgrade(
+    remote: &Package,
+    local: &Local,
+    locked: bool,
+    installed: &dyn Fn(&str) -> bool,
+) -> Decision {
+    if locked {
+        return Decision::Keep;
+    }
+    if local.digest.as_deref().is_some_and(|d| d == remote.digest) {
+        return Decision::Keep;
+    }
+    match version::cmp(&local.version, &remote.version) {
+        Ordering::Greater => return Decision::KeepNewer,
+        Ordering::Less => return Decision::Upgrade,
+        Ordering::Equal => {}
+    }
+    match same_version_change(remote, local, installed) {
+        Some(reason) => Decision::Reinstall(reason),
+        None => Decision::Keep,
+    }
+}
+
+/// What differs between two packages of the same version, in pkg's
+/// order and words; `None` when nothing pkg compares does.
+fn same_version_change(
+    remote: &Package,
+    local: &Local,
+    installed: &dyn Fn(&str) -> bool,
+) -> Option<String> {
+    if local.abi != remote.abi {
+        return Some(format!("ABI changed: '{}' -> '{}'", local.abi, remote.abi));
+    }
+    if local.vital != remote.vital {
+        return Some(format!(
+            "Vital flag changed: '{}' -> '{}'",
+            local.vital, remote.vital
+        ));
+    }
+    let options = remote.options();
+    let mut changes = Vec::new();
+    for key in local
+        .options
+        .keys()
+        .chain(options.keys())
+        .collect::<BTreeSet<_>>()
+    {
+        match (local.options.get(key), options.get(key)) {
+            (Some(l), Some(r)) if l != r => changes.push(format!("{key} ({l} -> {r})")),
+            (Some(_), None) => changes.push(format!("{key} (removed)")),
+            (None, Some(_)) => changes.push(format!("{key} (added)")),
+            _ => {}
+        }
+    }
+    if !changes.is_empty() {
+        return Some(format!("option changed: {}", changes.join(", ")));
+    }
+    let deps: BTreeMap<&str, &str> = remote
+        .deps
+        .iter()
+        .map(|(n, d)| (n.as_str(), d.origin.as_str()))
+        .collect();
+    for name in local
+        .deps
+        .keys()
+        .map(String::as_str)
+        .chain(deps.keys().copied())
+        .collect::<BTreeSet<_>>()
+    {
+        match (local.deps.get(name), deps.get(name)) {
+            (Some(l), Some(r)) if l != r => changes.push(format!("{name} (origin changed)")),
+            (Some(_), None) => changes.push(format!("{name} (removed)")),
+            (None, Some(_)) => changes.push(format!("{name} (added)")),
+            _ => {}
+        }
+    }
+    if !changes.is_empty() {
+        return Some(format!("direct dependency changed: {}", changes.join(", ")));
+    }
+    let conflicts: Vec<String> = sorted(remote.conflicts.iter().filter(|c| installed(c)));
+    if conflicts != local.conflicts {
+        return Some("direct conflict changed".into());
+    }
+    let lists = [
+        ("provides changed", &local.provides, &remote.provides),
+        ("requires changed", &local.requires, &remote.requires),
+        (
+            "provided shared library changed",
+            &local.shlibs_provided,
+            &remote.shlibs_provided,
+        ),
+        (
+            "required shared library changed",
+            &local.shlibs_required,
+            &remote.shlibs_required,
+        ),
+    ];
+    for (label, l, r) in lists {
+        if let Some(diff) = list_diff(l, &sorted(r.iter())) {
+            return Some(format!("{label}: {diff}"));
+        }
+    }
+    None
+}
+
+fn sorted<'a>(v: impl Iterator<Item = &'a String>) -> Vec<String> {
+    let set: BTreeSet<&String> = v.collect();
+    set.into_iter().cloned().collect()
+}
+
+/// `a (removed), b (added)` between two sorted lists, if they differ.
+fn list_diff(local: &[String], remote: &[String]) -> Option<String> {
+    let l: BTreeSet<&String> = local.iter().collect();
+    let r: BTreeSet<&String> = remote.iter().collect();
+    let mut all: Vec<(&String, &str)> = l.difference(&r).map(|s| (*s, "removed")).collect();
+    all.extend(r.difference(&l).map(|s| (*s, "added")));
+    all.sort();
+    (!all.is_empty()).then(|| {
+        all.iter()
+            .map(|(s, what)| format!("{s} ({what})"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    })
+}
+
+/// An installed package the new version replaces.
+#[derive(Debug, Clone)]
+pub struct Upgrade {
+    /// The installed version.
+    pub version: String,
+    pub automatic: bool,
+    /// Its files, directories, config contents and scripts in the
+    /// database.
+    pub previous: Previous,
+}
+
+/// What was decided of one installed package the closure names, for the
+/// installer to say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    pub name: String,
+    /// The image's version.
+    pub installed: String,
+    /// The repository's, and the repository.
+    pub offered: String,
+    pub repository: String,
+    pub decision: Decision,
+}
+
+/// Why the closure cannot be weighed.
+#[derive(Debug, thiserror::Error)]
+pub enum WeighError {
+    #[error(transparent)]
+    Db(#[from] DbError),
+    /// The installed version to be replaced has a shell script pkg would
+    /// run to remove it: `name-version` and the script.
+    #[error("package {package} has a `{script}` shell script")]
+    ShellScript {
+        package: String,
+        script: &'static str,
+    },
+}
+
+impl crate::blame::Blame for WeighError {
+    fn is_user_error(&self) -> bool {
+        match self {
+            WeighError::Db(e) => e.is_user_error(),
+            WeighError::ShellScript { .. } => true,
+        }
+    }
+}
+
+/// What [`weigh`] leaves: the packages to install (new ones, upgrades
+/// and reinstalls, in the closure's order), by the new `name-version` the
+/// installed package each replaces, and a verdict per installed package.
+pub type Weighed<'a> = (Vec<Chosen<'a>>, BTreeMap<String, Upgrade>, Vec<Verdict>);
+
+/// The closure with what the image has weighed (see [`Weighed`]). An
+/// installed package to be replaced whose pre-deinstall shell script pkg
+/// would run refuses the install before anything is written.
+pub fn weigh<'a>(
+    closure: Vec<Chosen<'a>>,
+    installed: &BTreeMap<String, Installed>,
+    db: &LocalDb,
+) -> Result<Weighed<'a>, WeighError> {
+    let mut upgrades = BTreeMap::new();
+    let mut todo = Vec::new();
+    let mut verdicts = Vec::new();
+    let has = |n: &str| installed.contains_key(&n.to_ascii_lowercase());
+    for c in closure {
+        let Some(old) = installed.get(&c.package.name.to_ascii_lowercase()) else {
+            todo.push(c);
+            continue;
+        };
+        let local = db.local(&old.name)?;
+        let decision = need_upgrade(c.package, &local, old.locked, &has);
+        verdicts.push(Verdict {
+            name: c.package.name.clone(),
+            installed: old.version.clone(),
+            offered: c.package.version.clone(),
+            repository: c.repository.name.clone(),
+            decision: decision.clone(),
+        });
+        if matches!(decision, Decision::Keep | Decision::KeepNewer) {
+            continue;
+        }
+        let previous = db.previous(&old.name)?;
+        let runs = [ScriptType::PreDeinstall, ScriptType::Deinstall];
+        if let Some((t, _)) = previous.scripts.iter().find(|(t, _)| runs.contains(t)) {
+            return Err(WeighError::ShellScript {
+                package: format!("{}-{}", old.name, old.version),
+                script: t.key(),
+            });
+        }
+        upgrades.insert(
+            format!("{}-{}", c.package.name, c.package.version),
+            Upgrade {
+                version: old.version.clone(),
+                automatic: old.automatic,
+                previous,
+            },
+        );
+        todo.push(c);
+    }
+    Ok((todo, upgrades, verdicts))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn remote(version: &str) -> Package {
+        Package {
+            name: "foo".into(),
+            version: version.into(),
+            abi: "FreeBSD:14:amd64".into(),
+            ..Package::default()
+        }
+    }
+
+    fn local(version: &str) -> Local {
+        Local {
+            version: version.into(),
+            abi: "FreeBSD:14:amd64".into(),
+            ..Local::default()
+        }
+    }
+
+    fn decide(r: &Package, l: &Local) -> Decision {
+        need_upgrade(r, l, false, &|_| true)
+    }
+
+    #[test]
+    fn versions_then_what_pkg_compares() {
+        assert_eq!(decide(&remote("2"), &local("1")), Decision::Upgrade);
+        assert_eq!(decide(&remote("1"), &local("2")), Decision::KeepNewer);
+        assert_eq!(decide(&remote("1"), &local("1")), Decision::Keep);
+        assert_eq!(
+            need_upgrade(&remote("2"), &local("1"), true, &|_| true),
+            Decision::Keep
+        );
+        let mut r = remote("1");
+        r.raw_options.insert("SSL".into(), serde_json::json!("off"));
+        r.raw_options.insert("X11".into(), serde_json::json!(true));
+        let mut l = local("1");
+        l.options.insert("SSL".into(), "on".into());
+        l.options.insert("DOCS".into(), "on".into());
+        assert_eq!(
+            decide(&r, &l),
+            Decision::Reinstall(
+                "option changed: DOCS (removed), SSL (on -> off), X11 (added)".into()
+            )
+        );
+        // The same digest: the same package, whatever else.
+        l.digest = Some("2$abc".into());
+        r.digest = "2$abc".into();
+        assert_eq!(decide(&r, &l), Decision::Keep);
+        let mut r = remote("1");
+        r.shlibs_required = vec!["libz.so.6".into(), "libc.so.7".into()];
+        let mut l = local("1");
+        l.shlibs_required = vec!["libc.so.7".into(), "libssl.so.3".into()];
+        assert_eq!(
+            decide(&r, &l),
+            Decision::Reinstall(
+                "required shared library changed: libssl.so.3 (removed), libz.so.6 (added)".into()
+            )
+        );
+        let mut r = remote("1");
+        r.conflicts = vec!["bar".into()];
+        assert_eq!(
+            need_upgrade(&r, &local("1"), false, &|_| false),
+            Decision::Keep
+        );
+        assert_eq!(
+            decide(&r, &local("1")),
+            Decision::Reinstall("direct conflict changed".into())
+        );
+    }
+}
