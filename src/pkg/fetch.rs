@@ -390,7 +390,10 @@ fn fetch_counted(
         } else {
             MAX_PACKAGE
         };
-        let mut watch = Hashing(sum.hasher(), arrived);
+        // The transport hashes every download with SHA-256 already: a
+        // sum of that form (pkg up to 2.7) is taken from it, not hashed
+        // twice.
+        let mut watch = Hashing((sum.kind != Kind::Sha256Hex).then(|| sum.hasher()), arrived);
         let got = crate::transport::block_on(http.get_to_file_resuming_unsynced(
             &url,
             &tmp,
@@ -411,7 +414,13 @@ fn fetch_counted(
                 source,
             },
         })?;
-        let have = watch.0.finish();
+        let have = match watch.0 {
+            Some(h) => h.finish(),
+            None => Checksum {
+                kind: Kind::Sha256Hex,
+                encoded: got.sha256.hex().to_string(),
+            },
+        };
         let right = (p.pkgsize == 0 || got.size == p.pkgsize) && have == sum;
         if !right && got.resumed > 0 && again {
             tracing::warn!(
@@ -445,13 +454,15 @@ fn fetch_counted(
     Ok((f, Some(Pending { tmp, dest })))
 }
 
-/// Hashes a download as it arrives, in pkg's checksum of the package, and
-/// counts its bytes.
-struct Hashing<'a>(Hasher, &'a AtomicU64);
+/// Hashes a download as it arrives, in pkg's checksum of the package
+/// (unless the transport's SHA-256 is that checksum), and counts its bytes.
+struct Hashing<'a>(Option<Hasher>, &'a AtomicU64);
 
 impl Watch for Hashing<'_> {
     fn bytes(&mut self, chunk: &[u8]) {
-        self.0.write_all(chunk).expect("hashing cannot fail");
+        if let Some(h) = &mut self.0 {
+            h.write_all(chunk).expect("hashing cannot fail");
+        }
         self.1.fetch_add(chunk.len() as u64, Ordering::Relaxed);
     }
 }
