@@ -28,8 +28,9 @@
 #           nothing, so this row pays for it), then `sync`;
 #           its peak RSS by GNU time.
 # Prints the best and the median of each row, jbuild ÷ limit (the issue's
-# target: at most 1.2x) and the peak RSS (target: at most 128 MiB), and the
-# load average of each round (the machine may be shared). ONLY=limit skips
+# target: at most 1.2x) and the peak RSS (target: at most 128 MiB), each
+# row's CPU time (user + system, by GNU time: on a shared machine the
+# figure that compares two binaries), and the load average of each round. ONLY=limit skips
 # the jbuild row (which needs PKG to run jbuild's own installer: with
 # pkg(8) it fails on Linux). JBUILD names the binary (default
 # target/release/jbuild); BEFORE=BINARY adds a row for another binary (the
@@ -115,16 +116,17 @@ limit_round() {
   sync
   local t0 t1
   t0=$(now)
-  # shellcheck disable=SC2016 # $1 and $2 are the inner shell's
-  find "$repo/All" -name '*.pkg' -print0 |
-    xargs -0 -P2 -I{} sh -c 'zstd -dc "$1" | tar -x -C "$2" --exclude="+*" 2>/dev/null' _ {} "$work/limit"
+  # shellcheck disable=SC2016 # $1 and $2 are the inner shells'
+  /usr/bin/time -f '%U %S' -o "$work/rss" sh -c 'find "$1" -name "*.pkg" -print0 |
+    xargs -0 -P2 -I{} sh -c '"'"'zstd -dc "$1" | tar -x -C "$2" --exclude="+*" 2>/dev/null'"'"' _ {} "$2"' \
+    _ "$repo/All" "$work/limit"
   sync
   t1=$(now)
   echo "$t1 - $t0" | bc
 }
 
 # One timed jbuild build of the PKG step with binary $1; its peak RSS (KiB)
-# goes to $work/rss.
+# and CPU time (user + system seconds) go to $work/rss.
 jbuild_round() {
   local b=$1
   retire "$work/root"
@@ -132,7 +134,7 @@ jbuild_round() {
   sync
   local t0 t1
   t0=$(now)
-  /usr/bin/time -f %M -o "$work/rss" env JBUILD_ROOT="$work/root" JBUILD_CONFIG=/dev/null \
+  /usr/bin/time -f '%M %U %S' -o "$work/rss" env JBUILD_ROOT="$work/root" JBUILD_CONFIG=/dev/null \
     "$b" -q build --compression zstd --platform freebsd/amd64 --mirror "$url" \
     --pkg-repos "$work/repos" "$work/ctx" >"$work/jbuild.out" 2>&1 ||
     { echo "jbuild failed:" >&2; tail -20 "$work/jbuild.out" >&2; exit 1; }
@@ -155,13 +157,13 @@ for i in $(seq "$rounds"); do
   sync
   echo "round $i: load $(cut -d' ' -f1-3 /proc/loadavg)"
   l=$(limit_round)
-  echo "limit $l" >>"$work/times"
+  echo "limit $l 0 $(tail -1 "$work/rss" | awk '{ print $1 + $2 }')" >>"$work/times"
   if [ "$only" != limit ]; then
     j=$(jbuild_round "$bin")
-    echo "jbuild $j $(tail -1 "$work/rss")" >>"$work/times"
+    echo "jbuild $j $(tail -1 "$work/rss" | awk '{ print $1, $2 + $3 }')" >>"$work/times"
     if [ -n "$before" ]; then
       j=$(jbuild_round "$before")
-      echo "before $j $(tail -1 "$work/rss")" >>"$work/times"
+      echo "before $j $(tail -1 "$work/rss" | awk '{ print $1, $2 + $3 }')" >>"$work/times"
     fi
   fi
   grep -v '^#' "$work/times" | tail -n "$([ -n "$before" ] && echo 3 || echo 2)" | sed 's/^/  /'
@@ -170,13 +172,14 @@ echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 row() { awk -v k="$1" '$1 == k { print $2 }' "$work/times" | best_median; }
 rss() { awk -v k="$1" '$1 == k && $3 > m { m = $3 } END { printf "%.1f", m / 1024 }' "$work/times"; }
 best() { awk -v k="$1" '$1 == k { print $2 }' "$work/times" | sort -g | head -1; }
+cpu() { awk -v k="$1" '$1 == k { print $4 }' "$work/times" | sort -g | awk '{ v[NR] = $1 } END { printf "%.2f", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 median() { awk -v k="$1" '$1 == k { print $2 }' "$work/times" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-printf 'limit (zstd -dc | tar -x, two at a time): %s; %s MB unpacked\n' "$(row limit)" \
-  "$(du -sm "$work/limit" | cut -f1)"
+printf 'limit (zstd -dc | tar -x, two at a time): %s; %s MB unpacked; CPU (user + sys) median %s s\n' \
+  "$(row limit)" "$(du -sm "$work/limit" | cut -f1)" "$(cpu limit)"
 for k in jbuild before; do
   [ "$only" = limit ] && break
   [ "$k" = before ] && [ -z "$before" ] && break
-  printf '%s PKG: %s; ratio to the limit: best %.2fx, median %.2fx (target <= 1.2x); peak RSS %s MiB (target <= 128 MiB)\n' \
+  printf '%s PKG: %s; ratio to the limit: best %.2fx, median %.2fx (target <= 1.2x); peak RSS %s MiB (target <= 128 MiB); CPU (user + sys) median %s s\n' \
     "$k" "$(row "$k")" "$(echo "$(best "$k") / $(best limit)" | bc -l)" \
-    "$(echo "$(median "$k") / $(median limit)" | bc -l)" "$(rss "$k")"
+    "$(echo "$(median "$k") / $(median limit)" | bc -l)" "$(rss "$k")" "$(cpu "$k")"
 done

@@ -167,12 +167,36 @@ fn pump(rx: &Receiver<Vec<u8>>, recycle: &Sender<Vec<u8>>, w: &mut impl Write) -
     Ok(())
 }
 
-/// A zstd level-3 encoder with a content checksum and `workers` (≥ 1)
-/// threads.
+/// The size of each zstd job (the input one worker compresses at a time).
+///
+/// zstd's own choice at level 3 is 8 MiB (four 2 MiB windows), and its
+/// multi-threaded context then holds about ten of them: an input ring of
+/// the workers' jobs plus three spare (40 MiB with two workers) and an
+/// output buffer per job in flight (up to four) — some 75 MiB, which was
+/// most of a large `PKG` step's peak (issue 31: 144 MiB against a 128 MiB
+/// target, 52 MiB before the export began). At one window (2 MiB) the
+/// same context holds about 20 MiB.
+const ZSTD_JOB_SIZE: u32 = 2 << 20;
+
+/// How much of the job before each job starts with as its prefix, as
+/// zstd's `overlapLog`: 8 is half the window (1 MiB). zstd's default at
+/// level 3 (6, 256 KiB) is made for 8 MiB jobs; with 2 MiB jobs it lost
+/// 2.8 % of ratio on `benches/pkg.sh`'s layer, half a window gives the
+/// 8 MiB jobs' size back (136.3 MB of 413 MB either way) for about 3 %
+/// more CPU. The output depends on this and on [`ZSTD_JOB_SIZE`] (never
+/// on the number of workers): changing either changes every zstd layer's
+/// digest.
+const ZSTD_OVERLAP_LOG: u32 = 8;
+
+/// A zstd level-3 encoder with a content checksum, `workers` (≥ 1)
+/// threads, jobs of [`ZSTD_JOB_SIZE`] overlapping by [`ZSTD_OVERLAP_LOG`].
 pub(crate) fn zstd_encoder<W: Write>(w: W, workers: u32) -> io::Result<zstd::Encoder<'static, W>> {
+    use zstd::stream::raw::CParameter;
     let mut enc = zstd::Encoder::new(w, ZSTD_LEVEL)?;
     enc.include_checksum(true)?;
     enc.multithread(workers.max(1))?;
+    enc.set_parameter(CParameter::JobSize(ZSTD_JOB_SIZE))?;
+    enc.set_parameter(CParameter::OverlapSizeLog(ZSTD_OVERLAP_LOG))?;
     Ok(enc)
 }
 

@@ -13,6 +13,15 @@
 //! file that did not verify (a build interrupted mid-download leaves at
 //! most a temporary file, which the next `prune --cache` frees).
 //!
+//! Durable once for all: a download is verified in its temporary file and
+//! not synced there; once every download has ended, the verified files are
+//! fsynced together ([`crate::fsutil::sync_all_at_once`]: one journal
+//! commit for all), then renamed to their checksums' names, then the
+//! directory is synced once. A name in the cache still only ever holds a
+//! verified, durable file; before, each package cost three syncs in a row
+//! (its file, the temporary's directory, the cache's directory), most of a
+//! large `PKG`'s fetch on a journaled disk (issue 31).
+//!
 //! A cached package is not hashed again: it got there only verified, and
 //! extraction checks each file's content against the package's manifest
 //! anyway ([`super::extract`]).
@@ -220,8 +229,8 @@ pub fn fetch_all_watched(
     let next = AtomicUsize::new(0);
     let failed = std::sync::atomic::AtomicBool::new(false);
     let arrived = AtomicU64::new(0);
-    let results: Mutex<Vec<Option<Result<Fetched, FetchError>>>> =
-        Mutex::new((0..closure.len()).map(|_| None).collect());
+    type Done = Result<(Fetched, Option<Pending>), FetchError>;
+    let results: Mutex<Vec<Option<Done>>> = Mutex::new((0..closure.len()).map(|_| None).collect());
     std::thread::scope(|s| {
         let (alive, ended) = std::sync::mpsc::channel::<()>();
         for _ in 0..jobs.clamp(1, closure.len().max(1)) {
@@ -252,11 +261,21 @@ pub fn fetch_all_watched(
     });
     progress(arrived.load(Ordering::Relaxed));
     let results = results.into_inner().unwrap_or_else(|e| e.into_inner());
+    // What verified is kept, whatever failed beside it.
+    let (results, pending): (Vec<_>, Vec<_>) = results
+        .into_iter()
+        .flatten()
+        .map(|r| match r {
+            Ok((f, tmp)) => (Ok(f), tmp),
+            Err(e) => (Err(e), None),
+        })
+        .unzip();
+    keep(cache, pending.into_iter().flatten().collect())?;
     // Packages not started (an error stopped the rest) are `None`: the
     // error is returned, the first in the closure's order.
     let mut out = Vec::with_capacity(closure.len());
     let mut first_err = None;
-    for r in results.into_iter().flatten() {
+    for r in results {
         match r {
             Ok(f) => out.push(f),
             Err(e) => {
@@ -272,16 +291,46 @@ pub fn fetch_all_watched(
 
 /// One package into the cache.
 pub fn fetch_one(c: &Chosen<'_>, cache: &Cache, http: &Http) -> Result<Fetched, FetchError> {
-    fetch_counted(c, cache, http, &AtomicU64::new(0))
+    let (f, tmp) = fetch_counted(c, cache, http, &AtomicU64::new(0))?;
+    keep(cache, tmp.into_iter().collect())?;
+    Ok(f)
 }
 
-/// [`fetch_one`], adding the bytes that arrive to `arrived`.
+/// A download verified in its temporary file, not yet durable: renamed to
+/// `dest` by [`keep`].
+struct Pending {
+    tmp: tempfile::TempPath,
+    dest: PathBuf,
+}
+
+/// Makes the verified downloads durable (fsynced together), names them by
+/// their checksums, then syncs the cache's directory once.
+fn keep(cache: &Cache, pending: Vec<Pending>) -> Result<(), FetchError> {
+    if pending.is_empty() {
+        return Ok(());
+    }
+    let err = |what, path: &Path| {
+        let path = path.to_path_buf();
+        move |source| FetchError::Cache { what, path, source }
+    };
+    let files: Vec<PathBuf> = pending.iter().map(|p| p.tmp.to_path_buf()).collect();
+    crate::fsutil::sync_all_at_once(&files).map_err(err("sync", &cache.dir))?;
+    for p in pending {
+        p.tmp
+            .persist(&p.dest)
+            .map_err(|e| err("keep", &p.dest)(e.error))?;
+    }
+    crate::fsutil::sync_dir(&cache.dir).map_err(err("sync", &cache.dir))
+}
+
+/// [`fetch_one`], adding the bytes that arrive to `arrived`; a download
+/// comes back [`Pending`], for [`keep`].
 fn fetch_counted(
     c: &Chosen<'_>,
     cache: &Cache,
     http: &Http,
     arrived: &AtomicU64,
-) -> Result<Fetched, FetchError> {
+) -> Result<(Fetched, Option<Pending>), FetchError> {
     let (repo, p) = (&c.repository.name, c.package);
     let package = format!("{}-{}", p.name, p.version);
     let sum = Checksum::parse(&p.sum).map_err(|source| FetchError::BadSum {
@@ -300,7 +349,7 @@ fn fetch_counted(
     };
     if let Ok(m) = fs::symlink_metadata(&dest) {
         if m.is_file() {
-            return Ok(fetched(m.len(), true));
+            return Ok((fetched(m.len(), true), None));
         }
     }
     let rel = Path::new(&p.repopath);
@@ -341,12 +390,14 @@ fn fetch_counted(
         } else {
             MAX_PACKAGE
         };
-        let mut watch = Hashing(sum.hasher(), arrived);
-        let got = crate::transport::block_on(http.get_to_file_resuming(
+        // The transport hashes every download with SHA-256 already: a
+        // sum of that form (pkg up to 2.7) is taken from it, not hashed
+        // twice.
+        let mut watch = Hashing((sum.kind != Kind::Sha256Hex).then(|| sum.hasher()), arrived);
+        let got = crate::transport::block_on(http.get_to_file_resuming_unsynced(
             &url,
             &tmp,
             &key,
-            None,
             Limits::at_most(max),
             &mut watch,
         ))
@@ -363,7 +414,13 @@ fn fetch_counted(
                 source,
             },
         })?;
-        let have = watch.0.finish();
+        let have = match watch.0 {
+            Some(h) => h.finish(),
+            None => Checksum {
+                kind: Kind::Sha256Hex,
+                encoded: got.sha256.hex().to_string(),
+            },
+        };
         let right = (p.pkgsize == 0 || got.size == p.pkgsize) && have == sum;
         if !right && got.resumed > 0 && again {
             tracing::warn!(
@@ -393,19 +450,19 @@ fn fetch_counted(
         break (tmp, got.size);
     };
     let (tmp, size) = tmp;
-    tmp.persist(&dest)
-        .map_err(|e| cache_err("keep", &dest)(e.error))?;
-    crate::fsutil::sync_dir(&cache.dir).map_err(cache_err("sync", &cache.dir))?;
-    Ok(fetched(size, false))
+    let f = fetched(size, false);
+    Ok((f, Some(Pending { tmp, dest })))
 }
 
-/// Hashes a download as it arrives, in pkg's checksum of the package, and
-/// counts its bytes.
-struct Hashing<'a>(Hasher, &'a AtomicU64);
+/// Hashes a download as it arrives, in pkg's checksum of the package
+/// (unless the transport's SHA-256 is that checksum), and counts its bytes.
+struct Hashing<'a>(Option<Hasher>, &'a AtomicU64);
 
 impl Watch for Hashing<'_> {
     fn bytes(&mut self, chunk: &[u8]) {
-        self.0.write_all(chunk).expect("hashing cannot fail");
+        if let Some(h) = &mut self.0 {
+            h.write_all(chunk).expect("hashing cannot fail");
+        }
         self.1.fetch_add(chunk.len() as u64, Ordering::Relaxed);
     }
 }

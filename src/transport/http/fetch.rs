@@ -60,12 +60,13 @@ impl FileSink {
         let _ = self.file.flush().await;
     }
 
-    /// Flushed and fsynced: ready to be renamed into place.
-    pub(super) async fn finish(mut self) -> Result<(), HttpError> {
+    /// Flushed, and fsynced when `synced`: ready to be renamed into place.
+    pub(super) async fn finish(mut self, synced: bool) -> Result<(), HttpError> {
         let path = self.path.clone();
         let failed = |source| HttpError::Write { path, source };
         match self.file.flush().await {
-            Ok(()) => self.file.get_mut().sync_all().await.map_err(failed),
+            Ok(()) if synced => self.file.get_mut().sync_all().await.map_err(failed),
+            Ok(()) => Ok(()),
             Err(e) => Err(failed(e)),
         }
     }

@@ -195,7 +195,7 @@ impl Http {
         limits: Limits,
         watch: &mut dyn Watch,
     ) -> Result<Fetched, HttpError> {
-        self.download(url, dest, None, expected, limits, watch)
+        self.download(url, dest, None, expected, limits, watch, true)
             .await
     }
 
@@ -221,10 +221,29 @@ impl Http {
         limits: Limits,
         watch: &mut dyn Watch,
     ) -> Result<Fetched, HttpError> {
-        self.download(url, dest, Some(key), expected, limits, watch)
+        self.download(url, dest, Some(key), expected, limits, watch, true)
             .await
     }
 
+    /// [`Http::get_to_file_resuming`] without its two syncs (the file's
+    /// and its directory's): `dest` is written and renamed, not yet
+    /// durable. For a caller that downloads many files and makes them
+    /// durable at once (one `syncfs`) before it names them anywhere
+    /// durable: the package cache (`pkg::fetch`), where three syncs per
+    /// package were most of the fetch's time on a journaled disk.
+    pub async fn get_to_file_resuming_unsynced(
+        &self,
+        url: &str,
+        dest: &Path,
+        key: &str,
+        limits: Limits,
+        watch: &mut dyn Watch,
+    ) -> Result<Fetched, HttpError> {
+        self.download(url, dest, Some(key), None, limits, watch, false)
+            .await
+    }
+
+    #[allow(clippy::too_many_arguments)]
     async fn download(
         &self,
         url: &str,
@@ -233,6 +252,7 @@ impl Http {
         expected: Option<&Digest>,
         limits: Limits,
         watch: &mut dyn Watch,
+        synced: bool,
     ) -> Result<Fetched, HttpError> {
         let write_err = |path: &Path| {
             let path = path.to_path_buf();
@@ -294,7 +314,7 @@ impl Http {
                 return Err(e);
             }
         };
-        sink.finish().await?;
+        sink.finish(synced).await?;
         if let Some(want) = expected {
             if &got.sha256 != want {
                 staged.discard();
@@ -306,8 +326,10 @@ impl Http {
             }
         }
         staged.persist(dest).map_err(write_err(dest))?;
-        if let Ok(d) = std::fs::File::open(dir) {
-            let _ = d.sync_all();
+        if synced {
+            if let Ok(d) = std::fs::File::open(dir) {
+                let _ = d.sync_all();
+            }
         }
         Ok(got)
     }
