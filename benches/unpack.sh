@@ -7,7 +7,15 @@
 #
 #   cargo build --release && bash benches/unpack.sh [WORKDIR]
 #
-# (FILES=2000 BIG_MIB=64 ROUNDS=1 for a quick try of the script itself.)
+# WORKDIR should be on a journaled filesystem, as users' disks are (a sync
+# waits for a journal commit there; benches/README.md says how to make one
+# on a loop device); the script says what it is on.
+#
+# SMALL=1: a quick run of a few minutes (FILES=10000 BIG_MIB=256, one
+# round, overlay only); FILES=2000 BIG_MIB=64 ROUNDS=1 tries the script.
+# JBUILD_BEFORE=BINARY: another jbuild (say, the release binary from before
+# a change) timed in the same rounds, as `jbuild-before`. BACKENDS (default
+# "overlay dir"): the backends jbuild pulls into.
 #
 # Two layers (SETS, default "many big"):
 #   many  one tar of FILES (default 50,000) files of 0-16 KiB (half random
@@ -22,11 +30,14 @@
 # Each round then runs, for each set and compression: `jbuild pull` into an
 # empty state root with `--backend dir` and `--backend overlay`, and the
 # reference (curl from the registry into the decoder into tar) into an
-# empty directory. Every timing ends with `sync`, so the reference pays for
-# durability too (jbuild makes the layer durable before it commits it).
-# Printed: per-run times, then medians and the ratio to the reference of
-# the same set and compression (issue 34's target: ≤ 1.1x), and the load
-# average before and after.
+# empty directory. The reference pays for durability too (jbuild makes the
+# layer durable before it commits it).
+# Every timing ends with `sync -f WORKDIR` (that filesystem only, not other
+# sessions' writes). Printed: per-run wall and CPU (user + system, of all
+# the run's processes) times, then medians and the ratio to the reference
+# of the same set and compression (issue 34's target: ≤ 1.1x), and the load
+# average before and after. Runs alternate: for each set and compression,
+# reference, jbuild (each backend), before, in every round.
 #
 # Trees of finished runs: retired into WORKDIR/graveyard (on ext4 without a
 # journal a deletion bills the next run; see build.sh), or deleted, untimed,
@@ -43,13 +54,21 @@ jbuild=${JBUILD:-$repo/target/release/jbuild}
 [ "$(id -u)" = 0 ] || { echo "run as root (overlay mounts, owners)" >&2; exit 1; }
 command -v zstd >/dev/null || { echo "zstd is needed (apt-get install zstd)" >&2; exit 1; }
 command -v curl >/dev/null || { echo "curl is needed" >&2; exit 1; }
+[ -x /usr/bin/time ] || { echo "/usr/bin/time is needed (apt-get install time)" >&2; exit 1; }
+before=${JBUILD_BEFORE:-}
+if [ "${SMALL:-0}" = 1 ]; then
+  : "${FILES:=10000}" "${BIG_MIB:=256}" "${ROUNDS:=1}" "${BACKENDS:=overlay}"
+fi
 files=${FILES:-50000}
 big_mib=${BIG_MIB:-1024}
 sets=${SETS:-many big}
-rounds=${ROUNDS:-5}
+rounds=${ROUNDS:-3}
+backends=${BACKENDS:-overlay dir}
 
 work=${1:-$(mktemp -d /var/tmp/jbuild-bench-unpack.XXXXXX)}
 mkdir -p "$work"
+. "$repo/benches/fs.sh"
+describe_fs "$work"
 export JBUILD_ROOT=$work/root JBUILD_CONFIG=$work/jbuild.toml
 : > "$JBUILD_CONFIG"
 reg_pid=
@@ -163,25 +182,25 @@ rm -rf "$work/probe"
 
 results=$work/results
 : > "$results"
-# run NAME COMMAND...: times COMMAND then sync, into $results.
+# run NAME COMMAND...: times COMMAND then `sync -f $work`, into $results:
+# wall and CPU seconds (user + system of every process it waited for).
 # The last run's tree is retired (renamed into $work/graveyard), not
 # deleted: on ext4 without a journal a new file skips every inode deleted in
 # the last 60-360 s, so deleting before a timed run bills that run for it
 # (see build.sh). The graveyard goes with $work at the end.
 run() {
   local name=$1; shift
-  cleanup_mounts; sync
-  local t0 t1
-  t0=$(date +%s.%N)
-  if ! "$@" >"$work/out" 2>"$work/err"; then
+  cleanup_mounts; sync -f "$work"
+  if ! /usr/bin/time -f '%e %U %S' -o "$work/time" \
+      bash -c '"$@" && sync -f "$W"' run "$@" >"$work/out" 2>"$work/err"; then
     echo "  $name FAILED:"; tail -5 "$work/err"; return 0
   fi
-  sync
-  t1=$(date +%s.%N)
-  local secs; secs=$(echo "$t1 - $t0" | bc)
-  echo "$name $secs" >> "$results"
-  printf '  %-20s %7.2f s\n' "$name" "$secs"
+  local wall cpu
+  read -r wall cpu < <(awk '{printf "%s %.2f\n", $1, $2 + $3}' "$work/time")
+  echo "$name $wall $cpu" >> "$results"
+  printf '  %-26s %7.2f s  cpu %6.2f s\n' "$name" "$wall" "$cpu"
 }
+export W=$work
 cleanup_mounts() {
   for m in $(awk -v d="$work/dest" 'index($2, d) == 1 {print $2}' /proc/mounts | sort -r); do umount "$m"; done
   if [ -e "$work/dest" ] && [ "${DELETE:-0}" = 1 ]; then
@@ -194,8 +213,9 @@ cleanup_mounts() {
 # fetch_untar URL DECODER...: the reference, curl into the decoder into tar.
 fetch_untar() {
   local url=$1; shift
-  mkdir -p "$work/dest" && curl -sfL "$url" | "$@" | tar -x -C "$work/dest"
+  mkdir -p "$W/dest" && curl -sfL "$url" | "$@" | tar -x -C "$W/dest"
 }
+export -f fetch_untar
 
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 for r in $(seq "$rounds"); do
@@ -206,8 +226,10 @@ for r in $(seq "$rounds"); do
       url=http://127.0.0.1:$port/v2/bench/$set-$image/blobs/$(cat "$work/$set.tar.$image.digest")
       case $image in gz) dec=(gzip -dc) ;; zst) dec=(zstd -dc) ;; esac
       run "$set-$image-reference" fetch_untar "$url" "${dec[@]}"
-      run "$set-$image-jbuild-dir" env JBUILD_ROOT="$work/dest" "$jbuild" -q --backend dir pull "$ref"
-      run "$set-$image-jbuild-overlay" env JBUILD_ROOT="$work/dest" "$jbuild" -q --backend overlay pull "$ref"
+      for b in $backends; do
+        run "$set-$image-jbuild-$b" env JBUILD_ROOT="$work/dest" "$jbuild" -q --backend "$b" pull "$ref"
+        [ -z "$before" ] || run "$set-$image-before-$b" env JBUILD_ROOT="$work/dest" "$before" -q --backend "$b" pull "$ref"
+      done
     done
   done
 done
@@ -220,16 +242,22 @@ python3 - "$results" <<'PY'
 import statistics, sys
 runs = {}
 for line in open(sys.argv[1]):
-    name, secs = line.split()
-    runs.setdefault(name, []).append(float(secs))
+    name, wall, cpu = line.split()
+    runs.setdefault(name, []).append((float(wall), float(cpu)))
+print("%-9s %-15s %8s %-13s %5s  %8s %5s" % ("image", "tool", "wall", "(min-max)", "ratio", "cpu", "ratio"))
 for image in sorted({n.rsplit("-", 1)[0] for n in runs if n.endswith("-reference")}):
-    ref = statistics.median(runs.get(image + "-reference", [float("nan")]))
-    for tool in ("reference", "jbuild-dir", "jbuild-overlay"):
-        v = runs.get(image + "-" + tool)
-        if not v:
-            continue
-        m = statistics.median(v)
-        print("%-9s %-15s %7.2f s (%.2f-%.2f)  %.2fx" % (image, tool, m, min(v), max(v), m / ref))
+    ref = runs.get(image + "-reference", [(float("nan"),) * 2])
+    ref_w = statistics.median(w for w, _ in ref)
+    ref_c = statistics.median(c for _, c in ref)
+    tools = sorted({n[len(image) + 1:] for n in runs if n.startswith(image + "-")},
+                   key=lambda t: (t != "reference", t))
+    for tool in tools:
+        v = runs[image + "-" + tool]
+        w = statistics.median(x for x, _ in v)
+        c = statistics.median(x for _, x in v)
+        ws = [x for x, _ in v]
+        print("%-9s %-15s %6.2f s (%.2f-%.2f) %5.2fx  %6.2f s %5.2fx"
+              % (image, tool, w, min(ws), max(ws), w / ref_w, c, c / ref_c))
 PY
 [ -z "${1:-}" ] && rm -rf "$work"
 exit 0

@@ -13,6 +13,10 @@
 //! step runs. The step never waits for it; the commit's own sync still
 //! makes the snapshot durable, so the guarantee is unchanged.
 //!
+//! An image's layer is unpacked under a [`Flusher`] too
+//! (`image::unpack`), for the same reason: a pull's layer is synced whole
+//! at its commit.
+//!
 //! Elsewhere than Linux it does nothing (on FreeBSD a build's snapshots
 //! live on ZFS, which commits its transaction groups itself).
 

@@ -70,8 +70,10 @@ pub struct ApplyOptions {
     /// then finds most of its data on disk already: the disk works while
     /// the rest of the layer is decoded, instead of after it, with the
     /// CPU idle. A large file's writeback starts every 8 MiB. On for a
-    /// release set and an image's layers (`image::unpack`); off by
-    /// default (ADD's archives and PKG are not measured).
+    /// release set and PKG; off by default, and off for an image's layers
+    /// (`image::unpack`), whose filesystem is synced in the background
+    /// instead: started file by file, a layer of 50,000 small files was
+    /// 50,000 small writes for the disk and a pull 1.5-2x as slow.
     pub start_writeback: bool,
     /// Hash the uncompressed stream for its diff ID ([`ApplyStats::diff_id`]).
     /// On by default; off only where nothing compares it: a release set,
