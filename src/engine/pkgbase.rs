@@ -96,9 +96,14 @@ fn install(
         ignore_osversion: Some("yes"),
         pkg_conf: &env.freebsd.pkg_conf,
     };
-    reported(run, info, |events| {
+    // The disk writes the base's files while they are installed, as for a
+    // step (the commit's sync then finds little to do).
+    let flusher = crate::snapshot::flush::Flusher::start(root);
+    let installed = reported(run, info, |events| {
         install::install_for(&req, pkg_abi(base), events)
-    })
+    });
+    drop(flusher);
+    installed
 }
 
 /// The ABI the packages are chosen by: the release's version and the

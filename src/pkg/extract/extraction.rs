@@ -38,9 +38,12 @@ impl Extraction<'_> {
             allow_devices: false,
             allow_setuid: true,
             same_owner: self.opts.same_owner,
-            // The disk writes while the rest decodes: the step's commit
-            // (`syncfs`) then has little left to wait for.
-            start_writeback: true,
+            // Not file by file: the caller runs the install under
+            // `snapshot::flush::Flusher` (a PKG step, a pkgbase base), whose
+            // `syncfs` every 250 ms pushes the small files to the disk as a
+            // few large writes; one `sync_file_range` each made every small
+            // file a write of its own.
+            start_writeback: false,
             diff_id: false,
         };
         let mut a = Applier::new(self.root, &apply_opts, &self.opts.limits, self.file_flags);
