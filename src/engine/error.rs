@@ -80,10 +80,6 @@ pub enum BuildError {
     /// A PKG step by jbuild's installer.
     #[error(transparent)]
     Pkg(Box<crate::pkg::install::InstallError>),
-    /// What a PKG step's root names cannot be read (its key cannot be
-    /// made).
-    #[error(transparent)]
-    PkgRoot(Box<super::pkg_root::PkgRootError>),
     /// A FROM or `COPY --from` image that cannot be read.
     #[error(transparent)]
     Image(#[from] ImageError),
@@ -180,7 +176,6 @@ impl Blame for BuildError {
             BuildError::Index(e) => e.is_user_error(),
             BuildError::Add(e) => e.is_user_error(),
             BuildError::Pkg(e) => e.is_user_error(),
-            BuildError::PkgRoot(e) => e.is_user_error(),
             BuildError::Plan(e) => e.is_user_error(),
             BuildError::Context(e) | BuildError::Native(e) => e.is_user_error(),
             BuildError::Exec(e) => e.is_user_error(),

@@ -31,9 +31,7 @@
 
 use std::path::Path;
 
-use super::error::BuildError;
 use super::freebsd::{FreeBsdEnv, PkgRepoError};
-use super::run::Run;
 use crate::blame::Blame;
 use crate::pkg::abi::{self, Abi, AbiError};
 use crate::pkg::repo_conf::{self, MirrorType, RepoConfError, SignatureType};
@@ -44,6 +42,12 @@ use crate::plan::FreeBsdVersion;
 /// Why what a PKG step's root names cannot be read.
 #[derive(Debug, thiserror::Error)]
 pub enum PkgRootError {
+    #[error(
+        "PKG installs into a FreeBSD root, and this step's is empty (FROM scratch with \
+         nothing before it): start FROM a FreeBSD image or `freebsd:<release>`, or COPY a \
+         FreeBSD tree in first"
+    )]
+    EmptyRoot,
     #[error(transparent)]
     Abi(#[from] AbiError),
     #[error(transparent)]
@@ -55,6 +59,7 @@ pub enum PkgRootError {
 impl Blame for PkgRootError {
     fn is_user_error(&self) -> bool {
         match self {
+            PkgRootError::EmptyRoot => true,
             PkgRootError::Abi(e) => e.is_user_error(),
             PkgRootError::Conf(e) => e.is_user_error(),
             PkgRootError::Repository(e) => e.is_user_error(),
@@ -62,24 +67,19 @@ impl Blame for PkgRootError {
     }
 }
 
-impl From<PkgRootError> for BuildError {
-    fn from(e: PkgRootError) -> Self {
-        BuildError::PkgRoot(Box::new(e))
-    }
-}
-
 impl FreeBsdEnv {
     /// What a PKG step for the OCI architecture `arch` finds in `root`
-    /// (see the module docs), the catalogues fetched kept in `kept`;
-    /// `release`: the stage's FreeBSD version when a `FROM
-    /// freebsd:<release>` says it.
+    /// (see the module docs; `None`: the step has no parent, its root is
+    /// empty), the catalogues fetched kept in `kept`; `release`: the
+    /// stage's FreeBSD version when a `FROM freebsd:<release>` says it.
     pub fn pkg_root(
         &self,
-        root: &Path,
+        root: Option<&Path>,
         arch: &str,
         release: Option<&FreeBsdVersion>,
         kept: &mut Kept,
     ) -> Result<String, PkgRootError> {
+        let root = root.ok_or(PkgRootError::EmptyRoot)?;
         let abi = match abi::of_root(root, arch) {
             Ok(abi) => abi,
             Err(e) => match release.and_then(|r| release_abi(r, arch)) {
@@ -161,30 +161,6 @@ fn signature_name(s: SignatureType) -> &'static str {
     }
 }
 
-impl Run<'_, '_> {
-    /// [`FreeBsdEnv::pkg_root`] of the committed snapshot `parent` (an
-    /// empty root when the step has none), the catalogues kept in the
-    /// build's fetch phase for the steps to read.
-    pub(super) fn pkg_root_answer(
-        &self,
-        parent: Option<&str>,
-        arch: &str,
-        release: Option<&FreeBsdVersion>,
-    ) -> Result<String, BuildError> {
-        let empty;
-        let root = match parent {
-            Some(name) => self.env.snapshotter.view(name)?,
-            None => {
-                empty = tempfile::tempdir()
-                    .map_err(|e| BuildError::io("an empty root for a PKG step", e))?;
-                empty.path().to_path_buf()
-            }
-        };
-        let mut kept = self.inputs.catalogues.borrow_mut();
-        Ok(self.env.freebsd.pkg_root(&root, arch, release, &mut kept)?)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -222,7 +198,7 @@ mod tests {
         let catalogue = t.path().join("repo/FreeBSD:14:amd64/packagesite.pkg");
         let mut env = FreeBsdEnv::default();
         let answer = |env: &FreeBsdEnv| {
-            env.pkg_root(&root, "amd64", None, &mut Kept::new())
+            env.pkg_root(Some(&root), "amd64", None, &mut Kept::new())
                 .unwrap()
         };
         let first = answer(&env);
@@ -234,11 +210,11 @@ mod tests {
 
         // One build reads a catalogue once: what it kept stands.
         let mut kept = Kept::new();
-        let kept_first = env.pkg_root(&root, "amd64", None, &mut kept).unwrap();
+        let kept_first = env.pkg_root(Some(&root), "amd64", None, &mut kept).unwrap();
         fs::write(&catalogue, b"catalogue 2").unwrap();
         assert_eq!(
             kept_first,
-            env.pkg_root(&root, "amd64", None, &mut kept).unwrap()
+            env.pkg_root(Some(&root), "amd64", None, &mut kept).unwrap()
         );
         // The next build sees the new catalogue.
         let second = answer(&env);
@@ -286,7 +262,7 @@ mod tests {
         // an empty one.
         env.pkg_repos_dir = Some(t.path().join("no-such-dir"));
         let e = env
-            .pkg_root(&root, "amd64", None, &mut Kept::new())
+            .pkg_root(Some(&root), "amd64", None, &mut Kept::new())
             .unwrap_err();
         assert!(
             e.is_user_error() && e.to_string().contains("no-such-dir"),
@@ -304,7 +280,7 @@ mod tests {
             ..Default::default()
         };
         let e = env
-            .pkg_root(&root, "amd64", None, &mut Kept::new())
+            .pkg_root(Some(&root), "amd64", None, &mut Kept::new())
             .unwrap_err();
         assert!(
             matches!(e, PkgRootError::Abi(_)) && e.is_user_error(),
@@ -312,7 +288,7 @@ mod tests {
         );
         let release = FreeBsdVersion::of_release("14.3-RELEASE", "arm64").unwrap();
         let answer = env
-            .pkg_root(&root, "arm64", Some(&release), &mut Kept::new())
+            .pkg_root(Some(&root), "arm64", Some(&release), &mut Kept::new())
             .unwrap();
         assert!(
             answer.starts_with("FreeBSD:14:aarch64; FreeBSD file://"),

@@ -12,6 +12,7 @@ use super::fetch::FetchPhase;
 use super::freebsd;
 use super::mounts;
 use super::native::{self, Ignore};
+use crate::blame::Blame;
 use crate::digest::Digest;
 use crate::image::{self, ImageMeta, Layer, SnapshotName};
 use crate::jailfile;
@@ -508,7 +509,7 @@ impl Run<'_, '_> {
 
     /// Finishes the key of the PKG step `n` of the stage at `at`, which
     /// awaits what it finds in its root (`root`, the committed snapshot
-    /// `parent`): reads it ([`Run::pkg_root_answer`]), plans the build
+    /// `parent`): reads it (`FreeBsdEnv::pkg_root`), plans the build
     /// again with the answer, and takes the new plan, whose keys before
     /// this step are the old ones (checked) and whose keys from it on are
     /// final up to the next PKG step. `--cache-from` is asked for the keys
@@ -521,7 +522,21 @@ impl Run<'_, '_> {
         parent: Option<&str>,
         release: Option<&plan::FreeBsdVersion>,
     ) -> Result<(), BuildError> {
-        let answer = self.pkg_root_answer(parent, &root.arch, release)?;
+        // What the step finds in its parent snapshot, the catalogues kept
+        // for the steps to read.
+        let dir = parent.map(|p| self.env.snapshotter.view(p)).transpose()?;
+        let answer = {
+            let mut kept = self.inputs.catalogues.borrow_mut();
+            let freebsd = &self.env.freebsd;
+            // The planner's input, unreadable: its error at the step's line,
+            // as the fetch phase's are.
+            freebsd
+                .pkg_root(dir.as_deref(), &root.arch, release, &mut kept)
+                .map_err(|e| plan::PlanError {
+                    location: self.plan.stages[at].steps[n].step.location.clone(),
+                    kind: plan::PlanErrorKind::Input(plan::InputError::new(e.is_user_error(), e)),
+                })?
+        };
         let new = self
             .inputs
             .replan(root, answer, self.recipe, self.plan_opts)?;

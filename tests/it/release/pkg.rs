@@ -211,7 +211,7 @@ fn an_http_repository_is_keyed_on_its_catalogue_digest() {
     // Each call is a build of its own (a catalogue is kept for one build).
     let key = || {
         let mut kept = jbuild::pkg::repository_files::Kept::new();
-        env.pkg_root(&root, "amd64", None, &mut kept)
+        env.pkg_root(Some(&root), "amd64", None, &mut kept)
     };
     let first = key().unwrap();
     assert_eq!(first, key().unwrap());

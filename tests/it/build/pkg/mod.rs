@@ -16,6 +16,7 @@ mod generations;
 mod hostile;
 mod pkgcheck;
 mod platforms;
+mod repos_key;
 mod resolve;
 mod signatures;
 
