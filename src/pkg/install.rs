@@ -97,7 +97,7 @@ pub struct Request<'a> {
     pub bootstrap: bool,
     pub limits: Limits,
     pub file_flags: &'a dyn FileFlags,
-    /// Catalogues the fetch phase kept, and who finds SRV mirrors.
+    /// Catalogues kept from the step's key, and who finds SRV mirrors.
     pub sources: repository::Sources<'a>,
 }
 
