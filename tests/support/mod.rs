@@ -10,6 +10,7 @@
 #[macro_use]
 pub mod lane;
 
+pub mod backends;
 pub mod common;
 pub mod dns;
 pub mod hostile;

@@ -10,11 +10,11 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::support::backends::{self, Backend};
 use crate::support::common::{jbuild, ok, umoci_unpack};
 use crate::support::pkgrepo::image::freebsd_tree;
 use crate::support::pkgrepo::platform::{write_repo_for, ABI_FILE};
 use crate::support::pkgrepo::Key;
-use crate::support::zfs_fuse;
 use jbuild::snapshot::testsuite::UnmountOnDrop;
 
 use super::{serve, sqlite};
@@ -24,51 +24,40 @@ const PLATFORMS: [(&str, &str); 2] = [
     ("freebsd/arm64", "FreeBSD:14:aarch64"),
 ];
 
-/// A backend's state root and environment.
-struct Backend {
-    name: &'static str,
-    root: PathBuf,
-    env: Vec<(&'static str, String)>,
+/// `jbuild` on backend `b` with a fixed `SOURCE_DATE_EPOCH`.
+fn jbuild_on(b: &Backend) -> Command {
+    let mut c = b.jbuild();
+    c.env("SOURCE_DATE_EPOCH", "1700000000");
+    c
 }
 
-impl Backend {
-    fn jbuild(&self) -> Command {
-        let mut c = jbuild(&self.root);
-        c.env("SOURCE_DATE_EPOCH", "1700000000");
-        for (k, v) in &self.env {
-            c.env(k, v);
-        }
-        c
+/// Builds `ctx` on `b` for both platforms into the list `name`; returns
+/// each platform's image digest.
+fn build_both(b: &Backend, ctx: &Path, name: &str) -> BTreeMap<String, String> {
+    let mut c = jbuild_on(b);
+    c.args(["build", "-q", "--manifest", name]);
+    for (p, _) in PLATFORMS {
+        c.args(["--platform", p]);
     }
-
-    /// Builds `ctx` for both platforms into the list `name`; returns each
-    /// platform's image digest.
-    fn build(&self, ctx: &Path, name: &str) -> BTreeMap<String, String> {
-        let mut c = self.jbuild();
-        c.args(["build", "-q", "--manifest", name]);
-        for (p, _) in PLATFORMS {
-            c.args(["--platform", p]);
-        }
-        ok(c.arg(ctx));
-        let list: serde_json::Value =
-            serde_json::from_str(&ok(self.jbuild().args(["manifest", "inspect", name]))).unwrap();
-        list["manifests"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|m| {
-                let p = &m["platform"];
-                (
-                    format!(
-                        "{}/{}",
-                        p["os"].as_str().unwrap(),
-                        p["architecture"].as_str().unwrap()
-                    ),
-                    m["digest"].as_str().unwrap().to_string(),
-                )
-            })
-            .collect()
-    }
+    ok(c.arg(ctx));
+    let list: serde_json::Value =
+        serde_json::from_str(&ok(jbuild_on(b).args(["manifest", "inspect", name]))).unwrap();
+    list["manifests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            let p = &m["platform"];
+            (
+                format!(
+                    "{}/{}",
+                    p["os"].as_str().unwrap(),
+                    p["architecture"].as_str().unwrap()
+                ),
+                m["digest"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
 }
 
 #[test]
@@ -95,33 +84,12 @@ fn pkg_gives_each_platform_one_image_on_every_backend() {
     fs::create_dir_all(&app).unwrap();
     fs::write(app.join("Jailfile"), "FROM base:1\nPKG app\n").unwrap();
 
-    let backend = |name: &'static str, env: Vec<(&'static str, String)>| Backend {
-        name,
-        root: t.path().join(name),
-        env,
-    };
-    let mut backends = vec![backend("dir", vec![("JBUILD_BACKEND", "dir".into())])];
-    if crate::support::lane::need(crate::support::lane::Lane::Root) {
-        backends.push(backend(
-            "overlay",
-            vec![("JBUILD_BACKEND", "overlay".into())],
-        ));
-    }
-    let pool = zfs_fuse::Pool::new();
-    if let Some(pool) = &pool {
-        backends.push(backend(
-            "zfs",
-            vec![
-                ("JBUILD_BACKEND", "zfs".into()),
-                ("JBUILD_ZFS_DATASET", pool.dataset.clone()),
-                ("JBUILD_CONFIG", "/dev/null".into()),
-            ],
-        ));
-    }
+    let backends = backends::here(t.path());
+    let backends = &backends.all;
     let mut images: Vec<(&str, BTreeMap<String, String>)> = Vec::new();
-    for b in &backends {
-        b.build(&base, "base:1");
-        images.push((b.name, b.build(&app, "app:1")));
+    for b in backends {
+        build_both(b, &base, "base:1");
+        images.push((b.name, build_both(b, &app, "app:1")));
     }
     let (_, dir) = &images[0];
     assert_eq!(dir.len(), 2, "{dir:?}");
@@ -133,8 +101,7 @@ fn pkg_gives_each_platform_one_image_on_every_backend() {
     // Each platform's image: the list exported, its child named in the
     // layout's index, unpacked by umoci.
     let layout = t.path().join("oci");
-    ok(backends[0]
-        .jbuild()
+    ok(jbuild_on(&backends[0])
         .arg("export")
         .arg("app:1")
         .arg(format!("oci:{}:list", layout.display())));

@@ -9,16 +9,15 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use crate::support::common::{export_unpacked, jbuild, run};
+use crate::support::backends::{self, Backend};
+use crate::support::common::{export_unpacked, run};
 use crate::support::pkgrepo::image::{freebsd_tree, with};
 use crate::support::pkgrepo::pkgfile::file;
 use crate::support::pkgrepo::{Key, Layout, RepoSpec, Signing};
-use crate::support::zfs_fuse;
 use jbuild::snapshot::testsuite::UnmountOnDrop;
 
-use super::serve;
+use super::{installed, serve};
 
 const ABI: &str = "FreeBSD:14:amd64";
 
@@ -49,13 +48,6 @@ fn local_conf(port: u16, name: &str) -> String {
     )
 }
 
-/// A backend's state root and environment.
-struct Backend {
-    name: &'static str,
-    root: PathBuf,
-    env: Vec<(&'static str, String)>,
-}
-
 /// What one build did: steps run and cached, packages installed.
 #[derive(Debug, PartialEq, Eq)]
 struct Built {
@@ -64,50 +56,31 @@ struct Built {
     installed: Vec<String>,
 }
 
-impl Backend {
-    fn jbuild(&self) -> Command {
-        let mut c = jbuild(&self.root);
-        for (k, v) in &self.env {
-            c.env(k, v);
-        }
-        c
-    }
-
-    fn build(&self, ctx: &Path, tag: &str) -> Built {
-        let out = run(self
-            .jbuild()
-            .args(["--json", "build", "--platform", "freebsd/amd64", "-t", tag])
-            .arg(ctx));
-        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-        assert!(
-            out.status.success(),
-            "{}: {stdout}\n{}",
-            self.name,
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let events: Vec<serde_json::Value> = stdout
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect();
-        let result = events
-            .iter()
-            .find(|e| e["event"] == "result")
-            .unwrap_or_else(|| panic!("no result in {stdout}"));
-        Built {
-            run: result["steps_run"].as_u64().unwrap(),
-            cached: result["steps_cached"].as_u64().unwrap(),
-            installed: events
-                .iter()
-                .filter(|e| e["event"] == "package" && e["what"] == "installed")
-                .map(|e| {
-                    format!(
-                        "{}-{}",
-                        e["name"].as_str().unwrap(),
-                        e["version"].as_str().unwrap()
-                    )
-                })
-                .collect(),
-        }
+/// Builds `ctx` as `tag` for freebsd/amd64 on `b`.
+fn build_on(b: &Backend, ctx: &Path, tag: &str) -> Built {
+    let out = run(b
+        .jbuild()
+        .args(["--json", "build", "--platform", "freebsd/amd64", "-t", tag])
+        .arg(ctx));
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{}: {stdout}\n{}",
+        b.name,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let events: Vec<serde_json::Value> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let result = events
+        .iter()
+        .find(|e| e["event"] == "result")
+        .unwrap_or_else(|| panic!("no result in {stdout}"));
+    Built {
+        run: result["steps_run"].as_u64().unwrap(),
+        cached: result["steps_cached"].as_u64().unwrap(),
+        installed: installed(&events),
     }
 }
 
@@ -141,7 +114,7 @@ fn base(b: &Backend, t: &Path, key: &Key, port: u16, name: &str) {
     fs::create_dir_all(&repos).unwrap();
     fs::write(repos.join("local.conf"), local_conf(port, name)).unwrap();
     fs::write(ctx.join("Jailfile"), "FROM scratch\nCOPY tree/ /\n").unwrap();
-    b.build(&ctx, "base:1");
+    build_on(b, &ctx, "base:1");
 }
 
 /// The whole story on one backend.
@@ -156,23 +129,23 @@ fn follows_the_root_s_repositories(b: &Backend, t: &Path) {
         &[("Jailfile", "FROM base:1\nPKG --no-bootstrap app\n")],
     );
     assert_eq!(
-        b.build(&app, "app:1"),
+        build_on(b, &app, "app:1"),
         built(1, 0, &["app-1"]),
         "{}",
         b.name
     );
     // Nothing changed: a cache hit.
-    assert_eq!(b.build(&app, "app:1"), built(0, 1, &[]), "{}", b.name);
+    assert_eq!(build_on(b, &app, "app:1"), built(0, 1, &[]), "{}", b.name);
     // The repository the base names serves B's catalogue now: the step
     // runs and installs B's app; then B's is the one cached.
     repo(&www, "current", &key, "B", "2");
     assert_eq!(
-        b.build(&app, "app:1"),
+        build_on(b, &app, "app:1"),
         built(1, 0, &["app-2"]),
         "{}",
         b.name
     );
-    assert_eq!(b.build(&app, "app:1"), built(0, 1, &[]), "{}", b.name);
+    assert_eq!(build_on(b, &app, "app:1"), built(0, 1, &[]), "{}", b.name);
     if b.name == "dir" {
         // What the root names that cannot be read: the user's to fix, at
         // the PKG line.
@@ -208,55 +181,33 @@ fn follows_the_root_s_repositories(b: &Backend, t: &Path) {
             ("local.conf", &local_conf(server.port, "other")),
         ],
     );
-    assert_eq!(b.build(&copied, "copied:1"), built(2, 0, &["app-1"]));
-    assert_eq!(b.build(&copied, "copied:1"), built(0, 2, &[]));
+    assert_eq!(build_on(b, &copied, "copied:1"), built(2, 0, &["app-1"]));
+    assert_eq!(build_on(b, &copied, "copied:1"), built(0, 2, &[]));
     // `other` moves on to B's catalogue: the COPY is cached, PKG runs.
     repo(&www, "other", &key, "B", "2");
-    assert_eq!(b.build(&copied, "copied:1"), built(1, 1, &["app-2"]));
+    assert_eq!(build_on(b, &copied, "copied:1"), built(1, 1, &["app-2"]));
     // The COPY names another repository (C's): both run.
     repo(&www, "third", &key, "C", "3");
     fs::write(copied.join("local.conf"), local_conf(server.port, "third")).unwrap();
-    assert_eq!(b.build(&copied, "copied:1"), built(2, 0, &["app-3"]));
+    assert_eq!(build_on(b, &copied, "copied:1"), built(2, 0, &["app-3"]));
 
     // The base names `third` now: the step runs, with C's app.
     base(b, t, &key, server.port, "third");
     assert_eq!(
-        b.build(&app, "app:1"),
+        build_on(b, &app, "app:1"),
         built(1, 0, &["app-3"]),
         "{}",
         b.name
     );
-    assert_eq!(b.build(&app, "app:1"), built(0, 1, &[]), "{}", b.name);
+    assert_eq!(build_on(b, &app, "app:1"), built(0, 1, &[]), "{}", b.name);
 }
 
 #[test]
 fn a_pkg_step_follows_the_repositories_its_root_names() {
     let t = tempfile::tempdir().unwrap();
     let _mounts = UnmountOnDrop(t.path().to_path_buf());
-    let backend = |name: &'static str, env: Vec<(&'static str, String)>| Backend {
-        name,
-        root: t.path().join(format!("root-{name}")),
-        env,
-    };
-    let mut backends = vec![backend("dir", vec![("JBUILD_BACKEND", "dir".into())])];
-    if crate::support::lane::need(crate::support::lane::Lane::Root) {
-        backends.push(backend(
-            "overlay",
-            vec![("JBUILD_BACKEND", "overlay".into())],
-        ));
-    }
-    let pool = zfs_fuse::Pool::new();
-    if let Some(pool) = &pool {
-        backends.push(backend(
-            "zfs",
-            vec![
-                ("JBUILD_BACKEND", "zfs".into()),
-                ("JBUILD_ZFS_DATASET", pool.dataset.clone()),
-                ("JBUILD_CONFIG", "/dev/null".into()),
-            ],
-        ));
-    }
-    for b in &backends {
+    let backends = backends::here(&t.path().join("roots"));
+    for b in &backends.all {
         follows_the_root_s_repositories(b, t.path());
     }
 }
