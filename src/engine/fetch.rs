@@ -1,12 +1,24 @@
 //! The fetch phase: everything a plan needs from outside the recipe —
 //! FROM and `COPY --from` images (found in the store or pulled, as
 //! `--pull` says: [`super::bases`]), release MANIFESTs and pkgbase
-//! catalogues, the package repositories' state, ADD URLs without a
-//! checksum (downloaded into the cache: their digest keys the step), the
-//! commits of ADD's git repositories, the build context's digests — got
-//! once, before the build is planned, into the planner's
-//! [`crate::plan::Inputs`]. The planner reads only those answers: it holds
-//! no client and can fetch nothing ([`crate::plan`], "Three phases").
+//! catalogues, ADD URLs without a checksum (downloaded into the cache:
+//! their digest keys the step), the commits of ADD's git repositories,
+//! the build context's digests — got once, before the build is planned,
+//! into the planner's [`crate::plan::Inputs`]. The planner reads only
+//! those answers: it holds no client and can fetch nothing
+//! ([`crate::plan`], "Three phases").
+//!
+//! What it does not fetch: the package repositories of PKG steps. Which
+//! repositories a PKG step installs from is written in its root (the
+//! image's `/etc/pkg` and `/usr/local/etc/pkg/repos`), which any earlier
+//! step may change — a RUN too, whose output nothing knows before it
+//! runs. Reading a base image's layers here would name the right
+//! repositories only when no earlier step can write there, so it is not
+//! done: the build loop reads the root when it reaches the step
+//! ([`super::pkg_root`]) and fetches those catalogues then, into
+//! [`FetchPhase::catalogues`], once a build; the step installs from the
+//! very archives its key holds. (Packages are fetched by the step only,
+//! and only when it runs.)
 //!
 //! A multi-platform build shares one [`FetchPhase`] across its passes
 //! (the check of every platform, then the builds): each image and release
@@ -56,9 +68,11 @@ pub struct FetchPhase<'a> {
     /// The content digest of each file ADD downloaded without a
     /// checksum: the step takes the file from the cache by it.
     pub(super) downloads: RefCell<HashMap<String, Digest>>,
-    /// The package repositories' catalogues fetched for PKG steps' keys,
-    /// by url (their archives in the package cache): the steps read them
-    /// instead of downloading them again.
+    /// The package repositories' catalogues fetched for PKG steps' keys
+    /// when the build reached them ([`super::pkg_root`]), by url (their
+    /// archives in the package cache): the steps read them instead of
+    /// downloading them again, every step and platform of the build the
+    /// same archive.
     pub(super) catalogues: RefCell<Kept>,
 }
 
@@ -105,6 +119,20 @@ impl<'a> FetchPhase<'a> {
         let needs = plan::needs(build, opts);
         self.inputs.borrow_mut().fetch(&needs, &source);
         self.inputs.borrow()
+    }
+
+    /// Records what a PKG step found in its root (the build loop's
+    /// answer, [`plan::Inputs::answer_pkg_root`]) and plans `build` again
+    /// with it: the plan whose keys are final up to that step.
+    pub(super) fn replan(
+        &self,
+        root: plan::PkgRoot,
+        answer: String,
+        build: &Build,
+        opts: &PlanOptions,
+    ) -> Result<plan::Plan, plan::PlanError> {
+        self.inputs.borrow_mut().answer_pkg_root(root, answer);
+        plan::plan(build, &self.inputs.borrow(), opts)
     }
 
     /// The image fetched for `reference` on `platform` (as a stage's

@@ -203,9 +203,6 @@ mod tests {
         fn release(&self, _: &str, _: &Platform) -> Result<Vec<(String, Digest)>, InputError> {
             Ok(vec![("base".into(), Digest::of(b"base.txz"))])
         }
-        fn pkg_repositories(&self, _: Option<&str>) -> Result<String, InputError> {
-            Ok(String::new())
-        }
     }
 
     fn plan_for(text: &str, platform: &str) -> Plan {

@@ -5,25 +5,19 @@
 //! [`crate::image::export::EXCLUDED_FROM_LAYERS`].)
 //!
 //! **PKG keying.** A PKG step's result depends on the repositories'
-//! catalogue, which changes without the recipe changing. Its key therefore
-//! holds (besides ABI and OSVERSION, see [`crate::plan::FreeBsdVersion`])
-//! [`FreeBsdEnv::pkg_repositories`]: the digest of the repository
-//! override directory (or `default`), and, unless offline, for each
-//! repository the digest of its catalogue archive (the one pkg would read:
-//! `data.pkg`, else `packagesite.*`, as its `meta.conf` says), downloaded
-//! (for a `file://` repository, read). With `--pkg-offline` only the configuration counts,
-//! so a cached step is reused even after the repository moved on.
-//!
-//! The repositories asked are the `url`s of the override's `*.conf` files,
-//! else FreeBSD's default, `https://pkg.FreeBSD.org/${ABI}/quarterly`,
-//! as the step reads them ([`crate::pkg::repository_files::fetch`]:
-//! `meta.conf`, then the catalogue; a `pkg+https://` url from its SRV
-//! mirrors, then the host). What is fetched is kept
-//! ([`FreeBsdEnv::pkg_repositories_keeping`]: the archive in the package
-//! cache by digest) and the step reads it instead of asking again.
+//! catalogue, which changes without the recipe changing, and on which
+//! repositories the step's root names. Its key therefore holds (besides
+//! ABI and OSVERSION, see [`crate::plan::FreeBsdVersion`]) what the step
+//! finds in its root when the build reaches it (`FreeBsdEnv::pkg_root`,
+//! in `engine::pkg_root`): the repository configuration in force (the
+//! image's, `--pkg-repos` in place of its `/usr/local/etc/pkg/repos`)
+//! and, unless offline, the digest of each enabled repository's catalogue
+//! archive (the one pkg would read: `data.pkg`, else `packagesite.*`, as
+//! its `meta.conf` says), fetched ([`FreeBsdEnv::fetch_catalogue`]) and
+//! kept for the step to read. With `--pkg-offline` only the configuration
+//! counts, so a cached step is reused even after the repository moved on.
 
 use crate::blame::Blame;
-use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -44,8 +38,6 @@ use crate::transport::http::Http;
 pub const PKG_CACHE_TARGET: &str = "/var/cache/pkg";
 /// Where pkg(8) reads repository configurations from, besides `/etc/pkg`.
 pub const PKG_REPOS_TARGET: &str = "/usr/local/etc/pkg/repos";
-/// FreeBSD's default package repository.
-pub const DEFAULT_PKG_REPO: &str = "https://pkg.FreeBSD.org/${ABI}/quarterly";
 
 /// Why the state of the package repositories, which PKG steps are keyed
 /// on, is not known.
@@ -171,88 +163,22 @@ impl FreeBsdEnv {
         Ok(v)
     }
 
-    /// What PKG steps are keyed on besides the root (see the module docs).
-    pub fn pkg_repositories(&self, abi: Option<&str>) -> Result<String, PkgRepoError> {
-        self.pkg_repositories_keeping(abi, &mut Kept::new())
-    }
-
-    /// [`FreeBsdEnv::pkg_repositories`], keeping each catalogue fetched
-    /// in `kept` (its archive in the package cache, by digest), for the
-    /// PKG steps to read instead of downloading it again.
-    pub fn pkg_repositories_keeping(
-        &self,
-        abi: Option<&str>,
-        kept: &mut Kept,
-    ) -> Result<String, PkgRepoError> {
-        let mut out = String::new();
-        let mut urls = Vec::new();
-        let mut http_mirrored = Vec::new();
-        match &self.pkg_repos_dir {
-            Some(dir) => {
-                let files = repo_files(dir)?;
-                let mut e = crate::plan::key::KeyEncoder::new();
-                for (name, text) in &files {
-                    e.str("file", name).str("content", text);
-                    urls.extend(repo_urls(text));
-                    http_mirrored.extend(crate::pkg::repo_conf::http_mirrored_urls(text));
-                }
-                out.push_str(&format!("repos {}", e.finish()));
-            }
-            None => {
-                out.push_str("repos default");
-                urls.push(DEFAULT_PKG_REPO.to_string());
-            }
-        }
-        // What the configuration sets over the image's pkg.conf changes
-        // what the step leaves.
-        out.push_str(&self.pkg_conf.key_text());
-        if self.pkg_offline {
-            out.push_str("; offline");
-            return Ok(out);
-        }
-        for url in urls {
-            let mirror_type = if http_mirrored.contains(&url) {
-                MirrorType::Http
-            } else {
-                MirrorType::Srv
-            };
-            let url = match (url.contains("${ABI}"), abi) {
-                (true, Some(abi)) => url.replace("${ABI}", abi),
-                // The stage's FreeBSD version is not known (a base image):
-                // the repository cannot be asked; the root's identity
-                // (its parent key) still stands for ABI and OSVERSION.
-                (true, None) => {
-                    out.push_str(&format!("; {url} unknown-abi"));
-                    continue;
-                }
-                (false, _) => url,
-            };
-            let url = url.trim_end_matches('/').to_string();
-            let digest = match kept.get(&url) {
-                Some(f) => f.digest.clone(),
-                None => {
-                    let f = self.fetch_catalogue(&url, mirror_type)?;
-                    let digest = f.digest.clone();
-                    kept.insert(url.clone(), f);
-                    digest
-                }
-            };
-            out.push_str(&format!("; {url} content {digest}"));
-        }
-        Ok(out)
-    }
-
     /// Who finds the SRV mirrors of `pkg+` repositories: `[pkg]
     /// nameservers`, else the host's resolv.conf.
     pub fn pkg_resolver(&self) -> Resolver {
         self.pkg_resolver.clone().unwrap_or_else(Resolver::system)
     }
 
-    /// The catalogue of the repository at `url`, fetched as a PKG step
-    /// reads it ([`repository_files::fetch`]: `meta.conf`, then the
-    /// archive; a `pkg+` url from its SRV mirrors, then the host) and kept
-    /// in the package cache.
-    fn fetch_catalogue(&self, url: &str, mirror_type: MirrorType) -> Result<Fetched, PkgRepoError> {
+    /// The catalogue of the repository `repo` at `url`, fetched as a PKG
+    /// step reads it ([`repository_files::fetch`]: `meta.conf`, then the
+    /// archive; a `pkg+` url with `mirror_type: srv` from its SRV mirrors,
+    /// then the host) and kept in the package cache.
+    pub(super) fn fetch_catalogue(
+        &self,
+        repo: &str,
+        url: &str,
+        mirror_type: MirrorType,
+    ) -> Result<Fetched, PkgRepoError> {
         let fail = |source| PkgRepoError::Repository {
             url: url.to_string(),
             source: Box::new(source),
@@ -270,11 +196,8 @@ impl FreeBsdEnv {
             .prefix(".catalogue-")
             .tempdir_in(&scratch_in)
             .map_err(io_fail(&scratch_in))?;
-        // The fetch phase reads the override's urls and which of them say
-        // `mirror_type: http`: any other `pkg+` url is looked up by SRV,
-        // as FreeBSD's files pair them.
         let fetched = repository_files::fetch(
-            url,
+            repo,
             url,
             mirror_type,
             &self.http,
@@ -315,65 +238,11 @@ impl FreeBsdEnv {
         } else {
             MirrorType::default()
         };
-        let f = self.fetch_catalogue(url, mirror_type)?;
+        let f = self.fetch_catalogue(crate::release::pkgbase::REPO_NAME, url, mirror_type)?;
         let identity = format!("content {}", f.digest);
         kept.insert(url.to_string(), f);
         Ok(identity + &conf)
     }
-}
-
-/// The `*.conf` files of a repository directory, by name.
-fn repo_files(dir: &Path) -> Result<BTreeMap<String, String>, PkgRepoError> {
-    let entries = fs::read_dir(dir).map_err(|source| PkgRepoError::ReadDir {
-        dir: dir.to_path_buf(),
-        source,
-    })?;
-    let mut files = BTreeMap::new();
-    for entry in entries {
-        let entry = entry.map_err(|source| PkgRepoError::Read {
-            path: dir.to_path_buf(),
-            source,
-        })?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if !name.ends_with(".conf") {
-            continue;
-        }
-        let text = fs::read_to_string(entry.path()).map_err(|source| PkgRepoError::Read {
-            path: entry.path(),
-            source,
-        })?;
-        files.insert(name, text);
-    }
-    Ok(files)
-}
-
-/// The `url` values of a pkg.conf(5) repository file (UCL): `url: "..."`
-/// or `url = "..."`, anywhere on a line (`local: { url: "..." }`);
-/// `#` comments are skipped.
-fn repo_urls(text: &str) -> Vec<String> {
-    let mut v = Vec::new();
-    for line in text.lines() {
-        let line = line.split('#').next().unwrap_or("");
-        let mut rest = line;
-        while let Some(i) = rest.find("url") {
-            let word_start = rest[..i]
-                .chars()
-                .next_back()
-                .is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '_'));
-            let after = rest[i + 3..].trim_start();
-            rest = &rest[i + 3..];
-            let Some(value) = after.strip_prefix(':').or_else(|| after.strip_prefix('=')) else {
-                continue;
-            };
-            let Some(quoted) = value.trim_start().strip_prefix('"') else {
-                continue;
-            };
-            if let (true, Some(end)) = (word_start, quoted.find('"')) {
-                v.push(quoted[..end].to_string());
-            }
-        }
-    }
-    v
 }
 
 /// The recipe's jail parameters that apply to a build step's jail. `JAIL`
@@ -463,72 +332,6 @@ mod tests {
                 ("securelevel", "3"),
             ])),
             p(&[("allow.raw_sockets", ""), ("securelevel", "3")])
-        );
-    }
-
-    #[test]
-    fn repository_urls_are_read_from_ucl() {
-        let text = "FreeBSD: { enabled: no }\nlocal: {\n  url: \"file:///repo/${ABI}\",\n  enabled: yes\n}\nother: { \n url = \"pkg+https://pkg.example/${ABI}/latest\"\n}\n# url: \"nothing\"\none: { url: \"https://a\", mirror_type: \"srv\" }\nmyurl: \"no\"\n";
-        assert_eq!(
-            repo_urls(text),
-            [
-                "file:///repo/${ABI}",
-                "pkg+https://pkg.example/${ABI}/latest",
-                "https://a"
-            ]
-        );
-    }
-
-    #[test]
-    fn offline_keys_on_the_configuration_and_a_file_repo_on_its_catalogue() {
-        let t = tempfile::tempdir().unwrap();
-        let repo = t.path().join("repo/FreeBSD:14:amd64");
-        fs::create_dir_all(&repo).unwrap();
-        fs::write(repo.join("packagesite.pkg"), b"catalogue 1").unwrap();
-        let repos = t.path().join("repos");
-        fs::create_dir(&repos).unwrap();
-        fs::write(
-            repos.join("local.conf"),
-            format!(
-                "local: {{ url: \"file://{}/repo/${{ABI}}\" }}\n",
-                t.path().display()
-            ),
-        )
-        .unwrap();
-        fs::write(repos.join("README"), "not a conf").unwrap();
-        let mut env = FreeBsdEnv {
-            pkg_repos_dir: Some(repos.clone()),
-            ..Default::default()
-        };
-        let abi = Some("FreeBSD:14:amd64");
-        let first = env.pkg_repositories(abi).unwrap();
-        assert_eq!(first, env.pkg_repositories(abi).unwrap());
-        fs::write(repo.join("packagesite.pkg"), b"catalogue 2").unwrap();
-        let second = env.pkg_repositories(abi).unwrap();
-        assert_ne!(first, second, "an updated catalogue must change the key");
-
-        env.pkg_offline = true;
-        let offline = env.pkg_repositories(abi).unwrap();
-        fs::write(repo.join("packagesite.pkg"), b"catalogue 3").unwrap();
-        assert_eq!(offline, env.pkg_repositories(abi).unwrap());
-        fs::write(
-            repos.join("local.conf"),
-            "local: { url: \"file:///elsewhere\" }\n",
-        )
-        .unwrap();
-        assert_ne!(
-            offline,
-            env.pkg_repositories(abi).unwrap(),
-            "a changed config must change the key"
-        );
-
-        env.pkg_offline = false;
-        let e = env.pkg_repositories(abi).unwrap_err();
-        assert!(e.is_user_error(), "{e}");
-        let e = crate::report::error_chain(&e);
-        assert!(
-            e.contains("packagesite.pkg") && e.contains("--pkg-offline"),
-            "{e}"
         );
     }
 

@@ -1,7 +1,7 @@
 //! The fetch phase's answers for a real build ([`Fetching`], the
 //! engine's [`InputSource`]): FROM and `COPY --from` images found or
 //! pulled ([`super::bases`]), COPY and bind-mount sources from the build
-//! context, FreeBSD releases and package repositories, ADD's downloads and
+//! context, FreeBSD releases (and pkgbase catalogues), ADD's downloads and
 //! git repositories — each asked once per build by
 //! [`crate::plan::Inputs::fetch`], never by the planner.
 
@@ -17,7 +17,6 @@ use super::native::{self, Ignore};
 use crate::digest::Digest;
 use crate::image::Platform;
 use crate::jailfile::CopySource;
-use crate::pkg::repository_files::Kept;
 use crate::plan::{BaseImage, BaseKey, InputError, InputSource, ReleaseContents};
 use crate::release::{BaseMethod, PkgBase, Release};
 
@@ -30,7 +29,9 @@ pub(super) struct Fetching<'f, 'a> {
     pub(super) pkgbases: &'f RefCell<HashMap<BaseKey, PkgBase>>,
     pub(super) git: &'f RefCell<GitMirrors>,
     pub(super) downloads: &'f RefCell<HashMap<String, Digest>>,
-    pub(super) catalogues: &'f RefCell<Kept>,
+    /// Where a pkgbase base's catalogue is kept for its install
+    /// ([`super::fetch::FetchPhase::catalogues`]).
+    pub(super) catalogues: &'f RefCell<crate::pkg::repository_files::Kept>,
     pub(super) context: &'f Path,
     pub(super) ignore: Option<&'f Ignore>,
     /// The commit the context was checked out at, when it is a git
@@ -198,14 +199,6 @@ impl InputSource for Fetching<'_, '_> {
         self.git
             .borrow_mut()
             .commit(self.bases.env().add.as_ref(), url, reference)
-            .map_err(|e| InputError::new(e.is_user_error(), e))
-    }
-
-    fn pkg_repositories(&self, abi: Option<&str>) -> Result<String, InputError> {
-        self.bases
-            .env()
-            .freebsd
-            .pkg_repositories_keeping(abi, &mut self.catalogues.borrow_mut())
             .map_err(|e| InputError::new(e.is_user_error(), e))
     }
 }

@@ -21,6 +21,7 @@ pub mod lint;
 pub mod mounts;
 pub mod native;
 mod pkg;
+mod pkg_root;
 mod pkgbase;
 mod platform_args;
 pub mod platforms;

@@ -12,6 +12,7 @@ use super::fetch::FetchPhase;
 use super::freebsd;
 use super::mounts;
 use super::native::{self, Ignore};
+use crate::blame::Blame;
 use crate::digest::Digest;
 use crate::image::{self, ImageMeta, Layer, SnapshotName};
 use crate::jailfile;
@@ -215,10 +216,19 @@ fn build_or_check(
             tracing::debug!("saving {}: {e}", cache.display());
         }
     }
+    let lookups = super::cache::Lookups::start(
+        env.registry_cache.as_ref(),
+        env.store,
+        env.snapshotter,
+        &plan,
+        opts.no_cache,
+    )?;
     let mut run = Run {
         env,
         opts,
-        plan: &plan,
+        plan,
+        recipe: &parsed,
+        plan_opts: &plan_opts,
         inputs: fetch,
         ignore: ignore.as_ref(),
         results: HashMap::new(),
@@ -226,17 +236,13 @@ fn build_or_check(
         steps_cached: 0,
         masks: mounts::masks(&opts.secrets),
         steps_fetched: 0,
-        lookups: super::cache::Lookups::start(
-            env.registry_cache.as_ref(),
-            env.store,
-            env.snapshotter,
-            &plan,
-            opts.no_cache,
-        )?,
+        lookups,
     };
-    for stage in &plan.stages {
-        let result = run.stage(stage)?;
-        run.results.insert(stage.index, result);
+    // By position: a PKG step reached plans the build again
+    // (`Run::finish_key`), and the stages after it are the new plan's.
+    for i in 0..run.plan.stages.len() {
+        let result = run.stage(i)?;
+        run.results.insert(run.plan.stages[i].index, result);
     }
     run.finish(&jailfile_text, fetch).map(Some)
 }
@@ -245,7 +251,12 @@ fn build_or_check(
 pub(super) struct Run<'a, 'b> {
     pub(super) env: &'a BuildEnv<'b>,
     pub(super) opts: &'a BuildOptions,
-    plan: &'a Plan,
+    /// The plan, made again each time a PKG step's key is finished (see
+    /// [`crate::plan`], "Keys finished when the step is reached").
+    plan: Plan,
+    /// What the plan is made from, to make it again.
+    recipe: &'a jailfile::Build,
+    plan_opts: &'a PlanOptions,
     pub(super) inputs: &'a FetchPhase<'a>,
     pub(super) ignore: Option<&'a Ignore>,
     pub(super) results: HashMap<usize, StageResult>,
@@ -275,7 +286,7 @@ impl Run<'_, '_> {
     ) -> Result<BuildOutput, BuildError> {
         let env = self.env;
         let opts = self.opts;
-        let plan = self.plan;
+        let plan = &self.plan;
         let target = plan.target();
         let mut result = self
             .results
@@ -352,7 +363,11 @@ impl Run<'_, '_> {
         }
     }
 
-    fn stage(&mut self, stage: &PlannedStage) -> Result<StageResult, BuildError> {
+    /// Builds the plan's stage at position `at`.
+    fn stage(&mut self, at: usize) -> Result<StageResult, BuildError> {
+        // The steps are read from `self.plan` as they are reached: one
+        // may finish a key and make the plan again.
+        let stage = &self.plan.stages[at].clone();
         let from = self.info(stage, stage.from_number, &stage.from_text);
         let started = Instant::now();
         self.env.reporter.step_start(&from);
@@ -388,18 +403,44 @@ impl Run<'_, '_> {
             .reporter
             .step_done(&from, StepResult::Metadata, started.elapsed());
 
-        for ps in &stage.steps {
+        for n in 0..stage.steps.len() {
+            let ps = &self.plan.stages[at].steps[n];
             let info = self.info(stage, ps.number, &ps.step.text);
             let started = Instant::now();
             self.env.reporter.step_start(&info);
-            let StepKind::Layer { key, exec, .. } = &ps.kind else {
+            let parent = layers.last().map(|l| l.snapshot.clone());
+            if let StepKind::Layer {
+                pending: Some(plan::Pending::Awaits(root)),
+                ..
+            } = &ps.kind
+            {
+                let (root, location) = (root.clone(), ps.step.location.clone());
+                let text = ps.step.text.clone();
+                self.finish_key(at, n, root, parent.as_deref(), stage.freebsd.as_ref())
+                    .map_err(|e| {
+                        self.env
+                            .reporter
+                            .step_done(&info, StepResult::Failed, started.elapsed());
+                        e.located(&location).with_step(&text)
+                    })?;
+            }
+            let ps = &self.plan.stages[at].steps[n].clone();
+            let StepKind::Layer {
+                key, exec, pending, ..
+            } = &ps.kind
+            else {
                 self.env
                     .reporter
                     .step_done(&info, StepResult::Metadata, started.elapsed());
                 continue;
             };
+            if pending.is_some() {
+                return Err(internal(format!(
+                    "the key of `{}` is not final when the step is reached",
+                    ps.step.text
+                )));
+            }
             let name = SnapshotName::step(key);
-            let parent = layers.last().map(|l| l.snapshot.clone());
             let reused = self
                 .reuse(key, parent.as_deref(), &name, &info)
                 .map_err(|e| e.located(&ps.step.location).with_step(&ps.step.text))?;
@@ -464,6 +505,61 @@ impl Run<'_, '_> {
             });
         }
         Ok(StageResult { layers })
+    }
+
+    /// Finishes the key of the PKG step `n` of the stage at `at`, which
+    /// awaits what it finds in its root (`root`, the committed snapshot
+    /// `parent`): reads it (`FreeBsdEnv::pkg_root`), plans the build
+    /// again with the answer, and takes the new plan, whose keys before
+    /// this step are the old ones (checked) and whose keys from it on are
+    /// final up to the next PKG step. `--cache-from` is asked for the keys
+    /// that became final.
+    fn finish_key(
+        &mut self,
+        at: usize,
+        n: usize,
+        root: plan::PkgRoot,
+        parent: Option<&str>,
+        release: Option<&plan::FreeBsdVersion>,
+    ) -> Result<(), BuildError> {
+        // What the step finds in its parent snapshot, the catalogues kept
+        // for the steps to read.
+        let dir = parent.map(|p| self.env.snapshotter.view(p)).transpose()?;
+        let answer = {
+            let mut kept = self.inputs.catalogues.borrow_mut();
+            let freebsd = &self.env.freebsd;
+            // The planner's input, unreadable: its error at the step's line,
+            // as the fetch phase's are.
+            freebsd
+                .pkg_root(dir.as_deref(), &root.arch, release, &mut kept)
+                .map_err(|e| plan::PlanError {
+                    location: self.plan.stages[at].steps[n].step.location.clone(),
+                    kind: plan::PlanErrorKind::Input(plan::InputError::new(e.is_user_error(), e)),
+                })?
+        };
+        let new = self
+            .inputs
+            .replan(root, answer, self.recipe, self.plan_opts)?;
+        let keys = |p: &Plan| -> Vec<Option<Digest>> {
+            let stages = p.stages.iter().take(at + 1).enumerate();
+            stages
+                .flat_map(|(i, s)| s.steps.iter().take(if i == at { n } else { usize::MAX }))
+                .map(|ps| match &ps.kind {
+                    StepKind::Layer { key, .. } => Some(key.clone()),
+                    StepKind::Metadata => None,
+                })
+                .collect()
+        };
+        if keys(&new) != keys(&self.plan) {
+            return Err(internal(
+                "planned again, the steps already built have other keys".into(),
+            ));
+        }
+        if let Some(lookups) = &self.lookups {
+            lookups.ask(self.env.snapshotter, &new)?;
+        }
+        self.plan = new;
+        Ok(())
     }
 
     /// The step `key`'s result without running it: its snapshot here
@@ -613,4 +709,12 @@ impl Run<'_, '_> {
         }
         Ok(())
     }
+}
+
+/// A fault of jbuild's own (exit code 2), not the user's.
+fn internal(what: String) -> BuildError {
+    BuildError::io(
+        format!("{what} (a jbuild bug)"),
+        std::io::Error::other("internal error"),
+    )
 }

@@ -102,7 +102,7 @@ pub struct Request<'a> {
     pub bootstrap: bool,
     pub limits: Limits,
     pub file_flags: &'a dyn FileFlags,
-    /// Catalogues the fetch phase kept, and who finds SRV mirrors.
+    /// Catalogues kept from the step's key, and who finds SRV mirrors.
     pub sources: repository::Sources<'a>,
     /// `IGNORE_OSVERSION` as pkg's environment would set it (a PKG step's
     /// `ENV`), over the image's pkg.conf ([`osversion`]).

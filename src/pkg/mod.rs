@@ -20,7 +20,7 @@
 //! - [`sign`]: the catalogue's signatures (`pubkey`, `fingerprints`, RSA
 //!   and ECDSA), checked before it is parsed; [`repository`]: one
 //!   repository read whole in pkg's order, its files fetched by
-//!   [`repository_files`] (or kept by the fetch phase), from the SRV
+//!   [`repository_files`] (or kept from the step's key), from the SRV
 //!   mirrors of a `pkg+https://` url ([`mirror`]) then the host;
 //! - [`resolve`]: the requested packages' dependency closure across
 //!   repositories by priority, in install order; [`version`]: versions

@@ -13,7 +13,7 @@
 //! fetched from the mirror that served the catalogue
 //! ([`Repository::url`]).
 //!
-//! A catalogue the build's fetch phase already fetched for the step's key
+//! A catalogue the build already fetched for the step's key
 //! ([`Sources::kept`]) is read from jbuild's package cache instead of
 //! being downloaded again; its signatures are checked here all the same.
 
@@ -52,7 +52,7 @@ pub struct Sources<'a> {
     /// Who is asked for the SRV records of a `pkg+` url with
     /// `mirror_type: srv`; the host's nameservers when `None`.
     pub resolver: Option<&'a Resolver>,
-    /// Catalogues the fetch phase fetched for the step's key, by url: read
+    /// Catalogues fetched for the step's key, by url: read
     /// instead of downloaded again (when still intact).
     pub kept: Option<&'a Kept>,
 }

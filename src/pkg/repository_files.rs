@@ -14,11 +14,12 @@
 //! reached, or answers with an error other than "not found") is left for
 //! the next one, as pkg moves to its next SRV target.
 //!
-//! These are fetched once a build: the fetch phase fetches them for a PKG
-//! step's key (the archive's digest) and keeps the archive in jbuild's
-//! package cache by that digest ([`Fetched::keep_in`]); the step then
-//! reads the kept files ([`super::repository::Sources::kept`]) and checks
-//! their signatures against the image's trust, as it would a download.
+//! These are fetched once a build: the build fetches them for a PKG step's
+//! key (the archive's digest) when it reaches the step and keeps the
+//! archive in jbuild's package cache by that digest ([`Fetched::keep_in`]);
+//! the step then reads the kept files
+//! ([`super::repository::Sources::kept`]) and checks their signatures
+//! against the image's trust, as it would a download.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -59,7 +60,7 @@ pub struct Fetched {
     pub digest: Digest,
 }
 
-/// Catalogues the fetch phase fetched, by [`Fetched::url`].
+/// Catalogues fetched for PKG steps' keys, by [`Fetched::url`].
 pub type Kept = BTreeMap<String, Fetched>;
 
 /// The files of the repository `repo` at `url` (see the module docs);
@@ -367,7 +368,7 @@ impl Fetched {
     }
 
     /// Whether the kept archive is still there with its digest (a cache
-    /// pruned, or a file changed, between the fetch phase and the step).
+    /// pruned, or a file changed, between the key and the step).
     pub fn intact(&self) -> bool {
         digest_of(&self.path).is_ok_and(|d| d == self.digest)
     }

@@ -7,10 +7,16 @@
 //! asks ([`Inputs::fetch`]): the engine's reaches registries, mirrors,
 //! repositories and the build context (`engine::fetch`); tests answer from
 //! constants.
+//!
+//! One kind of answer comes later: what a PKG step finds in the root it
+//! runs on ([`PkgRoot`]), which the build loop gives
+//! ([`Inputs::answer_pkg_root`]) when it reaches the step and then plans
+//! again. Until then the planner makes that step's key, and every key
+//! built on it, pending ([`super::Pending`]); it never guesses one.
 
 use super::error::{InputError, NotFetched, PlanErrorKind};
 use super::needs::{needs, BaseKey, Need};
-use super::{BaseImage, PlanOptions, ReleaseContents};
+use super::{BaseImage, PkgRoot, PlanOptions, ReleaseContents};
 use crate::digest::Digest;
 use crate::image::Platform;
 use crate::jailfile::{Build, CopySource};
@@ -18,8 +24,7 @@ use crate::jailfile::{Build, CopySource};
 /// Where the fetch phase gets the answer to each [`Need`] (see
 /// [`super::needs`](mod@super::needs), "Adding a kind of need"). Each question is asked at
 /// most once per need by [`Inputs::fetch`]; the defaults answer as a
-/// build without a release mirror, package repositories, downloads or
-/// git does.
+/// build without a release mirror, downloads or git does.
 pub trait InputSource {
     /// [`Need::Image`]: the manifest digest and config of an image named
     /// in FROM or `COPY --from`, for `platform`.
@@ -58,14 +63,6 @@ pub trait InputSource {
     ) -> Result<ReleaseContents, InputError> {
         self.release(release, platform).map(ReleaseContents::Sets)
     }
-    /// [`Need::PkgRepositories`]: what PKG steps depend on besides the
-    /// root: the repository configuration and the state of the
-    /// repositories' catalogues (see `engine::freebsd`, "PKG keying").
-    /// `abi` is `FreeBSD:14:amd64` when the stage's release is known.
-    fn pkg_repositories(&self, abi: Option<&str>) -> Result<String, InputError> {
-        let _ = abi;
-        Ok("unknown".into())
-    }
     /// [`Need::Url`]: the content digest of the file an ADD without
     /// `--checksum` downloads from `url`, downloaded now into jbuild's
     /// cache. (With `--checksum` the checksum is the digest, and the file
@@ -91,7 +88,7 @@ pub trait InputSource {
 enum Answer {
     Image(Box<BaseImage>),
     Release(ReleaseContents),
-    /// A text: the package repositories' state, a git commit.
+    /// A text: a git commit.
     Text(String),
     /// A content digest: a download's, the build context's.
     Digest(Digest),
@@ -103,6 +100,9 @@ enum Answer {
 #[derive(Debug, Clone, Default)]
 pub struct Inputs {
     answers: Vec<(Need, Result<Answer, InputError>)>,
+    /// What PKG steps found in the roots they run on, given by the build
+    /// loop as it reaches them ([`Inputs::answer_pkg_root`]).
+    pkg_roots: Vec<(PkgRoot, String)>,
 }
 
 impl Inputs {
@@ -135,9 +135,6 @@ impl Inputs {
                 Need::Release(k) => source
                     .release_contents(&k.reference, &k.platform)
                     .map(Answer::Release),
-                Need::PkgRepositories { abi } => {
-                    source.pkg_repositories(abi.as_deref()).map(Answer::Text)
-                }
                 Need::Url(url) => source.remote_file(url).map(Answer::Digest),
                 Need::Git { url, reference } => source
                     .git_commit(url, reference.as_deref())
@@ -201,10 +198,22 @@ impl Inputs {
         })
     }
 
-    pub(super) fn pkg_repositories(&self, abi: Option<&str>) -> Result<&str, PlanErrorKind> {
-        self.text(Need::PkgRepositories {
-            abi: abi.map(str::to_string),
-        })
+    /// Records what a PKG step found in the root it runs on (see
+    /// [`PkgRoot`]): the build loop's answer, given when the step is
+    /// reached, after which the plan is made again. An answer given twice
+    /// keeps the first (one build reads a root's repositories once).
+    pub fn answer_pkg_root(&mut self, root: PkgRoot, answer: String) {
+        if self.pkg_root(&root).is_none() {
+            self.pkg_roots.push((root, answer));
+        }
+    }
+
+    /// The build loop's answer for `root`, if the step was reached.
+    pub(super) fn pkg_root(&self, root: &PkgRoot) -> Option<&str> {
+        self.pkg_roots
+            .iter()
+            .find(|(r, _)| r == root)
+            .map(|(_, a)| a.as_str())
     }
 
     /// The digest of the file ADD reads from `url`: its `--checksum`,

@@ -15,6 +15,11 @@
 //! History: version 2 added, for PKG steps, `pkg.abi`, `pkg.osversion`
 //! and `pkg.repositories` (so an updated package repository re-runs the
 //! step), and keyed `FROM freebsd:<release>` on the sha256 of its sets.
+//! Within version 2, PKG steps' `pkg.repositories` (which named only
+//! `--pkg-repos`'s or FreeBSD's default repositories, not those the image
+//! names) became `pkg.root`, what the step's root names
+//! ([`super::PkgRoot`]); a new tag, so no old key can mean the new thing,
+//! and every PKG step runs once more.
 
 use crate::digest::Digest;
 use crate::jailfile::{AddSource, Command, CopyFrom, CopySource, MountKind, Op, RunMount, SysrcOp};

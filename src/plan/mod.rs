@@ -25,8 +25,13 @@
 //! - for RUN and PKG, the execution context (ENV, USER, WORKDIR, `JAIL`
 //!   parameters) — nothing else of the config, so a changed LABEL does not
 //!   re-run a single step;
-//! - for PKG, also the FreeBSD ABI and OSVERSION of the root and the
-//!   state of the package repositories ([`Need::PkgRepositories`]);
+//! - for PKG, also the FreeBSD ABI and OSVERSION of a release's root, and
+//!   what the step finds in the root it runs on ([`PkgRoot`]): the
+//!   root's ABI, its repository configuration (the image's
+//!   `/etc/pkg/*.conf` and `/usr/local/etc/pkg/repos/*.conf`, with
+//!   `--pkg-repos` in place of the latter) and the digest of each enabled
+//!   repository's catalogue (see "Keys finished when the step is
+//!   reached" below);
 //! - for COPY, the content digest of its sources (including mode and owner,
 //!   not mtimes) and the WORKDIR a relative destination is taken against;
 //! - for ADD, the same for its context sources, the content digest of
@@ -41,6 +46,26 @@
 //!
 //! Metadata instructions (ENV, LABEL, CMD, ...) have no key of their own;
 //! they are history entries with `empty_layer` and edit the config.
+//!
+//! ## Keys finished when the step is reached
+//!
+//! A PKG step installs from the repositories its root names, and that
+//! root is known only once its parent snapshot exists: a base image's
+//! layers, a COPY of a `.conf` file, a RUN that writes one, a stage
+//! copied from — any of them may set the repositories, and a RUN's
+//! output cannot be known without running it. So the fetch phase cannot
+//! answer it, and a key made without it names the wrong catalogue (a
+//! repository that moved on would give a stale cache hit). The planner
+//! therefore leaves such a key pending ([`Pending`]): the build loop, on
+//! reaching the step, reads the parent snapshot (any backend's
+//! `Snapshotter::view`), gives the answer ([`Inputs::answer_pkg_root`])
+//! and plans again. The answer is keyed by the parent's identity and the
+//! platform, so the new plan keeps every key it had that does not build
+//! on this step, and every key that does (later steps, stages FROM this
+//! one, `COPY --from` it) chains from the finished key, as if it had been
+//! known from the start. (Reading the base image's layers for the
+//! repository files in the fetch phase would be right only when no
+//! earlier step can write them; a RUN can, so that is not done.)
 
 mod error;
 pub mod inputs;
@@ -108,6 +133,31 @@ impl FreeBsdVersion {
     }
 }
 
+/// What a PKG step reads from the root it runs on (its repository
+/// configuration, ABI and the repositories' catalogues), asked of the
+/// build loop when the step is reached (see "Keys finished when the step
+/// is reached" in the module docs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PkgRoot {
+    /// The identity of the root: the previous layer step's key, or the
+    /// stage base's identity.
+    pub parent: Digest,
+    /// The OCI architecture the packages are for (the step's platform):
+    /// with the root's userland, what the ABI is.
+    pub arch: String,
+}
+
+/// Why a layer step's key is not final yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pending {
+    /// It is a PKG step whose root's answer the build loop gives when it
+    /// reaches the step (its parent is final).
+    Awaits(PkgRoot),
+    /// It builds on, or reads from, a step whose key is pending; it is
+    /// final once that one is answered.
+    Upstream,
+}
+
 #[derive(Debug, Clone)]
 pub struct BaseImage {
     pub manifest: Digest,
@@ -171,6 +221,10 @@ pub enum StepKind {
         /// Boxed: most steps of a plan are layers, and the context is the
         /// larger part of one.
         exec: Box<ExecContext>,
+        /// `Some`: `key` is not final (nothing may be looked up, reused
+        /// or committed under it); the build loop answers it when it
+        /// reaches the step and plans again.
+        pending: Option<Pending>,
     },
 }
 
@@ -202,6 +256,9 @@ pub struct PlannedStage {
     pub top_identity: Digest,
     /// The key of the stage's last layer step, if any.
     pub top_key: Option<Digest>,
+    /// Whether `top_identity` is pending (a PKG step of this stage, or of
+    /// a stage it builds on or reads, is not answered yet).
+    pub pending: bool,
     /// The FreeBSD version of the stage's root, when known.
     pub freebsd: Option<FreeBsdVersion>,
     /// What the programs in the stage's root are built for, when the base

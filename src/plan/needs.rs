@@ -2,7 +2,7 @@
 //! planned: the [`Need`]s of the stages the target needs, each with the
 //! platform the planner will read it for. The engine's fetch phase
 //! (`engine::fetch`) gets an answer to each — pulling images, reading
-//! release MANIFESTs, asking package repositories, downloading ADD URLs,
+//! release MANIFESTs, downloading ADD URLs,
 //! mirroring git repositories, hashing the build context — into
 //! [`super::Inputs`], and the planner reads only those answers.
 //!
@@ -20,11 +20,10 @@
 //! 5. the planner reads it with the reader: a need it finds missing is a
 //!    [`super::NotFetched`] error, never a fetch.
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 use super::select::{planned_stages, stage_platform};
-use super::{FreeBsdVersion, PlanOptions};
+use super::PlanOptions;
 use crate::image::Platform;
 use crate::jailfile::{AddSource, Base, Build, CopyFrom, CopyOp, CopySource, MountKind, Op};
 
@@ -45,9 +44,10 @@ impl BaseKey {
     }
 }
 
-/// One thing the planner reads from outside the recipe. Images, releases
-/// and package repositories are read per platform (or ABI); the rest once
-/// a build.
+/// One thing the planner reads from outside the recipe, before anything
+/// runs. Images and releases are read per platform; the rest once a
+/// build. (What a PKG step reads from the root it runs on is known only
+/// when the step is reached: [`super::PkgRoot`], not a need.)
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Need {
     /// A `FROM`, `COPY --from` or `RUN --mount=from=` image: its manifest
@@ -57,10 +57,6 @@ pub enum Need {
     /// sets from the verified MANIFEST, or its pkgbase packages and
     /// catalogue.
     Release(BaseKey),
-    /// What PKG steps depend on besides the root, for the stage's ABI
-    /// (`None`: not known): the repository configuration and the state
-    /// of the repositories' catalogues.
-    PkgRepositories { abi: Option<String> },
     /// An ADD URL without `--checksum`: the digest of its file, downloaded
     /// into jbuild's cache.
     Url(String),
@@ -83,11 +79,6 @@ impl fmt::Display for Need {
         match self {
             Need::Image(k) => write!(f, "image `{}` ({})", k.reference, k.platform),
             Need::Release(k) => write!(f, "FreeBSD release {} ({})", k.reference, k.platform),
-            Need::PkgRepositories { abi } => write!(
-                f,
-                "the package repositories' state for {}",
-                abi.as_deref().unwrap_or("an unknown ABI")
-            ),
             Need::Url(url) => write!(f, "the file ADD downloads from {url}"),
             Need::Git { url, reference } => write!(
                 f,
@@ -116,29 +107,19 @@ impl fmt::Display for Need {
 /// read is left out: the planner reports it at its line.
 pub fn needs(build: &Build, opts: &PlanOptions) -> Vec<Need> {
     let mut out = Vec::new();
-    // The FreeBSD version of each stage's root, as the planner finds it.
-    let mut freebsd: BTreeMap<usize, Option<FreeBsdVersion>> = BTreeMap::new();
     for stage in planned_stages(build, opts) {
         let Ok(given) = stage_platform(stage, opts) else {
             continue;
         };
         let platform = given.unwrap_or_else(Platform::default_for_host);
-        let version = match &stage.base {
-            Base::Scratch => None,
-            Base::FreeBsdRelease(rel) => {
-                add(&mut out, Need::Release(BaseKey::new(rel, &platform)));
-                FreeBsdVersion::of_release(rel, &platform.architecture)
-            }
-            Base::Image(r) => {
-                add(&mut out, Need::Image(BaseKey::new(r, &platform)));
-                None
-            }
-            Base::Stage(i) => freebsd.get(i).cloned().flatten(),
-        };
-        for step in &stage.steps {
-            step_needs(&step.op, &platform, version.as_ref(), &mut out);
+        match &stage.base {
+            Base::Scratch | Base::Stage(_) => {}
+            Base::FreeBsdRelease(rel) => add(&mut out, Need::Release(BaseKey::new(rel, &platform))),
+            Base::Image(r) => add(&mut out, Need::Image(BaseKey::new(r, &platform))),
         }
-        freebsd.insert(stage.index, version);
+        for step in &stage.steps {
+            step_needs(&step.op, &platform, &mut out);
+        }
     }
     out
 }
@@ -161,7 +142,7 @@ fn add(out: &mut Vec<Need>, need: Need) {
 }
 
 /// What one step reads, as [`super::step`] keys it.
-fn step_needs(op: &Op, platform: &Platform, freebsd: Option<&FreeBsdVersion>, out: &mut Vec<Need>) {
+fn step_needs(op: &Op, platform: &Platform, out: &mut Vec<Need>) {
     let from = |f: &CopyFrom| match f {
         CopyFrom::Image(r) => Some(Need::Image(BaseKey::new(r, platform))),
         CopyFrom::Stage(_) => None,
@@ -181,12 +162,6 @@ fn step_needs(op: &Op, platform: &Platform, freebsd: Option<&FreeBsdVersion>, ou
                 }
             }
         }
-        Op::Pkg { .. } => add(
-            out,
-            Need::PkgRepositories {
-                abi: freebsd.map(|v| v.abi.clone()),
-            },
-        ),
         Op::Copy(CopyOp {
             from: f, sources, ..
         }) => match f {

@@ -9,8 +9,8 @@ use super::select::{planned_stages, stage_platform};
 use super::state::{self, ImageState};
 use super::step::{pinned_text, step_key};
 use super::{
-    ExecContext, FreeBsdVersion, Plan, PlanOptions, PlannedBase, PlannedStage, PlannedStep,
-    ReleaseContents, RootOs, StepKind,
+    ExecContext, FreeBsdVersion, Pending, Plan, PlanOptions, PlannedBase, PlannedStage,
+    PlannedStep, ReleaseContents, RootOs, StepKind,
 };
 use crate::digest::Digest;
 use crate::image::Platform;
@@ -47,6 +47,8 @@ struct StageBase {
     base: PlannedBase,
     state: ImageState,
     identity: Digest,
+    /// Whether `identity` is pending (a stage's whose top is).
+    pending: bool,
 }
 
 fn plan_stage(
@@ -79,6 +81,8 @@ fn plan_stage(
     let mut state = base.state.clone();
     let mut steps = Vec::with_capacity(stage.steps.len());
     let mut identity = base.identity;
+    // Whether `identity` is pending: the base is a stage whose top is.
+    let mut pending = base.pending;
     let mut top_key = None;
     for step in &stage.steps {
         *number += 1;
@@ -95,14 +99,24 @@ fn plan_stage(
                 shell: state.docker.shell.clone(),
                 platform: sources_platform.clone(),
             };
-            let key = step_key(&identity, step, &exec, freebsd.as_ref(), done, inputs, opts)
+            let made = step_key(&identity, step, &exec, freebsd.as_ref(), done, inputs, opts)
                 .map_err(located)?;
+            let key = made.key;
+            // A key built on a pending one is pending as a whole; a PKG
+            // step's own answer is asked only once its parent is final.
+            let step_pending = if pending || made.reads_pending {
+                Some(Pending::Upstream)
+            } else {
+                made.awaits.map(Pending::Awaits)
+            };
+            pending = step_pending.is_some();
             identity = key.clone();
             let parent = top_key.replace(key.clone());
             StepKind::Layer {
                 key,
                 parent,
                 exec: Box::new(exec),
+                pending: step_pending,
             }
         } else {
             state::apply(&mut state, &step.op);
@@ -133,6 +147,7 @@ fn plan_stage(
         state,
         top_identity: identity,
         top_key,
+        pending,
         freebsd,
         root_os,
     })
@@ -157,6 +172,7 @@ fn stage_base(
                 base: PlannedBase::Scratch,
                 state: ImageState::empty(p),
                 identity,
+                pending: false,
             }
         }
         Base::FreeBsdRelease(rel) => {
@@ -182,6 +198,7 @@ fn stage_base(
                 },
                 state,
                 identity,
+                pending: false,
             }
         }
         Base::Stage(i) => {
@@ -199,6 +216,7 @@ fn stage_base(
                 base: PlannedBase::Stage(*i),
                 state,
                 identity: parent.top_identity.clone(),
+                pending: parent.pending,
             }
         }
     })
@@ -247,6 +265,7 @@ fn release_base(stage: &Stage, rel: &str, p: Platform, contents: &ReleaseContent
         },
         state,
         identity,
+        pending: false,
     }
 }
 

@@ -4,7 +4,7 @@
 use super::error::PlanErrorKind;
 use super::inputs::Inputs;
 use super::key::{self, KeyEncoder};
-use super::{ExecContext, FreeBsdVersion, PlanOptions, PlannedBase, PlannedStage};
+use super::{ExecContext, FreeBsdVersion, PkgRoot, PlanOptions, PlannedBase, PlannedStage};
 use crate::digest::Digest;
 use crate::image::Platform;
 use crate::jailfile::{AddSource, CopyFrom, CopyOp, MountKind, Op, Step};
@@ -26,13 +26,14 @@ pub(super) fn pinned_text(step: &Step, inputs: &Inputs) -> Result<String, PlanEr
 }
 
 /// The identity of the stage or image a COPY or a bind mount reads from:
-/// an earlier stage's top identity, or an image's manifest digest.
+/// an earlier stage's top identity, or an image's manifest digest; and
+/// whether that identity is pending (a stage's, [`PlannedStage::pending`]).
 fn source_identity(
     from: &CopyFrom,
     done: &[PlannedStage],
     inputs: &Inputs,
     platform: &Platform,
-) -> Result<Digest, PlanErrorKind> {
+) -> Result<(Digest, bool), PlanErrorKind> {
     Ok(match from {
         CopyFrom::Stage(i) => {
             let stage = done
@@ -42,10 +43,20 @@ fn source_identity(
             if !has_files(stage, done) {
                 return Err(PlanErrorKind::NothingToRead(*i));
             }
-            stage.top_identity.clone()
+            (stage.top_identity.clone(), stage.pending)
         }
-        CopyFrom::Image(r) => inputs.image(r, platform)?.manifest.clone(),
+        CopyFrom::Image(r) => (inputs.image(r, platform)?.manifest.clone(), false),
     })
+}
+
+/// A layer step's key, and whether it is final.
+pub(super) struct StepKey {
+    pub(super) key: Digest,
+    /// A PKG step whose root's answer is not in the inputs yet.
+    pub(super) awaits: Option<PkgRoot>,
+    /// It reads a stage whose identity is pending (`COPY --from`, a bind
+    /// mount's `from=`).
+    pub(super) reads_pending: bool,
 }
 
 /// Whether `stage`'s root has a layer to read: one of its own steps made
@@ -72,7 +83,9 @@ pub(super) fn step_key(
     done: &[PlannedStage],
     inputs: &Inputs,
     opts: &PlanOptions,
-) -> Result<Digest, PlanErrorKind> {
+) -> Result<StepKey, PlanErrorKind> {
+    let mut awaits = None;
+    let mut reads_pending = false;
     let mut e = KeyEncoder::new();
     e.str("parent", &parent.to_string());
     key::encode_op(&mut e, &step.op);
@@ -101,7 +114,12 @@ pub(super) fn step_key(
                     if let MountKind::Bind { from, source, .. } = &m.kind {
                         let digest = match from {
                             None => inputs.bound_context(std::slice::from_ref(source))?.clone(),
-                            Some(f) => source_identity(f, done, inputs, &exec.platform)?,
+                            Some(f) => {
+                                let (d, pending) =
+                                    source_identity(f, done, inputs, &exec.platform)?;
+                                reads_pending |= pending;
+                                d
+                            }
                         };
                         e.str("mount.sources", &digest.to_string());
                     }
@@ -109,15 +127,29 @@ pub(super) fn step_key(
             }
             if let Op::Pkg { .. } = step.op {
                 // pkg(8) picks packages by ABI and OSVERSION, from the
-                // repositories' current catalogue: a new catalogue is a
-                // new step (see key.rs, version 2).
+                // catalogues of the repositories the root names: a new
+                // catalogue, or a root naming other repositories, is a new
+                // step (see key.rs, version 2). What the root names is
+                // known when the step is reached (the module docs, "Keys
+                // finished when the step is reached").
                 e.opt("pkg.abi", freebsd.map(|v| v.abi.as_str()));
                 e.opt(
                     "pkg.osversion",
                     freebsd.map(|v| v.osversion.to_string()).as_deref(),
                 );
-                let repos = inputs.pkg_repositories(freebsd.map(|v| v.abi.as_str()))?;
-                e.str("pkg.repositories", repos);
+                let root = PkgRoot {
+                    parent: parent.clone(),
+                    arch: exec.platform.architecture.clone(),
+                };
+                match inputs.pkg_root(&root) {
+                    Some(answer) => {
+                        e.str("pkg.root", answer);
+                    }
+                    None => {
+                        e.field("pkg.root.pending", b"");
+                        awaits = Some(root);
+                    }
+                }
             }
         }
         Op::Add {
@@ -147,7 +179,11 @@ pub(super) fn step_key(
             e.str("workdir", &exec.workdir);
             let digest = match from {
                 None => inputs.context_sources(sources)?.clone(),
-                Some(f) => source_identity(f, done, inputs, &exec.platform)?,
+                Some(f) => {
+                    let (d, pending) = source_identity(f, done, inputs, &exec.platform)?;
+                    reads_pending |= pending;
+                    d
+                }
             };
             e.str("sources", &digest.to_string());
         }
@@ -156,5 +192,9 @@ pub(super) fn step_key(
     if let Some(nonce) = &opts.no_cache_nonce {
         e.str("no-cache", nonce);
     }
-    Ok(e.finish())
+    Ok(StepKey {
+        key: e.finish(),
+        awaits,
+        reads_pending,
+    })
 }

@@ -16,9 +16,6 @@ fn plan(b: &Build, source: &dyn InputSource, opts: &PlanOptions) -> Result<Plan,
 struct Fake {
     context: RefCell<Digest>,
     sets: RefCell<Vec<(String, Digest)>>,
-    repos: RefCell<String>,
-    /// The ABIs PKG keys were asked for.
-    abis: RefCell<Vec<Option<String>>>,
 }
 
 impl InputSource for Fake {
@@ -39,18 +36,12 @@ impl InputSource for Fake {
     fn release(&self, _: &str, _: &Platform) -> Result<Vec<(String, Digest)>, InputError> {
         Ok(self.sets.borrow().clone())
     }
-    fn pkg_repositories(&self, abi: Option<&str>) -> Result<String, InputError> {
-        self.abis.borrow_mut().push(abi.map(str::to_string));
-        Ok(self.repos.borrow().clone())
-    }
 }
 
 fn fake() -> Fake {
     Fake {
         context: RefCell::new(Digest::of(b"context-1")),
         sets: RefCell::new(vec![("base".into(), Digest::of(b"base.txz 1"))]),
-        repos: RefCell::new("catalogue 1".into()),
-        abis: RefCell::new(Vec::new()),
     }
 }
 
@@ -467,49 +458,6 @@ fn a_pkgbase_base_is_keyed_on_its_packages_and_catalogue() {
 }
 
 #[test]
-fn pkg_keys_follow_abi_osversion_and_the_catalogue_and_nothing_else_does() {
-    let f = fake();
-    let b = release_build(
-        "14.3-RELEASE",
-        vec![
-            step(2, "PKG nginx", pkg(&["nginx"])),
-            step(3, "RUN x", run("x")),
-        ],
-    );
-    let p1 = plan(&b, &f, &amd64()).unwrap();
-    assert_eq!(
-        p1.stages[0].freebsd,
-        Some(FreeBsdVersion {
-            abi: "FreeBSD:14:amd64".into(),
-            osversion: 1_403_000
-        })
-    );
-    assert_eq!(*f.abis.borrow(), [Some("FreeBSD:14:amd64".to_string())]);
-    assert_eq!(keys(&p1), keys(&plan(&b, &f, &amd64()).unwrap()));
-
-    // The repository moved on: the PKG step and what follows change.
-    *f.repos.borrow_mut() = "catalogue 2".into();
-    let p2 = plan(&b, &f, &amd64()).unwrap();
-    let (k1, k2) = (keys(&p1), keys(&p2));
-    assert_ne!(k1[0], k2[0]);
-    assert_ne!(k1[1], k2[1]);
-
-    // A RUN-only build never asks the repositories.
-    f.abis.borrow_mut().clear();
-    let runs = release_build("14.3-RELEASE", vec![step(2, "RUN x", run("x"))]);
-    let before = keys(&plan(&runs, &f, &amd64()).unwrap());
-    *f.repos.borrow_mut() = "catalogue 3".into();
-    assert_eq!(before, keys(&plan(&runs, &f, &amd64()).unwrap()));
-    assert!(f.abis.borrow().is_empty());
-
-    // FROM scratch (or an image): the version is unknown, said as such.
-    let scratch = build(vec![step(2, "PKG nginx", pkg(&["nginx"]))]);
-    let p = plan(&scratch, &f, &amd64()).unwrap();
-    assert_eq!(p.stages[0].freebsd, None);
-    assert_eq!(*f.abis.borrow(), [None]);
-}
-
-#[test]
 fn freebsd_versions_of_releases() {
     let v = |r: &str, a: &str| FreeBsdVersion::of_release(r, a).unwrap();
     assert_eq!(v("14.3-RELEASE", "amd64").abi, "FreeBSD:14:amd64");
@@ -648,9 +596,6 @@ impl InputSource for Everything {
     fn release(&self, r: &str, p: &Platform) -> Result<Vec<(String, Digest)>, InputError> {
         self.0.release(r, p)
     }
-    fn pkg_repositories(&self, abi: Option<&str>) -> Result<String, InputError> {
-        self.0.pkg_repositories(abi)
-    }
     fn remote_file(&self, url: &str) -> Result<Digest, InputError> {
         Ok(Digest::of(url.as_bytes()))
     }
@@ -687,9 +632,6 @@ fn the_planner_reads_only_what_was_fetched_and_names_what_was_not() {
         all,
         vec![
             Need::Release(key("14.3-RELEASE")),
-            Need::PkgRepositories {
-                abi: Some("FreeBSD:14:amd64".into())
-            },
             Need::Image(key("web:1")),
             Need::Image(key("tools:2")),
             Need::Context(vec![CopySource::Path("site".into())]),
@@ -748,3 +690,5 @@ fn a_failed_fetch_is_the_planners_error_at_the_line_that_needed_it() {
     );
     assert!(e.is_user_error());
 }
+
+mod pkg;

@@ -57,7 +57,7 @@
 //!
 //! **Key.** The base is keyed on the release, the platform, the packages,
 //! the repository url, the digest of its catalogue archive (asked once,
-//! by the build's fetch phase, as PKG steps' catalogues are), the digest
+//! by the build's fetch phase), the digest
 //! of the keys and the installer ([`PkgBase::identity`]): a rebuild
 //! installs again only when the repository published a new catalogue.
 

@@ -61,3 +61,23 @@ pub fn backends(dir: &Path, overlay: bool, pool: Option<&Pool>) -> Vec<Backend> 
     }
     v
 }
+
+/// Every backend this machine has (overlay when the root lane runs, zfs
+/// when a zfs-fuse pool can be made), the pool held as long as they are.
+pub struct Backends {
+    pub all: Vec<Backend>,
+    _pool: Option<Pool>,
+}
+
+/// [`backends`] under `dir` for each backend this machine has: overlay
+/// when the root lane runs, zfs-fuse when its lane does (a lane that
+/// cannot run is counted as a skip, or fails where it is required).
+pub fn here(dir: &Path) -> Backends {
+    let pool = Pool::new();
+    let all = backends(
+        dir,
+        super::lane::need(super::lane::Lane::Root),
+        pool.as_ref(),
+    );
+    Backends { all, _pool: pool }
+}

@@ -6,11 +6,14 @@
 //! # How a build uses it
 //!
 //! Every step's cache key is known once the plan is made, before anything
-//! runs. `Lookups::start` then asks the `--cache-from` repositories, in
-//! the background and many at once, for the entry of every step whose
-//! snapshot this machine lacks: one manifest GET per step and repository,
-//! and on a hit the entry's config and layer blob are fetched (and
-//! checked) right away. The build loop waits for nothing until a step needs
+//! runs — but for a PKG step's and those built on it, which are finished
+//! when the build reaches the PKG step ([`crate::plan`], "Keys finished
+//! when the step is reached"). `Lookups::start` then asks the
+//! `--cache-from` repositories, in the background and many at once, for
+//! the entry of every step with a final key whose snapshot this machine
+//! lacks (`Lookups::ask` does the same for the keys a PKG step finishes):
+//! one manifest GET per step and repository, and on a hit the entry's
+//! config and layer blob are fetched (and checked) right away. The build loop waits for nothing until a step needs
 //! its answer (`Lookups::restore`): on a hit the layer is applied onto
 //! the step's parent, as hostile input, with the same applier and
 //! [`LayerPolicy`](crate::image::LayerPolicy) as a pulled layer, its diff
@@ -126,6 +129,9 @@ pub(super) struct ExportAs {
 /// The lookups of one build, started before its first step.
 pub(super) struct Lookups {
     answers: RefCell<HashMap<Digest, Receiver<Answer>>>,
+    /// Every key looked up (answered or not), each asked once.
+    asked: RefCell<HashSet<Digest>>,
+    store: Store,
     cancel: Arc<AtomicBool>,
     /// Repositories already reported down.
     warned: RefCell<BTreeSet<String>>,
@@ -152,30 +158,58 @@ impl Lookups {
         let Some(cache) = cache.filter(|c| !c.from.is_empty() && !no_cache) else {
             return Ok(None);
         };
-        let mut keys = Vec::new();
-        for ps in plan.stages.iter().flat_map(|s| &s.steps) {
-            if let StepKind::Layer { key, .. } = &ps.kind {
-                let local = snapshotter.stat(&SnapshotName::step(key))?;
-                // Two stages may share a step: one lookup.
-                if !local.is_some_and(|i| i.kind == Kind::Committed) && !keys.contains(key) {
-                    keys.push(key.clone());
-                }
-            }
-        }
-        let mut answers = HashMap::new();
-        let mut jobs = Vec::new();
-        for key in keys {
-            let (tx, rx) = std::sync::mpsc::channel();
-            answers.insert(key.clone(), rx);
-            jobs.push((key, tx));
-        }
         let repos: Vec<_> = cache
             .from
             .iter()
             .map(|r| Repo::new(cache.transport(r)))
             .collect();
-        let cancel = Arc::new(AtomicBool::new(false));
-        let (store, stop, asked) = (store.clone(), cancel.clone(), repos.clone());
+        let lookups = Lookups {
+            answers: RefCell::new(HashMap::new()),
+            asked: RefCell::new(HashSet::new()),
+            store: store.clone(),
+            cancel: Arc::new(AtomicBool::new(false)),
+            warned: RefCell::new(BTreeSet::new()),
+            in_push_repo: RefCell::new(HashSet::new()),
+            repos,
+            push_repo: cache.to.as_ref().map(|r| format!("docker://{}", r.name())),
+        };
+        lookups.ask(snapshotter, plan)?;
+        Ok(Some(lookups))
+    }
+
+    /// Starts looking up, in the background, every layer step of `plan`
+    /// whose key is final and was not asked yet, and that has no
+    /// committed snapshot here: at the start of a build, and each time a
+    /// PKG step's key is finished and the plan made again (the keys that
+    /// build on it are known only then).
+    pub(super) fn ask(&self, snapshotter: &dyn Snapshotter, plan: &Plan) -> Result<(), BuildError> {
+        let mut keys = Vec::new();
+        for ps in plan.stages.iter().flat_map(|s| &s.steps) {
+            if let StepKind::Layer {
+                key, pending: None, ..
+            } = &ps.kind
+            {
+                // Two stages may share a step: one lookup.
+                if self.asked.borrow().contains(key) || keys.contains(key) {
+                    continue;
+                }
+                let local = snapshotter.stat(&SnapshotName::step(key))?;
+                if !local.is_some_and(|i| i.kind == Kind::Committed) {
+                    keys.push(key.clone());
+                }
+            }
+        }
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let mut jobs = Vec::new();
+        for key in keys {
+            let (tx, rx) = std::sync::mpsc::channel();
+            self.answers.borrow_mut().insert(key.clone(), rx);
+            self.asked.borrow_mut().insert(key.clone());
+            jobs.push((key, tx));
+        }
+        let (store, stop, asked) = (self.store.clone(), self.cancel.clone(), self.repos.clone());
         // The answers' senders go with the thread: if it ends early, every
         // step still waiting hears "nothing" and runs.
         std::thread::Builder::new()
@@ -191,14 +225,7 @@ impl Lookups {
                 }
             })
             .map_err(|e| BuildError::io("cannot start the registry cache's lookups", e))?;
-        Ok(Some(Lookups {
-            answers: RefCell::new(answers),
-            cancel,
-            warned: RefCell::new(BTreeSet::new()),
-            in_push_repo: RefCell::new(HashSet::new()),
-            repos,
-            push_repo: cache.to.as_ref().map(|r| format!("docker://{}", r.name())),
-        }))
+        Ok(())
     }
 
     /// Restores the step `key` from the registry cache as the committed

@@ -200,19 +200,31 @@ fn an_http_repository_is_keyed_on_its_catalogue_digest() {
         pkg_repos_dir: Some(repos),
         ..Default::default()
     };
-    let abi = Some("FreeBSD:14:amd64");
-    let first = env.pkg_repositories(abi).unwrap();
-    assert_eq!(first, env.pkg_repositories(abi).unwrap());
+    // The step's root: FreeBSD 14.3, no repository of its own.
+    let root = t.path().join("root");
+    fs::create_dir_all(root.join("bin")).unwrap();
+    fs::write(
+        root.join("bin/freebsd-version"),
+        "USERLAND_VERSION=\"14.3-RELEASE\"\n",
+    )
+    .unwrap();
+    // Each call is a build of its own (a catalogue is kept for one build).
+    let key = || {
+        let mut kept = jbuild::pkg::repository_files::Kept::new();
+        env.pkg_root(Some(&root), "amd64", None, &mut kept)
+    };
+    let first = key().unwrap();
+    assert_eq!(first, key().unwrap());
     fs::write(repo.join("packagesite.pkg"), "catalogue 2").unwrap();
-    let second = env.pkg_repositories(abi).unwrap();
+    let second = key().unwrap();
     assert_ne!(first, second);
     fs::remove_file(repo.join("packagesite.pkg")).unwrap();
     fs::write(repo.join("meta.conf"), "packing_format = \"txz\";\n").unwrap();
     fs::write(repo.join("packagesite.txz"), "old style").unwrap();
-    let third = env.pkg_repositories(abi).unwrap();
+    let third = key().unwrap();
     assert_ne!(second, third);
     fs::remove_file(repo.join("packagesite.txz")).unwrap();
-    let e = env.pkg_repositories(abi).unwrap_err().to_string();
+    let e = key().unwrap_err().to_string();
     assert!(e.contains("--pkg-offline"), "{e}");
     let asked = server.requests();
     assert!(

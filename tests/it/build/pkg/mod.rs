@@ -18,6 +18,7 @@ mod mirrors;
 mod osversion;
 mod pkgcheck;
 mod platforms;
+mod repos_key;
 mod resolve;
 mod signatures;
 
@@ -153,6 +154,22 @@ pub(super) fn said(stdout: &str) -> String {
         .collect()
 }
 
+/// `name-version` of each package a build's `--json` events say it
+/// installed, in order.
+pub(super) fn installed(events: &[serde_json::Value]) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| e["event"] == "package" && e["what"] == "installed")
+        .map(|e| {
+            format!(
+                "{}-{}",
+                e["name"].as_str().unwrap(),
+                e["version"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
 pub(super) fn sqlite(db: &Path, query: &str) -> String {
     let out = Command::new("sqlite3").arg(db).arg(query).output().unwrap();
     assert!(
@@ -214,19 +231,8 @@ fn pkg_installs_packages_on_linux_into_the_image_and_its_database() {
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect();
-    let installed: Vec<String> = events
-        .iter()
-        .filter(|e| e["event"] == "package" && e["what"] == "installed")
-        .map(|e| {
-            format!(
-                "{}-{}",
-                e["name"].as_str().unwrap(),
-                e["version"].as_str().unwrap()
-            )
-        })
-        .collect();
     assert_eq!(
-        installed,
+        installed(&events),
         ["pkg-2.1.2", "libfoo-1.0", "app-2.1_3,1"],
         "{stdout}"
     );

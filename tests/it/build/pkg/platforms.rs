@@ -9,12 +9,11 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::support::backends::{backends, Backend};
+use crate::support::backends::{self, Backend};
 use crate::support::common::{jbuild, ok, umoci_unpack};
 use crate::support::pkgrepo::image::freebsd_tree;
 use crate::support::pkgrepo::platform::{write_repo_for, ABI_FILE};
 use crate::support::pkgrepo::Key;
-use crate::support::zfs_fuse;
 use jbuild::snapshot::testsuite::UnmountOnDrop;
 
 use super::{serve, sqlite};
@@ -77,11 +76,10 @@ fn pkg_gives_each_platform_one_image_on_every_backend() {
     fs::create_dir_all(&app).unwrap();
     fs::write(app.join("Jailfile"), "FROM base:1\nPKG app\n").unwrap();
 
-    let pool = zfs_fuse::Pool::new();
-    let overlay = crate::support::lane::need(crate::support::lane::Lane::Root);
-    let backends = backends(t.path(), overlay, pool.as_ref());
+    let backends = backends::here(t.path());
+    let backends = &backends.all;
     let mut images: Vec<(&str, BTreeMap<String, String>)> = Vec::new();
-    for b in &backends {
+    for b in backends {
         build(b, &base, "base:1");
         images.push((b.name, build(b, &app, "app:1")));
     }
