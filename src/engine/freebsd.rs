@@ -13,7 +13,7 @@
 //! image's, `--pkg-repos` in place of its `/usr/local/etc/pkg/repos`)
 //! and, unless offline, the digest of each enabled repository's catalogue
 //! archive (the one pkg would read: `data.pkg`, else `packagesite.*`, as
-//! its `meta.conf` says), fetched ([`FreeBsdEnv::fetch_catalogue`]) and
+//! its `meta.conf` says), fetched (`FreeBsdEnv::fetch_catalogue`) and
 //! kept for the step to read. With `--pkg-offline` only the configuration
 //! counts, so a cached step is reused even after the repository moved on.
 
@@ -216,7 +216,7 @@ impl FreeBsdEnv {
 impl FreeBsdEnv {
     /// The identity of a pkgbase repository's catalogue, which a
     /// `FROM freebsd:<release>` built from it is keyed on: fetched as for
-    /// PKG steps ([`FreeBsdEnv::fetch_catalogue`]: `meta.conf`, then the
+    /// PKG steps (`FreeBsdEnv::fetch_catalogue`: `meta.conf`, then the
     /// archive pkg would read) and kept in `kept`, so that the install
     /// reads the same archive instead of downloading it again; `offline`
     /// with `--pkg-offline`. The `[pkg]` settings that change what is

@@ -18,7 +18,7 @@
 //!   expanded), priority, `mirror_type`, `signature_type`,
 //!   `fingerprints`, `pubkey`;
 //! - unless `--pkg-offline`, the SHA-256 of each one's catalogue archive,
-//!   fetched as the step reads it ([`FreeBsdEnv::fetch_catalogue`]: pkg's
+//!   fetched as the step reads it (`FreeBsdEnv::fetch_catalogue`: pkg's
 //!   order of archives, SRV mirrors for `mirror_type: srv`) — never an
 //!   `ETag`. The archive is kept ([`Kept`], in the package cache by its
 //!   digest) and the step's install reads that same archive
