@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::pkg::{last_layer, last_layer_listing, serve, sqlite};
+use super::pkg::{last_layer, last_layer_listing, packages, serve, sqlite};
 use crate::support::common::{export_unpacked, jbuild, run};
 use crate::support::layer::bsdtar_flags;
 use crate::support::limits::Server;
@@ -176,21 +176,6 @@ fn result(events: &[Value]) -> &Value {
         .iter()
         .find(|e| e["event"] == "result")
         .unwrap_or_else(|| panic!("no result in {events:?}"))
-}
-
-/// `name-version` of each `package` event saying `what`.
-fn packages(events: &[Value], what: &str) -> Vec<String> {
-    events
-        .iter()
-        .filter(|e| e["event"] == "package" && e["what"] == what)
-        .map(|e| {
-            format!(
-                "{}-{}",
-                e["name"].as_str().unwrap(),
-                e["version"].as_str().unwrap()
-            )
-        })
-        .collect()
 }
 
 /// The lines the steps printed.

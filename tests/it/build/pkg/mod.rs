@@ -157,9 +157,15 @@ pub(super) fn said(stdout: &str) -> String {
 /// `name-version` of each package a build's `--json` events say it
 /// installed, in order.
 pub(super) fn installed(events: &[serde_json::Value]) -> Vec<String> {
+    packages(events, "installed")
+}
+
+/// `name-version` of each `package` event of a build's `--json` events
+/// saying `what` (`fetched`, `installed`), in order.
+pub(super) fn packages(events: &[serde_json::Value], what: &str) -> Vec<String> {
     events
         .iter()
-        .filter(|e| e["event"] == "package" && e["what"] == "installed")
+        .filter(|e| e["event"] == "package" && e["what"] == what)
         .map(|e| {
             format!(
                 "{}-{}",
