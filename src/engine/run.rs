@@ -367,7 +367,7 @@ impl Run<'_, '_> {
     fn stage(&mut self, at: usize) -> Result<StageResult, BuildError> {
         // The steps are read from `self.plan` as they are reached: one
         // may finish a key and make the plan again.
-        let stage = &self.plan.stages[at].clone();
+        let stage = &self.plan.stages[at].head();
         let from = self.info(stage, stage.from_number, &stage.from_text);
         let started = Instant::now();
         self.env.reporter.step_start(&from);
@@ -403,7 +403,7 @@ impl Run<'_, '_> {
             .reporter
             .step_done(&from, StepResult::Metadata, started.elapsed());
 
-        for n in 0..stage.steps.len() {
+        for n in 0..self.plan.stages[at].steps.len() {
             let ps = &self.plan.stages[at].steps[n];
             let info = self.info(stage, ps.number, &ps.step.text);
             let started = Instant::now();
@@ -423,6 +423,12 @@ impl Run<'_, '_> {
                             .step_done(&info, StepResult::Failed, started.elapsed());
                         e.located(&location).with_step(&text)
                     })?;
+            }
+            if !matches!(self.plan.stages[at].steps[n].kind, StepKind::Layer { .. }) {
+                self.env
+                    .reporter
+                    .step_done(&info, StepResult::Metadata, started.elapsed());
+                continue;
             }
             let ps = &self.plan.stages[at].steps[n].clone();
             let StepKind::Layer {

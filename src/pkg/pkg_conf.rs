@@ -137,7 +137,7 @@ pub enum PkgConfError {
         #[source]
         source: std::io::Error,
     },
-    #[error("the image's {}: {source}", path.display())]
+    #[error("the image's {} cannot be read", path.display())]
     Ucl {
         path: PathBuf,
         #[source]
@@ -180,7 +180,10 @@ pub fn read(root: &Path, overrides: &Overrides) -> Result<PkgConf, PkgConfError>
                         path: Path::new("/").join(PKG_CONF),
                         source,
                     };
-                    warning = Some(format!("{e}: pkg's defaults are used"));
+                    let why = std::error::Error::source(&e)
+                        .map(|s| format!(": {s}"))
+                        .unwrap_or_default();
+                    warning = Some(format!("{e}{why}: pkg's defaults are used"));
                     None
                 }
             }

@@ -291,6 +291,29 @@ impl PlannedStage {
     pub fn label(&self) -> String {
         self.name.clone().unwrap_or_else(|| self.index.to_string())
     }
+
+    /// The stage's head: everything but its steps, and its base's state
+    /// for its end state. What the build loop keeps of a stage while the
+    /// plan may be made again, without a copy of every step's values (an
+    /// ENV of a megabyte is in each state after it).
+    pub fn head(&self) -> PlannedStage {
+        PlannedStage {
+            index: self.index,
+            name: self.name.clone(),
+            base: self.base.clone(),
+            from_text: self.from_text.clone(),
+            from_number: self.from_number,
+            location: self.location.clone(),
+            steps: Vec::new(),
+            base_state: self.base_state.clone(),
+            state: self.base_state.clone(),
+            top_identity: self.top_identity.clone(),
+            top_key: self.top_key.clone(),
+            pending: self.pending,
+            freebsd: self.freebsd.clone(),
+            root_os: self.root_os.clone(),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]

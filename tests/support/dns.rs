@@ -47,9 +47,22 @@ impl DnsServer {
     /// Serves `zone` (name, lower case, no final dot → records) on
     /// `bind` (port 0: any free one).
     pub fn start(bind: SocketAddr, zone: BTreeMap<String, Vec<Srv>>, quirks: Quirks) -> DnsServer {
-        let udp = UdpSocket::bind(bind).expect("bind the DNS server's UDP socket");
+        // A free UDP port may be a TCP port another test holds: with port
+        // 0, take another pair (a few tries) rather than fail.
+        let mut tries = 0;
+        let (udp, tcp) = loop {
+            let udp = UdpSocket::bind(bind).expect("bind the DNS server's UDP socket");
+            let addr = udp.local_addr().unwrap();
+            match TcpListener::bind(addr) {
+                Ok(tcp) => break (udp, tcp),
+                Err(e) if bind.port() == 0 && tries < 20 => {
+                    assert_eq!(e.kind(), std::io::ErrorKind::AddrInUse, "{e}");
+                    tries += 1;
+                }
+                Err(e) => panic!("bind the DNS server's TCP socket on {addr}: {e}"),
+            }
+        };
         let addr = udp.local_addr().unwrap();
-        let tcp = TcpListener::bind(addr).expect("bind the DNS server's TCP socket");
         udp.set_read_timeout(Some(Duration::from_millis(100)))
             .unwrap();
         tcp.set_nonblocking(true).unwrap();

@@ -318,11 +318,16 @@ fn a_pkgbase_base_is_installed_by_pkg_and_follows_the_catalogue() {
         "{out}"
     );
     // Planning asked the repository for its catalogue (its digest is the
-    // identity), in pkg's order; nothing of the release mirror was needed.
+    // identity) once, in pkg's order (`repository_files::fetch`: meta.conf,
+    // else meta.txz, then the catalogues; this repository serves only
+    // packagesite.pkg); nothing of the release mirror was needed.
     assert_eq!(
         server.requests(),
         [
+            "GET /FreeBSD:15:amd64/base_release_0/meta.conf",
+            "GET /FreeBSD:15:amd64/base_release_0/meta.txz",
             "GET /FreeBSD:15:amd64/base_release_0/data.pkg",
+            "GET /FreeBSD:15:amd64/base_release_0/data.tzst",
             "GET /FreeBSD:15:amd64/base_release_0/packagesite.pkg"
         ]
     );
