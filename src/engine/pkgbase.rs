@@ -53,57 +53,46 @@ impl Run<'_, '_> {
         info: &StepInfo,
         file_flags: &dyn FileFlags,
     ) -> Result<(), BuildError> {
-        install(self, base, platform_arch, root, info, file_flags)
+        let run = self;
+        base.place_keys(root)?;
+        let conf = base.conf_dir()?;
+        let (work, cache) = scratch(run)?;
+        let env = run.env;
+        let resolver = env.freebsd.pkg_resolver();
+        let kept = run.inputs.catalogues.borrow();
+        let req = Request {
+            root,
+            packages: &base.packages,
+            platform_arch,
+            repos_dir: Some(conf.path()),
+            cache: &cache,
+            http: &env.freebsd.http,
+            jobs: JOBS,
+            work: work.path(),
+            time: i64::try_from(run.opts.epoch).unwrap_or(i64::MAX),
+            clamp_mtime: Some(run.opts.epoch),
+            bootstrap: false,
+            limits: env.layer_policy.limits,
+            file_flags,
+            sources: Sources {
+                resolver: Some(&resolver),
+                kept: Some(&kept),
+            },
+            // The ABI's OSVERSION is the release's x.y000 (no userland yet);
+            // its packages carry the patch level: ignored, as FreeBSD's own
+            // pkgbase tooling runs pkg with IGNORE_OSVERSION=yes.
+            ignore_osversion: Some("yes"),
+            pkg_conf: &env.freebsd.pkg_conf,
+        };
+        // The disk writes the base's files while they are installed, as for a
+        // step (the commit's sync then finds little to do).
+        let flusher = crate::snapshot::flush::Flusher::start(root);
+        let installed = reported(run, info, |events| {
+            install::install_for(&req, pkg_abi(base), events)
+        });
+        drop(flusher);
+        installed
     }
-}
-
-/// Installs `base` into the empty `root` (see the module docs).
-fn install(
-    run: &Run<'_, '_>,
-    base: &PkgBase,
-    platform_arch: &str,
-    root: &Path,
-    info: &StepInfo,
-    file_flags: &dyn FileFlags,
-) -> Result<(), BuildError> {
-    base.place_keys(root)?;
-    let conf = base.conf_dir()?;
-    let (work, cache) = scratch(run)?;
-    let env = run.env;
-    let resolver = env.freebsd.pkg_resolver();
-    let kept = run.inputs.catalogues.borrow();
-    let req = Request {
-        root,
-        packages: &base.packages,
-        platform_arch,
-        repos_dir: Some(conf.path()),
-        cache: &cache,
-        http: &env.freebsd.http,
-        jobs: JOBS,
-        work: work.path(),
-        time: i64::try_from(run.opts.epoch).unwrap_or(i64::MAX),
-        clamp_mtime: Some(run.opts.epoch),
-        bootstrap: false,
-        limits: env.layer_policy.limits,
-        file_flags,
-        sources: Sources {
-            resolver: Some(&resolver),
-            kept: Some(&kept),
-        },
-        // The ABI's OSVERSION is the release's x.y000 (no userland yet);
-        // its packages carry the patch level: ignored, as FreeBSD's own
-        // pkgbase tooling runs pkg with IGNORE_OSVERSION=yes.
-        ignore_osversion: Some("yes"),
-        pkg_conf: &env.freebsd.pkg_conf,
-    };
-    // The disk writes the base's files while they are installed, as for a
-    // step (the commit's sync then finds little to do).
-    let flusher = crate::snapshot::flush::Flusher::start(root);
-    let installed = reported(run, info, |events| {
-        install::install_for(&req, pkg_abi(base), events)
-    });
-    drop(flusher);
-    installed
 }
 
 /// The ABI the packages are chosen by: the release's version and the
