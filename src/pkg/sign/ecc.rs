@@ -110,7 +110,7 @@ pub fn parse(bytes: &[u8]) -> Result<EcKey, String> {
 /// An ECDSA key in pkg's container, its curve by libecc's name.
 fn from_container(c: &super::eddsa::Container) -> Result<EcKey, String> {
     let point = [&[0x04], c.point.as_slice()].concat();
-    let bad = |_| "a point that is not on its curve".to_string();
+    let bad = |_| format!("a point that is not on {}", c.curve);
     match c.curve.as_str() {
         "SECP256K1" => Ok(EcKey::Secp256k1(
             k256::ecdsa::VerifyingKey::from_sec1_bytes(&point).map_err(bad)?,

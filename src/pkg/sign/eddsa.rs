@@ -20,7 +20,8 @@
 
 use ed25519_dalek::{Signature, VerifyingKey};
 use k256::pkcs8::der::asn1::{AnyRef, BitStringRef, UintRef, Utf8StringRef};
-use k256::pkcs8::der::{Reader, SliceReader, Tag, Tagged};
+use k256::pkcs8::der::{Decode, Reader, SliceReader, Tag, Tagged};
+use k256::pkcs8::spki::{ObjectIdentifier, SubjectPublicKeyInfoRef};
 
 use super::wei25519;
 
@@ -49,12 +50,11 @@ pub struct Container {
 /// SubjectPublicKeyInfo: its first element is a string, not a sequence
 /// (how pkg itself tells them apart).
 pub fn is_container(bytes: &[u8]) -> bool {
-    let mut r = match SliceReader::new(bytes) {
-        Ok(r) => r,
-        Err(_) => return false,
-    };
-    r.sequence(|r| r.peek_tag())
-        .is_ok_and(|t| t == Tag::Utf8String)
+    AnyRef::from_der(bytes)
+        .ok()
+        .filter(|seq| seq.tag() == Tag::Sequence)
+        .and_then(|seq| SliceReader::new(seq.value()).ok()?.peek_tag().ok())
+        == Some(Tag::Utf8String)
 }
 
 /// Reads pkg's public key container as `pkg` does (`ecc_read_pkgkey`:
@@ -100,10 +100,22 @@ pub fn container(bytes: &[u8]) -> Result<Container, String> {
     Ok(Container { curve, point })
 }
 
+/// Whether `bytes` are an Ed25519 key in OpenSSL's form (a
+/// SubjectPublicKeyInfo naming id-Ed25519, in DER or PEM), which pkg does
+/// not read: said by name, as the mistake it likely is.
+pub fn is_openssl_form(bytes: &[u8]) -> bool {
+    const ID_ED25519: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.3.101.112");
+    let der = match pem::parse(bytes) {
+        Ok(p) => p.into_contents(),
+        Err(_) => bytes.to_vec(),
+    };
+    SubjectPublicKeyInfoRef::from_der(&der).is_ok_and(|k| k.algorithm.oid == ID_ED25519)
+}
+
 /// An `eddsa` public key as pkg reads it (see the module docs), or why not.
 pub fn parse(bytes: &[u8]) -> Result<EdKey, String> {
     if !is_container(bytes) {
-        return Err(if bytes.windows(5).any(|w| w == [0x06, 0x03, 0x2b, 0x65, 0x70]) {
+        return Err(if is_openssl_form(bytes) {
             "an Ed25519 key in OpenSSL's form (SubjectPublicKeyInfo); pkg reads `eddsa` keys \
              only in its own container (`pkg key -t eddsa --public`)"
                 .into()

@@ -374,6 +374,9 @@ fn any_key(bytes: &[u8]) -> Result<PublicKey, String> {
             _ => ecc::parse(bytes).map(PublicKey::Ecdsa),
         };
     }
+    if eddsa::is_openssl_form(bytes) {
+        return eddsa::parse(bytes).map(PublicKey::Eddsa);
+    }
     match public_key(bytes) {
         Ok(k) => Ok(PublicKey::Rsa(k)),
         Err(rsa) => ecc::parse(bytes)
