@@ -61,6 +61,14 @@ pub enum PointError {
     SmallOrder,
 }
 
+impl crate::blame::Blame for PointError {
+    /// A key that is no point is the key's (its repository's or the
+    /// configuration naming it): the user's to replace.
+    fn is_user_error(&self) -> bool {
+        true
+    }
+}
+
 /// The compressed Ed25519 point (RFC 8032: Y little-endian, the low bit
 /// of X in the top bit) of the WEI25519 point `xy` (x then y, 32 bytes
 /// each, big-endian, as libecc exports an affine point).
@@ -137,7 +145,10 @@ mod tests {
         let gx = U256::from_be_hex(GX).wrapping_add(&P25519::MODULUS);
         let p = [gx.to_be_bytes().to_vec(), hex::decode(GY).unwrap()].concat();
         assert_eq!(to_ed25519(&p), Err(PointError::NotCanonical("x")));
-        let p = point(GX, "7fffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffed");
+        let p = point(
+            GX,
+            "7fffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffed",
+        );
         assert_eq!(to_ed25519(&p), Err(PointError::NotCanonical("y")));
     }
 

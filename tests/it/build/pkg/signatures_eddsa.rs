@@ -163,7 +163,9 @@ fn eddsa_repositories_install_in_both_modes_and_each_failure_exits_1() {
         .unwrap();
         let app_tag = format!("app-{}:1", c.name);
         let before = stored(&root);
-        let out = run(jbuild(&root).args(["build", "-q", "-t", &app_tag]).arg(&app));
+        let out = run(jbuild(&root)
+            .args(["build", "-q", "-t", &app_tag])
+            .arg(&app));
         let err = String::from_utf8_lossy(&out.stderr);
         match c.says {
             None => {
