@@ -26,7 +26,7 @@
 
 pub mod ecc;
 pub mod eddsa;
-mod wei25519;
+pub mod wei25519;
 
 use crate::blame::Blame;
 use std::fs;
