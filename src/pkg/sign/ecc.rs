@@ -15,8 +15,12 @@
 //!   catalogue member's SHA-256 (as for RSA); in `pubkey` mode the raw
 //!   64 bytes of its BLAKE2b-512.
 //!
-//! `$PKGSIGN:ecc$`/`eddsa$` (Ed25519 over libecc's Weierstrass form, in
-//! pkg's own key container) is refused by name.
+//! pkg also reads an `ecdsa` key from its own container (see
+//! [`super::eddsa::container`]), naming the curve as libecc does:
+//! `SECP256K1`, `SECP384R1`, `SECP512R1` (its name for secp521r1) are read
+//! here; `WEI25519` and the brainpool curves are refused by name. pkg
+//! writes its ECDSA keys as SubjectPublicKeyInfo, so such a key comes only
+//! from another writer. `$PKGSIGN:eddsa$`/`ecc$` are [`super::eddsa`]'s.
 
 use k256::ecdsa::signature::hazmat::PrehashVerifier;
 use k256::pkcs8::der::Decode;
@@ -62,14 +66,11 @@ pub fn parse(bytes: &[u8]) -> Result<EcKey, String> {
         Ok(p) => return Err(format!("a PEM `{}`, not a `PUBLIC KEY`", p.tag())),
         Err(_) => bytes.to_vec(),
     };
-    let spki = SubjectPublicKeyInfoRef::from_der(&der).map_err(|_| {
-        // pkg's own container starts with a UTF8String, not a SEQUENCE.
-        if der.get(2) == Some(&0x0c) || der.get(4) == Some(&0x0c) {
-            "a key in pkg's own format (`pkg key -t eddsa`), which jbuild does not read".to_string()
-        } else {
-            "not a public key in DER or PEM (SubjectPublicKeyInfo)".to_string()
-        }
-    })?;
+    if super::eddsa::is_container(&der) {
+        return from_container(&super::eddsa::container(&der)?);
+    }
+    let spki = SubjectPublicKeyInfoRef::from_der(&der)
+        .map_err(|_| "not a public key in DER or PEM (SubjectPublicKeyInfo)".to_string())?;
     if spki.algorithm.oid != EC_PUBLIC_KEY {
         return Err(format!(
             "a key of algorithm {}, not an elliptic-curve key",
@@ -103,6 +104,32 @@ pub fn parse(bytes: &[u8]) -> Result<EcKey, String> {
             "a key on a brainpool curve ({c}), which pkg accepts and jbuild does not verify yet"
         )),
         c => Err(format!("a key on the curve {c}, which pkg does not accept")),
+    }
+}
+
+/// An ECDSA key in pkg's container, its curve by libecc's name.
+fn from_container(c: &super::eddsa::Container) -> Result<EcKey, String> {
+    let point = [&[0x04], c.point.as_slice()].concat();
+    let bad = |_| format!("a point that is not on {}", c.curve);
+    match c.curve.as_str() {
+        "SECP256K1" => Ok(EcKey::Secp256k1(
+            k256::ecdsa::VerifyingKey::from_sec1_bytes(&point).map_err(bad)?,
+        )),
+        "SECP384R1" => Ok(EcKey::Secp384r1(
+            p384::ecdsa::VerifyingKey::from_sec1_bytes(&point).map_err(bad)?,
+        )),
+        "SECP512R1" => Ok(EcKey::Secp521r1(
+            p521::ecdsa::VerifyingKey::from_sec1_bytes(&point).map_err(bad)?,
+        )),
+        "WEI25519" => Err(
+            "an ECDSA key on WEI25519, which pkg reads and jbuild does not verify \
+             (no well-kept crate does ECDSA on that curve; pkg's own WEI25519 keys sign `eddsa`)"
+                .into(),
+        ),
+        c if c.starts_with("BRAINPOOL") => Err(format!(
+            "a key on a brainpool curve ({c}), which pkg accepts and jbuild does not verify yet"
+        )),
+        c => Err(format!("a key on the curve {c}, which pkg does not know")),
     }
 }
 

@@ -18,11 +18,15 @@
 //!
 //! A `.sig` (and, from pkg's signing command, its `.pub`) may start with
 //! `$PKGSIGN:<type>$`: `rsa` (or none) is RSA as above; `ecdsa`, which
-//! pkg 1.21 added, is read by [`ecc`]; `ecc`/`eddsa` are refused by name.
+//! pkg 1.21 added, is read by [`ecc`]; `eddsa` and `ecc` (one signer under
+//! two names in pkg: Ed25519 with its key in pkg's own container) by
+//! [`eddsa`].
 //! The fingerprint is the SHA-256 of the `.pub` without that head (pkg
 //! before it stripped the head hashed it whole: either matches).
 
 pub mod ecc;
+pub mod eddsa;
+pub mod wei25519;
 
 use crate::blame::Blame;
 use std::fs;
@@ -58,12 +62,14 @@ pub enum Trust {
     },
 }
 
-/// The key of `signature_type: pubkey`: RSA in PEM, or an ECDSA key
-/// ([`ecc`]); which one a signature needs its head says.
+/// The key of `signature_type: pubkey`: RSA in PEM, an ECDSA key
+/// ([`ecc`]) or an EdDSA one ([`eddsa`]); which one a signature needs its
+/// head says.
 #[derive(Debug, Clone)]
 pub enum PublicKey {
     Rsa(RsaPublicKey),
     Ecdsa(ecc::EcKey),
+    Eddsa(eddsa::EdKey),
 }
 
 /// One fingerprint file: `function: "sha256"; fingerprint: "<hex>"`.
@@ -96,7 +102,7 @@ pub enum SignError {
     },
     #[error("repository `{repo}`: the signature by `{signer}` does not match the catalogue: it was changed after signing, or signed with another key")]
     BadSignature { repo: String, signer: String },
-    #[error("repository `{repo}`: `{signer}` signs with `{kind}`, which jbuild does not verify (it verifies `rsa` and `ecdsa`)")]
+    #[error("repository `{repo}`: `{signer}` signs with `{kind}`, which jbuild does not verify (it verifies `rsa`, `ecdsa` and `eddsa`/`ecc`)")]
     Unsupported {
         repo: String,
         signer: String,
@@ -218,7 +224,10 @@ impl Trust {
                     }
                     // pkg's ECC signer signs the member's raw BLAKE2b-512 here.
                     ("ecdsa", PublicKey::Ecdsa(key)) => ecc::verify(key, &ex.blake2b, sig),
-                    ("rsa" | "ecdsa", key) => {
+                    ("eddsa" | "ecc", PublicKey::Eddsa(key)) => {
+                        eddsa::verify(key, &ex.blake2b, sig)
+                    }
+                    ("rsa" | "ecdsa" | "eddsa" | "ecc", key) => {
                         return Err(SignError::BadKey {
                             repo: repo.into(),
                             signer,
@@ -302,6 +311,9 @@ impl Trust {
                             verify_sha256(&key, hex, rsa_signature(sig, &key))
                         }
                         "ecdsa" => ecc::verify(&ecc::parse(public).map_err(bad_key)?, hex, sig),
+                        "eddsa" | "ecc" => {
+                            eddsa::verify(&eddsa::parse(public).map_err(bad_key)?, hex, sig)
+                        }
                         _ => {
                             return Err(SignError::Unsupported {
                                 repo: repo.into(),
@@ -353,8 +365,18 @@ fn rsa_signature<'a>(sig: &'a [u8], key: &RsaPublicKey) -> &'a [u8] {
     }
 }
 
-/// The `pubkey` file: RSA in PEM, else an ECDSA key in DER or PEM.
+/// The `pubkey` file: RSA in PEM; else pkg's own container, an EdDSA
+/// key on WEI25519 or an ECDSA one; else an ECDSA key in DER or PEM.
 fn any_key(bytes: &[u8]) -> Result<PublicKey, String> {
+    if eddsa::is_container(bytes) {
+        return match eddsa::container(bytes)?.curve.as_str() {
+            "WEI25519" => eddsa::parse(bytes).map(PublicKey::Eddsa),
+            _ => ecc::parse(bytes).map(PublicKey::Ecdsa),
+        };
+    }
+    if eddsa::is_openssl_form(bytes) {
+        return eddsa::parse(bytes).map(PublicKey::Eddsa);
+    }
     match public_key(bytes) {
         Ok(k) => Ok(PublicKey::Rsa(k)),
         Err(rsa) => ecc::parse(bytes)
@@ -367,6 +389,7 @@ fn key_kind(key: &PublicKey) -> String {
     match key {
         PublicKey::Rsa(_) => "an RSA key".into(),
         PublicKey::Ecdsa(k) => format!("an ECDSA key on {}", k.curve()),
+        PublicKey::Eddsa(_) => "an EdDSA key (Ed25519)".into(),
     }
 }
 

@@ -16,3 +16,4 @@ mod mirror;
 mod resolve;
 mod sign;
 mod sign_ecc;
+mod sign_eddsa;

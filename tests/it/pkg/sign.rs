@@ -203,26 +203,30 @@ fn fingerprint_directories_are_bounded() {
     assert!(e.to_string().contains("more than 256 files"), "{e}");
 }
 
-/// pkg's EdDSA (`$PKGSIGN:eddsa$`, and `ecc`, its alias) is refused by
-/// name; an `ecdsa` head on an RSA key names what the key is not.
+/// A type pkg does not have is refused by name; an `ecdsa` or `eddsa`
+/// head on an RSA key names what the key is not.
 #[test]
-fn eddsa_signatures_are_refused_by_name() {
+fn unknown_signature_types_and_heads_of_another_type_are_refused() {
     let (t, good, keys, dir) = trusted();
-    for kind in ["eddsa", "ecc"] {
+    let mut s = spec(Signing::Fingerprints(vec![("good".into(), good.clone())]));
+    s.sig_type = Some("gost".into());
+    s.write(&dir);
+    let e = sign_err(load(&fp_conf(&dir, &keys), t.path()));
+    assert!(matches!(e, SignError::Unsupported { .. }), "{e}");
+    assert!(e.to_string().contains("`gost`"), "{e}");
+
+    for (kind, says) in [
+        ("ecdsa", "not an elliptic-curve key"),
+        ("eddsa", "not pkg's key container"),
+        ("ecc", "not pkg's key container"),
+    ] {
         let mut s = spec(Signing::Fingerprints(vec![("good".into(), good.clone())]));
         s.sig_type = Some(kind.into());
         s.write(&dir);
         let e = sign_err(load(&fp_conf(&dir, &keys), t.path()));
-        assert!(matches!(e, SignError::Unsupported { .. }), "{e}");
-        assert!(e.to_string().contains(&format!("`{kind}`")), "{e}");
+        assert!(matches!(e, SignError::BadKey { .. }), "{kind}: {e}");
+        assert!(e.to_string().contains(says), "{kind}: {e}");
     }
-
-    let mut s = spec(Signing::Fingerprints(vec![("good".into(), good.clone())]));
-    s.sig_type = Some("ecdsa".into());
-    s.write(&dir);
-    let e = sign_err(load(&fp_conf(&dir, &keys), t.path()));
-    assert!(matches!(e, SignError::BadKey { .. }), "{e}");
-    assert!(e.to_string().contains("not an elliptic-curve key"), "{e}");
 }
 
 /// Key directories named by an image's configuration are read inside the

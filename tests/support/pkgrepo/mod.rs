@@ -7,8 +7,10 @@
 //! compressed by the `zstd` or `xz` program) and `All/<name>-<version>.pkg`
 //! files. Signatures are made by the `openssl` program over the SHA-256 hex
 //! of the catalogue member, as `pkg repo` does (`openssl dgst -sha256
-//! -sign`); BLAKE2b sums by the `b2sum` program.
+//! -sign`; Ed25519 by `openssl pkeyutl -sign -rawin`, see [`eddsa`]);
+//! BLAKE2b sums by the `b2sum` program.
 
+pub mod eddsa;
 pub mod elf;
 pub mod entries;
 pub mod full;
@@ -81,17 +83,68 @@ pub enum Signing {
 }
 
 /// A key pair made by the `openssl` program, in files: RSA (`openssl
-/// genrsa`, public key in PEM), or ECDSA on a named curve (`openssl
-/// ecparam -genkey`, public key in DER as pkg's ECC signer writes it).
+/// genrsa`, public key in PEM), ECDSA on a named curve (`openssl
+/// ecparam -genkey`, public key in DER as pkg's ECC signer writes it), or
+/// Ed25519 (`openssl genpkey`, public key in pkg's own container).
 #[derive(Clone, Debug)]
 pub struct Key {
     pub private: PathBuf,
     pub public: PathBuf,
-    /// The curve of an ECDSA key; `None` for RSA.
+    /// The curve of an ECDSA key, [`ED25519`] for pkg's `eddsa`; `None`
+    /// for RSA.
     pub curve: Option<String>,
 }
 
+/// The `curve` of an Ed25519 key.
+pub const ED25519: &str = "ed25519";
+
 impl Key {
+    /// An Ed25519 key, its public half in pkg's container
+    /// ([`eddsa::write_public`]), as `pkg key -t eddsa` would have it.
+    pub fn eddsa(dir: &Path, name: &str) -> Key {
+        let private = dir.join(format!("{name}.key"));
+        let public = dir.join(format!("{name}.pub"));
+        run(Command::new("openssl")
+            .args(["genpkey", "-algorithm", "ed25519", "-out"])
+            .arg(&private));
+        eddsa::write_public(&private, &public);
+        Key {
+            private,
+            public,
+            curve: Some(ED25519.into()),
+        }
+    }
+
+    fn is_eddsa(&self) -> bool {
+        self.curve.as_deref() == Some(ED25519)
+    }
+
+    /// What pkg's head says of this key's signatures (`None`: RSA's bare
+    /// form).
+    pub fn pkgsign_type(&self) -> Option<&'static str> {
+        match &self.curve {
+            None => None,
+            Some(_) if self.is_eddsa() => Some("eddsa"),
+            Some(_) => Some("ecdsa"),
+        }
+    }
+
+    /// Ed25519 over `message` (`openssl pkeyutl -sign -rawin`), in pkg's
+    /// DER form.
+    fn sign_eddsa(&self, message: &[u8]) -> Vec<u8> {
+        let tmp = tempfile::NamedTempFile::new().unwrap();
+        fs::write(tmp.path(), message).unwrap();
+        let raw = run_out(
+            Command::new("openssl")
+                .args(["pkeyutl", "-sign", "-rawin", "-inkey"])
+                .arg(&self.private)
+                .arg("-in")
+                .arg(tmp.path()),
+        );
+        assert_eq!(raw.len(), 64, "an Ed25519 signature");
+        eddsa::der_signature(&raw)
+    }
+
     /// An ECDSA key on `curve` (`secp256k1`, `secp384r1`, …).
     pub fn ecdsa(dir: &Path, name: &str, curve: &str) -> Key {
         let private = dir.join(format!("{name}.key"));
@@ -135,6 +188,7 @@ impl Key {
     /// signs the member's SHA-256 hex either way; ECDSA signs that hex
     /// for fingerprints, and the member's raw BLAKE2b-512 (`b2sum`) for a
     /// pubkey. Both with SHA-256, DER out (`openssl dgst -sha256 -sign`).
+    /// EdDSA signs the same messages as ECDSA, with Ed25519.
     pub fn sign_member(&self, data: &[u8], fingerprints: bool) -> Vec<u8> {
         let hex_sum = hex(&Sha256::digest(data));
         if self.curve.is_none() || fingerprints {
@@ -143,6 +197,9 @@ impl Key {
         let tmp = tempfile::NamedTempFile::new().unwrap();
         fs::write(tmp.path(), data).unwrap();
         let raw = b2sum(tmp.path());
+        if self.is_eddsa() {
+            return self.sign_eddsa(&raw);
+        }
         let args = [
             "dgst".to_string(),
             "-sha256".into(),
@@ -155,6 +212,9 @@ impl Key {
     /// The signature pkg expects: PKCS#1 v1.5 with SHA-256 over `hex`
     /// (ECDSA with SHA-256 for an ECDSA key).
     pub fn sign(&self, hex: &str) -> Vec<u8> {
+        if self.is_eddsa() {
+            return self.sign_eddsa(hex.as_bytes());
+        }
         let mut args = vec![
             "dgst".into(),
             "-sha256".into(),
@@ -218,6 +278,17 @@ fn openssl(args: &[String], input: &[u8]) -> Vec<u8> {
     assert!(
         out.status.success(),
         "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// What a program prints, which must succeed.
+fn run_out(cmd: &mut Command) -> Vec<u8> {
+    let out = cmd.output().expect("the program runs");
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     out.stdout
@@ -491,10 +562,9 @@ impl RepoSpec {
         let digest = hex(&Sha256::digest(text));
         // pkg heads every signature but RSA's with its type.
         let head = |k: &Key, bytes: Vec<u8>| {
-            let kind = match (&self.sig_type, &k.curve) {
-                (Some(t), _) => Some(t.clone()),
-                (None, Some(_)) => Some("ecdsa".to_string()),
-                (None, None) => None,
+            let kind = match &self.sig_type {
+                Some(t) => Some(t.clone()),
+                None => k.pkgsign_type().map(str::to_string),
             };
             match kind {
                 Some(t) => [format!("$PKGSIGN:{t}$").into_bytes(), bytes].concat(),

@@ -21,6 +21,7 @@ mod platforms;
 mod repos_key;
 mod resolve;
 mod signatures;
+mod signatures_eddsa;
 
 use crate::support::common::{export_unpacked, jbuild, ok, run};
 use crate::support::limits::{Answer, Server};
