@@ -130,6 +130,11 @@ impl<W: Write> HashingWriter<W> {
         &mut self.inner
     }
 
+    /// The bytes written so far.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
     /// The digest and size of everything written, and the inner writer.
     pub fn finish(self) -> (Digest, u64, W) {
         (

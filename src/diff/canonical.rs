@@ -139,7 +139,10 @@ pub fn canonicalize(
     child: &Path,
     links: Option<&LinkIndex>,
 ) -> Result<Vec<Change>, DiffError> {
-    let mut by_path: BTreeMap<PathBuf, ChangeKind> = BTreeMap::new();
+    // Hashed, not ordered: the list is sorted once at the end, and a
+    // BTreeMap compares paths component by component at every insertion
+    // (tens of thousands on a large layer, before its export can start).
+    let mut by_path: HashMap<PathBuf, ChangeKind> = HashMap::with_capacity(changes.len());
     for c in changes {
         validate(&c.path)?;
         let kind = match by_path.get(&c.path) {
@@ -196,21 +199,31 @@ fn merge(old: ChangeKind, new: ChangeKind) -> ChangeKind {
 /// Rule 4: nothing under a deleted path, and no deletion in a directory
 /// the child no longer has (or that an Opaque change already empties).
 fn drop_implied_deletions(
-    by_path: &mut BTreeMap<PathBuf, ChangeKind>,
+    by_path: &mut HashMap<PathBuf, ChangeKind>,
     child: &Path,
 ) -> Result<(), DiffError> {
     let mut dir_ok: HashMap<PathBuf, bool> = HashMap::new();
     let mut drop = Vec::new();
+    // The paths whose kind hides what is under them, apart: most change
+    // lists (a step that only adds files) have none, and looking every
+    // ancestor of every path up in `by_path` compares paths component by
+    // component — a tenth of a large layer's export (issue 31).
+    let hiding: HashMap<&Path, ChangeKind> = by_path
+        .iter()
+        .filter(|(_, &k)| matches!(k, ChangeKind::Opaque | ChangeKind::Deleted))
+        .map(|(p, &k)| (p.as_path(), k))
+        .collect();
+    let above = |path: &Path, kind: ChangeKind| {
+        !hiding.is_empty()
+            && path
+                .ancestors()
+                .skip(1)
+                .any(|a| hiding.get(a) == Some(&kind))
+    };
     for (path, &kind) in by_path.iter() {
         let Some(dir) = path.parent() else { continue };
-        let opaque_above = path
-            .ancestors()
-            .skip(1)
-            .any(|a| by_path.get(a) == Some(&ChangeKind::Opaque));
-        let deleted_above = path
-            .ancestors()
-            .skip(1)
-            .any(|a| by_path.get(a) == Some(&ChangeKind::Deleted));
+        let opaque_above = above(path, ChangeKind::Opaque);
+        let deleted_above = above(path, ChangeKind::Deleted);
         if deleted_above || (kind == ChangeKind::Deleted && opaque_above) {
             drop.push(path.clone());
             continue;
@@ -241,7 +254,7 @@ fn is_real_dir(p: &Path) -> bool {
 
 /// Rule 5: a directory none of whose parent entries survive becomes Opaque.
 fn fold_opaque(
-    by_path: &mut BTreeMap<PathBuf, ChangeKind>,
+    by_path: &mut HashMap<PathBuf, ChangeKind>,
     parent: &Path,
     child: &Path,
 ) -> Result<(), DiffError> {
@@ -275,7 +288,7 @@ fn fold_opaque(
 
 /// Rule 6: every name of a multi-link inode whose one name changed.
 fn complete_hard_links(
-    by_path: &mut BTreeMap<PathBuf, ChangeKind>,
+    by_path: &mut HashMap<PathBuf, ChangeKind>,
     child: &Path,
     links: Option<&LinkIndex>,
 ) -> Result<(), DiffError> {
@@ -284,16 +297,21 @@ fn complete_hard_links(
         Some(l) => l,
         None => {
             let mut any = false;
-            for (path, &kind) in by_path.iter() {
-                if matches!(kind, ChangeKind::Added | ChangeKind::Modified) {
-                    let host = child.join(path);
-                    let m = meta::lstat(&host).map_err(|e| {
-                        DiffError::io(format!("cannot lstat {}", host.display()), e)
-                    })?;
-                    if m.is_multi_link() {
-                        any = true;
-                        break;
-                    }
+            // In path order, so that a failing lstat names the same path
+            // every time.
+            let mut changed: Vec<&PathBuf> = by_path
+                .iter()
+                .filter(|(_, &k)| matches!(k, ChangeKind::Added | ChangeKind::Modified))
+                .map(|(p, _)| p)
+                .collect();
+            changed.sort_unstable_by(|a, b| a.as_os_str().as_bytes().cmp(b.as_os_str().as_bytes()));
+            for path in changed {
+                let host = child.join(path);
+                let m = meta::lstat(&host)
+                    .map_err(|e| DiffError::io(format!("cannot lstat {}", host.display()), e))?;
+                if m.is_multi_link() {
+                    any = true;
+                    break;
                 }
             }
             if !any {

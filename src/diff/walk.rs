@@ -178,7 +178,12 @@ impl Walk<'_> {
 
     fn add_until(&mut self, rel: &Path, cancel: Option<&Cancel>) -> Result<(), DiffError> {
         let m = lstat(&self.child.join(rel))?;
-        self.links.record(rel, &m);
+        self.added(rel, &m, cancel)
+    }
+
+    /// `rel`, whose `lstat` is `m`, is Added, and so is everything under it.
+    fn added(&mut self, rel: &Path, m: &Meta, cancel: Option<&Cancel>) -> Result<(), DiffError> {
+        self.links.record(rel, m);
         self.changes.push(Change::new(rel, ChangeKind::Added));
         if m.is_dir() {
             self.add_children_until(rel, cancel)?;
@@ -187,14 +192,35 @@ impl Walk<'_> {
     }
 
     fn add_children_until(&mut self, rel: &Path, cancel: Option<&Cancel>) -> Result<(), DiffError> {
-        for name in read_dir_sorted(&self.child.join(rel))? {
+        for (name, m) in read_dir_sorted_lstat(&self.child.join(rel))? {
             if let Some(c) = cancel {
                 c.check()?;
             }
-            self.add_until(&rel.join(name), cancel)?;
+            self.added(&rel.join(name), &m, cancel)?;
         }
         Ok(())
     }
+}
+
+/// The entries of a directory with their `lstat`, sorted by name bytes.
+/// Each `lstat` is made relative to the open directory (`fstatat`), not
+/// through the whole path again: on an overlay view of a large new tree
+/// (a `PKG` step's), walking every path from the root was most of the
+/// walk's time (issue 31).
+fn read_dir_sorted_lstat(dir: &Path) -> Result<Vec<(std::ffi::OsString, Meta)>, DiffError> {
+    let ctx = || format!("cannot read directory {}", dir.display());
+    let mut entries = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| DiffError::io(ctx(), e))? {
+        let entry = entry.map_err(|e| DiffError::io(ctx(), e))?;
+        // `DirEntry::metadata` does not follow a symlink, as `lstat`.
+        let m = entry.metadata().map_err(|e| {
+            let path = entry.path();
+            DiffError::io(format!("cannot lstat {}", path.display()), e)
+        })?;
+        entries.push((entry.file_name(), Meta::from_metadata(&m)));
+    }
+    entries.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+    Ok(entries)
 }
 
 /// Whether the same path in two trees differs in anything a layer carries.

@@ -26,7 +26,8 @@
 //! nothing and the final `fsync` writes everything, as before.
 //!
 //! Who uses it: the registry download's writer thread
-//! (`transport/registry/sink.rs`). Any code that writes a large file in one
+//! (`transport/registry/sink.rs`) and the store's `BlobWriter` (a layer
+//! as it is exported, when the store syncs). Any code that writes a large file in one
 //! pass and syncs it at the end can: keep a [`Writeback`] beside the file
 //! and call [`Writeback::wrote`] after each write with the bytes now in
 //! the file. Call it on a thread that may block (a writer thread, a

@@ -20,11 +20,21 @@ pub struct BlobWriter {
     /// Whether the blob is fsynced before its rename ([`Store::syncs`]).
     sync: bool,
     inner: HashingWriter<BufWriter<NamedTempFile>>,
+    /// The blob's writeback, started as it is written when it is to be
+    /// synced, so that the fsync in [`BlobWriter::commit`] finds little
+    /// left to write (a large layer's export: issue 31).
+    writeback: Option<crate::fsutil::durable::Writeback>,
 }
 
 impl Write for BlobWriter {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.inner.write(buf)
+        let n = self.inner.write(buf)?;
+        if let Some(wb) = &mut self.writeback {
+            let buffered = self.inner.get_ref();
+            let in_file = self.inner.count() - buffered.buffer().len() as u64;
+            wb.wrote(buffered.get_ref().as_file(), in_file);
+        }
+        Ok(n)
     }
     fn flush(&mut self) -> io::Result<()> {
         self.inner.flush()
@@ -125,6 +135,7 @@ impl Store {
             store: self.clone(),
             sync: self.syncs(),
             inner: HashingWriter::new(BufWriter::with_capacity(256 * 1024, tmp)),
+            writeback: self.syncs().then(crate::fsutil::durable::Writeback::new),
         })
     }
 
