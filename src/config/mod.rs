@@ -119,12 +119,26 @@ pub fn real_root() -> bool {
     nix::unistd::geteuid().is_root() && std::env::var_os(ROOTLESS_ENV).is_none()
 }
 
+/// The last second an image config's RFC 3339 `created` can name
+/// (9999-12-31T23:59:59Z): four-digit years only.
+pub const MAX_EPOCH: u64 = 253_402_300_799;
+
 pub fn source_date_epoch() -> Result<u64, String> {
     match std::env::var("SOURCE_DATE_EPOCH") {
-        Ok(v) if !v.trim().is_empty() => v
-            .trim()
-            .parse::<u64>()
-            .map_err(|_| format!("SOURCE_DATE_EPOCH=`{v}` is not a number of seconds since 1970")),
+        Ok(v) if !v.trim().is_empty() => {
+            let secs = v.trim().parse::<u64>().map_err(|_| {
+                format!("SOURCE_DATE_EPOCH=`{v}` is not a number of seconds since 1970")
+            })?;
+            if secs > MAX_EPOCH {
+                // Milliseconds or microseconds, most likely: say so
+                // rather than write a year no reader parses.
+                return Err(format!(
+                    "SOURCE_DATE_EPOCH=`{v}` is after the year 9999 (at most {MAX_EPOCH}): \
+                     it is seconds since 1970, not milliseconds"
+                ));
+            }
+            Ok(secs)
+        }
         _ => Ok(0),
     }
 }

@@ -25,8 +25,12 @@ pub struct LayerRef {
     pub media_type: String,
 }
 
+/// `epoch` as RFC 3339; a time past the year 9999, which RFC 3339 cannot
+/// write, is the last second it can ([`crate::config::MAX_EPOCH`]: the
+/// command line refuses more, a library caller gets no panic).
 pub fn rfc3339(epoch: u64) -> String {
-    humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_secs(epoch)).to_string()
+    let secs = epoch.min(crate::config::MAX_EPOCH);
+    humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_secs(secs)).to_string()
 }
 
 /// What `write` needs besides the final state and the layers.
@@ -277,5 +281,7 @@ mod tests {
     fn epoch_formats() {
         assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
         assert_eq!(rfc3339(1_700_000_000), "2023-11-14T22:13:20Z");
+        assert_eq!(rfc3339(crate::config::MAX_EPOCH), "9999-12-31T23:59:59Z");
+        assert_eq!(rfc3339(1_796_000_000_000_000), "9999-12-31T23:59:59Z");
     }
 }

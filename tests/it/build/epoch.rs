@@ -229,3 +229,34 @@ fn a_step_fetched_onto_a_layer_of_another_clamp_is_labelled_consistently() {
     assert_eq!(digest, dated, "{result}");
     checked_with(jb(&b));
 }
+
+#[test]
+fn a_source_date_epoch_past_the_year_9999_is_a_user_error_naming_it() {
+    // Microseconds where seconds were meant: 1796000000 s is 2026, so
+    // 1796000000000000 is far past the year 9999, which no RFC 3339
+    // `created` can hold (it once panicked, exit 101).
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = context(dir.path());
+    let root = dir.path().join("root");
+    let out = run(jbuild(&root)
+        .env("SOURCE_DATE_EPOCH", "1796000000000000")
+        .args(["build", "-t", "far"])
+        .arg(&ctx));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("SOURCE_DATE_EPOCH=`1796000000000000` is after the year 9999")
+            && err.contains("not milliseconds"),
+        "{err}"
+    );
+    // The last second that can be written builds.
+    let (digest, _) = build(
+        &root,
+        &ctx,
+        "Jailfile",
+        Some("253402300799"),
+        "gzip",
+        "last",
+    );
+    assert!(digest.starts_with("sha256:"), "{digest}");
+}
