@@ -158,6 +158,15 @@ impl Cache {
         &self.dir
     }
 
+    /// Makes the cache's directory, if it is not there.
+    pub(crate) fn create(&self) -> Result<(), FetchError> {
+        fs::create_dir_all(&self.dir).map_err(|source| FetchError::Cache {
+            what: "create",
+            path: self.dir.clone(),
+            source,
+        })
+    }
+
     /// Where the package with checksum `sum` is kept: its checksum type
     /// and hash, as pkg writes them with `-` for `$` (`2-<base32>.pkg`,
     /// `1-<hex>.pkg`; a bare SHA-256 hex sum is type 1).
@@ -221,11 +230,7 @@ pub fn fetch_all_watched(
     jobs: usize,
     progress: &mut dyn FnMut(u64),
 ) -> Result<Vec<Fetched>, FetchError> {
-    fs::create_dir_all(&cache.dir).map_err(|source| FetchError::Cache {
-        what: "create",
-        path: cache.dir.clone(),
-        source,
-    })?;
+    cache.create()?;
     let next = AtomicUsize::new(0);
     let failed = std::sync::atomic::AtomicBool::new(false);
     let arrived = AtomicU64::new(0);
@@ -298,14 +303,21 @@ pub fn fetch_one(c: &Chosen<'_>, cache: &Cache, http: &Http) -> Result<Fetched, 
 
 /// A download verified in its temporary file, not yet durable: renamed to
 /// `dest` by [`keep`].
-struct Pending {
+pub(crate) struct Pending {
     tmp: tempfile::TempPath,
     dest: PathBuf,
 }
 
+impl Pending {
+    /// Where the verified download is until [`keep`] renames it.
+    pub(crate) fn path(&self) -> &Path {
+        &self.tmp
+    }
+}
+
 /// Makes the verified downloads durable (fsynced together), names them by
 /// their checksums, then syncs the cache's directory once.
-fn keep(cache: &Cache, pending: Vec<Pending>) -> Result<(), FetchError> {
+pub(crate) fn keep(cache: &Cache, pending: Vec<Pending>) -> Result<(), FetchError> {
     if pending.is_empty() {
         return Ok(());
     }
@@ -325,7 +337,7 @@ fn keep(cache: &Cache, pending: Vec<Pending>) -> Result<(), FetchError> {
 
 /// [`fetch_one`], adding the bytes that arrive to `arrived`; a download
 /// comes back [`Pending`], for [`keep`].
-fn fetch_counted(
+pub(crate) fn fetch_counted(
     c: &Chosen<'_>,
     cache: &Cache,
     http: &Http,
