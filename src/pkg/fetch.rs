@@ -15,8 +15,9 @@
 //!
 //! Durable once for all: a download is verified in its temporary file and
 //! not synced there; once every download has ended, the verified files are
-//! fsynced together ([`crate::fsutil::sync_all_at_once`]: one journal
-//! commit for all), then renamed to their checksums' names, then the
+//! made durable at once ([`crate::fsutil::sync_tree_of`]: one `syncfs` of
+//! the cache's filesystem on Linux, one journal commit for all; fsynced
+//! together elsewhere), then renamed to their checksums' names, then the
 //! directory is synced once. A name in the cache still only ever holds a
 //! verified, durable file; before, each package cost three syncs in a row
 //! (its file, the temporary's directory, the cache's directory), most of a
@@ -158,13 +159,16 @@ impl Cache {
         &self.dir
     }
 
-    /// Makes the cache's directory, if it is not there.
-    pub(crate) fn create(&self) -> Result<(), FetchError> {
-        fs::create_dir_all(&self.dir).map_err(|source| FetchError::Cache {
-            what: "create",
-            path: self.dir.clone(),
-            source,
-        })
+    /// Makes the cache's directory, if it is not there, and opens it:
+    /// before the downloads write in it, so that [`keep`]'s sync through
+    /// it reports a failed writeback of any of them.
+    pub(crate) fn create(&self) -> Result<fs::File, FetchError> {
+        let err = |what| {
+            let path = self.dir.clone();
+            move |source| FetchError::Cache { what, path, source }
+        };
+        fs::create_dir_all(&self.dir).map_err(err("create"))?;
+        fs::File::open(&self.dir).map_err(err("open"))
     }
 
     /// Where the package with checksum `sum` is kept: its checksum type
@@ -230,7 +234,7 @@ pub fn fetch_all_watched(
     jobs: usize,
     progress: &mut dyn FnMut(u64),
 ) -> Result<Vec<Fetched>, FetchError> {
-    cache.create()?;
+    let top = cache.create()?;
     let next = AtomicUsize::new(0);
     let failed = std::sync::atomic::AtomicBool::new(false);
     let arrived = AtomicU64::new(0);
@@ -275,7 +279,7 @@ pub fn fetch_all_watched(
             Err(e) => (Err(e), None),
         })
         .unzip();
-    keep(cache, pending.into_iter().flatten().collect())?;
+    keep(cache, &top, pending.into_iter().flatten().collect())?;
     // Packages not started (an error stopped the rest) are `None`: the
     // error is returned, the first in the closure's order.
     let mut out = Vec::with_capacity(closure.len());
@@ -296,8 +300,9 @@ pub fn fetch_all_watched(
 
 /// One package into the cache.
 pub fn fetch_one(c: &Chosen<'_>, cache: &Cache, http: &Http) -> Result<Fetched, FetchError> {
+    let top = cache.create()?;
     let (f, tmp) = fetch_counted(c, cache, http, &AtomicU64::new(0))?;
-    keep(cache, tmp.into_iter().collect())?;
+    keep(cache, &top, tmp.into_iter().collect())?;
     Ok(f)
 }
 
@@ -315,9 +320,11 @@ impl Pending {
     }
 }
 
-/// Makes the verified downloads durable (fsynced together), names them by
+/// Makes the verified downloads durable (at once: one `syncfs` of the
+/// cache's filesystem through `top`, the cache's directory opened before
+/// they were written, on Linux; fsynced together elsewhere), names them by
 /// their checksums, then syncs the cache's directory once.
-pub(crate) fn keep(cache: &Cache, pending: Vec<Pending>) -> Result<(), FetchError> {
+pub(crate) fn keep(cache: &Cache, top: &fs::File, pending: Vec<Pending>) -> Result<(), FetchError> {
     if pending.is_empty() {
         return Ok(());
     }
@@ -326,7 +333,7 @@ pub(crate) fn keep(cache: &Cache, pending: Vec<Pending>) -> Result<(), FetchErro
         move |source| FetchError::Cache { what, path, source }
     };
     let files: Vec<PathBuf> = pending.iter().map(|p| p.tmp.to_path_buf()).collect();
-    crate::fsutil::sync_all_at_once(&files).map_err(err("sync", &cache.dir))?;
+    crate::fsutil::sync_tree_of(top, &cache.dir, &files).map_err(err("sync", &cache.dir))?;
     for p in pending {
         p.tmp
             .persist(&p.dest)

@@ -22,12 +22,18 @@
 //!    package is added to the request, as `pkg bootstrap` would have put
 //!    it there first, unless [`Request::bootstrap`] is off.
 //! 5. Each package fetched into jbuild's package cache, verified by its
-//!    catalogue checksum ([`fetch::fetch_all`]).
+//!    catalogue checksum, `jobs` at a time on worker threads, which read
+//!    its manifests as it arrives (`pipeline`): the extraction (7.) takes
+//!    the packages in install order as they are ready, while later ones
+//!    are still downloading.
 //! 6. A package with a shell script that runs at install (`pre-install`,
-//!    `post-install`, `install`) is refused before anything is written,
-//!    naming the package and the script: jbuild does not run shell
-//!    scripts yet.
-//! 7. [`extract::install`] with [`DbAndLua`] as its hooks: per package,
+//!    `post-install`, `install`), or for another ABI, is refused as it
+//!    arrives, naming the package and the script: jbuild does not run
+//!    shell scripts yet. This and every other refusal of a package (its
+//!    checksum, a conflict, a hostile entry) can come after packages
+//!    before it were written into the root: a failed step's root is
+//!    discarded, so nothing is committed.
+//! 7. [`extract::install_fed`] with [`DbAndLua`] as its hooks: per package,
 //!    Lua pre-install scripts, extraction, the package recorded in the
 //!    database (one transaction, once its `@config` contents are known:
 //!    pkg registers before extracting and commits after, which leaves the
@@ -396,8 +402,8 @@ pub fn install_for(
         .collect();
     // The downloads (and each package's manifests and checks) on worker
     // threads, the extraction here as the packages come (`pipeline`).
-    req.cache.create()?;
-    let pipeline = pipeline::Pipeline::new(&todo, req, Some(&abi_text));
+    let cache_dir = req.cache.create()?;
+    let pipeline = pipeline::Pipeline::new(&todo, req, &cache_dir, Some(&abi_text));
     let bar = RefCell::new(pipeline::FetchBar::new(fetch_total(&todo, req)));
     let events = RefCell::new(events);
     // Every event goes through here, and says how far the downloads are

@@ -9,10 +9,15 @@
 //!
 //! What [`install`] does, for a closure in install order:
 //!
-//! 1. Every package's manifests are read first, and a file two packages
-//!    install — or that a package already in the image owns — refuses the
-//!    whole install, naming both, before anything is written (pkg finds
-//!    it when it registers the package; the result is the same).
+//! 1. Each package's manifests are read before it is extracted, and a
+//!    file it installs that a package before it installs — or that a
+//!    package already in the image owns — refuses the install, naming
+//!    both (pkg finds it when it registers the package; the result is the
+//!    same). [`install`] reads every manifest first and refuses before
+//!    anything is written; [`install_fed`] takes the packages as they
+//!    come (downloads overlapped with the extraction), so a refusal can
+//!    come after earlier packages were written into the root, which the
+//!    caller then discards.
 //! 2. Then each package in pkg's order: the database ([`Hooks::register`]),
 //!    Lua pre-install ([`Hooks::lua_pre_install`]), extraction, commit
 //!    ([`Hooks::commit`]), Lua post-install ([`Hooks::lua_post_install`]),

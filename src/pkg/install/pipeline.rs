@@ -39,6 +39,8 @@ use crate::pkg::fetch::{Fetched, Pending, PROGRESS_EVERY};
 pub(super) struct Pipeline<'c> {
     closure: &'c [resolve::Chosen<'c>],
     cache: &'c Cache,
+    /// The cache's directory, opened before the downloads ([`fetch::keep`]).
+    cache_dir: &'c std::fs::File,
     http: &'c Http,
     limits: &'c Limits,
     abi: Option<&'c str>,
@@ -63,7 +65,16 @@ struct State {
     kept: Option<Result<(), FetchError>>,
     /// The install is over: the decoder waits for nothing more.
     closed: bool,
+    /// The packages the install has taken so far: a worker starts no
+    /// package more than [`AHEAD`] past it.
+    taken: usize,
 }
+
+/// How many packages the downloads may run ahead of the install: each
+/// one waiting holds its file open and its manifests in memory, so a
+/// closure of thousands (a pkgbase base) stays within a process's open
+/// files.
+pub(super) const AHEAD: usize = 128;
 
 /// One package of the closure.
 #[derive(Default)]
@@ -83,11 +94,13 @@ impl<'c> Pipeline<'c> {
     pub(super) fn new(
         closure: &'c [resolve::Chosen<'c>],
         req: &'c Request<'c>,
+        cache_dir: &'c std::fs::File,
         abi: Option<&'c str>,
     ) -> Pipeline<'c> {
         Pipeline {
             closure,
             cache: req.cache,
+            cache_dir,
             http: req.http,
             limits: &req.limits,
             abi,
@@ -130,7 +143,7 @@ impl<'c> Pipeline<'c> {
     pub(super) fn work(&self) {
         loop {
             let i = self.next.fetch_add(1, Ordering::Relaxed);
-            if i >= self.closure.len() || self.stop.load(Ordering::Relaxed) {
+            if i >= self.closure.len() || !self.wait_turn(i) {
                 break;
             }
             let r = self.one(&self.closure[i]);
@@ -159,9 +172,25 @@ impl<'c> Pipeline<'c> {
             }
             std::mem::take(&mut st.pending)
         };
-        let kept = fetch::keep(self.cache, pending);
+        let kept = fetch::keep(self.cache, self.cache_dir, pending);
         self.lock().kept = Some(kept);
         self.changed.notify_all();
+    }
+
+    /// Waits until package `i` is at most [`AHEAD`] past what the install
+    /// took; false when nothing more is to be started (a failure, or the
+    /// install is over).
+    fn wait_turn(&self, i: usize) -> bool {
+        let mut st = self.lock();
+        loop {
+            if self.stop.load(Ordering::Relaxed) || st.closed {
+                return false;
+            }
+            if i < st.taken + AHEAD {
+                return true;
+            }
+            st = self.changed.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
     }
 
     /// One package: fetched (or found in the cache), its file opened, its
@@ -213,6 +242,10 @@ impl<'c> Pipeline<'c> {
         loop {
             {
                 let mut st = self.lock();
+                if st.taken < i {
+                    st.taken = i;
+                    self.changed.notify_all();
+                }
                 if !st.slots[i].done {
                     st = self
                         .changed
@@ -234,7 +267,12 @@ impl<'c> Pipeline<'c> {
 
     /// The install failed: no worker starts another package.
     pub(super) fn stop(&self) {
+        // Under the lock, so that a worker between its check and its wait
+        // cannot miss it.
+        let st = self.lock();
         self.stop.store(true, Ordering::Relaxed);
+        drop(st);
+        self.changed.notify_all();
     }
 
     /// What keeping the downloads in the cache said (once every worker
