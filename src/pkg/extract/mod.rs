@@ -356,15 +356,7 @@ pub fn install_opened(
     }
     let paths: Vec<PathBuf> = opened.iter().map(|o| o.path.clone()).collect();
     let mut next = |i: usize| Ok(opened.get(i).cloned());
-    install_fed(
-        root,
-        &mut next,
-        &paths,
-        owned,
-        opts,
-        file_flags,
-        hooks,
-    )
+    install_fed(root, &mut next, &paths, owned, opts, file_flags, hooks)
 }
 
 /// [`install`] of packages that come one at a time, in install order:
@@ -426,13 +418,11 @@ pub fn install_fed<E: From<ExtractError>>(
 /// Refuses a package for another ABI than `opts.abi`, as pkg does.
 pub fn check_abi(o: &Opened, opts: &Options) -> Result<(), ExtractError> {
     match &opts.abi {
-        Some(abi) if !abi_match::installs_on(&o.manifest.abi, abi) => {
-            Err(ExtractError::WrongAbi {
-                package: o.label(),
-                pkg_abi: o.manifest.abi.clone(),
-                abi: abi.clone(),
-            })
-        }
+        Some(abi) if !abi_match::installs_on(&o.manifest.abi, abi) => Err(ExtractError::WrongAbi {
+            package: o.label(),
+            pkg_abi: o.manifest.abi.clone(),
+            abi: abi.clone(),
+        }),
         _ => Ok(()),
     }
 }

@@ -200,7 +200,9 @@ impl<'c> Pipeline<'c> {
         c: &resolve::Chosen<'_>,
     ) -> Result<(Fetched, Opened, File, Option<Pending>), InstallError> {
         let (fetched, pending) = fetch::fetch_counted(c, self.cache, self.http, &self.arrived)?;
-        let at = pending.as_ref().map_or(fetched.path.as_path(), |p| p.path());
+        let at = pending
+            .as_ref()
+            .map_or(fetched.path.as_path(), |p| p.path());
         let mut file = File::open(at).map_err(|source| ExtractError::Open {
             path: at.to_path_buf(),
             source,

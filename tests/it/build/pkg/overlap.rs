@@ -116,5 +116,9 @@ fn packages_are_installed_while_later_ones_are_still_downloading() {
         .filter(|l| l.contains(": fetched ("))
         .map(|l| l.split(':').next().unwrap())
         .collect();
-    assert_eq!(fetched, ["pkg-2.1.2", "libfoo-1.0", "app-2.1_3,1"], "{said:?}");
+    assert_eq!(
+        fetched,
+        ["pkg-2.1.2", "libfoo-1.0", "app-2.1_3,1"],
+        "{said:?}"
+    );
 }
