@@ -364,20 +364,7 @@ pub fn install_for(
     for v in verdicts {
         say_verdict(v, events);
     }
-    let automatic: BTreeMap<String, (bool, String)> = todo
-        .iter()
-        .map(|c| {
-            let label = format!("{}-{}", c.package.name, c.package.version);
-            let asked = req.bootstrap && c.package.name == PKG_PACKAGE;
-            // An upgrade keeps the old version's flag unless it is asked
-            // for now.
-            let automatic = match upgrades.get(&label) {
-                Some(u) => u.automatic && c.automatic,
-                None => c.automatic && !asked,
-            };
-            (label, (automatic, c.repository.name.clone()))
-        })
-        .collect();
+    let (automatic, digests) = records(&todo, &upgrades, req);
     let abi_text = abi.to_string();
     let opts = extract::Options {
         clamp_mtime: req.clamp_mtime,
@@ -391,15 +378,6 @@ pub fn install_for(
         ignore: conf.ignore.clone(),
         ..extract::Options::default()
     };
-    let digests: BTreeMap<String, String> = todo
-        .iter()
-        .map(|c| {
-            (
-                format!("{}-{}", c.package.name, c.package.version),
-                c.package.digest.clone(),
-            )
-        })
-        .collect();
     // The downloads (and each package's manifests and checks) on worker
     // threads, the extraction here as the packages come (`pipeline`).
     let cache_dir = req.cache.create()?;
@@ -464,7 +442,6 @@ pub fn install_for(
         }
         done
     });
-    drop(hooks);
     let kept = pipeline.kept();
     let done = done?;
     kept?;
@@ -563,6 +540,40 @@ fn say_verdict(v: upgrade::Verdict, events: &mut dyn FnMut(Event)) {
         name: v.name,
         version: v.installed,
     });
+}
+
+/// What the database records of each package to install, by
+/// `name-version`: whether it is automatic (a dependency) and its
+/// repository, and its catalogue digest.
+fn records(
+    todo: &[resolve::Chosen<'_>],
+    upgrades: &BTreeMap<String, Upgrade>,
+    req: &Request<'_>,
+) -> (BTreeMap<String, (bool, String)>, BTreeMap<String, String>) {
+    let automatic = todo
+        .iter()
+        .map(|c| {
+            let label = format!("{}-{}", c.package.name, c.package.version);
+            let asked = req.bootstrap && c.package.name == PKG_PACKAGE;
+            // An upgrade keeps the old version's flag unless it is asked
+            // for now.
+            let automatic = match upgrades.get(&label) {
+                Some(u) => u.automatic && c.automatic,
+                None => c.automatic && !asked,
+            };
+            (label, (automatic, c.repository.name.clone()))
+        })
+        .collect();
+    let digests = todo
+        .iter()
+        .map(|c| {
+            (
+                format!("{}-{}", c.package.name, c.package.version),
+                c.package.digest.clone(),
+            )
+        })
+        .collect();
+    (automatic, digests)
 }
 
 /// The bytes to download: the sizes the catalogue gives of the packages
