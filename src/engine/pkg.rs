@@ -90,29 +90,32 @@ pub(super) fn reported(
 ) -> Result<(), BuildError> {
     let reporter = run.env.reporter;
     let say = |line: String| reporter.step_output(info, Stream::Stdout, line.as_bytes());
-    // A bar per phase (downloads, then extraction) through the reporter's
-    // transfers: on a terminal a bar, in a pipe a line now and then, with
-    // --json its `transfer_*` events.
+    // A bar per phase (downloads, extraction; the two overlap) through
+    // the reporter's transfers: on a terminal a bar, in a pipe a line now
+    // and then, with --json its `transfer_*` events.
     let bar_id = |phase| format!("{}:pkg-{}", info.index, bar_name(phase));
-    let mut open_bar: Option<Phase> = None;
+    // The phases whose bar is open, and those whose bar has ended.
+    let mut open_bars: Vec<Phase> = Vec::new();
+    let mut ended: Vec<Phase> = Vec::new();
     let mut events = |e: Event| match e {
         Event::Progress { phase, done, total } => {
+            if ended.contains(&phase) {
+                return;
+            }
             let id = bar_id(phase);
-            if open_bar != Some(phase) {
-                if let Some(old) = open_bar.take() {
-                    reporter.transfer_done(&bar_id(old), false);
-                }
+            if !open_bars.contains(&phase) {
                 let what = match phase {
                     Phase::Fetch => "fetching packages",
                     Phase::Install => "installing packages",
                 };
                 reporter.transfer_start(&id, what, (total > 0).then_some(total));
-                open_bar = Some(phase);
+                open_bars.push(phase);
             }
             reporter.transfer_progress(&id, done);
             if done >= total {
                 reporter.transfer_done(&id, false);
-                open_bar = None;
+                open_bars.retain(|p| *p != phase);
+                ended.push(phase);
             }
         }
         Event::Repository {
@@ -163,7 +166,7 @@ pub(super) fn reported(
         }
     };
     let done = install(&mut events);
-    if let Some(phase) = open_bar {
+    for phase in open_bars {
         // Stopped by an error: the bar ends where it stood.
         reporter.transfer_done(&bar_id(phase), false);
     }

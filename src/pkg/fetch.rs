@@ -15,8 +15,9 @@
 //!
 //! Durable once for all: a download is verified in its temporary file and
 //! not synced there; once every download has ended, the verified files are
-//! fsynced together ([`crate::fsutil::sync_all_at_once`]: one journal
-//! commit for all), then renamed to their checksums' names, then the
+//! made durable at once ([`crate::fsutil::sync_tree_of`]: one `syncfs` of
+//! the cache's filesystem on Linux, one journal commit for all; fsynced
+//! together elsewhere), then renamed to their checksums' names, then the
 //! directory is synced once. A name in the cache still only ever holds a
 //! verified, durable file; before, each package cost three syncs in a row
 //! (its file, the temporary's directory, the cache's directory), most of a
@@ -158,6 +159,18 @@ impl Cache {
         &self.dir
     }
 
+    /// Makes the cache's directory, if it is not there, and opens it:
+    /// before the downloads write in it, so that [`keep`]'s sync through
+    /// it reports a failed writeback of any of them.
+    pub(crate) fn create(&self) -> Result<fs::File, FetchError> {
+        let err = |what| {
+            let path = self.dir.clone();
+            move |source| FetchError::Cache { what, path, source }
+        };
+        fs::create_dir_all(&self.dir).map_err(err("create"))?;
+        fs::File::open(&self.dir).map_err(err("open"))
+    }
+
     /// Where the package with checksum `sum` is kept: its checksum type
     /// and hash, as pkg writes them with `-` for `$` (`2-<base32>.pkg`,
     /// `1-<hex>.pkg`; a bare SHA-256 hex sum is type 1).
@@ -221,11 +234,7 @@ pub fn fetch_all_watched(
     jobs: usize,
     progress: &mut dyn FnMut(u64),
 ) -> Result<Vec<Fetched>, FetchError> {
-    fs::create_dir_all(&cache.dir).map_err(|source| FetchError::Cache {
-        what: "create",
-        path: cache.dir.clone(),
-        source,
-    })?;
+    let top = cache.create()?;
     let next = AtomicUsize::new(0);
     let failed = std::sync::atomic::AtomicBool::new(false);
     let arrived = AtomicU64::new(0);
@@ -270,7 +279,7 @@ pub fn fetch_all_watched(
             Err(e) => (Err(e), None),
         })
         .unzip();
-    keep(cache, pending.into_iter().flatten().collect())?;
+    keep(cache, &top, pending.into_iter().flatten().collect())?;
     // Packages not started (an error stopped the rest) are `None`: the
     // error is returned, the first in the closure's order.
     let mut out = Vec::with_capacity(closure.len());
@@ -291,21 +300,31 @@ pub fn fetch_all_watched(
 
 /// One package into the cache.
 pub fn fetch_one(c: &Chosen<'_>, cache: &Cache, http: &Http) -> Result<Fetched, FetchError> {
+    let top = cache.create()?;
     let (f, tmp) = fetch_counted(c, cache, http, &AtomicU64::new(0))?;
-    keep(cache, tmp.into_iter().collect())?;
+    keep(cache, &top, tmp.into_iter().collect())?;
     Ok(f)
 }
 
 /// A download verified in its temporary file, not yet durable: renamed to
 /// `dest` by [`keep`].
-struct Pending {
+pub(crate) struct Pending {
     tmp: tempfile::TempPath,
     dest: PathBuf,
 }
 
-/// Makes the verified downloads durable (fsynced together), names them by
+impl Pending {
+    /// Where the verified download is until [`keep`] renames it.
+    pub(crate) fn path(&self) -> &Path {
+        &self.tmp
+    }
+}
+
+/// Makes the verified downloads durable (at once: one `syncfs` of the
+/// cache's filesystem through `top`, the cache's directory opened before
+/// they were written, on Linux; fsynced together elsewhere), names them by
 /// their checksums, then syncs the cache's directory once.
-fn keep(cache: &Cache, pending: Vec<Pending>) -> Result<(), FetchError> {
+pub(crate) fn keep(cache: &Cache, top: &fs::File, pending: Vec<Pending>) -> Result<(), FetchError> {
     if pending.is_empty() {
         return Ok(());
     }
@@ -314,7 +333,7 @@ fn keep(cache: &Cache, pending: Vec<Pending>) -> Result<(), FetchError> {
         move |source| FetchError::Cache { what, path, source }
     };
     let files: Vec<PathBuf> = pending.iter().map(|p| p.tmp.to_path_buf()).collect();
-    crate::fsutil::sync_all_at_once(&files).map_err(err("sync", &cache.dir))?;
+    crate::fsutil::sync_tree_of(top, &cache.dir, &files).map_err(err("sync", &cache.dir))?;
     for p in pending {
         p.tmp
             .persist(&p.dest)
@@ -325,7 +344,7 @@ fn keep(cache: &Cache, pending: Vec<Pending>) -> Result<(), FetchError> {
 
 /// [`fetch_one`], adding the bytes that arrive to `arrived`; a download
 /// comes back [`Pending`], for [`keep`].
-fn fetch_counted(
+pub(crate) fn fetch_counted(
     c: &Chosen<'_>,
     cache: &Cache,
     http: &Http,

@@ -22,12 +22,18 @@
 //!    package is added to the request, as `pkg bootstrap` would have put
 //!    it there first, unless [`Request::bootstrap`] is off.
 //! 5. Each package fetched into jbuild's package cache, verified by its
-//!    catalogue checksum ([`fetch::fetch_all`]).
+//!    catalogue checksum, `jobs` at a time on worker threads, which read
+//!    its manifests as it arrives (`pipeline`): the extraction (7.) takes
+//!    the packages in install order as they are ready, while later ones
+//!    are still downloading.
 //! 6. A package with a shell script that runs at install (`pre-install`,
-//!    `post-install`, `install`) is refused before anything is written,
-//!    naming the package and the script: jbuild does not run shell
-//!    scripts yet.
-//! 7. [`extract::install`] with [`DbAndLua`] as its hooks: per package,
+//!    `post-install`, `install`), or for another ABI, is refused as it
+//!    arrives, naming the package and the script: jbuild does not run
+//!    shell scripts yet. This and every other refusal of a package (its
+//!    checksum, a conflict, a hostile entry) can come after packages
+//!    before it were written into the root: a failed step's root is
+//!    discarded, so nothing is committed.
+//! 7. [`extract::install_fed`] with [`DbAndLua`] as its hooks: per package,
 //!    Lua pre-install scripts, extraction, the package recorded in the
 //!    database (one transaction, once its `@config` contents are known:
 //!    pkg registers before extracting and commits after, which leaves the
@@ -51,6 +57,7 @@
 //! ([`super::pkg_conf`]) says which files are left out (`FILES_IGNORE_*`)
 //! and whether to merge.
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
@@ -357,34 +364,12 @@ pub fn install_for(
     for v in verdicts {
         say_verdict(v, events);
     }
-    let fetched = fetch_with_progress(&todo, req, events)?;
-    for f in &fetched {
-        events(Event::Fetched {
-            name: f.name.clone(),
-            version: f.version.clone(),
-            bytes: f.bytes,
-            cached: f.cached,
-        });
-    }
-    let opened = open_all(&fetched, &req.limits)?;
-    let automatic: BTreeMap<String, (bool, String)> = todo
-        .iter()
-        .map(|c| {
-            let label = format!("{}-{}", c.package.name, c.package.version);
-            let asked = req.bootstrap && c.package.name == PKG_PACKAGE;
-            // An upgrade keeps the old version's flag unless it is asked
-            // for now.
-            let automatic = match upgrades.get(&label) {
-                Some(u) => u.automatic && c.automatic,
-                None => c.automatic && !asked,
-            };
-            (label, (automatic, c.repository.name.clone()))
-        })
-        .collect();
+    let (automatic, digests) = records(&todo, &upgrades, req);
+    let abi_text = abi.to_string();
     let opts = extract::Options {
         clamp_mtime: req.clamp_mtime,
         limits: req.limits,
-        abi: Some(abi.to_string()),
+        abi: Some(abi_text.clone()),
         previous_config: upgrades
             .values()
             .flat_map(|u| u.previous.config.clone())
@@ -393,48 +378,88 @@ pub fn install_for(
         ignore: conf.ignore.clone(),
         ..extract::Options::default()
     };
-    let digests: BTreeMap<String, String> = todo
-        .iter()
-        .map(|c| {
-            (
-                format!("{}-{}", c.package.name, c.package.version),
-                c.package.digest.clone(),
-            )
-        })
-        .collect();
+    // The downloads (and each package's manifests and checks) on worker
+    // threads, the extraction here as the packages come (`pipeline`).
+    let cache_dir = req.cache.create()?;
+    let pipeline = pipeline::Pipeline::new(&todo, req, &cache_dir, Some(&abi_text));
+    let bar = RefCell::new(pipeline::FetchBar::new(fetch_total(&todo, req)));
+    let events = RefCell::new(events);
+    // Every event goes through here, and says how far the downloads are
+    // on the way (the extraction reports often).
+    let say = |e: Event| {
+        let tick = bar.borrow_mut().tick(&pipeline);
+        let mut events = events.borrow_mut();
+        if let Some(t) = tick {
+            (*events)(t);
+        }
+        (*events)(e);
+    };
+    let mut hooks_events = say;
     let mut hooks = DbAndLua {
         db: &mut db,
         automatic: &automatic,
         digests: &digests,
         ignore: &conf.ignore,
         upgrades: &upgrades,
-        events,
-        total: opened
-            .iter()
-            .map(|o| u64::try_from(o.manifest.flatsize).unwrap_or(0))
-            .sum(),
+        events: &mut hooks_events,
+        total: todo.iter().map(|c| c.package.flatsize).sum(),
     };
+    let workers = pipeline.workers(req.jobs);
     // Files of packages already installed are checked by the database
     // when a new package is recorded (it refuses a path another package
     // owns, naming both).
-    let done = extract::install_opened(
-        req.root,
-        &opened,
-        &BTreeMap::new(),
-        &opts,
-        req.file_flags,
-        &mut hooks,
-    )?;
+    let done = std::thread::scope(|s| {
+        for _ in 0..workers {
+            s.spawn(|| pipeline.work());
+        }
+        let mut next = |i: usize| {
+            let taken = pipeline.take(i, &mut || {
+                if let Some(t) = bar.borrow_mut().tick(&pipeline) {
+                    (*events.borrow_mut())(t);
+                }
+            });
+            if let Ok(Some((f, _))) = &taken {
+                say(Event::Fetched {
+                    name: f.name.clone(),
+                    version: f.version.clone(),
+                    bytes: f.bytes,
+                    cached: f.cached,
+                });
+            }
+            taken.map(|t| t.map(|(_, opened)| opened))
+        };
+        let done = extract::install_fed(
+            req.root,
+            &mut next,
+            &pipeline,
+            &BTreeMap::new(),
+            &opts,
+            req.file_flags,
+            &mut hooks,
+        );
+        if done.is_err() {
+            pipeline.stop();
+        }
+        done
+    });
+    let kept = pipeline.kept();
+    let done = done?;
+    kept?;
+    let events = events.into_inner();
+    if !bar.borrow().over() {
+        let total = bar.borrow().total;
+        events(bar.borrow().event(total));
+    }
     let written = done.iter().map(|d| d.bytes).sum::<u64>();
     if !done.is_empty() {
-        (hooks.events)(Event::Progress {
+        events(Event::Progress {
             phase: Phase::Install,
             done: written,
             total: written,
         });
     }
     for d in &done {
-        (hooks.events)(Event::Installed {
+        events(Event::Installed {
             name: d.name.clone(),
             version: d.version.clone(),
             entries: d.entries,
@@ -517,84 +542,52 @@ fn say_verdict(v: upgrade::Verdict, events: &mut dyn FnMut(Event)) {
     });
 }
 
-/// [`fetch::fetch_all_watched`] with [`Event::Progress`] of the bytes
-/// downloaded (against the sizes the catalogue gives of the packages the
-/// cache does not have).
-fn fetch_with_progress(
+/// What the database records of each package to install, by
+/// `name-version`: whether it is automatic (a dependency) and its
+/// repository, and its catalogue digest.
+fn records(
     todo: &[resolve::Chosen<'_>],
+    upgrades: &BTreeMap<String, Upgrade>,
     req: &Request<'_>,
-    events: &mut dyn FnMut(Event),
-) -> Result<Vec<fetch::Fetched>, InstallError> {
-    let total: u64 = todo
+) -> (BTreeMap<String, (bool, String)>, BTreeMap<String, String>) {
+    let automatic = todo
         .iter()
+        .map(|c| {
+            let label = format!("{}-{}", c.package.name, c.package.version);
+            let asked = req.bootstrap && c.package.name == PKG_PACKAGE;
+            // An upgrade keeps the old version's flag unless it is asked
+            // for now.
+            let automatic = match upgrades.get(&label) {
+                Some(u) => u.automatic && c.automatic,
+                None => c.automatic && !asked,
+            };
+            (label, (automatic, c.repository.name.clone()))
+        })
+        .collect();
+    let digests = todo
+        .iter()
+        .map(|c| {
+            (
+                format!("{}-{}", c.package.name, c.package.version),
+                c.package.digest.clone(),
+            )
+        })
+        .collect();
+    (automatic, digests)
+}
+
+/// The bytes to download: the sizes the catalogue gives of the packages
+/// the cache does not have.
+fn fetch_total(todo: &[resolve::Chosen<'_>], req: &Request<'_>) -> u64 {
+    todo.iter()
         .filter(|c| {
             super::checksum::Checksum::parse(&c.package.sum)
                 .map_or(true, |sum| !req.cache.path_of(&sum).is_file())
         })
         .map(|c| c.package.pkgsize)
-        .sum();
-    let mut last = None;
-    let fetched = fetch::fetch_all_watched(todo, req.cache, req.http, req.jobs, &mut |done| {
-        if total > 0 && last != Some(done) && done < total {
-            last = Some(done);
-            events(Event::Progress {
-                phase: Phase::Fetch,
-                done,
-                total,
-            });
-        }
-    })?;
-    if total > 0 {
-        events(Event::Progress {
-            phase: Phase::Fetch,
-            done: total,
-            total,
-        });
-    }
-    Ok(fetched)
-}
-
-/// Every package's manifests, read once; refuses the install when a
-/// package has a shell script pkg would run now, before anything is
-/// written.
-fn open_all(fetched: &[fetch::Fetched], limits: &Limits) -> Result<Vec<Opened>, InstallError> {
-    // Two at a time (decompressing a package's head and parsing its
-    // manifest is CPU work); the first error in install order wins.
-    let half = fetched.len().div_ceil(2);
-    let (a, b) = fetched.split_at(half);
-    let (a, b) = std::thread::scope(|s| {
-        let b = s.spawn(|| open_some(b, limits));
-        let a = open_some(a, limits);
-        (a, b.join())
-    });
-    let mut opened = a?;
-    match b {
-        Ok(b) => opened.extend(b?),
-        Err(panic) => std::panic::resume_unwind(panic),
-    }
-    Ok(opened)
-}
-
-/// [`open_all`] of some of the packages, in their order.
-fn open_some(fetched: &[fetch::Fetched], limits: &Limits) -> Result<Vec<Opened>, InstallError> {
-    let mut opened = Vec::with_capacity(fetched.len());
-    for f in fetched {
-        let (o, _) = extract::open(&PackageFile::from(f), limits)?;
-        let runs = [
-            ScriptType::PreInstall,
-            ScriptType::Install,
-            ScriptType::PostInstall,
-        ];
-        if let Some((t, _)) = o.manifest.scripts.iter().find(|(t, _)| runs.contains(t)) {
-            return Err(InstallError::ShellScript {
-                package: o.label(),
-                script: t.key(),
-            });
-        }
-        opened.push(o);
-    }
-    Ok(opened)
+        .sum()
 }
 
 mod hooks;
+mod pipeline;
 pub use hooks::DbAndLua;

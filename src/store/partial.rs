@@ -143,8 +143,17 @@ impl StagedBlob {
     /// Renames the file to `dest` (fsynced first), holding a partial
     /// file's lock until then.
     pub fn persist(self, dest: &Path) -> io::Result<()> {
+        self.persist_synced(dest, true)
+    }
+
+    /// [`StagedBlob::persist`], without the fsync when `sync` is false:
+    /// for a caller that makes `dest` durable itself before it names it
+    /// anywhere durable (the package cache syncs its downloads together).
+    pub fn persist_synced(self, dest: &Path, sync: bool) -> io::Result<()> {
         let (file, _keep) = self.take();
-        file.as_file().sync_all()?;
+        if sync {
+            file.as_file().sync_all()?;
+        }
         file.persist(dest).map_err(|e| e.error)?;
         Ok(())
     }

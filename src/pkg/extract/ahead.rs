@@ -9,11 +9,14 @@
 //! Nothing is trusted more for being decoded early: the extraction reads
 //! the same bytes, in the same order, through the same caps and checks as
 //! when it decoded them itself.
+//!
+//! The packages' files come from a [`Files`]: when the packages are still
+//! being downloaded (`pkg::install`'s pipeline), the decoder waits for the
+//! next one in install order, and stops where one will not come.
 
 use std::cell::Cell;
 use std::fs::File;
 use std::io::{self, BufReader, Read};
-use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
 
@@ -30,10 +33,29 @@ enum Msg {
     Failed(io::Error),
 }
 
+/// Where the decoder finds each package's file, in install order; shared
+/// with the thread that decodes.
+pub trait Files: Sync {
+    /// The file of the package at `i` (from 0, in install order), waiting
+    /// until it is there; `None` past the last one, or when it will not
+    /// come (its download failed, or the install stopped: [`Files::close`]).
+    fn file(&self, i: usize) -> Option<io::Result<File>>;
+    /// The install is over, whether done or failed: a [`Files::file`]
+    /// waiting now returns `None`.
+    fn close(&self) {}
+}
+
+/// Package files already whole on disk, by path.
+impl Files for Vec<std::path::PathBuf> {
+    fn file(&self, i: usize) -> Option<io::Result<File>> {
+        self.get(i).map(File::open)
+    }
+}
+
 /// The decoding side: runs on its own thread until every package is
 /// decoded or the reading side is gone.
-pub struct Decoder {
-    paths: Vec<PathBuf>,
+pub struct Decoder<'f> {
+    files: &'f dyn Files,
     full: SyncSender<Msg>,
     empty: Receiver<Vec<u8>>,
 }
@@ -46,13 +68,14 @@ pub struct Ahead {
     ended: Cell<bool>,
 }
 
-/// A decoder for `paths` (in the order they will be read) and its reader.
-pub fn pair(paths: Vec<PathBuf>) -> (Decoder, Rc<Ahead>) {
+/// A decoder of the packages of `files` (in the order they will be read)
+/// and its reader.
+pub fn pair(files: &dyn Files) -> (Decoder<'_>, Rc<Ahead>) {
     let (full_tx, full_rx) = sync_channel(DEPTH);
     let (empty_tx, empty_rx) = channel();
     (
         Decoder {
-            paths,
+            files,
             full: full_tx,
             empty: empty_rx,
         },
@@ -64,12 +87,14 @@ pub fn pair(paths: Vec<PathBuf>) -> (Decoder, Rc<Ahead>) {
     )
 }
 
-impl Decoder {
+impl Decoder<'_> {
     /// Decodes every package in turn; returns when done, at the first
     /// failure (handed over to the reader), or when the reader is gone.
     pub fn run(self) {
-        for path in &self.paths {
-            match self.one(path) {
+        let mut i = 0;
+        while let Some(file) = self.files.file(i) {
+            i += 1;
+            match file.and_then(|f| self.one(f)) {
                 Ok(true) => {}
                 Ok(false) => return,
                 Err(e) => {
@@ -81,8 +106,7 @@ impl Decoder {
     }
 
     /// One package; `Ok(false)` when the reader is gone.
-    fn one(&self, path: &PathBuf) -> io::Result<bool> {
-        let file = File::open(path)?;
+    fn one(&self, file: File) -> io::Result<bool> {
         let mut stream =
             super::super::catalogue::decompressor(BufReader::with_capacity(1 << 17, file))?;
         loop {

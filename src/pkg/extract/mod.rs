@@ -9,10 +9,15 @@
 //!
 //! What [`install`] does, for a closure in install order:
 //!
-//! 1. Every package's manifests are read first, and a file two packages
-//!    install — or that a package already in the image owns — refuses the
-//!    whole install, naming both, before anything is written (pkg finds
-//!    it when it registers the package; the result is the same).
+//! 1. Each package's manifests are read before it is extracted, and a
+//!    file it installs that a package before it installs — or that a
+//!    package already in the image owns — refuses the install, naming
+//!    both (pkg finds it when it registers the package; the result is the
+//!    same). [`install`] reads every manifest first and refuses before
+//!    anything is written; [`install_fed`] takes the packages as they
+//!    come (downloads overlapped with the extraction), so a refusal can
+//!    come after earlier packages were written into the root, which the
+//!    caller then discards.
 //! 2. Then each package in pkg's order: the database ([`Hooks::register`]),
 //!    Lua pre-install ([`Hooks::lua_pre_install`]), extraction, commit
 //!    ([`Hooks::commit`]), Lua post-install ([`Hooks::lua_post_install`]),
@@ -44,7 +49,7 @@
 //! written, and the caller (a build step) discards it.
 
 mod abi_match;
-mod ahead;
+pub mod ahead;
 mod contents;
 mod extraction;
 mod owners;
@@ -341,20 +346,50 @@ pub fn install_opened(
     file_flags: &dyn FileFlags,
     hooks: &mut dyn Hooks,
 ) -> Result<Vec<Installed>, ExtractError> {
+    // Every ABI and conflict first, as pkg finds them before it writes.
     for o in opened {
-        if let Some(abi) = &opts.abi {
-            if !abi_match::installs_on(&o.manifest.abi, abi) {
-                return Err(ExtractError::WrongAbi {
-                    package: o.label(),
-                    pkg_abi: o.manifest.abi.clone(),
-                    abi: abi.clone(),
-                });
-            }
+        check_abi(o, opts)?;
+    }
+    let mut seen = Conflicts::new(owned);
+    for o in opened {
+        seen.add(o, &opts.ignore)?;
+    }
+    let paths: Vec<PathBuf> = opened.iter().map(|o| o.path.clone()).collect();
+    let mut next = |i: usize| Ok(opened.get(i).cloned());
+    install_fed(root, &mut next, &paths, owned, opts, file_flags, hooks)
+}
+
+/// [`install`] of packages that come one at a time, in install order:
+/// `next(i)` gives the package at `i` with its manifests read (waiting
+/// until it is there; `Ok(None)` after the last one, `Err` where it will
+/// not come), and `files` its file to decompress, on the decoder's thread
+/// (`ahead`), which runs ahead of the extraction as far as the files are
+/// there. Each package's ABI and conflicts (with the packages before it
+/// and with `owned`) are checked as it comes, before it is extracted: a
+/// refusal can then come after earlier packages were written into the
+/// root, which the caller discards (a build step's root is committed only
+/// once its step succeeded). `files.close()` is called at the end,
+/// whether done or failed.
+pub fn install_fed<E: From<ExtractError>>(
+    root: &Path,
+    next: &mut dyn FnMut(usize) -> Result<Option<Opened>, E>,
+    files: &dyn ahead::Files,
+    owned: &BTreeMap<String, String>,
+    opts: &Options,
+    file_flags: &dyn FileFlags,
+    hooks: &mut dyn Hooks,
+) -> Result<Vec<Installed>, E> {
+    /// Closes `files` when the install ends, however it ends, so that a
+    /// decoder waiting for a file stops and the scope can join it.
+    struct Closing<'f>(&'f dyn ahead::Files);
+    impl Drop for Closing<'_> {
+        fn drop(&mut self) {
+            self.0.close();
         }
     }
-    conflicts(opened, owned, &opts.ignore)?;
-    let (decoder, ahead) = ahead::pair(opened.iter().map(|o| o.path.clone()).collect());
+    let (decoder, ahead) = ahead::pair(files);
     std::thread::scope(|s| {
+        let _closing = Closing(files);
         std::thread::Builder::new()
             .name("pkg-decode".into())
             .spawn_scoped(s, || decoder.run())
@@ -365,15 +400,31 @@ pub fn install_opened(
         // `ahead` is dropped before the scope joins the decoder, which
         // then stops at its next hand-over.
         let ahead = ahead;
-        let mut out: Vec<Installed> = Vec::with_capacity(opened.len());
-        for o in opened {
-            let before = out.iter().map(|i| i.bytes).sum();
-            out.push(install_one(
-                root, o, &ahead, opts, file_flags, hooks, before,
-            )?);
+        let mut seen = Conflicts::new(owned);
+        let mut out: Vec<Installed> = Vec::new();
+        let mut before = 0;
+        for i in 0.. {
+            let Some(o) = next(i)? else { break };
+            check_abi(&o, opts)?;
+            seen.add(&o, &opts.ignore)?;
+            let done = install_one(root, &o, &ahead, opts, file_flags, hooks, before)?;
+            before += done.bytes;
+            out.push(done);
         }
         Ok(out)
     })
+}
+
+/// Refuses a package for another ABI than `opts.abi`, as pkg does.
+pub fn check_abi(o: &Opened, opts: &Options) -> Result<(), ExtractError> {
+    match &opts.abi {
+        Some(abi) if !abi_match::installs_on(&o.manifest.abi, abi) => Err(ExtractError::WrongAbi {
+            package: o.label(),
+            pkg_abi: o.manifest.abi.clone(),
+            abi: abi.clone(),
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// One package of [`install_opened`], in pkg's order.
@@ -427,33 +478,46 @@ fn install_one(
     Ok(installed)
 }
 
-/// A file of two packages (or of a package and one in the image).
-fn conflicts(
-    opened: &[Opened],
-    owned: &BTreeMap<String, String>,
-    ignore: &crate::pkg::pkg_conf::FilesIgnore,
-) -> Result<(), ExtractError> {
-    let mut by_path: BTreeMap<&str, String> =
-        owned.iter().map(|(p, n)| (p.as_str(), n.clone())).collect();
-    for o in opened {
+/// The paths installed so far, by package (`name-version`): a file of
+/// two packages (or of a package and one in the image) is a conflict,
+/// found as the second one is added, naming both.
+struct Conflicts {
+    by_path: BTreeMap<String, String>,
+}
+
+impl Conflicts {
+    fn new(owned: &BTreeMap<String, String>) -> Conflicts {
+        Conflicts {
+            by_path: owned.clone(),
+        }
+    }
+
+    fn add(
+        &mut self,
+        o: &Opened,
+        ignore: &crate::pkg::pkg_conf::FilesIgnore,
+    ) -> Result<(), ExtractError> {
         let me = o.label();
         for path in o.contents.files.keys() {
             if ignore.matches(path) {
                 continue;
             }
-            if let Some(other) = by_path.get(path.as_str()) {
-                if *other != me {
+            match self.by_path.get(path.as_str()) {
+                Some(other) if *other == me => {}
+                Some(other) => {
                     return Err(ExtractError::Conflict {
                         path: path.clone(),
                         a: other.clone(),
                         b: me,
-                    });
+                    })
+                }
+                None => {
+                    self.by_path.insert(path.clone(), me.clone());
                 }
             }
-            by_path.insert(path, me.clone());
         }
+        Ok(())
     }
-    Ok(())
 }
 
 /// A package's tar, decompressed and capped, with what has been read.
@@ -519,13 +583,23 @@ impl Reader {
     }
 }
 
-/// Opens the package file at `path` and reads its manifests.
+/// Opens the package file at `p.path` and reads its manifests.
 pub fn open(p: &PackageFile, limits: &Limits) -> Result<(Opened, Reader), ExtractError> {
-    let (path, name) = (p.path.as_path(), p.label.clone());
-    let file = File::open(path).map_err(|source| ExtractError::Open {
-        path: path.to_path_buf(),
+    let file = File::open(&p.path).map_err(|source| ExtractError::Open {
+        path: p.path.clone(),
         source,
     })?;
+    open_file(p, file, limits)
+}
+
+/// [`open`] of the package file `file`, which `p.path` names (in
+/// messages, and in [`Opened::path`]).
+pub fn open_file(
+    p: &PackageFile,
+    file: File,
+    limits: &Limits,
+) -> Result<(Opened, Reader), ExtractError> {
+    let (path, name) = (p.path.as_path(), p.label.clone());
     let stream = super::catalogue::decompressor(BufReader::with_capacity(1 << 17, file)).map_err(
         |source| ExtractError::Open {
             path: path.to_path_buf(),

@@ -325,7 +325,11 @@ impl Http {
                 });
             }
         }
-        staged.persist(dest).map_err(write_err(dest))?;
+        // `sink.finish` synced the file already when `synced`; unsynced,
+        // the caller makes it durable before naming it anywhere durable.
+        staged
+            .persist_synced(dest, false)
+            .map_err(write_err(dest))?;
         if synced {
             if let Ok(d) = std::fs::File::open(dir) {
                 let _ = d.sync_all();

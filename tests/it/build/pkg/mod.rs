@@ -16,6 +16,7 @@ mod generations;
 mod hostile;
 mod mirrors;
 mod osversion;
+mod overlap;
 mod pkgcheck;
 mod platforms;
 mod repos_key;
@@ -74,6 +75,17 @@ fn setup(t: &Path) -> (Server, PathBuf) {
 /// whose repository configuration names it (fingerprints, the key in
 /// the image).
 fn amd64_base(t: &Path, root: &Path, write: impl FnOnce(&Path, &Key)) -> (Server, Key) {
+    amd64_base_served(t, root, write, serve)
+}
+
+/// [`amd64_base`] with the repository served by `serve` (given the
+/// directory to serve).
+fn amd64_base_served(
+    t: &Path,
+    root: &Path,
+    write: impl FnOnce(&Path, &Key),
+    serve: impl FnOnce(PathBuf) -> Server,
+) -> (Server, Key) {
     let key = Key::new(t, "repo");
     let www = t.join("www");
     write(&www.join("FreeBSD:14:amd64/latest"), &key);

@@ -132,8 +132,9 @@ fn chains_diamonds_conflicts_and_missing_names_through_a_build() {
     let before = stored(&root);
     let err = refused(&build(&root, t.path(), "conflict:1", "top"));
     assert!(
-        // Refused before anything is written (the database would refuse it
-        // too, at the second package's commit).
+        // Refused before right-1.0 is written (the database would refuse
+        // it too, at its commit); left-1.0 was written into the step's
+        // root, which the failed step discards: nothing is stored.
         err.contains("`/usr/local/bin/tool` is installed by both left-1.0 and right-1.0"),
         "{err}"
     );
