@@ -389,6 +389,15 @@ pub fn install_for(
             .values()
             .flat_map(|u| u.previous.config.clone())
             .collect(),
+        upgrading: todo
+            .iter()
+            .filter(|c| upgrades.contains_key(&format!("{}-{}", c.package.name, c.package.version)))
+            .map(|c| c.package.name.clone())
+            .collect(),
+        owned: upgrades
+            .values()
+            .flat_map(|u| u.previous.files.iter().cloned())
+            .collect(),
         automerge: conf.automerge,
         ignore: conf.ignore.clone(),
         ..extract::Options::default()
