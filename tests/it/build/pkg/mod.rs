@@ -18,6 +18,7 @@ mod mirrors;
 mod osversion;
 mod pkgcheck;
 mod platforms;
+mod repos_dir;
 mod repos_key;
 mod resolve;
 mod signatures;
