@@ -353,7 +353,7 @@ pub fn install_for(
     let closure = resolve::resolve(&repos, &requests)?;
     // pkg_jobs_need_upgrade, for each requested name and each dependency
     // the image has (`upgrade::weigh`).
-    let (todo, upgrades, verdicts) = upgrade::weigh(closure, &installed, &db)?;
+    let (todo, upgrades, verdicts) = upgrade::weigh(closure, &installed, &db, req.root)?;
     for v in verdicts {
         say_verdict(v, events);
     }

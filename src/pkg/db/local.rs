@@ -32,6 +32,25 @@ pub struct Local {
 }
 
 impl LocalDb {
+    /// Whether an installed package owns the file `path` (pkg's
+    /// `pkgdb_file_exists`).
+    pub fn owns_file(&self, path: &str) -> Result<bool, DbError> {
+        self.conn
+            .query_row(
+                "SELECT 1 FROM files WHERE path = ?1 LIMIT 1",
+                [path],
+                |_| Ok(()),
+            )
+            .map(|_| true)
+            .or_else(|e| match e {
+                rusqlite::Error::QueryReturnedNoRows => Ok(false),
+                e => Err(DbError::Hostile {
+                    path: self.path.clone(),
+                    reason: format!("looking for the owner of {path}: {e}"),
+                }),
+            })
+    }
+
     /// The installed package `name` as pkg compares it (see the module
     /// docs).
     pub fn local(&self, name: &str) -> Result<Local, DbError> {
