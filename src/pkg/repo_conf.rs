@@ -191,7 +191,7 @@ pub fn load_root_with(
         };
     let is_local = |d: &str| d.trim_matches('/') == REPOS_DIRS[1];
     let mut texts = Vec::new();
-    let mut read_local = |texts: &mut Vec<(PathBuf, String)>, local: &Path| {
+    let read_local = |texts: &mut Vec<(PathBuf, String)>, local: &Path| {
         for (name, text) in conf_files(local, &|n| Ok(local.join(n)))? {
             texts.push((local.join(name), text));
         }
