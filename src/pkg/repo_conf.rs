@@ -549,6 +549,16 @@ mod tests {
         write("usr/local/etc/pkg.conf", "REPOS_DIR = [ \"/opt/repos\" ];");
         assert_eq!(names(None), ["other"]);
         assert_eq!(names(Some(&flag)), ["flagged", "other"]);
+        // More directories than pkg.conf may name: refused, naming the key.
+        let many: Vec<String> = (0..=crate::pkg::pkg_conf::MAX_REPOS_DIRS)
+            .map(|i| format!("\"/d{i}\""))
+            .collect();
+        write(
+            "usr/local/etc/pkg.conf",
+            &format!("REPOS_DIR = [{}];", many.join(", ")),
+        );
+        let e = load_root_with(root, &abi(), None).unwrap_err();
+        assert!(e.to_string().contains("REPOS_DIR"), "{e}");
         // Not an array: malformed, pkg's default stands.
         write("usr/local/etc/pkg.conf", "REPOS_DIR = \"/opt/repos\";");
         assert_eq!(names(None), ["FreeBSD", "mine"]);
