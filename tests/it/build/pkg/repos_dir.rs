@@ -10,42 +10,14 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::support::common::{jbuild, run};
-use crate::support::pkgrepo::image::{freebsd_tree, with};
-use crate::support::pkgrepo::pkgfile::file;
-use crate::support::pkgrepo::{Key, Layout, RepoSpec, Signing};
+use crate::support::pkgrepo::image::freebsd_tree;
+use crate::support::pkgrepo::Key;
 
+use super::repos_key::{local_conf as conf, repo};
 use super::{installed, serve};
 
-const ABI: &str = "FreeBSD:14:amd64";
-
-/// (Re)writes the repository `www/<ABI>/<name>` serving `app` at `version`.
-fn repo(www: &Path, name: &str, key: &Key, version: &str) {
-    let dir = www.join(ABI).join(name);
-    let _ = fs::remove_dir_all(&dir);
-    let app = with(
-        "app",
-        version,
-        &[],
-        vec![file("/usr/local/share/app/v", 0o644, version.as_bytes())],
-        vec![],
-    );
-    let mut spec = RepoSpec::new(Layout::DataPkg, vec![app]);
-    spec.signing = Signing::Fingerprints(vec![("test".into(), key.clone())]);
-    spec.write(&dir);
-}
-
-/// A repository file naming `www/${ABI}/<name>` as `local`, FreeBSD's
-/// own turned off.
-fn conf(port: u16, name: &str) -> String {
-    format!(
-        "FreeBSD: {{ enabled: no }}\n\
-         local: {{\n  url: \"http://127.0.0.1:{port}/${{ABI}}/{name}\",\n  \
-         signature_type: \"fingerprints\",\n  fingerprints: \"/usr/share/keys/pkg\"\n}}\n"
-    )
-}
-
-/// Builds `ctx` as `tag` (with `extra` arguments): steps run, cached, and
-/// the packages installed.
+/// Builds `ctx` as `tag` (with `--pkg-repos` for each of `extra`): steps
+/// run, cached, and the packages installed.
 fn build(root: &Path, ctx: &Path, tag: &str, extra: &[&Path]) -> (u64, u64, Vec<String>) {
     let mut cmd = jbuild(root);
     cmd.args(["--json", "build", "--platform", "freebsd/amd64", "-t", tag]);
@@ -71,12 +43,18 @@ fn build(root: &Path, ctx: &Path, tag: &str, extra: &[&Path]) -> (u64, u64, Vec<
     )
 }
 
-/// A context of `files` (name, content), one being the Jailfile.
-fn context(dir: &Path, files: &[(&str, &str)]) -> PathBuf {
+/// A context whose Jailfile copies `pkg_conf` to the image's pkg.conf and
+/// a repository file naming `other` to `/opt/repos`, then installs `app`.
+fn with_pkg_conf(dir: &Path, pkg_conf: &str, port: u16) -> PathBuf {
     fs::create_dir_all(dir).unwrap();
-    for (name, content) in files {
-        fs::write(dir.join(name), content).unwrap();
-    }
+    fs::write(
+        dir.join("Jailfile"),
+        "FROM base:1\nCOPY pkg.conf /usr/local/etc/pkg.conf\n\
+         COPY other.conf /opt/repos/other.conf\nPKG --no-bootstrap app\n",
+    )
+    .unwrap();
+    fs::write(dir.join("pkg.conf"), pkg_conf).unwrap();
+    fs::write(dir.join("other.conf"), conf(port, "other")).unwrap();
     dir.to_path_buf()
 }
 
@@ -87,7 +65,7 @@ fn pkg_reads_the_repositories_of_the_directories_repos_dir_names() {
     let key = Key::new(t, "repo");
     let www = t.join("www");
     for (name, version) in [("current", "1"), ("other", "2"), ("flagged", "4")] {
-        repo(&www, name, &key, version);
+        repo(&www, name, &key, version, version);
     }
     let server = serve(www.clone());
     let port = server.port;
@@ -96,12 +74,8 @@ fn pkg_reads_the_repositories_of_the_directories_repos_dir_names() {
     // /usr/local/etc/pkg/repos/local.conf, which names `current`.
     let base = t.join("base");
     let tree = base.join("tree");
-    freebsd_tree(
-        &tree,
-        "amd64",
-        &format!("http://127.0.0.1:{port}/unused"),
-        &key,
-    );
+    let unused = format!("http://127.0.0.1:{port}/unused");
+    freebsd_tree(&tree, "amd64", &unused, &key);
     let repos = tree.join("usr/local/etc/pkg/repos");
     fs::create_dir_all(&repos).unwrap();
     fs::write(repos.join("local.conf"), conf(port, "current")).unwrap();
@@ -110,60 +84,26 @@ fn pkg_reads_the_repositories_of_the_directories_repos_dir_names() {
 
     // REPOS_DIR names /etc/pkg and /opt/repos, whose file names `other`:
     // app-2 is installed (pkg's default directories would give app-1).
-    let app = context(
-        &t.join("app"),
-        &[
-            (
-                "Jailfile",
-                "FROM base:1\nCOPY pkg.conf /usr/local/etc/pkg.conf\n\
-                 COPY other.conf /opt/repos/other.conf\nPKG --no-bootstrap app\n",
-            ),
-            (
-                "pkg.conf",
-                "REPOS_DIR: [ \"/etc/pkg/\", \"/opt/repos/\" ]\n",
-            ),
-            ("other.conf", &conf(port, "other")),
-        ],
-    );
-    assert_eq!(
-        build(&root, &app, "app:1", &[]),
-        (3, 0, vec!["app-2".into()])
-    );
+    let list = "REPOS_DIR: [ \"/etc/pkg/\", \"/opt/repos/\" ]\n";
+    let app = with_pkg_conf(&t.join("app"), list, port);
+    let app_2 = vec!["app-2".to_string()];
+    assert_eq!(build(&root, &app, "app:1", &[]), (3, 0, app_2));
     assert_eq!(build(&root, &app, "app:1", &[]), (0, 3, vec![]));
     // `other` serves another catalogue: the PKG step's key follows it.
-    repo(&www, "other", &key, "3");
-    assert_eq!(
-        build(&root, &app, "app:1", &[]),
-        (1, 2, vec!["app-3".into()])
-    );
+    repo(&www, "other", &key, "3", "3");
+    let app_3 = vec!["app-3".to_string()];
+    assert_eq!(build(&root, &app, "app:1", &[]), (1, 2, app_3));
 
     // REPOS_DIR naming /usr/local/etc/pkg/repos after /opt/repos: the
     // base's local.conf names `current` last (app-1); `--pkg-repos DIR`
     // stands in its place (app-4 from `flagged`).
-    let listed = context(
-        &t.join("listed"),
-        &[
-            (
-                "Jailfile",
-                "FROM base:1\nCOPY pkg.conf /usr/local/etc/pkg.conf\n\
-                 COPY other.conf /opt/repos/other.conf\nPKG --no-bootstrap app\n",
-            ),
-            (
-                "pkg.conf",
-                "REPOS_DIR = [ \"/opt/repos\", \"/usr/local/etc/pkg/repos\" ];\n",
-            ),
-            ("other.conf", &conf(port, "other")),
-        ],
-    );
-    assert_eq!(
-        build(&root, &listed, "listed:1", &[]),
-        (3, 0, vec!["app-1".into()])
-    );
+    let list = "REPOS_DIR = [ \"/opt/repos\", \"/usr/local/etc/pkg/repos\" ];\n";
+    let listed = with_pkg_conf(&t.join("listed"), list, port);
+    let app_1 = vec!["app-1".to_string()];
+    assert_eq!(build(&root, &listed, "listed:1", &[]), (3, 0, app_1));
     let flag = t.join("flag");
     fs::create_dir_all(&flag).unwrap();
     fs::write(flag.join("flagged.conf"), conf(port, "flagged")).unwrap();
-    assert_eq!(
-        build(&root, &listed, "listed:1", &[&flag]).2,
-        vec!["app-4".to_string()]
-    );
+    let app_4 = vec!["app-4".to_string()];
+    assert_eq!(build(&root, &listed, "listed:1", &[&flag]).2, app_4);
 }
