@@ -423,17 +423,12 @@ pub fn install_for(
             .map(|o| u64::try_from(o.manifest.flatsize).unwrap_or(0))
             .sum(),
     };
-    // Files of packages already installed are checked by the database
-    // when a new package is recorded (it refuses a path another package
-    // owns, naming both).
-    let done = extract::install_opened(
-        req.root,
-        &opened,
-        &BTreeMap::new(),
-        &opts,
-        req.file_flags,
-        &mut hooks,
-    )?;
+    // A path a package the image keeps already owns, or two packages of
+    // this install, refuse the install before anything is written,
+    // naming both (the database would refuse the first at its commit).
+    let owned = hooks.db.owners(&opts.upgrading)?;
+    let done =
+        extract::install_opened(req.root, &opened, &owned, &opts, req.file_flags, &mut hooks)?;
     let written = done.iter().map(|d| d.bytes).sum::<u64>();
     if !done.is_empty() {
         (hooks.events)(Event::Progress {
