@@ -360,7 +360,7 @@ pub fn install_for(
     let closure = resolve::resolve(&repos, &requests)?;
     // pkg_jobs_need_upgrade, for each requested name and each dependency
     // the image has (`upgrade::weigh`).
-    let (todo, upgrades, verdicts) = upgrade::weigh(closure, &installed, &db)?;
+    let (todo, upgrades, verdicts) = upgrade::weigh(closure, &installed, &db, req.root)?;
     for v in verdicts {
         say_verdict(v, events);
     }
@@ -373,6 +373,15 @@ pub fn install_for(
         previous_config: upgrades
             .values()
             .flat_map(|u| u.previous.config.clone())
+            .collect(),
+        upgrading: todo
+            .iter()
+            .filter(|c| upgrades.contains_key(&format!("{}-{}", c.package.name, c.package.version)))
+            .map(|c| c.package.name.clone())
+            .collect(),
+        owned: upgrades
+            .values()
+            .flat_map(|u| u.previous.files.iter().cloned())
             .collect(),
         automerge: conf.automerge,
         ignore: conf.ignore.clone(),
@@ -404,10 +413,12 @@ pub fn install_for(
         events: &mut hooks_events,
         total: todo.iter().map(|c| c.package.flatsize).sum(),
     };
+    // A path a package the image keeps already owns, or one of an
+    // earlier package of this install, refuses the package that would
+    // write it before a file of it is written, naming both (the database
+    // would refuse it only at its commit).
+    let owned = hooks.db.owners(&opts.upgrading)?;
     let workers = pipeline.workers(req.jobs);
-    // Files of packages already installed are checked by the database
-    // when a new package is recorded (it refuses a path another package
-    // owns, naming both).
     let done = std::thread::scope(|s| {
         for _ in 0..workers {
             s.spawn(|| pipeline.work());
@@ -432,7 +443,7 @@ pub fn install_for(
             req.root,
             &mut next,
             &pipeline,
-            &BTreeMap::new(),
+            &owned,
             &opts,
             req.file_flags,
             &mut hooks,

@@ -61,6 +61,7 @@ pub mod repository;
 pub mod repository_files;
 pub mod resolve;
 pub mod sign;
+pub mod system_shlibs;
 pub mod ucl;
 pub mod upgrade;
 pub mod version;

@@ -13,6 +13,12 @@
 //!   database (`match_ucl_lists` in `do_extract`, `pkgdb_register_pkg`).
 //! - `AUTOMERGE` (boolean, default true): a configuration file the user
 //!   changed is merged with the new version's on upgrade ([`super::merge3`]).
+//! - `REPOS_DIR` (array): the directories of repository files
+//!   ([`repos_dirs`], read by [`super::repo_conf::load_root_with`], so the
+//!   PKG key and the install read the same files).
+//! - `MERGETOOL` is not followed: pkg runs that program for a three-way
+//!   merge; jbuild runs no program of the image's at install, and merges
+//!   with its own [`super::merge3`] as pkg does when no tool is set.
 
 use std::path::{Path, PathBuf};
 
@@ -161,46 +167,73 @@ impl Blame for PkgConfError {
     }
 }
 
+/// The most directories `REPOS_DIR` may name.
+pub const MAX_REPOS_DIRS: usize = 64;
+
+/// The image's `pkg.conf` parsed (`None`: it has none, or one that is not
+/// UCL: then the reason, to say, as pkg says it and uses its defaults).
+fn document(root: &Path) -> Result<(Option<Value>, Option<String>), PkgConfError> {
+    let file = crate::fsutil::resolve_in_root(root, Path::new(PKG_CONF), true).ok();
+    let Some(path) = file.filter(|p| p.is_file()) else {
+        return Ok((None, None));
+    };
+    let text = read_text(&path).map_err(|source| PkgConfError::Read {
+        path: path.clone(),
+        source,
+    })?;
+    match ucl::parse(&text) {
+        Ok(doc) => Ok((Some(doc), None)),
+        Err(source) => {
+            let e = PkgConfError::Ucl {
+                path: Path::new("/").join(PKG_CONF),
+                source,
+            };
+            let why = std::error::Error::source(&e)
+                .map(|s| format!(": {s}"))
+                .unwrap_or_default();
+            Ok((None, Some(format!("{e}{why}: pkg's defaults are used"))))
+        }
+    }
+}
+
+/// The strings of the array `key` of `doc` (`None`: not set, or not an
+/// array, which pkg ignores as malformed).
+fn strings(doc: &Option<Value>, key: &str) -> Option<Vec<String>> {
+    match doc.as_ref()?.get(key)? {
+        Value::Array(items) => Some(
+            items
+                .iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
+/// `REPOS_DIR` of the image's `pkg.conf`: the directories, in the image,
+/// whose `*.conf` files pkg reads for repositories, in order
+/// (`load_repositories` in `libpkg/pkg_config.c`); `None` when it does
+/// not set it (or its pkg.conf is not UCL): pkg's default, `/etc/pkg/` then
+/// `/usr/local/etc/pkg/repos/`. More than [`MAX_REPOS_DIRS`] is refused.
+pub fn repos_dirs(root: &Path) -> Result<Option<Vec<String>>, PkgConfError> {
+    let (doc, _) = document(root)?;
+    let dirs = strings(&doc, "REPOS_DIR");
+    if dirs.as_ref().is_some_and(|d| d.len() > MAX_REPOS_DIRS) {
+        return Err(PkgConfError::Pattern {
+            what: format!("the image's /{PKG_CONF}"),
+            key: "REPOS_DIR".into(),
+            pattern: format!("{} directories", dirs.map_or(0, |d| d.len())),
+            reason: format!("more than {MAX_REPOS_DIRS}"),
+        });
+    }
+    Ok(dirs)
+}
+
 /// The settings for an install into `root`: its `pkg.conf` (read inside
 /// the root; none means pkg's defaults), then `overrides`.
 pub fn read(root: &Path, overrides: &Overrides) -> Result<PkgConf, PkgConfError> {
-    let file = crate::fsutil::resolve_in_root(root, Path::new(PKG_CONF), true).ok();
-    let read_err = |path: &Path, source| PkgConfError::Read {
-        path: path.to_path_buf(),
-        source,
-    };
-    let mut warning = None;
-    let doc = match file.filter(|p| p.is_file()) {
-        Some(path) => {
-            let text = read_text(&path).map_err(|e| read_err(&path, e))?;
-            match ucl::parse(&text) {
-                Ok(doc) => Some(doc),
-                Err(source) => {
-                    let e = PkgConfError::Ucl {
-                        path: Path::new("/").join(PKG_CONF),
-                        source,
-                    };
-                    let why = std::error::Error::source(&e)
-                        .map(|s| format!(": {s}"))
-                        .unwrap_or_default();
-                    warning = Some(format!("{e}{why}: pkg's defaults are used"));
-                    None
-                }
-            }
-        }
-        None => None,
-    };
-    let strings = |key: &str| -> Option<Vec<String>> {
-        match doc.as_ref()?.get(key)? {
-            Value::Array(items) => Some(
-                items
-                    .iter()
-                    .filter_map(|v| v.as_str().map(str::to_string))
-                    .collect(),
-            ),
-            _ => None,
-        }
-    };
+    let (doc, warning) = document(root)?;
+    let strings = |key: &str| strings(&doc, key);
     let globs = overrides
         .files_ignore_glob
         .clone()

@@ -14,8 +14,10 @@
 //! `${ARCH}`, in `${NAME}` or `$NAME` form; an unknown one stays as
 //! written), from the image's [`Abi`], never the host's.
 //!
-//! What is not read yet: `REPOS_DIR` set in the image's `pkg.conf`, the
-//! `env`/`ip_version` keys, and `<NAME>_ENABLED` environment overrides.
+//! `REPOS_DIR` set in the image's `pkg.conf` replaces the default list
+//! ([`super::pkg_conf::repos_dirs`]). What is not read yet: the
+//! `repositories` object of `pkg.conf` itself, the `env`/`ip_version`
+//! keys, and `<NAME>_ENABLED` environment overrides.
 
 use crate::blame::Blame;
 use std::collections::BTreeMap;
@@ -103,13 +105,20 @@ pub enum RepoConfError {
         #[source]
         source: io::Error,
     },
+    /// The image's `pkg.conf`, for its `REPOS_DIR`.
+    #[error(transparent)]
+    PkgConf(Box<super::pkg_conf::PkgConfError>),
 }
 
 impl Blame for RepoConfError {
     /// A configuration that does not read is the image's (the recipe's);
     /// a read that fails is the machine's.
     fn is_user_error(&self) -> bool {
-        !matches!(self, RepoConfError::Read { .. })
+        match self {
+            RepoConfError::Read { .. } => false,
+            RepoConfError::PkgConf(e) => e.is_user_error(),
+            _ => true,
+        }
     }
 }
 
@@ -165,32 +174,49 @@ pub fn load_root(root: &Path, abi: &Abi) -> Result<Vec<RepoConfig>, RepoConfErro
 
 /// [`load_root`], with the host directory `local` (`--pkg-repos DIR`) read
 /// in place of the image's `/usr/local/etc/pkg/repos`, as when it is
-/// mounted there for pkg(8).
+/// mounted there for pkg(8). The directories are pkg's `REPOS_DIR`: the
+/// image's `pkg.conf`'s when it sets it ([`super::pkg_conf::repos_dirs`]),
+/// else [`REPOS_DIRS`]. When the image's list does not name
+/// `/usr/local/etc/pkg/repos`, `local` is read after its directories
+/// (pkg(8) would not see the mount; the flag asks for it to be used).
 pub fn load_root_with(
     root: &Path,
     abi: &Abi,
     local: Option<&Path>,
 ) -> Result<Vec<RepoConfig>, RepoConfError> {
+    let dirs: Vec<String> =
+        match super::pkg_conf::repos_dirs(root).map_err(|e| RepoConfError::PkgConf(Box::new(e)))? {
+            Some(dirs) => dirs,
+            None => REPOS_DIRS.iter().map(|d| format!("/{d}")).collect(),
+        };
+    let is_local = |d: &str| d.trim_matches('/') == REPOS_DIRS[1];
     let mut texts = Vec::new();
-    for dir in REPOS_DIRS {
-        if let (Some(local), true) = (local, dir == REPOS_DIRS[1]) {
-            for (name, text) in conf_files(local, &|n| Ok(local.join(n)))? {
-                texts.push((local.join(name), text));
-            }
+    let read_local = |texts: &mut Vec<(PathBuf, String)>, local: &Path| {
+        for (name, text) in conf_files(local, &|n| Ok(local.join(n)))? {
+            texts.push((local.join(name), text));
+        }
+        Ok::<_, RepoConfError>(())
+    };
+    for dir in &dirs {
+        if let (Some(local), true) = (local, is_local(dir)) {
+            read_local(&mut texts, local)?;
             continue;
         }
-        let host =
-            crate::fsutil::resolve_in_root(root, Path::new(dir), true).map_err(|source| {
-                RepoConfError::Read {
-                    path: root.join(dir),
-                    source,
-                }
-            })?;
+        let rel = Path::new(dir.trim_start_matches('/'));
+        let host = crate::fsutil::resolve_in_root(root, rel, true).map_err(|source| {
+            RepoConfError::Read {
+                path: root.join(rel),
+                source,
+            }
+        })?;
         for (name, text) in conf_files(&host, &|n| {
-            crate::fsutil::resolve_in_root(root, &Path::new(dir).join(n), true)
+            crate::fsutil::resolve_in_root(root, &rel.join(n), true)
         })? {
-            texts.push((PathBuf::from("/").join(dir).join(name), text));
+            texts.push((PathBuf::from("/").join(rel).join(name), text));
         }
+    }
+    if let (Some(local), false) = (local, dirs.iter().any(|d| is_local(d))) {
+        read_local(&mut texts, local)?;
     }
     from_texts(&texts, abi)
 }
@@ -490,5 +516,51 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("mirror_type"));
+    }
+
+    #[test]
+    fn repos_dir_of_the_image_pkg_conf_names_the_directories_read() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path();
+        let write = |rel: &str, text: &str| {
+            let p = root.join(rel);
+            fs::create_dir_all(p.parent().unwrap()).unwrap();
+            fs::write(p, text).unwrap();
+        };
+        write("etc/pkg/FreeBSD.conf", "FreeBSD: { url: a }");
+        write("usr/local/etc/pkg/repos/local.conf", "mine: { url: b }");
+        write("opt/repos/other.conf", "other: { url: c }");
+        let names = |local: Option<&Path>| -> Vec<String> {
+            let repos = load_root_with(root, &abi(), local).unwrap();
+            repos.into_iter().map(|r| r.name).collect()
+        };
+        assert_eq!(names(None), ["FreeBSD", "mine"]);
+        write(
+            "usr/local/etc/pkg.conf",
+            "REPOS_DIR: [\"/opt/repos/\", \"/usr/local/etc/pkg/repos\"]",
+        );
+        assert_eq!(names(None), ["mine", "other"]);
+        // `--pkg-repos` stands for /usr/local/etc/pkg/repos where the list
+        // has it, and is read last where it does not.
+        let flag = root.join("flag");
+        fs::create_dir_all(&flag).unwrap();
+        fs::write(flag.join("f.conf"), "flagged: { url: d }").unwrap();
+        assert_eq!(names(Some(&flag)), ["flagged", "other"]);
+        write("usr/local/etc/pkg.conf", "REPOS_DIR = [ \"/opt/repos\" ];");
+        assert_eq!(names(None), ["other"]);
+        assert_eq!(names(Some(&flag)), ["flagged", "other"]);
+        // More directories than pkg.conf may name: refused, naming the key.
+        let many: Vec<String> = (0..=crate::pkg::pkg_conf::MAX_REPOS_DIRS)
+            .map(|i| format!("\"/d{i}\""))
+            .collect();
+        write(
+            "usr/local/etc/pkg.conf",
+            &format!("REPOS_DIR = [{}];", many.join(", ")),
+        );
+        let e = load_root_with(root, &abi(), None).unwrap_err();
+        assert!(e.to_string().contains("REPOS_DIR"), "{e}");
+        // Not an array: malformed, pkg's default stands.
+        write("usr/local/etc/pkg.conf", "REPOS_DIR = \"/opt/repos\";");
+        assert_eq!(names(None), ["FreeBSD", "mine"]);
     }
 }

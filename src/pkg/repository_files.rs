@@ -346,14 +346,26 @@ pub fn digest_of(path: &Path) -> io::Result<Digest> {
 impl Fetched {
     /// Moves a downloaded archive into the package cache `cache_dir`
     /// (under `catalogues/`, named by its digest, so a catalogue is kept
-    /// once however many builds fetch it, and `prune --cache` frees it);
-    /// a `file://` archive stays where it is.
+    /// once however many builds fetch it, and `prune --cache` frees it).
+    /// A `file://` archive is copied there, and its digest is the copy's:
+    /// the step installs from what its key holds even if the file changes
+    /// in between (it is the repository's, anyone may rewrite it).
     pub fn keep_in(mut self, cache_dir: &Path) -> io::Result<Fetched> {
-        if self.base.starts_with("file://") {
-            return Ok(self);
-        }
         let dir = cache_dir.join("catalogues");
         fs::create_dir_all(&dir)?;
+        if self.base.starts_with("file://") {
+            let copy = tempfile::Builder::new()
+                .prefix(".catalogue-")
+                .tempfile_in(&dir)?;
+            fs::copy(&self.path, copy.path())?;
+            self.digest = digest_of(copy.path())?;
+            let dest = dir.join(format!("{}-{}", self.digest.hex(), self.archive));
+            if !dest.is_file() {
+                copy.persist(&dest).map_err(|e| e.error)?;
+            }
+            self.path = dest;
+            return Ok(self);
+        }
         let dest = dir.join(format!("{}-{}", self.digest.hex(), self.archive));
         if dest.is_file() {
             fs::remove_file(&self.path)?;
@@ -371,5 +383,38 @@ impl Fetched {
     /// pruned, or a file changed, between the key and the step).
     pub fn intact(&self) -> bool {
         digest_of(&self.path).is_ok_and(|d| d == self.digest)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_catalogue_is_kept_as_keyed_when_the_file_changes() {
+        let t = tempfile::tempdir().unwrap();
+        let repo = t.path().join("repo");
+        fs::create_dir_all(&repo).unwrap();
+        let archive = repo.join("data.pkg");
+        fs::write(&archive, b"as keyed").unwrap();
+        let fetched = Fetched {
+            url: format!("file://{}", repo.display()),
+            base: format!("file://{}", repo.display()),
+            meta: None,
+            meta_txz: None,
+            archive: "data.pkg".into(),
+            generation: Generation::Data,
+            member: "data".into(),
+            path: archive.clone(),
+            digest: digest_of(&archive).unwrap(),
+        };
+        let keyed = fetched.digest.clone();
+        let kept = fetched.keep_in(&t.path().join("cache")).unwrap();
+        // The repository's file changes between the key and the install.
+        fs::write(&archive, b"changed after").unwrap();
+        assert_eq!(kept.digest, keyed);
+        assert!(kept.intact(), "the kept catalogue is still the keyed one");
+        assert_eq!(fs::read(&kept.path).unwrap(), b"as keyed");
+        assert!(kept.path.starts_with(t.path().join("cache/catalogues")));
     }
 }

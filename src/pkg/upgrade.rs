@@ -16,13 +16,16 @@
 //!    requires, provided or required shared libraries differ, with
 //!    pkg's reason (`option changed: SSL (on -> off)`); else kept.
 //!
-//! Two departures, both so that a package is never reinstalled for
-//! nothing: the catalogue's conflicts are compared with the installed
-//! ones only among packages the image has (pkg records an installed
-//! package's conflicts by the other's row, so only installed ones are
-//! there to compare); and the required shared libraries are compared
-//! whole (pkg first drops those the base system provides, which it finds
-//! by scanning the host's libraries).
+//! The required shared libraries are compared without those the image's
+//! base system provides, as pkg sets them aside
+//! ([`super::system_shlibs`]: the root's `/lib`, `/usr/lib`,
+//! `/usr/lib32`, unless its database owns `/usr/bin/uname`, i.e. the base
+//! is itself pkgbase packages).
+//!
+//! One departure, so that a package is never reinstalled for nothing: the
+//! catalogue's conflicts are compared with the installed ones only among
+//! packages the image has (pkg records an installed package's conflicts
+//! by the other's row, so only installed ones are there to compare).
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
@@ -32,6 +35,11 @@ use super::db::{DbError, Installed, Local, LocalDb, Previous};
 use super::manifest::ScriptType;
 use super::resolve::Chosen;
 use super::version;
+
+/// A file the database owns when the base system is pkgbase packages
+/// (pkg's test in `pkg_jobs_solve`): then the packages provide the base's
+/// libraries, and none is set aside.
+pub const PKGBASE_MARK: &str = "/usr/bin/uname";
 
 /// What becomes of an installed package the closure names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,12 +56,14 @@ pub enum Decision {
 
 /// `pkg_jobs_need_upgrade` for the repository's `remote` over the
 /// installed `local` (see the module docs); `installed` says whether a
-/// package of that name is in the image.
+/// package of that name is in the image; `system` holds the base
+/// system's shared libraries, left out of the required ones compared.
 pub fn need_upgrade(
     remote: &Package,
     local: &Local,
     locked: bool,
     installed: &dyn Fn(&str) -> bool,
+    system: &BTreeSet<String>,
 ) -> Decision {
     if locked {
         return Decision::Keep;
@@ -66,7 +76,7 @@ pub fn need_upgrade(
         Ordering::Less => return Decision::Upgrade,
         Ordering::Equal => {}
     }
-    match same_version_change(remote, local, installed) {
+    match same_version_change(remote, local, installed, system) {
         Some(reason) => Decision::Reinstall(reason),
         None => Decision::Keep,
     }
@@ -78,6 +88,7 @@ fn same_version_change(
     remote: &Package,
     local: &Local,
     installed: &dyn Fn(&str) -> bool,
+    system: &BTreeSet<String>,
 ) -> Option<String> {
     if local.abi != remote.abi {
         return Some(format!("ABI changed: '{}' -> '{}'", local.abi, remote.abi));
@@ -132,22 +143,25 @@ fn same_version_change(
     if conflicts != local.conflicts {
         return Some("direct conflict changed".into());
     }
+    let not_base = |v: &[String]| -> Vec<String> {
+        v.iter().filter(|s| !system.contains(*s)).cloned().collect()
+    };
     let lists = [
-        ("provides changed", &local.provides, &remote.provides),
-        ("requires changed", &local.requires, &remote.requires),
+        ("provides changed", local.provides.clone(), &remote.provides),
+        ("requires changed", local.requires.clone(), &remote.requires),
         (
             "provided shared library changed",
-            &local.shlibs_provided,
+            local.shlibs_provided.clone(),
             &remote.shlibs_provided,
         ),
         (
             "required shared library changed",
-            &local.shlibs_required,
-            &remote.shlibs_required,
+            not_base(&local.shlibs_required),
+            &not_base(&remote.shlibs_required),
         ),
     ];
     for (label, l, r) in lists {
-        if let Some(diff) = list_diff(l, &sorted(r.iter())) {
+        if let Some(diff) = list_diff(&l, &sorted(r.iter())) {
             return Some(format!("{label}: {diff}"));
         }
     }
@@ -233,18 +247,30 @@ pub fn weigh<'a>(
     closure: Vec<Chosen<'a>>,
     installed: &BTreeMap<String, Installed>,
     db: &LocalDb,
+    root: &std::path::Path,
 ) -> Result<Weighed<'a>, WeighError> {
     let mut upgrades = BTreeMap::new();
     let mut todo = Vec::new();
     let mut verdicts = Vec::new();
     let has = |n: &str| installed.contains_key(&n.to_ascii_lowercase());
+    // The base system's libraries, read once, when a package the image
+    // has is weighed and the base is not pkgbase (`pkg_jobs_solve`).
+    let mut system: Option<BTreeSet<String>> = None;
     for c in closure {
         let Some(old) = installed.get(&c.package.name.to_ascii_lowercase()) else {
             todo.push(c);
             continue;
         };
         let local = db.local(&old.name)?;
-        let decision = need_upgrade(c.package, &local, old.locked, &has);
+        if system.is_none() {
+            system = Some(if db.owns_file(PKGBASE_MARK)? {
+                BTreeSet::new()
+            } else {
+                super::system_shlibs::scan(root)
+            });
+        }
+        let system = system.as_ref().expect("read above");
+        let decision = need_upgrade(c.package, &local, old.locked, &has, system);
         verdicts.push(Verdict {
             name: c.package.name.clone(),
             installed: old.version.clone(),
@@ -298,7 +324,7 @@ mod tests {
     }
 
     fn decide(r: &Package, l: &Local) -> Decision {
-        need_upgrade(r, l, false, &|_| true)
+        need_upgrade(r, l, false, &|_| true, &BTreeSet::new())
     }
 
     #[test]
@@ -307,7 +333,7 @@ mod tests {
         assert_eq!(decide(&remote("1"), &local("2")), Decision::KeepNewer);
         assert_eq!(decide(&remote("1"), &local("1")), Decision::Keep);
         assert_eq!(
-            need_upgrade(&remote("2"), &local("1"), true, &|_| true),
+            need_upgrade(&remote("2"), &local("1"), true, &|_| true, &BTreeSet::new()),
             Decision::Keep
         );
         let mut r = remote("1");
@@ -336,10 +362,21 @@ mod tests {
                 "required shared library changed: libssl.so.3 (removed), libz.so.6 (added)".into()
             )
         );
+        // A library the base system provides is set aside, as pkg does.
+        let base = BTreeSet::from(["libssl.so.3".to_string(), "libz.so.6".to_string()]);
+        assert_eq!(
+            need_upgrade(&r, &l, false, &|_| true, &base),
+            Decision::Keep
+        );
+        let base = BTreeSet::from(["libssl.so.3".to_string()]);
+        assert_eq!(
+            need_upgrade(&r, &l, false, &|_| true, &base),
+            Decision::Reinstall("required shared library changed: libz.so.6 (added)".into())
+        );
         let mut r = remote("1");
         r.conflicts = vec!["bar".into()];
         assert_eq!(
-            need_upgrade(&r, &local("1"), false, &|_| false),
+            need_upgrade(&r, &local("1"), false, &|_| false, &BTreeSet::new()),
             Decision::Keep
         );
         assert_eq!(

@@ -32,6 +32,63 @@ pub struct Local {
 }
 
 impl LocalDb {
+    /// Whether an installed package owns the file `path` (pkg's
+    /// `pkgdb_file_exists`).
+    pub fn owns_file(&self, path: &str) -> Result<bool, DbError> {
+        self.conn
+            .query_row(
+                "SELECT 1 FROM files WHERE path = ?1 LIMIT 1",
+                [path],
+                |_| Ok(()),
+            )
+            .map(|_| true)
+            .or_else(|e| match e {
+                rusqlite::Error::QueryReturnedNoRows => Ok(false),
+                e => Err(DbError::Hostile {
+                    path: self.path.clone(),
+                    reason: format!("looking for the owner of {path}: {e}"),
+                }),
+            })
+    }
+
+    /// The files of the installed packages but those named in `except`
+    /// (the ones an install replaces), each with its package
+    /// (`name-version`): what a new package may not install too (pkg's
+    /// `pkg_conflicts_check_local_path`).
+    pub fn owners(
+        &self,
+        except: &std::collections::BTreeSet<String>,
+    ) -> Result<std::collections::BTreeMap<String, String>, DbError> {
+        let hostile = |source: rusqlite::Error| DbError::Hostile {
+            path: self.path.clone(),
+            reason: format!("reading the installed files: {source}"),
+        };
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT f.path, p.name, p.version FROM files f \
+                 JOIN packages p ON p.id = f.package_id",
+            )
+            .map_err(hostile)?;
+        let mut rows = stmt.query([]).map_err(hostile)?;
+        let mut out = std::collections::BTreeMap::new();
+        while let Some(r) = rows.next().map_err(hostile)? {
+            let name: String = r.get(1).map_err(hostile)?;
+            if except.contains(&name) {
+                continue;
+            }
+            if out.len() >= super::MAX_PACKAGES * 64 {
+                return Err(DbError::Hostile {
+                    path: self.path.clone(),
+                    reason: "the installed packages list too many files".into(),
+                });
+            }
+            let version: String = r.get(2).map_err(hostile)?;
+            out.insert(r.get(0).map_err(hostile)?, format!("{name}-{version}"));
+        }
+        Ok(out)
+    }
+
     /// The installed package `name` as pkg compares it (see the module
     /// docs).
     pub fn local(&self, name: &str) -> Result<Local, DbError> {

@@ -1,6 +1,7 @@
 //! One package's files written into the root ([`Extraction`]): each tar
 //! member through the layer applier, `@config` files kept or set beside as
-//! `.pkgnew`, owners by the image's names, flags through `FileFlags`.
+//! `.pkgnew`, what no package owned set aside as `.pkgsave`, owners by the
+//! image's names, flags through `FileFlags`.
 
 use std::fs::{self, File};
 use std::io::{self, Read};
@@ -57,6 +58,7 @@ impl Extraction<'_> {
             source: r.layer_error(e),
         };
         let mut unresolved = Unresolved::default();
+        let mut dirs = SaveDirs::default();
         let mut said = 0;
         loop {
             let h = match r.first.take() {
@@ -68,7 +70,7 @@ impl Extraction<'_> {
             };
             a.entries += 1;
             a.within_limits(&h).map_err(|e| hostile(r, e))?;
-            self.entry(r, &mut a, h, &mut out, &mut unresolved)?;
+            self.entry(r, &mut a, h, &mut out, &mut unresolved, &mut dirs)?;
             if a.bytes - said >= PROGRESS_STEP {
                 said = a.bytes;
                 written(said);
@@ -89,6 +91,7 @@ impl Extraction<'_> {
         mut h: TarHeader,
         out: &mut Installed,
         unresolved: &mut Unresolved,
+        dirs: &mut SaveDirs,
     ) -> Result<(), ExtractError> {
         let c = &self.opened.contents;
         let package = self.opened.label();
@@ -133,10 +136,20 @@ impl Extraction<'_> {
         }
         let is_file = h.typeflag == header::REGULAR;
         let config = is_file && c.config.contains(&key);
-        // The image's own file at a config path stays: the package's goes
-        // beside it.
+        let upgrade = self.opts.upgrading.contains(&self.opened.manifest.name);
+        // On an upgrade, the image's own file at a config path stays: the
+        // package's goes beside it (or replaces or merges with it, below).
+        // Anything else the package puts where no installed package had a
+        // file is set aside first (`.pkgsave`), a fresh install's config
+        // file too.
         let mut kept = None;
-        if config {
+        if h.typeflag != header::DIRECTORY
+            && !(config && upgrade)
+            && !self.opts.owned.contains(&key)
+        {
+            self.save_unowned(&key, meta, dirs)?;
+        }
+        if config && upgrade {
             let host = crate::fsutil::resolve_in_root(self.root, Path::new(&key[1..]), false)
                 .map_err(self.config_err(&key, "look for"))?;
             if fs::symlink_metadata(&host).is_ok_and(|m| m.is_file()) {
@@ -195,6 +208,51 @@ impl Extraction<'_> {
         let group = name(&h.gname, &meta.gname, "wheel");
         let (uid, gid) = self.owners.ids(&user, &group, key, unresolved);
         (h.uid, h.gid) = (uid.into(), gid.into());
+    }
+
+    /// pkg's `.pkgsave` (`backup_file_if_needed` in `libpkg/pkg_add.c`,
+    /// called from `pkg_extract_finalize` for a path `pkg_add_common`
+    /// found present and owned by no package in the database, and for a
+    /// config file of a fresh install, which `attempt_to_merge` marks
+    /// `MERGE_NOT_LOCAL`): what the image has at `key` is renamed
+    /// `<key>.pkgsave` before the package's entry takes its place, unless
+    /// it is a symlink or a regular file with the content the package
+    /// installs there (its manifest's sum). pkg says nothing of it, and
+    /// goes on when the rename fails (the entry then replaces what is
+    /// there); so does this.
+    fn save_unowned(
+        &self,
+        key: &str,
+        meta: &FileMeta,
+        dirs: &mut SaveDirs,
+    ) -> Result<(), ExtractError> {
+        let rel = Path::new(&key[1..]);
+        let (Some(parent), Some(name)) = (rel.parent(), rel.file_name()) else {
+            return Ok(());
+        };
+        let host_dir = match &dirs.last {
+            Some((p, h)) if p == parent => h.clone(),
+            _ => {
+                let h = crate::fsutil::resolve_in_root(self.root, parent, true)
+                    .map_err(self.config_err(key, "look for"))?;
+                dirs.last = Some((parent.to_path_buf(), h.clone()));
+                h
+            }
+        };
+        let host = host_dir.join(name);
+        let Ok(m) = fs::symlink_metadata(&host) else {
+            return Ok(());
+        };
+        if m.file_type().is_symlink() {
+            return Ok(());
+        }
+        if m.is_file() && same_content(&host, meta.sum.as_deref()) {
+            return Ok(());
+        }
+        let mut saved = name.to_os_string();
+        saved.push(".pkgsave");
+        let _ = fs::rename(&host, host_dir.join(saved));
+        Ok(())
     }
 
     fn config_err(&self, path: &str, what: &'static str) -> impl FnOnce(io::Error) -> ExtractError {
@@ -267,4 +325,25 @@ fn read_bounded(path: &Path) -> io::Result<Vec<u8>> {
         ));
     }
     Ok(bytes)
+}
+
+/// The last directory [`Extraction::save_unowned`] resolved in the root
+/// (a package's files come directory by directory).
+#[derive(Default)]
+struct SaveDirs {
+    last: Option<(PathBuf, PathBuf)>,
+}
+
+/// Whether the file at `host` has the manifest's sum `sum` (pkg compares
+/// with the sum's own kind of hash). No sum, or one jbuild cannot read:
+/// not the same.
+fn same_content(host: &Path, sum: Option<&str>) -> bool {
+    let Some(sum) = sum.and_then(|s| Checksum::parse(s).ok()) else {
+        return false;
+    };
+    let mut hasher = sum.hasher();
+    match File::open(host).and_then(|mut f| io::copy(&mut f, &mut hasher)) {
+        Ok(_) => hasher.finish() == sum,
+        Err(_) => false,
+    }
 }

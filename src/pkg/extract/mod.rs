@@ -40,10 +40,14 @@
 //!    against the manifest's sum as it is written; file flags are set
 //!    through the [`FileFlags`] seam given (so the layer writer sees them)
 //!    and reported in [`Installed::flags`].
-//! 4. `@config` files: when the image already has a file there whose
-//!    content differs, it is kept and the package's goes beside it as
-//!    `<path>.pkgnew`, as pkg does; their content is reported
-//!    ([`Installed::config`]) for the database.
+//! 4. `@config` files of an upgrade: when the image already has a file
+//!    there whose content differs, it is kept and the package's goes
+//!    beside it as `<path>.pkgnew` (or merges), as pkg does; their content
+//!    is reported ([`Installed::config`]) for the database.
+//! 5. What the image has where a package puts a file and no package being
+//!    replaced had one (a fresh install's config file too) is renamed
+//!    `<path>.pkgsave` first, unless it is a symlink or already the
+//!    package's content ([`Options::owned`]; pkg's `backup_file_if_needed`).
 //!
 //! A failure stops the install where it is: the root is then partly
 //! written, and the caller (a build step) discards it.
@@ -54,7 +58,7 @@ mod contents;
 mod extraction;
 mod owners;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::io::{self, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -92,6 +96,16 @@ pub struct Options {
     /// the user and is replaced; one that differs stays, the package's
     /// beside it as `.pkgnew`, as pkg does when it cannot merge.
     pub previous_config: BTreeMap<String, Vec<u8>>,
+    /// The names of the packages this install upgrades or reinstalls: a
+    /// config file of theirs the image has stays (`.pkgnew`, merge);
+    /// another package's replaces it, the image's set aside as
+    /// `.pkgsave`.
+    pub upgrading: BTreeSet<String>,
+    /// The paths the versions being replaced install (pkg's
+    /// `pkgdb_file_exists`): what the image has at any other path a
+    /// package installs is set aside as `<path>.pkgsave` first, unless it
+    /// is a symlink or already the package's content.
+    pub owned: BTreeSet<String>,
     /// pkg.conf's `AUTOMERGE`: a changed config file with an old content
     /// in `previous_config` is merged with the package's (`merge3`)
     /// before `.pkgnew` is the answer.
@@ -109,6 +123,8 @@ impl Default for Options {
             limits: Limits::default(),
             abi: None,
             previous_config: BTreeMap::new(),
+            upgrading: BTreeSet::new(),
+            owned: BTreeSet::new(),
             automerge: true,
             ignore: Default::default(),
         }

@@ -17,6 +17,7 @@ mod native;
 mod pkg;
 mod pkg_files_ignore;
 mod pkg_repo;
+mod pkg_save;
 mod pkg_upgrade;
 mod pkgbase;
 mod platform_args;

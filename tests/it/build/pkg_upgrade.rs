@@ -414,3 +414,50 @@ fn pkg_refuses_to_replace_a_package_whose_old_version_has_a_pre_deinstall_shell_
         "{stderr}"
     );
 }
+
+#[test]
+fn pkg_sets_aside_the_base_systems_libraries_when_it_compares_required_ones() {
+    let t = tempfile::tempdir().unwrap();
+    let s = setup(t.path());
+    // libfoo-1 again, now requiring a library of the base system (in
+    // /lib, put there by a COPY): pkg keeps it; requiring one the base
+    // lacks, pkg reinstalls it.
+    let again = |lib: &str, digest: &str| {
+        let mut p = libfoo("1");
+        p.compact_extra = vec![
+            ("options".into(), json!({"SSL": "on"})),
+            ("shlibs_required".into(), json!([lib])),
+            ("digest".into(), json!(digest)),
+        ];
+        p
+    };
+    repo(
+        &s.repo,
+        &s.key,
+        vec![again("libbase.so.1", "2$2$base"), tool("1")],
+    );
+    let dir = recipe(
+        &s,
+        "base:1",
+        "FROM old:1\nCOPY libbase.so.1 /lib/libbase.so.1\nPKG libfoo\n",
+    );
+    fs::write(dir.join("libbase.so.1"), b"ELF").unwrap();
+    let said = said(&build_json(&s.root, &dir, "base:1"));
+    assert!(
+        said.contains("libfoo-1 is installed already: kept"),
+        "{said}"
+    );
+    assert!(!said.contains("reinstalling"), "{said}");
+    repo(
+        &s.repo,
+        &s.key,
+        vec![again("libnotbase.so.1", "2$2$notbase"), tool("1")],
+    );
+    let said = super::pkg::said(&build_json(&s.root, &dir, "base:2"));
+    assert!(
+        said.contains(
+            "libfoo-1: reinstalling (required shared library changed: libnotbase.so.1 (added))"
+        ),
+        "{said}"
+    );
+}

@@ -326,7 +326,13 @@ fn a_locally_changed_config_file_stays_and_the_packages_goes_beside_it() {
         ],
         ..pkgfile::Contents::default()
     };
-    let got = install_one(t.path(), &root, "app", &contents, &unowned()).unwrap();
+    // An upgrade of `app` (on a fresh install the image's files would be
+    // set aside as `.pkgsave`: `build::pkg_save`).
+    let opts = Options {
+        upgrading: ["app".to_string()].into(),
+        ..unowned()
+    };
+    let got = install_one(t.path(), &root, "app", &contents, &opts).unwrap();
     let etc = root.join("usr/local/etc");
     assert_eq!(
         fs::read_to_string(etc.join("app.conf")).unwrap(),

@@ -1,6 +1,6 @@
 //! What a package installs, through `jbuild build` on Linux: a package
 //! with every entry type pkg installs, and a second `PKG` over a config
-//! file the recipe changed, read back from the image's layers by GNU tar
+//! file the recipe put there (set aside as `.pkgsave`), read back from the image's layers by GNU tar
 //! and `bsdtar` (types, modes, owners, link targets, file flags, mtimes)
 //! and from the unpacked tree.
 
@@ -119,19 +119,22 @@ fn every_entry_type_reaches_the_layer_as_pkg_installs_it() {
     assert_eq!(key("usr/local/bin/app-link", "mode"), "777");
     assert_eq!(key("usr/local/bin/app", "time"), format!("{MTIME}.0"));
 
-    // The second PKG kept the recipe's config file and put the package's
-    // beside it.
+    // The second PKG, a fresh install, set the recipe's config file aside
+    // and installed the package's (pkg's `.pkgsave`, as its own
+    // `config_fileexist_notinpkg` test expects).
     let last = listing("tar", &["--numeric-owner", "-tvf"], &layers[3]);
-    gnu_line(&last, "usr/local/etc/second.conf.pkgnew");
+    gnu_line(&last, "usr/local/etc/second.conf.pkgsave");
+    gnu_line(&last, "usr/local/etc/second.conf");
     let etc = rootfs.join("usr/local/etc");
     assert_eq!(
         fs::read_to_string(etc.join("second.conf")).unwrap(),
-        "changed by the recipe\n"
-    );
-    assert_eq!(
-        fs::read_to_string(etc.join("second.conf.pkgnew")).unwrap(),
         "from the package\n"
     );
+    assert_eq!(
+        fs::read_to_string(etc.join("second.conf.pkgsave")).unwrap(),
+        "changed by the recipe\n"
+    );
+    assert!(!etc.join("second.conf.pkgnew").exists());
     assert_eq!(
         fs::read_to_string(etc.join("app.conf")).unwrap(),
         "listen = 80\n"
@@ -162,8 +165,8 @@ fn every_entry_type_reaches_the_layer_as_pkg_installs_it() {
         ]
     );
     // Every file of every package (app, its hard link, the symlinks, the
-    // setuid file, the flagged one, app.conf, state, pkg's) has the sum
-    // recorded; second.conf, which the recipe changed, does not.
-    let checked = super::pkgcheck::pkg_check(&db, &rootfs, &["/usr/local/etc/second.conf"]);
+    // setuid file, the flagged one, app.conf, state, second.conf, pkg's)
+    // has the sum recorded, and second.conf now the package's.
+    let checked = super::pkgcheck::pkg_check(&db, &rootfs, &[]);
     assert_eq!(checked, 10);
 }

@@ -19,6 +19,7 @@ mod osversion;
 mod overlap;
 mod pkgcheck;
 mod platforms;
+mod repos_dir;
 mod repos_key;
 mod resolve;
 mod signatures;

@@ -23,7 +23,7 @@ const ABI: &str = "FreeBSD:14:amd64";
 
 /// (Re)writes the repository `www/<ABI>/<name>`: `app` at `version`,
 /// installing `/usr/local/share/app/from` that says `which`.
-fn repo(www: &Path, name: &str, key: &Key, which: &str, version: &str) {
+pub(super) fn repo(www: &Path, name: &str, key: &Key, which: &str, version: &str) {
     let dir = www.join(ABI).join(name);
     let _ = fs::remove_dir_all(&dir);
     let app = with(
@@ -40,7 +40,7 @@ fn repo(www: &Path, name: &str, key: &Key, which: &str, version: &str) {
 
 /// A repository configuration naming `www/${ABI}/<name>` on `port`
 /// (FreeBSD's own turned off), trusting the image's fingerprints.
-fn local_conf(port: u16, name: &str) -> String {
+pub(super) fn local_conf(port: u16, name: &str) -> String {
     format!(
         "FreeBSD: {{ enabled: no }}\n\
          local: {{\n  url: \"http://127.0.0.1:{port}/${{ABI}}/{name}\",\n  \

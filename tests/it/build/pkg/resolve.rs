@@ -1,6 +1,7 @@
 //! Resolution through `jbuild build`: a chain and a diamond installed
 //! dependencies first and once, asked for by origin and by
-//! `name-version`; two packages owning one path refused naming both; a
+//! `name-version`; two packages owning one path refused naming both, in
+//! one install or one installed and one asked for; a
 //! missing package and a missing version refused naming the repository
 //! and the nearest names.
 
@@ -147,6 +148,33 @@ fn chains_diamonds_conflicts_and_missing_names_through_a_build() {
     let err = refused(&build(&root, t.path(), "version:1", "a-2.0"));
     assert!(
         err.contains("no version matching `a-2.0`") && err.contains("`1.0 (FreeBSD)`"),
+        "{err}"
+    );
+    assert_eq!(stored(&root), before, "a refused build stored something");
+
+    // A package the image has owns the path: refused the same way, naming
+    // the installed one first, nothing stored (the database would refuse
+    // it only when it records the new one).
+    let out = build(&root, t.path(), "left:1", "left");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let before = stored(&root);
+    let ctx = t.path().join("installed");
+    fs::create_dir_all(&ctx).unwrap();
+    fs::write(
+        ctx.join("Jailfile"),
+        "FROM left:1\nPKG --no-bootstrap right\n",
+    )
+    .unwrap();
+    let err = refused(&run(jbuild(&root)
+        .args(["--json", "build", "-t", "installed:1"])
+        .arg(&ctx)));
+    assert!(
+        err.contains("`/usr/local/bin/tool` is installed by both left-1.0 and right-1.0")
+            && err.contains("Jailfile:2"),
         "{err}"
     );
     assert_eq!(stored(&root), before, "a refused build stored something");
