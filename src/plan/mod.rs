@@ -79,6 +79,7 @@ mod step;
 use crate::digest::Digest;
 use crate::image::Platform;
 use crate::jailfile::{Location, Step};
+use std::sync::Arc;
 pub use error::{InputError, NotFetched, PlanError, PlanErrorKind};
 pub use inputs::{InputSource, Inputs};
 pub use needs::{needs, BaseKey, Need};
@@ -232,11 +233,22 @@ pub enum StepKind {
 pub struct PlannedStep {
     /// 1-based across the whole plan (FROM lines count), for progress.
     pub number: usize,
-    pub step: Step,
+    /// The resolved step, shared with the resolved file (a step can hold
+    /// megabytes of values; re-planning makes the plan again).
+    pub step: Arc<Step>,
+    /// The step's text as history records it where it is not the step's
+    /// own text: with the commit each git repository an ADD reads was
+    /// pinned to ([`PlannedStep::recorded`]).
+    pub pinned: Option<String>,
+    pub kind: StepKind,
+}
+
+impl PlannedStep {
     /// The step's text as history and provenance record it: its text,
     /// with the commit each git repository an ADD reads was pinned to.
-    pub recorded: String,
-    pub kind: StepKind,
+    pub fn recorded(&self) -> &str {
+        self.pinned.as_deref().unwrap_or(&self.step.text)
+    }
 }
 
 #[derive(Debug, Clone)]
