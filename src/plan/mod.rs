@@ -79,13 +79,13 @@ mod step;
 use crate::digest::Digest;
 use crate::image::Platform;
 use crate::jailfile::{Location, Step};
-use std::sync::Arc;
 pub use error::{InputError, NotFetched, PlanError, PlanErrorKind};
 pub use inputs::{InputSource, Inputs};
 pub use needs::{needs, BaseKey, Need};
 pub use select::{needed_stages, target_stage, UnknownTarget};
 pub use stage::plan;
 pub use state::ImageState;
+use std::sync::Arc;
 
 /// What a `FROM freebsd:<release>` base is made of, as it is keyed.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -177,7 +177,10 @@ fn four_env_values_of_a_megabyte_are_refused_well_within_the_bound() {
     refused(
         &h,
         &m,
-        &["the image config this build makes is", "4 ENV variables hold"],
+        &[
+            "the image config this build makes is",
+            "4 ENV variables hold",
+        ],
         true,
     );
 }

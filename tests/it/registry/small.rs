@@ -200,7 +200,8 @@ fn a_loopback_registry_is_asked_in_plain_http_before_any_tls() {
         let via = format!("{host}:{}", proxy.port);
         proxy.clear_log();
         succeeds(&run_bounded(
-            w.jbuild().args(["push", "app:1", &format!("{via}/small/app{i}:1")]),
+            w.jbuild()
+                .args(["push", "app:1", &format!("{via}/small/app{i}:1")]),
             LIMIT,
         ));
         let oci = format!("oci:{}:1", w.path(&format!("layout{i}")).display());
