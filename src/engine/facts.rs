@@ -58,7 +58,7 @@ impl BuildFacts {
                     facts.runs_processes |= matches!(ps.step.op, Op::Run { .. } | Op::Pkg { .. });
                     facts.steps.push(StepRecord {
                         stage: stage.label(),
-                        instruction: ps.recorded.clone(),
+                        instruction: ps.recorded().to_string(),
                         key: key.clone(),
                     });
                 }

@@ -214,7 +214,7 @@ impl Resolver<'_> {
             _ => {
                 if let Some(step) = self.step(&ins)? {
                     if let Some(stage) = self.stages.last_mut() {
-                        stage.steps.push(step);
+                        stage.steps.push(std::sync::Arc::new(step));
                     }
                 }
                 Ok(())

@@ -45,7 +45,9 @@ pub struct Stage {
     pub location: Location,
     /// The FROM line as history records it, after substitution.
     pub from_text: String,
-    pub steps: Vec<Step>,
+    /// Shared, not copied, by the plan made from them (a step's values can
+    /// be megabytes: three 1 MB ENV values were held eleven times over).
+    pub steps: Vec<Arc<Step>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

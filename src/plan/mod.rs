@@ -85,6 +85,7 @@ pub use needs::{needs, BaseKey, Need};
 pub use select::{needed_stages, target_stage, UnknownTarget};
 pub use stage::plan;
 pub use state::ImageState;
+use std::sync::Arc;
 
 /// What a `FROM freebsd:<release>` base is made of, as it is keyed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -232,11 +233,22 @@ pub enum StepKind {
 pub struct PlannedStep {
     /// 1-based across the whole plan (FROM lines count), for progress.
     pub number: usize,
-    pub step: Step,
+    /// The resolved step, shared with the resolved file (a step can hold
+    /// megabytes of values; re-planning makes the plan again).
+    pub step: Arc<Step>,
+    /// The step's text as history records it where it is not the step's
+    /// own text: with the commit each git repository an ADD reads was
+    /// pinned to ([`PlannedStep::recorded`]).
+    pub pinned: Option<String>,
+    pub kind: StepKind,
+}
+
+impl PlannedStep {
     /// The step's text as history and provenance record it: its text,
     /// with the commit each git repository an ADD reads was pinned to.
-    pub recorded: String,
-    pub kind: StepKind,
+    pub fn recorded(&self) -> &str {
+        self.pinned.as_deref().unwrap_or(&self.step.text)
+    }
 }
 
 #[derive(Debug, Clone)]

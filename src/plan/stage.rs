@@ -122,16 +122,16 @@ fn plan_stage(
             state::apply(&mut state, &step.op);
             StepKind::Metadata
         };
-        let recorded = pinned_text(step, inputs).map_err(located)?;
+        let pinned = pinned_text(step, inputs).map_err(located)?;
         state.history.push(state::HistoryEntry {
-            created_by: recorded.clone(),
+            created_by: pinned.clone().unwrap_or_else(|| step.text.clone()),
             empty_layer: matches!(kind, StepKind::Metadata),
             inherited: None,
         });
         steps.push(PlannedStep {
             number: *number,
             step: step.clone(),
-            recorded,
+            pinned,
             kind,
         });
     }

@@ -9,17 +9,19 @@ use crate::digest::Digest;
 use crate::image::Platform;
 use crate::jailfile::{AddSource, CopyFrom, CopyOp, MountKind, Op, Step};
 
-/// The step's text as history keeps it: an ADD of a git repository says
-/// the commit each repository was pinned to (the inputs answer from what
-/// the key asked).
-pub(super) fn pinned_text(step: &Step, inputs: &Inputs) -> Result<String, PlanErrorKind> {
-    let mut text = step.text.clone();
-    if let Op::Add { sources, .. } = &step.op {
-        for s in sources {
-            if let AddSource::Git { url, reference } = s {
-                let commit = inputs.git_commit(url, reference.as_deref())?;
-                text.push_str(&format!(" (git {url} at commit {commit})"));
-            }
+/// The step's text as history keeps it where it is not the step's own: an
+/// ADD of a git repository says the commit each repository was pinned to
+/// (the inputs answer from what the key asked). `None`: the step's text.
+pub(super) fn pinned_text(step: &Step, inputs: &Inputs) -> Result<Option<String>, PlanErrorKind> {
+    let Op::Add { sources, .. } = &step.op else {
+        return Ok(None);
+    };
+    let mut text = None;
+    for s in sources {
+        if let AddSource::Git { url, reference } = s {
+            let commit = inputs.git_commit(url, reference.as_deref())?;
+            let t = text.get_or_insert_with(|| step.text.clone());
+            t.push_str(&format!(" (git {url} at commit {commit})"));
         }
     }
     Ok(text)

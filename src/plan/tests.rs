@@ -78,7 +78,7 @@ fn stage(index: usize, name: Option<&str>, base: Base, steps: Vec<Step>) -> Stag
         platform: None,
         location: loc(1),
         from_text: "FROM scratch".into(),
-        steps,
+        steps: steps.into_iter().map(std::sync::Arc::new).collect(),
     }
 }
 
@@ -237,7 +237,7 @@ fn copy_key_follows_context_content_and_args() {
     assert_ne!(k1, k2);
 
     let mut with_arg = b.clone();
-    with_arg.stages[0].steps[0]
+    std::sync::Arc::make_mut(&mut with_arg.stages[0].steps[0])
         .args
         .insert("V".into(), "1".into());
     assert_ne!(keys(&plan(&with_arg, &f, &Default::default()).unwrap()), k2);

@@ -53,6 +53,7 @@ use crate::digest::Digest;
 use crate::image::Platform;
 use crate::layer::apply::{apply, ApplyOptions};
 use crate::report::{ProgressReader, Reporter};
+use crate::snapshot::flush::Flusher;
 use crate::transport::http::Http;
 pub use manifest::{Manifest, ManifestEntry};
 pub use pkgbase::{BaseChoice, BaseMethod, PkgBase, PkgbaseSource};
@@ -409,12 +410,17 @@ impl Release {
 /// to `root`, as hostile (setuid kept).
 fn apply_set(name: &str, tar: io::Result<impl io::Read>, root: &Path) -> Result<(), ReleaseError> {
     // A set is a whole base: its snapshot is synced as soon as it is
-    // extracted, so its writeback starts file by file. Its tar is checked
-    // by the set's sha256 (the download), and the layer's diff ID is the
-    // export's, so the tar is not hashed here.
+    // extracted (the commit's `syncfs`, which makes it durable), so the
+    // disk writes it while it is extracted: the root's filesystem is
+    // synced every 250 ms on a thread of its own (`Flusher`), as a pull's
+    // layers and a PKG step's packages are. Not file by file
+    // (`start_writeback`): a base's tens of thousands of small files were
+    // as many small writes for the disk. Its tar is checked by the set's
+    // sha256 (the download), and the layer's diff ID is the export's, so
+    // the tar is not hashed here.
     let opts = ApplyOptions {
         allow_setuid: true,
-        start_writeback: true,
+        start_writeback: false,
         diff_id: false,
         ..ApplyOptions::default()
     };
@@ -423,6 +429,7 @@ fn apply_set(name: &str, tar: io::Result<impl io::Read>, root: &Path) -> Result<
         message,
     };
     let tar = tar.map_err(|e| failed(format!("cannot start the xz decoder: {e}")))?;
+    let _flusher = Flusher::start(root);
     apply(tar, TAR, root, &opts)
         .map(drop)
         .map_err(|e| failed(e.to_string()))

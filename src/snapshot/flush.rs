@@ -15,8 +15,9 @@
 //!
 //! An image's layer is unpacked under a [`Flusher`] too
 //! (`image::unpack`), for the same reason: a pull's layer is synced whole
-//! at its commit; so is a pkgbase base's install (`engine::pkgbase`), and
-//! the package installer leaves its files' writeback to it.
+//! at its commit; so are a pkgbase base's install (`engine::pkgbase`) and
+//! a release's sets (`release::apply_set`, `FROM freebsd:X`), and the
+//! package installer leaves its files' writeback to it.
 //!
 //! Elsewhere than Linux it does nothing (on FreeBSD a build's snapshots
 //! live on ZFS, which commits its transaction groups itself).

@@ -20,7 +20,7 @@ use tokio::sync::Mutex;
 
 use super::body::{error_body, ErrorBody};
 use super::challenge::Challenge;
-use super::endpoint::{reach, Endpoint};
+use super::endpoint::{reach, Endpoint, Ping};
 use super::failure::{is_transient, unanswered, user_of, Target};
 use super::options::{RegistryOperation, RegistryOptions};
 use super::reference::RegistryRef;
@@ -60,6 +60,9 @@ pub(super) struct Conn {
     /// The credentials kept for the registry, if any.
     cred: Option<Credential>,
     headers: Mutex<HashMap<u8, AuthHeader>>,
+    /// The registry's `/v2/` answer from the scheme's probe, for the first
+    /// sign-in (taken by it: signing in again asks afresh).
+    ping: std::sync::Mutex<Option<Ping>>,
     policy: RetryPolicy,
     /// `docker://registry/repository`, for messages.
     pub location: String,
@@ -80,7 +83,7 @@ impl Conn {
     pub async fn open(r: &RegistryRef, options: &RegistryOptions) -> Result<Conn, TransportError> {
         let location = format!("docker://{}", r.name());
         let registry = r.registry.clone();
-        let Endpoint { http, base } = reach(&registry, options).await?;
+        let Endpoint { http, base, ping } = reach(&registry, options).await?;
         let timeout = options.timeout;
 
         let cred = match &options.keychain {
@@ -96,6 +99,7 @@ impl Conn {
             base,
             cred,
             headers: Mutex::new(HashMap::new()),
+            ping: std::sync::Mutex::new(ping),
             policy: options.retry.clone(),
             location,
             repository: r.repository.clone(),
@@ -132,7 +136,19 @@ impl Conn {
         };
         let signed = loop {
             attempt += 1;
-            match signin::sign_in(&self.http, &self.base, Some(&scope), self.cred.as_ref()).await {
+            let known = if fresh {
+                None
+            } else {
+                self.ping.lock().unwrap_or_else(|p| p.into_inner()).take()
+            };
+            let signing = signin::sign_in(
+                &self.http,
+                &self.base,
+                Some(&scope),
+                self.cred.as_ref(),
+                known,
+            );
+            match signing.await {
                 Err(f) if f.is_transient() => {
                     let wait = self.policy.next_delay(
                         attempt,

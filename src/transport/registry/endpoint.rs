@@ -1,6 +1,17 @@
-//! Where a registry is reached: the scheme (HTTPS first, as docker tries;
-//! plain HTTP only where allowed) and the CA certificates docker's
+//! Where a registry is reached: the scheme and the CA certificates docker's
 //! `certs.d` convention gives for it.
+//!
+//! The scheme: HTTPS, except where plain HTTP is allowed (loopback,
+//! `insecure`, `--tls-verify=false`), where the registry's `/v2/` is asked
+//! once to find out which it speaks. A loopback registry is asked in plain
+//! HTTP first: a registry on this machine nearly always is one (a test or
+//! CI registry, a mirror), so the TLS handshake docker and crane try first
+//! (and see fail) is a round trip saved; one that does speak TLS answers
+//! plain HTTP with a `400` (Go's servers, nginx) or hangs up, and is then
+//! asked over HTTPS. Other registries allowed plain HTTP are asked over
+//! HTTPS first, as docker, podman and crane ask them: plain HTTP there
+//! goes over a network. The answer to that `/v2/` is kept ([`Ping`]) for
+//! the first sign-in, so the probe costs no request of its own.
 
 use crate::blame::Blame;
 use std::path::PathBuf;
@@ -12,7 +23,7 @@ use rustls::pki_types::CertificateDer;
 
 use super::failure::tls_error;
 use super::options::RegistryOptions;
-use super::reference::api_host;
+use super::reference::{api_host, is_loopback};
 use super::verifier::{AcceptsAnything, LazyVerifier};
 use crate::report::error_chain as chain;
 use crate::transport::TransportError;
@@ -47,6 +58,44 @@ fn tls_config(certs: Vec<CertificateDer<'static>>, verify: bool) -> rustls::Clie
 pub struct Endpoint {
     pub http: reqwest::Client,
     pub base: String,
+    /// The registry's answer to `GET base/v2/` when the scheme was probed
+    /// and the answer was one signing in reads (`200`, `401`).
+    pub ping: Option<Ping>,
+}
+
+/// A registry's answer to `GET /v2/`: what signing in needs of it.
+#[derive(Clone, Debug)]
+pub struct Ping {
+    pub status: reqwest::StatusCode,
+    pub headers: reqwest::header::HeaderMap,
+}
+
+/// How much of a `/v2/` body is read so that its connection can serve the
+/// next request (a registry answers `{}`); a longer body is left, and its
+/// connection with it.
+const PING_BODY: usize = 64 * 1024;
+
+impl Ping {
+    /// The answer `resp` as a [`Ping`] when signing in can use it, its body
+    /// read (up to [`PING_BODY`]) so that the connection is kept.
+    async fn keep(mut resp: reqwest::Response) -> Option<Ping> {
+        let status = resp.status();
+        if status != reqwest::StatusCode::OK && status != reqwest::StatusCode::UNAUTHORIZED {
+            return None;
+        }
+        let ping = Ping {
+            status,
+            headers: resp.headers().clone(),
+        };
+        let mut read = 0;
+        while let Ok(Some(chunk)) = resp.chunk().await {
+            read += chunk.len();
+            if read > PING_BODY {
+                break;
+            }
+        }
+        Some(ping)
+    }
 }
 
 /// Why no HTTP client could be made for a server: a CA certificate file
@@ -114,8 +163,9 @@ pub fn client_for(host: &str, options: &RegistryOptions) -> Result<reqwest::Clie
 }
 
 /// The [`Endpoint`] of `registry`: the client of [`client_for`], and the
-/// scheme (plain HTTP only for loopback and `insecure` registries that do
-/// not answer HTTPS). Used by every registry request and by `jbuild login`.
+/// scheme (plain HTTP only for loopback and `insecure` registries that
+/// answer it, see the module's text). Used by every registry request and by
+/// `jbuild login`.
 pub async fn reach(registry: &str, options: &RegistryOptions) -> Result<Endpoint, TransportError> {
     let host = api_host(registry).to_string();
     let http = client_for(registry, options).map_err(|e| TransportError::Registry {
@@ -123,35 +173,65 @@ pub async fn reach(registry: &str, options: &RegistryOptions) -> Result<Endpoint
         user: e.is_user_error(),
         message: chain(&e),
     })?;
-    let plain_ok = options.plain_http_allowed(registry);
-    let scheme = if plain_ok {
-        probe_scheme(&http, &host, options.timeout).await
+    let (scheme, ping) = if !options.plain_http_allowed(registry) {
+        ("https", None)
     } else {
-        "https"
+        let first = if is_loopback(registry) {
+            Scheme::Http
+        } else {
+            Scheme::Https
+        };
+        probe_scheme(&http, &host, options.timeout, first).await
     };
     Ok(Endpoint {
         http,
         base: format!("{scheme}://{host}"),
+        ping,
     })
 }
 
-/// For a registry allowed plain HTTP: HTTPS if it answers HTTPS (as docker
-/// tries first), else plain HTTP.
-async fn probe_scheme(http: &reqwest::Client, host: &str, timeout: Duration) -> &'static str {
+/// The scheme a registry allowed plain HTTP is asked in first.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Scheme {
+    Http,
+    Https,
+}
+
+/// For a registry allowed plain HTTP: plain HTTP if `first` is it and the
+/// registry answers it as a registry does (`200` or `401`), else HTTPS if
+/// it answers HTTPS (as docker tries first), else plain HTTP.
+async fn probe_scheme(
+    http: &reqwest::Client,
+    host: &str,
+    timeout: Duration,
+    first: Scheme,
+) -> (&'static str, Option<Ping>) {
     let probe = |scheme: &str| {
         http.get(format!("{scheme}://{host}/v2/"))
             .timeout(timeout.min(Duration::from_secs(10)))
             .send()
     };
+    if first == Scheme::Http {
+        match probe("http").await {
+            Ok(resp) => {
+                if let Some(ping) = Ping::keep(resp).await {
+                    return ("http", Some(ping));
+                }
+            }
+            Err(e) => tracing::debug!(error = %chain(&e), host, "no plain HTTP; trying HTTPS"),
+        }
+    }
     match probe("https").await {
-        Ok(_) => "https",
+        Ok(resp) => ("https", Ping::keep(resp).await),
         // It speaks TLS, with a certificate we do not trust: stay on HTTPS,
         // so the request fails with the certificate advice instead of a
         // confusing 400 from sending plain HTTP to a TLS port.
-        Err(e) if matches!(tls_error(&e), Some(rustls::Error::InvalidCertificate(_))) => "https",
+        Err(e) if matches!(tls_error(&e), Some(rustls::Error::InvalidCertificate(_))) => {
+            ("https", None)
+        }
         Err(e) => {
             tracing::debug!(error = %chain(&e), host, "no HTTPS; using plain HTTP");
-            "http"
+            ("http", None)
         }
     }
 }

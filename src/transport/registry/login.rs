@@ -29,7 +29,7 @@ pub async fn verify(
         registry,
         user: Some(user_of(cred)),
     };
-    let signed = signin::sign_in(http, base, None, Some(cred))
+    let signed = signin::sign_in(http, base, None, Some(cred), None)
         .await
         .map_err(|f| f.into_error(&target, what))?;
     if signed.challenge.is_none() {

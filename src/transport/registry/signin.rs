@@ -18,6 +18,7 @@
 //! more memory than one that answers 1 KiB.
 
 use super::challenge::{self, Bearer, Challenge};
+use super::endpoint::Ping;
 use super::failure::Failure;
 use super::oauth;
 use super::retry::transient_status;
@@ -61,35 +62,46 @@ pub struct SignedIn {
 
 /// Signs in at the registry served at `base` (`https://host[:port]`) with
 /// `cred` (or anonymously), for `scope` (`repository:NAME:pull`; `None`
-/// for identity only, as login checks).
+/// for identity only, as login checks). `known` is the registry's answer
+/// to `/v2/` when one was just had (the scheme's probe): step 1 is then
+/// not asked again.
 pub async fn sign_in(
     http: &reqwest::Client,
     base: &str,
     scope: Option<&str>,
     cred: Option<&Credential>,
+    known: Option<Ping>,
 ) -> Result<SignedIn, Failure> {
     let url = format!("{base}/v2/");
-    let resp = http
-        .get(&url)
-        .send()
-        .await
-        .map_err(|source| Failure::Request {
-            url: url.clone(),
-            source,
-        })?;
-    let status = resp.status();
+    let ping = match known {
+        Some(ping) => ping,
+        None => {
+            let resp = http
+                .get(&url)
+                .send()
+                .await
+                .map_err(|source| Failure::Request {
+                    url: url.clone(),
+                    source,
+                })?;
+            Ping {
+                status: resp.status(),
+                headers: resp.headers().clone(),
+            }
+        }
+    };
+    let status = ping.status;
     if transient_status(status.as_u16()) {
         return Err(Failure::Busy { url, status });
     }
     let challenge = if status == reqwest::StatusCode::UNAUTHORIZED {
-        challenge::choose(resp.headers()).map_err(|e| Failure::Protocol {
+        challenge::choose(&ping.headers).map_err(|e| Failure::Protocol {
             url: url.clone(),
             detail: e.to_string(),
         })?
     } else {
         None
     };
-    drop(resp);
     let basic = |username: &String, password: &Secret| AuthHeader::Basic {
         username: username.clone(),
         password: password.clone(),

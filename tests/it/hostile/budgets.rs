@@ -159,6 +159,32 @@ fn a_config_over_4_mib_is_refused_before_anything_is_named() {
     );
 }
 
+/// Four ENV values of 1 MB, refused as the config they would make is
+/// too large, within the same bound: the plan shares each resolved step
+/// (its text, its ARGs, its values) instead of copying it, and records a
+/// step's text once for its history. Before, the plan held each value
+/// eleven times over at the peak (heaptrack: the step copied whole into
+/// the plan, its text copied twice more), and this recipe peaked near
+/// 80 MB (debug build).
+#[test]
+fn four_env_values_of_a_megabyte_are_refused_well_within_the_bound() {
+    let recipe = format!(
+        "{}FROM scratch\nARG A10\nENV E1=${{A10}}\nENV E2=${{A10}}\nENV E3=${{A10}}\nENV E4=${{A10}}\n",
+        doubling(1000, 10)
+    );
+    let h = Home::new(&recipe);
+    let m = build(&h, "four ENV");
+    refused(
+        &h,
+        &m,
+        &[
+            "the image config this build makes is",
+            "4 ENV variables hold",
+        ],
+        true,
+    );
+}
+
 #[test]
 fn four_hundred_thousand_env_lines_are_refused_at_once() {
     let recipe = format!("FROM scratch\n{}", "ENV A=1\n".repeat(400_000));

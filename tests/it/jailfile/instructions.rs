@@ -15,7 +15,8 @@ fn build(src: &str) -> Build {
 /// The steps of the last stage of `FROM scratch` + `body`.
 fn steps(body: &str) -> Vec<Step> {
     let b = build(&format!("FROM scratch\n{body}"));
-    b.stages.last().unwrap().steps.clone()
+    let steps = &b.stages.last().unwrap().steps;
+    steps.iter().map(|s| Step::clone(s)).collect()
 }
 
 fn ops(body: &str) -> Vec<Op> {

@@ -183,3 +183,36 @@ fn a_small_copy_makes_only_the_requests_it_needs() {
     assert_eq!(count("PUT /v2/small/back/"), n + 1, "{got:#?}");
     assert_eq!(got.len(), 3 * n + 2, "{got:#?}");
 }
+
+/// A registry on this machine is asked in plain HTTP first, whichever way
+/// it is spelt (`127.0.0.1:PORT`, `localhost:PORT`): no TLS handshake is
+/// tried and seen to fail first, as docker and crane try one (a connection
+/// and a round trip more on every command). The registry's answer to that
+/// first `/v2/` is also the sign-in's, so `/v2/` is asked once. A loopback
+/// registry that speaks TLS is still reached over HTTPS
+/// (`tls::tls_with_a_generated_ca_…`).
+#[test]
+fn a_loopback_registry_is_asked_in_plain_http_before_any_tls() {
+    let w = World::new(0);
+    let reg = Registry::start();
+    let proxy = Proxy::start(reg.port, Vec::new());
+    for (i, host) in ["127.0.0.1", "localhost"].into_iter().enumerate() {
+        let via = format!("{host}:{}", proxy.port);
+        proxy.clear_log();
+        succeeds(&run_bounded(
+            w.jbuild()
+                .args(["push", "app:1", &format!("{via}/small/app{i}:1")]),
+            LIMIT,
+        ));
+        let oci = format!("oci:{}:1", w.path(&format!("layout{i}")).display());
+        succeeds(&run_bounded(
+            w.jbuild()
+                .args(["copy", &format!("docker://{via}/small/app{i}:1"), &oci]),
+            LIMIT,
+        ));
+        let got = proxy.requests();
+        assert_eq!(proxy.not_http(), 0, "{via}: a TLS handshake was tried");
+        let pings = got.iter().filter(|r| *r == "GET /v2/").count();
+        assert_eq!(pings, 2, "{via}: one /v2/ a command: {got:#?}");
+    }
+}

@@ -104,6 +104,17 @@ fn tls_with_a_generated_ca_through_cert_dir_or_without_verification() {
         LIMIT,
     );
     assert_eq!(out.trim(), "1");
+    // Spelt `localhost`, it is asked in plain HTTP first (a loopback
+    // registry), answers that with a 400, and is reached over HTTPS.
+    let out = run_ok(
+        w.jbuild().args([
+            "tags",
+            "--tls-verify=false",
+            &format!("localhost:{}/app", reg.port),
+        ]),
+        LIMIT,
+    );
+    assert_eq!(out.trim(), "1");
     let other = tempfile::tempdir().unwrap();
     succeeds(&run_bounded(
         registry_support::jbuild(other.path()).args(["pull", "--tls-verify=false", &dest]),

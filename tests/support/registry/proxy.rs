@@ -121,6 +121,9 @@ struct State {
     /// Body bytes sent to clients, by request path, since the last
     /// [`Proxy::clear_served`].
     served: std::collections::HashMap<String, u64>,
+    /// Connections that did not start with an HTTP request (a TLS
+    /// ClientHello): hung up on at once, as a plain-HTTP server would.
+    not_http: usize,
 }
 
 pub struct Proxy {
@@ -213,6 +216,12 @@ impl Proxy {
     /// condition held before the wait ran out.
     pub fn held(&self) -> Vec<(String, bool)> {
         self.state.lock().unwrap().held.clone()
+    }
+
+    /// How many connections did not start with an HTTP request (a client
+    /// trying TLS first on this plain-HTTP port).
+    pub fn not_http(&self) -> usize {
+        self.state.lock().unwrap().not_http
     }
 
     /// The most gated requests that were in flight at once.
@@ -322,6 +331,9 @@ impl Drop for InFlight {
     }
 }
 
+/// What [`read_head`] says of a connection that does not speak HTTP.
+const NOT_HTTP: &str = "not HTTP";
+
 /// Reads up to the end of an HTTP head; returns (head, bytes after it).
 async fn read_head(s: &mut (impl AsyncReadExt + Unpin)) -> std::io::Result<(String, Vec<u8>)> {
     let mut buf = Vec::new();
@@ -342,7 +354,7 @@ async fn read_head(s: &mut (impl AsyncReadExt + Unpin)) -> std::io::Result<(Stri
         // Not HTTP (a TLS ClientHello starts with 0x16): hang up at once,
         // as a plain-HTTP server would, so a client probing for TLS moves on.
         if !buf[0].is_ascii_uppercase() {
-            return Err(std::io::Error::other("not HTTP"));
+            return Err(std::io::Error::other(NOT_HTTP));
         }
     }
 }
@@ -395,7 +407,15 @@ async fn handle(
     upstream: SocketAddr,
     state: Arc<Mutex<State>>,
 ) -> std::io::Result<()> {
-    let (head, rest) = read_head(&mut client).await?;
+    let (head, rest) = match read_head(&mut client).await {
+        Ok(read) => read,
+        Err(e) => {
+            if e.to_string() == NOT_HTTP {
+                state.lock().unwrap().not_http += 1;
+            }
+            return Err(e);
+        }
+    };
     let mut words = head.split_whitespace();
     let method = words.next().unwrap_or("").to_string();
     let path = words.next().unwrap_or("").to_string();
