@@ -366,27 +366,7 @@ pub fn install_for(
     }
     let (automatic, digests) = records(&todo, &upgrades, req);
     let abi_text = abi.to_string();
-    let opts = extract::Options {
-        clamp_mtime: req.clamp_mtime,
-        limits: req.limits,
-        abi: Some(abi_text.clone()),
-        previous_config: upgrades
-            .values()
-            .flat_map(|u| u.previous.config.clone())
-            .collect(),
-        upgrading: todo
-            .iter()
-            .filter(|c| upgrades.contains_key(&format!("{}-{}", c.package.name, c.package.version)))
-            .map(|c| c.package.name.clone())
-            .collect(),
-        owned: upgrades
-            .values()
-            .flat_map(|u| u.previous.files.iter().cloned())
-            .collect(),
-        automerge: conf.automerge,
-        ignore: conf.ignore.clone(),
-        ..extract::Options::default()
-    };
+    let opts = extract_options(req, &todo, &upgrades, &conf, &abi_text);
     // The downloads (and each package's manifests and checks) on worker
     // threads, the extraction here as the packages come (`pipeline`).
     let cache_dir = req.cache.create()?;
@@ -488,6 +468,39 @@ pub fn install_for(
             .map(|d| format!("{}-{}", d.name, d.version))
             .collect(),
     })
+}
+
+/// How the extraction goes for this install: the image's clamp, limits
+/// and ABI, and what the packages being upgraded leave behind (their
+/// `@config` contents, their names and files).
+fn extract_options(
+    req: &Request<'_>,
+    todo: &[resolve::Chosen<'_>],
+    upgrades: &BTreeMap<String, upgrade::Upgrade>,
+    conf: &pkg_conf::PkgConf,
+    abi_text: &str,
+) -> extract::Options {
+    extract::Options {
+        clamp_mtime: req.clamp_mtime,
+        limits: req.limits,
+        abi: Some(abi_text.to_string()),
+        previous_config: upgrades
+            .values()
+            .flat_map(|u| u.previous.config.clone())
+            .collect(),
+        upgrading: todo
+            .iter()
+            .filter(|c| upgrades.contains_key(&format!("{}-{}", c.package.name, c.package.version)))
+            .map(|c| c.package.name.clone())
+            .collect(),
+        owned: upgrades
+            .values()
+            .flat_map(|u| u.previous.files.iter().cloned())
+            .collect(),
+        automerge: conf.automerge,
+        ignore: conf.ignore.clone(),
+        ..extract::Options::default()
+    }
 }
 
 /// pkg's `is_valid_os_version` over every package of every catalogue
