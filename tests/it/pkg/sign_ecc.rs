@@ -2,6 +2,8 @@
 //! curve pkg accepts, checked in both modes and refused each way one
 //! fails, as the RSA ones in `sign.rs`.
 
+use std::path::Path;
+
 use jbuild::pkg::sign::SignError;
 
 use super::catalogue::load;
@@ -74,63 +76,78 @@ fn ecdsa_fingerprints_need_a_trusted_signer_and_refuse_a_revoked_one() {
         ("secp384r1", true),
         ("secp521r1", true),
     ] {
-        let t = tempfile::tempdir().unwrap();
-        let good = Key::ecdsa(t.path(), "good", curve);
-        let stranger = Key::ecdsa(t.path(), "stranger", curve);
-        let keys = t.path().join("keys");
-        good.trust_in(&keys.join("trusted"), "pkgbase.example");
-        let dir = t.path().join("repo");
-        let with = |signers: Vec<(&str, &Key)>| {
-            let mut s = spec(Signing::Fingerprints(
-                signers
-                    .into_iter()
-                    .map(|(n, k)| (n.to_string(), k.clone()))
-                    .collect(),
-            ));
-            s.pub_head = pub_head;
-            s
-        };
-
-        with(vec![("good", &good), ("stranger", &stranger)]).write(&dir);
-        load(&fp_conf(&dir, &keys), t.path()).unwrap_or_else(|e| panic!("{curve}: {e}"));
-
-        with(vec![("stranger", &stranger)]).write(&dir);
-        let e = sign_err(load(&fp_conf(&dir, &keys), t.path()));
-        assert!(matches!(e, SignError::NoTrustedKey { .. }), "{curve}: {e}");
-        assert!(e.to_string().contains(&stranger.fingerprint()), "{e}");
-
-        let mut s = with(vec![("good", &good)]);
-        s.tamper = true;
-        s.write(&dir);
-        let e = sign_err(load(&fp_conf(&dir, &keys), t.path()));
-        assert!(matches!(e, SignError::BadSignature { .. }), "{curve}: {e}");
-        assert!(e.to_string().contains("`FreeBSD`"), "{e}");
-
-        // Signed by the stranger's key under the good one's name and key.
-        let mut s = with(vec![("good", &good)]);
-        s.write(&dir);
-        load(&fp_conf(&dir, &keys), t.path()).unwrap();
-        s.signing = Signing::Fingerprints(vec![(
-            "good".into(),
-            Key {
-                private: stranger.private.clone(),
-                public: good.public.clone(),
-                curve: good.curve.clone(),
-            },
-        )]);
-        s.write(&dir);
-        let e = sign_err(load(&fp_conf(&dir, &keys), t.path()));
-        assert!(matches!(e, SignError::BadSignature { .. }), "{curve}: {e}");
-
-        spec(Signing::None).write(&dir);
-        let e = sign_err(load(&fp_conf(&dir, &keys), t.path()));
-        assert!(matches!(e, SignError::Missing { .. }), "{curve}: {e}");
-
-        with(vec![("good", &good)]).write(&dir);
-        good.trust_in(&keys.join("revoked"), "pkgbase.example");
-        let e = sign_err(load(&fp_conf(&dir, &keys), t.path()));
-        assert!(matches!(e, SignError::Revoked { .. }), "{curve}: {e}");
+        fingerprints_need_a_trusted_signer(curve, pub_head, &|dir, name| {
+            Key::ecdsa(dir, name, curve)
+        });
     }
+}
+
+/// `fingerprints` mode with keys `make` makes (`what` names them in
+/// failures): a trusted signer beside a stranger passes; the stranger
+/// alone, a tampered catalogue, the stranger's signature under the good
+/// key's name, no signature and a revoked key each fail as they should.
+/// Shared by the ECDSA and EdDSA tests (`sign_eddsa.rs`).
+pub(super) fn fingerprints_need_a_trusted_signer(
+    what: &str,
+    pub_head: bool,
+    make: &dyn Fn(&Path, &str) -> Key,
+) {
+    let t = tempfile::tempdir().unwrap();
+    let good = make(t.path(), "good");
+    let stranger = make(t.path(), "stranger");
+    let keys = t.path().join("keys");
+    good.trust_in(&keys.join("trusted"), "pkg.example");
+    let dir = t.path().join("repo");
+    let with = |signers: Vec<(&str, &Key)>| {
+        let mut s = spec(Signing::Fingerprints(
+            signers
+                .into_iter()
+                .map(|(n, k)| (n.to_string(), k.clone()))
+                .collect(),
+        ));
+        s.pub_head = pub_head;
+        s
+    };
+
+    with(vec![("good", &good), ("stranger", &stranger)]).write(&dir);
+    load(&fp_conf(&dir, &keys), t.path()).unwrap_or_else(|e| panic!("{what}: {e}"));
+
+    with(vec![("stranger", &stranger)]).write(&dir);
+    let e = sign_err(load(&fp_conf(&dir, &keys), t.path()));
+    assert!(matches!(e, SignError::NoTrustedKey { .. }), "{what}: {e}");
+    assert!(e.to_string().contains(&stranger.fingerprint()), "{e}");
+
+    let mut s = with(vec![("good", &good)]);
+    s.tamper = true;
+    s.write(&dir);
+    let e = sign_err(load(&fp_conf(&dir, &keys), t.path()));
+    assert!(matches!(e, SignError::BadSignature { .. }), "{what}: {e}");
+    assert!(e.to_string().contains("`FreeBSD`"), "{e}");
+
+    // Signed by the stranger's key under the good one's name and key.
+    let mut s = with(vec![("good", &good)]);
+    s.write(&dir);
+    load(&fp_conf(&dir, &keys), t.path()).unwrap();
+    s.signing = Signing::Fingerprints(vec![(
+        "good".into(),
+        Key {
+            private: stranger.private.clone(),
+            public: good.public.clone(),
+            curve: good.curve.clone(),
+        },
+    )]);
+    s.write(&dir);
+    let e = sign_err(load(&fp_conf(&dir, &keys), t.path()));
+    assert!(matches!(e, SignError::BadSignature { .. }), "{what}: {e}");
+
+    spec(Signing::None).write(&dir);
+    let e = sign_err(load(&fp_conf(&dir, &keys), t.path()));
+    assert!(matches!(e, SignError::Missing { .. }), "{what}: {e}");
+
+    with(vec![("good", &good)]).write(&dir);
+    good.trust_in(&keys.join("revoked"), "pkg.example");
+    let e = sign_err(load(&fp_conf(&dir, &keys), t.path()));
+    assert!(matches!(e, SignError::Revoked { .. }), "{what}: {e}");
 }
 
 /// Curves pkg does not accept (P-256), and those it accepts that jbuild

@@ -65,59 +65,7 @@ fn eddsa_pubkey_mode_accepts_its_key_and_refuses_the_rest() {
 #[test]
 fn eddsa_fingerprints_need_a_trusted_signer_and_refuse_a_revoked_one() {
     for pub_head in [false, true] {
-        let t = tempfile::tempdir().unwrap();
-        let good = Key::eddsa(t.path(), "good");
-        let stranger = Key::eddsa(t.path(), "stranger");
-        let keys = t.path().join("keys");
-        good.trust_in(&keys.join("trusted"), "pkg.example");
-        let dir = t.path().join("repo");
-        let with = |signers: Vec<(&str, &Key)>| {
-            let mut s = spec(Signing::Fingerprints(
-                signers
-                    .into_iter()
-                    .map(|(n, k)| (n.to_string(), k.clone()))
-                    .collect(),
-            ));
-            s.pub_head = pub_head;
-            s
-        };
-
-        with(vec![("good", &good), ("stranger", &stranger)]).write(&dir);
-        load(&fp_conf(&dir, &keys), t.path()).unwrap_or_else(|e| panic!("{pub_head}: {e}"));
-
-        with(vec![("stranger", &stranger)]).write(&dir);
-        let e = sign_err(load(&fp_conf(&dir, &keys), t.path()));
-        assert!(matches!(e, SignError::NoTrustedKey { .. }), "{e}");
-        assert!(e.to_string().contains(&stranger.fingerprint()), "{e}");
-
-        let mut s = with(vec![("good", &good)]);
-        s.tamper = true;
-        s.write(&dir);
-        let e = sign_err(load(&fp_conf(&dir, &keys), t.path()));
-        assert!(matches!(e, SignError::BadSignature { .. }), "{e}");
-
-        // Signed by the stranger's key under the good one's name and key.
-        s.tamper = false;
-        s.signing = Signing::Fingerprints(vec![(
-            "good".into(),
-            Key {
-                private: stranger.private.clone(),
-                public: good.public.clone(),
-                curve: good.curve.clone(),
-            },
-        )]);
-        s.write(&dir);
-        let e = sign_err(load(&fp_conf(&dir, &keys), t.path()));
-        assert!(matches!(e, SignError::BadSignature { .. }), "{e}");
-
-        spec(Signing::None).write(&dir);
-        let e = sign_err(load(&fp_conf(&dir, &keys), t.path()));
-        assert!(matches!(e, SignError::Missing { .. }), "{e}");
-
-        with(vec![("good", &good)]).write(&dir);
-        good.trust_in(&keys.join("revoked"), "pkg.example");
-        let e = sign_err(load(&fp_conf(&dir, &keys), t.path()));
-        assert!(matches!(e, SignError::Revoked { .. }), "{e}");
+        super::sign_ecc::fingerprints_need_a_trusted_signer("eddsa", pub_head, &Key::eddsa);
     }
 }
 
