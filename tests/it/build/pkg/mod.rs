@@ -121,6 +121,34 @@ fn layer_blobs(layout: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
+/// Builds `base` (a `tree/` the caller made, `COPY`ed onto scratch) as
+/// `base-NAME:1`, then `FROM` it `PKG --no-bootstrap other` as
+/// `app-NAME:1`: that second build's output, its tag, and what the store
+/// held before it.
+fn pkg_other_on(
+    root: &Path,
+    work: &Path,
+    name: &str,
+    base: &Path,
+) -> (std::process::Output, String, Vec<String>) {
+    fs::write(base.join("Jailfile"), "FROM scratch\nCOPY tree/ /\n").unwrap();
+    let tag = format!("base-{name}:1");
+    ok(jbuild(root)
+        .args(["build", "-q", "-t", &tag, "--platform", "freebsd/amd64"])
+        .arg(base));
+    let app = work.join("app").join(name);
+    fs::create_dir_all(&app).unwrap();
+    fs::write(
+        app.join("Jailfile"),
+        format!("FROM {tag}\nPKG --no-bootstrap other\n"),
+    )
+    .unwrap();
+    let app_tag = format!("app-{name}:1");
+    let before = stored(root);
+    let out = run(jbuild(root).args(["build", "-q", "-t", &app_tag]).arg(&app));
+    (out, app_tag, before)
+}
+
 /// What a state root holds that a failed build must leave as it was:
 /// the store's index and blobs, and the snapshots (`dir` backend).
 fn stored(root: &Path) -> Vec<String> {

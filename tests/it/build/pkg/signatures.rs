@@ -8,11 +8,10 @@
 use std::fs;
 use std::path::Path;
 
-use crate::support::common::{jbuild, ok, run};
 use crate::support::pkgrepo::image::{freebsd_tree, packages};
 use crate::support::pkgrepo::{Key, Layout, RepoSpec, Signing};
 
-use super::{serve, stored};
+use super::{pkg_other_on, serve, stored};
 
 /// How the repository of one case is signed and the image trusts it.
 struct Case {
@@ -150,20 +149,7 @@ fn each_signature_failure_exits_1_naming_the_repository_and_stores_nothing() {
         let base = t.path().join("base").join(c.name);
         freebsd_tree(&base.join("tree"), "amd64", &url, &keys.trusted);
         (c.tree)(&base.join("tree"), &keys);
-        fs::write(base.join("Jailfile"), "FROM scratch\nCOPY tree/ /\n").unwrap();
-        let tag = format!("base-{}:1", c.name);
-        ok(jbuild(&root)
-            .args(["build", "-q", "-t", &tag, "--platform", "freebsd/amd64"])
-            .arg(&base));
-        let app = t.path().join("app").join(c.name);
-        fs::create_dir_all(&app).unwrap();
-        fs::write(
-            app.join("Jailfile"),
-            format!("FROM {tag}\nPKG --no-bootstrap other\n"),
-        )
-        .unwrap();
-        let before = stored(&root);
-        let out = run(jbuild(&root).args(["build", "-q", "-t", "app:1"]).arg(&app));
+        let (out, _, before) = pkg_other_on(&root, t.path(), c.name, &base);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{}: {err}", c.name);
         assert!(

@@ -9,11 +9,11 @@
 use std::fs;
 use std::path::Path;
 
-use crate::support::common::{export_unpacked, jbuild, ok, run};
+use crate::support::common::export_unpacked;
 use crate::support::pkgrepo::image::{freebsd_tree, packages};
 use crate::support::pkgrepo::{Key, Layout, RepoSpec, Signing};
 
-use super::{serve, sqlite, stored};
+use super::{pkg_other_on, serve, sqlite, stored};
 
 struct Keys {
     ed: Key,
@@ -149,23 +149,7 @@ fn eddsa_repositories_install_in_both_modes_and_each_failure_exits_1() {
         if c.revoked {
             (c.trusts)(&keys).trust_in(&tree.join("usr/share/keys/pkg/revoked"), "test");
         }
-        fs::write(base.join("Jailfile"), "FROM scratch\nCOPY tree/ /\n").unwrap();
-        let tag = format!("base-{}:1", c.name);
-        ok(jbuild(&root)
-            .args(["build", "-q", "-t", &tag, "--platform", "freebsd/amd64"])
-            .arg(&base));
-        let app = t.path().join("app").join(c.name);
-        fs::create_dir_all(&app).unwrap();
-        fs::write(
-            app.join("Jailfile"),
-            format!("FROM {tag}\nPKG --no-bootstrap other\n"),
-        )
-        .unwrap();
-        let app_tag = format!("app-{}:1", c.name);
-        let before = stored(&root);
-        let out = run(jbuild(&root)
-            .args(["build", "-q", "-t", &app_tag])
-            .arg(&app));
+        let (out, app_tag, before) = pkg_other_on(&root, t.path(), c.name, &base);
         let err = String::from_utf8_lossy(&out.stderr);
         match c.says {
             None => {
