@@ -62,6 +62,7 @@ pub(super) fn install(
             .find(|(k, _)| k == crate::pkg::osversion::IGNORE_OSVERSION)
             .map(|(_, v)| v.as_str()),
         pkg_conf: &env.freebsd.pkg_conf,
+        scripts: crate::pkg::install::Scripts::Refuse,
     };
     reported(run, info, |events| install::install(&req, events))
 }

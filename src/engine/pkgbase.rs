@@ -83,6 +83,7 @@ impl Run<'_, '_> {
             // pkgbase tooling runs pkg with IGNORE_OSVERSION=yes.
             ignore_osversion: Some("yes"),
             pkg_conf: &env.freebsd.pkg_conf,
+            scripts: crate::pkg::install::Scripts::Refuse,
         };
         // The disk writes the base's files while they are installed, as for a
         // step (the commit's sync then finds little to do).

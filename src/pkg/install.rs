@@ -116,6 +116,21 @@ pub struct Request<'a> {
     pub ignore_osversion: Option<&'a str>,
     /// What jbuild's configuration sets over the image's `pkg.conf`.
     pub pkg_conf: &'a pkg_conf::Overrides,
+    /// What a package's shell script may do that jbuild cannot carry out
+    /// here (issue 32).
+    pub scripts: Scripts,
+}
+
+/// What the installer does with a command of a package's shell script
+/// that jbuild does not carry out itself (issue 32).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Scripts {
+    /// The step fails, naming the package, the script and the command.
+    #[default]
+    Refuse,
+    /// The command is kept for the jail's first start
+    /// ([`crate::pkg::firstboot`]): `PKG --scripts=defer`.
+    Defer,
 }
 
 /// What happened, in order, for the caller to show.
@@ -184,6 +199,9 @@ pub struct Outcome {
     pub repositories: Vec<(String, String, String)>,
     /// `name-version` in install order.
     pub installed: Vec<String>,
+    /// What the packages' scripts left for the jail's first start, in
+    /// install order.
+    pub deferred: Vec<crate::pkg::firstboot::Deferred>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -467,6 +485,7 @@ pub fn install_for(
             .iter()
             .map(|d| format!("{}-{}", d.name, d.version))
             .collect(),
+        deferred: Vec::new(),
     })
 }
 

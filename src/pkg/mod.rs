@@ -48,6 +48,7 @@ pub mod checksum;
 pub mod db;
 pub mod extract;
 pub mod fetch;
+pub mod firstboot;
 pub mod install;
 pub mod lua;
 pub mod manifest;

@@ -60,6 +60,7 @@ fn run(f: &Fixture, packages: &[&str], bootstrap: bool) -> Result<Vec<Event>, In
         sources: Default::default(),
         ignore_osversion: None,
         pkg_conf: &Default::default(),
+        scripts: jbuild::pkg::install::Scripts::Refuse,
     };
     let mut events = Vec::new();
     install(&req, &mut |e| events.push(e))?;
