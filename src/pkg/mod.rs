@@ -61,6 +61,7 @@ pub mod repo_error;
 pub mod repository;
 pub mod repository_files;
 pub mod resolve;
+pub mod script;
 pub mod sign;
 pub mod system_shlibs;
 pub mod ucl;

@@ -1,0 +1,31 @@
+//! What a command of a package's shell script reads and writes, and how
+//! it fails: the one shape of every command jbuild carries out itself
+//! (`pw`, `pwd_mkdb`, `install -d`, `certctl rehash`, …), so that the
+//! interpreter and the installer's dispatch need no glue between them.
+
+use std::path::PathBuf;
+
+/// A command's standard streams: its input whole, its outputs gathered
+/// (the interpreter bounds them).
+pub struct Io<'a> {
+    pub stdin: &'a [u8],
+    pub stdout: &'a mut Vec<u8>,
+    pub stderr: &'a mut Vec<u8>,
+}
+
+/// A fault that stops the install, as opposed to a command's non-zero
+/// exit status (a user mistake the script may test for, with its
+/// message on stderr).
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    #[error("cannot write {}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{} in the image: {why}", path.display())]
+    Hostile { path: PathBuf, why: String },
+    #[error(transparent)]
+    Other(Box<dyn std::error::Error + Send + Sync>),
+}
