@@ -72,6 +72,12 @@ impl Writeback {
         }
     }
 
+    /// Bytes whose writeback has been started: what follows them is left
+    /// for a final [`start`] or sync.
+    pub fn started(&self) -> u64 {
+        self.started
+    }
+
     /// `file` now holds `written` bytes (written in order from where the
     /// last call left off): starts the writeback of what a step has
     /// gathered, and waits when the disk lags by more than

@@ -21,8 +21,9 @@ pub struct BlobWriter {
     sync: bool,
     inner: HashingWriter<BufWriter<NamedTempFile>>,
     /// The blob's writeback, started as it is written when it is to be
-    /// synced, so that the fsync in [`BlobWriter::commit`] finds little
-    /// left to write (a large layer's export: issue 31).
+    /// synced (now or with its staged layout), so that the fsync in
+    /// [`BlobWriter::commit`] or the layout's one sync finds little left
+    /// to write (a large layer's export: issue 31; a small copy: 34).
     writeback: Option<crate::fsutil::durable::Writeback>,
 }
 
@@ -67,10 +68,16 @@ impl BlobWriter {
         if self.store.has_blob(&digest) {
             return Ok((digest, size));
         }
+        let target = self.store.blobs_dir()?.join(digest.hex());
         if self.sync {
             sync_file(tmp.as_file(), tmp.path())?;
+        } else if let Some(wb) = &self.writeback {
+            // Synced later with its staged layout: the rest of its
+            // writeback starts now, and goes on while the command writes
+            // what follows (the other blobs, the index).
+            crate::fsutil::durable::start(tmp.as_file(), wb.started(), 0);
+            crate::fsutil::record("writeback", &target);
         }
-        let target = self.store.blobs_dir()?.join(digest.hex());
         tmp.persist(&target).map_err(|e| {
             StoreError::io(
                 format!("cannot move a blob into {}", target.display()),
@@ -135,7 +142,9 @@ impl Store {
             store: self.clone(),
             sync: self.syncs(),
             inner: HashingWriter::new(BufWriter::with_capacity(256 * 1024, tmp)),
-            writeback: self.syncs().then(crate::fsutil::durable::Writeback::new),
+            writeback: self
+                .reaches_disk()
+                .then(crate::fsutil::durable::Writeback::new),
         })
     }
 

@@ -13,7 +13,7 @@
 //!    creation, so the sync of step 3 reports a failed writeback of
 //!    anything written under it.
 //! 2. Blobs and tags go into it as into any store, but nothing is synced as
-//!    it is written ([`super::Durability::Deferred`]): no fsync per blob,
+//!    it is written ([`super::Durability::Staged`]): no fsync per blob,
 //!    per rename, per change of `index.json`.
 //! 3. [`NewLayout::publish`]: (a) every file and directory of the staged
 //!    layout — each blob, `index.json`, `oci-layout`, `blobs/sha256/`,
@@ -137,7 +137,7 @@ impl Store {
         let mut new = NewLayout {
             store: Store {
                 root,
-                durability: Durability::Deferred,
+                durability: Durability::Staged,
             },
             place: place.to_path_buf(),
             parents,

@@ -138,8 +138,9 @@ impl Store {
     /// one fsync fewer for every new layout). Until that sync a crash may
     /// keep either name; [`Store::open`] finishes what it finds
     /// ([`Store::lost_its_empty_index`] for `oci-layout` alone). A
-    /// [`Durability::Deferred`] store syncs nothing here: its layout is
-    /// synced whole later ([`super::NewLayout::publish`]).
+    /// [`Durability::Staged`] store syncs nothing here: its layout is
+    /// synced whole later ([`super::NewLayout::publish`]); nor does a
+    /// [`Durability::Deferred`] one, which is never synced.
     pub(super) fn create_layout(&self) -> Result<(), StoreError> {
         self.blobs_dir()?;
         let index = ImageIndexBuilder::default()

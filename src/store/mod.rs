@@ -103,8 +103,13 @@ enum Durability {
     /// store at its own place.
     Ordered,
     /// Not as it is written: a layout being made out of sight, synced whole
-    /// before it takes its place ([`NewLayout`]), or one no crash needs to
-    /// keep (a scratch layout an archive is written from).
+    /// before it takes its place ([`NewLayout`]). Its blobs' writeback is
+    /// started as they are written and when each is complete, so that the
+    /// one sync of the whole finds little left to write (issue 34: the
+    /// 2 MB copy's `syncfs` was mostly its one blob's data).
+    Staged,
+    /// Never: a layout no crash needs to keep (a scratch layout an archive
+    /// is written from), whose bytes need not reach the disk at all.
     Deferred,
 }
 
@@ -200,6 +205,13 @@ impl Store {
     /// Whether writes are synced as they happen ([`Durability::Ordered`]).
     fn syncs(&self) -> bool {
         self.durability == Durability::Ordered
+    }
+
+    /// Whether what is written will be synced, now or with the whole
+    /// ([`Durability::Ordered`], [`Durability::Staged`]): its writeback is
+    /// worth starting early.
+    fn reaches_disk(&self) -> bool {
+        self.durability != Durability::Deferred
     }
 
     /// Where the blob `d` is (or would be).
