@@ -262,7 +262,11 @@ impl Shell<'_> {
                     let home = self.get("HOME").unwrap_or("/").to_string();
                     b.lit(&home, true)
                 }
-                _ => return Err(self.unsupported("`~user` and the other tilde forms")),
+                word::TildeExpr::UserHome(user) => match self.home_of(user) {
+                    Some(home) => b.lit(&home, true),
+                    None => b.lit(&format!("~{user}"), true),
+                },
+                _ => return Err(self.unsupported("`~+`, `~-` and the directory-stack tilde forms")),
             },
             WordPiece::ParameterExpansion(e) => self.parameter(e, quoted, b, s)?,
             WordPiece::CommandSubstitution(text) => {
@@ -323,6 +327,26 @@ impl Shell<'_> {
         }
         self.check_len(out.len())?;
         Ok(out)
+    }
+}
+
+impl Shell<'_> {
+    /// `~user`: the home directory in the image's `master.passwd`.
+    fn home_of(&self, user: &str) -> Option<String> {
+        let host = super::path::host(&self.root, "/", "/etc/master.passwd", true).ok()?;
+        let mut text = String::new();
+        std::io::Read::read_to_string(
+            &mut std::io::Read::take(
+                std::fs::File::open(host).ok()?,
+                crate::pkg::extract::MAX_ACCOUNTS,
+            ),
+            &mut text,
+        )
+        .ok()?;
+        text.lines()
+            .map(|l| l.split(':').collect::<Vec<_>>())
+            .find(|f| f.first() == Some(&user) && f.len() >= 9)
+            .map(|f| f[8].to_string())
     }
 }
 
