@@ -219,7 +219,18 @@ impl Shell<'_> {
         b: &mut Builder,
         s: &mut Streams,
     ) -> R<()> {
-        for p in pieces {
+        for (i, p) in pieces.iter().enumerate() {
+            // A `${` the parser left as text is a form sh does not have
+            // (`${X/a/b}`, `${X:1}`): sh's "bad substitution".
+            if let (WordPiece::Text(t), Some(WordPiece::Text(next))) =
+                (&p.piece, pieces.get(i + 1).map(|n| &n.piece))
+            {
+                if t.ends_with('$') && next.starts_with('{') {
+                    return Err(self.unsupported(format!(
+                        "`${next}` (a bash `${{…}}` form such as ${{X/pattern/string}})"
+                    )));
+                }
+            }
             self.piece(&p.piece, quoted, b, s)?;
         }
         Ok(())
