@@ -45,14 +45,38 @@
 //!
 //! Not supported, each stopping the script with
 //! [`ScriptError::Unsupported`] naming the line: background jobs (`&`),
-//! `trap`, `exec`, `wait`, `ulimit`, `umask` with an argument,
-//! `.`/`source` (a package script has nothing in the image to include
-//! that would be the package's own), bash-only syntax (`[[ ]]`, `(( ))`,
-//! arrays, `${x/a/b}`, `${x:1:2}`, `<<<`, process substitution), `~user`,
-//! `getopts`, `alias`. File descriptors other than 0, 1 and 2 are
-//! refused. With `2>&1` a command's error output follows its standard
-//! output (the interpreter gathers each stream whole, so their
-//! interleaving is not kept).
+//! `trap`, `exec`, `wait`, `ulimit`, `umask` with an argument, `getopts`,
+//! `alias`, `.`/`source` (refused rather than read inside the root: a
+//! package script has nothing of its own in the image to include, and
+//! what the base has there, `rc.subr`, is for rc scripts), bash-only
+//! syntax (`[[ ]]`, `(( ))`, arrays, `${x/a/b}`, `${x:1:2}`, `<<<`, `&>`,
+//! process substitution), `~+`/`~-`, file descriptors other than 0, 1
+//! and 2, devices other than `/dev/null`, `/dev/stdout`, `/dev/stderr`.
+//!
+//! Where it differs from sh on purpose, or by the parser:
+//! - pipeline stages run one after the other (each a subshell), not at
+//!   the same time: a stage sees the whole output of the one before;
+//! - with `2>&1` a command's error output follows its standard output
+//!   (each stream is gathered whole, so their interleaving is lost);
+//! - the [`Host`] gets a command's words and input, not the variables
+//!   (exported or assigned before the command): `pw` and `service` read
+//!   none;
+//! - `$$` is a fixed number ([`param::PID`]) so that a file a script
+//!   names after it is the same in two builds;
+//! - an error of sh itself (a readonly variable assigned, `${X?}` unset,
+//!   bad arithmetic) inside a subshell or a pipeline ends the whole
+//!   script with status 2, as it would end the top level;
+//! - brush-parser 0.4 folds runs of blanks inside `${…}` into one
+//!   (`"${X:-a   b}"` gives `a b`);
+//! - `grep`'s regular expressions are the `regex` crate's (POSIX basic
+//!   syntax translated; no back-references), `-w` a word boundary at each
+//!   end of the match.
+//!
+//! Every run is bounded ([`Limits`]): commands run, loop iterations,
+//! nesting of calls, bytes of output, of files written, of a variable, of
+//! all variables, of a command's words, and paths a pathname expansion
+//! or a recursive file command may visit; past one, the script stops with
+//! [`ScriptError::Limit`] naming it and the line.
 
 pub mod arith;
 pub mod builtins;

@@ -9,7 +9,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use super::mode::Mode;
-use super::{at_root, fail, getopt, say, Cx};
+use super::{at_root, fail, getopt, say, Cx, Opt};
 use crate::pkg::script::path::logical;
 use crate::pkg::script::{CommandError, Io};
 
@@ -23,14 +23,14 @@ macro_rules! shared {
 
 shared!(mkdir => mkdir_in, rmdir => rmdir_in, rm => rm_in, touch => touch_in, ln => ln_in, mv => mv_in, cp => cp_in);
 
-fn options<'a>(
+fn options(
     io: &mut Io<'_>,
     prog: &str,
-    args: &'a [String],
+    args: &[String],
     flags: &str,
     with_value: &str,
     usage: &str,
-) -> Option<(Vec<(char, Option<String>)>, Vec<String>)> {
+) -> Option<(Vec<Opt>, Vec<String>)> {
     match getopt(args, flags, with_value) {
         Ok(x) => Some(x),
         Err(c) => {
@@ -42,7 +42,7 @@ fn options<'a>(
     }
 }
 
-fn has(opts: &[(char, Option<String>)], c: char) -> bool {
+fn has(opts: &[Opt], c: char) -> bool {
     opts.iter().any(|o| o.0 == c)
 }
 

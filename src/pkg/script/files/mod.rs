@@ -124,6 +124,9 @@ pub(crate) fn fail(
     }
 }
 
+/// A flag and its value, if it takes one.
+pub(crate) type Opt = (char, Option<String>);
+
 /// Splits `args` into single-letter flags (with the values of those in
 /// `with_value`) and operands, as getopt(3) does; `Err` names an unknown
 /// flag.
@@ -131,7 +134,7 @@ pub(crate) fn getopt(
     args: &[String],
     flags: &str,
     with_value: &str,
-) -> Result<(Vec<(char, Option<String>)>, Vec<String>), char> {
+) -> Result<(Vec<Opt>, Vec<String>), char> {
     let mut opts = Vec::new();
     let mut i = 0;
     while i < args.len() {
