@@ -557,3 +557,48 @@ fn hand_written_pkg_install() {
         host.calls
     );
 }
+
+/// FreeBSD-runtime's post-install (pkgbase, release/packages/runtime.ucl
+/// with an empty %CAP_MKDB_ENDIAN%), tabs and all.
+const RUNTIME: &str = "\tcap_mkdb  ${PKG_ROOTDIR}/etc/login.conf\n\tpwd_mkdb -i -p -d  ${PKG_ROOTDIR}/etc ${PKG_ROOTDIR}/etc/master.passwd\n\tservices_mkdb  -q -o ${PKG_ROOTDIR}/var/db/services.db ${PKG_ROOTDIR}/etc/services\n\tchmod 1777 ${PKG_ROOTDIR}/tmp\n";
+
+#[test]
+fn pkgbase_runtime_post_install() {
+    let dir = image(false);
+    fs::create_dir(dir.path().join("tmp")).unwrap();
+    let mut host = super::Recorder {
+        known: vec!["cap_mkdb".into(), "pwd_mkdb".into(), "services_mkdb".into()],
+        ..Default::default()
+    };
+    let ran = run(
+        dir.path(),
+        &parse(RUNTIME).unwrap(),
+        &pkg_env("/"),
+        &mut host,
+        &Limits::default(),
+    )
+    .unwrap();
+    assert_eq!(ran.status, 0);
+    assert_eq!(
+        host.calls,
+        vec![
+            words(&["cap_mkdb", "//etc/login.conf"]),
+            words(&["pwd_mkdb", "-i", "-p", "-d", "//etc", "//etc/master.passwd"]),
+            words(&[
+                "services_mkdb",
+                "-q",
+                "-o",
+                "//var/db/services.db",
+                "//etc/services"
+            ]),
+        ]
+    );
+    assert_eq!(
+        fs::metadata(dir.path().join("tmp"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o7777,
+        0o1777
+    );
+}
