@@ -27,6 +27,10 @@
 //!   compared as `pkg_version_cmp` does;
 //! - [`lua`]: a package's Lua scripts with pkg's API, confined to the
 //!   image's root and bounded, for the installer to run in pkg's order;
+//! - [`script`]: a package's shell scripts, parsed and carried out by a
+//!   bounded sh(1) interpreter confined to the image's root, with
+//!   jbuild's own file commands and every other command handed to the
+//!   caller (the installer's dispatch to `pw`, `pwd_mkdb`, …);
 //! - [`fetch`]: the closure's packages downloaded several at a time,
 //!   each verified by its catalogue checksum, into jbuild's package cache;
 //! - [`install`]: the one entry, from a root and package names to an
