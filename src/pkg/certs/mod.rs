@@ -75,6 +75,10 @@ impl From<CertsError> for CommandError {
         match e {
             CertsError::Hostile { path, why } => CommandError::Hostile { path, why },
             CertsError::Write { path, source } => CommandError::Io { path, source },
+            CertsError::TooMany(what) => CommandError::Limit { what },
+            CertsError::Unsupported(verb) => CommandError::Unknown {
+                command: format!("certctl {verb}"),
+            },
             other => CommandError::Other(Box::new(other)),
         }
     }

@@ -313,3 +313,29 @@ fn the_later_14_script_splits_bundles_and_hard_links_single_files() {
         "a hard link (install -lm on one filesystem)"
     );
 }
+
+#[test]
+fn a_store_leading_out_of_the_root_is_refused_and_other_verbs_named() {
+    use jbuild::pkg::script::CommandError;
+    let (t, outside) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let root = t.path();
+    fs::create_dir_all(root.join("etc")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), root.join("etc/ssl")).unwrap();
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let mut io = Io {
+        stdin: b"",
+        stdout: &mut out,
+        stderr: &mut err,
+    };
+    let e = certs::certctl(root, &["rehash".to_string()], &mut io).unwrap_err();
+    assert!(matches!(e, CommandError::Hostile { .. }), "{e:?}");
+    assert_eq!(
+        fs::read_dir(outside.path()).unwrap().count(),
+        0,
+        "nothing written outside"
+    );
+    match certs::certctl(root, &["list".to_string()], &mut io).unwrap_err() {
+        CommandError::Unknown { command } => assert_eq!(command, "certctl list"),
+        other => panic!("{other:?}"),
+    }
+}
