@@ -159,8 +159,7 @@ pub fn certctl(root: &Path, args: &[String], io: &mut Io<'_>) -> Result<i32, Com
         if !a.starts_with('-') || a == "-" {
             break;
         }
-        let mut chars = a[1..].char_indices();
-        while let Some((at, c)) = chars.next() {
+        for (at, c) in a[1..].char_indices() {
             let takes = matches!(c, 'D' | 'd' | 'M' | 'L' | 'g' | 'o');
             let value = if takes {
                 let inline = &a[1 + at + 1..];

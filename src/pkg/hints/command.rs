@@ -120,8 +120,7 @@ fn run_ldconfig(
         if !a.starts_with('-') || a == "-" {
             break;
         }
-        let mut letters = a[1..].char_indices();
-        while let Some((at, c)) = letters.next() {
+        for (at, c) in a[1..].char_indices() {
             match c {
                 'B' => force_be = true,
                 'R' => rescan = true,
