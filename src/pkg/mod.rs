@@ -33,6 +33,11 @@
 //!   caller (the installer's dispatch to `pw`, `pwd_mkdb`, …);
 //! - [`fetch`]: the closure's packages downloaded several at a time,
 //!   each verified by its catalogue checksum, into jbuild's package cache;
+//! - [`certs`]: `certctl rehash` as the image's certctl does it, the
+//!   links named by OpenSSL's subject hash (computed by jbuild);
+//! - [`hints`]: the dynamic linker's `ld-elf.so.hints` as `ldconfig`
+//!   writes it from the directories the image configures, and the
+//!   `ldconfig`/`service ldconfig` commands of package scripts;
 //! - [`install`]: the one entry, from a root and package names to an
 //!   installed, recorded closure;
 //! - [`extract`]: packages installed into the image's root as pkg 2.x
@@ -48,11 +53,13 @@
 
 pub mod abi;
 pub mod catalogue;
+pub mod certs;
 pub mod checksum;
 pub mod db;
 pub mod extract;
 pub mod fetch;
 pub mod firstboot;
+pub mod hints;
 pub mod install;
 pub mod lua;
 pub mod manifest;

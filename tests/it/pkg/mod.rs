@@ -5,11 +5,13 @@
 //! tests' own (`tests/support/pkgrepo`), signed with the `openssl` program.
 
 mod catalogue;
+mod certs;
 mod conf;
 mod db;
 mod entry;
 mod fetch;
 pub(crate) mod flags;
+mod hints;
 mod install;
 mod lua;
 mod mirror;
