@@ -9,6 +9,7 @@ mod conf;
 mod db;
 mod entry;
 mod fetch;
+mod firstboot;
 pub(crate) mod flags;
 mod install;
 mod lua;
