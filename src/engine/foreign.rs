@@ -211,6 +211,7 @@ mod tests {
             platform: Some(Platform::parse(platform).unwrap()),
             no_cache_nonce: None,
             target: None,
+            pkg_scripts: Default::default(),
         };
         plan::plan(&build, &Inputs::gather(&build, &opts, &Scratch), &opts).unwrap()
     }

@@ -62,6 +62,14 @@ pub const MAX_COMMANDS: usize = 4096;
 /// The largest script [`read`] reads back.
 pub const MAX_SCRIPT_BYTES: u64 = 4 << 20;
 
+/// The image config label that lists the script's commands (`jbuild
+/// inspect` shows it as `firstStart`).
+pub const LABEL: &str = "org.jbuild.firstboot";
+
+/// The most bytes of [`LABEL`]'s value: the commands that do not fit are
+/// counted as `omitted` (the script holds them all).
+pub const MAX_LABEL_BYTES: usize = 32 * 1024;
+
 /// The line that tells the script is jbuild's.
 const MARK: &str = "# Written by jbuild";
 
@@ -103,19 +111,20 @@ impl Reason {
         }
     }
 
+    /// The reason a word names ([`Reason::as_str`]).
+    pub fn parse(word: &str) -> Option<Reason> {
+        match word {
+            "rebuilder" => Some(Reason::Rebuilder),
+            "unknown" => Some(Reason::Unknown),
+            _ => None,
+        }
+    }
+
     /// What the word means, for people.
     pub fn explained(self) -> &'static str {
         match self {
             Reason::Rebuilder => "a cache rebuilder, run by the jail's own programs",
             Reason::Unknown => "a command jbuild does not carry out (--scripts=defer)",
-        }
-    }
-
-    fn parse(word: &str) -> Option<Reason> {
-        match word {
-            "rebuilder" => Some(Reason::Rebuilder),
-            "unknown" => Some(Reason::Unknown),
-            _ => None,
         }
     }
 }
@@ -216,6 +225,63 @@ pub fn read(root: &Path) -> Result<Option<Vec<Deferred>>, FirstbootError> {
     parse(&text)
         .map(Some)
         .map_err(|why| FirstbootError::NotOurs { why })
+}
+
+/// [`LABEL`]'s value for `list`: compact JSON, `{"script": SCRIPT,
+/// "commands": [{"package", "script", "command", "reason"}, …],
+/// "omitted": N}`, at most [`MAX_LABEL_BYTES`] (the commands past it
+/// counted in `omitted`); same list, same bytes.
+pub fn label(list: &[Deferred]) -> String {
+    let entry = |d: &Deferred| {
+        serde_json::json!({
+            "package": d.package,
+            "script": d.script,
+            "command": d.command,
+            "reason": d.reason.as_str(),
+        })
+    };
+    let render = |kept: &[serde_json::Value]| {
+        serde_json::json!({
+            "script": SCRIPT,
+            "commands": kept,
+            "omitted": list.len() - kept.len(),
+        })
+        .to_string()
+    };
+    // The empty list's length, room for the largest `omitted`, then each
+    // entry and its comma.
+    let mut size = render(&[]).len() + 20;
+    let mut kept: Vec<serde_json::Value> = Vec::new();
+    for d in list {
+        let e = entry(d);
+        size += e.to_string().len() + 1;
+        if size > MAX_LABEL_BYTES {
+            break;
+        }
+        kept.push(e);
+    }
+    render(&kept)
+}
+
+/// The commands [`label`] wrote, and how many it left out; `None` for a
+/// value it did not write.
+pub fn from_label(value: &str) -> Option<(Vec<Deferred>, u64)> {
+    let v: serde_json::Value = serde_json::from_str(value).ok()?;
+    let word = |e: &serde_json::Value, k: &str| e.get(k)?.as_str().map(str::to_string);
+    let commands = v
+        .get("commands")?
+        .as_array()?
+        .iter()
+        .map(|e| {
+            Some(Deferred {
+                package: word(e, "package")?,
+                script: word(e, "script")?,
+                command: word(e, "command")?,
+                reason: Reason::parse(&word(e, "reason")?)?,
+            })
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some((commands, v.get("omitted")?.as_u64()?))
 }
 
 /// The script for `list` (same list, same bytes).

@@ -139,3 +139,19 @@ fn a_symlinked_usr_local_stays_in_the_root() {
     assert!(std::fs::read_dir(outside.path()).unwrap().next().is_none());
     assert!(inside.join("etc/rc.d/jbuild_firstboot").is_file());
 }
+
+#[test]
+fn the_label_lists_the_commands_and_stays_bounded() {
+    let v = label(&two());
+    assert_eq!(v, label(&two()));
+    assert_eq!(from_label(&v), Some((two(), 0)));
+    let many: Vec<Deferred> = (0..2000)
+        .map(|i| deferred(&format!("p-{i}"), "/usr/local/bin/fc-cache -s", Reason::Rebuilder))
+        .collect();
+    let v = label(&many);
+    assert!(v.len() <= MAX_LABEL_BYTES, "{}", v.len());
+    let (kept, omitted) = from_label(&v).unwrap();
+    assert!(!kept.is_empty() && kept.len() + omitted as usize == many.len());
+    assert_eq!(kept[..], many[..kept.len()]);
+    assert_eq!(from_label("not json"), None);
+}
