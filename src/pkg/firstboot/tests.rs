@@ -146,7 +146,13 @@ fn the_label_lists_the_commands_and_stays_bounded() {
     assert_eq!(v, label(&two()));
     assert_eq!(from_label(&v), Some((two(), 0)));
     let many: Vec<Deferred> = (0..2000)
-        .map(|i| deferred(&format!("p-{i}"), "/usr/local/bin/fc-cache -s", Reason::Rebuilder))
+        .map(|i| {
+            deferred(
+                &format!("p-{i}"),
+                "/usr/local/bin/fc-cache -s",
+                Reason::Rebuilder,
+            )
+        })
         .collect();
     let v = label(&many);
     assert!(v.len() <= MAX_LABEL_BYTES, "{}", v.len());
