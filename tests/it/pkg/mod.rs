@@ -10,6 +10,7 @@ mod db;
 mod entry;
 mod fetch;
 pub(crate) mod flags;
+mod hints;
 mod install;
 mod lua;
 mod mirror;
