@@ -28,4 +28,27 @@ pub enum CommandError {
     Hostile { path: PathBuf, why: String },
     #[error(transparent)]
     Other(Box<dyn std::error::Error + Send + Sync>),
+    /// The host does not carry this command out (neither jbuild nor the
+    /// caller knows it): the script stops, naming it.
+    #[error("`{command}` is not a command jbuild carries out")]
+    Unknown { command: String },
+    /// A bound of [`super::Limits`] was reached inside a command (a
+    /// recursive `rm -r`, `chown -R` or `cp` over too many entries).
+    #[error("limit reached: {what}")]
+    Limit { what: String },
+}
+
+impl crate::blame::Blame for CommandError {
+    /// The script's or the image's doing (a command jbuild does not know,
+    /// a hostile path, a limit, a path in the way), except a fault of the
+    /// machine writing the root or a fault of the caller's own.
+    fn is_user_error(&self) -> bool {
+        match self {
+            CommandError::Io { source, .. } => crate::fsutil::path_at_fault(source),
+            CommandError::Hostile { .. }
+            | CommandError::Unknown { .. }
+            | CommandError::Limit { .. } => true,
+            CommandError::Other(_) => false,
+        }
+    }
 }
