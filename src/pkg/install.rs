@@ -516,7 +516,14 @@ pub fn install_for(
 /// rc's `ldconfig` script does at boot ([`super::hints`]); what was
 /// written said.
 fn hints(root: &Path, events: &mut dyn FnMut(Event)) -> Result<(), InstallError> {
-    for text in super::hints::rebuild(root).map_err(InstallError::Hints)? {
+    let rebuilt = super::hints::rebuild(root).map_err(InstallError::Hints)?;
+    let said = rebuilt.warnings.into_iter().chain(
+        rebuilt
+            .written
+            .iter()
+            .map(|w| format!("{}: {}", w.path, w.dirs.join(":"))),
+    );
+    for text in said {
         events(Event::Message {
             package: "ldconfig".into(),
             text,

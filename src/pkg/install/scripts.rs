@@ -10,12 +10,14 @@
 //!   password databases);
 //! - `services_mkdb`, `cap_mkdb` → [`crate::pkg::mkdb`];
 //! - `certctl` → [`crate::pkg::certs`];
-//! - `ldconfig`, `service ldconfig start|restart` and `/etc/rc.d/ldconfig
-//!   start|restart` ask for the library hints: the ask is recorded and the
-//!   hints are written once, after the last package of the install, from
-//!   the directories the image configures ([`crate::pkg::hints`]) — what
-//!   rc's `ldconfig` script does when the jail boots, and what a jail
-//!   started from an image never does by itself;
+//! - `service ldconfig start|restart` and `/etc/rc.d/ldconfig
+//!   start|restart` (`@ldconfig`'s post-install) ask for the library
+//!   hints: the ask is recorded and the hints are written once, after the
+//!   last package of the install, from the directories the image
+//!   configures ([`crate::pkg::hints::rebuild`]) — what rc's `ldconfig`
+//!   script does when the jail boots, and what a jail started from an
+//!   image never does by itself; `ldconfig` with its options runs as
+//!   ldconfig(8) ([`crate::pkg::hints::ldconfig`]);
 //! - `env NAME=VALUE … command` runs `command`;
 //! - the cache and index rebuilders the ports' keywords call
 //!   ([`REBUILDERS`]) are kept for the jail's first start
@@ -136,17 +138,42 @@ impl PackageHost<'_> {
         0
     }
 
-    /// `service NAME VERB`, `/etc/rc.d/NAME VERB`: only ldconfig's start
-    /// is carried out (as the hints, at the end of the install).
-    fn rc(&mut self, service: &str, verb: Option<&str>) -> Option<i32> {
-        let starts = matches!(
-            verb,
-            Some("start" | "restart" | "onestart" | "onerestart" | "forcestart" | "forcerestart")
-        );
-        (service == "ldconfig" && starts).then(|| {
+    /// `service [-v] [-E var=value] NAME VERB` and `/etc/rc.d/NAME
+    /// VERB`: ldconfig's start or restart is recorded (the hints are
+    /// written once, after the last package); its other verbs are
+    /// [`crate::pkg::hints`]'s; any other service is not carried out.
+    fn rc(&mut self, word: &str, args: &[String], io: &mut Io<'_>) -> Result<i32, CommandError> {
+        let (service, rest, rc_script) = if command_name(word) == "service" {
+            let mut i = 0;
+            while let Some(a) = args.get(i) {
+                match a.as_str() {
+                    "-v" => i += 1,
+                    "-E" => i += 2,
+                    _ => break,
+                }
+            }
+            let name = args.get(i).map_or("", |a| command_name(a));
+            (name, args.get(i + 1..).unwrap_or(&[]), false)
+        } else {
+            (command_name(word), args, true)
+        };
+        if service != "ldconfig" {
+            return self.unknown(word, args);
+        }
+        let verb = rest.first().map_or("", String::as_str);
+        let bare = ["fast", "force", "one", "quiet"]
+            .iter()
+            .find_map(|p| verb.strip_prefix(p))
+            .unwrap_or(verb);
+        if matches!(bare, "start" | "restart") {
             self.asked.hints = true;
-            0
-        })
+            return Ok(0);
+        }
+        if rc_script {
+            crate::pkg::hints::rc_ldconfig(self.root, args, io)
+        } else {
+            crate::pkg::hints::service(self.root, args, io)
+        }
     }
 
     /// `env [NAME=VALUE …] command args`: the command, run as if called
@@ -185,10 +212,7 @@ impl Host for PackageHost<'_> {
         let root = self.root;
         let name = command_name(word);
         if word.starts_with("/etc/rc.d/") || word.starts_with("/usr/local/etc/rc.d/") {
-            return match self.rc(name, args.first().map(String::as_str)) {
-                Some(status) => Ok(status),
-                None => self.unknown(word, args),
-            };
+            return self.rc(word, args, io);
         }
         match name {
             "pw" => crate::pkg::accounts::pw(root, args, io),
@@ -196,17 +220,8 @@ impl Host for PackageHost<'_> {
             "services_mkdb" => crate::pkg::mkdb::services_mkdb(root, args, io),
             "cap_mkdb" => crate::pkg::mkdb::cap_mkdb(root, args, io),
             "certctl" => crate::pkg::certs::certctl(root, args, io),
-            "ldconfig" => {
-                self.asked.hints = true;
-                Ok(0)
-            }
-            "service" => {
-                let verb = args.get(1).map(String::as_str);
-                match self.rc(args.first().map_or("", String::as_str), verb) {
-                    Some(status) => Ok(status),
-                    None => self.unknown(word, args),
-                }
-            }
+            "ldconfig" => crate::pkg::hints::ldconfig(root, args, io),
+            "service" => self.rc(word, args, io),
             "env" => self.env(args, io),
             _ if REBUILDERS.contains(&name) => Ok(self.defer(word, args, Reason::Rebuilder)),
             _ => self.unknown(word, args),

@@ -13,6 +13,7 @@
 #![cfg(target_os = "linux")]
 
 use std::fs;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -210,7 +211,7 @@ fn build_base(base: &Path, root: &Path) {
 }
 
 /// The repository served from 127.0.0.1, and `base:1` built in `root`: a
-/// FreeBSD tree with `/lib` and `/usr/lib`.
+/// FreeBSD tree with `/lib`, `/usr/lib` and `/sbin/ldconfig`.
 fn setup(t: &Path, root: &Path) -> Setup {
     let key = Key::new(t, "repo");
     let certs = certificates(t);
@@ -222,9 +223,23 @@ fn setup(t: &Path, root: &Path) -> Setup {
     let url = format!("http://127.0.0.1:{}/${{ABI}}/latest", server.port);
     let base = t.join("base");
     freebsd_tree(&base.join("tree"), "amd64", &url, &key);
-    for d in ["lib", "usr/lib"] {
+    for d in ["lib", "usr/lib", "sbin"] {
         fs::create_dir_all(base.join("tree").join(d)).unwrap();
     }
+    // rc.d/ldconfig does nothing in an image without ldconfig.
+    // The lines of FreeBSD's /etc/defaults/rc.conf rc.d/ldconfig reads.
+    fs::create_dir_all(base.join("tree/etc/defaults")).unwrap();
+    fs::write(
+        base.join("tree/etc/defaults/rc.conf"),
+        "ldconfig_paths=\"/usr/lib/compat ${_localbase}/lib ${_localbase}/lib/compat/pkg\"\n\
+         ldconfig32_paths=\"/usr/lib32 /usr/lib32/compat\"\n\
+         ldconfig_local_dirs=\"${_localbase}/libdata/ldconfig\"\n\
+         ldconfig_local32_dirs=\"${_localbase}/libdata/ldconfig32\"\n",
+    )
+    .unwrap();
+    let ldconfig = base.join("tree/sbin/ldconfig");
+    fs::write(&ldconfig, b"ldconfig\n").unwrap();
+    fs::set_permissions(&ldconfig, fs::Permissions::from_mode(0o555)).unwrap();
     fs::write(base.join("Jailfile"), "FROM scratch\nCOPY tree/ /\n").unwrap();
     build_base(&base, root);
     Setup {
@@ -424,7 +439,12 @@ fn ldconfig_in_a_post_install_writes_the_hints_of_the_images_library_directories
     let t = tempfile::tempdir().unwrap();
     let s = setup(t.path(), &t.path().join("root"));
     let dir = recipe(&s, "libs", "PKG --no-bootstrap libbar");
-    build_json(&s.root, &dir, "libs:1");
+    let stdout = build_json(&s.root, &dir, "libs:1");
+    let said = said(&stdout);
+    assert!(
+        said.contains("ldconfig: /var/run/ld-elf.so.hints: /lib:/usr/lib:/usr/local/lib:/usr/local/lib/bar"),
+        "{said}"
+    );
     let (_, rootfs) = export_unpacked(&s.root, "libs:1", t.path());
     let hints = fs::read(rootfs.join("var/run/ld-elf.so.hints")).unwrap();
     // rc's order: /lib /usr/lib, then ldconfig_paths that exist, then
