@@ -676,6 +676,7 @@ fn fetch_total(todo: &[resolve::Chosen<'_>], req: &Request<'_>) -> u64 {
 
 mod hooks;
 mod pipeline;
+pub mod script_error;
 pub mod scripts;
 pub mod shell;
 pub use hooks::DbAndLua;

@@ -223,7 +223,7 @@ pub enum WeighError {
     Script {
         package: String,
         #[source]
-        source: super::install::ShellError,
+        source: super::install::script_error::ShellError,
     },
 }
 
@@ -285,7 +285,7 @@ pub fn weigh<'a>(
         }
         let previous = db.previous(&old.name)?;
         let runs = [ScriptType::PreDeinstall, ScriptType::Deinstall];
-        super::install::shell::check_parse(&previous.scripts, &runs).map_err(|source| {
+        super::install::script_error::check_parse(&previous.scripts, &runs).map_err(|source| {
             WeighError::Script {
                 package: format!("{}-{}", old.name, old.version),
                 source,

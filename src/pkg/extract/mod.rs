@@ -342,10 +342,17 @@ impl crate::blame::Blame for ExtractError {
             ExtractError::Accounts { source, .. } => source.kind() == io::ErrorKind::FileTooLarge,
             ExtractError::Hostile { source, .. } => source.is_bad_input(),
             // A package's script at fault, unless a command it ran could
-            // not write the root.
-            ExtractError::Hook { source, .. } => source
-                .downcast_ref::<crate::pkg::install::ShellError>()
-                .is_none_or(|e| e.is_user_error()),
+            // not write the root (a `ScriptError` in the chain says).
+            ExtractError::Hook { source, .. } => {
+                let mut at: Option<&(dyn std::error::Error + 'static)> = Some(&**source);
+                while let Some(e) = at {
+                    if let Some(e) = e.downcast_ref::<crate::pkg::script::ScriptError>() {
+                        return e.is_user_error();
+                    }
+                    at = e.source();
+                }
+                true
+            }
             _ => true,
         }
     }
