@@ -10,7 +10,7 @@ const BUILTINS: &[&str] = &[
     ":", "true", "false", "echo", "printf", "test", "[", "exit", "return", "break", "continue",
     "set", "shift", "export", "unset", "readonly", "local", "read", "cd", "pwd", "command", "type",
     "which", "eval", ".", "source", "exec", "trap", "wait", "ulimit", "umask", "alias", "unalias",
-    "getopts", "jobs", "fg", "bg", "kill", "hash", "times",
+    "getopts", "jobs", "fg", "bg", "kill", "hash", "times", "[[",
 ];
 
 /// The builtins and utilities that also exist as programs under
@@ -137,6 +137,7 @@ impl Shell<'_> {
                 s.out.extend_from_slice(b"0022\n");
                 Ok(0)
             }
+            "[[" => Err(self.unsupported("`[[ … ]]` (bash)")),
             "." | "source" => Err(self.unsupported(format!(
                 "`{name}` (including another file: a package script has none of its own in the image to read)"
             ))),

@@ -167,6 +167,7 @@ impl Shell<'_> {
                 };
                 let mut status = 0;
                 for value in values {
+                    self.at(Some(f.loc.clone()));
                     self.count_iteration()?;
                     self.set(&f.variable_name, value)?;
                     match self.list(&f.body.list, s) {
@@ -203,6 +204,7 @@ impl Shell<'_> {
     ) -> R<i32> {
         let mut status = 0;
         loop {
+            self.at(Some(w.2.clone()));
             self.count_iteration()?;
             let cond = self.conditional(true, |sh| sh.list(&w.0, s))?;
             if (cond == 0) != want {

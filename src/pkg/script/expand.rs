@@ -219,7 +219,18 @@ impl Shell<'_> {
         b: &mut Builder,
         s: &mut Streams,
     ) -> R<()> {
-        for p in pieces {
+        for (i, p) in pieces.iter().enumerate() {
+            // A `${` the parser left as text is a form sh does not have
+            // (`${X/a/b}`, `${X:1}`): sh's "bad substitution".
+            if let (WordPiece::Text(t), Some(WordPiece::Text(next))) =
+                (&p.piece, pieces.get(i + 1).map(|n| &n.piece))
+            {
+                if t.ends_with('$') && next.starts_with('{') {
+                    return Err(self.unsupported(format!(
+                        "`${next}` (a bash `${{…}}` form such as ${{X/pattern/string}})"
+                    )));
+                }
+            }
             self.piece(&p.piece, quoted, b, s)?;
         }
         Ok(())
@@ -262,7 +273,11 @@ impl Shell<'_> {
                     let home = self.get("HOME").unwrap_or("/").to_string();
                     b.lit(&home, true)
                 }
-                _ => return Err(self.unsupported("`~user` and the other tilde forms")),
+                word::TildeExpr::UserHome(user) => match self.home_of(user) {
+                    Some(home) => b.lit(&home, true),
+                    None => b.lit(&format!("~{user}"), true),
+                },
+                _ => return Err(self.unsupported("`~+`, `~-` and the directory-stack tilde forms")),
             },
             WordPiece::ParameterExpansion(e) => self.parameter(e, quoted, b, s)?,
             WordPiece::CommandSubstitution(text) => {
@@ -323,6 +338,26 @@ impl Shell<'_> {
         }
         self.check_len(out.len())?;
         Ok(out)
+    }
+}
+
+impl Shell<'_> {
+    /// `~user`: the home directory in the image's `master.passwd`.
+    fn home_of(&self, user: &str) -> Option<String> {
+        let host = super::path::host(&self.root, "/", "/etc/master.passwd", true).ok()?;
+        let mut text = String::new();
+        std::io::Read::read_to_string(
+            &mut std::io::Read::take(
+                std::fs::File::open(host).ok()?,
+                crate::pkg::extract::MAX_ACCOUNTS,
+            ),
+            &mut text,
+        )
+        .ok()?;
+        text.lines()
+            .map(|l| l.split(':').collect::<Vec<_>>())
+            .find(|f| f.first() == Some(&user) && f.len() >= 9)
+            .map(|f| f[8].to_string())
     }
 }
 

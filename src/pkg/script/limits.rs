@@ -27,7 +27,7 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            commands: 100_000,
+            commands: 1_000_000,
             output_bytes: 16 << 20,
             variable_bytes: 1 << 20,
             loop_iterations: 100_000,

@@ -162,6 +162,29 @@ pub(crate) fn printf(args: &[String], s: &mut Streams) -> i32 {
                     };
                     (integer(n, conv, &flags, precision), false)
                 }
+                'f' | 'F' | 'e' | 'E' | 'g' | 'G' => {
+                    let x: f64 = a.trim().parse().unwrap_or_else(|_| {
+                        if !a.is_empty() {
+                            s.err.extend_from_slice(
+                                format!("printf: {a}: invalid number\n").as_bytes(),
+                            );
+                            status = 1;
+                        }
+                        0.0
+                    });
+                    let p = precision.unwrap_or(6).max(0) as usize;
+                    let body = match conv {
+                        'e' | 'E' => format!("{x:.p$e}"),
+                        'g' | 'G' => format!("{x}"),
+                        _ => format!("{x:.p$}"),
+                    };
+                    let body = if flags.contains('+') && x >= 0.0 {
+                        format!("+{body}")
+                    } else {
+                        body
+                    };
+                    (body, false)
+                }
                 other => {
                     s.err.extend_from_slice(
                         format!("printf: illegal format character {other}\n").as_bytes(),
@@ -173,7 +196,7 @@ pub(crate) fn printf(args: &[String], s: &mut Streams) -> i32 {
                 &body,
                 width,
                 &flags,
-                matches!(conv, 'd' | 'i' | 'u' | 'o' | 'x' | 'X'),
+                matches!(conv, 'd' | 'i' | 'u' | 'o' | 'x' | 'X' | 'f' | 'F'),
             ));
             if stop {
                 s.out.extend_from_slice(out.as_bytes());

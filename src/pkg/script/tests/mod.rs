@@ -1,7 +1,10 @@
 //! The interpreter's tests: a test host that records what it is asked,
 //! and scripts of each kind the ports tree has.
 
+mod files;
+mod hostile;
 mod smoke;
+mod templates;
 
 use std::path::Path;
 
