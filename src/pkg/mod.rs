@@ -29,6 +29,8 @@
 //!   image's root and bounded, for the installer to run in pkg's order;
 //! - [`fetch`]: the closure's packages downloaded several at a time,
 //!   each verified by its catalogue checksum, into jbuild's package cache;
+//! - [`certs`]: `certctl rehash` as the image's certctl does it, the
+//!   links named by OpenSSL's subject hash (computed by jbuild);
 //! - [`hints`]: the dynamic linker's `ld-elf.so.hints` as `ldconfig`
 //!   writes it from the directories the image configures, and the
 //!   `ldconfig`/`service ldconfig` commands of package scripts;
@@ -47,6 +49,7 @@
 
 pub mod abi;
 pub mod catalogue;
+pub mod certs;
 pub mod checksum;
 pub mod db;
 pub mod extract;

@@ -14,13 +14,6 @@ use crate::pkg::script::{CommandError, Io};
 const USAGE: &str = "usage: ldconfig [-32] [-BRimr] [-f hints_file] [directory | file ...]";
 const RC_USAGE: &str = "Usage: /etc/rc.d/ldconfig [fast|force|one|quiet](start|stop|restart|rcvar|enable|disable|delete|enabled|describe|extracommands)";
 
-/// A `service` jbuild does not carry out (only `ldconfig` is one).
-#[derive(Debug, thiserror::Error)]
-#[error("`service {}` is not a command jbuild carries out (only `service ldconfig start|restart` is)", words.join(" "))]
-pub struct UnknownService {
-    pub words: Vec<String>,
-}
-
 /// `ldconfig ARGS` in the image at `root`, as ldconfig(8).
 pub fn ldconfig(root: &Path, args: &[String], io: &mut Io<'_>) -> Result<i32, CommandError> {
     let (status, _) = exit(run_ldconfig(root, args, io.stdout, io.stderr), io.stderr)?;
@@ -55,7 +48,8 @@ pub fn rc_ldconfig(root: &Path, args: &[String], io: &mut Io<'_>) -> Result<i32,
 }
 
 /// `service [-v] [-E var=value] ldconfig COMMAND`; any other service is
-/// refused (an [`UnknownService`] error) for the caller to defer or fail.
+/// [`CommandError::Unknown`], named with its words, for the caller to
+/// defer or fail.
 pub fn service(root: &Path, args: &[String], io: &mut Io<'_>) -> Result<i32, CommandError> {
     let mut i = 0;
     while let Some(a) = args.get(i) {
@@ -67,9 +61,9 @@ pub fn service(root: &Path, args: &[String], io: &mut Io<'_>) -> Result<i32, Com
     }
     match args.get(i).map(String::as_str) {
         Some("ldconfig") | Some("/etc/rc.d/ldconfig") => rc_ldconfig(root, &args[i + 1..], io),
-        _ => Err(CommandError::Other(Box::new(UnknownService {
-            words: args.to_vec(),
-        }))),
+        _ => Err(CommandError::Unknown {
+            command: format!("service {}", args.join(" ")),
+        }),
     }
 }
 

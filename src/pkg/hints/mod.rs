@@ -51,7 +51,7 @@ use std::fs;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
-pub use command::{ldconfig, rc_ldconfig, service, UnknownService};
+pub use command::{ldconfig, rc_ldconfig, service};
 pub use format::{decode, encode, Hints, Order};
 
 /// rtld's hints file (`_PATH_ELF_HINTS`).

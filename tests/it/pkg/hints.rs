@@ -38,8 +38,16 @@ fn parse(bytes: &[u8], big: bool) -> Hdr {
     let (strtab, dirlist, dirlistlen) = (word(2), word(4), word(5));
     let start = (strtab + dirlist) as usize;
     let dirs = &bytes[start..start + dirlistlen as usize];
-    assert_eq!(bytes[start + dirlistlen as usize], 0, "the list ends with a NUL");
-    assert_eq!(bytes.len(), start + dirlistlen as usize + 1, "nothing after it");
+    assert_eq!(
+        bytes[start + dirlistlen as usize],
+        0,
+        "the list ends with a NUL"
+    );
+    assert_eq!(
+        bytes.len(),
+        start + dirlistlen as usize + 1,
+        "nothing after it"
+    );
     Hdr {
         magic: word(0),
         version: word(1),
@@ -82,7 +90,13 @@ fn elf(big: bool, machine: u16) -> Vec<u8> {
     let mut h = b"\x7fELF".to_vec();
     h.extend([2, if big { 2 } else { 1 }, 1, 9]);
     h.resize(16, 0);
-    let two = |v: u16| if big { v.to_be_bytes() } else { v.to_le_bytes() };
+    let two = |v: u16| {
+        if big {
+            v.to_be_bytes()
+        } else {
+            v.to_le_bytes()
+        }
+    };
     h.extend(two(3)); // ET_DYN
     h.extend(two(machine));
     h.resize(64, 0);
@@ -105,7 +119,11 @@ ldconfig_local32_dirs="${_localbase}/libdata/ldconfig32"
 fn image(root: &Path, big: bool, machine: u16) {
     put(root, "/libexec/ld-elf.so.1", &elf(big, machine));
     put(root, "/sbin/ldconfig", b"\x7fELF");
-    fs::set_permissions(root.join("sbin/ldconfig"), fs::Permissions::from_mode(0o555)).unwrap();
+    fs::set_permissions(
+        root.join("sbin/ldconfig"),
+        fs::Permissions::from_mode(0o555),
+    )
+    .unwrap();
     put(root, "/etc/defaults/rc.conf", DEFAULTS.as_bytes());
     for d in ["/lib", "/usr/lib", "/var/run", "/usr/local/lib"] {
         dir(root, d, 0o755);
@@ -124,13 +142,25 @@ fn amd64(root: &Path) {
     dir(root, "/opt/lib", 0o755);
     dir(root, "/opt/shared", 0o775);
     // Two packages' files: read whole, lines sorted, each once.
-    put(root, "/usr/local/libdata/ldconfig/a-perl5", b"/usr/local/lib/perl5/5.40/mach/CORE\n");
-    put(root, "/usr/local/libdata/ldconfig/mysql", b"/usr/local/lib/mysql\n/usr/local/lib\n");
+    put(
+        root,
+        "/usr/local/libdata/ldconfig/a-perl5",
+        b"/usr/local/lib/perl5/5.40/mach/CORE\n",
+    );
+    put(
+        root,
+        "/usr/local/libdata/ldconfig/mysql",
+        b"/usr/local/lib/mysql\n/usr/local/lib\n",
+    );
     dir(root, "/usr/local/lib/perl5/5.40/mach/CORE", 0o755);
     dir(root, "/usr/local/lib/mysql", 0o755);
     dir(root, "/usr/lib32", 0o755);
     put(root, "/libexec/ld-elf32.so.1", b"\x7fELF");
-    put(root, "/usr/local/libdata/ldconfig32/wine", b"/usr/local/lib32\n");
+    put(
+        root,
+        "/usr/local/libdata/ldconfig32/wine",
+        b"/usr/local/lib32\n",
+    );
     dir(root, "/usr/local/lib32", 0o755);
 }
 
@@ -153,7 +183,10 @@ fn the_hints_list_what_the_image_configures_in_rc_d_order() {
     let bytes = fs::read(root.join("var/run/ld-elf.so.hints")).unwrap();
     check(&bytes, false, &AMD64_DIRS);
     assert_eq!(&bytes[..4], b"Ehnt", "little-endian on amd64");
-    let mode = fs::metadata(root.join("var/run/ld-elf.so.hints")).unwrap().permissions().mode();
+    let mode = fs::metadata(root.join("var/run/ld-elf.so.hints"))
+        .unwrap()
+        .permissions()
+        .mode();
     assert_eq!(mode & 0o777, 0o444, "as ldconfig's fchmod");
     let b32 = fs::read(root.join("var/run/ld-elf32.so.hints")).unwrap();
     check(&b32, false, &["/usr/lib32", "/usr/local/lib32"]);
@@ -161,7 +194,9 @@ fn the_hints_list_what_the_image_configures_in_rc_d_order() {
     assert_eq!(done.written.len(), 2);
     assert_eq!(done.written[0].dirs, AMD64_DIRS);
     assert!(
-        done.warnings.iter().any(|w| w == "ldconfig: /opt/shared: ignoring group-writable directory"),
+        done.warnings
+            .iter()
+            .any(|w| w == "ldconfig: /opt/shared: ignoring group-writable directory"),
         "{:?}",
         done.warnings
     );
@@ -189,7 +224,10 @@ fn the_same_image_gives_the_same_bytes() {
     hints::rebuild(a.path()).unwrap();
     hints::rebuild(b.path()).unwrap();
     for root in [a.path(), b.path()] {
-        assert_eq!(fs::read(root.join("var/run/ld-elf.so.hints")).unwrap(), first);
+        assert_eq!(
+            fs::read(root.join("var/run/ld-elf.so.hints")).unwrap(),
+            first
+        );
     }
 }
 
@@ -213,7 +251,11 @@ fn a_var_run_or_libdata_leading_out_of_the_root_is_refused() {
     put(outside.path(), "/ldconfig/evil", b"/usr/local/lib\n");
     let e = hints::rebuild(root).unwrap_err();
     assert!(matches!(e, HintsError::Hostile { .. }), "{e:?}");
-    assert_eq!(fs::read_dir(outside.path()).unwrap().count(), 1, "nothing written outside");
+    assert_eq!(
+        fs::read_dir(outside.path()).unwrap().count(),
+        1,
+        "nothing written outside"
+    );
     assert!(!root.join("var/run/ld-elf.so.hints").exists());
 }
 
@@ -224,9 +266,17 @@ fn run(
 ) -> (Result<i32, CommandError>, String, String) {
     let (mut out, mut err) = (Vec::new(), Vec::new());
     let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-    let mut io = Io { stdin: b"", stdout: &mut out, stderr: &mut err };
+    let mut io = Io {
+        stdin: b"",
+        stdout: &mut out,
+        stderr: &mut err,
+    };
     let r = f(root, &args, &mut io);
-    (r, String::from_utf8(out).unwrap(), String::from_utf8(err).unwrap())
+    (
+        r,
+        String::from_utf8(out).unwrap(),
+        String::from_utf8(err).unwrap(),
+    )
 }
 
 #[test]
@@ -240,8 +290,15 @@ fn the_commands_package_scripts_run() {
     // What @ldconfig's post-install runs.
     let (r, out, _) = run(hints::service, root, &["ldconfig", "restart"]);
     assert_eq!(r.unwrap(), 0);
-    assert!(out.starts_with("ELF ldconfig path: /lib /usr/lib /usr/local/lib /opt/lib"), "{out}");
-    check(&fs::read(root.join("var/run/ld-elf.so.hints")).unwrap(), false, &AMD64_DIRS);
+    assert!(
+        out.starts_with("ELF ldconfig path: /lib /usr/lib /usr/local/lib /opt/lib"),
+        "{out}"
+    );
+    check(
+        &fs::read(root.join("var/run/ld-elf.so.hints")).unwrap(),
+        false,
+        &AMD64_DIRS,
+    );
 
     // ldconfig -m adds to the file; -r prints it as FreeBSD does.
     dir(root, "/usr/local/lib/extra", 0o755);
@@ -274,6 +331,8 @@ fn the_commands_package_scripts_run() {
     let (r, _, _) = run(hints::rc_ldconfig, root, &["start"]);
     assert_eq!(r.unwrap(), 0);
     let (r, _, _) = run(hints::service, root, &["nginx", "start"]);
-    let e = r.unwrap_err();
-    assert!(e.to_string().contains("service nginx start"), "{e}");
+    match r.unwrap_err() {
+        CommandError::Unknown { command } => assert_eq!(command, "service nginx start"),
+        other => panic!("{other:?}"),
+    }
 }

@@ -5,6 +5,7 @@
 //! tests' own (`tests/support/pkgrepo`), signed with the `openssl` program.
 
 mod catalogue;
+mod certs;
 mod conf;
 mod db;
 mod entry;
