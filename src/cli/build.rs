@@ -318,6 +318,7 @@ fn freebsd_env(ctx: &Ctx, args: &BuildArgs) -> Result<FreeBsdEnv, Failure> {
             pkg.installer.as_deref(),
         )
         .map_err(|e| Failure::user(anyhow!(e)))?,
+        pkg_scripts: pkg.scripts,
         package_cache: Some(ctx.paths.package_cache()),
         allowed_jail_params: allowed,
         http,

@@ -268,12 +268,30 @@ pub fn inspect(ctx: &Ctx, args: InspectArgs) -> CmdResult {
         "manifest": img.manifest,
         "config": config,
         "jailParameters": params::to_json(&jail),
+        "firstStart": first_start(&img.config),
     });
     outln!(
         "{}",
         serde_json::to_string_pretty(&out).map_err(Failure::internal)?
     );
     Ok(())
+}
+
+/// What the image's packages left for the jail's first start, from its
+/// `org.jbuild.firstboot` label: `{"script", "commands": [{"package",
+/// "script", "command", "reason"}], "omitted"}`, or null.
+fn first_start(config: &oci_spec::image::ImageConfiguration) -> serde_json::Value {
+    use jbuild::pkg::firstboot;
+    let value = config
+        .config()
+        .as_ref()
+        .and_then(|c| c.labels().as_ref())
+        .and_then(|l| l.get(firstboot::LABEL));
+    // The label as it is, once it reads as jbuild writes it.
+    value
+        .filter(|v| firstboot::from_label(v).is_some())
+        .and_then(|v| serde_json::from_str(v).ok())
+        .unwrap_or(serde_json::Value::Null)
 }
 
 /// `allow.mlock  (org.freebsd.jail.allow.mlock=required)  create asks consent: ...`

@@ -106,6 +106,7 @@ pub fn run(ctx: &Ctx, args: VerifyArgs) -> CmdResult {
                 settings.pkg.installer.as_deref(),
             )
             .map_err(|e| Failure::user(anyhow!(e)))?,
+            pkg_scripts: settings.pkg.scripts,
             package_cache: Some(ctx.paths.package_cache()),
             allowed_jail_params: settings.freebsd.allow_jail_params.clone(),
             http: http.clone(),

@@ -16,8 +16,8 @@
 pub mod environment;
 mod settings;
 pub use settings::{
-    FreeBsdBase, FreeBsdSettings, LayerSettings, PkgSettings, RegistrySettings, Settings,
-    SettingsError, TrustScope, TrustSettings, ZfsSettings,
+    FreeBsdBase, FreeBsdSettings, LayerSettings, PkgScripts, PkgSettings, RegistrySettings,
+    Settings, SettingsError, TrustScope, TrustSettings, ZfsSettings,
 };
 pub use settings::{
     DEFAULT_BLOB_DEADLINE_SECS, DEFAULT_KEEP_PARTIAL_HOURS, DEFAULT_KEEP_PARTIAL_MIB,

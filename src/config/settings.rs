@@ -41,6 +41,7 @@
 //! [pkg]
 //! repos_dir = "/usr/local/etc/jbuild/pkg-repos"   # pkg repos for PKG steps
 //! installer = "jbuild"                            # or "pkg": pkg(8) in the jail
+//! scripts = "refuse"            # or "defer": unknown script commands wait for the first start
 //! offline = false
 //! nameservers = []              # asked for pkg+https:// SRV mirrors (else /etc/resolv.conf)
 //! files_ignore_glob = ["/usr/local/share/doc/*"]  # not installed (over the image's pkg.conf)
@@ -238,6 +239,47 @@ pub struct PkgSettings {
     pub files_ignore_glob: Option<Vec<String>>,
     /// pkg.conf's `FILES_IGNORE_REGEX`, likewise.
     pub files_ignore_regex: Option<Vec<String>>,
+    /// What jbuild's installer does with a command of a package's shell
+    /// script it does not carry out: `refuse` (the step fails, naming the
+    /// package, the script and the command) or `defer` (the command waits
+    /// for the jail's first start). A PKG line's `--scripts=` wins.
+    pub scripts: PkgScripts,
+}
+
+/// `[pkg] scripts` and `PKG --scripts=`: what a command of a package's
+/// shell script that jbuild does not carry out does to the step. Cache
+/// rebuilders are deferred either way.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum PkgScripts {
+    /// The step fails, naming the package, the script and the command.
+    #[default]
+    Refuse,
+    /// The command is kept for the jail's first start.
+    Defer,
+}
+
+impl PkgScripts {
+    /// The word written in a recipe and the configuration.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PkgScripts::Refuse => "refuse",
+            PkgScripts::Defer => "defer",
+        }
+    }
+}
+
+impl std::str::FromStr for PkgScripts {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "refuse" => Ok(PkgScripts::Refuse),
+            "defer" => Ok(PkgScripts::Defer),
+            other => Err(format!(
+                "`{other}` is not a way to treat package scripts; use refuse (the default) or defer"
+            )),
+        }
+    }
 }
 
 /// `[trust]`: which images pull, FROM and create accept, as rules of
@@ -459,6 +501,28 @@ mod tests {
             .parse::<FreeBsdBase>()
             .unwrap_err()
             .contains("auto, sets or pkgbase"));
+    }
+
+    #[test]
+    fn pkg_scripts_is_refuse_or_defer_and_a_bad_value_says_where_and_which() {
+        assert_eq!(Settings::default().pkg.scripts, PkgScripts::Refuse);
+        let s = Settings::parse("[pkg]\nscripts = \"defer\"\n").unwrap();
+        assert_eq!(s.pkg.scripts, PkgScripts::Defer);
+        let e = Settings::parse("[pkg]\noffline = false\nscripts = \"run\"\n").unwrap_err();
+        assert!(
+            e.contains("line 3") && e.contains("`refuse`") && e.contains("`defer`"),
+            "{e}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("config.toml");
+        std::fs::write(&p, "[pkg]\nscripts = \"skip\"\n").unwrap();
+        let e = Settings::from_file(&p).unwrap_err().to_string();
+        assert!(e.contains("config.toml") && e.contains("line 2"), "{e}");
+        assert_eq!("defer".parse(), Ok(PkgScripts::Defer));
+        assert!("skip"
+            .parse::<PkgScripts>()
+            .unwrap_err()
+            .contains("refuse (the default) or defer"));
     }
 
     #[test]

@@ -80,6 +80,9 @@ pub enum BuildError {
     /// A PKG step by jbuild's installer.
     #[error(transparent)]
     Pkg(Box<crate::pkg::install::InstallError>),
+    /// The first-start script a PKG step writes for deferred work.
+    #[error(transparent)]
+    Firstboot(#[from] crate::pkg::firstboot::FirstbootError),
     /// A FROM or `COPY --from` image that cannot be read.
     #[error(transparent)]
     Image(#[from] ImageError),
@@ -176,6 +179,7 @@ impl Blame for BuildError {
             BuildError::Index(e) => e.is_user_error(),
             BuildError::Add(e) => e.is_user_error(),
             BuildError::Pkg(e) => e.is_user_error(),
+            BuildError::Firstboot(e) => e.is_user_error(),
             BuildError::Plan(e) => e.is_user_error(),
             BuildError::Context(e) | BuildError::Native(e) => e.is_user_error(),
             BuildError::Exec(e) => e.is_user_error(),

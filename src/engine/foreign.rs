@@ -110,9 +110,11 @@ pub fn check_runnable(plan: &Plan, host: &Host<'_>) -> Result<(), BuildError> {
 }
 
 /// The PKG line that does what `command` does, when it only installs
-/// packages: `pkg install [-y] NAME...`, optionally followed by
-/// `&& pkg clean ...` (PKG's package cache is a mount that never reaches
-/// the layer, so there is nothing to clean).
+/// packages: `pkg install [-y|--yes] NAME...` (names or origins), its
+/// words on one line or several (`\`), optionally after
+/// `ASSUME_ALWAYS_YES=...` or `env ASSUME_ALWAYS_YES=...` (PKG never asks),
+/// optionally followed by `&& pkg clean ...` (PKG's package cache is a
+/// mount that never reaches the layer, so there is nothing to clean).
 pub fn pkg_line(command: &Command) -> Option<String> {
     let words: Vec<&str> = match command {
         Command::Exec(argv) => argv.iter().map(String::as_str).collect(),
@@ -120,22 +122,19 @@ pub fn pkg_line(command: &Command) -> Option<String> {
             let mut parts = s.split("&&");
             let first = parts.next()?;
             let clean_only = parts.all(|p| {
-                let w: Vec<&str> = p.split_whitespace().collect();
-                matches!(w.as_slice(), [pkg, "clean", flags @ ..]
-                    if is_pkg(pkg) && flags.iter().all(|f| f.starts_with('-') && plain(f)))
+                let w: Vec<&str> = shell_words(p);
+                matches!(pkg_args(&w), Some(["clean", flags @ ..])
+                    if flags.iter().all(|f| f.starts_with('-') && plain(f)))
             });
             if !clean_only {
                 return None;
             }
-            first.split_whitespace().collect()
+            shell_words(first)
         }
     };
-    let [pkg, "install", rest @ ..] = words.as_slice() else {
+    let ["install", rest @ ..] = pkg_args(&words)? else {
         return None;
     };
-    if !is_pkg(pkg) {
-        return None;
-    }
     let packages: Vec<&str> = rest
         .iter()
         .copied()
@@ -143,6 +142,32 @@ pub fn pkg_line(command: &Command) -> Option<String> {
         .collect();
     let names = packages.iter().all(|p| !p.starts_with('-') && plain(p));
     (names && !packages.is_empty()).then(|| format!("PKG {}", packages.join(" ")))
+}
+
+/// The words of one command of a shell line, a `\` that ends a line (a
+/// continuation the recipe kept) read as the space it stands for.
+fn shell_words(text: &str) -> Vec<&str> {
+    text.split_whitespace().filter(|w| *w != "\\").collect()
+}
+
+/// What follows `pkg` in `words`, a command that runs pkg(8) with no
+/// setting but `ASSUME_ALWAYS_YES` (as `NAME=value` before it, or through
+/// `env`): `None` for any other command.
+fn pkg_args<'a, 'w>(words: &'a [&'w str]) -> Option<&'a [&'w str]> {
+    let mut rest = words;
+    if let ["env", after @ ..] = rest {
+        rest = after;
+    }
+    while let [word, after @ ..] = rest {
+        match word.split_once('=') {
+            Some(("ASSUME_ALWAYS_YES", value)) if plain(value) => rest = after,
+            _ => break,
+        }
+    }
+    match rest {
+        [pkg, args @ ..] if is_pkg(pkg) => Some(args),
+        _ => None,
+    }
 }
 
 fn is_pkg(word: &str) -> bool {
@@ -211,6 +236,7 @@ mod tests {
             platform: Some(Platform::parse(platform).unwrap()),
             no_cache_nonce: None,
             target: None,
+            pkg_scripts: Default::default(),
         };
         plan::plan(&build, &Inputs::gather(&build, &opts, &Scratch), &opts).unwrap()
     }
@@ -363,7 +389,26 @@ mod tests {
             "git".into(),
         ]));
         assert_eq!(exec.as_deref(), Some("PKG git"));
+        for (given, line) in [
+            ("ASSUME_ALWAYS_YES=yes pkg install nginx", "PKG nginx"),
+            (
+                "env ASSUME_ALWAYS_YES=yes pkg install -y nginx && env ASSUME_ALWAYS_YES=yes pkg clean -a",
+                "PKG nginx",
+            ),
+            ("pkg install -y \\\n    nginx \\\n    curl", "PKG nginx curl"),
+        ] {
+            assert_eq!(shell(given).as_deref(), Some(line), "{given}");
+        }
+        let exec = pkg_line(&Command::Exec(
+            ["env", "ASSUME_ALWAYS_YES=YES", "pkg", "install", "git"]
+                .map(String::from)
+                .to_vec(),
+        ));
+        assert_eq!(exec.as_deref(), Some("PKG git"));
         for other in [
+            "ABI=FreeBSD:13:amd64 pkg install -y nginx",
+            "env -i pkg install -y nginx",
+            "ASSUME_ALWAYS_YES=$Y pkg install nginx",
             "pkg install -y",
             "pkg install -r FreeBSD nginx",
             "pkg install -y nginx && service nginx enable",

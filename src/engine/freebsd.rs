@@ -130,6 +130,9 @@ pub struct FreeBsdEnv {
     pub pkg_offline: bool,
     /// Who installs PKG steps' packages.
     pub pkg_installer: PkgInstaller,
+    /// `[pkg] scripts`: what jbuild's installer does with a script command
+    /// it does not carry out, where a PKG line does not say.
+    pub pkg_scripts: crate::config::PkgScripts,
     /// jbuild's package cache (`cache/packages`), for its installer.
     pub package_cache: Option<PathBuf>,
     /// Jail parameters the user allowed although they weaken the jail.

@@ -3,14 +3,19 @@
 //! platform (the ABI is the root's userland's and the platform's, never
 //! the host's). Its output is the step's: a line per repository read and
 //! per package fetched and installed, the packages' messages; with
-//! `--json`, a `package` event per package as well.
+//! `--json`, a `package` event per package as well. What the packages'
+//! scripts left for the jail's first start is written into the root as
+//! the first-start script ([`crate::pkg::firstboot`]), said a line each,
+//! and with `--json` a `deferred` event each.
 
 use std::path::Path;
 
 use super::error::BuildError;
 use super::run::Run;
+use crate::config::PkgScripts;
 use crate::pkg::fetch::Cache;
-use crate::pkg::install::{self, Event, InstallError, Outcome, Phase, Request};
+use crate::pkg::firstboot::{self, Deferred};
+use crate::pkg::install::{self, Event, InstallError, Outcome, Phase, Request, Scripts};
 use crate::pkg::repository::Sources;
 use crate::plan::ExecContext;
 use crate::report::{Level, StepInfo, Stream};
@@ -19,11 +24,19 @@ use crate::report::{Level, StepInfo, Stream};
 /// kind of machine; downloads wait on the network more than on it).
 pub(super) const JOBS: usize = 4;
 
+/// How a PKG line installs: its `--no-bootstrap` and its `--scripts=`
+/// (or `[pkg] scripts`).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct How {
+    pub(super) bootstrap: bool,
+    pub(super) scripts: PkgScripts,
+}
+
 /// Installs `packages` into `root` (see the module docs).
 pub(super) fn install(
     run: &Run<'_, '_>,
     packages: &[String],
-    bootstrap: bool,
+    how: How,
     ctx: &ExecContext,
     root: &Path,
     info: &StepInfo,
@@ -47,7 +60,7 @@ pub(super) fn install(
         work: work.path(),
         time: epoch,
         clamp_mtime: Some(run.opts.epoch),
-        bootstrap,
+        bootstrap: how.bootstrap,
         limits: env.layer_policy.limits,
         file_flags,
         sources: Sources {
@@ -62,9 +75,12 @@ pub(super) fn install(
             .find(|(k, _)| k == crate::pkg::osversion::IGNORE_OSVERSION)
             .map(|(_, v)| v.as_str()),
         pkg_conf: &env.freebsd.pkg_conf,
-        scripts: crate::pkg::install::Scripts::Refuse,
+        scripts: match how.scripts {
+            PkgScripts::Refuse => Scripts::Refuse,
+            PkgScripts::Defer => Scripts::Defer,
+        },
     };
-    reported(run, info, |events| install::install(&req, events))
+    reported(run, info, root, |events| install::install(&req, events))
 }
 
 /// A scratch directory for catalogues (removed when dropped), and the
@@ -81,12 +97,14 @@ pub(super) fn scratch(run: &Run<'_, '_>) -> Result<(tempfile::TempDir, Cache), B
     Ok((work, cache))
 }
 
-/// Runs `install` (a call of the installer), its events shown as the
-/// output of the step `info` (and `package` events with `--json`): what a
-/// PKG step and a pkgbase base (`engine::pkgbase`) both say.
+/// Runs `install` (a call of the installer) into `root`, its events shown
+/// as the output of the step `info` (and `package` events with `--json`),
+/// then what it deferred written into `root` and said: what a PKG step
+/// and a pkgbase base (`engine::pkgbase`) both do.
 pub(super) fn reported(
     run: &Run<'_, '_>,
     info: &StepInfo,
+    root: &Path,
     install: impl FnOnce(&mut dyn FnMut(Event)) -> Result<Outcome, InstallError>,
 ) -> Result<(), BuildError> {
     let reporter = run.env.reporter;
@@ -172,10 +190,30 @@ pub(super) fn reported(
         reporter.transfer_done(&bar_id(phase), false);
     }
     let done = done.map_err(BuildError::from)?;
+    firstboot::write(root, &done.deferred)?;
+    say_deferred(run, info, &done.deferred);
     if done.installed.is_empty() {
         reporter.message(Level::Info, &format!("{}: nothing to install", info.text));
     }
     Ok(())
+}
+
+/// Each deferred command as a line of the step's output, and with
+/// `--json` a `deferred` event.
+fn say_deferred(run: &Run<'_, '_>, info: &StepInfo, deferred: &[Deferred]) {
+    let reporter = run.env.reporter;
+    for d in deferred {
+        reporter.deferred(info, &d.package, &d.script, &d.command, d.reason.as_str());
+        let line = format!(
+            "{} {}: `{}` deferred to the jail's first start ({}; {})",
+            d.package,
+            d.script,
+            d.command,
+            d.reason.explained(),
+            firstboot::SCRIPT
+        );
+        reporter.step_output(info, Stream::Stdout, line.as_bytes());
+    }
 }
 
 fn bar_name(phase: Phase) -> &'static str {

@@ -88,7 +88,7 @@ impl Run<'_, '_> {
         // The disk writes the base's files while they are installed, as for a
         // step (the commit's sync then finds little to do).
         let flusher = crate::snapshot::flush::Flusher::start(root);
-        let installed = reported(run, info, |events| {
+        let installed = reported(run, info, root, |events| {
             install::install_for(&req, pkg_abi(base), events)
         });
         drop(flusher);

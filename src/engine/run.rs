@@ -16,6 +16,7 @@ use crate::blame::Blame;
 use crate::digest::Digest;
 use crate::image::{self, ImageMeta, Layer, SnapshotName};
 use crate::jailfile;
+use crate::pkg::firstboot;
 use crate::plan::{self, Plan, PlanOptions, PlannedBase, PlannedStage, StepKind};
 use crate::release::pkgbase::{HostPkg, Installer};
 use crate::report::{Level, StepInfo, StepResult};
@@ -184,6 +185,7 @@ fn build_or_check(
         platform: opts.platform.clone(),
         no_cache_nonce: nonce,
         target,
+        pkg_scripts: env.freebsd.pkg_scripts,
     };
     // The planner reads what was fetched, and nothing else.
     let revision = opts
@@ -319,6 +321,7 @@ impl Run<'_, '_> {
         };
         let mut state = target.state.clone();
         state.labels.extend(opts.labels.clone());
+        first_start_label(env, result.top(), &mut state.labels);
         let (manifest, config_digest) = image::write::write(env.store, &state, &layers, &meta)?;
         for tag in &opts.tags {
             env.store.tag(tag, &manifest)?;
@@ -714,6 +717,37 @@ impl Run<'_, '_> {
             );
         }
         Ok(())
+    }
+}
+
+/// The image's [`firstboot::LABEL`]: the commands of the first-start
+/// script in the image's root (its top snapshot), whichever step put them
+/// there — a step run now, a cached one, a FROM image's — so the label
+/// says what the root holds; none when it holds no script (a base image's
+/// label is not carried over a root that lost it). A script that cannot
+/// be read (a RUN changed it) is said, and the label left out: it is a
+/// record, not the work.
+fn first_start_label(
+    env: &BuildEnv<'_>,
+    top: Option<&str>,
+    labels: &mut std::collections::BTreeMap<String, String>,
+) {
+    labels.remove(firstboot::LABEL);
+    let Some(top) = top else { return };
+    let read = env
+        .snapshotter
+        .view(top)
+        .map_err(|e| e.to_string())
+        .and_then(|root| firstboot::read(&root).map_err(|e| e.to_string()));
+    match read {
+        Ok(Some(list)) if !list.is_empty() => {
+            labels.insert(firstboot::LABEL.into(), firstboot::label(&list));
+        }
+        Ok(_) => {}
+        Err(e) => env.reporter.message(
+            Level::Warn,
+            &format!("the image gets no {} label: {e}", firstboot::LABEL),
+        ),
     }
 }
 

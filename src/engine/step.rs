@@ -43,9 +43,14 @@ impl Run<'_, '_> {
             Op::Pkg {
                 packages,
                 bootstrap,
+                scripts,
             } => match self.env.freebsd.pkg_installer {
                 PkgInstaller::Jbuild => {
-                    super::pkg::install(self, packages, *bootstrap, ctx, root, info, file_flags)
+                    let how = super::pkg::How {
+                        bootstrap: *bootstrap,
+                        scripts: scripts.unwrap_or(self.env.freebsd.pkg_scripts),
+                    };
+                    super::pkg::install(self, packages, how, ctx, root, info, file_flags)
                 }
                 PkgInstaller::Pkg => self.pkg(packages, args, ctx, root, info),
             },

@@ -243,9 +243,19 @@ impl Resolver<'_> {
         let esc = ins.escape;
         let mut packages = Vec::new();
         let mut bootstrap = true;
+        let mut scripts = None;
         for (p, w) in self.fields(words, esc)? {
             if p == "--no-bootstrap" && packages.is_empty() {
                 bootstrap = false;
+                continue;
+            }
+            if let Some(value) = p.strip_prefix("--scripts=").filter(|_| packages.is_empty()) {
+                let mode = value.parse().map_err(|why: String| {
+                    Error::new(w.span(), format!("PKG --scripts: {why}")).with_help(
+                        "--scripts=refuse fails the step on a script command jbuild does not carry out; --scripts=defer keeps it for the jail's first start",
+                    )
+                })?;
+                scripts = Some(mode);
                 continue;
             }
             if p.starts_with('-') {
@@ -254,7 +264,7 @@ impl Resolver<'_> {
                     format!("PKG takes package names, not options (`{p}`)"),
                 )
                 .with_help(
-                    "PKG installs packages (`PKG [--no-bootstrap] package ...`); use RUN for other pkg(8) options",
+                    "PKG installs packages (`PKG [--no-bootstrap] [--scripts=refuse|defer] package ...`); use RUN for other pkg(8) options",
                 ));
             }
             packages.push(p);
@@ -268,6 +278,7 @@ impl Resolver<'_> {
         Ok(Op::Pkg {
             packages,
             bootstrap,
+            scripts,
         })
     }
 

@@ -169,14 +169,19 @@ pub enum Op {
         network: bool,
         mounts: Vec<RunMount>,
     },
-    /// `PKG [--no-bootstrap] <packages>`: the packages installed into the
-    /// step's root by jbuild's installer (`crate::pkg::install`), or by
-    /// `pkg install -y` in the build jail when `[pkg] installer = "pkg"`.
+    /// `PKG [--no-bootstrap] [--scripts=refuse|defer] <packages>`: the
+    /// packages installed into the step's root by jbuild's installer
+    /// (`crate::pkg::install`), or by `pkg install -y` in the build jail
+    /// when `[pkg] installer = "pkg"`.
     Pkg {
         packages: Vec<String>,
         /// Install `pkg` too when the image has none, as `pkg bootstrap`
         /// would (off with `--no-bootstrap`).
         bootstrap: bool,
+        /// `--scripts=`: what a script command jbuild does not carry out
+        /// does to the step; `None` when not written (`[pkg] scripts`
+        /// decides).
+        scripts: Option<crate::config::PkgScripts>,
     },
     /// COPY: files from the context, a stage or an image.
     Copy(CopyOp),

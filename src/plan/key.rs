@@ -184,6 +184,8 @@ pub fn encode_op(e: &mut KeyEncoder, op: &Op) {
         Op::Pkg {
             packages,
             bootstrap,
+            // Keyed as it is in force, with `[pkg] scripts`: `step::step_key`.
+            scripts: _,
         } => {
             e.str("op", "pkg");
             e.list("package", packages.iter().map(String::as_str));
@@ -326,6 +328,7 @@ mod tests {
             &Op::Pkg {
                 packages: vec!["nginx".into(), "curl".into()],
                 bootstrap: true,
+                scripts: None,
             },
         );
         assert_eq!(

@@ -177,6 +177,10 @@ pub struct PlanOptions {
     /// [`target_stage`]) to build, with the stages it needs; `None`: the
     /// last one.
     pub target: Option<usize>,
+    /// `[pkg] scripts`: what PKG steps without `--scripts=` do with a
+    /// script command jbuild does not carry out (it changes their result,
+    /// so it is in their keys).
+    pub pkg_scripts: crate::config::PkgScripts,
 }
 
 #[derive(Debug, Clone)]

@@ -127,7 +127,15 @@ pub(super) fn step_key(
                     }
                 }
             }
-            if let Op::Pkg { .. } = step.op {
+            if let Op::Pkg { scripts, .. } = &step.op {
+                // Deferring lets a step through that refusing fails, and
+                // puts the first-start script in its layer: a mode of its
+                // own. Only when deferring, so the keys of PKG steps made
+                // before the mode existed stay.
+                let mode = scripts.unwrap_or(opts.pkg_scripts);
+                if mode == crate::config::PkgScripts::Defer {
+                    e.str("pkg.scripts", mode.as_str());
+                }
                 // pkg(8) picks packages by ABI and OSVERSION, from the
                 // catalogues of the repositories the root names: a new
                 // catalogue, or a root naming other repositories, is a new

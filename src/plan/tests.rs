@@ -356,6 +356,7 @@ fn pkg(names: &[&str]) -> Op {
     Op::Pkg {
         packages: names.iter().map(|s| s.to_string()).collect(),
         bootstrap: true,
+        scripts: None,
     }
 }
 

@@ -130,6 +130,10 @@ impl Reporter for JsonReporter {
         self.emit(json!({"event": "package", "index": s.index, "what": what, "name": name, "version": version, "bytes": bytes}));
     }
 
+    fn deferred(&self, s: &StepInfo, package: &str, script: &str, command: &str, reason: &str) {
+        self.emit(json!({"event": "deferred", "index": s.index, "package": package, "script": script, "command": command, "reason": reason}));
+    }
+
     fn message(&self, level: Level, text: &str) {
         let level = match level {
             Level::Info => "info",

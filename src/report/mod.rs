@@ -112,6 +112,20 @@ pub trait Reporter: Send + Sync {
     /// `bytes` the package file's or the content's. Only `--json` shows
     /// it as an event; the step's output says it to people.
     fn package(&self, _step: &StepInfo, _what: &str, _name: &str, _version: &str, _bytes: u64) {}
+    /// A command of a package's script a PKG step deferred to the jail's
+    /// first start: `package` (`name-version`), `script` (`post-install`),
+    /// the `command` as sh runs it, `reason` (`rebuilder` or `unknown`).
+    /// Only `--json` shows it as an event; the step's output says it to
+    /// people.
+    fn deferred(
+        &self,
+        _step: &StepInfo,
+        _package: &str,
+        _script: &str,
+        _command: &str,
+        _reason: &str,
+    ) {
+    }
     /// A layer export (a transfer with no known total) begins; `differ` is
     /// the [`Differ::name`](crate::diff::Differ::name) that listed its
     /// changes (`zfs-diff`, `tree-walk`, `overlay-upper`), so a script can

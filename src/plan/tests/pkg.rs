@@ -173,3 +173,42 @@ fn steps_without_pkg_never_wait() {
     assert!(layers(&p).iter().all(|(_, w)| w.is_none()));
     assert!(!p.stages[0].pending);
 }
+
+#[test]
+fn deferring_script_commands_is_a_key_of_its_own_the_flag_over_the_setting() {
+    use crate::config::PkgScripts;
+    let with = |scripts: Option<PkgScripts>| {
+        let op = match pkg(&["a"]) {
+            Op::Pkg {
+                packages,
+                bootstrap,
+                ..
+            } => Op::Pkg {
+                packages,
+                bootstrap,
+                scripts,
+            },
+            other => unreachable!("{other:?}"),
+        };
+        build(vec![step(2, "PKG a", op)])
+    };
+    let key = |b: &Build, setting: PkgScripts| {
+        let opts = PlanOptions {
+            pkg_scripts: setting,
+            ..amd64()
+        };
+        layers(&super::super::plan(b, &Inputs::gather(b, &opts, &fake()), &opts).unwrap())[0]
+            .0
+            .clone()
+    };
+    let (refuse, defer) = (PkgScripts::Refuse, PkgScripts::Defer);
+    let plain = key(&with(None), refuse);
+    // Refusing, written or not, is the key PKG steps had before the mode.
+    assert_eq!(key(&with(Some(refuse)), refuse), plain);
+    assert_eq!(key(&with(Some(refuse)), defer), plain);
+    // Deferring, by the flag or the setting, is another step.
+    let deferred = key(&with(Some(defer)), refuse);
+    assert_ne!(deferred, plain);
+    assert_eq!(key(&with(None), defer), deferred);
+    assert_eq!(key(&with(Some(defer)), defer), deferred);
+}

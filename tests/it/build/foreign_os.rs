@@ -96,3 +96,76 @@ fn a_run_over_an_image_whose_config_says_freebsd_is_refused_before_anything_runs
         ok(jbuild(&root).args(["build", "-q", "-t", "app:1"]).arg(&app));
     }
 }
+
+/// Item 5 of issue 32: a Containerfile written for podman on FreeBSD,
+/// each way such recipes install packages. `build --check` names the PKG
+/// line to write at the RUN's line, and the build over a FreeBSD root
+/// refuses the RUN with the same line, before anything runs.
+#[test]
+fn each_way_a_containerfile_runs_pkg_install_is_pointed_at_its_pkg_line() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("root");
+    let base = context(&t.path().join("base"), "FROM scratch\nCOPY a.txt /a.txt\n");
+    ok(jbuild(&root)
+        .args(["build", "-q", "-t", "base:1"])
+        .arg(&base));
+    for (run_line, pkg) in [
+        ("RUN pkg install -y nginx && pkg clean -ay", "PKG nginx"),
+        (
+            "RUN pkg install --yes www/nginx security/sudo",
+            "PKG www/nginx security/sudo",
+        ),
+        ("RUN /usr/sbin/pkg install -y nginx", "PKG nginx"),
+        ("RUN ASSUME_ALWAYS_YES=yes pkg install redis", "PKG redis"),
+        (
+            "RUN env ASSUME_ALWAYS_YES=yes pkg install -y git && pkg clean -a -y",
+            "PKG git",
+        ),
+        (
+            "RUN pkg install -y \\\n    postgresql16-server \\\n    php83 \\\n    curl",
+            "PKG postgresql16-server php83 curl",
+        ),
+        (
+            "RUN [\"pkg\", \"install\", \"-y\", \"ca_root_nss\"]",
+            "PKG ca_root_nss",
+        ),
+    ] {
+        let app = t.path().join("app");
+        fs::create_dir_all(&app).unwrap();
+        let recipe = |from: &str| {
+            fs::write(
+                app.join("Containerfile"),
+                format!("FROM {from}\n\n{run_line}\n"),
+            )
+            .unwrap()
+        };
+        // Over an empty root the RUN could run: a warning.
+        recipe("scratch");
+        let checked = run(jbuild(&root).args(["build", "--check"]).arg(&app));
+        let out = String::from_utf8_lossy(&checked.stdout).into_owned();
+        assert!(checked.status.success(), "{run_line}:\n{out}");
+        assert!(
+            out.lines()
+                .any(|l| l.contains("Containerfile:3:1: warning: ")
+                    && l.contains(&format!("write `{pkg}`, which installs them on any host"))),
+            "{run_line}: no `{pkg}` in\n{out}"
+        );
+        // Over a FreeBSD root it cannot: the check's error and the build's.
+        recipe("base:1");
+        for args in [&["build", "--check"][..], &["build", "-t", "app:1"]] {
+            let refused = run(jbuild(&root).args(args).arg(&app));
+            let said = String::from_utf8_lossy(&refused.stdout).into_owned()
+                + &String::from_utf8_lossy(&refused.stderr);
+            assert_eq!(
+                refused.status.code(),
+                Some(1),
+                "{args:?} {run_line}:\n{said}"
+            );
+            assert!(
+                said.contains("Containerfile:3:1:")
+                    && said.contains(&format!("`{pkg}` does the same as this line")),
+                "{args:?} {run_line}: no `{pkg}` in\n{said}"
+            );
+        }
+    }
+}

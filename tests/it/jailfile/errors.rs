@@ -108,6 +108,8 @@ cases! {
     heredoc_without_destination: "FROM scratch\nCOPY <<EOF\nx\nEOF" => 2, 11, "COPY needs a destination after the heredoc";
     bad_escape_directive: "# escape=/\nFROM scratch" => 1, 10, "invalid escape character `/`";
     pkg_option: "FROM scratch\nPKG -f nginx" => 2, 5, "PKG takes package names, not options (`-f`)";
+    pkg_scripts_value: "FROM scratch\nPKG --scripts=run nginx" => 2, 5, "PKG --scripts: `run` is not a way to treat package scripts; use refuse (the default) or defer";
+    pkg_scripts_after_packages: "FROM scratch\nPKG nginx --scripts=defer" => 2, 11, "PKG takes package names, not options (`--scripts=defer`)";
     env_without_value: "FROM scratch\nENV LONELY" => 2, 11, "ENV `LONELY` needs a value";
     bad_arg_name: "FROM scratch\nARG my-arg=1" => 2, 5, "invalid ARG name `my-arg`";
     flag_without_value: "FROM scratch\nCOPY --chown a /b" => 2, 6, "`--chown` needs a value";

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use jbuild::config::PkgScripts;
 use jbuild::jailfile::{
     load_str, Base, Build, Command, CopyFrom, CopyOp, CopySource, Op, Step, SysrcOp,
 };
@@ -187,6 +188,7 @@ fn pkg_lists_packages() {
         Op::Pkg {
             packages: strings(&["nginx", "py311-certbot"]),
             bootstrap: true,
+            scripts: None,
         }
     );
     assert_eq!(
@@ -194,6 +196,7 @@ fn pkg_lists_packages() {
         Op::Pkg {
             packages: strings(&["nginx"]),
             bootstrap: false,
+            scripts: None,
         }
     );
     assert_eq!(
@@ -201,6 +204,23 @@ fn pkg_lists_packages() {
         Op::Pkg {
             packages: strings(&["nginx", "curl", "git"]),
             bootstrap: true,
+            scripts: None,
+        }
+    );
+    assert_eq!(
+        op("PKG --scripts=defer --no-bootstrap fontconfig"),
+        Op::Pkg {
+            packages: strings(&["fontconfig"]),
+            bootstrap: false,
+            scripts: Some(PkgScripts::Defer),
+        }
+    );
+    assert_eq!(
+        op("ARG MODE=refuse\nPKG --scripts=$MODE nginx"),
+        Op::Pkg {
+            packages: strings(&["nginx"]),
+            bootstrap: true,
+            scripts: Some(PkgScripts::Refuse),
         }
     );
 }

@@ -10,6 +10,7 @@ mod conf;
 mod db;
 mod entry;
 mod fetch;
+mod firstboot;
 pub(crate) mod flags;
 mod hints;
 mod install;
