@@ -4,9 +4,9 @@
 //! old version's files removed ([`remove_old`]). Kept apart from the install's sequence of
 //! phases (install.rs), which only calls them.
 
-use super::*;
 use super::scripts::Asked;
 use super::shell::When;
+use super::*;
 
 /// The hooks of [`extract::install`] joined to the package database and
 /// the Lua interpreter.

@@ -64,7 +64,10 @@ impl crate::blame::Blame for ShellError {
 
 /// Parses each script pkg runs at install: a script that is not shell
 /// refuses its package before anything is written.
-pub fn check_parse(scripts: &[(ScriptType, String)], types: &[ScriptType]) -> Result<(), ShellError> {
+pub fn check_parse(
+    scripts: &[(ScriptType, String)],
+    types: &[ScriptType],
+) -> Result<(), ShellError> {
     for (t, text) in scripts.iter().filter(|(t, _)| types.contains(t)) {
         script::parse(text).map_err(|source| ShellError::Script {
             script: t.key().to_string(),

@@ -338,14 +338,22 @@ fn a_pkgbase_base_builds_on_linux_with_jbuilds_installer() {
     assert!(line("etc/master.passwd").starts_with("-rw------- 0/0 "));
     // FreeBSD-runtime's post-install ran: the password databases (read
     // back by db_dump185), services.db, login.conf.db, /tmp 1777.
-    assert!(line("tmp/").starts_with("drwxrwxrwt 0/0 "), "{}", line("tmp/"));
+    assert!(
+        line("tmp/").starts_with("drwxrwxrwt 0/0 "),
+        "{}",
+        line("tmp/")
+    );
     let keys = |file: &str| -> String {
         let out = std::process::Command::new("db_dump185")
             .arg("-p")
             .arg(rootfs.join(file))
             .output()
             .unwrap();
-        assert!(out.status.success(), "{file}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{file}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
     let pwd = keys("etc/pwd.db");

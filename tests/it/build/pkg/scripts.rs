@@ -110,7 +110,11 @@ fn git() -> TestPkg {
     )
 }
 
-fn scripted(name: &str, items: Vec<crate::support::pkgrepo::pkgfile::Item>, scripts: Value) -> TestPkg {
+fn scripted(
+    name: &str,
+    items: Vec<crate::support::pkgrepo::pkgfile::Item>,
+    scripts: Value,
+) -> TestPkg {
     with(name, "1.0", &[], items, vec![("scripts", scripts)])
 }
 
@@ -133,7 +137,11 @@ fn packages(certs: &[(String, Vec<u8>)]) -> Vec<TestPkg> {
     vec![
         redis(),
         git(),
-        scripted("libbar", libs, serde_json::json!({ "post-install": LDCONFIG })),
+        scripted(
+            "libbar",
+            libs,
+            serde_json::json!({ "post-install": LDCONFIG }),
+        ),
         with(
             "certctl",
             "1.0",
@@ -189,7 +197,11 @@ fn certificates(t: &Path) -> Vec<(String, Vec<u8>)> {
                 .arg(&pem)
                 .output()
                 .unwrap();
-            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
             (n.to_string(), fs::read(&pem).unwrap())
         })
         .collect()
@@ -262,7 +274,11 @@ fn recipe(s: &Setup, name: &str, pkg_line: &str) -> PathBuf {
 /// `db_dump185 -p FILE`: its key/data pairs, decoded (the printable
 /// form: a space, then each byte as itself or `\hh`, `\\` for `\`).
 fn db_dump185(path: &Path) -> Vec<(Vec<u8>, Vec<u8>)> {
-    let out = Command::new("db_dump185").arg("-p").arg(path).output().unwrap();
+    let out = Command::new("db_dump185")
+        .arg("-p")
+        .arg(path)
+        .output()
+        .unwrap();
     assert!(
         out.status.success(),
         "db_dump185 {}: {}",
@@ -343,7 +359,10 @@ fn pwd_records(master: &str, secure: bool) -> Vec<(Vec<u8>, Vec<u8>)> {
         r.extend_from_slice(&num(f[6]));
         r.extend_from_slice(&fields.to_be_bytes());
         out.push(([b"A", f[0].as_bytes()].concat(), r.clone()));
-        out.push(([&b"B"[..], &(n as u32 + 1).to_be_bytes()].concat(), r.clone()));
+        out.push((
+            [&b"B"[..], &(n as u32 + 1).to_be_bytes()].concat(),
+            r.clone(),
+        ));
         if seen_uid.insert(f[2].to_string()) {
             out.push(([&b"C"[..], &num(f[2])].concat(), r));
         }
@@ -442,7 +461,9 @@ fn ldconfig_in_a_post_install_writes_the_hints_of_the_images_library_directories
     let stdout = build_json(&s.root, &dir, "libs:1");
     let said = said(&stdout);
     assert!(
-        said.contains("ldconfig: /var/run/ld-elf.so.hints: /lib:/usr/lib:/usr/local/lib:/usr/local/lib/bar"),
+        said.contains(
+            "ldconfig: /var/run/ld-elf.so.hints: /lib:/usr/lib:/usr/local/lib:/usr/local/lib/bar"
+        ),
         "{said}"
     );
     let (_, rootfs) = export_unpacked(&s.root, "libs:1", t.path());
@@ -535,4 +556,85 @@ fn two_fresh_builds_of_a_recipe_whose_scripts_write_databases_give_one_digest() 
     }
     assert!(digests[0].is_string(), "{digests:?}");
     assert_eq!(digests[0], digests[1]);
+}
+
+/// The `deferred` events of a `--json` build: (package, script, command,
+/// reason).
+fn deferred_events(stdout: &str) -> Vec<(String, String, String, String)> {
+    stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["event"] == "deferred")
+        .map(|e| {
+            let s = |k: &str| e[k].as_str().unwrap_or_default().to_string();
+            (s("package"), s("script"), s("command"), s("reason"))
+        })
+        .collect()
+}
+
+#[test]
+fn a_cache_rebuilder_is_deferred_to_the_first_start_and_said() {
+    let t = tempfile::tempdir().unwrap();
+    let s = setup(t.path(), &t.path().join("root"));
+    let dir = recipe(&s, "fonts", "PKG --no-bootstrap fonts");
+    let stdout = build_json(&s.root, &dir, "fonts:1");
+    let command = "fc-cache -s /usr/local/share/fonts/test";
+    assert_eq!(
+        deferred_events(&stdout),
+        [(
+            "fonts-1.0".to_string(),
+            "post-install".to_string(),
+            command.to_string(),
+            "rebuilder".to_string()
+        )],
+        "{stdout}"
+    );
+    let (_, rootfs) = export_unpacked(&s.root, "fonts:1", t.path());
+    let first = fs::read_to_string(rootfs.join("usr/local/etc/rc.d/jbuild_firstboot")).unwrap();
+    assert!(first.contains(command), "{first}");
+    assert!(rootfs.join("firstboot").exists());
+}
+
+#[test]
+fn an_unknown_command_fails_the_step_naming_it_and_is_deferred_when_asked() {
+    let t = tempfile::tempdir().unwrap();
+    let s = setup(t.path(), &t.path().join("root"));
+    let before = stored(&s.root);
+    let dir = recipe(&s, "weird", "PKG --no-bootstrap weird");
+    let out = run(jbuild(&s.root).args(["build", "-t", "weird:1"]).arg(&dir));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    for part in [
+        "weird-1.0",
+        "`post-install`",
+        "`frobnicate`",
+        "line 2",
+        "PKG --scripts=defer",
+    ] {
+        assert!(stderr.contains(part), "{part}: {stderr}");
+    }
+    assert_eq!(stored(&s.root), before, "nothing committed");
+
+    let dir = recipe(
+        &s,
+        "weird-defer",
+        "PKG --no-bootstrap --scripts=defer weird",
+    );
+    let stdout = build_json(&s.root, &dir, "weird:2");
+    let command = "frobnicate --all /usr/local";
+    assert_eq!(
+        deferred_events(&stdout),
+        [(
+            "weird-1.0".to_string(),
+            "post-install".to_string(),
+            command.to_string(),
+            "unknown".to_string()
+        )],
+        "{stdout}"
+    );
+    // What the script did before and after the command still happened.
+    assert!(said(&stdout).contains("weird-1.0: setting up"), "{stdout}");
+    let (_, rootfs) = export_unpacked(&s.root, "weird:2", t.path());
+    let first = fs::read_to_string(rootfs.join("usr/local/etc/rc.d/jbuild_firstboot")).unwrap();
+    assert!(first.contains(command), "{first}");
 }
