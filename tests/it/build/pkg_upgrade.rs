@@ -104,7 +104,10 @@ fn tool(version: &str) -> TestPkg {
         version,
         &[],
         vec![file("/usr/local/bin/tool", 0o755, version.as_bytes())],
-        vec![("scripts", json!({"pre-deinstall": "echo bye upgrade=${PKG_UPGRADE}"}))],
+        vec![(
+            "scripts",
+            json!({"pre-deinstall": "echo bye upgrade=${PKG_UPGRADE}"}),
+        )],
     )
 }
 
