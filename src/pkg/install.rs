@@ -240,7 +240,7 @@ pub enum InstallError {
     Script {
         package: String,
         #[source]
-        source: ShellError,
+        source: Box<ShellError>,
     },
     /// The library hints a script asked for could not be written.
     #[error("the library hints (`ldconfig`) a package's script asked for")]

@@ -223,7 +223,7 @@ pub enum WeighError {
     Script {
         package: String,
         #[source]
-        source: super::install::script_error::ShellError,
+        source: Box<super::install::script_error::ShellError>,
     },
 }
 
@@ -288,7 +288,7 @@ pub fn weigh<'a>(
         super::install::script_error::check_parse(&previous.scripts, &runs).map_err(|source| {
             WeighError::Script {
                 package: format!("{}-{}", old.name, old.version),
-                source,
+                source: Box::new(source),
             }
         })?;
         upgrades.insert(

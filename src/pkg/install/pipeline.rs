@@ -217,7 +217,7 @@ impl<'c> Pipeline<'c> {
         shell::check_parse(&opened.manifest.scripts, &shell::AT_INSTALL).map_err(|source| {
             InstallError::Script {
                 package: opened.label(),
-                source,
+                source: Box::new(source),
             }
         })?;
         if let Some(abi) = self.abi {
