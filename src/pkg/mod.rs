@@ -29,6 +29,9 @@
 //!   image's root and bounded, for the installer to run in pkg's order;
 //! - [`fetch`]: the closure's packages downloaded several at a time,
 //!   each verified by its catalogue checksum, into jbuild's package cache;
+//! - [`hashdb`]: Berkeley DB 1.85 hash files, the format of `pwd.db`,
+//!   `spwd.db`, `services.db` and `login.conf.db`, written as libc reads
+//!   them;
 //! - [`install`]: the one entry, from a root and package names to an
 //!   installed, recorded closure;
 //! - [`extract`]: packages installed into the image's root as pkg 2.x
@@ -49,6 +52,7 @@ pub mod db;
 pub mod extract;
 pub mod fetch;
 pub mod firstboot;
+pub mod hashdb;
 pub mod install;
 pub mod lua;
 pub mod manifest;

@@ -7,9 +7,11 @@
 mod catalogue;
 mod conf;
 mod db;
+mod dump185;
 mod entry;
 mod fetch;
 pub(crate) mod flags;
+mod hashdb;
 mod install;
 mod lua;
 mod mirror;
