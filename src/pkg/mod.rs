@@ -29,6 +29,9 @@
 //!   image's root and bounded, for the installer to run in pkg's order;
 //! - [`fetch`]: the closure's packages downloaded several at a time,
 //!   each verified by its catalogue checksum, into jbuild's package cache;
+//! - [`accounts`]: the image's users and groups (`master.passwd`,
+//!   `group`, `passwd`, `pwd.db`, `spwd.db`) and the `pw` and `pwd_mkdb`
+//!   commands package scripts call, carried out on them;
 //! - [`hashdb`]: Berkeley DB 1.85 hash files, the format of `pwd.db`,
 //!   `spwd.db`, `services.db` and `login.conf.db`, written as libc reads
 //!   them;
@@ -46,6 +49,7 @@
 //! (`engine::pkgbase`, [`install::install_for`] with the release's ABI).
 
 pub mod abi;
+pub mod accounts;
 pub mod catalogue;
 pub mod checksum;
 pub mod db;

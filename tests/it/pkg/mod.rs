@@ -4,6 +4,7 @@
 //! cache and installing into a root. The repositories are the
 //! tests' own (`tests/support/pkgrepo`), signed with the `openssl` program.
 
+mod accounts;
 mod catalogue;
 mod conf;
 mod db;
