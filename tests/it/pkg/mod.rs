@@ -4,14 +4,17 @@
 //! cache and installing into a root. The repositories are the
 //! tests' own (`tests/support/pkgrepo`), signed with the `openssl` program.
 
+mod accounts;
 mod catalogue;
 mod certs;
 mod conf;
 mod db;
+mod dump185;
 mod entry;
 mod fetch;
 mod firstboot;
 pub(crate) mod flags;
+mod hashdb;
 mod hints;
 mod install;
 mod lua;
