@@ -165,6 +165,7 @@ impl Shell<'_> {
                     }
                     None => self.state.positional.clone(),
                 };
+                self.check_words(&values)?;
                 let mut status = 0;
                 for value in values {
                     self.at(Some(f.loc.clone()));

@@ -59,6 +59,7 @@ impl Shell<'_> {
                 }
             }
         }
+        self.check_words(&words)?;
         let mut values = Vec::new();
         for a in &assignments {
             let name = match &a.name {
@@ -119,6 +120,20 @@ impl Shell<'_> {
         let status = r?;
         self.check_output(s)?;
         Ok(status)
+    }
+
+    /// A command's words together stay within one variable's bound (as
+    /// FreeBSD's ARG_MAX bounds a command line): `set -- "$@" "$@"` in a
+    /// loop cannot fill memory.
+    pub(crate) fn check_words(&self, words: &[String]) -> R<()> {
+        let total: usize = words.iter().map(|w| w.len() + 8).sum();
+        if total > self.limits.variable_bytes {
+            return Err(self.limit(format!(
+                "{} bytes in one command's words",
+                self.limits.variable_bytes
+            )));
+        }
+        Ok(())
     }
 
     /// What `name` runs.

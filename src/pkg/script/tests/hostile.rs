@@ -240,6 +240,29 @@ fn huge_variable_stops() {
 }
 
 #[test]
+fn huge_variable_from_input_or_in_total_stops() {
+    // `read` sets a variable without expanding a word: the variable's own
+    // bound stops it.
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("big"), "x".repeat(2 << 20)).unwrap();
+    let e = go(dir.path(), "read X < /big").unwrap_err();
+    assert!(e.to_string().contains("1048576 bytes in one variable (`X`)"), "{e}");
+    // Many variables below the bound each, over ten times it together.
+    let e = limited(
+        "X=x; i=0; while [ $i -lt 19 ]; do X=$X$X; i=$((i+1)); done\nwhile :; do eval \"V$i=\\$X\"; i=$((i+1)); done\n",
+        Limits::default(),
+    );
+    assert!(e.to_string().contains("10485760 bytes in all variables"), "{e}");
+}
+
+#[test]
+fn growing_arguments_stop() {
+    let e = limited("set -- a\nwhile :; do\n  set -- \"$@\" \"$@\"\ndone\n", Limits::default());
+    assert!(matches!(&e, ScriptError::Limit { line: 3, .. }), "{e:?}");
+    assert!(e.to_string().contains("bytes in one command's words"), "{e}");
+}
+
+#[test]
 fn too_many_commands_stop() {
     let e = limited(
         "while :; do :; done",
