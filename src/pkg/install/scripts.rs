@@ -68,8 +68,6 @@ pub const REBUILDERS: &[&str] = &[
 const NATIVE: &[&str] = &[
     "pw",
     "pwd_mkdb",
-    "services_mkdb",
-    "cap_mkdb",
     "certctl",
     "ldconfig",
     "service",
@@ -215,10 +213,9 @@ impl Host for PackageHost<'_> {
             return self.rc(word, args, io);
         }
         match name {
-            "pw" => crate::pkg::accounts::pw(root, args, io),
-            "pwd_mkdb" => crate::pkg::accounts::pwd_mkdb(root, args, io),
-            "services_mkdb" => crate::pkg::mkdb::services_mkdb(root, args, io),
-            "cap_mkdb" => crate::pkg::mkdb::cap_mkdb(root, args, io),
+            "pw" => crate::pkg::accounts::pw::pw(root, args, io),
+            "pwd_mkdb" => crate::pkg::accounts::pwd_mkdb::pwd_mkdb(root, args, io),
+            // pkg::mkdb (services_mkdb, cap_mkdb) joins once it is merged.
             "certctl" => crate::pkg::certs::certctl(root, args, io),
             "ldconfig" => crate::pkg::hints::ldconfig(root, args, io),
             "service" => self.rc(word, args, io),

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 
 use super::pkg::{build_json, last_layer_listing, said, serve, sqlite};
-use crate::support::common::{export_unpacked, jbuild, ok, run};
+use crate::support::common::{export_unpacked, jbuild, ok};
 use crate::support::limits::Server;
 use crate::support::pkgrepo::image::{freebsd_tree, with};
 use crate::support::pkgrepo::pkgfile::{config, file};

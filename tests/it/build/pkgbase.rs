@@ -357,12 +357,12 @@ fn a_pkgbase_base_builds_on_linux_with_jbuilds_installer() {
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
     let pwd = keys("etc/pwd.db");
-    for key in [" Aroot", " Aunbound"] {
+    for key in ["Aroot", "Aunbound"] {
         assert!(pwd.lines().any(|l| l == key), "{key}: {pwd}");
     }
-    assert!(keys("etc/spwd.db").lines().any(|l| l == " Aunbound"));
+    assert!(keys("etc/spwd.db").lines().any(|l| l == "Aunbound"));
     assert!(keys("var/db/services.db").contains("ssh"));
-    assert!(keys("etc/login.conf.db").lines().any(|l| l == " default"));
+    assert!(keys("etc/login.conf.db").lines().any(|l| l == "default"));
     assert!(line("etc/spwd.db").starts_with("-rw------- 0/0 "));
     let flags = bsdtar_flags(&last_layer(&layout));
     assert_eq!(flags.get("lib/libc.so.7").map(String::as_str), Some("schg"));

@@ -272,7 +272,7 @@ fn recipe(s: &Setup, name: &str, pkg_line: &str) -> PathBuf {
 }
 
 /// `db_dump185 -p FILE`: its key/data pairs, decoded (the printable
-/// form: a space, then each byte as itself or `\hh`, `\\` for `\`).
+/// form: each byte as itself or `\hh`, `\\` for `\`).
 fn db_dump185(path: &Path) -> Vec<(Vec<u8>, Vec<u8>)> {
     let out = Command::new("db_dump185")
         .arg("-p")
@@ -289,7 +289,7 @@ fn db_dump185(path: &Path) -> Vec<(Vec<u8>, Vec<u8>)> {
     let decode = |line: &str| {
         let b = line.as_bytes();
         let mut v = Vec::new();
-        let mut i = 1;
+        let mut i = 0;
         while i < b.len() {
             if b[i] == b'\\' && b.get(i + 1) == Some(&b'\\') {
                 v.push(b'\\');
