@@ -65,14 +65,7 @@ pub const REBUILDERS: &[&str] = &[
 
 /// The programs jbuild carries out itself beside the interpreter's own
 /// builtins and file commands ([`crate::pkg::script::files`]).
-const NATIVE: &[&str] = &[
-    "pw",
-    "pwd_mkdb",
-    "certctl",
-    "ldconfig",
-    "service",
-    "env",
-];
+const NATIVE: &[&str] = &["pw", "pwd_mkdb", "certctl", "ldconfig", "service", "env"];
 
 /// The name a command is known by: the last part of a path
 /// (`/usr/sbin/pw` → `pw`), the word itself otherwise.
