@@ -16,6 +16,7 @@ mod hashdb;
 mod install;
 mod lua;
 mod mirror;
+mod mkdb;
 mod resolve;
 mod sign;
 mod sign_ecc;
