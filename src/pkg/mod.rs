@@ -40,6 +40,8 @@
 //! - [`hashdb`]: Berkeley DB 1.85 hash files, the format of `pwd.db`,
 //!   `spwd.db`, `services.db` and `login.conf.db`, written as libc reads
 //!   them;
+//! - [`mkdb`]: `services_mkdb` and `cap_mkdb`, the base system's other
+//!   database builders, as native commands;
 //! - [`install`]: the one entry, from a root and package names to an
 //!   installed, recorded closure;
 //! - [`extract`]: packages installed into the image's root as pkg 2.x
@@ -69,6 +71,7 @@ pub mod lua;
 pub mod manifest;
 pub mod merge3;
 pub mod mirror;
+pub mod mkdb;
 pub mod osversion;
 pub mod pkg_conf;
 pub mod repo_conf;

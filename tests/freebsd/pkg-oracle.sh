@@ -12,8 +12,8 @@
 #   -j JBUILD   the jbuild binary (default target/release/jbuild)
 #   -r RELEASE  the base release (default: this host's, e.g. 14.3)
 #   -k          keep the work directory (printed) for a look afterwards
-#   PACKAGE     what to install (default: curl jq pcre2 redis: @ldconfig
-#               post-install scripts, and redis's USERS=/GROUPS= pre-install)
+#   PACKAGE     what to install (default: curl jq pcre2 redis: libraries
+#               with USE_LDCONFIG's @ldconfig, and redis's USERS= script)
 #
 # Both roots start from the base layer of one jbuild image (so the base is
 # the same bytes); pkg(8) installs `pkg` and the packages into the first,
@@ -25,16 +25,15 @@
 #      on both: jbuild's must pass as pkg's does;
 #   3. `pkg -r ROOT info -a`, and `pkg -r ROOT query` of every package's
 #      files and sums, and of its dependencies, diffed;
-#   4. the users and groups as a program in the root sees them — `pw
-#      usershow -a`, `pw groupshow -a` and `getent passwd`/`group` run
-#      chrooted, which read pwd.db (libc) and group — diffed: the
-#      databases' bytes may differ (hash layout), not what they hold;
-#   5. the library hints, `ldconfig -r` run chrooted, diffed, after rc's
-#      `ldconfig` start in pkg's root (pkg -r runs `service ldconfig
-#      restart` on the host, so its root's hints are made at boot).
-# The databases (pwd.db, spwd.db, services.db, login.conf.db), the hints
-# and jbuild's first-start script are left out of the mtree comparison
-# (1.) and compared by 4. and 5. instead; what jbuild deferred is printed.
+#   4. users and groups: `pw -R ROOT usershow -a` and `groupshow -a` (the
+#      text files), and what the C library reads in each root, chrooted:
+#      `getent passwd` and `getent group` (pwd.db, group) and `pw usershow
+#      -a` (getpwent over spwd.db); pwd.db and spwd.db are left out of 1.,
+#      their bytes may differ for the same entries (hash table layout);
+#   5. the library hints: `ldconfig -r` chrooted in each root (rtld's
+#      /var/run/ld-elf.so.hints, and ld-elf32.so.hints with `-32` where
+#      lib32 exists), pkg's root first given what rc.d/ldconfig does at
+#      boot (`pkg -r` restarts the host's ldconfig, not the root's).
 # Exit status 0 when all agree, 1 on any difference (each one printed),
 # 2 when the script could not run.
 
@@ -138,13 +137,12 @@ cat >"$work/excludes" <<'EOF'
 ./var/db/pkg
 ./etc/pwd.db
 ./etc/spwd.db
-./etc/login.conf.db
-./var/db/services.db
 ./var/run/ld-elf.so.hints
 ./var/run/ld-elf32.so.hints
-./usr/local/etc/rc.d/jbuild_firstboot
-./firstboot
 EOF
+# What the root's own boot does for pkg's root: rc.d/ldconfig's hints.
+chroot "$work/by-pkg" /bin/sh /etc/rc.d/ldconfig onestart >"$work/ldconfig.log" 2>&1 ||
+	{ cat "$work/ldconfig.log" >&2; die "rc.d/ldconfig in pkg's root failed"; }
 keys=type,mode,uname,gname,size,sha256digest,link,flags,nlink
 for r in by-pkg by-jbuild; do
 	mtree -c -n -k "$keys" -X "$work/excludes" -p "$work/$r" >"$work/$r.mtree"
@@ -179,31 +177,36 @@ for what in info files deps flags; do
 	fi
 done
 
-# 4. Users and groups as programs in the root read them (pwd.db through
-# libc, group as text).
-chroot "$work/by-pkg" /bin/sh /etc/rc.d/ldconfig start >/dev/null 2>&1 ||
-	differ "rc.d/ldconfig start fails in pkg's root"
+# 4. Users and groups: the text files through pw, the databases through
+# the C library in each root.
 for r in by-pkg by-jbuild; do
-	chroot "$work/$r" /usr/sbin/pw usershow -a >"$work/$r.users" 2>&1 || true
-	chroot "$work/$r" /usr/sbin/pw groupshow -a >"$work/$r.groups" 2>&1 || true
-	chroot "$work/$r" /usr/bin/getent passwd >"$work/$r.getent-passwd" 2>&1 || true
-	chroot "$work/$r" /usr/bin/getent group >"$work/$r.getent-group" 2>&1 || true
-	# 5. The hints.
-	chroot "$work/$r" /sbin/ldconfig -r >"$work/$r.hints" 2>&1 || true
+	pw -R "$work/$r" usershow -a >"$work/$r.users"
+	pw -R "$work/$r" groupshow -a >"$work/$r.groups"
+	chroot "$work/$r" /usr/bin/getent passwd >"$work/$r.getent-passwd"
+	chroot "$work/$r" /usr/bin/getent group >"$work/$r.getent-group"
+	chroot "$work/$r" /usr/sbin/pw usershow -a >"$work/$r.pwdb"
 done
-for what in users groups getent-passwd getent-group hints; do
+for what in users groups getent-passwd getent-group pwdb; do
 	if ! diff -u "$work/by-pkg.$what" "$work/by-jbuild.$what" >"$work/$what.diff"; then
 		cat "$work/$what.diff"
 		differ "$what (- pkg -r, + jbuild)"
 	fi
 done
-if [ -f "$work/by-jbuild/usr/local/etc/rc.d/jbuild_firstboot" ]; then
-	echo "pkg-oracle: jbuild deferred to the first start:"
-	grep -F "	jbuild_firstboot_run " "$work/by-jbuild/usr/local/etc/rc.d/jbuild_firstboot" || true
+
+# 5. The library hints, as rtld reads them.
+for r in by-pkg by-jbuild; do
+	chroot "$work/$r" /sbin/ldconfig -r >"$work/$r.hints"
+	if [ -e "$work/$r/usr/lib32" ]; then
+		chroot "$work/$r" /sbin/ldconfig -32 -r >>"$work/$r.hints"
+	fi
+done
+if ! diff -u "$work/by-pkg.hints" "$work/by-jbuild.hints" >"$work/hints.diff"; then
+	cat "$work/hints.diff"
+	differ "ldconfig -r (- pkg -r and rc.d/ldconfig, + jbuild)"
 fi
 
 if [ "$differences" -eq 0 ]; then
-	echo "pkg-oracle: the same: trees, checks, info, files, dependencies, accounts, hints"
+	echo "pkg-oracle: the same: trees, checks, info, files, dependencies, users, groups, hints"
 	exit 0
 fi
 echo "pkg-oracle: $differences difference(s)"

@@ -19,6 +19,7 @@ mod hints;
 mod install;
 mod lua;
 mod mirror;
+mod mkdb;
 mod resolve;
 mod sign;
 mod sign_ecc;
