@@ -208,7 +208,8 @@ impl Host for PackageHost<'_> {
         match name {
             "pw" => crate::pkg::accounts::pw::pw(root, args, io),
             "pwd_mkdb" => crate::pkg::accounts::pwd_mkdb::pwd_mkdb(root, args, io),
-            // pkg::mkdb (services_mkdb, cap_mkdb) joins once it is merged.
+            "services_mkdb" => crate::pkg::mkdb::services_mkdb(root, args, io),
+            "cap_mkdb" => crate::pkg::mkdb::cap_mkdb(root, args, io),
             "certctl" => crate::pkg::certs::certctl(root, args, io),
             "ldconfig" => crate::pkg::hints::ldconfig(root, args, io),
             "service" => self.rc(word, args, io),
