@@ -26,19 +26,26 @@
 //!    its manifests as it arrives (`pipeline`): the extraction (7.) takes
 //!    the packages in install order as they are ready, while later ones
 //!    are still downloading.
-//! 6. A package with a shell script that runs at install (`pre-install`,
-//!    `post-install`, `install`), or for another ABI, is refused as it
-//!    arrives, naming the package and the script: jbuild does not run
-//!    shell scripts yet. This and every other refusal of a package (its
-//!    checksum, a conflict, a hostile entry) can come after packages
-//!    before it were written into the root: a failed step's root is
-//!    discarded, so nothing is committed.
+//! 6. A package whose shell script that runs at install (`pre-install`,
+//!    `post-install`, `install`) is not shell, or for another ABI, is
+//!    refused as it arrives, naming the package, the script and the line.
+//!    This and every other refusal of a package (its checksum, a
+//!    conflict, a hostile entry, a failing pre-install script) can come
+//!    after packages before it were written into the root: a failed
+//!    step's root is discarded, so nothing is committed.
 //! 7. [`extract::install_fed`] with [`DbAndLua`] as its hooks: per package,
-//!    Lua pre-install scripts, extraction, the package recorded in the
+//!    Lua then shell pre-install scripts ([`shell`]: a failure stops the
+//!    package), the image's owners read (so a user the scripts added owns
+//!    the package's files), extraction, the package recorded in the
 //!    database (one transaction, once its `@config` contents are known:
 //!    pkg registers before extracting and commits after, which leaves the
-//!    same rows), Lua post-install scripts (their failures reported, not
-//!    fatal, as pkg), the package's messages.
+//!    same rows), Lua then shell post-install scripts (their failures
+//!    reported, not fatal, as pkg), the package's messages. The scripts'
+//!    commands go to jbuild's own `pw`, `pwd_mkdb`, `certctl`, … or are
+//!    deferred to the jail's first start ([`scripts`]; [`Outcome::deferred`]).
+//! 8. When a script asked for `ldconfig`, the image's library hints are
+//!    written once, after the last package, from the directories the
+//!    image configures (as rc's `ldconfig` script does at boot).
 //!
 //! An upgrade is pkg's `pkg_add_upgrade` (`libpkg/pkg_add.c`): the same
 //! steps, with the Lua scripts seeing `pkg_upgrade` true (pkg 2 has no
@@ -50,8 +57,9 @@
 //! (`pkg_add_cleanup_old`); the database's rows of the old version
 //! replaced by the new one's (keeping its `automatic` unless it is asked
 //! for now); `upgrade` messages shown instead of `install` ones, within
-//! their versions. The old version's pre-deinstall Lua scripts run
-//! before its files are removed (with `pkg_upgrade` true); a changed
+//! their versions. The old version's pre-deinstall Lua then shell scripts
+//! run before its files are removed (with `pkg_upgrade` true,
+//! `PKG_UPGRADE=true`; their failures said and ignored, as pkg); a changed
 //! `@config` file is merged with the new version's when it can be
 //! (`AUTOMERGE`, [`super::merge3`]). The image's `pkg.conf`
 //! ([`super::pkg_conf`]) says which files are left out (`FILES_IGNORE_*`)
@@ -66,7 +74,7 @@ use super::db::{DbError, LocalDb, Previous, Record};
 use super::extract::{self, ExtractError, HookError, Hooks, Opened, PackageFile};
 use super::fetch::{self, Cache, FetchError};
 use super::lua::{self, LuaError, ScriptEnv};
-use super::manifest::{LuaScriptType, MessageType, ScriptType};
+use super::manifest::{LuaScriptType, MessageType};
 use super::osversion::{self, OsVersionError};
 use super::pkg_conf::{self, FilesIgnore, PkgConfError};
 use super::repo_conf::{self, RepoConfError, RepoConfig};
@@ -226,14 +234,17 @@ pub enum InstallError {
     OsVersion(#[from] OsVersionError),
     #[error(transparent)]
     PkgConf(#[from] PkgConfError),
-    #[error(
-        "package {package} has a `{script}` shell script, which jbuild does not run yet; on a \
-         FreeBSD host `[pkg] installer = \"pkg\"` installs it with pkg(8) in the build jail"
-    )]
-    ShellScript {
+    /// A package's shell script that does not parse, refused before
+    /// anything is written.
+    #[error("package {package}")]
+    Script {
         package: String,
-        script: &'static str,
+        #[source]
+        source: Box<ShellError>,
     },
+    /// The library hints a script asked for could not be written.
+    #[error("the library hints (`ldconfig`) a package's script asked for")]
+    Hints(#[source] super::hints::HintsError),
     #[error("no repository is enabled for {abi} (none of the image's or --pkg-repos' *.conf files enables one)")]
     NoRepositories { abi: String },
 }
@@ -248,8 +259,8 @@ impl From<upgrade::WeighError> for InstallError {
     fn from(e: upgrade::WeighError) -> Self {
         match e {
             upgrade::WeighError::Db(e) => InstallError::Db(e),
-            upgrade::WeighError::ShellScript { package, script } => {
-                InstallError::ShellScript { package, script }
+            upgrade::WeighError::Script { package, source } => {
+                InstallError::Script { package, source }
             }
         }
     }
@@ -274,7 +285,9 @@ impl Blame for InstallError {
             InstallError::Extract(e) => e.is_user_error(),
             InstallError::OsVersion(e) => e.is_user_error(),
             InstallError::PkgConf(e) => e.is_user_error(),
-            InstallError::ShellScript { .. } | InstallError::NoRepositories { .. } => true,
+            InstallError::Script { source, .. } => source.is_user_error(),
+            InstallError::Hints(e) => e.is_user_error(),
+            InstallError::NoRepositories { .. } => true,
         }
     }
 }
@@ -410,6 +423,8 @@ pub fn install_for(
         upgrades: &upgrades,
         events: &mut hooks_events,
         total: todo.iter().map(|c| c.package.flatsize).sum(),
+        policy: req.scripts,
+        asked: scripts::Asked::default(),
     };
     // A path a package the image keeps already owns, or one of an
     // earlier package of this install, refuses the package that would
@@ -454,6 +469,13 @@ pub fn install_for(
     let kept = pipeline.kept();
     let done = done?;
     kept?;
+    let asked = std::mem::take(&mut hooks.asked);
+    drop(hooks);
+    if asked.hints {
+        // Once, after the last package, as rc's ldconfig script would
+        // at boot (scripts.rs).
+        hints(req.root, &mut *events.borrow_mut())?;
+    }
     let events = events.into_inner();
     if !bar.borrow().over() {
         let total = bar.borrow().total;
@@ -485,8 +507,29 @@ pub fn install_for(
             .iter()
             .map(|d| format!("{}-{}", d.name, d.version))
             .collect(),
-        deferred: Vec::new(),
+        deferred: asked.deferred,
     })
+}
+
+/// The library hints a script asked for (`ldconfig`, `service ldconfig
+/// restart`), written from the directories the image configures, as
+/// rc's `ldconfig` script does at boot ([`super::hints`]); what was
+/// written said.
+fn hints(root: &Path, events: &mut dyn FnMut(Event)) -> Result<(), InstallError> {
+    let rebuilt = super::hints::rebuild(root).map_err(InstallError::Hints)?;
+    let said = rebuilt.warnings.into_iter().chain(
+        rebuilt
+            .written
+            .iter()
+            .map(|w| format!("{}: {}", w.path, w.dirs.join(":"))),
+    );
+    for text in said {
+        events(Event::Message {
+            package: "ldconfig".into(),
+            text,
+        });
+    }
+    Ok(())
 }
 
 /// How the extraction goes for this install: the image's clamp, limits
@@ -633,4 +676,8 @@ fn fetch_total(todo: &[resolve::Chosen<'_>], req: &Request<'_>) -> u64 {
 
 mod hooks;
 mod pipeline;
+pub mod script_error;
+pub mod scripts;
+pub mod shell;
 pub use hooks::DbAndLua;
+pub use shell::ShellError;

@@ -38,6 +38,14 @@
 //! - [`hints`]: the dynamic linker's `ld-elf.so.hints` as `ldconfig`
 //!   writes it from the directories the image configures, and the
 //!   `ldconfig`/`service ldconfig` commands of package scripts;
+//! - [`accounts`]: the image's users and groups (`master.passwd`,
+//!   `group`, `passwd`, `pwd.db`, `spwd.db`) and the `pw` and `pwd_mkdb`
+//!   commands package scripts call, carried out on them;
+//! - [`hashdb`]: Berkeley DB 1.85 hash files, the format of `pwd.db`,
+//!   `spwd.db`, `services.db` and `login.conf.db`, written as libc reads
+//!   them;
+//! - [`mkdb`]: `services_mkdb` and `cap_mkdb`, the base system's other
+//!   database builders, as native commands;
 //! - [`install`]: the one entry, from a root and package names to an
 //!   installed, recorded closure;
 //! - [`extract`]: packages installed into the image's root as pkg 2.x
@@ -52,6 +60,7 @@
 //! (`engine::pkgbase`, [`install::install_for`] with the release's ABI).
 
 pub mod abi;
+pub mod accounts;
 pub mod catalogue;
 pub mod certs;
 pub mod checksum;
@@ -59,12 +68,14 @@ pub mod db;
 pub mod extract;
 pub mod fetch;
 pub mod firstboot;
+pub mod hashdb;
 pub mod hints;
 pub mod install;
 pub mod lua;
 pub mod manifest;
 pub mod merge3;
 pub mod mirror;
+pub mod mkdb;
 pub mod osversion;
 pub mod pkg_conf;
 pub mod repo_conf;

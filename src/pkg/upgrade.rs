@@ -218,11 +218,12 @@ pub enum WeighError {
     #[error(transparent)]
     Db(#[from] DbError),
     /// The installed version to be replaced has a shell script pkg would
-    /// run to remove it: `name-version` and the script.
-    #[error("package {package} has a `{script}` shell script")]
-    ShellScript {
+    /// run to remove it that is not shell: `name-version` and why.
+    #[error("package {package}")]
+    Script {
         package: String,
-        script: &'static str,
+        #[source]
+        source: Box<super::install::script_error::ShellError>,
     },
 }
 
@@ -230,7 +231,7 @@ impl crate::blame::Blame for WeighError {
     fn is_user_error(&self) -> bool {
         match self {
             WeighError::Db(e) => e.is_user_error(),
-            WeighError::ShellScript { .. } => true,
+            WeighError::Script { source, .. } => source.is_user_error(),
         }
     }
 }
@@ -242,7 +243,8 @@ pub type Weighed<'a> = (Vec<Chosen<'a>>, BTreeMap<String, Upgrade>, Vec<Verdict>
 
 /// The closure with what the image has weighed (see [`Weighed`]). An
 /// installed package to be replaced whose pre-deinstall shell script pkg
-/// would run refuses the install before anything is written.
+/// would run does not parse refuses the install before anything is
+/// written (the script runs at the upgrade: `install::shell`).
 pub fn weigh<'a>(
     closure: Vec<Chosen<'a>>,
     installed: &BTreeMap<String, Installed>,
@@ -283,12 +285,12 @@ pub fn weigh<'a>(
         }
         let previous = db.previous(&old.name)?;
         let runs = [ScriptType::PreDeinstall, ScriptType::Deinstall];
-        if let Some((t, _)) = previous.scripts.iter().find(|(t, _)| runs.contains(t)) {
-            return Err(WeighError::ShellScript {
+        super::install::script_error::check_parse(&previous.scripts, &runs).map_err(|source| {
+            WeighError::Script {
                 package: format!("{}-{}", old.name, old.version),
-                script: t.key(),
-            });
-        }
+                source: Box::new(source),
+            }
+        })?;
         upgrades.insert(
             format!("{}-{}", c.package.name, c.package.version),
             Upgrade {

@@ -12,8 +12,8 @@
 #   -j JBUILD   the jbuild binary (default target/release/jbuild)
 #   -r RELEASE  the base release (default: this host's, e.g. 14.3)
 #   -k          keep the work directory (printed) for a look afterwards
-#   PACKAGE     what to install (default: curl jq pcre2, which have no
-#               shell scripts; jbuild refuses those until it emulates them)
+#   PACKAGE     what to install (default: curl jq pcre2 redis: libraries
+#               with USE_LDCONFIG's @ldconfig, and redis's USERS= script)
 #
 # Both roots start from the base layer of one jbuild image (so the base is
 # the same bytes); pkg(8) installs `pkg` and the packages into the first,
@@ -24,7 +24,16 @@
 #   2. `pkg -r ROOT check -sa` (checksums) and `check -da` (dependencies)
 #      on both: jbuild's must pass as pkg's does;
 #   3. `pkg -r ROOT info -a`, and `pkg -r ROOT query` of every package's
-#      files and sums, and of its dependencies, diffed.
+#      files and sums, and of its dependencies, diffed;
+#   4. users and groups: `pw -R ROOT usershow -a` and `groupshow -a` (the
+#      text files), and what the C library reads in each root, chrooted:
+#      `getent passwd` and `getent group` (pwd.db, group) and `pw usershow
+#      -a` (getpwent over spwd.db); pwd.db and spwd.db are left out of 1.,
+#      their bytes may differ for the same entries (hash table layout);
+#   5. the library hints: `ldconfig -r` chrooted in each root (rtld's
+#      /var/run/ld-elf.so.hints, and ld-elf32.so.hints with `-32` where
+#      lib32 exists), pkg's root first given what rc.d/ldconfig does at
+#      boot (`pkg -r` restarts the host's ldconfig, not the root's).
 # Exit status 0 when all agree, 1 on any difference (each one printed),
 # 2 when the script could not run.
 
@@ -47,7 +56,7 @@ while getopts j:r:kh opt; do
 	esac
 done
 shift $((OPTIND - 1))
-packages=${*:-curl jq pcre2}
+packages=${*:-curl jq pcre2 redis}
 
 die() {
 	echo "pkg-oracle: $*" >&2
@@ -126,7 +135,14 @@ differ() {
 cat >"$work/excludes" <<'EOF'
 ./var/cache/pkg
 ./var/db/pkg
+./etc/pwd.db
+./etc/spwd.db
+./var/run/ld-elf.so.hints
+./var/run/ld-elf32.so.hints
 EOF
+# What the root's own boot does for pkg's root: rc.d/ldconfig's hints.
+chroot "$work/by-pkg" /bin/sh /etc/rc.d/ldconfig onestart >"$work/ldconfig.log" 2>&1 ||
+	{ cat "$work/ldconfig.log" >&2; die "rc.d/ldconfig in pkg's root failed"; }
 keys=type,mode,uname,gname,size,sha256digest,link,flags,nlink
 for r in by-pkg by-jbuild; do
 	mtree -c -n -k "$keys" -X "$work/excludes" -p "$work/$r" >"$work/$r.mtree"
@@ -161,8 +177,36 @@ for what in info files deps flags; do
 	fi
 done
 
+# 4. Users and groups: the text files through pw, the databases through
+# the C library in each root.
+for r in by-pkg by-jbuild; do
+	pw -R "$work/$r" usershow -a >"$work/$r.users"
+	pw -R "$work/$r" groupshow -a >"$work/$r.groups"
+	chroot "$work/$r" /usr/bin/getent passwd >"$work/$r.getent-passwd"
+	chroot "$work/$r" /usr/bin/getent group >"$work/$r.getent-group"
+	chroot "$work/$r" /usr/sbin/pw usershow -a >"$work/$r.pwdb"
+done
+for what in users groups getent-passwd getent-group pwdb; do
+	if ! diff -u "$work/by-pkg.$what" "$work/by-jbuild.$what" >"$work/$what.diff"; then
+		cat "$work/$what.diff"
+		differ "$what (- pkg -r, + jbuild)"
+	fi
+done
+
+# 5. The library hints, as rtld reads them.
+for r in by-pkg by-jbuild; do
+	chroot "$work/$r" /sbin/ldconfig -r >"$work/$r.hints"
+	if [ -e "$work/$r/usr/lib32" ]; then
+		chroot "$work/$r" /sbin/ldconfig -32 -r >>"$work/$r.hints"
+	fi
+done
+if ! diff -u "$work/by-pkg.hints" "$work/by-jbuild.hints" >"$work/hints.diff"; then
+	cat "$work/hints.diff"
+	differ "ldconfig -r (- pkg -r and rc.d/ldconfig, + jbuild)"
+fi
+
 if [ "$differences" -eq 0 ]; then
-	echo "pkg-oracle: the same: trees, checks, info, files, dependencies"
+	echo "pkg-oracle: the same: trees, checks, info, files, dependencies, users, groups, hints"
 	exit 0
 fi
 echo "pkg-oracle: $differences difference(s)"

@@ -19,10 +19,12 @@
 //!    come after earlier packages were written into the root, which the
 //!    caller then discards.
 //! 2. Then each package in pkg's order: the database ([`Hooks::register`]),
-//!    Lua pre-install ([`Hooks::lua_pre_install`]), extraction, commit
-//!    ([`Hooks::commit`]), Lua post-install ([`Hooks::lua_post_install`]),
+//!    Lua then shell pre-install ([`Hooks::lua_pre_install`],
+//!    [`Hooks::shell_pre_install`]), the image's owners read, extraction,
+//!    commit ([`Hooks::commit`]), Lua then shell post-install
+//!    ([`Hooks::lua_post_install`], [`Hooks::shell_post_install`]),
 //!    messages ([`Hooks::messages`]). The hooks are where the package
-//!    database and the Lua scripts plug in; [`NoHooks`] does nothing.
+//!    database and the scripts plug in; [`NoHooks`] does nothing.
 //! 3. Extraction goes through the layer applier (`layer::apply`), which
 //!    treats every entry as hostile: a path out of the root or through a
 //!    symlink the package made, a hard link to something outside it or
@@ -204,10 +206,12 @@ pub type HookError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The steps of pkg's install around extraction, in its order
 /// (`pkg_add_common`): [`register`](Hooks::register) (the package
-/// database, in an open transaction), [`lua_pre_install`](Hooks::lua_pre_install),
+/// database, in an open transaction), [`lua_pre_install`](Hooks::lua_pre_install)
+/// then [`shell_pre_install`](Hooks::shell_pre_install), the owners read,
 /// extraction, [`commit`](Hooks::commit), [`lua_post_install`](Hooks::lua_post_install)
-/// (pkg ignores its failures: a hook that agrees returns `Ok` and reports
-/// them itself), [`messages`](Hooks::messages). Every step does nothing by
+/// then [`shell_post_install`](Hooks::shell_post_install) (pkg ignores
+/// their failures: a hook that agrees returns `Ok` and reports them
+/// itself), [`messages`](Hooks::messages). Every step does nothing by
 /// default.
 pub trait Hooks {
     fn register(&mut self, _pkg: &Opened, _root: &Path) -> Result<(), HookError> {
@@ -225,8 +229,19 @@ pub trait Hooks {
     ) -> Result<(), HookError> {
         Ok(())
     }
+    /// Where the package's pre-install shell scripts run, after the Lua
+    /// ones and before the image's accounts are read for the package's
+    /// owners (so that a user its script adds owns its files).
+    fn shell_pre_install(&mut self, _pkg: &Opened, _root: &Path) -> Result<(), HookError> {
+        Ok(())
+    }
     /// Where the package's post-install Lua scripts run (`pkg::lua`).
     fn lua_post_install(&mut self, _pkg: &Opened, _root: &Path) -> Result<(), HookError> {
+        Ok(())
+    }
+    /// Where the package's post-install shell scripts run, after the Lua
+    /// ones (pkg ignores their failures, as for Lua).
+    fn shell_post_install(&mut self, _pkg: &Opened, _root: &Path) -> Result<(), HookError> {
         Ok(())
     }
     fn messages(&mut self, _pkg: &Opened) {}
@@ -326,6 +341,18 @@ impl crate::blame::Blame for ExtractError {
             ExtractError::Open { .. } | ExtractError::Config { .. } => false,
             ExtractError::Accounts { source, .. } => source.kind() == io::ErrorKind::FileTooLarge,
             ExtractError::Hostile { source, .. } => source.is_bad_input(),
+            // A package's script at fault, unless a command it ran could
+            // not write the root (a `ScriptError` in the chain says).
+            ExtractError::Hook { source, .. } => {
+                let mut at: Option<&(dyn std::error::Error + 'static)> = Some(&**source);
+                while let Some(e) = at {
+                    if let Some(e) = e.downcast_ref::<crate::pkg::script::ScriptError>() {
+                        return e.is_user_error();
+                    }
+                    at = e.source();
+                }
+                true
+            }
             _ => true,
         }
     }
@@ -468,6 +495,9 @@ fn install_one(
     hooks
         .lua_pre_install(o, root)
         .map_err(hook("its pre-install Lua script"))?;
+    hooks
+        .shell_pre_install(o, root)
+        .map_err(hook("its pre-install shell scripts"))?;
     let owners =
         Owners::read(root).map_err(|(path, source)| ExtractError::Accounts { path, source })?;
     let mut reader = Reader::over(Box::new(ahead.next_package()), &opts.limits);
@@ -490,6 +520,9 @@ fn install_one(
     hooks
         .lua_post_install(o, root)
         .map_err(hook("its post-install Lua script"))?;
+    hooks
+        .shell_post_install(o, root)
+        .map_err(hook("its post-install shell scripts"))?;
     hooks.messages(o);
     Ok(installed)
 }

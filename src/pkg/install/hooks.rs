@@ -1,9 +1,11 @@
 //! The installer's [`Hooks`]: what [`super::install_for`] does around
 //! each package's extraction, in pkg's order — its rows in the package
-//! database, its Lua scripts, and on an upgrade the old version's files
-//! removed ([`remove_old`]). Kept apart from the install's sequence of
+//! database, its Lua and shell scripts ([`shell`]), and on an upgrade the
+//! old version's files removed ([`remove_old`]). Kept apart from the install's sequence of
 //! phases (install.rs), which only calls them.
 
+use super::scripts::Asked;
+use super::shell::When;
 use super::*;
 
 /// The hooks of [`extract::install`] joined to the package database and
@@ -22,6 +24,29 @@ pub struct DbAndLua<'a, 'e> {
     pub events: &'a mut (dyn FnMut(Event) + 'e),
     /// What [`Event::Progress`] of [`Phase::Install`] counts to.
     pub total: u64,
+    /// What a command of a shell script jbuild does not carry out
+    /// becomes.
+    pub policy: Scripts,
+    /// What the shell scripts left for after the install: deferred
+    /// commands, the library hints.
+    pub asked: Asked,
+}
+
+impl DbAndLua<'_, '_> {
+    /// Runs `pkg`'s shell scripts of `when` ([`shell`]).
+    fn shell(&mut self, pkg: &Opened, root: &Path, when: When) -> Result<(), ShellError> {
+        let label = pkg.label();
+        let run = shell::Run {
+            root,
+            policy: self.policy,
+            label: &label,
+            name: &pkg.manifest.name,
+            prefix: &pkg.manifest.prefix,
+            upgrade: self.upgrades.contains_key(&label),
+            scripts: &pkg.manifest.scripts,
+        };
+        run.run(when, &mut self.asked, &mut *self.events)
+    }
 }
 
 impl DbAndLua<'_, '_> {
@@ -51,14 +76,25 @@ impl DbAndLua<'_, '_> {
     /// database, with `pkg_upgrade` true, as `pkg_add_cleanup_old` runs
     /// them before it removes the old files (pkg extracts the new files
     /// to temporary names first, so the scripts see the old version's;
-    /// run before extraction, they see the same). pkg goes on when one
-    /// fails, and so does this, saying so. pkg runs no post-deinstall
-    /// script on an upgrade.
-    fn old_pre_deinstall(&mut self, pkg: &Opened, root: &Path) {
+    /// run before extraction, they see the same), then its shell
+    /// `pre-deinstall` and `deinstall DEINSTALL` scripts ([`shell`]). pkg
+    /// goes on when one fails, and so does this, saying so; a command
+    /// jbuild does not carry out is refused (or deferred) as in any
+    /// other script. pkg runs no post-deinstall script on an upgrade.
+    fn old_pre_deinstall(&mut self, pkg: &Opened, root: &Path) -> Result<(), ShellError> {
         let Some(u) = self.upgrades.get(&pkg.label()) else {
-            return;
+            return Ok(());
         };
         let label = format!("{}-{}", pkg.manifest.name, u.version);
+        let shell = shell::Run {
+            root,
+            policy: self.policy,
+            label: &label,
+            name: &pkg.manifest.name,
+            prefix: &u.previous.prefix,
+            upgrade: true,
+            scripts: &u.previous.scripts,
+        };
         let scripts = u.previous.lua_scripts.iter();
         for (_, script) in scripts.filter(|(t, _)| *t == LuaScriptType::PreDeinstall) {
             let env = ScriptEnv {
@@ -82,6 +118,7 @@ impl DbAndLua<'_, '_> {
                 }),
             }
         }
+        shell.run(When::PreDeinstall, &mut self.asked, &mut *self.events)
     }
 }
 
@@ -90,7 +127,14 @@ impl Hooks for DbAndLua<'_, '_> {
         // mlua's errors are not `Send`: the chain is kept as text.
         self.lua(pkg, root, LuaScriptType::PreInstall)
             .map_err(|e| HookError::from(crate::report::error_chain(&e)))?;
-        self.old_pre_deinstall(pkg, root);
+        Ok(())
+    }
+
+    /// The package's pre-install shell scripts; then, on an upgrade, the
+    /// old version's pre-deinstall scripts (Lua, then shell).
+    fn shell_pre_install(&mut self, pkg: &Opened, root: &Path) -> Result<(), HookError> {
+        self.shell(pkg, root, When::PreInstall)?;
+        self.old_pre_deinstall(pkg, root)?;
         Ok(())
     }
 
@@ -158,6 +202,13 @@ impl Hooks for DbAndLua<'_, '_> {
                 text: format!("warning: {}", crate::report::error_chain(&e)),
             });
         }
+        Ok(())
+    }
+
+    /// pkg goes on when a post-install shell script exits non-zero, and
+    /// says so ([`shell`]); a command refused still stops the step.
+    fn shell_post_install(&mut self, pkg: &Opened, root: &Path) -> Result<(), HookError> {
+        self.shell(pkg, root, When::PostInstall)?;
         Ok(())
     }
 

@@ -1,8 +1,8 @@
 //! The downloads overlapped with the extraction (issue 31): worker
 //! threads fetch the closure's packages in install order (`jobs` at a
 //! time), and as each arrives, verified, they read its manifests and
-//! check what needs no other package (a shell script jbuild does not run,
-//! the ABI); the install ([`extract::install_fed`]) takes the packages in
+//! check what needs no other package (its shell scripts parse, the
+//! ABI); the install ([`extract::install_fed`]) takes the packages in
 //! install order as they are ready, checks conflicts against the packages
 //! before it, and extracts while later ones are still downloading. Its
 //! decoder thread (`extract::ahead`) starts on a package's file as soon
@@ -214,7 +214,12 @@ impl<'c> Pipeline<'c> {
         // Named by where it is kept, which it is by the time anything
         // could name it.
         let (opened, _) = extract::open_file(&PackageFile::from(&fetched), reading, self.limits)?;
-        refuse_shell_scripts(&opened)?;
+        shell::check_parse(&opened.manifest.scripts, &shell::AT_INSTALL).map_err(|source| {
+            InstallError::Script {
+                package: opened.label(),
+                source: Box::new(source),
+            }
+        })?;
         if let Some(abi) = self.abi {
             let opts = extract::Options {
                 abi: Some(abi.to_string()),
@@ -301,23 +306,6 @@ impl Files for Pipeline<'_> {
     fn close(&self) {
         self.lock().closed = true;
         self.changed.notify_all();
-    }
-}
-
-/// Refuses a package with a shell script pkg would run now (`pre-install`,
-/// `post-install`, `install`): jbuild does not run shell scripts yet.
-fn refuse_shell_scripts(o: &Opened) -> Result<(), InstallError> {
-    let runs = [
-        ScriptType::PreInstall,
-        ScriptType::Install,
-        ScriptType::PostInstall,
-    ];
-    match o.manifest.scripts.iter().find(|(t, _)| runs.contains(t)) {
-        Some((t, _)) => Err(InstallError::ShellScript {
-            package: o.label(),
-            script: t.key(),
-        }),
-        None => Ok(()),
     }
 }
 

@@ -9,8 +9,8 @@
 //! pre-deinstall Lua script run, a configuration file changed on other
 //! lines than the new version's merged); an installed version newer than
 //! the repository's is kept, and said; the same version is reinstalled
-//! when its options differ, and an old version with a pre-deinstall
-//! shell script is refused. The catalogue changes
+//! when its options differ, and an old version's pre-deinstall shell
+//! script runs with `PKG_UPGRADE=true`. The catalogue changes
 //! between two builds; the tree is read after export, `local.sqlite` with
 //! the `sqlite3` program, the upgrade step's layer with GNU tar.
 #![cfg(target_os = "linux")]
@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 
 use super::pkg::{build_json, last_layer_listing, said, serve, sqlite};
-use crate::support::common::{export_unpacked, jbuild, ok, run};
+use crate::support::common::{export_unpacked, jbuild, ok};
 use crate::support::limits::Server;
 use crate::support::pkgrepo::image::{freebsd_tree, with};
 use crate::support::pkgrepo::pkgfile::{config, file};
@@ -104,7 +104,10 @@ fn tool(version: &str) -> TestPkg {
         version,
         &[],
         vec![file("/usr/local/bin/tool", 0o755, version.as_bytes())],
-        vec![("scripts", json!({"pre-deinstall": "echo bye"}))],
+        vec![(
+            "scripts",
+            json!({"pre-deinstall": "echo bye upgrade=${PKG_UPGRADE}"}),
+        )],
     )
 }
 
@@ -400,19 +403,16 @@ fn pkg_reinstalls_the_same_version_when_what_pkg_compares_differs() {
 }
 
 #[test]
-fn pkg_refuses_to_replace_a_package_whose_old_version_has_a_pre_deinstall_shell_script() {
+fn pkg_runs_the_pre_deinstall_shell_script_of_the_version_it_replaces() {
     let t = tempfile::tempdir().unwrap();
     let s = setup(t.path());
     build(&s, "tool:1", "FROM old:1\nPKG tool\n");
     repo(&s.repo, &s.key, vec![libfoo("1"), tool("2")]);
-    let dir = recipe(&s, "tool:2", "FROM tool:1\nPKG tool\n");
-    let out = run(jbuild(&s.root).args(["build", "-t", "tool:2"]).arg(&dir));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(
-        stderr.contains("package tool-1 has a `pre-deinstall` shell script"),
-        "{stderr}"
-    );
+    let said = build(&s, "tool:2", "FROM tool:1\nPKG tool\n");
+    // pkg_add_cleanup_old: the old version's script, with PKG_UPGRADE.
+    assert!(said.contains("tool-1: bye upgrade=true"), "{said}");
+    let (_, rootfs) = export_unpacked(&s.root, "tool:2", t.path());
+    assert_eq!(fs::read(rootfs.join("usr/local/bin/tool")).unwrap(), b"2");
 }
 
 #[test]

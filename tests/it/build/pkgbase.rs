@@ -2,8 +2,9 @@
 //! jbuild's own installer through the `jbuild` binary: a test repository
 //! written by `tests/support/pkgrepo` (FreeBSD-* packages whose closure is
 //! `FreeBSD-set-minimal-jail`: the accounts and `/bin/sh` from a
-//! FreeBSD-runtime-like package, a file with a flag, files owned by names
-//! those accounts define), signed with the `openssl` program, trusted
+//! FreeBSD-runtime-like package with FreeBSD-runtime's post-install
+//! script — `pwd_mkdb`, `services_mkdb`, `cap_mkdb`, `chmod 1777 /tmp` —,
+//! a file with a flag, files owned by names those accounts define), signed with the `openssl` program, trusted
 //! through `[freebsd] pkg_keys_dir` as the host's `/usr/share/keys`,
 //! served from 127.0.0.1 under `${ABI}/base_release_${VERSION_MINOR}`.
 //! The image's tree (GNU tar, bsdtar for the flag) and its `local.sqlite`
@@ -24,12 +25,20 @@ use crate::support::limits::Server;
 use crate::support::pkgrepo::elf::{freebsd_elf, EM_AARCH64, EM_X86_64};
 use crate::support::pkgrepo::image::with;
 use crate::support::pkgrepo::pkgfile::{config, dir, file, owned, Item};
+use crate::support::pkgrepo::scripts::RUNTIME;
 use crate::support::pkgrepo::{Key, Layout, RepoSpec, Signing, TestPkg};
 
 /// FreeBSD's numbers for accounts a Debian host has other numbers for
 /// (`mail` is 8 there) or lacks (`unbound`).
 const UNBOUND: u32 = 59;
 const MAIL: u32 = 6;
+
+/// `/etc/services` and `/etc/login.conf` as FreeBSD-runtime ships them,
+/// a few lines of each.
+const SERVICES: &str = "ssh\t\t22/tcp\t\t#Secure Shell Login\nssh\t\t22/udp\n\
+     domain\t\t53/udp\t   dns\t#Domain Name Server\n";
+const LOGIN_CONF: &str = "default:\\\n\t:path=/sbin /bin /usr/sbin /usr/bin:\\\n\t:umask=022:\n\n\
+     daemon:\\\n\t:tc=default:\n";
 
 /// The base packages for `arch` (`amd64`, `arm64`): the set's closure and
 /// one package outside it.
@@ -69,6 +78,9 @@ fn base_packages(arch: &str) -> Vec<TestPkg> {
         ),
         file("/bin/sh", 0o555, &freebsd_elf(machine, true, 1_500_000, "FreeBSD")),
         libc,
+        config("/etc/services", 0o644, "wheel", SERVICES.as_bytes()),
+        config("/etc/login.conf", 0o644, "wheel", LOGIN_CONF.as_bytes()),
+        dir("/tmp", 0o755, "root", "wheel"),
     ];
     let utilities = vec![
         file("/usr/bin/uname", 0o555, b"uname\n"),
@@ -88,7 +100,18 @@ fn base_packages(arch: &str) -> Vec<TestPkg> {
         p
     };
     vec![
-        base("FreeBSD-runtime", &[], runtime),
+        {
+            // FreeBSD-runtime's post-install (release/packages/runtime.ucl).
+            let mut p = with(
+                "FreeBSD-runtime",
+                "15.0",
+                &[],
+                runtime,
+                vec![("scripts", serde_json::json!({ "post-install": RUNTIME }))],
+            );
+            p.origin = "base/FreeBSD-runtime".into();
+            p
+        },
         base("FreeBSD-utilities", &["FreeBSD-runtime"], utilities),
         base(
             "FreeBSD-set-minimal-jail",
@@ -313,6 +336,34 @@ fn a_pkgbase_base_builds_on_linux_with_jbuilds_installer() {
     assert!(line("var/unbound/").starts_with(&format!("drwxr-xr-x {unbound}")));
     assert!(line("usr/libexec/dma").starts_with(&format!("-r-xr-sr-x 0/{MAIL} ")));
     assert!(line("etc/master.passwd").starts_with("-rw------- 0/0 "));
+    // FreeBSD-runtime's post-install ran: the password databases (read
+    // back by db_dump185), services.db, login.conf.db, /tmp 1777.
+    assert!(
+        line("tmp/").starts_with("drwxrwxrwt 0/0 "),
+        "{}",
+        line("tmp/")
+    );
+    let keys = |file: &str| -> String {
+        let out = std::process::Command::new("db_dump185")
+            .arg("-p")
+            .arg(rootfs.join(file))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{file}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let pwd = keys("etc/pwd.db");
+    for key in ["Aroot", "Aunbound"] {
+        assert!(pwd.lines().any(|l| l == key), "{key}: {pwd}");
+    }
+    assert!(keys("etc/spwd.db").lines().any(|l| l == "Aunbound"));
+    assert!(keys("var/db/services.db").contains("ssh"));
+    assert!(keys("etc/login.conf.db").lines().any(|l| l == "default"));
+    assert!(line("etc/spwd.db").starts_with("-rw------- 0/0 "));
     let flags = bsdtar_flags(&last_layer(&layout));
     assert_eq!(flags.get("lib/libc.so.7").map(String::as_str), Some("schg"));
     assert_eq!(flags.get("bin/sh").map(String::as_str), Some(""));

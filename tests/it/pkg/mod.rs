@@ -4,18 +4,22 @@
 //! cache and installing into a root. The repositories are the
 //! tests' own (`tests/support/pkgrepo`), signed with the `openssl` program.
 
+mod accounts;
 mod catalogue;
 mod certs;
 mod conf;
 mod db;
+mod dump185;
 mod entry;
 mod fetch;
 mod firstboot;
 pub(crate) mod flags;
+mod hashdb;
 mod hints;
 mod install;
 mod lua;
 mod mirror;
+mod mkdb;
 mod resolve;
 mod sign;
 mod sign_ecc;

@@ -17,6 +17,7 @@ pub mod full;
 pub mod image;
 pub mod pkgfile;
 pub mod platform;
+pub mod scripts;
 
 use std::collections::BTreeMap;
 use std::fs;

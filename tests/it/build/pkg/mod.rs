@@ -22,6 +22,7 @@ mod platforms;
 mod repos_dir;
 mod repos_key;
 mod resolve;
+mod scripts;
 mod signatures;
 mod signatures_eddsa;
 
@@ -151,7 +152,7 @@ fn pkg_other_on(
 
 /// What a state root holds that a failed build must leave as it was:
 /// the store's index and blobs, and the snapshots (`dir` backend).
-fn stored(root: &Path) -> Vec<String> {
+pub(super) fn stored(root: &Path) -> Vec<String> {
     fn walk(dir: &Path, root: &Path, out: &mut Vec<String>) {
         let Ok(entries) = fs::read_dir(dir) else {
             return;
