@@ -5,12 +5,7 @@
 //! `frobnicate`, a command jbuild does not know). The first-start script
 //! and `/firstboot` are read from the step's layer by GNU tar, the
 //! `deferred` events from `--json`, the record from `jbuild inspect`.
-//!
-//! Written against wt/wire's `scripts.rs` (its repository and `setup`):
-//! registered in `mod.rs` (`mod deferred;`) once wt/wire is merged, with
-//! `setup`, `recipe`, `Setup` and its `root`/`base` made `pub(super)` there.
-//! Run and seen failing (no first-start write; no label) over a trial
-//! merge of wt/wire with the helper "defer".
+//! They share `scripts.rs`'s repository and `setup`.
 #![cfg(target_os = "linux")]
 
 use std::fs;

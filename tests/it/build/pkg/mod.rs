@@ -11,6 +11,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod deferred;
 mod entries;
 mod generations;
 mod hostile;

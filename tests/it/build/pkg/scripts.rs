@@ -207,11 +207,11 @@ fn certificates(t: &Path) -> Vec<(String, Vec<u8>)> {
         .collect()
 }
 
-struct Setup {
+pub(super) struct Setup {
     _server: Server,
-    root: PathBuf,
+    pub(super) root: PathBuf,
     t: PathBuf,
-    base: PathBuf,
+    pub(super) base: PathBuf,
     certs: Vec<(String, Vec<u8>)>,
 }
 
@@ -224,7 +224,7 @@ fn build_base(base: &Path, root: &Path) {
 
 /// The repository served from 127.0.0.1, and `base:1` built in `root`: a
 /// FreeBSD tree with `/lib`, `/usr/lib` and `/sbin/ldconfig`.
-fn setup(t: &Path, root: &Path) -> Setup {
+pub(super) fn setup(t: &Path, root: &Path) -> Setup {
     let key = Key::new(t, "repo");
     let certs = certificates(t);
     let www = t.join("www");
@@ -264,7 +264,7 @@ fn setup(t: &Path, root: &Path) -> Setup {
 }
 
 /// A recipe `FROM base:1` with `pkg_line`, in a directory of its own.
-fn recipe(s: &Setup, name: &str, pkg_line: &str) -> PathBuf {
+pub(super) fn recipe(s: &Setup, name: &str, pkg_line: &str) -> PathBuf {
     let dir = s.t.join("recipes").join(name);
     fs::create_dir_all(&dir).unwrap();
     fs::write(dir.join("Jailfile"), format!("FROM base:1\n{pkg_line}\n")).unwrap();
