@@ -21,6 +21,7 @@
 //! 0600, `passwd`, `group` and `pwd.db` 0644.
 
 pub mod pw;
+mod pw_opts;
 mod pw_user;
 pub mod pwd_mkdb;
 

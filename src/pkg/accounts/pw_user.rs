@@ -5,7 +5,7 @@ use std::fs;
 use std::os::unix::fs::{chown, PermissionsExt};
 use std::path::Path;
 
-use super::pw::{
+use super::pw_opts::{
     check_name, gid_policy, name_or_id, next_id, Conf, Ctx, Getopt, EX_CONFIG, EX_DATAERR,
     EX_NOUSER, EX_SOFTWARE, EX_USAGE,
 };
