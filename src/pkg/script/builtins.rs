@@ -3,8 +3,7 @@
 //! local read cd pwd command type which eval umask`; the text utilities
 //! of [`super::text`] are dispatched from here too.
 
-use super::shell::{Ctl, Shell, Streams, R};
-use super::simple::Found;
+use super::shell::{Ctl, Found, Shell, Streams, R};
 
 const BUILTINS: &[&str] = &[
     ":", "true", "false", "echo", "printf", "test", "[", "exit", "return", "break", "continue",
@@ -438,7 +437,7 @@ impl Shell<'_> {
                 };
                 // `command name`: functions skipped.
                 let found = match self.find(&name) {
-                    super::simple::Found::Function(_) => {
+                    Found::Function(_) => {
                         if let Some(n) = super::files::native(&name) {
                             Found::Native(n)
                         } else {

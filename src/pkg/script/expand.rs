@@ -9,15 +9,8 @@ use brush_parser::word::{
     self, Parameter, ParameterExpr, SpecialParameter, WordPiece, WordPieceWithSource,
 };
 
-use super::pattern::Pattern;
+use super::pattern::{Pattern, Seg};
 use super::shell::{Shell, Streams, R};
-
-/// Text and whether it was quoted.
-#[derive(Debug, Clone)]
-pub(crate) struct Seg {
-    pub text: String,
-    pub quoted: bool,
-}
 
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Field {

@@ -5,9 +5,10 @@
 //! at most [`super::Limits::glob_matches`] of them. A pattern matching
 //! nothing stays as written, as in sh.
 
-use super::expand::{Field, Seg};
+use super::expand::Field;
 use super::path;
 use super::pattern::Pattern;
+use super::pattern::Seg;
 use super::shell::{Shell, R};
 
 impl Shell<'_> {

@@ -4,7 +4,12 @@
 //! each star (the classic backtracking of the last `*` only), so a hostile
 //! pattern cannot make it exponential.
 
-use super::expand::Seg;
+/// Text and whether it was quoted.
+#[derive(Debug, Clone)]
+pub(crate) struct Seg {
+    pub text: String,
+    pub quoted: bool,
+}
 
 #[derive(Debug, Clone, PartialEq)]
 enum Tok {

@@ -11,6 +11,14 @@ use brush_parser::ast;
 use super::limits::Used;
 use super::{Env, Host, Limits, Ran, Script, ScriptError};
 
+/// What a name runs.
+pub(crate) enum Found {
+    Function(std::rc::Rc<ast::FunctionBody>),
+    Builtin,
+    Native(super::files::Native),
+    Host,
+}
+
 /// A variable's value and attributes.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Var {

@@ -6,7 +6,7 @@
 
 use brush_parser::ast::{self, CommandPrefixOrSuffixItem as Item, IoRedirect};
 
-use super::shell::{Ctl, Shell, Streams, R};
+use super::shell::{Ctl, Found, Shell, Streams, R};
 use super::{CommandError, Io, ScriptError};
 
 /// Directories whose programs jbuild may carry out itself when a script
@@ -19,14 +19,6 @@ const SPECIAL: &[&str] = &[
     ":", ".", "break", "continue", "eval", "exec", "exit", "export", "readonly", "return", "set",
     "shift", "times", "trap", "unset",
 ];
-
-/// What a name runs.
-pub(crate) enum Found {
-    Function(std::rc::Rc<ast::FunctionBody>),
-    Builtin,
-    Native(super::files::Native),
-    Host,
-}
 
 impl Shell<'_> {
     pub(crate) fn simple(&mut self, c: &ast::SimpleCommand, s: &mut Streams) -> R<i32> {

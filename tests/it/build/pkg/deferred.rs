@@ -154,8 +154,7 @@ fn an_unknown_command_fails_the_step_by_default_and_waits_for_the_first_start_wi
     let pkg_step = stdout
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|e| e["event"] == "step_done")
-        .last()
+        .rfind(|e| e["event"] == "step_done")
         .unwrap();
     assert_eq!(pkg_step["result"], "cached", "{stdout}");
     assert_eq!(
