@@ -33,7 +33,7 @@
 //!
 //! The byte order is the image's: the `EI_DATA` of `/libexec/ld-elf.so.1`
 //! (else `/bin/sh`), so a powerpc64 image gets a big-endian file, as its
-//! own ldconfig writes (see [`format`]).
+//! own ldconfig writes (see [`mod@format`]).
 //!
 //! Every path is the image's: read through
 //! [`crate::fsutil::resolve_in_root`] (a symlink is followed as the jail
