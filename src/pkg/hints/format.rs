@@ -10,7 +10,7 @@
 //! either order (the magic tells which); a merge keeps the order of the
 //! file it read (`read_elf_hints` sets `is_be` from the file). rtld reads
 //! its native order, so jbuild writes the order of the image's own ELF
-//! files (see [`super::image_machine`]).
+//! files (`image_machine` in the module above).
 
 /// `ELFHINTS_MAGIC`.
 pub const MAGIC: u32 = 0x746e_6845;
