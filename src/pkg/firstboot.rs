@@ -132,7 +132,7 @@ impl Reason {
 /// Why the first-start script could not be read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum FirstbootError {
-    #[error("cannot write {what} in the image ({}): {source}", path.display())]
+    #[error("cannot write {what} in the image ({})", path.display())]
     Io {
         what: &'static str,
         path: PathBuf,

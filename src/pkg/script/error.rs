@@ -11,7 +11,7 @@ pub enum ScriptError {
     Parse { line: usize, message: String },
     /// A command faulted (could not write the root, met a hostile path)
     /// or is one neither jbuild nor the caller carries out.
-    #[error("line {line}: {command}: {source}")]
+    #[error("line {line}: {command}")]
     Command {
         command: String,
         line: usize,

@@ -18,7 +18,7 @@ pub struct Io<'a> {
 /// message on stderr).
 #[derive(Debug, thiserror::Error)]
 pub enum CommandError {
-    #[error("cannot write {}: {source}", path.display())]
+    #[error("cannot write {}", path.display())]
     Io {
         path: PathBuf,
         #[source]

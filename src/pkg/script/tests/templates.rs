@@ -484,9 +484,11 @@ fn ldconfig_with_a_host_that_lacks_service_names_it() {
         } => assert_eq!((command.as_str(), *line), ("/usr/sbin/service", 2)),
         other => panic!("{other:?}"),
     }
+    // The cause is the chain's next line, not repeated in the message.
+    assert_eq!(err.to_string(), "line 2: /usr/sbin/service");
     assert_eq!(
-        err.to_string(),
-        "line 2: /usr/sbin/service: `/usr/sbin/service` is not a command jbuild carries out"
+        std::error::Error::source(&err).map(ToString::to_string),
+        Some("`/usr/sbin/service` is not a command jbuild carries out".to_string())
     );
 }
 
